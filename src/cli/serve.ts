@@ -1,0 +1,86 @@
+import { Command, Option } from 'commander';
+import { startService, openServiceContext } from '../service/server.js';
+import { ensureTenantWithAdmin } from '../service/bootstrap.js';
+import { readStdin } from './stdin.js';
+
+const int = (name: string) => (value: string) => {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 0) throw new Error(`${name} must be a whole number, got "${value}"`);
+  return n;
+};
+
+export function serveCommand(): Command {
+  return new Command('serve')
+    .description('Run the reference Data Platform Management API over HTTPS')
+    .option('--port <port>', 'port to listen on (0 picks a free one)', int('--port'), 8443)
+    .option('--host <host>', 'address to listen on', '127.0.0.1')
+    .option('--data-dir <dir>', 'where the SQLite database and the generated certificate live', '.dpctl-data')
+    .option('--database-url <url>', 'use PostgreSQL (postgres://...) instead of the data dir\'s SQLite')
+    .option('--tls-cert <file>', 'PEM certificate to serve instead of a generated self-signed one')
+    .option('--tls-key <file>', 'PEM private key for --tls-cert')
+    .option('--base-domain <domain>', 'tenants are also served at <slug>.<domain>')
+    .option('--rate-limit <n>', 'requests per minute per tenant per endpoint', int('--rate-limit'), 600)
+    .option('--access-token-ttl <seconds>', 'access-token lifetime', int('--access-token-ttl'), 3600)
+    .option('--strict-spec', 'serve only the spec\'s documented surface (no extensions)', false)
+    .addOption(new Option('--log-level <level>', 'log level').choices(['fatal', 'error', 'warn', 'info', 'debug', 'silent']).default('info'))
+    .action(async (opts) => {
+      const service = await startService({
+        port: opts.port,
+        host: opts.host,
+        dataDir: opts.dataDir,
+        databaseUrl: opts.databaseUrl ?? process.env.DP_DATABASE_URL,
+        tlsCert: opts.tlsCert,
+        tlsKey: opts.tlsKey,
+        baseDomain: opts.baseDomain,
+        rateLimit: opts.rateLimit,
+        accessTokenTtl: opts.accessTokenTtl,
+        strictSpec: opts.strictSpec,
+        logLevel: opts.logLevel,
+      });
+      const { DP_BOOTSTRAP_TENANT: slug, DP_BOOTSTRAP_EMAIL: email, DP_BOOTSTRAP_PASSWORD: password } = process.env;
+      const lines = [`Data Platform reference service listening on https://${opts.host}:${service.port} (HTTPS only)`];
+      if (slug && email && password) {
+        const { created } = await ensureTenantWithAdmin(service.ctx, slug, email, password);
+        lines.push(
+          `Tenant "${slug}" ${created ? 'created' : 'ready'}; admin ${email}`,
+          `API:      ${service.baseUrl(slug)}`,
+          `Docs:     https://${slug}.localhost:${service.port}/api/docs`,
+          `Login:    curl --cacert ${service.tls.certPath} -X POST ${service.baseUrl(slug)}/auth/login -H 'Content-Type: application/json' -d '{"email":"${email}","password":"..."}'`,
+        );
+      } else {
+        lines.push(`Docs:     https://localhost:${service.port}/api/docs`, 'No tenant bootstrapped: set DP_BOOTSTRAP_TENANT, DP_BOOTSTRAP_EMAIL and DP_BOOTSTRAP_PASSWORD, or run `dpctl tenant create`.');
+      }
+      if (service.tls.certPath) lines.push(`CA file:  ${service.tls.certPath} (self-signed; pass it to clients)`);
+      process.stderr.write(lines.join('\n') + '\n');
+      const stop = async (signal: string) => {
+        process.stderr.write(`${signal}: draining in-flight requests and closing the store\n`);
+        await service.close();
+        process.exit(0);
+      };
+      process.once('SIGTERM', () => void stop('SIGTERM'));
+      process.once('SIGINT', () => void stop('SIGINT'));
+    });
+}
+
+export function tenantCommand(): Command {
+  const tenant = new Command('tenant').description('Manage tenants of the reference service');
+  tenant
+    .command('create <slug>')
+    .description('Create a tenant and its admin user (password from DP_ADMIN_PASSWORD or stdin)')
+    .requiredOption('--admin-email <email>', 'email of the first admin')
+    .option('--data-dir <dir>', 'data dir of the service', '.dpctl-data')
+    .option('--database-url <url>', 'PostgreSQL URL, when the service uses one')
+    .action(async (slug: string, opts) => {
+      const password = process.env.DP_ADMIN_PASSWORD ?? (await readStdin()).trim();
+      if (!password) throw new Error('give the admin password in DP_ADMIN_PASSWORD or on stdin');
+      const ctx = await openServiceContext({ dataDir: opts.dataDir, databaseUrl: opts.databaseUrl ?? process.env.DP_DATABASE_URL });
+      try {
+        if (await ctx.tenants.bySlug(slug)) throw new Error(`tenant "${slug}" already exists`);
+        await ensureTenantWithAdmin(ctx, slug, opts.adminEmail, password);
+        process.stdout.write(`Created tenant "${slug}" with admin ${opts.adminEmail}; it is served at https://${slug}.localhost:<port>/api/v1\n`);
+      } finally {
+        await ctx.db.close();
+      }
+    });
+  return tenant;
+}

@@ -1,0 +1,124 @@
+import type { JsonSchema, KindSchemaFile, Operation, PermissionLevel } from './schema-types.js';
+import { walkProperties, type FieldPath } from './walk.js';
+
+export interface Reference {
+  /** Path of the id (or of each id, with '*' for arrays). */
+  path: FieldPath;
+  /** The kind referenced. */
+  kind: string;
+}
+
+/**
+ * Everything a surface needs to know about a kind, derived from its schema file.
+ * Generic layers (service routes, engine diff, provider, constructs) read only this.
+ */
+export interface KindDescriptor {
+  kind: string;
+  yamlKind?: string;
+  title: string;
+  description: string;
+  collection?: string;
+  scope: 'tenant' | 'project';
+  identity: string;
+  operations: Operation[];
+  specOperations: Operation[];
+  readPermission: PermissionLevel;
+  writePermission: PermissionLevel;
+  readOnlyKind: boolean;
+  /** The schema file as written. */
+  schema: KindSchemaFile;
+  /** Top-level field names by role. */
+  computedFields: string[];
+  immutableFields: string[];
+  secretPaths: FieldPath[];
+  sensitivePaths: FieldPath[];
+  onceFields: string[];
+  references: Reference[];
+  normalizers: { path: FieldPath; rule: NonNullable<JsonSchema['x-normalize']> | 'cron' }[];
+  /** Request body for create: computed fields removed. */
+  createSchema: JsonSchema;
+  /** Request body for PATCH: like create, nothing required, no top-level defaults. */
+  updateSchema: JsonSchema;
+  /** What the API returns: secrets removed. */
+  responseSchema: JsonSchema;
+}
+
+const clone = <T>(value: T): T => structuredClone(value);
+
+/** Drops schema keywords that only describe the kind file itself. */
+function bodyOnly(schema: KindSchemaFile): JsonSchema {
+  const out: JsonSchema = {};
+  for (const [key, value] of Object.entries(schema)) {
+    if (key === '$schema' || key === '$id') continue;
+    if (key.startsWith('x-')) continue;
+    (out as Record<string, unknown>)[key] = clone(value);
+  }
+  return out;
+}
+
+function withoutProperties(schema: JsonSchema, drop: (prop: JsonSchema) => boolean): JsonSchema {
+  const out = clone(schema);
+  for (const [name, prop] of Object.entries(out.properties ?? {})) {
+    if (drop(prop)) {
+      delete out.properties![name];
+      out.required = out.required?.filter((r) => r !== name);
+    } else if (prop.properties) {
+      out.properties![name] = withoutProperties(prop, drop);
+    } else if (prop.items?.properties) {
+      out.properties![name] = { ...prop, items: withoutProperties(prop.items, drop) };
+    }
+  }
+  return out;
+}
+
+export function describeKind(file: KindSchemaFile): KindDescriptor {
+  const props = file.properties ?? {};
+  const top = (pred: (p: JsonSchema) => boolean) => Object.keys(props).filter((n) => pred(props[n]));
+  const secretPaths: FieldPath[] = [];
+  const sensitivePaths: FieldPath[] = [];
+  const references: Reference[] = [];
+  const normalizers: KindDescriptor['normalizers'] = [];
+  walkProperties(file, (path, prop) => {
+    if (prop['x-secret']) secretPaths.push(path);
+    if (prop['x-secret'] || prop['x-sensitive']) sensitivePaths.push(path);
+    if (prop['x-ref']) references.push({ path, kind: prop['x-ref'] });
+    if (prop['x-normalize']) normalizers.push({ path, rule: prop['x-normalize'] });
+    if (prop['x-format'] === 'cron') normalizers.push({ path, rule: 'cron' });
+  });
+
+  const body = bodyOnly(file);
+  const createSchema = withoutProperties(body, (p) => !!p['x-computed']);
+  const updateSchema = clone(createSchema);
+  delete updateSchema.required;
+  for (const prop of Object.values(updateSchema.properties ?? {})) delete prop.default;
+  const responseSchema = withoutProperties(body, (p) => !!p['x-secret']);
+  delete responseSchema.required;
+  delete responseSchema.allOf;
+
+  const operations = file['x-operations'] ?? [];
+  return {
+    kind: file['x-kind'],
+    yamlKind: file['x-yaml-kind'],
+    title: file.title ?? file['x-kind'],
+    description: file.description ?? '',
+    collection: file['x-collection'],
+    scope: file['x-scope'],
+    identity: file['x-identity'] ?? 'id',
+    operations,
+    specOperations: file['x-spec-operations'] ?? operations,
+    readPermission: file['x-read-permission'] ?? 'read-only',
+    writePermission: file['x-write-permission'] ?? 'read-write',
+    readOnlyKind: !!file['x-read-only-kind'],
+    schema: file,
+    computedFields: top((p) => !!p['x-computed']),
+    immutableFields: top((p) => !!p['x-immutable']),
+    secretPaths,
+    sensitivePaths,
+    onceFields: top((p) => !!p['x-once']),
+    references,
+    normalizers,
+    createSchema,
+    updateSchema,
+    responseSchema,
+  };
+}

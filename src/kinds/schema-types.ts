@@ -1,0 +1,62 @@
+/** The subset of JSON Schema (draft 2020-12) our kind files use, plus our own x- keywords. */
+export interface JsonSchema {
+  $schema?: string;
+  $id?: string;
+  title?: string;
+  description?: string;
+  type?: string | string[];
+  properties?: Record<string, JsonSchema>;
+  additionalProperties?: boolean | JsonSchema;
+  required?: string[];
+  items?: JsonSchema;
+  enum?: unknown[];
+  const?: unknown;
+  default?: unknown;
+  format?: string;
+  pattern?: string;
+  minLength?: number;
+  maxLength?: number;
+  minimum?: number;
+  maximum?: number;
+  minItems?: number;
+  uniqueItems?: boolean;
+  allOf?: JsonSchema[];
+  if?: JsonSchema;
+  then?: JsonSchema;
+  /** Set by the server; never accepted in a request. */
+  'x-computed'?: boolean;
+  /** A change forces replacement of the resource. */
+  'x-immutable'?: boolean;
+  /** Write-only secret: accepted, stored, never returned. */
+  'x-secret'?: boolean;
+  /** Returned but sensitive (e.g. an API key value shown once). */
+  'x-sensitive'?: boolean;
+  /** Present only in the create response. */
+  'x-once'?: boolean;
+  /** The value is the id of a resource of this kind in the same project. */
+  'x-ref'?: string;
+  /** Extra string formats checked by our validator: cron (five fields), regex. */
+  'x-format'?: 'cron' | 'regex';
+  /** Value of a computed field when the resource is created. */
+  'x-initial'?: unknown;
+  /** The server normalises the value before storing it. */
+  'x-normalize'?: 'lowercase';
+  [key: `x-${string}`]: unknown;
+}
+
+export type Operation = 'list' | 'create' | 'get' | 'update' | 'delete';
+export type PermissionLevel = 'read-only' | 'read-write' | 'admin';
+
+/** Kind-level keywords at the top of a kind's schema file. */
+export interface KindSchemaFile extends JsonSchema {
+  'x-kind': string;
+  'x-yaml-kind'?: string;
+  'x-collection'?: string;
+  'x-scope': 'tenant' | 'project';
+  'x-identity'?: string;
+  'x-operations'?: Operation[];
+  'x-spec-operations'?: Operation[];
+  'x-write-permission'?: PermissionLevel;
+  'x-read-permission'?: PermissionLevel;
+  'x-read-only-kind'?: boolean;
+}

@@ -1,0 +1,181 @@
+import type { Db, Queryable } from '../store/db.js';
+import { hashSecret, newId, newSecret } from '../ids.js';
+import { unauthorized } from '../errors.js';
+import { hashPassword, verifyPassword } from './passwords.js';
+import type { Actor } from './actor.js';
+import type { PermissionLevel } from '../../kinds/index.js';
+
+export const REFRESH_TOKEN_TTL_SECONDS = 30 * 24 * 3600;
+export const INVITATION_TTL_SECONDS = 7 * 24 * 3600;
+
+export interface TokenResponse {
+  access_token: string;
+  refresh_token: string;
+  token_type: 'Bearer';
+  expires_in: number;
+}
+
+interface UserRow {
+  id: string;
+  data: string;
+}
+
+/** Logins, refresh rotation, bearer checks and API keys: section 5 of the spec. */
+export class AuthService {
+  /** API keys' last_used_at is written at most once a minute per key, to keep reads read-only. */
+  private readonly keyUseWritten = new Map<string, number>();
+
+  constructor(
+    private readonly db: Db,
+    private readonly options: { accessTokenTtl: number; clock: () => number },
+  ) {}
+
+  private iso(offsetSeconds = 0) {
+    return new Date(this.options.clock() + offsetSeconds * 1000).toISOString();
+  }
+
+  private async issueTokens(q: Queryable, sessionId: string): Promise<TokenResponse> {
+    const access = newSecret('dpat');
+    const refresh = newSecret('dprt');
+    await q.run('INSERT INTO access_tokens (hash, session_id, expires_at) VALUES (?, ?, ?)', [hashSecret(access), sessionId, this.iso(this.options.accessTokenTtl)]);
+    await q.run('INSERT INTO refresh_tokens (hash, session_id, expires_at, used_at) VALUES (?, ?, ?, NULL)', [hashSecret(refresh), sessionId, this.iso(REFRESH_TOKEN_TTL_SECONDS)]);
+    return { access_token: access, refresh_token: refresh, token_type: 'Bearer', expires_in: this.options.accessTokenTtl };
+  }
+
+  /** Returns the user id on success so the caller can audit it. */
+  async login(tenantId: string, email: string, password: string): Promise<{ tokens: TokenResponse; userId: string }> {
+    const user = await this.db.get<UserRow & { password_hash: string | null }>(
+      `SELECT r.id, r.data, c.password_hash FROM resources r LEFT JOIN user_credentials c ON c.user_id = r.id
+       WHERE r.tenant_id = ? AND r.project_id = '' AND r.kind = 'user' AND r.name = ?`,
+      [tenantId, email.trim().toLowerCase()],
+    );
+    const ok = await verifyPassword(password, user?.password_hash);
+    const status = user ? (JSON.parse(user.data) as { status: string }).status : undefined;
+    if (!user || !ok || status !== 'active') throw unauthorized('Invalid email or password');
+    const tokens = await this.db.tx(async (q) => {
+      const sessionId = newId('session');
+      await q.run('INSERT INTO sessions (id, tenant_id, user_id, created_at, revoked_at) VALUES (?, ?, ?, ?, NULL)', [sessionId, tenantId, user.id, this.iso()]);
+      return this.issueTokens(q, sessionId);
+    });
+    return { tokens, userId: user.id };
+  }
+
+  /**
+   * Single use: the token is spent atomically. A spent token presented again revokes the
+   * whole session, access tokens included (the spec's reuse rule).
+   */
+  async refresh(tenantId: string, refreshToken: string): Promise<TokenResponse> {
+    const hash = hashSecret(refreshToken);
+    const outcome = await this.db.tx(async (q) => {
+      const row = await q.get<{ session_id: string; expires_at: string; used_at: string | null; revoked_at: string | null; user_data: string | null }>(
+        `SELECT t.session_id, t.expires_at, t.used_at, s.revoked_at, r.data AS user_data
+         FROM refresh_tokens t JOIN sessions s ON s.id = t.session_id LEFT JOIN resources r ON r.id = s.user_id
+         WHERE t.hash = ? AND s.tenant_id = ?`,
+        [hash, tenantId],
+      );
+      if (!row) return { error: 'Invalid refresh token' };
+      if (row.revoked_at) return { error: 'This session was revoked; log in again' };
+      if (row.used_at) {
+        await q.run('UPDATE sessions SET revoked_at = ? WHERE id = ?', [this.iso(), row.session_id]);
+        await q.run('DELETE FROM access_tokens WHERE session_id = ?', [row.session_id]);
+        return { error: 'Refresh token was already used; every token of this session is now revoked. Log in again' };
+      }
+      if (row.expires_at <= this.iso()) return { error: 'Refresh token has expired; log in again' };
+      if (!row.user_data || (JSON.parse(row.user_data) as { status: string }).status !== 'active') return { error: 'User is not active' };
+      const spent = await q.run('UPDATE refresh_tokens SET used_at = ? WHERE hash = ? AND used_at IS NULL', [this.iso(), hash]);
+      if (spent.changes !== 1) return { error: 'Refresh token was already used' };
+      return { tokens: await this.issueTokens(q, row.session_id) };
+    });
+    if ('error' in outcome) throw unauthorized(outcome.error!);
+    return outcome.tokens;
+  }
+
+  /** Checks a bearer credential (access token or API key) against this tenant. */
+  async authenticate(tenantId: string, bearer: string): Promise<Actor> {
+    const hash = hashSecret(bearer);
+    if (bearer.startsWith('dpk_')) {
+      const key = await this.db.get<{ api_key_id: string; project_id: string; permission_level: PermissionLevel; data: string }>(
+        `SELECT h.api_key_id, h.project_id, h.permission_level, r.data FROM api_key_hashes h JOIN resources r ON r.id = h.api_key_id
+         WHERE h.hash = ? AND h.tenant_id = ?`,
+        [hash, tenantId],
+      );
+      if (!key) throw unauthorized('Invalid or revoked API key');
+      this.noteKeyUse(key.api_key_id);
+      return { type: 'api_key', id: key.api_key_id, name: (JSON.parse(key.data) as { name: string }).name, tenantId, level: key.permission_level, projectId: key.project_id };
+    }
+    const row = await this.db.get<{ expires_at: string; session_id: string; revoked_at: string | null; user_id: string; data: string | null }>(
+      `SELECT a.expires_at, a.session_id, s.revoked_at, s.user_id, r.data FROM access_tokens a JOIN sessions s ON s.id = a.session_id
+       LEFT JOIN resources r ON r.id = s.user_id WHERE a.hash = ? AND s.tenant_id = ?`,
+      [hash, tenantId],
+    );
+    if (!row || row.revoked_at || !row.data) throw unauthorized('Invalid access token');
+    if (row.expires_at <= this.iso()) throw unauthorized('The access token has expired; refresh it or log in again');
+    const user = JSON.parse(row.data) as { email: string; role: PermissionLevel; status: string };
+    if (user.status !== 'active') throw unauthorized('User is not active');
+    return { type: 'user', id: row.user_id, name: user.email, tenantId, level: user.role, sessionId: row.session_id };
+  }
+
+  /** Used just before a mutation commits, so a key revoked mid-request cannot still write. */
+  async stillValid(actor: Actor, q: Queryable): Promise<boolean> {
+    if (actor.type === 'api_key') return !!(await q.get('SELECT 1 AS ok FROM api_key_hashes WHERE api_key_id = ?', [actor.id]));
+    return !!(await q.get('SELECT 1 AS ok FROM sessions WHERE id = ? AND revoked_at IS NULL', [actor.sessionId ?? '']));
+  }
+
+  private noteKeyUse(keyId: string) {
+    const now = this.options.clock();
+    if (now - (this.keyUseWritten.get(keyId) ?? 0) < 60_000) return;
+    this.keyUseWritten.set(keyId, now);
+    const sql =
+      this.db.dialect === 'sqlite'
+        ? `UPDATE resources SET data = json_set(data, '$.last_used_at', ?) WHERE id = ?`
+        : `UPDATE resources SET data = jsonb_set(data::jsonb, '{last_used_at}', to_jsonb(?::text))::text WHERE id = ?`;
+    this.db.run(sql, [this.iso(), keyId]).catch(() => undefined);
+  }
+
+  async createApiKey(q: Queryable, k: { id: string; tenantId: string; projectId: string; level: PermissionLevel }): Promise<string> {
+    const value = newSecret('dpk');
+    await q.run('INSERT INTO api_key_hashes (hash, api_key_id, tenant_id, project_id, permission_level) VALUES (?, ?, ?, ?, ?)', [
+      hashSecret(value), k.id, k.tenantId, k.projectId, k.level,
+    ]);
+    return value;
+  }
+
+  async revokeApiKey(q: Queryable, keyId: string): Promise<void> {
+    await q.run('DELETE FROM api_key_hashes WHERE api_key_id = ?', [keyId]);
+  }
+
+  async setPassword(q: Queryable, tenantId: string, userId: string, password: string): Promise<void> {
+    const hash = await hashPassword(password);
+    const updated = await q.run('UPDATE user_credentials SET password_hash = ?, invitation_hash = NULL, invitation_expires_at = NULL WHERE user_id = ?', [hash, userId]);
+    if (updated.changes === 0) await q.run('INSERT INTO user_credentials (user_id, tenant_id, password_hash) VALUES (?, ?, ?)', [userId, tenantId, hash]);
+  }
+
+  async createInvitation(q: Queryable, tenantId: string, userId: string): Promise<string> {
+    const token = newSecret('dpinv');
+    await q.run('DELETE FROM user_credentials WHERE user_id = ?', [userId]);
+    await q.run('INSERT INTO user_credentials (user_id, tenant_id, password_hash, invitation_hash, invitation_expires_at) VALUES (?, ?, NULL, ?, ?)', [
+      userId, tenantId, hashSecret(token), this.iso(INVITATION_TTL_SECONDS),
+    ]);
+    return token;
+  }
+
+  /** Returns the invited user's id, or null when the token is unknown, spent or expired. */
+  async redeemInvitation(q: Queryable, tenantId: string, token: string): Promise<string | null> {
+    const row = await q.get<{ user_id: string; invitation_expires_at: string }>(
+      'SELECT user_id, invitation_expires_at FROM user_credentials WHERE invitation_hash = ? AND tenant_id = ?',
+      [hashSecret(token), tenantId],
+    );
+    if (!row || row.invitation_expires_at <= this.iso()) return null;
+    return row.user_id;
+  }
+
+  async revokeUserSessions(q: Queryable, userId: string): Promise<void> {
+    await q.run('UPDATE sessions SET revoked_at = ? WHERE user_id = ? AND revoked_at IS NULL', [this.iso(), userId]);
+    await q.run('DELETE FROM access_tokens WHERE session_id IN (SELECT id FROM sessions WHERE user_id = ?)', [userId]);
+  }
+
+  async forgetUser(q: Queryable, userId: string): Promise<void> {
+    await this.revokeUserSessions(q, userId);
+    await q.run('DELETE FROM user_credentials WHERE user_id = ?', [userId]);
+  }
+}

@@ -1,0 +1,110 @@
+import { unprocessable, conflict } from '../errors.js';
+import { checkDag, type DagNode, type DagProblem } from './dag.js';
+import type { KindBehaviour, Draft } from './types.js';
+import type { StoredResource } from '../store/resources.js';
+
+function dagError(problem: DagProblem, list: string, noun: string) {
+  const field = `${list}[${problem.index}]`;
+  const message =
+    problem.type === 'duplicate'
+      ? `${noun} name "${problem.name}" is used twice`
+      : problem.type === 'missing'
+        ? `${noun} "${problem.name}" depends on "${problem.dependency}", which is not a ${noun} here`
+        : `${noun} "${problem.name}" is part of a dependency cycle: ${problem.cycle.join(' -> ')}`;
+  const detailField = problem.type === 'missing' ? `${field}.depends_on` : problem.type === 'duplicate' ? `${field}.name` : `${field}.depends_on`;
+  return unprocessable(`${field}: ${message}`, [{ field: detailField, message }]);
+}
+
+const nodesOf = (items: unknown): DagNode[] =>
+  ((items as { name: string; depends_on?: string[] }[]) ?? []).map((i) => ({ name: i.name, dependsOn: i.depends_on ?? [] }));
+
+const pipeline: KindBehaviour = {
+  validate(draft) {
+    const problem = checkDag(nodesOf(draft.data.steps));
+    if (problem) throw dagError(problem, 'steps', 'step');
+  },
+};
+
+const dbtProject: KindBehaviour = {
+  validate(draft) {
+    const problem = checkDag(nodesOf(draft.data.models));
+    if (problem) throw dagError(problem, 'models', 'model');
+  },
+};
+
+const apiKey: KindBehaviour = {
+  async beforeCreate(draft, w) {
+    const key = await w.ctx.auth.createApiKey(w.q, {
+      id: String(draft.data.id),
+      tenantId: w.tenantId,
+      projectId: w.projectId,
+      level: draft.data.permission_level as 'read-only',
+    });
+    draft.data.key_prefix = key.slice(0, 10);
+    draft.data.last_used_at = null;
+    return { key };
+  },
+  async beforeDelete(existing, w) {
+    await w.ctx.auth.revokeApiKey(w.q, existing.id);
+  },
+};
+
+/** The password never lands in the resources table: it becomes a scrypt hash in user_credentials. */
+function takePassword(draft: Draft): string | undefined {
+  const password = draft.secrets?.password as string | undefined;
+  draft.secrets = null;
+  return password;
+}
+
+async function activeAdmins(w: Parameters<NonNullable<KindBehaviour['beforeDelete']>>[1]): Promise<StoredResource[]> {
+  const users = await w.ctx.resources.allOfKinds(w.tenantId, '', ['user'], w.q);
+  return users.filter((u) => u.data.role === 'admin' && u.data.status === 'active');
+}
+
+const user: KindBehaviour = {
+  async beforeCreate(draft, w) {
+    const password = takePassword(draft);
+    const id = String(draft.data.id);
+    if (password) {
+      await w.ctx.auth.setPassword(w.q, w.tenantId, id, password);
+      draft.data.status = draft.data.disabled ? 'disabled' : 'active';
+      return;
+    }
+    draft.data.status = draft.data.disabled ? 'disabled' : 'invited';
+    return { invitation_token: await w.ctx.auth.createInvitation(w.q, w.tenantId, id) };
+  },
+  async beforeUpdate(draft, existing, w) {
+    const password = takePassword(draft);
+    if (password) await w.ctx.auth.setPassword(w.q, w.tenantId, existing.id, password);
+    const hasPassword = !!password || existing.data.status !== 'invited';
+    draft.data.status = draft.data.disabled ? 'disabled' : hasPassword ? 'active' : 'invited';
+    if (draft.data.status !== 'active') await w.ctx.auth.revokeUserSessions(w.q, existing.id);
+    const stillAdmin = draft.data.role === 'admin' && draft.data.status === 'active';
+    if (!stillAdmin && existing.data.role === 'admin' && existing.data.status === 'active') {
+      const admins = await activeAdmins(w);
+      if (admins.length <= 1) throw conflict('This is the last active admin of the tenant; make another user admin first');
+    }
+  },
+  async beforeDelete(existing, w) {
+    if (existing.data.role === 'admin' && existing.data.status === 'active' && (await activeAdmins(w)).length <= 1) {
+      throw conflict('This is the last active admin of the tenant; make another user admin first');
+    }
+    await w.ctx.auth.forgetUser(w.q, existing.id);
+  },
+};
+
+const project: KindBehaviour = {
+  async beforeDelete(existing, w) {
+    await w.ctx.resources.deleteProjectContents(w.tenantId, existing.id, w.q);
+  },
+  visibleToKey: (actor, resource) => resource.id === actor.projectId,
+};
+
+export const BEHAVIOURS: Record<string, KindBehaviour> = {
+  pipeline,
+  dbt_project: dbtProject,
+  api_key: apiKey,
+  user,
+  project,
+};
+export type { KindBehaviour, Draft, WriteContext } from './types.js';

@@ -1,0 +1,34 @@
+import type { ServiceContext } from './context.js';
+import { kind } from '../kinds/index.js';
+import { createAjv } from '../kinds/validator.js';
+import { initialComputed, ordered } from './routes/crud.js';
+import { newId, nowIso } from './ids.js';
+import type { Tenant } from './tenants.js';
+
+const withDefaults = createAjv({ useDefaults: true });
+
+/**
+ * Creates a tenant and its first admin if they do not exist yet (idempotent, so it can
+ * run at every start). Returns whether anything was created.
+ */
+export async function ensureTenantWithAdmin(ctx: ServiceContext, slug: string, email: string, password: string): Promise<{ tenant: Tenant; created: boolean }> {
+  if (password.length < 8) throw new Error('the admin password must have at least 8 characters');
+  let tenant = await ctx.tenants.bySlug(slug);
+  let created = false;
+  if (!tenant) {
+    tenant = await ctx.tenants.create(slug);
+    created = true;
+  }
+  const user = kind('user');
+  const normalizedEmail = email.trim().toLowerCase();
+  if (await ctx.resources.getByName(tenant.id, '', 'user', normalizedEmail)) return { tenant, created };
+  const body: Record<string, unknown> = { email: normalizedEmail, role: 'admin' };
+  withDefaults.compile(user.createSchema)(body);
+  const id = newId('user');
+  const data = ordered(user, { ...initialComputed(user, id, '', nowIso(ctx.options.clock)), ...body, status: 'active' });
+  await ctx.db.tx(async (q) => {
+    await ctx.resources.insert({ id, tenantId: tenant!.id, projectId: '', kind: 'user', parentId: '', name: normalizedEmail, data, secrets: null }, q);
+    await ctx.auth.setPassword(q, tenant!.id, id, password);
+  });
+  return { tenant, created: true };
+}

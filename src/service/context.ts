@@ -1,0 +1,73 @@
+import type { Db } from './store/db.js';
+import type { ResourceStore } from './store/resources.js';
+import type { AuthService } from './auth/auth-service.js';
+import type { TenantStore, Tenant } from './tenants.js';
+import type { AuditLog, AuditEvent } from './audit.js';
+import type { Cursors } from './pagination.js';
+import type { Actor } from './auth/actor.js';
+import type { PermissionLevel } from '../kinds/index.js';
+
+export interface ServiceOptions {
+  host: string;
+  port: number;
+  dataDir: string;
+  databaseUrl?: string;
+  tlsCert?: string;
+  tlsKey?: string;
+  baseDomain?: string;
+  /** Requests per minute per tenant per endpoint. */
+  rateLimit: number;
+  accessTokenTtl: number;
+  /** Serve only the spec's documented surface (no extensions). */
+  strictSpec: boolean;
+  /** Maximum request body in bytes. */
+  bodyLimit: number;
+  logLevel: string;
+  /** Milliseconds since the epoch; injectable so tests control time. */
+  clock: () => number;
+}
+
+export const DEFAULT_OPTIONS: Omit<ServiceOptions, 'dataDir'> = {
+  host: '127.0.0.1',
+  port: 8443,
+  rateLimit: 600,
+  accessTokenTtl: 3600,
+  strictSpec: false,
+  bodyLimit: 1024 * 1024,
+  logLevel: 'info',
+  clock: Date.now,
+};
+
+/** What every route handler can reach. */
+export interface ServiceContext {
+  options: ServiceOptions;
+  db: Db;
+  resources: ResourceStore;
+  auth: AuthService;
+  tenants: TenantStore;
+  audit: AuditLog;
+  cursors: Cursors;
+}
+
+/** Per-route settings read by the cross-cutting hooks. */
+export interface RouteSettings {
+  /** No bearer token needed (login, refresh, invitations, docs). */
+  public?: boolean;
+  /** Served on any host, no tenant needed (docs). */
+  tenantless?: boolean;
+  permission?: PermissionLevel;
+  /** Recorded in the audit log, success or failure. */
+  audit?: { resourceType: string; action: string };
+}
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    tenant?: Tenant;
+    actor?: Actor;
+    /** Filled by handlers with what the audit entry should say. */
+    auditDetails?: Partial<Pick<AuditEvent, 'projectId' | 'resourceId' | 'resourceName' | 'diff'>> & { actor?: AuditEvent['actor'] };
+  }
+  interface FastifyContextConfig {
+    settings?: RouteSettings;
+  }
+}

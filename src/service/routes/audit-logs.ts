@@ -1,0 +1,88 @@
+import type { FastifyInstance } from 'fastify';
+import type { ServiceContext } from '../context.js';
+import { kind } from '../../kinds/index.js';
+import { errorResponses, pageQuerySchema, pageSchema } from './crud.js';
+import { resolveProject } from './scope.js';
+import { toPage } from '../pagination.js';
+import { invalid } from '../errors.js';
+import type { SqlValue } from '../store/db.js';
+
+interface AuditRow {
+  seq: number;
+  id: string;
+  ts: string;
+  project_id: string | null;
+  actor_type: string;
+  actor_id: string | null;
+  actor_name: string | null;
+  action: string;
+  resource_type: string;
+  resource_id: string | null;
+  resource_name: string | null;
+  request_id: string;
+  outcome: string;
+  status_code: number;
+  diff: string | null;
+}
+
+const FILTERS = {
+  action: { type: 'string', description: 'Exact action, e.g. connector.create' },
+  actor: { type: 'string', description: 'Actor id (user or API key id) or name (email)' },
+  resource_type: { type: 'string', description: 'e.g. connector' },
+  outcome: { type: 'string', enum: ['success', 'failure'] },
+  since: { type: 'string', format: 'date-time', description: 'Entries at or after this time' },
+  until: { type: 'string', format: 'date-time', description: 'Entries before this time' },
+};
+
+export function registerAuditLogRoutes(app: FastifyInstance, ctx: ServiceContext) {
+  app.get(
+    '/api/v1/projects/:id/audit-logs',
+    {
+      config: { settings: { permission: 'read-only' } },
+      schema: {
+        tags: ['Governance'],
+        summary: 'Query the audit log of a project',
+        params: { type: 'object', properties: { id: { type: 'string' } } },
+        querystring: { ...pageQuerySchema, properties: { ...pageQuerySchema.properties, ...FILTERS } },
+        response: { 200: pageSchema(kind('audit_log_entry').responseSchema), ...errorResponses },
+      },
+    },
+    async (req) => {
+      const projectId = await resolveProject(ctx, req);
+      const query = req.query as Record<string, string> & { limit: number; cursor?: string };
+      if (query.since && query.until && query.since >= query.until) throw invalid('until', 'must be after since');
+      const filterKey = JSON.stringify(Object.keys(FILTERS).map((k) => query[k] ?? null));
+      const scope = `${req.tenant!.id}:${projectId}:audit:${filterKey}`;
+      const afterSeq = ctx.cursors.decode(scope, query.cursor);
+      let sql = 'SELECT * FROM audit_logs WHERE tenant_id = ? AND project_id = ? AND seq > ?';
+      const params: SqlValue[] = [req.tenant!.id, projectId, afterSeq];
+      const add = (clause: string, ...values: SqlValue[]) => {
+        sql += ` AND ${clause}`;
+        params.push(...values);
+      };
+      if (query.action) add('action = ?', query.action);
+      if (query.actor) add('(actor_id = ? OR actor_name = ?)', query.actor, query.actor);
+      if (query.resource_type) add('resource_type = ?', query.resource_type);
+      if (query.outcome) add('outcome = ?', query.outcome);
+      if (query.since) add('ts >= ?', new Date(query.since).toISOString());
+      if (query.until) add('ts < ?', new Date(query.until).toISOString());
+      sql += ' ORDER BY seq LIMIT ?';
+      params.push(query.limit + 1);
+      const rows = await ctx.db.all<AuditRow>(sql, params);
+      return toPage(rows.map((r) => ({ ...r, seq: Number(r.seq) })), query.limit, scope, ctx.cursors, (r) => ({
+        id: r.id,
+        timestamp: r.ts,
+        project_id: r.project_id,
+        actor: { type: r.actor_type, id: r.actor_id, name: r.actor_name },
+        action: r.action,
+        resource_type: r.resource_type,
+        resource_id: r.resource_id,
+        resource_name: r.resource_name,
+        request_id: r.request_id,
+        outcome: r.outcome,
+        status_code: Number(r.status_code),
+        diff: r.diff ? JSON.parse(r.diff) : null,
+      }));
+    },
+  );
+}

@@ -1,0 +1,30 @@
+import type { FastifyInstance } from 'fastify';
+import type { ServiceContext } from '../context.js';
+import { writableKinds } from '../../kinds/index.js';
+import { registerKindRoutes } from './crud.js';
+import { registerAuthRoutes } from './auth.js';
+import { registerAuditLogRoutes } from './audit-logs.js';
+import { registerViewRoutes } from './views.js';
+
+export async function registerRoutes(app: FastifyInstance, ctx: ServiceContext) {
+  app.addSchema({
+    $id: 'ErrorEnvelope',
+    type: 'object',
+    description: 'Every error: a code from the spec, a message, and per-field details for validation errors.',
+    properties: {
+      error: {
+        type: 'object',
+        required: ['code', 'message'],
+        properties: {
+          code: { type: 'string', enum: ['validation_error', 'unauthorized', 'forbidden', 'resource_not_found', 'conflict', 'unprocessable_entity', 'rate_limited', 'internal_error'] },
+          message: { type: 'string' },
+          details: { type: 'array', items: { type: 'object', properties: { field: { type: 'string' }, message: { type: 'string' } } } },
+        },
+      },
+    },
+  });
+  registerAuthRoutes(app, ctx);
+  for (const d of writableKinds()) registerKindRoutes(app, ctx, d);
+  registerAuditLogRoutes(app, ctx);
+  registerViewRoutes(app, ctx);
+}

@@ -1,0 +1,216 @@
+import Fastify, { type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
+import { mkdirSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import { join } from 'node:path';
+import type { AddressInfo, Socket } from 'node:net';
+import type { Server as HttpsServer } from 'node:https';
+import { createAjv, toFieldErrors } from '../kinds/validator.js';
+import { PERMISSION_RANK } from '../kinds/index.js';
+import { openDb, type Db } from './store/db.js';
+import { migrate } from './store/migrations.js';
+import { ResourceStore } from './store/resources.js';
+import { AuthService } from './auth/auth-service.js';
+import { TenantStore, tenantSlugFromHost } from './tenants.js';
+import { AuditLog } from './audit.js';
+import { Cursors } from './pagination.js';
+import { RateLimiter } from './rate-limit.js';
+import { ApiError, forbidden, unauthorized } from './errors.js';
+import { newRequestId, nowIso } from './ids.js';
+import { loadOrCreateTls, type TlsMaterial } from './tls.js';
+import { createPlainHttpGuard } from './plain-http-guard.js';
+import { DEFAULT_OPTIONS, type ServiceContext, type ServiceOptions } from './context.js';
+import { registerDocs } from './docs.js';
+import { registerRoutes } from './routes/index.js';
+
+export interface RunningService {
+  ctx: ServiceContext;
+  app: FastifyInstance;
+  port: number;
+  tls: TlsMaterial;
+  /** `https://<tenant>.localhost:<port>/api/v1` */
+  baseUrl(tenantSlug: string): string;
+  close(): Promise<void>;
+}
+
+/** The cursor signing key is generated once per database so cursors survive restarts and work on every replica. */
+async function cursorKey(db: Db): Promise<Buffer> {
+  const fresh = randomBytes(32).toString('base64');
+  await db.run('INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO NOTHING', ['cursor_key', fresh]);
+  const row = await db.get<{ value: string }>('SELECT value FROM meta WHERE key = ?', ['cursor_key']);
+  return Buffer.from(row!.value, 'base64');
+}
+
+/** Strips the `token` query parameter (WebSocket auth) so it never reaches a log line. */
+const redactUrl = (url: string) => url.replace(/([?&]token=)[^&]*/gi, '$1[redacted]');
+
+function toApiError(err: FastifyError | ApiError | Error): ApiError {
+  if (err instanceof ApiError) return err;
+  const fe = err as FastifyError & { validationContext?: string };
+  if (fe.validation) {
+    const prefix = fe.validationContext === 'body' ? '' : '';
+    const details = toFieldErrors(fe.validation as never, prefix);
+    const summary = details.map((d) => `${d.field} ${d.message}`).join('; ');
+    return new ApiError('validation_error', `Invalid ${fe.validationContext ?? 'request'}: ${summary}`, details);
+  }
+  const status = fe.statusCode ?? 500;
+  if (fe.code === 'FST_ERR_CTP_BODY_TOO_LARGE') return new ApiError('validation_error', 'Request body is larger than the limit of this service', [{ field: '(body)', message: 'too large' }], 413);
+  if (fe.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE')
+    return new ApiError('validation_error', 'Request bodies must be JSON with Content-Type: application/json', [{ field: 'Content-Type', message: 'must be application/json' }], 415);
+  if (status === 404) return new ApiError('resource_not_found', 'Not found');
+  if (status >= 400 && status < 500) return new ApiError('validation_error', `Malformed request: ${fe.message}`, [{ field: '(body)', message: fe.message }], 400);
+  return new ApiError('internal_error', 'Internal error; quote the X-Request-Id when reporting it');
+}
+
+/** Opens the store (migrating it) and builds what routes and the CLI's admin commands share. */
+export async function openServiceContext(partial: Partial<ServiceOptions> & { dataDir: string }): Promise<ServiceContext> {
+  const options: ServiceOptions = { ...DEFAULT_OPTIONS, ...partial };
+  mkdirSync(options.dataDir, { recursive: true });
+  const db = await openDb({ databaseUrl: options.databaseUrl, sqlitePath: join(options.dataDir, 'dataplatform.sqlite') });
+  await migrate(db);
+  return {
+    options,
+    db,
+    resources: new ResourceStore(db),
+    auth: new AuthService(db, { accessTokenTtl: options.accessTokenTtl, clock: options.clock }),
+    tenants: new TenantStore(db),
+    audit: new AuditLog(db),
+    cursors: new Cursors(await cursorKey(db)),
+  };
+}
+
+export async function startService(partial: Partial<ServiceOptions> & { dataDir: string }): Promise<RunningService> {
+  const ctx = await openServiceContext(partial);
+  const { options, db } = ctx;
+  const rateLimiter = new RateLimiter(db, options.rateLimit, options.clock);
+  const tls = await loadOrCreateTls({ certFile: options.tlsCert, keyFile: options.tlsKey, dataDir: options.dataDir, baseDomain: options.baseDomain });
+
+  const bodyAjv = createAjv({ useDefaults: true });
+  const queryAjv = createAjv({ coerceTypes: true, useDefaults: true });
+  const app = Fastify({
+    https: { cert: tls.cert, key: tls.key, SNICallback: tls.SNICallback },
+    bodyLimit: options.bodyLimit,
+    genReqId: () => newRequestId(),
+    disableRequestLogging: true,
+    logger: {
+      level: options.logLevel,
+      // Headers (Authorization) and bodies (passwords) are never logged; URLs lose `token`.
+      serializers: { req: (req) => ({ method: req.method, url: redactUrl(req.url) }) },
+    },
+    ajv: undefined,
+    return503OnClosing: false,
+  });
+  app.setValidatorCompiler(({ schema, httpPart }) => (httpPart === 'body' ? bodyAjv : queryAjv).compile(schema));
+  // Triggers take no body; accept an empty one even when a client sends Content-Type: application/json.
+  app.removeContentTypeParser('application/json');
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (_req, body, done) => {
+    const text = String(body);
+    if (text.trim() === '') return done(null, undefined);
+    try {
+      done(null, JSON.parse(text));
+    } catch (err) {
+      done(new ApiError('validation_error', `Body is not valid JSON: ${(err as Error).message}`, [{ field: '(body)', message: 'is not valid JSON' }]), undefined);
+    }
+  });
+
+  let inFlight = 0;
+  app.addHook('onRequest', async (req: FastifyRequest, reply: FastifyReply) => {
+    inFlight++;
+    reply.header('X-Request-Id', req.id);
+    const settings = req.routeOptions.config?.settings ?? {};
+    if (settings.tenantless) return;
+    const slug = tenantSlugFromHost(req.headers.host, options.baseDomain);
+    const tenant = slug ? await ctx.tenants.bySlug(slug) : undefined;
+    if (!tenant) throw new ApiError('resource_not_found', `No tenant at host ${req.headers.host ?? '(none)'}; use https://<tenant>.localhost:${options.port}/api/v1`);
+    req.tenant = tenant;
+    if (!settings.public) {
+      const header = req.headers.authorization;
+      const match = header?.match(/^Bearer\s+(\S+)\s*$/i);
+      if (!match) throw unauthorized(header ? 'Authorization header must be "Bearer <token>"' : 'Missing Authorization header with a Bearer token');
+      req.actor = await ctx.auth.authenticate(tenant.id, match[1]);
+      if (settings.permission && PERMISSION_RANK[req.actor.level] < PERMISSION_RANK[settings.permission]) {
+        throw forbidden(`This operation needs ${settings.permission} permission; the ${req.actor.type === 'api_key' ? 'API key' : 'user'} has ${req.actor.level}`);
+      }
+    }
+    await rateLimiter.hit(tenant.id, `${req.method} ${req.routeOptions.url ?? '(unmatched)'}`);
+  });
+
+  app.addHook('onSend', async (req, reply, payload) => {
+    const audit = req.routeOptions.config?.settings?.audit;
+    if (audit && req.tenant) {
+      const d = req.auditDetails ?? {};
+      const actor = d.actor ?? (req.actor ? { type: req.actor.type, id: req.actor.id, name: req.actor.name } : { type: 'anonymous' as const, id: null, name: null });
+      const params = req.params as Record<string, string | undefined>;
+      await ctx.audit.record({
+        tenantId: req.tenant.id,
+        projectId: d.projectId ?? req.actor?.projectId ?? params.id ?? null,
+        actor,
+        action: audit.action,
+        resourceType: audit.resourceType,
+        resourceId: d.resourceId ?? params.resourceId ?? null,
+        resourceName: d.resourceName ?? null,
+        requestId: req.id,
+        statusCode: reply.statusCode,
+        diff: d.diff ?? null,
+        timestamp: nowIso(options.clock),
+      });
+    }
+    return payload;
+  });
+
+  app.addHook('onResponse', async (req, reply) => {
+    inFlight--;
+    req.log.info(
+      { reqId: req.id, method: req.method, url: redactUrl(req.url), statusCode: reply.statusCode, tenant: req.tenant?.slug, actor: req.actor && `${req.actor.type}:${req.actor.id}`, ms: Math.round(reply.elapsedTime) },
+      'request',
+    );
+  });
+
+  app.setErrorHandler(async (err: FastifyError, req, reply) => {
+    const apiError = toApiError(err);
+    if (apiError.status >= 500) req.log.error({ reqId: req.id, err }, 'request failed');
+    reply.code(apiError.status).headers(apiError.headers).type('application/json');
+    return apiError.toJSON();
+  });
+  app.setNotFoundHandler(async (req, reply) => {
+    reply.code(404).type('application/json');
+    return new ApiError('resource_not_found', `No route ${req.method} ${req.url.split('?')[0]}`).toJSON();
+  });
+
+  await registerDocs(app, ctx);
+  await registerRoutes(app, ctx);
+  await app.ready();
+
+  const https = app.server as HttpsServer;
+  const sockets = new Set<Socket>();
+  const guard = createPlainHttpGuard(https);
+  guard.on('connection', (s: Socket) => {
+    sockets.add(s);
+    s.on('close', () => sockets.delete(s));
+  });
+  await new Promise<void>((resolve, reject) => {
+    guard.once('error', reject);
+    guard.listen(options.port, options.host, () => resolve());
+  });
+  const port = (guard.address() as AddressInfo).port;
+  ctx.options.port = port;
+
+  let closing: Promise<void> | undefined;
+  return {
+    ctx,
+    app,
+    port,
+    tls,
+    baseUrl: (slug) => `https://${slug}.localhost:${port}/api/v1`,
+    close: () =>
+      (closing ??= (async () => {
+        guard.close();
+        https.closeIdleConnections?.();
+        // Drain: requests already being served finish (up to 10 s), then the store closes cleanly.
+        const deadline = Date.now() + 10_000;
+        while (inFlight > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+        for (const s of sockets) s.destroy();
+        await app.close();
+        await db.close();
+      })()),
+  };
+}

@@ -1,0 +1,30 @@
+/**
+ * One query layer for SQLite and PostgreSQL. SQL is written once with `?` placeholders
+ * in the subset both understand (ON CONFLICT, RETURNING); the PostgreSQL adapter
+ * renumbers placeholders. Values are strings, numbers or null; JSON goes in TEXT columns.
+ */
+export type SqlValue = string | number | null;
+
+export interface Queryable {
+  all<T = Record<string, unknown>>(sql: string, params?: SqlValue[]): Promise<T[]>;
+  get<T = Record<string, unknown>>(sql: string, params?: SqlValue[]): Promise<T | undefined>;
+  run(sql: string, params?: SqlValue[]): Promise<{ changes: number }>;
+}
+
+export interface Db extends Queryable {
+  readonly dialect: 'sqlite' | 'postgres';
+  /** Runs fn in one transaction; everything in it commits or nothing does. */
+  tx<T>(fn: (q: Queryable) => Promise<T>): Promise<T>;
+  /** Runs fn holding a database-wide lock (migrations on several replicas). */
+  exclusive<T>(fn: () => Promise<T>): Promise<T>;
+  close(): Promise<void>;
+}
+
+export async function openDb(options: { databaseUrl?: string; sqlitePath: string }): Promise<Db> {
+  if (options.databaseUrl) {
+    const { openPostgres } = await import('./postgres.js');
+    return openPostgres(options.databaseUrl);
+  }
+  const { openSqlite } = await import('./sqlite.js');
+  return openSqlite(options.sqlitePath);
+}

@@ -1,0 +1,85 @@
+import type { Db } from './db.js';
+
+/**
+ * The one migration set. `{{SERIAL}}` is the auto-increment primary key of each dialect.
+ * Append new migrations; never edit one that has shipped.
+ */
+const MIGRATIONS: { id: number; sql: string }[] = [
+  {
+    id: 1,
+    sql: `
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE tenants (id TEXT PRIMARY KEY, slug TEXT NOT NULL UNIQUE, name TEXT NOT NULL, created_at TEXT NOT NULL);
+CREATE TABLE resources (
+  seq {{SERIAL}},
+  id TEXT NOT NULL UNIQUE,
+  tenant_id TEXT NOT NULL,
+  project_id TEXT NOT NULL,
+  kind TEXT NOT NULL,
+  parent_id TEXT NOT NULL DEFAULT '',
+  name TEXT NOT NULL,
+  data TEXT NOT NULL,
+  secrets TEXT,
+  created_at TEXT NOT NULL,
+  updated_at TEXT NOT NULL
+);
+CREATE UNIQUE INDEX resources_identity ON resources (tenant_id, project_id, kind, name);
+CREATE INDEX resources_listing ON resources (tenant_id, project_id, kind, parent_id, seq);
+CREATE TABLE user_credentials (
+  user_id TEXT PRIMARY KEY,
+  tenant_id TEXT NOT NULL,
+  password_hash TEXT,
+  invitation_hash TEXT UNIQUE,
+  invitation_expires_at TEXT
+);
+CREATE TABLE api_key_hashes (
+  hash TEXT PRIMARY KEY,
+  api_key_id TEXT NOT NULL UNIQUE,
+  tenant_id TEXT NOT NULL,
+  project_id TEXT NOT NULL,
+  permission_level TEXT NOT NULL
+);
+CREATE TABLE sessions (id TEXT PRIMARY KEY, tenant_id TEXT NOT NULL, user_id TEXT NOT NULL, created_at TEXT NOT NULL, revoked_at TEXT);
+CREATE INDEX sessions_user ON sessions (user_id);
+CREATE TABLE refresh_tokens (hash TEXT PRIMARY KEY, session_id TEXT NOT NULL, expires_at TEXT NOT NULL, used_at TEXT);
+CREATE TABLE access_tokens (hash TEXT PRIMARY KEY, session_id TEXT NOT NULL, expires_at TEXT NOT NULL);
+CREATE INDEX access_tokens_session ON access_tokens (session_id);
+CREATE TABLE rate_counters (tenant_id TEXT NOT NULL, endpoint TEXT NOT NULL, window_start BIGINT NOT NULL, count BIGINT NOT NULL, PRIMARY KEY (tenant_id, endpoint, window_start));
+CREATE TABLE audit_logs (
+  seq {{SERIAL}},
+  id TEXT NOT NULL UNIQUE,
+  tenant_id TEXT NOT NULL,
+  project_id TEXT,
+  ts TEXT NOT NULL,
+  actor_type TEXT NOT NULL,
+  actor_id TEXT,
+  actor_name TEXT,
+  action TEXT NOT NULL,
+  resource_type TEXT NOT NULL,
+  resource_id TEXT,
+  resource_name TEXT,
+  request_id TEXT NOT NULL,
+  outcome TEXT NOT NULL,
+  status_code INTEGER NOT NULL,
+  diff TEXT
+);
+CREATE INDEX audit_logs_listing ON audit_logs (tenant_id, project_id, seq);
+`,
+  },
+];
+
+export async function migrate(db: Db): Promise<void> {
+  const serial = db.dialect === 'sqlite' ? 'INTEGER PRIMARY KEY AUTOINCREMENT' : 'BIGSERIAL PRIMARY KEY';
+  await db.exclusive(async () => {
+    await db.run('CREATE TABLE IF NOT EXISTS schema_migrations (id INTEGER PRIMARY KEY, applied_at TEXT NOT NULL)');
+    const done = new Set((await db.all<{ id: number }>('SELECT id FROM schema_migrations')).map((r) => Number(r.id)));
+    for (const migration of MIGRATIONS) {
+      if (done.has(migration.id)) continue;
+      await db.tx(async (q) => {
+        const statements = migration.sql.replaceAll('{{SERIAL}}', serial).split(';').map((s) => s.trim()).filter(Boolean);
+        for (const statement of statements) await q.run(statement);
+        await q.run('INSERT INTO schema_migrations (id, applied_at) VALUES (?, ?)', [migration.id, new Date().toISOString()]);
+      });
+    }
+  });
+}

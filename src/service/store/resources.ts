@@ -1,0 +1,133 @@
+import type { Db, Queryable, SqlValue } from './db.js';
+
+/** One stored resource of any kind. `data` is exactly what the API returns; secrets live apart. */
+export interface StoredResource {
+  seq: number;
+  id: string;
+  tenantId: string;
+  projectId: string;
+  kind: string;
+  parentId: string;
+  name: string;
+  data: Record<string, unknown>;
+  secrets: Record<string, unknown> | null;
+}
+
+interface Row {
+  seq: number;
+  id: string;
+  tenant_id: string;
+  project_id: string;
+  kind: string;
+  parent_id: string;
+  name: string;
+  data: string;
+  secrets: string | null;
+}
+
+const fromRow = (r: Row): StoredResource => ({
+  seq: Number(r.seq),
+  id: r.id,
+  tenantId: r.tenant_id,
+  projectId: r.project_id,
+  kind: r.kind,
+  parentId: r.parent_id,
+  name: r.name,
+  data: JSON.parse(r.data),
+  secrets: r.secrets ? JSON.parse(r.secrets) : null,
+});
+
+export interface ListQuery {
+  tenantId: string;
+  projectId: string;
+  kind: string;
+  parentId?: string;
+  /** Keyset pagination: only rows inserted after this one. */
+  afterSeq?: number;
+  limit: number;
+  /** Equality filters on top-level fields of `data`. */
+  where?: Record<string, string>;
+}
+
+const COLUMNS = 'seq, id, tenant_id, project_id, kind, parent_id, name, data, secrets';
+
+/** Generic persistence for every kind: the service never has a table per kind. */
+export class ResourceStore {
+  constructor(private readonly db: Db) {}
+
+  private jsonField(field: string): string {
+    if (!/^[a-z_]+$/.test(field)) throw new Error(`bad filter field ${field}`);
+    return this.db.dialect === 'sqlite' ? `json_extract(data, '$.${field}')` : `(data::jsonb ->> '${field}')`;
+  }
+
+  async list(query: ListQuery, q: Queryable = this.db): Promise<StoredResource[]> {
+    const params: SqlValue[] = [query.tenantId, query.projectId, query.kind, query.afterSeq ?? 0];
+    let sql = `SELECT ${COLUMNS} FROM resources WHERE tenant_id = ? AND project_id = ? AND kind = ? AND seq > ?`;
+    if (query.parentId !== undefined) {
+      sql += ' AND parent_id = ?';
+      params.push(query.parentId);
+    }
+    for (const [field, value] of Object.entries(query.where ?? {})) {
+      sql += ` AND ${this.jsonField(field)} = ?`;
+      params.push(value);
+    }
+    sql += ' ORDER BY seq LIMIT ?';
+    params.push(query.limit);
+    return (await q.all<Row>(sql, params)).map(fromRow);
+  }
+
+  async get(tenantId: string, projectId: string, kind: string, id: string, q: Queryable = this.db) {
+    const row = await q.get<Row>(
+      `SELECT ${COLUMNS} FROM resources WHERE id = ? AND tenant_id = ? AND project_id = ? AND kind = ?`,
+      [id, tenantId, projectId, kind],
+    );
+    return row && fromRow(row);
+  }
+
+  async getByName(tenantId: string, projectId: string, kind: string, name: string, q: Queryable = this.db) {
+    const row = await q.get<Row>(
+      `SELECT ${COLUMNS} FROM resources WHERE tenant_id = ? AND project_id = ? AND kind = ? AND name = ?`,
+      [tenantId, projectId, kind, name],
+    );
+    return row && fromRow(row);
+  }
+
+  async insert(r: Omit<StoredResource, 'seq'>, q: Queryable = this.db): Promise<void> {
+    const now = String(r.data.created_at ?? new Date().toISOString());
+    await q.run(
+      'INSERT INTO resources (id, tenant_id, project_id, kind, parent_id, name, data, secrets, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)',
+      [r.id, r.tenantId, r.projectId, r.kind, r.parentId, r.name, JSON.stringify(r.data), r.secrets ? JSON.stringify(r.secrets) : null, now, now],
+    );
+  }
+
+  async update(r: StoredResource, q: Queryable = this.db): Promise<void> {
+    await q.run('UPDATE resources SET name = ?, data = ?, secrets = ?, updated_at = ? WHERE id = ?', [
+      r.name,
+      JSON.stringify(r.data),
+      r.secrets ? JSON.stringify(r.secrets) : null,
+      String(r.data.updated_at ?? new Date().toISOString()),
+      r.id,
+    ]);
+  }
+
+  async delete(id: string, q: Queryable = this.db): Promise<void> {
+    await q.run('DELETE FROM resources WHERE id = ?', [id]);
+  }
+
+  /** Everything inside a project, for cascading deletes. */
+  async deleteProjectContents(tenantId: string, projectId: string, q: Queryable = this.db): Promise<void> {
+    await q.run('DELETE FROM resources WHERE tenant_id = ? AND project_id = ?', [tenantId, projectId]);
+    await q.run('DELETE FROM api_key_hashes WHERE tenant_id = ? AND project_id = ?', [tenantId, projectId]);
+  }
+
+  /** All resources of the given kinds in a project (reference checks; projects are small). */
+  async allOfKinds(tenantId: string, projectId: string, kinds: string[], q: Queryable = this.db): Promise<StoredResource[]> {
+    if (kinds.length === 0) return [];
+    const marks = kinds.map(() => '?').join(', ');
+    const rows = await q.all<Row>(
+      `SELECT ${COLUMNS} FROM resources WHERE tenant_id = ? AND project_id = ? AND kind IN (${marks}) ORDER BY seq`,
+      [tenantId, projectId, ...kinds],
+    );
+    return rows.map(fromRow);
+  }
+}

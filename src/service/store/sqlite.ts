@@ -1,0 +1,73 @@
+import Database from 'better-sqlite3';
+import type { Db, Queryable, SqlValue } from './db.js';
+
+/** Serialises async transactions: better-sqlite3 has one connection, so two open transactions would interleave. */
+class Mutex {
+  private tail: Promise<void> = Promise.resolve();
+  async lock<T>(fn: () => Promise<T>): Promise<T> {
+    const previous = this.tail;
+    let release!: () => void;
+    this.tail = new Promise((resolve) => (release = resolve));
+    await previous;
+    try {
+      return await fn();
+    } finally {
+      release();
+    }
+  }
+}
+
+export function openSqlite(path: string): Db {
+  const sqlite = new Database(path);
+  sqlite.pragma('journal_mode = WAL');
+  sqlite.pragma('synchronous = NORMAL');
+  sqlite.pragma('busy_timeout = 5000');
+  sqlite.pragma('foreign_keys = ON');
+  const statements = new Map<string, Database.Statement>();
+  const prepare = (sql: string) => {
+    let stmt = statements.get(sql);
+    if (!stmt) {
+      stmt = sqlite.prepare(sql);
+      statements.set(sql, stmt);
+    }
+    return stmt;
+  };
+  const direct: Queryable = {
+    async all<T>(sql: string, params: SqlValue[] = []) {
+      return prepare(sql).all(...params) as T[];
+    },
+    async get<T>(sql: string, params: SqlValue[] = []) {
+      return prepare(sql).get(...params) as T | undefined;
+    },
+    async run(sql: string, params: SqlValue[] = []) {
+      const stmt = prepare(sql);
+      if (!stmt.reader) return { changes: stmt.run(...params).changes };
+      stmt.all(...params);
+      return { changes: 0 };
+    },
+  };
+  const writes = new Mutex();
+  return {
+    dialect: 'sqlite',
+    ...direct,
+    // A plain write waits for any open transaction so it is never swept into (or rolled back with) it.
+    run: (sql, params) => writes.lock(() => direct.run(sql, params)),
+    tx: (fn) =>
+      writes.lock(async () => {
+        sqlite.exec('BEGIN IMMEDIATE');
+        try {
+          const result = await fn(direct);
+          sqlite.exec('COMMIT');
+          return result;
+        } catch (err) {
+          if (sqlite.inTransaction) sqlite.exec('ROLLBACK');
+          throw err;
+        }
+      }),
+    // One process owns the file; transactions below already take the write lock.
+    exclusive: (fn) => fn(),
+    async close() {
+      await writes.lock(async () => sqlite.close());
+    },
+  };
+}
