@@ -1,10 +1,26 @@
 import { defineConfig } from 'vitest/config';
 
+/**
+ * Two projects: everything on the embedded SQLite store, and the API suite again on a
+ * throwaway PostgreSQL server (started by the global setup), so both stores are proven.
+ */
 export default defineConfig({
   test: {
-    include: ['test/**/*.test.ts'],
     testTimeout: 30_000,
     hookTimeout: 60_000,
     pool: 'forks',
+    projects: [
+      { extends: true, test: { name: 'sqlite', include: ['test/**/*.test.ts'] } },
+      {
+        extends: true,
+        test: {
+          name: 'postgres',
+          include: ['test/integration/**/*.test.ts'],
+          exclude: ['test/integration/openapi/**'],
+          globalSetup: ['test/support/postgres-global-setup.ts'],
+          env: { DP_TEST_STORE: 'postgres' },
+        },
+      },
+    ],
   },
 });

@@ -9,6 +9,9 @@ const int = (name: string) => (value: string) => {
   return n;
 };
 
+/** The demo tenant of `npm start`: a well-known password is fine on a laptop, never elsewhere. */
+const DEMO = { slug: 'demo', email: 'admin@demo.local', password: 'demo-password' };
+
 export function serveCommand(): Command {
   return new Command('serve')
     .description('Run the reference Data Platform Management API over HTTPS')
@@ -22,6 +25,7 @@ export function serveCommand(): Command {
     .option('--rate-limit <n>', 'requests per minute per tenant per endpoint', int('--rate-limit'), 600)
     .option('--access-token-ttl <seconds>', 'access-token lifetime', int('--access-token-ttl'), 3600)
     .option('--strict-spec', 'serve only the spec\'s documented surface (no extensions)', false)
+    .option('--demo', 'bootstrap a "demo" tenant (admin@demo.local / demo-password) unless DP_BOOTSTRAP_* say otherwise; local use only', false)
     .addOption(new Option('--log-level <level>', 'log level').choices(['fatal', 'error', 'warn', 'info', 'debug', 'silent']).default('info'))
     .action(async (opts) => {
       const service = await startService({
@@ -37,7 +41,10 @@ export function serveCommand(): Command {
         strictSpec: opts.strictSpec,
         logLevel: opts.logLevel,
       });
-      const { DP_BOOTSTRAP_TENANT: slug, DP_BOOTSTRAP_EMAIL: email, DP_BOOTSTRAP_PASSWORD: password } = process.env;
+      const demo: Partial<typeof DEMO> = opts.demo ? DEMO : {};
+      const slug = process.env.DP_BOOTSTRAP_TENANT || demo.slug;
+      const email = process.env.DP_BOOTSTRAP_EMAIL || demo.email;
+      const password = process.env.DP_BOOTSTRAP_PASSWORD || demo.password;
       const lines = [`Data Platform reference service listening on https://${opts.host}:${service.port} (HTTPS only)`];
       if (slug && email && password) {
         const { created } = await ensureTenantWithAdmin(service.ctx, slug, email, password);
@@ -45,7 +52,7 @@ export function serveCommand(): Command {
           `Tenant "${slug}" ${created ? 'created' : 'ready'}; admin ${email}`,
           `API:      ${service.baseUrl(slug)}`,
           `Docs:     https://${slug}.localhost:${service.port}/api/docs`,
-          `Login:    curl --cacert ${service.tls.certPath} -X POST ${service.baseUrl(slug)}/auth/login -H 'Content-Type: application/json' -d '{"email":"${email}","password":"..."}'`,
+          `Login:    curl --cacert ${service.tls.certPath} -X POST ${service.baseUrl(slug)}/auth/login -H 'Content-Type: application/json' -d '{"email":"${email}","password":"${password === DEMO.password ? password : '...'}"}'`,
         );
       } else {
         lines.push(`Docs:     https://localhost:${service.port}/api/docs`, 'No tenant bootstrapped: set DP_BOOTSTRAP_TENANT, DP_BOOTSTRAP_EMAIL and DP_BOOTSTRAP_PASSWORD, or run `dpctl tenant create`.');
@@ -71,7 +78,7 @@ export function tenantCommand(): Command {
     .option('--data-dir <dir>', 'data dir of the service', '.dpctl-data')
     .option('--database-url <url>', 'PostgreSQL URL, when the service uses one')
     .action(async (slug: string, opts) => {
-      const password = process.env.DP_ADMIN_PASSWORD ?? (await readStdin()).trim();
+      const password = process.env.DP_ADMIN_PASSWORD || (await readStdin()).trim();
       if (!password) throw new Error('give the admin password in DP_ADMIN_PASSWORD or on stdin');
       const ctx = await openServiceContext({ dataDir: opts.dataDir, databaseUrl: opts.databaseUrl ?? process.env.DP_DATABASE_URL });
       try {

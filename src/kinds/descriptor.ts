@@ -71,6 +71,22 @@ function withoutProperties(schema: JsonSchema, drop: (prop: JsonSchema) => boole
   return out;
 }
 
+/**
+ * Mirrors our keywords into the standard ones (readOnly for computed, writeOnly for
+ * secrets) so generic JSON Schema and OpenAPI tools see them; the x- keywords stay the source.
+ */
+function annotateStandard(schema: JsonSchema, source: JsonSchema): JsonSchema {
+  for (const [name, prop] of Object.entries(schema.properties ?? {})) {
+    const original = source.properties?.[name];
+    if (!original) continue;
+    if (original['x-computed']) (prop as Record<string, unknown>).readOnly = true;
+    if (original['x-secret']) (prop as Record<string, unknown>).writeOnly = true;
+    annotateStandard(prop, original);
+    if (prop.items && original.items) annotateStandard(prop.items, original.items);
+  }
+  return schema;
+}
+
 export function describeKind(file: KindSchemaFile): KindDescriptor {
   const props = file.properties ?? {};
   const top = (pred: (p: JsonSchema) => boolean) => Object.keys(props).filter((n) => pred(props[n]));
@@ -86,7 +102,7 @@ export function describeKind(file: KindSchemaFile): KindDescriptor {
     if (prop['x-format'] === 'cron') normalizers.push({ path, rule: 'cron' });
   });
 
-  const body = bodyOnly(file);
+  const body = annotateStandard(bodyOnly(file), file);
   const createSchema = withoutProperties(body, (p) => !!p['x-computed']);
   const updateSchema = clone(createSchema);
   delete updateSchema.required;

@@ -24,6 +24,8 @@ export interface JsonSchema {
   if?: JsonSchema;
   then?: JsonSchema;
   /** Set by the server; never accepted in a request. */
+  readOnly?: boolean;
+  writeOnly?: boolean;
   'x-computed'?: boolean;
   /** A change forces replacement of the resource. */
   'x-immutable'?: boolean;

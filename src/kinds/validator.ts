@@ -51,10 +51,14 @@ export interface FieldError {
   message: string;
 }
 
-/** Turns Ajv's errors into one message per field, named the way users write them (steps[0].name). */
+/**
+ * Turns Ajv's errors into one entry per field, named the way users write them (steps[0].name).
+ * A value that breaks several rules (too short and not matching a pattern) gets one entry whose
+ * message joins them.
+ */
 export function toFieldErrors(errors: ErrorObject[] | null | undefined, prefix = ''): FieldError[] {
   const out: FieldError[] = [];
-  const seen = new Set<string>();
+  const byField = new Map<string, { entry: FieldError; messages: Set<string> }>();
   for (const e of errors ?? []) {
     if (e.keyword === 'if' || e.keyword === 'allOf') continue;
     const parts = e.instancePath.split('/').filter(Boolean).map((p) => p.replace(/~1/g, '/').replace(/~0/g, '~'));
@@ -71,10 +75,15 @@ export function toFieldErrors(errors: ErrorObject[] | null | undefined, prefix =
       message = `must be ${e.params.type}`;
     }
     const field = formatPath(prefix ? [prefix, ...parts] : parts) || prefix || '(body)';
-    const key = `${field}\u0000${message}`;
-    if (seen.has(key)) continue;
-    seen.add(key);
-    out.push({ field, message });
+    const known = byField.get(field);
+    if (known) {
+      if (!known.messages.has(message)) known.entry.message += `; ${message}`;
+      known.messages.add(message);
+      continue;
+    }
+    const entry = { field, message };
+    byField.set(field, { entry, messages: new Set([message]) });
+    out.push(entry);
   }
   return out;
 }

@@ -27,6 +27,9 @@ export async function registerDocs(app: FastifyInstance, ctx: ServiceContext) {
       security: [{ bearerAuth: [] }],
     },
     stripBasePath: true,
+    // Shared schemas (app.addSchema) keep their $id as the component name, e.g.
+    // #/components/schemas/ErrorEnvelope instead of the default "def-0".
+    refResolver: { buildLocalReference: (json, _baseUri, _fragment, i) => (typeof json.$id === 'string' ? json.$id : `def-${i}`) },
   });
   await app.register(swaggerUi, {
     routePrefix: '/api/docs',

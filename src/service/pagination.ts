@@ -26,8 +26,10 @@ export class Cursors {
     const bad = () => invalid('cursor', 'is not a cursor returned by this list; start again without one');
     const [payload, signature, extra] = cursor.split('.');
     if (!payload || !signature || extra !== undefined) throw bad();
-    const expected = this.sign(payload);
-    const given = Buffer.from(signature, 'base64url');
+    // Compared as text: base64url decoding ignores a last character's spare bits, so comparing
+    // decoded bytes would accept a cursor with its final character changed.
+    const expected = Buffer.from(this.sign(payload).toString('base64url'));
+    const given = Buffer.from(signature);
     if (given.length !== expected.length || !timingSafeEqual(given, expected)) throw bad();
     try {
       const parsed = JSON.parse(Buffer.from(payload, 'base64url').toString('utf8')) as { s: unknown; q: unknown };
@@ -43,6 +45,17 @@ export interface Page<T> {
   data: T[];
   next_cursor?: string;
   has_more: boolean;
+}
+
+/**
+ * The same envelope as serialised JSON, from rows whose `data` is already JSON text
+ * (stored resources): the hot list path neither parses nor re-serialises them.
+ */
+export function toJsonPage(rows: { seq: number; data: string }[], limit: number, scope: string, cursors: Cursors): string {
+  const hasMore = rows.length > limit;
+  const pageRows = hasMore ? rows.slice(0, limit) : rows;
+  const next = hasMore ? `,"next_cursor":${JSON.stringify(cursors.encode(scope, pageRows[pageRows.length - 1].seq))}` : '';
+  return `{"data":[${pageRows.map((r) => r.data).join(',')}]${next},"has_more":${hasMore}}`;
 }
 
 /** Builds the spec's envelope from `limit + 1` rows fetched in sequence order. */

@@ -19,7 +19,7 @@ export class RateLimiter {
   async hit(tenantId: string, endpoint: string): Promise<void> {
     const nowSeconds = Math.floor(this.clock() / 1000);
     const windowStart = nowSeconds - (nowSeconds % WINDOW_SECONDS);
-    const row = await this.db.get<{ count: number }>(
+    const row = await this.db.write<{ count: number }>(
       `INSERT INTO rate_counters (tenant_id, endpoint, window_start, count) VALUES (?, ?, ?, 1)
        ON CONFLICT (tenant_id, endpoint, window_start) DO UPDATE SET count = rate_counters.count + 1 RETURNING count`,
       [tenantId, endpoint, windowStart],

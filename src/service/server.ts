@@ -1,4 +1,4 @@
-import Fastify, { type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
+import Fastify, { LogController, type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import { mkdirSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
@@ -90,7 +90,8 @@ export async function startService(partial: Partial<ServiceOptions> & { dataDir:
     https: { cert: tls.cert, key: tls.key, SNICallback: tls.SNICallback },
     bodyLimit: options.bodyLimit,
     genReqId: () => newRequestId(),
-    disableRequestLogging: true,
+    // Our onResponse hook writes one line per request with tenant and actor instead.
+    logController: new LogController({ disableRequestLogging: true }),
     logger: {
       level: options.logLevel,
       // Headers (Authorization) and bodies (passwords) are never logged; URLs lose `token`.
@@ -98,10 +99,16 @@ export async function startService(partial: Partial<ServiceOptions> & { dataDir:
     },
     ajv: undefined,
     return503OnClosing: false,
+    // Undecodable URLs and over-long path parameters get the error envelope too, not Fastify's own body.
+    frameworkErrors: (err: FastifyError, req: FastifyRequest, reply: FastifyReply) => {
+      const apiError = new ApiError('validation_error', `Invalid URL: ${err.message}`, [{ field: '(path)', message: err.message }]);
+      reply.code(apiError.status).header('X-Request-Id', req.id).type('application/json').send(apiError.toJSON());
+    },
   });
   app.setValidatorCompiler(({ schema, httpPart }) => (httpPart === 'body' ? bodyAjv : queryAjv).compile(schema));
-  // Triggers take no body; accept an empty one even when a client sends Content-Type: application/json.
-  app.removeContentTypeParser('application/json');
+  // Bodies are JSON only (anything else is a 415); triggers take no body, so an empty one is accepted
+  // even when a client sends Content-Type: application/json.
+  app.removeAllContentTypeParsers();
   app.addContentTypeParser('application/json', { parseAs: 'string' }, (_req, body, done) => {
     const text = String(body);
     if (text.trim() === '') return done(null, undefined);

@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
+import { inject } from 'vitest';
 import { startService, type RunningService } from '../../src/service/server.js';
 import { ensureTenantWithAdmin } from '../../src/service/bootstrap.js';
 import type { ServiceOptions } from '../../src/service/context.js';
@@ -18,8 +19,8 @@ export interface TestTenant {
   refreshToken: string;
 }
 
-/** Which store the suite runs on: DP_TEST_PG_URL (set by the PostgreSQL global setup) selects PostgreSQL. */
-export const testStore = () => (process.env.DP_TEST_PG_URL ? 'postgres' : 'sqlite');
+/** Which store this test project runs on (the `postgres` project's global setup provides a server). */
+export const testStore = (): 'sqlite' | 'postgres' => (process.env.DP_TEST_STORE === 'postgres' ? 'postgres' : 'sqlite');
 
 /** A fresh, empty PostgreSQL database per service, so test files never see each other's rows. */
 async function freshPostgresDatabase(adminUrl: string): Promise<string> {
@@ -98,7 +99,7 @@ export class TestService {
 
 export async function startTestService(options: Partial<ServiceOptions> = {}): Promise<TestService> {
   const dataDir = mkdtempSync(join(tmpdir(), 'dp-test-'));
-  const pgUrl = process.env.DP_TEST_PG_URL;
+  const pgUrl = testStore() === 'postgres' ? inject('pgUrl') : undefined;
   const databaseUrl = options.databaseUrl ?? (pgUrl ? await freshPostgresDatabase(pgUrl) : undefined);
   const service = await startService({ port: 0, logLevel: 'silent', rateLimit: 100_000, ...options, dataDir, databaseUrl });
   return new TestService(service, new TestHttp(service.tls.certPath), dataDir);

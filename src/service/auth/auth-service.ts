@@ -144,6 +144,11 @@ export class AuthService {
     await q.run('DELETE FROM api_key_hashes WHERE api_key_id = ?', [keyId]);
   }
 
+  /** Whether the user has set a password (an invited user has not, whatever its disabled flag says). */
+  async hasPassword(q: Queryable, userId: string): Promise<boolean> {
+    return !!(await q.get('SELECT 1 AS ok FROM user_credentials WHERE user_id = ? AND password_hash IS NOT NULL', [userId]));
+  }
+
   async setPassword(q: Queryable, tenantId: string, userId: string, password: string): Promise<void> {
     const hash = await hashPassword(password);
     const updated = await q.run('UPDATE user_credentials SET password_hash = ?, invitation_hash = NULL, invitation_expires_at = NULL WHERE user_id = ?', [hash, userId]);
@@ -166,7 +171,9 @@ export class AuthService {
       [hashSecret(token), tenantId],
     );
     if (!row || row.invitation_expires_at <= this.iso()) return null;
-    return row.user_id;
+    // Spent atomically, so of two concurrent accepts only one can set the password.
+    const spent = await q.run('UPDATE user_credentials SET invitation_hash = NULL, invitation_expires_at = NULL WHERE user_id = ? AND invitation_hash = ?', [row.user_id, hashSecret(token)]);
+    return spent.changes === 1 ? row.user_id : null;
   }
 
   async revokeUserSessions(q: Queryable, userId: string): Promise<void> {

@@ -57,6 +57,9 @@ function takePassword(draft: Draft): string | undefined {
 }
 
 async function activeAdmins(w: Parameters<NonNullable<KindBehaviour['beforeDelete']>>[1]): Promise<StoredResource[]> {
+  // Serialise admin changes per tenant: on PostgreSQL (READ COMMITTED) two admins removing each other
+  // concurrently would otherwise both see two admins and leave none. SQLite transactions are already serial.
+  if (w.ctx.db.dialect === 'postgres') await w.q.get('SELECT id FROM tenants WHERE id = ? FOR UPDATE', [w.tenantId]);
   const users = await w.ctx.resources.allOfKinds(w.tenantId, '', ['user'], w.q);
   return users.filter((u) => u.data.role === 'admin' && u.data.status === 'active');
 }
@@ -75,15 +78,17 @@ const user: KindBehaviour = {
   },
   async beforeUpdate(draft, existing, w) {
     const password = takePassword(draft);
-    if (password) await w.ctx.auth.setPassword(w.q, w.tenantId, existing.id, password);
-    const hasPassword = !!password || existing.data.status !== 'invited';
+    const hasPassword = !!password || (await w.ctx.auth.hasPassword(w.q, existing.id));
     draft.data.status = draft.data.disabled ? 'disabled' : hasPassword ? 'active' : 'invited';
-    if (draft.data.status !== 'active') await w.ctx.auth.revokeUserSessions(w.q, existing.id);
+    // The last-admin check (and its lock) comes before any write, so concurrent admin changes cannot deadlock.
     const stillAdmin = draft.data.role === 'admin' && draft.data.status === 'active';
     if (!stillAdmin && existing.data.role === 'admin' && existing.data.status === 'active') {
       const admins = await activeAdmins(w);
       if (admins.length <= 1) throw conflict('This is the last active admin of the tenant; make another user admin first');
     }
+    if (password) await w.ctx.auth.setPassword(w.q, w.tenantId, existing.id, password);
+    // A new password (a reset) or a user who can no longer log in ends every open session.
+    if (password || draft.data.status !== 'active') await w.ctx.auth.revokeUserSessions(w.q, existing.id);
   },
   async beforeDelete(existing, w) {
     if (existing.data.role === 'admin' && existing.data.status === 'active' && (await activeAdmins(w)).length <= 1) {

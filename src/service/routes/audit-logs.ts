@@ -42,6 +42,7 @@ export function registerAuditLogRoutes(app: FastifyInstance, ctx: ServiceContext
       schema: {
         tags: ['Governance'],
         summary: 'Query the audit log of a project',
+        operationId: 'list_audit_logs',
         params: { type: 'object', properties: { id: { type: 'string' } } },
         querystring: { ...pageQuerySchema, properties: { ...pageQuerySchema.properties, ...FILTERS } },
         response: { 200: pageSchema(kind('audit_log_entry').responseSchema), ...errorResponses },
@@ -50,7 +51,8 @@ export function registerAuditLogRoutes(app: FastifyInstance, ctx: ServiceContext
     async (req) => {
       const projectId = await resolveProject(ctx, req);
       const query = req.query as Record<string, string> & { limit: number; cursor?: string };
-      if (query.since && query.until && query.since >= query.until) throw invalid('until', 'must be after since');
+      // Compared as instants: the same time can be written with different offsets.
+      if (query.since && query.until && Date.parse(query.since) >= Date.parse(query.until)) throw invalid('until', 'must be after since');
       const filterKey = JSON.stringify(Object.keys(FILTERS).map((k) => query[k] ?? null));
       const scope = `${req.tenant!.id}:${projectId}:audit:${filterKey}`;
       const afterSeq = ctx.cursors.decode(scope, query.cursor);

@@ -22,6 +22,7 @@ export function registerAuthRoutes(app: FastifyInstance, ctx: ServiceContext) {
       schema: {
         tags: ['Authentication'],
         summary: 'Log in with email and password',
+        operationId: 'login',
         security: [],
         body: { type: 'object', additionalProperties: false, required: ['email', 'password'], properties: { email: { type: 'string', format: 'email' }, password: { type: 'string', minLength: 1 } } },
         response: { 200: tokenResponse, ...errorResponses },
@@ -43,6 +44,7 @@ export function registerAuthRoutes(app: FastifyInstance, ctx: ServiceContext) {
       schema: {
         tags: ['Authentication'],
         summary: 'Exchange a refresh token for a new token pair (single use)',
+        operationId: 'refresh',
         security: [],
         body: { type: 'object', additionalProperties: false, required: ['refresh_token'], properties: { refresh_token: { type: 'string', minLength: 1 } } },
         response: { 200: tokenResponse, ...errorResponses },
@@ -59,6 +61,7 @@ export function registerAuthRoutes(app: FastifyInstance, ctx: ServiceContext) {
       schema: {
         tags: ['Authentication'],
         summary: 'Set the password of an invited user with the one-time invitation token',
+        operationId: 'accept_invitation',
         'x-extension': true,
         security: [],
         body: {

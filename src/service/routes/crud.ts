@@ -3,10 +3,11 @@ import { KINDS, formatPath, valuesAt, deleteAt, setAt, type KindDescriptor, type
 import { normalizeCron } from '../../kinds/cron.js';
 import { createAjv, toFieldErrors } from '../../kinds/validator.js';
 import type { ServiceContext, RouteSettings } from '../context.js';
-import { ApiError, conflict, notFound, unprocessable, unauthorized } from '../errors.js';
+import { ApiError, conflict, forbidden, notFound, unprocessable, unauthorized } from '../errors.js';
 import { newId, nowIso } from '../ids.js';
-import { toPage, DEFAULT_LIMIT, MAX_LIMIT } from '../pagination.js';
+import { toJsonPage, DEFAULT_LIMIT, MAX_LIMIT } from '../pagination.js';
 import type { StoredResource } from '../store/resources.js';
+import type { Queryable } from '../store/db.js';
 import { auditDiff } from '../audit.js';
 import { BEHAVIOURS, type Draft } from '../behaviours/index.js';
 import { resolveProject } from './scope.js';
@@ -25,6 +26,7 @@ export const pageQuerySchema = {
 
 export const pageSchema = (items: JsonSchema) => ({
   type: 'object',
+  description: `A page of ${items.title ?? 'item'} resources, in creation order`,
   required: ['data', 'has_more'],
   properties: { data: { type: 'array', items }, next_cursor: { type: 'string' }, has_more: { type: 'boolean' } },
 });
@@ -96,12 +98,12 @@ function withSecrets(draft: Draft): Record<string, unknown> {
   return out;
 }
 
-async function checkReferences(ctx: ServiceContext, d: KindDescriptor, tenantId: string, projectId: string, data: Record<string, unknown>) {
+async function checkReferences(ctx: ServiceContext, d: KindDescriptor, tenantId: string, projectId: string, data: Record<string, unknown>, q: Queryable) {
   const details: { field: string; message: string }[] = [];
   for (const ref of d.references) {
     for (const { path, value } of valuesAt(data, ref.path)) {
       if (typeof value !== 'string') continue;
-      if (!(await ctx.resources.get(tenantId, projectId, ref.kind, value))) {
+      if (!(await ctx.resources.get(tenantId, projectId, ref.kind, value, q))) {
         details.push({ field: formatPath(path), message: `no ${KINDS.get(ref.kind)?.title.toLowerCase() ?? ref.kind} with id "${value}" in this project` });
       }
     }
@@ -109,16 +111,27 @@ async function checkReferences(ctx: ServiceContext, d: KindDescriptor, tenantId:
   if (details.length) throw unprocessable(`References to missing resources: ${details.map((x) => x.field).join(', ')}`, details);
 }
 
-async function checkNotReferenced(ctx: ServiceContext, d: KindDescriptor, existing: StoredResource) {
+async function checkNotReferenced(ctx: ServiceContext, d: KindDescriptor, existing: StoredResource, q: Queryable) {
   const referrers = referrersOf(d.kind);
   if (!referrers.length || d.scope !== 'project') return;
-  const candidates = await ctx.resources.allOfKinds(existing.tenantId, existing.projectId, [...new Set(referrers.map((r) => r.kind.kind))]);
+  const candidates = await ctx.resources.allOfKinds(existing.tenantId, existing.projectId, [...new Set(referrers.map((r) => r.kind.kind))], q);
   for (const other of candidates) {
     for (const r of referrers.filter((x) => x.kind.kind === other.kind)) {
       const hit = valuesAt(other.data, r.path).find((v) => v.value === existing.id);
       if (hit) throw conflict(`${d.title} "${existing.name}" is used by ${r.kind.title.toLowerCase()} "${other.name}" (${formatPath(hit.path)}); change or delete that first`);
     }
   }
+}
+
+/**
+ * Locks a resource row until the transaction ends (PostgreSQL; SQLite transactions are serial
+ * already) and says whether it still exists. Every write inside a project locks the project, so
+ * what a write checks in its transaction (references, "still in use", the project itself) cannot
+ * be invalidated by a concurrent write before it commits.
+ */
+export async function lockRow(ctx: ServiceContext, q: Queryable, tenantId: string, id: string): Promise<boolean> {
+  const sql = 'SELECT 1 AS ok FROM resources WHERE id = ? AND tenant_id = ?';
+  return !!(await q.get(ctx.db.dialect === 'postgres' ? `${sql} FOR UPDATE` : sql, [id, tenantId]));
 }
 
 export function initialComputed(d: KindDescriptor, id: string, projectId: string, now: string): Record<string, unknown> {
@@ -149,6 +162,7 @@ export function registerKindRoutes(app: FastifyInstance, ctx: ServiceContext, d:
       ? [{ path: `/api/v1/projects/:id/${d.collection}`, extension: false }, { path: `/api/v1/${d.collection}`, extension: true }]
       : [{ path: `/api/v1/${d.collection}`, extension: false }];
   const tag = d.title;
+  const unprefixedTag = 'Unprefixed paths (API key project)';
   const a = `${/^[aeiou]/i.test(d.title) ? 'an' : 'a'} ${d.title.toLowerCase()}`;
   const idParam = { resourceId: { type: 'string', description: `${d.title} id` } };
   const projectParam = { id: { type: 'string', description: 'Project id' } };
@@ -161,10 +175,24 @@ export function registerKindRoutes(app: FastifyInstance, ctx: ServiceContext, d:
     if (!found || !visible(req, found)) throw notFound(d.title);
     return found;
   };
-  const writeTx = async <T>(req: FastifyRequest, projectId: string, fn: (w: Parameters<NonNullable<typeof behaviour.beforeCreate>>[1]) => Promise<T>) =>
+  /**
+   * API keys are bound to one project, so tenant-level kinds (projects, users) are not
+   * theirs to change, except what visibleToKey grants on update (their own project's settings).
+   */
+  const assertKeyMayWrite = (req: FastifyRequest, existing: StoredResource | null) => {
+    const actor = req.actor;
+    if (actor?.type !== 'api_key' || d.scope !== 'tenant') return;
+    if (req.method === 'PATCH' && existing && behaviour.visibleToKey?.(actor, existing)) return;
+    const verb = req.method === 'POST' ? 'creating' : req.method === 'PATCH' ? 'changing' : 'deleting';
+    throw forbidden(`API keys are limited to their project; ${verb} ${d.title.toLowerCase()}s needs a user token`);
+  };
+  /** `existing`: the resource an update or delete is about; a tenant-level one is locked itself. */
+  const writeTx = async <T>(req: FastifyRequest, projectId: string, existing: StoredResource | null, fn: (w: Parameters<NonNullable<typeof behaviour.beforeCreate>>[1]) => Promise<T>) =>
     ctx.db.tx(async (q) => {
       // A key revoked or a session ended while this request was in flight must not write.
       if (!(await ctx.auth.stillValid(req.actor!, q))) throw unauthorized('Credential was revoked during the request');
+      if (d.scope === 'project' && !(await lockRow(ctx, q, req.tenant!.id, projectId))) throw notFound('Project');
+      if (d.scope !== 'project' && existing && !(await lockRow(ctx, q, req.tenant!.id, existing.id))) throw notFound(d.title);
       return fn({ ctx, req, tenantId: req.tenant!.id, projectId, actor: req.actor!, q });
     });
 
@@ -181,7 +209,7 @@ export function registerKindRoutes(app: FastifyInstance, ctx: ServiceContext, d:
       return {
         config: { settings },
         schema: {
-          tags: [tag],
+          tags: [extensionBase ? unprefixedTag : tag],
           operationId: `${op}_${d.kind}${extensionBase ? '_unprefixed' : ''}`,
           ...(extension ? { 'x-extension': true } : {}),
         } as Record<string, unknown>,
@@ -193,16 +221,19 @@ export function registerKindRoutes(app: FastifyInstance, ctx: ServiceContext, d:
     if (d.operations.includes('list')) {
       const r = route('list', readSettings);
       if (r)
-        app.get(base.path, { ...r, schema: { ...r.schema, summary: `List ${d.title.toLowerCase()}s`, params: params(false), querystring: pageQuerySchema, response: { 200: pageSchema(d.responseSchema), ...errorResponses } } }, async (req) => {
+        app.get(base.path, { ...r, schema: { ...r.schema, summary: `List ${d.title.toLowerCase()}s`, params: params(false), querystring: pageQuerySchema, response: { 200: pageSchema(d.responseSchema), ...errorResponses } } }, async (req, reply) => {
           const projectId = await scopeOf(req);
           const { limit, cursor } = req.query as { limit: number; cursor?: string };
           const scope = `${req.tenant!.id}:${projectId}:${d.kind}`;
           const afterSeq = ctx.cursors.decode(scope, cursor);
           const keyOnly = req.actor?.type === 'api_key' && behaviour.visibleToKey;
           const rows = keyOnly
-            ? [await ctx.resources.get(req.tenant!.id, projectId, d.kind, req.actor!.projectId!)].filter((x): x is StoredResource => !!x && x.seq > afterSeq)
-            : await ctx.resources.list({ tenantId: req.tenant!.id, projectId, kind: d.kind, afterSeq, limit: limit + 1 });
-          return toPage(rows, limit, scope, ctx.cursors, (row) => row.data);
+            ? [await ctx.resources.get(req.tenant!.id, projectId, d.kind, req.actor!.projectId!)]
+                .filter((x): x is StoredResource => !!x && x.seq > afterSeq)
+                .map((x) => ({ seq: x.seq, data: JSON.stringify(x.data) }))
+            : await ctx.resources.listJson({ tenantId: req.tenant!.id, projectId, kind: d.kind, afterSeq, limit: limit + 1 });
+          reply.type('application/json');
+          return toJsonPage(rows, limit, scope, ctx.cursors);
         });
     }
 
@@ -211,18 +242,19 @@ export function registerKindRoutes(app: FastifyInstance, ctx: ServiceContext, d:
       if (r)
         app.post(base.path, { ...r, schema: { ...r.schema, summary: `Create ${a}`, params: params(false), body: d.createSchema, response: { 201: d.responseSchema, ...errorResponses } } }, async (req, reply) => {
           const projectId = await scopeOf(req);
+          assertKeyMayWrite(req, null);
           const tenantId = req.tenant!.id;
           const body = structuredClone(req.body as Record<string, unknown>);
           applyNormalizers(d, body);
           const draft = splitSecrets(d, body);
           await behaviour.validate?.(draft, { ctx, tenantId, projectId });
-          await checkReferences(ctx, d, tenantId, projectId, draft.data);
           const now = nowIso(ctx.options.clock);
           const id = newId(d.kind);
           draft.data = { ...initialComputed(d, id, projectId, now), ...draft.data };
           const identity = String(draft.data[d.identity]);
           req.auditDetails = { projectId: projectId || null, resourceName: identity };
-          const extras = await writeTx(req, projectId, async (w) => {
+          const extras = await writeTx(req, projectId, null, async (w) => {
+            await checkReferences(ctx, d, tenantId, projectId, draft.data, w.q);
             if (await ctx.resources.getByName(tenantId, projectId, d.kind, identity, w.q)) {
               throw conflict(`${a[0].toUpperCase()}${a.slice(1)} with ${d.identity} "${identity}" already exists${d.scope === 'project' ? ' in this project' : ''}`);
             }
@@ -257,28 +289,33 @@ export function registerKindRoutes(app: FastifyInstance, ctx: ServiceContext, d:
         app.patch(`${base.path}/:resourceId`, { ...r, schema: { ...r.schema, summary: `Update ${a}`, description: 'Fields given replace the stored ones; omitted fields are kept. Write-only secrets omitted from a nested object keep their stored value.', params: params(true), body: d.updateSchema, response: { 200: d.responseSchema, ...errorResponses } } }, async (req) => {
           const projectId = await scopeOf(req);
           const tenantId = req.tenant!.id;
-          const existing = await load(req, projectId);
-          req.auditDetails = { projectId: projectId || (d.kind === 'project' ? existing.id : null), resourceId: existing.id, resourceName: existing.name };
+          const found = await load(req, projectId);
+          assertKeyMayWrite(req, found);
+          req.auditDetails = { projectId: projectId || (d.kind === 'project' ? found.id : null), resourceId: found.id, resourceName: found.name };
           const body = structuredClone(req.body as Record<string, unknown>);
           applyNormalizers(d, body);
-          const immutable = d.immutableFields.filter((f) => f in body && JSON.stringify(body[f]) !== JSON.stringify(existing.data[f]));
-          if (immutable.length) {
-            throw unprocessable(`${immutable.join(', ')} cannot change; delete and re-create the ${d.title.toLowerCase()} instead`, immutable.map((field) => ({ field, message: 'is immutable' })));
-          }
-          const incoming = splitSecrets(d, body);
-          const { merged, changed } = mergeSecrets(existing.secrets, incoming.secrets);
-          const draft: Draft = { data: { ...existing.data, ...incoming.data }, secrets: merged };
-          const check = mergedAjv.compile(d.createSchema);
-          const full = withSecrets(draft);
-          for (const f of d.computedFields) delete full[f];
-          if (!check(full)) {
-            const details = toFieldErrors(check.errors);
-            throw new ApiError('validation_error', `The updated ${d.title.toLowerCase()} is invalid: ${details.map((x) => `${x.field} ${x.message}`).join('; ')}`, details);
-          }
-          await behaviour.validate?.(draft, { ctx, tenantId, projectId });
-          await checkReferences(ctx, d, tenantId, projectId, draft.data);
-          const identity = String(draft.data[d.identity]);
-          await writeTx(req, projectId, async (w) => {
+          // The merge is made under the write lock, on what is stored then, so concurrent PATCHes of
+          // different fields all land instead of the last one writing back a stale copy.
+          const { existing, draft, changed, identity } = await writeTx(req, projectId, found, async (w) => {
+            const existing = await ctx.resources.get(tenantId, projectId, d.kind, found.id, w.q);
+            if (!existing) throw notFound(d.title);
+            const immutable = d.immutableFields.filter((f) => f in body && JSON.stringify(body[f]) !== JSON.stringify(existing.data[f]));
+            if (immutable.length) {
+              throw unprocessable(`${immutable.join(', ')} cannot change; delete and re-create the ${d.title.toLowerCase()} instead`, immutable.map((field) => ({ field, message: 'is immutable' })));
+            }
+            const incoming = splitSecrets(d, body);
+            const { merged, changed } = mergeSecrets(existing.secrets, incoming.secrets);
+            const draft: Draft = { data: { ...existing.data, ...incoming.data }, secrets: merged };
+            const check = mergedAjv.compile(d.createSchema);
+            const full = withSecrets(draft);
+            for (const f of d.computedFields) delete full[f];
+            if (!check(full)) {
+              const details = toFieldErrors(check.errors);
+              throw new ApiError('validation_error', `The updated ${d.title.toLowerCase()} is invalid: ${details.map((x) => `${x.field} ${x.message}`).join('; ')}`, details);
+            }
+            await behaviour.validate?.(draft, { ctx, tenantId, projectId });
+            const identity = String(draft.data[d.identity]);
+            await checkReferences(ctx, d, tenantId, projectId, draft.data, w.q);
             if (identity !== existing.name && (await ctx.resources.getByName(tenantId, projectId, d.kind, identity, w.q))) {
               throw conflict(`${a[0].toUpperCase()}${a.slice(1)} with ${d.identity} "${identity}" already exists`);
             }
@@ -291,6 +328,7 @@ export function registerKindRoutes(app: FastifyInstance, ctx: ServiceContext, d:
               if (isUniqueViolation(err)) throw conflict(`${a[0].toUpperCase()}${a.slice(1)} with ${d.identity} "${identity}" already exists`);
               throw err;
             }
+            return { existing, draft, changed, identity };
           });
           req.auditDetails.resourceName = identity;
           req.auditDetails.diff = auditDiff(existing.data, draft.data, changed);
@@ -304,9 +342,10 @@ export function registerKindRoutes(app: FastifyInstance, ctx: ServiceContext, d:
         app.delete(`${base.path}/:resourceId`, { ...r, schema: { ...r.schema, summary: `Delete ${a}`, params: params(true), response: { 204: { type: 'null', description: 'Deleted' }, ...errorResponses } } }, async (req, reply) => {
           const projectId = await scopeOf(req);
           const existing = await load(req, projectId);
+          assertKeyMayWrite(req, existing);
           req.auditDetails = { projectId: projectId || (d.kind === 'project' ? existing.id : null), resourceId: existing.id, resourceName: existing.name, diff: auditDiff(existing.data, null) };
-          await checkNotReferenced(ctx, d, existing);
-          await writeTx(req, projectId, async (w) => {
+          await writeTx(req, projectId, existing, async (w) => {
+            await checkNotReferenced(ctx, d, existing, w.q);
             await behaviour.beforeDelete?.(existing, w);
             await ctx.resources.delete(existing.id, w.q);
           });

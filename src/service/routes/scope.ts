@@ -17,7 +17,6 @@ export async function resolveProject(ctx: ServiceContext, req: FastifyRequest): 
     projectId = actor.projectId!;
   }
   if (actor.projectId && actor.projectId !== projectId) throw notFound('Project');
-  const project = await ctx.resources.get(req.tenant!.id, '', 'project', projectId);
-  if (!project) throw notFound('Project');
+  if (!(await ctx.resources.exists(req.tenant!.id, '', 'project', projectId))) throw notFound('Project');
   return projectId;
 }

@@ -1,7 +1,7 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { ServiceContext } from '../context.js';
 import { kind, type JsonSchema } from '../../kinds/index.js';
-import { errorResponses, pageQuerySchema, pageSchema } from './crud.js';
+import { errorResponses, lockRow, pageQuerySchema, pageSchema } from './crud.js';
 import { resolveProject } from './scope.js';
 import { toPage } from '../pagination.js';
 import { conflict, notFound } from '../errors.js';
@@ -32,7 +32,7 @@ export function registerViewRoutes(app: FastifyInstance, ctx: ServiceContext) {
       path,
       {
         config: { settings: { permission: 'read-only' } },
-        schema: { tags: [tag], summary: 'List run history, newest last', params: params('id', param), querystring: pageQuerySchema, response: { 200: pageSchema(kind('run').responseSchema), ...errorResponses } },
+        schema: { tags: [tag], operationId: `list_${parentKind}_runs`, summary: 'List run history, newest last', params: params('id', param), querystring: pageQuerySchema, response: { 200: pageSchema(kind('run').responseSchema), ...errorResponses } },
       },
       async (req) => {
         const { projectId, parent } = await parentOf(req, parentKind, param);
@@ -50,7 +50,7 @@ export function registerViewRoutes(app: FastifyInstance, ctx: ServiceContext) {
     '/api/v1/projects/:id/pipelines/:pipelineId/runs/:runId',
     {
       config: { settings: { permission: 'read-only' } },
-      schema: { tags: ['Pipeline'], summary: 'Get run details and step status', params: params('id', 'pipelineId', 'runId'), response: { 200: kind('run').responseSchema, ...errorResponses } },
+      schema: { tags: ['Pipeline'], operationId: 'get_pipeline_run', summary: 'Get run details and step status', params: params('id', 'pipelineId', 'runId'), response: { 200: kind('run').responseSchema, ...errorResponses } },
     },
     async (req) => {
       const { projectId, parent } = await parentOf(req, 'pipeline', 'pipelineId');
@@ -64,7 +64,7 @@ export function registerViewRoutes(app: FastifyInstance, ctx: ServiceContext) {
     '/api/v1/projects/:id/connectors/:connectorId/schema',
     {
       config: { settings: { permission: 'read-only' } },
-      schema: { tags: ['Connector'], summary: 'Get the discovered schema', params: params('id', 'connectorId'), response: { 200: kind('discovered_schema').responseSchema, ...errorResponses } },
+      schema: { tags: ['Connector'], operationId: 'get_connector_schema', summary: 'Get the discovered schema', params: params('id', 'connectorId'), response: { 200: kind('discovered_schema').responseSchema, ...errorResponses } },
     },
     async (req) => {
       const { parent } = await parentOf(req, 'connector', 'connectorId');
@@ -78,7 +78,7 @@ export function registerViewRoutes(app: FastifyInstance, ctx: ServiceContext) {
     '/api/v1/projects/:id/dbt-projects/:dbtId/models',
     {
       config: { settings: { permission: 'read-only' } },
-      schema: { tags: ['dbt project'], summary: 'List models, dependencies first', params: params('id', 'dbtId'), querystring: pageQuerySchema, response: { 200: pageSchema(kind('model').responseSchema), ...errorResponses } },
+      schema: { tags: ['dbt project'], operationId: 'list_dbt_models', summary: 'List models, dependencies first', params: params('id', 'dbtId'), querystring: pageQuerySchema, response: { 200: pageSchema(kind('model').responseSchema), ...errorResponses } },
     },
     async (req) => {
       const { parent } = await parentOf(req, 'dbt_project', 'dbtId');
@@ -98,7 +98,7 @@ export function registerViewRoutes(app: FastifyInstance, ctx: ServiceContext) {
     '/api/v1/projects/:id/dbt-projects/:dbtId/lineage',
     {
       config: { settings: { permission: 'read-only' } },
-      schema: { tags: ['dbt project'], summary: 'Get the lineage graph (DAG)', params: params('id', 'dbtId'), response: { 200: kind('lineage_graph').responseSchema, ...errorResponses } },
+      schema: { tags: ['dbt project'], operationId: 'get_dbt_lineage', summary: 'Get the lineage graph (DAG)', params: params('id', 'dbtId'), response: { 200: kind('lineage_graph').responseSchema, ...errorResponses } },
     },
     async (req) => {
       const { parent } = await parentOf(req, 'dbt_project', 'dbtId');
@@ -127,6 +127,7 @@ export function registerViewRoutes(app: FastifyInstance, ctx: ServiceContext) {
       schema: {
         tags: ['Monitoring'],
         summary: 'List alerts; filter by status and severity',
+        operationId: 'list_alerts',
         params: params('id'),
         querystring: {
           ...pageQuerySchema,
@@ -152,13 +153,15 @@ export function registerViewRoutes(app: FastifyInstance, ctx: ServiceContext) {
       `/api/v1/projects/:id/alerts/:alertId/${verb}`,
       {
         config: { settings: { permission: 'read-write', audit: { resourceType: 'alert', action: `alert.${verb}` } } },
-        schema: { tags: ['Monitoring'], summary: `${verb[0].toUpperCase()}${verb.slice(1)} an alert`, params: params('id', 'alertId'), response: { 200: alertSchema, ...errorResponses } },
+        schema: { tags: ['Monitoring'], operationId: `${verb}_alert`, summary: `${verb[0].toUpperCase()}${verb.slice(1)} an alert`, params: params('id', 'alertId'), response: { 200: alertSchema, ...errorResponses } },
       },
       async (req) => {
         const projectId = await resolveProject(ctx, req);
         const alertId = (req.params as { alertId: string }).alertId;
         req.auditDetails = { projectId, resourceId: alertId };
         return ctx.db.tx(async (q) => {
+          // Locked first, so of two concurrent transitions the second sees the first's outcome.
+          if (!(await lockRow(ctx, q, req.tenant!.id, alertId))) throw notFound('Alert');
           const alert = await ctx.resources.get(req.tenant!.id, projectId, 'alert', alertId, q);
           if (!alert) throw notFound('Alert');
           const status = String(alert.data.status);

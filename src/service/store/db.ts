@@ -13,6 +13,8 @@ export interface Queryable {
 
 export interface Db extends Queryable {
   readonly dialect: 'sqlite' | 'postgres';
+  /** One write statement with RETURNING, outside a transaction (it still waits for SQLite's write lock). */
+  write<T = Record<string, unknown>>(sql: string, params?: SqlValue[]): Promise<T | undefined>;
   /** Runs fn in one transaction; everything in it commits or nothing does. */
   tx<T>(fn: (q: Queryable) => Promise<T>): Promise<T>;
   /** Runs fn holding a database-wide lock (migrations on several replicas). */

@@ -66,6 +66,11 @@ CREATE TABLE audit_logs (
 CREATE INDEX audit_logs_listing ON audit_logs (tenant_id, project_id, seq);
 `,
   },
+  {
+    // Plain lists do not filter on parent_id, so they need an index without it.
+    id: 2,
+    sql: `CREATE INDEX resources_kind_seq ON resources (tenant_id, project_id, kind, seq);`,
+  },
 ];
 
 export async function migrate(db: Db): Promise<void> {

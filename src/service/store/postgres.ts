@@ -41,6 +41,7 @@ export async function openPostgres(url: string): Promise<Db> {
   return {
     dialect: 'postgres',
     ...queryable(pool),
+    write: (sql, params) => queryable(pool).get(sql, params),
     async tx(fn) {
       const client = await pool.connect();
       try {

@@ -60,9 +60,9 @@ export class ResourceStore {
     return this.db.dialect === 'sqlite' ? `json_extract(data, '$.${field}')` : `(data::jsonb ->> '${field}')`;
   }
 
-  async list(query: ListQuery, q: Queryable = this.db): Promise<StoredResource[]> {
+  private listSql(columns: string, query: ListQuery): { sql: string; params: SqlValue[] } {
     const params: SqlValue[] = [query.tenantId, query.projectId, query.kind, query.afterSeq ?? 0];
-    let sql = `SELECT ${COLUMNS} FROM resources WHERE tenant_id = ? AND project_id = ? AND kind = ? AND seq > ?`;
+    let sql = `SELECT ${columns} FROM resources WHERE tenant_id = ? AND project_id = ? AND kind = ? AND seq > ?`;
     if (query.parentId !== undefined) {
       sql += ' AND parent_id = ?';
       params.push(query.parentId);
@@ -73,7 +73,25 @@ export class ResourceStore {
     }
     sql += ' ORDER BY seq LIMIT ?';
     params.push(query.limit);
+    return { sql, params };
+  }
+
+  async list(query: ListQuery, q: Queryable = this.db): Promise<StoredResource[]> {
+    const { sql, params } = this.listSql(COLUMNS, query);
     return (await q.all<Row>(sql, params)).map(fromRow);
+  }
+
+  /**
+   * The stored JSON text of each row, unparsed: `data` is written ordered and without
+   * secrets, so lists send it as is (no parse, no re-serialisation).
+   */
+  async listJson(query: ListQuery, q: Queryable = this.db): Promise<{ seq: number; data: string }[]> {
+    const { sql, params } = this.listSql('seq, data', query);
+    return (await q.all<{ seq: number; data: string }>(sql, params)).map((r) => ({ seq: Number(r.seq), data: r.data }));
+  }
+
+  async exists(tenantId: string, projectId: string, kind: string, id: string, q: Queryable = this.db): Promise<boolean> {
+    return !!(await q.get('SELECT 1 AS ok FROM resources WHERE id = ? AND tenant_id = ? AND project_id = ? AND kind = ?', [id, tenantId, projectId, kind]));
   }
 
   async get(tenantId: string, projectId: string, kind: string, id: string, q: Queryable = this.db) {

@@ -52,6 +52,7 @@ export function openSqlite(path: string): Db {
     ...direct,
     // A plain write waits for any open transaction so it is never swept into (or rolled back with) it.
     run: (sql, params) => writes.lock(() => direct.run(sql, params)),
+    write: (sql, params) => writes.lock(() => direct.get(sql, params)),
     tx: (fn) =>
       writes.lock(async () => {
         sqlite.exec('BEGIN IMMEDIATE');
