@@ -71,6 +71,25 @@ function withoutProperties(schema: JsonSchema, drop: (prop: JsonSchema) => boole
   return out;
 }
 
+function nullable(prop: JsonSchema): JsonSchema {
+  const out = clone(prop);
+  const types = Array.isArray(out.type) ? out.type : out.type ? [out.type] : [];
+  if (types.length && !types.includes('null')) out.type = [...types, 'null'];
+  if (out.enum && !out.enum.includes(null)) out.enum = [...out.enum, null];
+  return out;
+}
+
+/** Drops if/then rules below the top level: responses are never validated, and serialisers warn on them. */
+function withoutConditionals(schema: JsonSchema): JsonSchema {
+  const out = clone(schema);
+  delete out.allOf;
+  delete out.if;
+  delete out.then;
+  for (const [name, prop] of Object.entries(out.properties ?? {})) out.properties![name] = withoutConditionals(prop);
+  if (out.items) out.items = withoutConditionals(out.items);
+  return out;
+}
+
 /**
  * Mirrors our keywords into the standard ones (readOnly for computed, writeOnly for
  * secrets) so generic JSON Schema and OpenAPI tools see them; the x- keywords stay the source.
@@ -105,11 +124,15 @@ export function describeKind(file: KindSchemaFile): KindDescriptor {
   const body = annotateStandard(bodyOnly(file), file);
   const createSchema = withoutProperties(body, (p) => !!p['x-computed']);
   const updateSchema = clone(createSchema);
+  const required = new Set(createSchema.required ?? []);
   delete updateSchema.required;
-  for (const prop of Object.values(updateSchema.properties ?? {})) delete prop.default;
-  const responseSchema = withoutProperties(body, (p) => !!p['x-secret']);
+  for (const [name, prop] of Object.entries(updateSchema.properties ?? {})) {
+    delete prop.default;
+    // In a PATCH, null clears an optional field (back to its default, if it has one).
+    if (!required.has(name) && !prop['x-secret']) updateSchema.properties![name] = nullable(prop);
+  }
+  const responseSchema = withoutConditionals(withoutProperties(body, (p) => !!p['x-secret']));
   delete responseSchema.required;
-  delete responseSchema.allOf;
 
   const operations = file['x-operations'] ?? [];
   return {

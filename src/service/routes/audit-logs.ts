@@ -4,7 +4,7 @@ import { kind } from '../../kinds/index.js';
 import { errorResponses, pageQuerySchema, pageSchema } from './crud.js';
 import { resolveProject } from './scope.js';
 import { toPage } from '../pagination.js';
-import { invalid } from '../errors.js';
+import { forbidden, invalid } from '../errors.js';
 import type { SqlValue } from '../store/db.js';
 
 interface AuditRow {
@@ -34,30 +34,41 @@ const FILTERS = {
   until: { type: 'string', format: 'date-time', description: 'Entries before this time' },
 };
 
+/**
+ * The project's audit log (spec), and the tenant's whole log for admin users (extension:
+ * user and project changes belong to no project, so only this one shows them).
+ */
 export function registerAuditLogRoutes(app: FastifyInstance, ctx: ServiceContext) {
+  registerAuditLogRoute(app, ctx, 'project');
+  if (!ctx.options.strictSpec) registerAuditLogRoute(app, ctx, 'tenant');
+}
+
+function registerAuditLogRoute(app: FastifyInstance, ctx: ServiceContext, level: 'project' | 'tenant') {
+  const tenantWide = level === 'tenant';
   app.get(
-    '/api/v1/projects/:id/audit-logs',
+    tenantWide ? '/api/v1/audit-logs' : '/api/v1/projects/:id/audit-logs',
     {
-      config: { settings: { permission: 'read-only' } },
+      config: { settings: { permission: tenantWide ? 'admin' : 'read-only' } },
       schema: {
         tags: ['Governance'],
-        summary: 'Query the audit log of a project',
-        operationId: 'list_audit_logs',
-        params: { type: 'object', properties: { id: { type: 'string' } } },
+        summary: tenantWide ? 'Query the audit log of the whole tenant (admin users)' : 'Query the audit log of a project',
+        operationId: tenantWide ? 'list_tenant_audit_logs' : 'list_audit_logs',
+        ...(tenantWide ? { 'x-extension': true } : { params: { type: 'object', properties: { id: { type: 'string' } } } }),
         querystring: { ...pageQuerySchema, properties: { ...pageQuerySchema.properties, ...FILTERS } },
         response: { 200: pageSchema(kind('audit_log_entry').responseSchema), ...errorResponses },
       },
     },
     async (req) => {
-      const projectId = await resolveProject(ctx, req);
+      if (tenantWide && req.actor!.type === 'api_key') throw forbidden('API keys are limited to their project; the tenant audit log needs an admin user token');
+      const projectId = tenantWide ? null : await resolveProject(ctx, req);
       const query = req.query as Record<string, string> & { limit: number; cursor?: string };
       // Compared as instants: the same time can be written with different offsets.
       if (query.since && query.until && Date.parse(query.since) >= Date.parse(query.until)) throw invalid('until', 'must be after since');
       const filterKey = JSON.stringify(Object.keys(FILTERS).map((k) => query[k] ?? null));
-      const scope = `${req.tenant!.id}:${projectId}:audit:${filterKey}`;
+      const scope = `${req.tenant!.id}:${projectId ?? '*'}:audit:${filterKey}`;
       const afterSeq = ctx.cursors.decode(scope, query.cursor);
-      let sql = 'SELECT * FROM audit_logs WHERE tenant_id = ? AND project_id = ? AND seq > ?';
-      const params: SqlValue[] = [req.tenant!.id, projectId, afterSeq];
+      let sql = `SELECT * FROM audit_logs WHERE tenant_id = ?${tenantWide ? '' : ' AND project_id = ?'} AND seq > ?`;
+      const params: SqlValue[] = tenantWide ? [req.tenant!.id, afterSeq] : [req.tenant!.id, projectId, afterSeq];
       const add = (clause: string, ...values: SqlValue[]) => {
         sql += ` AND ${clause}`;
         params.push(...values);

@@ -85,6 +85,17 @@ function mergeSecrets(old: Record<string, unknown> | null, next: Record<string, 
   return { merged: Object.keys(merged).length ? merged : null, changed };
 }
 
+/** PATCH with null: the field goes back to its schema default, or away; secrets under it go too. */
+function clearField(d: KindDescriptor, draft: Draft, field: string) {
+  const fallback = d.schema.properties?.[field]?.default;
+  if (fallback !== undefined) draft.data[field] = structuredClone(fallback);
+  else delete draft.data[field];
+  if (draft.secrets && field in draft.secrets) {
+    delete draft.secrets[field];
+    if (!Object.keys(draft.secrets).length) draft.secrets = null;
+  }
+}
+
 /** The full object, secrets included, that rules across fields are checked against. */
 function withSecrets(draft: Draft): Record<string, unknown> {
   const out = structuredClone(draft.data);
@@ -286,7 +297,7 @@ export function registerKindRoutes(app: FastifyInstance, ctx: ServiceContext, d:
     if (d.operations.includes('update')) {
       const r = route('update', writeSettings('update'));
       if (r)
-        app.patch(`${base.path}/:resourceId`, { ...r, schema: { ...r.schema, summary: `Update ${a}`, description: 'Fields given replace the stored ones; omitted fields are kept. Write-only secrets omitted from a nested object keep their stored value.', params: params(true), body: d.updateSchema, response: { 200: d.responseSchema, ...errorResponses } } }, async (req) => {
+        app.patch(`${base.path}/:resourceId`, { ...r, schema: { ...r.schema, summary: `Update ${a}`, description: 'Fields given replace the stored ones; omitted fields are kept; null clears an optional field (back to its default). Write-only secrets omitted from a nested object keep their stored value.', params: params(true), body: d.updateSchema, response: { 200: d.responseSchema, ...errorResponses } } }, async (req) => {
           const projectId = await scopeOf(req);
           const tenantId = req.tenant!.id;
           const found = await load(req, projectId);
@@ -305,7 +316,11 @@ export function registerKindRoutes(app: FastifyInstance, ctx: ServiceContext, d:
             }
             const incoming = splitSecrets(d, body);
             const { merged, changed } = mergeSecrets(existing.secrets, incoming.secrets);
-            const draft: Draft = { data: { ...existing.data, ...incoming.data }, secrets: merged };
+            const draft: Draft = { data: { ...existing.data }, secrets: merged };
+            for (const [field, value] of Object.entries(incoming.data)) {
+              if (value !== null) draft.data[field] = value;
+              else clearField(d, draft, field);
+            }
             const check = mergedAjv.compile(d.createSchema);
             const full = withSecrets(draft);
             for (const f of d.computedFields) delete full[f];
