@@ -10,7 +10,8 @@ export default defineConfig({
     hookTimeout: 60_000,
     pool: 'forks',
     projects: [
-      { extends: true, test: { name: 'sqlite', include: ['test/**/*.test.ts'] } },
+      // The sqlite project gets the PostgreSQL server too: runtime tests connect connectors to it as a real source.
+      { extends: true, test: { name: 'sqlite', include: ['test/**/*.test.ts'], globalSetup: ['test/support/postgres-global-setup.ts'] } },
       {
         extends: true,
         test: {

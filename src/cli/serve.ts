@@ -9,6 +9,12 @@ const int = (name: string) => (value: string) => {
   return n;
 };
 
+const positive = (name: string) => (value: string) => {
+  const n = Number(value);
+  if (!Number.isFinite(n) || n <= 0) throw new Error(`${name} must be a number above 0, got "${value}"`);
+  return n;
+};
+
 /** The demo tenant of `npm start`: a well-known password is fine on a laptop, never elsewhere. */
 const DEMO = { slug: 'demo', email: 'admin@demo.local', password: 'demo-password' };
 
@@ -25,6 +31,8 @@ export function serveCommand(): Command {
     .option('--rate-limit <n>', 'requests per minute per tenant per endpoint', int('--rate-limit'), 600)
     .option('--access-token-ttl <seconds>', 'access-token lifetime', int('--access-token-ttl'), 3600)
     .option('--strict-spec', 'serve only the spec\'s documented surface (no extensions)', false)
+    .option('--time-scale <factor>', 'run simulated work (dbt models, simulated syncs, provisioning) this many times faster', positive('--time-scale'), 1)
+    .option('--source-timeout <seconds>', 'how long connecting to a connector\'s source may take', positive('--source-timeout'), 5)
     .option('--demo', 'bootstrap a "demo" tenant (admin@demo.local / demo-password) unless DP_BOOTSTRAP_* say otherwise; local use only', false)
     .addOption(new Option('--log-level <level>', 'log level').choices(['fatal', 'error', 'warn', 'info', 'debug', 'silent']).default('info'))
     .action(async (opts) => {
@@ -40,6 +48,8 @@ export function serveCommand(): Command {
         accessTokenTtl: opts.accessTokenTtl,
         strictSpec: opts.strictSpec,
         logLevel: opts.logLevel,
+        timeScale: opts.timeScale,
+        sourceTimeout: opts.sourceTimeout,
       });
       const demo: Partial<typeof DEMO> = opts.demo ? DEMO : {};
       const slug = process.env.DP_BOOTSTRAP_TENANT || demo.slug;

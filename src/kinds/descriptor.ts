@@ -34,6 +34,8 @@ export interface KindDescriptor {
   sensitivePaths: FieldPath[];
   onceFields: string[];
   references: Reference[];
+  /** Top-level arrays whose items (name + depends_on) must form a DAG, with the noun used in messages. */
+  dags: { field: string; noun: string }[];
   normalizers: { path: FieldPath; rule: NonNullable<JsonSchema['x-normalize']> | 'cron' }[];
   /** Request body for create: computed fields removed. */
   createSchema: JsonSchema;
@@ -149,6 +151,7 @@ export function describeKind(file: KindSchemaFile): KindDescriptor {
     writePermission: file['x-write-permission'] ?? 'read-write',
     readOnlyKind: !!file['x-read-only-kind'],
     schema: file,
+    dags: Object.entries(props).filter(([, p]) => p['x-dag']).map(([field, p]) => ({ field, noun: String(p['x-dag']) })),
     computedFields: top((p) => !!p['x-computed']),
     immutableFields: top((p) => !!p['x-immutable']),
     secretPaths,

@@ -41,6 +41,8 @@ export interface JsonSchema {
   'x-format'?: 'cron' | 'regex';
   /** Value of a computed field when the resource is created. */
   'x-initial'?: unknown;
+  /** An array of { name, depends_on } items that must form a DAG; the value names an item in messages. */
+  'x-dag'?: string;
   /** The server normalises the value before storing it. */
   'x-normalize'?: 'lowercase';
   [key: `x-${string}`]: unknown;

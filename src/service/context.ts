@@ -25,6 +25,10 @@ export interface ServiceOptions {
   logLevel: string;
   /** Milliseconds since the epoch; injectable so tests control time. */
   clock: () => number;
+  /** Simulated work (dbt models, simulated syncs, provisioning) runs this many times faster than its nominal duration. */
+  timeScale: number;
+  /** Seconds a connection to a connector's source may take (connect, test, discovery). */
+  sourceTimeout: number;
 }
 
 export const DEFAULT_OPTIONS: Omit<ServiceOptions, 'dataDir'> = {
@@ -36,6 +40,8 @@ export const DEFAULT_OPTIONS: Omit<ServiceOptions, 'dataDir'> = {
   bodyLimit: 1024 * 1024,
   logLevel: 'info',
   clock: Date.now,
+  timeScale: 1,
+  sourceTimeout: 5,
 };
 
 /** What every route handler can reach. */

@@ -27,6 +27,19 @@ export async function registerDocs(app: FastifyInstance, ctx: ServiceContext) {
       security: [{ bearerAuth: [] }],
     },
     stripBasePath: true,
+    // @fastify/swagger marks every request body required; an operation whose schema says
+    // `x-body-optional: true` (infrastructure apply) takes none at all.
+    transformObject: (document) => {
+      const openapiObject = (document as { openapiObject: { paths?: Record<string, Record<string, Record<string, unknown>>> } }).openapiObject;
+      for (const item of Object.values(openapiObject.paths ?? {})) {
+        for (const op of Object.values(item)) {
+          if (!op?.['x-body-optional']) continue;
+          delete op['x-body-optional'];
+          if (op.requestBody) (op.requestBody as { required?: boolean }).required = false;
+        }
+      }
+      return openapiObject as never;
+    },
     // Shared schemas (app.addSchema) keep their $id as the component name, e.g.
     // #/components/schemas/ErrorEnvelope instead of the default "def-0".
     refResolver: { buildLocalReference: (json, _baseUri, _fragment, i) => (typeof json.$id === 'string' ? json.$id : `def-${i}`) },

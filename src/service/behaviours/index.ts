@@ -1,36 +1,6 @@
-import { unprocessable, conflict } from '../errors.js';
-import { checkDag, type DagNode, type DagProblem } from './dag.js';
+import { conflict } from '../errors.js';
 import type { KindBehaviour, Draft } from './types.js';
 import type { StoredResource } from '../store/resources.js';
-
-function dagError(problem: DagProblem, list: string, noun: string) {
-  const field = `${list}[${problem.index}]`;
-  const message =
-    problem.type === 'duplicate'
-      ? `${noun} name "${problem.name}" is used twice`
-      : problem.type === 'missing'
-        ? `${noun} "${problem.name}" depends on "${problem.dependency}", which is not a ${noun} here`
-        : `${noun} "${problem.name}" is part of a dependency cycle: ${problem.cycle.join(' -> ')}`;
-  const detailField = problem.type === 'missing' ? `${field}.depends_on` : problem.type === 'duplicate' ? `${field}.name` : `${field}.depends_on`;
-  return unprocessable(`${field}: ${message}`, [{ field: detailField, message }]);
-}
-
-const nodesOf = (items: unknown): DagNode[] =>
-  ((items as { name: string; depends_on?: string[] }[]) ?? []).map((i) => ({ name: i.name, dependsOn: i.depends_on ?? [] }));
-
-const pipeline: KindBehaviour = {
-  validate(draft) {
-    const problem = checkDag(nodesOf(draft.data.steps));
-    if (problem) throw dagError(problem, 'steps', 'step');
-  },
-};
-
-const dbtProject: KindBehaviour = {
-  validate(draft) {
-    const problem = checkDag(nodesOf(draft.data.models));
-    if (problem) throw dagError(problem, 'models', 'model');
-  },
-};
 
 const apiKey: KindBehaviour = {
   async beforeCreate(draft, w) {
@@ -106,8 +76,6 @@ const project: KindBehaviour = {
 };
 
 export const BEHAVIOURS: Record<string, KindBehaviour> = {
-  pipeline,
-  dbt_project: dbtProject,
   api_key: apiKey,
   user,
   project,

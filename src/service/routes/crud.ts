@@ -1,6 +1,7 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { KINDS, formatPath, valuesAt, deleteAt, setAt, type KindDescriptor, type JsonSchema, type Operation } from '../../kinds/index.js';
 import { normalizeCron } from '../../kinds/cron.js';
+import { dagProblems } from '../../kinds/dag.js';
 import { createAjv, toFieldErrors } from '../../kinds/validator.js';
 import type { ServiceContext, RouteSettings } from '../context.js';
 import { ApiError, conflict, forbidden, notFound, unprocessable, unauthorized } from '../errors.js';
@@ -83,6 +84,12 @@ function mergeSecrets(old: Record<string, unknown> | null, next: Record<string, 
   };
   walk(next ?? {}, merged, []);
   return { merged: Object.keys(merged).length ? merged : null, changed };
+}
+
+/** Pipeline steps and dbt models (x-dag) must form a DAG; the first problem is named. */
+function checkDags(d: KindDescriptor, data: Record<string, unknown>) {
+  const [problem] = dagProblems(d.dags, data);
+  if (problem) throw unprocessable(`${problem.field}: ${problem.message}`, [problem]);
 }
 
 /** PATCH with null: the field goes back to its schema default, or away; secrets under it go too. */
@@ -258,6 +265,7 @@ export function registerKindRoutes(app: FastifyInstance, ctx: ServiceContext, d:
           const body = structuredClone(req.body as Record<string, unknown>);
           applyNormalizers(d, body);
           const draft = splitSecrets(d, body);
+          checkDags(d, draft.data);
           await behaviour.validate?.(draft, { ctx, tenantId, projectId });
           const now = nowIso(ctx.options.clock);
           const id = newId(d.kind);
@@ -328,6 +336,7 @@ export function registerKindRoutes(app: FastifyInstance, ctx: ServiceContext, d:
               const details = toFieldErrors(check.errors);
               throw new ApiError('validation_error', `The updated ${d.title.toLowerCase()} is invalid: ${details.map((x) => `${x.field} ${x.message}`).join('; ')}`, details);
             }
+            checkDags(d, draft.data);
             await behaviour.validate?.(draft, { ctx, tenantId, projectId });
             const identity = String(draft.data[d.identity]);
             await checkReferences(ctx, d, tenantId, projectId, draft.data, w.q);

@@ -5,6 +5,7 @@ import { registerKindRoutes } from './crud.js';
 import { registerAuthRoutes } from './auth.js';
 import { registerAuditLogRoutes } from './audit-logs.js';
 import { registerViewRoutes } from './views.js';
+import { registerRuntimeRoutes } from './runtime.js';
 
 export async function registerRoutes(app: FastifyInstance, ctx: ServiceContext) {
   app.addSchema({
@@ -27,4 +28,5 @@ export async function registerRoutes(app: FastifyInstance, ctx: ServiceContext) 
   for (const d of writableKinds()) registerKindRoutes(app, ctx, d);
   registerAuditLogRoutes(app, ctx);
   registerViewRoutes(app, ctx);
+  registerRuntimeRoutes(app, ctx);
 }

@@ -6,7 +6,7 @@ import { resolveProject } from './scope.js';
 import { toPage } from '../pagination.js';
 import { conflict, notFound } from '../errors.js';
 import { nowIso } from '../ids.js';
-import { topologicalOrder } from '../behaviours/dag.js';
+import { topologicalOrder } from '../../kinds/dag.js';
 
 interface DeclaredModel {
   name: string;
@@ -57,19 +57,6 @@ export function registerViewRoutes(app: FastifyInstance, ctx: ServiceContext) {
       const run = await ctx.resources.get(req.tenant!.id, projectId, 'run', (req.params as { runId: string }).runId);
       if (!run || run.parentId !== parent.id) throw notFound('Run');
       return run.data;
-    },
-  );
-
-  app.get(
-    '/api/v1/projects/:id/connectors/:connectorId/schema',
-    {
-      config: { settings: { permission: 'read-only' } },
-      schema: { tags: ['Connector'], operationId: 'get_connector_schema', summary: 'Get the discovered schema', params: params('id', 'connectorId'), response: { 200: kind('discovered_schema').responseSchema, ...errorResponses } },
-    },
-    async (req) => {
-      const { parent } = await parentOf(req, 'connector', 'connectorId');
-      const discovered = parent.secrets?.discovered_schema as { tables: unknown[]; discovered_at: string } | undefined;
-      return { connector_id: parent.id, discovered_at: discovered?.discovered_at ?? null, tables: discovered?.tables ?? [] };
     },
   );
 

@@ -85,12 +85,6 @@ const SPEC_OPERATIONS = [
  * When one is implemented, move it out of here: the test insists this is exactly what is missing.
  */
 const PENDING = [
-  'POST /projects/{id}/connectors/{connectorId}/test',
-  'POST /projects/{id}/connectors/{connectorId}/sync',
-  'POST /projects/{id}/infrastructure/plan',
-  'POST /projects/{id}/infrastructure/apply',
-  'POST /projects/{id}/dbt-projects/{dbtId}/run',
-  'POST /projects/{id}/pipelines/{pipelineId}/run',
   'POST /projects/{id}/notification-channels/{channelId}/test',
   'GET /auth/sso/{provider_id}/login',
   'GET /auth/google/login',
@@ -110,6 +104,10 @@ const KNOWN_EXTENSIONS = [
   'GET /connectors/{connectorId}',
   'GET /pipelines',
   'GET /alert-rules',
+  'GET /projects/{id}/connectors/{connectorId}/runs/{runId}',
+  'GET /projects/{id}/dbt-projects/{dbtId}/runs/{runId}',
+  'GET /projects/{id}/infrastructure/runs',
+  'GET /projects/{id}/infrastructure/runs/{runId}',
 ];
 
 const HTTP_METHODS = ['get', 'put', 'post', 'delete', 'options', 'head', 'patch', 'trace'];

@@ -43,6 +43,26 @@ export function checkDag(nodes: DagNode[]): DagProblem | null {
   return null;
 }
 
+/** The field and message a DAG problem is reported at: `steps[2].depends_on`, naming the node. */
+export function describeDagProblem(problem: DagProblem, list: string, noun: string): { field: string; message: string } {
+  const at = `${list}[${problem.index}]`;
+  if (problem.type === 'duplicate') return { field: `${at}.name`, message: `${noun} name "${problem.name}" is used twice` };
+  if (problem.type === 'missing') return { field: `${at}.depends_on`, message: `${noun} "${problem.name}" depends on "${problem.dependency}", which is not a ${noun} here` };
+  return { field: `${at}.depends_on`, message: `${noun} "${problem.name}" is part of a dependency cycle: ${problem.cycle.join(' -> ')}` };
+}
+
+/** Problems of every DAG-shaped field (`x-dag`) of a resource body. */
+export function dagProblems(dags: { field: string; noun: string }[], body: Record<string, unknown>): { field: string; message: string }[] {
+  const out: { field: string; message: string }[] = [];
+  for (const dag of dags) {
+    const items = body[dag.field];
+    if (!Array.isArray(items)) continue;
+    const problem = checkDag(items.map((i: { name: string; depends_on?: string[] }) => ({ name: i.name, dependsOn: i.depends_on ?? [] })));
+    if (problem) out.push(describeDagProblem(problem, dag.field, dag.noun));
+  }
+  return out;
+}
+
 /** Dependencies first; ties keep declaration order. Assumes checkDag found nothing. */
 export function topologicalOrder(nodes: DagNode[]): string[] {
   const done = new Set<string>();

@@ -1,0 +1,179 @@
+import type { Agent } from 'undici';
+import { KINDS } from '../kinds/index.js';
+import { ApiKeyCredentials, PasswordCredentials } from './auth.js';
+import { apiBase, clientConfigFromEnv, DEFAULT_RETRY, validateConfig, type ClientConfig } from './config.js';
+import { DataPlatformError } from './errors.js';
+import type { ClientEvent } from './events.js';
+import type { Alert, AuditLogEntry, DiscoveredSchema, LineageGraph, Model, Run, WritableKindName, WritableKinds } from './generated/kinds.js';
+import { HttpCore, type CallResult, type CallSpec, type Method } from './http.js';
+import { KindResourceClient, ListEndpoint, type CallOptions, type DynamicResourceClient, type ResourceClient } from './resources.js';
+import { StatsRecorder, type ClientStats } from './stats.js';
+import { createAgent } from './transport.js';
+
+export type ProjectKindName = { [K in WritableKindName]: WritableKinds[K]['scope'] extends 'project' ? K : never }[WritableKindName];
+export type TenantKindName = Exclude<WritableKindName, ProjectKindName>;
+
+export type AlertFilters = { status?: Alert['status']; severity?: Alert['severity'] };
+export type AuditLogFilters = {
+  /** Exact action, e.g. `connector.create`. */
+  action?: string;
+  /** Actor id or name (email). */
+  actor?: string;
+  resource_type?: string;
+  outcome?: 'success' | 'failure';
+  /** ISO 8601; entries at or after. */
+  since?: string;
+  /** ISO 8601; entries before. */
+  until?: string;
+};
+/** Whose run history: a connector's syncs, a pipeline's runs or a dbt project's runs. */
+export type RunOwner = { connectorId: string } | { pipelineId: string } | { dbtProjectId: string };
+
+/** Alerts of a project: list with filters, and the two transitions. */
+export class AlertsClient extends ListEndpoint<Alert, AlertFilters> {
+  /** firing -> acknowledged (409 conflict from any other state). Not re-sent after an ambiguous failure. */
+  async acknowledge(alertId: string, options: CallOptions = {}): Promise<Alert> {
+    return this.transition('acknowledge', alertId, options);
+  }
+  /** firing or acknowledged -> resolved. Not re-sent after an ambiguous failure. */
+  async resolve(alertId: string, options: CallOptions = {}): Promise<Alert> {
+    return this.transition('resolve', alertId, options);
+  }
+  private async transition(verb: 'acknowledge' | 'resolve', alertId: string, options: CallOptions) {
+    const res = await this.core.call<Alert>({ method: 'POST', route: `${this.route}/{alertId}/${verb}`, params: { ...this.params, alertId }, signal: options.signal });
+    return res.body;
+  }
+}
+
+const VERSION = '0.1.0';
+
+/**
+ * Client of the Data Platform Management API. One instance per tenant URL and credential;
+ * share it between workers so they share its connection pool, its 429 pauses, its token
+ * renewal and its counters.
+ */
+export class DataPlatformClient {
+  /** `https://<tenant host>/api/v1` */
+  readonly baseUrl: string;
+  readonly #core: HttpCore;
+  readonly #agent: Agent;
+  readonly #stats = new StatsRecorder();
+
+  constructor(config: ClientConfig) {
+    validateConfig(config);
+    this.baseUrl = apiBase(config.url);
+    this.#agent = createAgent(config);
+    const onEvent = config.onEvent;
+    const emit = (event: ClientEvent) => {
+      if (!onEvent) return;
+      try {
+        onEvent(event);
+      } catch {
+        // An observer's bug must not break a request.
+      }
+    };
+    this.#core = new HttpCore({
+      base: this.baseUrl,
+      agent: this.#agent,
+      retry: { ...DEFAULT_RETRY, ...(config.retry ?? {}) },
+      retryPatch: config.retryPatch ?? false,
+      userAgent: config.userAgent ?? `dataplatform-client/${VERSION} (node ${process.version})`,
+      signal: config.signal,
+      stats: this.#stats,
+      emit,
+    });
+    if (config.apiKey) {
+      this.#core.setCredentials(new ApiKeyCredentials(config.apiKey));
+    } else {
+      const subject = `${new URL(this.baseUrl).origin} ${config.email!.trim().toLowerCase()}`;
+      this.#core.setCredentials(new PasswordCredentials(this.#core, config.email!, config.password!, subject, config.tokenStore, emit, config.signal));
+    }
+  }
+
+  /** A client configured from DATAPLATFORM_* variables (see clientConfigFromEnv). */
+  static fromEnv(env: NodeJS.ProcessEnv = process.env, overrides: Partial<ClientConfig> = {}): DataPlatformClient {
+    return new DataPlatformClient(clientConfigFromEnv(env, overrides));
+  }
+
+  /** The typed resource API of a kind: tenant-level kinds take no scope, project kinds a `{ projectId }`. */
+  resources<K extends TenantKindName>(kind: K): ResourceClient<K>;
+  resources<K extends ProjectKindName>(kind: K, scope: { projectId: string }): ResourceClient<K>;
+  resources(kind: WritableKindName, scope?: { projectId: string }): unknown {
+    return this.resourcesOf(kind, scope);
+  }
+
+  /** The same, for a kind known only at run time (bodies are plain records). */
+  resourcesOf(kind: string, scope: { projectId?: string } = {}): DynamicResourceClient {
+    const descriptor = KINDS.get(kind);
+    if (!descriptor) throw new DataPlatformError(`unknown kind ${kind}`);
+    return new KindResourceClient(this.#core, descriptor, descriptor.scope === 'project' ? scope.projectId : undefined);
+  }
+
+  get projects(): ResourceClient<'project'> {
+    return this.resources('project');
+  }
+
+  get users(): ResourceClient<'user'> {
+    return this.resources('user');
+  }
+
+  apiKeys(projectId: string): ResourceClient<'api_key'> {
+    return this.resources('api_key', { projectId });
+  }
+
+  alerts(projectId: string): AlertsClient {
+    return new AlertsClient(this.#core, '/projects/{id}/alerts', { id: projectId });
+  }
+
+  auditLogs(projectId: string): ListEndpoint<AuditLogEntry, AuditLogFilters> {
+    return new ListEndpoint(this.#core, '/projects/{id}/audit-logs', { id: projectId });
+  }
+
+  /** Models of a dbt project, dependencies first. */
+  dbtModels(projectId: string, dbtProjectId: string): ListEndpoint<Model, Record<string, never>> {
+    return new ListEndpoint(this.#core, '/projects/{id}/dbt-projects/{dbtId}/models', { id: projectId, dbtId: dbtProjectId });
+  }
+
+  async lineage(projectId: string, dbtProjectId: string, options: CallOptions = {}): Promise<LineageGraph> {
+    return (await this.request<LineageGraph>({ method: 'GET', route: '/projects/{id}/dbt-projects/{dbtId}/lineage', params: { id: projectId, dbtId: dbtProjectId }, signal: options.signal })).body;
+  }
+
+  /** Run history of a connector, pipeline or dbt project. */
+  runs(projectId: string, owner: RunOwner): ListEndpoint<Run, Record<string, never>> {
+    if ('connectorId' in owner) return new ListEndpoint(this.#core, '/projects/{id}/connectors/{connectorId}/runs', { id: projectId, connectorId: owner.connectorId });
+    if ('pipelineId' in owner) return new ListEndpoint(this.#core, '/projects/{id}/pipelines/{pipelineId}/runs', { id: projectId, pipelineId: owner.pipelineId });
+    return new ListEndpoint(this.#core, '/projects/{id}/dbt-projects/{dbtId}/runs', { id: projectId, dbtId: owner.dbtProjectId });
+  }
+
+  async pipelineRun(projectId: string, pipelineId: string, runId: string, options: CallOptions = {}): Promise<Run> {
+    return (await this.request<Run>({ method: 'GET', route: '/projects/{id}/pipelines/{pipelineId}/runs/{runId}', params: { id: projectId, pipelineId, runId }, signal: options.signal })).body;
+  }
+
+  async discoveredSchema(projectId: string, connectorId: string, options: CallOptions = {}): Promise<DiscoveredSchema> {
+    return (await this.request<DiscoveredSchema>({ method: 'GET', route: '/projects/{id}/connectors/{connectorId}/schema', params: { id: projectId, connectorId }, signal: options.signal })).body;
+  }
+
+  /** Any call, by route pattern, with the same auth, retries, pauses, errors and counting. */
+  request<T = unknown>(spec: CallSpec): Promise<CallResult<T>> {
+    return this.#core.call<T>(spec);
+  }
+
+  /** Calls per endpoint (method + route pattern) since creation or the last resetStats(). */
+  stats(): ClientStats {
+    return this.#stats.snapshot();
+  }
+
+  resetStats(): void {
+    this.#stats.reset();
+  }
+
+  /** When an endpoint paused by a 429 opens again (epoch ms), or undefined. */
+  pausedUntil(method: Method, route: string): number | undefined {
+    return this.#core.gate.pausedUntil(`${new URL(this.baseUrl).origin} ${method} ${route}`);
+  }
+
+  /** Closes the connection pool; requests in flight finish first. */
+  async close(): Promise<void> {
+    await this.#agent.close();
+  }
+}

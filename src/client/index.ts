@@ -1,0 +1,25 @@
+/**
+ * Typed client of the Data Platform Management API (undici): API key or password auth with
+ * refresh, 429 pauses per endpoint, safe retries, pagination, typed errors and call counts.
+ */
+export { DataPlatformClient, AlertsClient, type AlertFilters, type AuditLogFilters, type RunOwner, type ProjectKindName, type TenantKindName } from './client.js';
+export { clientConfigFromEnv, validateConfig, apiBase, DEFAULT_RETRY, type ClientConfig, type RetryOptions } from './config.js';
+export {
+  DataPlatformError,
+  ClientConfigError,
+  ApiError,
+  NetworkError,
+  AmbiguousRequestError,
+  AmbiguousCreateError,
+  type ErrorCode,
+  type ErrorDetail,
+  type CreateIdentity,
+} from './errors.js';
+export type { ClientEvent } from './events.js';
+export { formatRoute, type CallSpec, type CallResult, type Method, type Query } from './http.js';
+export { PAGE_LIMIT, ListEndpoint, kindRoutes, type Page, type PageOptions, type CallOptions, type ResourceClient, type DynamicResourceClient } from './resources.js';
+export type { ClientStats, EndpointStats } from './stats.js';
+export { FileTokenStore, MemoryTokenStore, type TokenStore, type Tokens } from './token-store.js';
+export { localhostLookup } from './transport.js';
+export { parseRetryAfter } from './rate-gate.js';
+export * from './generated/kinds.js';

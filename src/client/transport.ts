@@ -1,0 +1,101 @@
+import { lookup as dnsLookup } from 'node:dns';
+import { readFileSync } from 'node:fs';
+import type { LookupFunction } from 'node:net';
+import { rootCertificates } from 'node:tls';
+import { Agent } from 'undici';
+import { ClientConfigError } from './errors.js';
+
+/**
+ * `localhost` and `<anything>.localhost` resolve to loopback inside the client (RFC 6761, as
+ * browsers and curl do), so `https://acme.localhost:8443` works without an /etc/hosts entry.
+ * Every other name goes to the system resolver.
+ */
+export const localhostLookup: LookupFunction = (hostname, options, callback) => {
+  const host = hostname.toLowerCase().replace(/\.$/, '');
+  if (host === 'localhost' || host.endsWith('.localhost')) {
+    const v6 = options.family === 6 || options.family === 'IPv6';
+    const address = v6 ? '::1' : '127.0.0.1';
+    const family = v6 ? 6 : 4;
+    if (options.all) {
+      (callback as unknown as (err: null, addresses: { address: string; family: number }[]) => void)(null, [{ address, family }]);
+    } else {
+      (callback as (err: null, address: string, family: number) => void)(null, address, family);
+    }
+    return;
+  }
+  dnsLookup(hostname, options, callback as never);
+};
+
+export interface TransportOptions {
+  caFile?: string;
+  ca?: string | Buffer;
+  insecure?: boolean;
+  timeoutMs?: number;
+  connections?: number;
+}
+
+/** The undici Agent of one client: our lookup, the CA (added to the system's) or no verification. */
+export function createAgent(options: TransportOptions): Agent {
+  let ca: (string | Buffer)[] | undefined;
+  if (options.caFile) {
+    try {
+      ca = [...rootCertificates, readFileSync(options.caFile)];
+    } catch (err) {
+      throw new ClientConfigError(`cannot read the CA file ${options.caFile}: ${(err as Error).message}`);
+    }
+  } else if (options.ca) {
+    ca = [...rootCertificates, options.ca];
+  }
+  const timeout = options.timeoutMs ?? 60_000;
+  return new Agent({
+    connect: {
+      lookup: localhostLookup,
+      ...(ca ? { ca } : {}),
+      ...(options.insecure ? { rejectUnauthorized: false } : {}),
+    },
+    connections: options.connections ?? 16,
+    headersTimeout: timeout,
+    bodyTimeout: timeout,
+  });
+}
+
+/** Failures that are worth another try (the request certainly never left, or the connection broke). */
+const NOT_SENT_TRANSIENT = new Set(['ECONNREFUSED', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'EADDRNOTAVAIL', 'UND_ERR_CONNECT_TIMEOUT']);
+const MAYBE_SENT_TRANSIENT = new Set(['ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'ECONNABORTED', 'UND_ERR_SOCKET', 'UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT']);
+/** Failures before any byte of the request was sent that another try will not fix: DNS, TLS verification, bad arguments. */
+const NOT_SENT_PERMANENT = /^(ENOTFOUND|ERR_TLS_|ERR_SSL_|CERT_|UNABLE_TO_|DEPTH_ZERO_SELF_SIGNED_CERT|SELF_SIGNED_CERT_IN_CHAIN|ERR_INVALID_URL|UND_ERR_INVALID_ARG)/;
+
+/** The innermost error code of an undici/system error. */
+export function errorCode(err: unknown): string | undefined {
+  let e = err as { code?: unknown; cause?: unknown } | undefined;
+  let code: string | undefined;
+  for (let depth = 0; e && depth < 5; depth++) {
+    if (typeof e.code === 'string') code = e.code;
+    e = e.cause as typeof e;
+  }
+  return code;
+}
+
+/**
+ * `transient`: another try may work. `notSent`: the request certainly never reached the
+ * server. Anything unknown counts as possibly sent, so a create is never assumed undone.
+ */
+export function classifyNetworkError(code: string | undefined): { transient: boolean; notSent: boolean } {
+  if (!code) return { transient: false, notSent: false };
+  if (NOT_SENT_TRANSIENT.has(code)) return { transient: true, notSent: true };
+  if (MAYBE_SENT_TRANSIENT.has(code)) return { transient: true, notSent: false };
+  return { transient: false, notSent: NOT_SENT_PERMANENT.test(code) };
+}
+
+/** A short reason: the code and the innermost message (which never holds request headers). */
+export function describeNetworkError(err: unknown): string {
+  const messages: string[] = [];
+  let e = err as { message?: unknown; cause?: unknown } | undefined;
+  for (let depth = 0; e && depth < 5; depth++) {
+    if (typeof e.message === 'string' && e.message && !messages.includes(e.message)) messages.push(e.message);
+    e = e.cause as typeof e;
+  }
+  const code = errorCode(err);
+  const text = messages.join(': ') || 'unknown error';
+  return code && !text.includes(code) ? `${code} ${text}` : text;
+}

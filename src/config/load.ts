@@ -1,0 +1,400 @@
+import { readdirSync, readFileSync, statSync } from 'node:fs';
+import { dirname, isAbsolute, join, posix, relative, resolve, sep } from 'node:path';
+import { LineCounter, parseAllDocuments, type Document } from 'yaml';
+import type { ErrorObject, ValidateFunction } from 'ajv';
+import { formatPath, kind as kindNamed, valuesAt } from '../kinds/index.js';
+import { dagProblems } from '../kinds/dag.js';
+import { createAjv, toFieldErrors } from '../kinds/validator.js';
+import { buildDocumentSchema } from './document-schema.js';
+import { sortErrors, type ConfigError, type SourceLocation } from './errors.js';
+import {
+  LABELS_FIELD,
+  apiToYamlPath,
+  isUnder,
+  layoutByYamlKind,
+  matchesPattern,
+  patternOf,
+  projectLayout,
+  renameAt,
+  specToApi,
+  yamlToApiPath,
+  type KindLayout,
+} from './layout.js';
+import { locationOf, subjectOf, type ConfigDocument, type DocumentSecret, type LoadedConfig, type SecretRef } from './model.js';
+import { documentLocation, keyLocation, valueLocation, walkLocations, type YamlSource } from './positions.js';
+import { checkReferences, declaredLookup, firstOf, type ReferenceLookup } from './references.js';
+
+export interface LoadOptions {
+  /** File names in messages are relative to this directory (default: the working directory). */
+  cwd?: string;
+  /**
+   * metadata.project may name a project that has no Project document (it exists on the
+   * server). Off by default: every project must be declared.
+   */
+  allowUndeclaredProjects?: boolean;
+  /** Resolves references not declared in the loaded set (live resources, for example). */
+  lookup?: ReferenceLookup;
+}
+
+export interface LoadResult {
+  config: LoadedConfig;
+  /** Every problem of every file, sorted by file and position. Empty when the config is valid. */
+  errors: ConfigError[];
+}
+
+const YAML_FILE = /\.ya?ml$/i;
+
+let compiled: ValidateFunction | undefined;
+/** The generated document schema (the same as schemas/document.schema.json, which a test keeps in step). */
+function validator(): ValidateFunction {
+  compiled ??= createAjv().compile(buildDocumentSchema());
+  return compiled;
+}
+
+/** YAML files under a directory, recursively; hidden entries and node_modules are skipped. */
+function listYamlFiles(dir: string): string[] {
+  const out: string[] = [];
+  for (const entry of readdirSync(dir, { withFileTypes: true })) {
+    if (entry.name.startsWith('.') || entry.name === 'node_modules') continue;
+    const full = join(dir, entry.name);
+    if (entry.isDirectory()) out.push(...listYamlFiles(full));
+    else if (entry.isFile() && YAML_FILE.test(entry.name)) out.push(full);
+  }
+  return out;
+}
+
+const displayPath = (cwd: string, abs: string) => {
+  const rel = relative(cwd, abs);
+  return (rel && !rel.startsWith('..') && !isAbsolute(rel) ? rel : abs).split(sep).join('/');
+};
+
+const isRecord = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === 'object' && !Array.isArray(v);
+
+/** What is known of a document even when it is invalid: enough for duplicate, project and reference checks. */
+interface Identified {
+  layout: KindLayout;
+  name: string;
+  project?: string;
+  key: string;
+  src: YamlSource;
+  nameLocation: SourceLocation;
+}
+
+function identityKey(layout: KindLayout, project: string | undefined, name: string): string {
+  const lower = layout.descriptor.normalizers.some((n) => n.rule === 'lowercase' && n.path.length === 1 && n.path[0] === layout.descriptor.identity);
+  return JSON.stringify([layout.descriptor.kind, project ?? null, lower ? name.trim().toLowerCase() : name]);
+}
+
+function yamlErrorMessage(message: string): string {
+  return message.split('\n')[0].replace(/ at line \d+, column \d+:?$/, '').trim();
+}
+
+/** Loads YAML files and directories (recursively, sorted), validates everything, and reports every error at once. */
+export function loadConfig(paths: string | string[], options: LoadOptions = {}): LoadResult {
+  const cwd = resolve(options.cwd ?? process.cwd());
+  const errors: ConfigError[] = [];
+  const files = new Map<string, string>(); // display -> absolute
+  for (const given of Array.isArray(paths) ? paths : [paths]) {
+    const abs = resolve(cwd, given);
+    let stat;
+    try {
+      stat = statSync(abs);
+    } catch {
+      errors.push({ file: displayPath(cwd, abs), message: 'no such file or directory' });
+      continue;
+    }
+    const found = stat.isDirectory() ? listYamlFiles(abs) : [abs];
+    if (stat.isDirectory() && !found.length) errors.push({ file: displayPath(cwd, abs), message: 'no *.yaml or *.yml files in this directory' });
+    for (const f of found) files.set(displayPath(cwd, f), f);
+  }
+  const fileOrder = [...files.keys()].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
+
+  const documents: ConfigDocument[] = [];
+  const drafts: ConfigDocument[] = []; // invalid documents, kept for their references
+  const identified: Identified[] = [];
+  for (const file of fileOrder) {
+    const absolutePath = files.get(file)!;
+    let text: string;
+    try {
+      text = readFileSync(absolutePath, 'utf8');
+    } catch (err) {
+      errors.push({ file, message: `cannot be read: ${(err as Error).message}` });
+      continue;
+    }
+    const lineCounter = new LineCounter();
+    const docs: Document.Parsed[] = [...parseAllDocuments(text, { lineCounter, merge: true })];
+    docs.forEach((doc, index) => {
+      const src: YamlSource = { file, doc: doc as Document.Parsed, lineCounter };
+      if (doc.errors.length) {
+        for (const e of doc.errors) {
+          const { line, col } = lineCounter.linePos(e.pos[0]);
+          errors.push({ file, line, column: col, message: `YAML syntax: ${yamlErrorMessage(e.message)}` });
+        }
+        return;
+      }
+      let value: unknown;
+      try {
+        value = doc.toJS({ maxAliasCount: 1000 });
+      } catch (err) {
+        errors.push({ ...documentLocation(src), message: `YAML: ${(err as Error).message}` });
+        return;
+      }
+      if (value === null || value === undefined) return; // an empty document (comments only, a trailing ---)
+      const result = checkDocument(src, value, index, absolutePath);
+      errors.push(...result.errors);
+      if (result.identified) identified.push(result.identified);
+      if (result.document) (result.valid ? documents : drafts).push(result.document);
+    });
+  }
+
+  // Duplicates across every file: the later one is the error, naming the first.
+  const first = new Map<string, Identified>();
+  for (const item of identified) {
+    const earlier = first.get(item.key);
+    if (!earlier) {
+      first.set(item.key, item);
+      continue;
+    }
+    const where = item.project !== undefined ? ` in project "${item.project}"` : '';
+    const at = earlier.nameLocation;
+    errors.push({
+      ...item.nameLocation,
+      subject: `${item.layout.yamlKind}/${item.name}`,
+      field: 'metadata.name',
+      message: `duplicate ${item.layout.yamlKind} "${item.name}"${where}: already defined at ${at.file}:${at.line}:${at.column}`,
+    });
+  }
+
+  // Every project named must be declared, unless projects may already exist on the server.
+  const projectKind = projectLayout();
+  const projects = new Set(identified.filter((i) => i.layout === projectKind).map((i) => i.name));
+  if (!options.allowUndeclaredProjects) {
+    for (const item of identified) {
+      if (item.project === undefined || projects.has(item.project)) continue;
+      errors.push({
+        ...valueLocation(item.src, ['metadata', 'project']),
+        subject: `${item.layout.yamlKind}/${item.name}`,
+        field: 'metadata.project',
+        message: `no Project document named "${item.project}" (declare it, or allow projects that exist on the server with --allow-undeclared-projects)`,
+      });
+    }
+  }
+
+  // References by name: to a document of the loaded set (valid or not: its own errors are reported), else the given lookup.
+  const declared = declaredLookup(identified.map((i) => ({ descriptor: i.layout.descriptor, yamlKind: i.layout.yamlKind, project: i.project, name: i.name })));
+  const lookup = firstOf(declared, options.lookup);
+  for (const doc of [...documents, ...drafts]) errors.push(...checkReferences(doc, lookup));
+  // Pipeline steps and dbt models must form a DAG: caught here, before the API would refuse them.
+  for (const doc of documents) {
+    for (const problem of dagProblems(doc.descriptor.dags, doc.body)) {
+      errors.push({ ...locationOf(doc, problem.field), subject: subjectOf(doc), field: `spec.${problem.field}`, message: problem.message });
+    }
+  }
+
+  return { config: { files: fileOrder, documents }, errors: sortErrors(errors, fileOrder) };
+}
+
+interface Checked {
+  errors: ConfigError[];
+  identified?: Identified;
+  document?: ConfigDocument;
+  valid?: boolean;
+}
+
+const SECRET_REF_HINT = '{ secretRef: { env: NAME } } or { secretRef: { file: path } }';
+
+/** Validates one parsed document against the document schema and builds its model. */
+function checkDocument(src: YamlSource, value: unknown, index: number, absolutePath: string): Checked {
+  if (!isRecord(value)) {
+    return { errors: [{ ...documentLocation(src), message: 'a document must be a mapping with apiVersion, kind, metadata and spec' }] };
+  }
+  const kindText = typeof value.kind === 'string' ? value.kind : '(no kind)';
+  const meta = isRecord(value.metadata) ? value.metadata : {};
+  const name = typeof meta.name === 'string' ? meta.name : undefined;
+  const subject = `${kindText}/${name ?? '(unnamed)'}`;
+  const layout = typeof value.kind === 'string' ? layoutByYamlKind(value.kind) : undefined;
+  const errors: ConfigError[] = [];
+  const byField = new Map<string, ConfigError>();
+  const report = (parts: (string | number)[], loc: SourceLocation, message: string) => {
+    const field = formatPath(parts);
+    const known = byField.get(field);
+    if (known) {
+      if (!known.message.split('; ').includes(message)) known.message += `; ${message}`;
+      return;
+    }
+    const e: ConfigError = { ...loc, subject, field: field || undefined, message };
+    byField.set(field, e);
+    errors.push(e);
+  };
+
+  // Secrets written inline: one clear message, and nothing else about them.
+  const suppressed: (string | number)[][] = [];
+  if (layout && isRecord(value.spec)) {
+    for (const pattern of layout.secretPaths) {
+      for (const found of valuesAt(value.spec, apiToYamlPath(layout, pattern) as string[])) {
+        if (found.value === undefined || isRecord(found.value)) continue;
+        const parts = ['spec', ...found.path];
+        suppressed.push(parts);
+        report(parts, valueLocation(src, parts), `is a secret and is never written inline: use ${SECRET_REF_HINT}`);
+      }
+    }
+  }
+
+  const validate = validator();
+  if (!validate(value)) {
+    for (const e of validate.errors ?? []) {
+      const [converted] = toFieldErrors([e]);
+      if (!converted) continue;
+      const instance = instancePath(value, e.instancePath);
+      let parts: (string | number)[] = instance;
+      let loc: SourceLocation;
+      if (e.keyword === 'required') {
+        parts = [...instance, String(e.params.missingProperty)];
+        loc = valueLocation(src, instance);
+      } else if (e.keyword === 'additionalProperties') {
+        parts = [...instance, String(e.params.additionalProperty)];
+        loc = keyLocation(src, parts);
+      } else {
+        loc = valueLocation(src, instance);
+      }
+      if (suppressed.some((s) => isUnder(parts, s))) continue;
+      report(parts, loc, refine(layout, value, parts, e, converted.message));
+    }
+  }
+
+  let identified: Identified | undefined;
+  const project = typeof meta.project === 'string' ? meta.project : undefined;
+  if (layout && name !== undefined && (!layout.projectScoped || project !== undefined)) {
+    identified = {
+      layout,
+      name,
+      project: layout.projectScoped ? project : undefined,
+      key: identityKey(layout, layout.projectScoped ? project : undefined, name),
+      src,
+      nameLocation: valueLocation(src, ['metadata', 'name']),
+    };
+  }
+  if (!layout || name === undefined || !isRecord(value.metadata)) return { errors, identified };
+  // Built for an invalid document too, so its references are still checked; only valid ones are loaded.
+  const document = buildDocument(src, layout, value, index, absolutePath);
+  return { errors, identified, document, valid: errors.length === 0 };
+}
+
+/** An ajv instance path as path parts, array indexes as numbers (so positions and field names come out right). */
+function instancePath(value: unknown, pointer: string): (string | number)[] {
+  const out: (string | number)[] = [];
+  let cur: unknown = value;
+  for (const raw of pointer.split('/').slice(1)) {
+    const part = raw.replace(/~1/g, '/').replace(/~0/g, '~');
+    if (Array.isArray(cur) && /^\d+$/.test(part)) {
+      out.push(Number(part));
+      cur = cur[Number(part)];
+    } else {
+      out.push(part);
+      cur = isRecord(cur) ? cur[part] : undefined;
+    }
+  }
+  return out;
+}
+
+/** Says what to do instead, where the schema's own message would only say what is wrong. */
+function refine(layout: KindLayout | undefined, value: Record<string, unknown>, parts: (string | number)[], e: ErrorObject, message: string): string {
+  const [top, ...rest] = parts;
+  if (e.keyword === 'const') return `must be ${JSON.stringify(e.params.allowedValue)}`;
+  if (top === 'kind' && rest.length === 0 && e.keyword === 'enum') return `unknown kind ${JSON.stringify(value.kind)}: ${message}`;
+  if (!layout) return message;
+  const d = layout.descriptor;
+  if (top === 'spec' && rest.length && (e.keyword === 'minProperties' || e.keyword === 'maxProperties') && rest[rest.length - 1] === 'secretRef') {
+    return 'must hold exactly one of env or file';
+  }
+  if (e.keyword !== 'additionalProperties') return message;
+  const key = String(parts[parts.length - 1]);
+  if (top === 'metadata' && rest.length === 1) {
+    if (key === 'project' && !layout.projectScoped) return `is not allowed: a ${layout.yamlKind} does not belong to a project`;
+    if (key === LABELS_FIELD && !layout.hasLabels) return `is not allowed: a ${layout.yamlKind} has no labels`;
+    return message;
+  }
+  if (top !== 'spec' || !rest.length) return message;
+  const apiPath = yamlToApiPath(layout, rest);
+  const parentPattern = patternOf(apiPath.slice(0, -1));
+  if (layout.computedPaths.some((p) => matchesPattern(apiPath, p))) return 'is computed by the server and cannot be set';
+  if (rest.length === 1 && key === d.identity) return `is not a known field: the ${d.identity} is metadata.name`;
+  if (rest.length === 1 && key === LABELS_FIELD && layout.hasLabels) return 'is not a known field: labels go in metadata.labels';
+  const rename = renameAt(layout, parentPattern, key, 'api');
+  if (rename) return `is not a known field: refer to the ${rename.many ? 'resources' : 'resource'} by name with "${rename.yaml}"`;
+  return message;
+}
+
+function buildDocument(src: YamlSource, layout: KindLayout, value: Record<string, unknown>, index: number, absolutePath: string): ConfigDocument {
+  const d = layout.descriptor;
+  const meta = value.metadata as Record<string, unknown>;
+  const name = meta.name as string;
+  const project = layout.projectScoped && typeof meta.project === 'string' ? meta.project : undefined;
+  const labels = (isRecord(meta.labels) ? meta.labels : {}) as Record<string, string>;
+  const spec = (isRecord(value.spec) ? specToApi(layout, value.spec) : {}) as Record<string, unknown>;
+  const body: Record<string, unknown> = { [d.identity]: name, ...spec };
+  if (layout.hasLabels && meta.labels !== undefined) body[LABELS_FIELD] = structuredClone(labels);
+
+  const locations = new Map<string, SourceLocation>();
+  walkLocations(src, (path, loc) => {
+    const [top, ...rest] = path;
+    let field: string | undefined;
+    if (path.length === 0) field = '';
+    else if (top === 'spec' && rest.length) field = formatPath(yamlToApiPath(layout, rest));
+    else if (top === 'metadata' && rest[0] === 'name' && rest.length === 1) field = d.identity;
+    else if (top === 'metadata' && rest[0] === 'labels') field = formatPath([LABELS_FIELD, ...rest.slice(1)]);
+    if (field !== undefined && !locations.has(field)) locations.set(field, loc);
+  });
+  const doc: ConfigDocument = {
+    descriptor: d,
+    layout,
+    yamlKind: layout.yamlKind,
+    name,
+    identity: { field: d.identity, value: name },
+    project,
+    labels: structuredClone(labels),
+    body,
+    references: [],
+    secrets: [],
+    location: documentLocation(src),
+    locations,
+    source: { file: src.file, absolutePath, index },
+  };
+  const where = (field: string) => locationOf(doc, field);
+
+  const references = doc.references;
+  for (const ref of d.references) {
+    for (const found of valuesAt(body, ref.path)) {
+      if (typeof found.value !== 'string') continue;
+      const field = formatPath(found.path);
+      references.push({
+        path: found.path,
+        field,
+        yamlField: formatPath(['spec', ...apiToYamlPath(layout, found.path)]),
+        kind: ref.kind,
+        yamlKind: kindNamed(ref.kind).yamlKind ?? ref.kind,
+        name: found.value,
+        location: where(field),
+      });
+    }
+  }
+  const secrets: DocumentSecret[] = doc.secrets;
+  for (const pattern of d.secretPaths) {
+    for (const found of valuesAt(body, pattern)) {
+      if (!isRecord(found.value) || !isRecord(found.value.secretRef)) continue;
+      const ref = found.value.secretRef as SecretRef;
+      if (!('env' in ref ? typeof ref.env === 'string' : typeof ref.file === 'string')) continue;
+      const field = formatPath(found.path);
+      secrets.push({
+        path: found.path,
+        field,
+        yamlField: formatPath(['spec', ...apiToYamlPath(layout, found.path)]),
+        ref: 'env' in ref ? { env: ref.env } : { file: ref.file },
+        location: where(`${field}.secretRef.${'env' in ref ? 'env' : 'file'}`),
+        baseDir: dirname(absolutePath),
+        displayFile: 'file' in ref ? (isAbsolute(ref.file) ? ref.file : posix.join(posix.dirname(src.file), ref.file)) : undefined,
+      });
+    }
+  }
+  return doc;
+}

@@ -1,0 +1,86 @@
+import { readFileSync } from 'node:fs';
+import { resolve } from 'node:path';
+import { createAjv } from '../kinds/validator.js';
+import { toFieldErrors } from '../kinds/validator.js';
+import type { JsonSchema } from '../kinds/index.js';
+import type { ConfigError } from './errors.js';
+import { locationOf, subjectOf, type ConfigDocument, type DocumentSecret } from './model.js';
+
+/** Secret values by document and API field; values never leave this object except into an API body. */
+export interface ResolvedSecrets {
+  get(doc: ConfigDocument, field: string): string | undefined;
+  readonly size: number;
+}
+
+export interface SecretOptions {
+  /** Environment to read `env` references from (default process.env). */
+  env?: Record<string, string | undefined>;
+  /** Reads a file (absolute path); default fs.readFileSync as UTF-8. */
+  readFile?: (absolutePath: string) => string;
+}
+
+const ajv = createAjv();
+
+function fieldSchema(doc: ConfigDocument, secret: DocumentSecret): JsonSchema | undefined {
+  let node: JsonSchema | undefined = doc.descriptor.createSchema;
+  for (const seg of secret.path) node = typeof seg === 'number' ? node?.items : node?.properties?.[seg];
+  return node;
+}
+
+/** A file's content minus one trailing newline (what editors and `echo` add). */
+export const trimOneNewline = (text: string) => text.replace(/\r?\n$/, '');
+
+/**
+ * Reads every secretRef of the documents: environment variables and files (relative to the
+ * YAML file's directory). Problems (unset variable, missing file, a value the field does not
+ * accept) are errors at the secretRef's position; no message ever contains a value.
+ */
+export function resolveSecrets(documents: ConfigDocument[], options: SecretOptions = {}): { secrets: ResolvedSecrets; errors: ConfigError[] } {
+  const env = options.env ?? process.env;
+  const read = options.readFile ?? ((p: string) => readFileSync(p, 'utf8'));
+  const values = new Map<ConfigDocument, Map<string, string>>();
+  const errors: ConfigError[] = [];
+  for (const doc of documents) {
+    for (const secret of doc.secrets) {
+      const fail = (where: string, message: string) =>
+        errors.push({ ...locationOf(doc, `${secret.field}.secretRef.${where}`), subject: subjectOf(doc), field: secret.yamlField, message });
+      let value: string;
+      let origin: string;
+      if ('env' in secret.ref) {
+        origin = `environment variable ${secret.ref.env}`;
+        const found = env[secret.ref.env];
+        if (found === undefined || found === '') {
+          fail('env', `${origin} is not set${found === '' ? ' (it is empty)' : ''}`);
+          continue;
+        }
+        value = found;
+      } else {
+        const path = resolve(secret.baseDir, secret.ref.file);
+        origin = `file ${secret.ref.file}`;
+        try {
+          value = trimOneNewline(read(path));
+        } catch (err) {
+          const code = (err as NodeJS.ErrnoException).code;
+          const why = code === 'ENOENT' ? 'no such file' : code === 'EISDIR' ? 'it is a directory' : code === 'EACCES' ? 'permission denied' : (code ?? (err as Error).message);
+          const shown = secret.displayFile ?? path;
+          fail('file', `${origin} cannot be read: ${why}${shown !== secret.ref.file ? ` (looked for ${shown})` : ''}`);
+          continue;
+        }
+      }
+      const schema = fieldSchema(doc, secret);
+      if (schema) {
+        const check = ajv.compile(schema);
+        if (!check(value)) {
+          for (const e of toFieldErrors(check.errors)) fail('env' in secret.ref ? 'env' : 'file', `the value of ${origin} ${e.message}`);
+          continue;
+        }
+      }
+      let perDoc = values.get(doc);
+      if (!perDoc) values.set(doc, (perDoc = new Map()));
+      perDoc.set(secret.field, value);
+    }
+  }
+  let size = 0;
+  for (const m of values.values()) size += m.size;
+  return { secrets: { get: (doc, field) => values.get(doc)?.get(field), size }, errors };
+}

@@ -1,0 +1,279 @@
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { ServiceContext, RouteSettings } from '../context.js';
+import type { Queryable } from '../store/db.js';
+import { kind } from '../../kinds/index.js';
+import { errorResponses, pageQuerySchema, pageSchema } from './crud.js';
+import { resolveProject } from './scope.js';
+import { toPage } from '../pagination.js';
+import { notFound, unauthorized } from '../errors.js';
+import { runtimeOf } from '../runtime/runtime.js';
+import { installRecovery } from '../runtime/recovery.js';
+import { discoverSchema, startConnectorSync, testConnector } from '../runtime/connectors.js';
+import { startPipelineRun } from '../runtime/pipelines.js';
+import { startDbtRun } from '../runtime/dbt.js';
+import { applyInfrastructure, planInfrastructure } from '../runtime/infrastructure.js';
+
+const params = (...names: string[]) => ({ type: 'object', properties: Object.fromEntries(names.map((n) => [n, { type: 'string' }])) });
+
+/**
+ * The runtime's operations: connection tests, schema discovery, sync and run triggers,
+ * infrastructure plan and apply (src/service/runtime/). Triggers need read-write and are
+ * audited; reads need read-only. Every trigger answers 201 with the run it created.
+ */
+export function registerRuntimeRoutes(app: FastifyInstance, ctx: ServiceContext) {
+  if (!(ctx.options.timeScale > 0)) throw new Error(`timeScale must be above 0, got ${ctx.options.timeScale}`);
+  if (!(ctx.options.sourceTimeout > 0)) throw new Error(`sourceTimeout must be above 0, got ${ctx.options.sourceTimeout}`);
+  const rt = runtimeOf(ctx);
+  rt.log = app.log;
+  installRecovery(rt);
+  app.addHook('onReady', async () => rt.start());
+  app.addHook('onClose', async () => rt.stop());
+
+  const runSchema = kind('run').responseSchema;
+  const triggerSchema = kind('run_trigger').responseSchema;
+  const strict = ctx.options.strictSpec;
+  const write = (resourceType: string, action: string): { settings: RouteSettings } => ({ settings: { permission: 'read-write', audit: { resourceType, action } } });
+  const read: { settings: RouteSettings } = { settings: { permission: 'read-only' } };
+
+  /** The project and the resource named by a path parameter, or 404. */
+  const load = async (req: FastifyRequest, resourceKind: string, param: string) => {
+    const projectId = await resolveProject(ctx, req);
+    const id = (req.params as Record<string, string>)[param];
+    const found = await ctx.resources.get(req.tenant!.id, projectId, resourceKind, id);
+    if (!found) throw notFound(kind(resourceKind).title);
+    return { projectId, found };
+  };
+  /** In a trigger's transaction: a credential revoked while the request was in flight must not start anything. */
+  const stillValid = (req: FastifyRequest) => async (q: Queryable) => {
+    if (!(await ctx.auth.stillValid(req.actor!, q))) throw unauthorized('Credential was revoked during the request');
+  };
+  const trigger = (run: { id: string; status: string; started_at: string }) => ({ run_id: run.id, status: run.status, started_at: run.started_at });
+
+  // --- Connectors -------------------------------------------------------------------------------
+
+  app.post(
+    '/api/v1/projects/:id/connectors/:connectorId/test',
+    {
+      config: write('connector', 'connector.test'),
+      schema: {
+        tags: ['Connector'],
+        operationId: 'test_connector',
+        summary: 'Test the connection',
+        description:
+          'Connects to the source with the connector\'s config and stored credentials (postgresql for real, within the service\'s source timeout; other types are simulated). ' +
+          'A failed connection is still 200, with success false and the reason: host unreachable, authentication failed, database or schema does not exist, timeout.',
+        params: params('id', 'connectorId'),
+        response: { 200: kind('connection_test').responseSchema, ...errorResponses },
+      },
+    },
+    async (req) => {
+      const { projectId, found } = await load(req, 'connector', 'connectorId');
+      req.auditDetails = { projectId, resourceId: found.id, resourceName: found.name };
+      const result = await testConnector(rt, found);
+      req.auditDetails.diff = { success: { before: null, after: result.success } };
+      return result;
+    },
+  );
+
+  app.post(
+    '/api/v1/projects/:id/connectors/:connectorId/sync',
+    {
+      config: write('connector', 'connector.sync'),
+      schema: {
+        tags: ['Connector'],
+        operationId: 'sync_connector',
+        summary: 'Trigger a manual sync',
+        description:
+          'Creates a run (201) that counts the rows of each selected table in the background (every table of the schema when none are selected); the connector goes syncing, then active or error. ' +
+          'A connector already syncing is 409. Progress and results: GET .../runs.',
+        params: params('id', 'connectorId'),
+        response: { 201: triggerSchema, ...errorResponses },
+      },
+    },
+    async (req, reply) => {
+      const { projectId, found } = await load(req, 'connector', 'connectorId');
+      req.auditDetails = { projectId, resourceId: found.id, resourceName: found.name };
+      const { run } = await startConnectorSync(rt, { tenantId: req.tenant!.id, projectId, connectorId: found.id, trigger: 'manual', inTx: stillValid(req) });
+      req.auditDetails.diff = { status: { before: found.data.status, after: 'syncing' }, run_id: { before: null, after: run.id } };
+      reply.code(201);
+      return trigger(run);
+    },
+  );
+
+  app.get(
+    '/api/v1/projects/:id/connectors/:connectorId/schema',
+    {
+      config: read,
+      schema: {
+        tags: ['Connector'],
+        operationId: 'get_connector_schema',
+        summary: 'Get the discovered schema',
+        description: 'Reads the source\'s tables and columns (information_schema) and stores them. When the source cannot be read, answers the tables found last, with error saying why.',
+        params: params('id', 'connectorId'),
+        response: { 200: kind('discovered_schema').responseSchema, ...errorResponses },
+      },
+    },
+    async (req) => {
+      const { found } = await load(req, 'connector', 'connectorId');
+      return discoverSchema(rt, found);
+    },
+  );
+
+  /** GET one run of a connector or dbt project (the spec has a get-one only for pipeline runs). */
+  const getRun = (path: string, parentKind: string, param: string, tag: string) => {
+    if (strict) return;
+    app.get(
+      path,
+      {
+        config: read,
+        schema: { tags: [tag], operationId: `get_${parentKind}_run`, summary: 'Get one run', 'x-extension': true, params: params('id', param, 'runId'), response: { 200: runSchema, ...errorResponses } } as Record<string, unknown>,
+      },
+      async (req) => {
+        const { projectId, found } = await load(req, parentKind, param);
+        const run = await ctx.resources.get(req.tenant!.id, projectId, 'run', (req.params as { runId: string }).runId);
+        if (!run || run.parentId !== found.id) throw notFound('Run');
+        return run.data;
+      },
+    );
+  };
+  getRun('/api/v1/projects/:id/connectors/:connectorId/runs/:runId', 'connector', 'connectorId', 'Connector');
+  getRun('/api/v1/projects/:id/dbt-projects/:dbtId/runs/:runId', 'dbt_project', 'dbtId', 'dbt project');
+
+  // --- Pipelines and dbt --------------------------------------------------------------------------
+
+  app.post(
+    '/api/v1/projects/:id/pipelines/:pipelineId/run',
+    {
+      config: write('pipeline', 'pipeline.run'),
+      schema: {
+        tags: ['Pipeline'],
+        operationId: 'run_pipeline',
+        summary: 'Trigger a run',
+        description:
+          'Creates a run (201) that executes the steps in dependency order, independent steps concurrently; the steps after a failed one are skipped. ' +
+          'A disabled pipeline, or one already running, is 409. Step status: GET .../runs/{runId}.',
+        params: params('id', 'pipelineId'),
+        response: { 201: triggerSchema, ...errorResponses },
+      },
+    },
+    async (req, reply) => {
+      const { projectId, found } = await load(req, 'pipeline', 'pipelineId');
+      req.auditDetails = { projectId, resourceId: found.id, resourceName: found.name };
+      const { run } = await startPipelineRun(rt, { tenantId: req.tenant!.id, projectId, pipelineId: found.id, trigger: 'manual', inTx: stillValid(req) });
+      req.auditDetails.diff = { last_run_status: { before: found.data.last_run_status ?? null, after: 'running' }, run_id: { before: null, after: run.id } };
+      reply.code(201);
+      return trigger(run);
+    },
+  );
+
+  app.post(
+    '/api/v1/projects/:id/dbt-projects/:dbtId/run',
+    {
+      config: write('dbt_project', 'dbt_project.run'),
+      schema: {
+        tags: ['dbt project'],
+        operationId: 'run_dbt_project',
+        summary: 'Trigger a run',
+        description:
+          'Creates a run (201) that builds the declared models one at a time in topological order (simulated durations); a model whose source connector is in error fails, and the models downstream of it are skipped. ' +
+          'A dbt project already running is 409.',
+        params: params('id', 'dbtId'),
+        response: { 201: triggerSchema, ...errorResponses },
+      },
+    },
+    async (req, reply) => {
+      const { projectId, found } = await load(req, 'dbt_project', 'dbtId');
+      req.auditDetails = { projectId, resourceId: found.id, resourceName: found.name };
+      const { run } = await startDbtRun(rt, { tenantId: req.tenant!.id, projectId, dbtProjectId: found.id, trigger: 'manual', inTx: stillValid(req) });
+      req.auditDetails.diff = { last_run_status: { before: found.data.last_run_status ?? null, after: 'running' }, run_id: { before: null, after: run.id } };
+      reply.code(201);
+      return trigger(run);
+    },
+  );
+
+  // --- Infrastructure -----------------------------------------------------------------------------
+
+  app.post(
+    '/api/v1/projects/:id/infrastructure/plan',
+    {
+      config: write('infrastructure_resource', 'infrastructure_resource.plan'),
+      schema: {
+        tags: ['Infrastructure resource'],
+        operationId: 'plan_infrastructure',
+        summary: 'Generate an infrastructure-as-code plan (preview of changes)',
+        description: 'The changes (create, update, delete, with before and after) between the resources as configured and as last applied. Changes nothing. The same state always gives the same plan_id.',
+        params: params('id'),
+        response: { 200: kind('infrastructure_plan').responseSchema, ...errorResponses },
+      },
+    },
+    async (req) => {
+      const projectId = await resolveProject(ctx, req);
+      const plan = await planInfrastructure(rt, req.tenant!.id, projectId);
+      req.auditDetails = { projectId, diff: { plan_id: { before: null, after: plan.plan_id } } };
+      return plan;
+    },
+  );
+
+  app.post(
+    '/api/v1/projects/:id/infrastructure/apply',
+    {
+      config: write('infrastructure_resource', 'infrastructure_resource.apply'),
+      // The body is optional: no body applies the current plan.
+      preValidation: async (req) => {
+        if (req.body === undefined || req.body === null) req.body = {};
+      },
+      schema: {
+        tags: ['Infrastructure resource'],
+        operationId: 'apply_infrastructure',
+        summary: 'Apply the current plan',
+        description:
+          'Creates a run (201) that provisions the plan\'s changes in the background (simulated): pending -> provisioning -> provisioned, provisioned -> updating -> provisioned; deletions leave the provisioned snapshot. ' +
+          'With {"plan_id"}, that plan must still be current, else 409 (stale plan); without a body, the current plan is applied. One apply per project at a time (409). ' +
+          'A plan without changes gives a run that has already succeeded.',
+        params: params('id'),
+        'x-body-optional': true,
+        body: { type: 'object', additionalProperties: false, properties: { plan_id: { type: 'string', minLength: 1, description: 'The plan reviewed (from POST .../plan).' } } },
+        response: { 201: kind('infrastructure_apply').responseSchema, ...errorResponses },
+      },
+    },
+    async (req, reply) => {
+      const projectId = await resolveProject(ctx, req);
+      const planId = (req.body as { plan_id?: string } | undefined)?.plan_id;
+      req.auditDetails = { projectId };
+      const { run, plan } = await applyInfrastructure(rt, { tenantId: req.tenant!.id, projectId, planId, inTx: stillValid(req) });
+      req.auditDetails.diff = { plan_id: { before: null, after: plan.plan_id }, run_id: { before: null, after: run.id } };
+      reply.code(201);
+      return { ...trigger(run), plan_id: plan.plan_id, changes: plan.changes };
+    },
+  );
+
+  if (!strict) {
+    app.get(
+      '/api/v1/projects/:id/infrastructure/runs',
+      {
+        config: read,
+        schema: { tags: ['Infrastructure resource'], operationId: 'list_infrastructure_runs', summary: 'List infrastructure applies, newest last', 'x-extension': true, params: params('id'), querystring: pageQuerySchema, response: { 200: pageSchema(runSchema), ...errorResponses } } as Record<string, unknown>,
+      },
+      async (req) => {
+        const projectId = await resolveProject(ctx, req);
+        const { limit, cursor } = req.query as { limit: number; cursor?: string };
+        const scope = `${req.tenant!.id}:${projectId}:run:${projectId}`;
+        const rows = await ctx.resources.list({ tenantId: req.tenant!.id, projectId, kind: 'run', parentId: projectId, afterSeq: ctx.cursors.decode(scope, cursor), limit: limit + 1 });
+        return toPage(rows, limit, scope, ctx.cursors, (r) => r.data);
+      },
+    );
+    app.get(
+      '/api/v1/projects/:id/infrastructure/runs/:runId',
+      {
+        config: read,
+        schema: { tags: ['Infrastructure resource'], operationId: 'get_infrastructure_run', summary: 'Get one infrastructure apply', 'x-extension': true, params: params('id', 'runId'), response: { 200: runSchema, ...errorResponses } } as Record<string, unknown>,
+      },
+      async (req) => {
+        const projectId = await resolveProject(ctx, req);
+        const run = await ctx.resources.get(req.tenant!.id, projectId, 'run', (req.params as { runId: string }).runId);
+        if (!run || run.parentId !== projectId) throw notFound('Run');
+        return run.data;
+      },
+    );
+  }
+}

@@ -1,0 +1,217 @@
+import { createHash } from 'node:crypto';
+import { kind } from '../../kinds/index.js';
+import type { Queryable } from '../store/db.js';
+import type { StoredResource } from '../store/resources.js';
+import { conflict } from '../errors.js';
+import { META, type Runtime } from './runtime.js';
+import { guarded, inProject, insertRun, pendingUnit, RunRecorder, runningRunOf, secondsBetween, updateResource, type ChangeResult, type RunData } from './runs.js';
+import { hash32 } from './sources.js';
+
+/**
+ * Infrastructure plan and apply. Desired: the infrastructure resources as configured through the
+ * API. Provisioned: a snapshot, per project, of what the applies have provisioned (the `after` of
+ * each applied change). A plan is the difference; applying it provisions (simulated) and records
+ * each change in the snapshot, so planning again right after an apply finds nothing to do.
+ */
+
+const STATE_KIND = 'infrastructure_state';
+const stateId = (projectId: string) => `ifs_${projectId}`;
+
+/** The fields a plan compares: what a user declares (every non-computed field of the kind). */
+const FIELDS = Object.keys(kind('infrastructure_resource').createSchema.properties ?? {});
+
+type Declared = Record<string, unknown>;
+interface Snapshot {
+  resources: Record<string, Declared>;
+  applied_at: string | null;
+}
+
+export interface PlannedChange {
+  action: 'create' | 'update' | 'delete';
+  resource_id: string;
+  name: string;
+  resource_type: string;
+  changed_fields: string[];
+  before: Declared | null;
+  after: Declared | null;
+}
+
+export interface Plan {
+  plan_id: string;
+  fingerprint: string;
+  project_id: string;
+  generated_at: string;
+  summary: { create: number; update: number; delete: number; unchanged: number };
+  changes: PlannedChange[];
+}
+
+/** JSON with object keys sorted, so equal values always serialise (and hash) the same. */
+function canonical(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(canonical).join(',')}]`;
+  if (value && typeof value === 'object') {
+    const entries = Object.keys(value as object)
+      .sort()
+      .filter((k) => (value as Record<string, unknown>)[k] !== undefined)
+      .map((k) => `${JSON.stringify(k)}:${canonical((value as Record<string, unknown>)[k])}`);
+    return `{${entries.join(',')}}`;
+  }
+  return JSON.stringify(value ?? null);
+}
+
+const declared = (data: Record<string, unknown>): Declared => Object.fromEntries(FIELDS.filter((f) => data[f] !== undefined).map((f) => [f, structuredClone(data[f])]));
+
+async function loadSnapshot(rt: Runtime, q: Queryable, tenantId: string, projectId: string): Promise<Snapshot> {
+  const row = await rt.ctx.resources.get(tenantId, projectId, STATE_KIND, stateId(projectId), q);
+  return (row?.data as unknown as Snapshot) ?? { resources: {}, applied_at: null };
+}
+
+async function changeSnapshot(rt: Runtime, q: Queryable, tenantId: string, projectId: string, change: (s: Snapshot) => void): Promise<void> {
+  const row = await rt.ctx.resources.get(tenantId, projectId, STATE_KIND, stateId(projectId), q);
+  if (row) {
+    change(row.data as unknown as Snapshot);
+    await rt.ctx.resources.update(row, q);
+    return;
+  }
+  const data: Snapshot = { resources: {}, applied_at: null };
+  change(data);
+  await rt.ctx.resources.insert({ id: stateId(projectId), tenantId, projectId, kind: STATE_KIND, parentId: '', name: 'provisioned', data: data as unknown as Record<string, unknown>, secrets: null }, q);
+}
+
+/** The plan for a project now (callers that act on it hold the project lock). */
+export async function computePlan(rt: Runtime, q: Queryable, tenantId: string, projectId: string): Promise<{ plan: Plan; resources: StoredResource[] }> {
+  const resources = await rt.ctx.resources.allOfKinds(tenantId, projectId, ['infrastructure_resource'], q);
+  const snapshot = await loadSnapshot(rt, q, tenantId, projectId);
+  const desired: Record<string, Declared> = Object.fromEntries(resources.map((r) => [r.id, declared(r.data)]));
+  const changes: PlannedChange[] = [];
+  let unchanged = 0;
+  for (const r of resources) {
+    const after = desired[r.id];
+    const before = snapshot.resources[r.id];
+    if (!before) {
+      changes.push({ action: 'create', resource_id: r.id, name: r.name, resource_type: String(after.resource_type), changed_fields: Object.keys(after), before: null, after });
+      continue;
+    }
+    const changed = [...new Set([...Object.keys(before), ...Object.keys(after)])].filter((f) => canonical(before[f]) !== canonical(after[f]));
+    if (changed.length) changes.push({ action: 'update', resource_id: r.id, name: r.name, resource_type: String(after.resource_type), changed_fields: changed, before, after });
+    else unchanged++;
+  }
+  const gone = Object.entries(snapshot.resources)
+    .filter(([id]) => !desired[id])
+    .sort(([, a], [, b]) => String(a.name).localeCompare(String(b.name)));
+  for (const [id, before] of gone) changes.push({ action: 'delete', resource_id: id, name: String(before.name), resource_type: String(before.resource_type), changed_fields: Object.keys(before), before, after: null });
+  const fingerprint = createHash('sha256').update(canonical({ desired, provisioned: snapshot.resources })).digest('hex');
+  const count = (a: PlannedChange['action']) => changes.filter((c) => c.action === a).length;
+  return {
+    plan: {
+      plan_id: `plan_${fingerprint.slice(0, 24)}`,
+      fingerprint,
+      project_id: projectId,
+      generated_at: rt.now(),
+      summary: { create: count('create'), update: count('update'), delete: count('delete'), unchanged },
+      changes,
+    },
+    resources,
+  };
+}
+
+export async function planInfrastructure(rt: Runtime, tenantId: string, projectId: string): Promise<Plan> {
+  return (await computePlan(rt, rt.ctx.db, tenantId, projectId)).plan;
+}
+
+/** Nominal seconds (time scale 1) a simulated change takes: by resource type, plus up to 0.9 s from a hash of the name. */
+const CREATE_SECONDS: Record<string, number> = { warehouse: 3, bucket: 1, cluster: 5, database: 2, network: 2 };
+export function changeSeconds(c: Pick<PlannedChange, 'action' | 'resource_type' | 'name'>): number {
+  const base = CREATE_SECONDS[c.resource_type] ?? 2;
+  const jitter = (hash32(`infra:${c.name}`) % 10) / 10;
+  return c.action === 'create' ? base + jitter : c.action === 'update' ? base / 2 + jitter : 1 + jitter;
+}
+
+export interface ApplyStarted {
+  run: RunData;
+  plan: Plan;
+  done: Promise<RunData | undefined>;
+}
+
+/**
+ * Applies the current plan. With `planId`, that plan must still be the current one: anything
+ * changed since (a resource, or another apply) makes it stale, 409. One apply per project at a time (409).
+ * Resources to create go provisioning, resources to update go updating; each becomes provisioned
+ * when its (simulated) change is done and recorded in the snapshot. Changes run concurrently.
+ */
+export async function applyInfrastructure(rt: Runtime, o: { tenantId: string; projectId: string; planId?: string; inTx?: (q: Queryable) => Promise<void> }): Promise<ApplyStarted> {
+  const { stored, plan } = await inProject(rt, o.tenantId, o.projectId, async (q) => {
+    await o.inTx?.(q);
+    const running = await runningRunOf(rt, q, o.tenantId, o.projectId, o.projectId);
+    if (running) throw conflict(`An infrastructure apply is already running (run ${running.id}); wait for it to end, then plan again`);
+    const { plan, resources } = await computePlan(rt, q, o.tenantId, o.projectId);
+    if (o.planId !== undefined && o.planId !== plan.plan_id) {
+      throw conflict(`Plan ${o.planId} is stale: the infrastructure changed since it was made (the current plan is ${plan.plan_id}); plan again and review the changes`);
+    }
+    const changes: ChangeResult[] = plan.changes.map((c) => ({ resource_id: c.resource_id, name: c.name, action: c.action, ...pendingUnit() }));
+    const stored = await insertRun(rt, q, { tenantId: o.tenantId, projectId: o.projectId, parentId: o.projectId, runType: 'infrastructure_apply', trigger: 'manual', simulated: true, planId: plan.plan_id, changes });
+    const planned = new Map(plan.changes.map((c) => [c.resource_id, c.action]));
+    for (const r of resources) {
+      const action = planned.get(r.id);
+      // Unchanged resources are as the snapshot says: provisioned (this also settles one an interrupted apply left failed).
+      const status = action === 'create' ? 'provisioning' : action === 'update' ? 'updating' : 'provisioned';
+      if (r.data.status === status) continue;
+      r.data.status = status;
+      await rt.ctx.resources.update(r, q);
+    }
+    if (!changes.length) {
+      // Nothing to do: the run ends as it starts.
+      const data = stored.data as RunData;
+      data.status = 'succeeded';
+      data.finished_at = data.started_at;
+      data.duration_seconds = secondsBetween(data.started_at, data.finished_at);
+      await rt.ctx.resources.update(stored, q);
+      await q.run('DELETE FROM meta WHERE key = ?', [META.run(stored.id)]);
+    }
+    return { stored, plan };
+  });
+  const data = stored.data as RunData;
+  if (data.status !== 'running') return { run: structuredClone(data), plan, done: Promise.resolve(structuredClone(data)) };
+  const done = rt.execute(stored.id, (signal) => {
+    const rec = new RunRecorder(rt, stored, signal);
+    return guarded(rec, () => runApply(rt, rec, plan), (q) => failResources(rt, q, rec));
+  });
+  return { run: structuredClone(data), plan, done };
+}
+
+async function runApply(rt: Runtime, rec: RunRecorder, plan: Plan): Promise<RunData> {
+  const { tenantId, projectId } = rec.stored;
+  await Promise.all(
+    plan.changes.map(async (change, i) => {
+      const unit = rec.data.changes[i];
+      await rec.begin(unit);
+      const seconds = changeSeconds(change);
+      await rt.simulate(seconds, rec.signal);
+      rec.check();
+      await inProject(rt, tenantId, projectId, async (q) => {
+        await changeSnapshot(rt, q, tenantId, projectId, (s) => {
+          if (change.action === 'delete') delete s.resources[change.resource_id];
+          else s.resources[change.resource_id] = change.after!;
+          s.applied_at = rt.now();
+        });
+        if (change.action !== 'delete') {
+          await updateResource(rt, q, tenantId, projectId, 'infrastructure_resource', change.resource_id, (d) => {
+            d.status = 'provisioned';
+          });
+        }
+      });
+      await rec.end(unit, 'completed', null, seconds);
+    }),
+  );
+  return rec.finish('succeeded', null);
+}
+
+/** After an apply failed or was interrupted: what it was provisioning or updating is failed (the next apply retries it). */
+export async function failResources(rt: Runtime, q: Queryable, rec: { stored: StoredResource; data: RunData }): Promise<void> {
+  const { tenantId, projectId } = rec.stored;
+  for (const c of rec.data.changes) {
+    if (c.action === 'delete' || c.status === 'completed') continue;
+    await updateResource(rt, q, tenantId, projectId, 'infrastructure_resource', c.resource_id, (d) => {
+      if (d.status === 'provisioning' || d.status === 'updating') d.status = 'failed';
+    });
+  }
+}

@@ -1,0 +1,248 @@
+import type { Queryable } from '../store/db.js';
+import type { StoredResource } from '../store/resources.js';
+import { lockRow } from '../routes/crud.js';
+import { newId } from '../ids.js';
+import { notFound } from '../errors.js';
+import { META, Stopped, type Runtime } from './runtime.js';
+
+export type RunType = 'connector_sync' | 'pipeline' | 'dbt_run' | 'infrastructure_apply';
+export type RunStatus = 'queued' | 'running' | 'succeeded' | 'failed' | 'cancelled';
+export type Trigger = 'manual' | 'schedule' | 'pipeline';
+/** Steps, models, tables and changes share one small state machine. */
+export type UnitStatus = 'pending' | 'running' | 'completed' | 'failed' | 'skipped';
+
+export interface Unit {
+  status: UnitStatus;
+  started_at: string | null;
+  finished_at: string | null;
+  duration_seconds: number | null;
+  error: string | null;
+}
+export interface TableResult extends Unit {
+  table: string;
+  rows: number | null;
+}
+export interface StepResult extends Unit {
+  step_id: string;
+  step_name: string;
+  step_type: 'connector_sync' | 'dbt_run' | 'notification';
+  run_id: string | null;
+}
+export interface ModelResult extends Unit {
+  name: string;
+  materialization: string;
+}
+export interface ChangeResult extends Unit {
+  resource_id: string;
+  name: string;
+  action: 'create' | 'update' | 'delete';
+}
+
+/** A run as the API returns it (schemas/kinds/run.schema.json): every field is always present. */
+export interface RunData {
+  [key: string]: unknown;
+  id: string;
+  project_id: string;
+  run_type: RunType;
+  resource_id: string;
+  status: RunStatus;
+  trigger: Trigger;
+  parent_run_id: string | null;
+  simulated: boolean;
+  started_at: string;
+  finished_at: string | null;
+  duration_seconds: number | null;
+  error: string | null;
+  plan_id: string | null;
+  tables: TableResult[];
+  steps: StepResult[];
+  models: ModelResult[];
+  changes: ChangeResult[];
+}
+
+export const pendingUnit = (): Unit => ({ status: 'pending', started_at: null, finished_at: null, duration_seconds: null, error: null });
+
+/** Seconds between two ISO timestamps, to the millisecond. */
+export const secondsBetween = (from: string, to: string) => Math.max(0, Math.round(Date.parse(to) - Date.parse(from)) / 1000);
+
+/**
+ * Runs fn in a transaction that holds the project's row lock (the lock every write in a project
+ * takes, see crud.ts), so runtime state changes and API writes of the same project never interleave.
+ */
+export async function inProject<T>(rt: Runtime, tenantId: string, projectId: string, fn: (q: Queryable) => Promise<T>): Promise<T> {
+  return rt.ctx.db.tx(async (q) => {
+    if (!(await lockRow(rt.ctx, q, tenantId, projectId))) throw notFound('Project');
+    return fn(q);
+  });
+}
+
+/** Changes a stored resource in place under the caller's transaction; a resource deleted meanwhile is left alone. */
+export async function updateResource(rt: Runtime, q: Queryable, tenantId: string, projectId: string, kind: string, id: string, mutate: (data: Record<string, unknown>) => void): Promise<StoredResource | undefined> {
+  const found = await rt.ctx.resources.get(tenantId, projectId, kind, id, q);
+  if (!found) return undefined;
+  mutate(found.data);
+  await rt.ctx.resources.update(found, q);
+  return found;
+}
+
+export interface NewRun {
+  tenantId: string;
+  projectId: string;
+  /** The connector, pipeline or dbt project (the project itself for infrastructure applies). */
+  parentId: string;
+  runType: RunType;
+  trigger: Trigger;
+  parentRunId?: string | null;
+  simulated: boolean;
+  planId?: string | null;
+  tables?: TableResult[];
+  steps?: StepResult[];
+  models?: ModelResult[];
+  changes?: ChangeResult[];
+}
+
+/**
+ * Inserts a running run and registers it as executed by this instance (in `meta`), inside the
+ * caller's transaction, so a run and its claim appear together or not at all.
+ */
+export async function insertRun(rt: Runtime, q: Queryable, r: NewRun): Promise<StoredResource> {
+  const id = newId('run');
+  const data: RunData = {
+    id,
+    project_id: r.projectId,
+    run_type: r.runType,
+    resource_id: r.parentId,
+    status: 'running',
+    trigger: r.trigger,
+    parent_run_id: r.parentRunId ?? null,
+    simulated: r.simulated,
+    started_at: rt.now(),
+    finished_at: null,
+    duration_seconds: null,
+    error: null,
+    plan_id: r.planId ?? null,
+    tables: r.tables ?? [],
+    steps: r.steps ?? [],
+    models: r.models ?? [],
+    changes: r.changes ?? [],
+  };
+  const stored: Omit<StoredResource, 'seq'> = { id, tenantId: r.tenantId, projectId: r.projectId, kind: 'run', parentId: r.parentId, name: id, data, secrets: null };
+  await rt.ctx.resources.insert(stored, q);
+  await q.run('INSERT INTO meta (key, value) VALUES (?, ?)', [META.run(id), JSON.stringify({ instance: rt.instanceId, tenant_id: r.tenantId, project_id: r.projectId })]);
+  return { ...stored, seq: 0 };
+}
+
+/** Is there a run of this resource still running? (Callers hold the project lock.) */
+export async function runningRunOf(rt: Runtime, q: Queryable, tenantId: string, projectId: string, parentId: string): Promise<StoredResource | undefined> {
+  const rows = await rt.ctx.resources.list({ tenantId, projectId, kind: 'run', parentId, where: { status: 'running' }, limit: 1 }, q);
+  return rows[0];
+}
+
+/**
+ * Drives one run's record: progress writes are serialised (steps of a pipeline finish
+ * concurrently) and stop for good when the runtime stops, so a stopped process writes nothing more.
+ */
+export class RunRecorder {
+  private chain: Promise<void> = Promise.resolve();
+
+  constructor(
+    readonly rt: Runtime,
+    readonly stored: StoredResource,
+    readonly signal: AbortSignal,
+  ) {}
+
+  get data(): RunData {
+    return this.stored.data as RunData;
+  }
+
+  get id(): string {
+    return this.stored.id;
+  }
+
+  /** Throws Stopped when the service is stopping: the caller must not go on. */
+  check(): void {
+    if (this.signal.aborted) throw new Stopped();
+  }
+
+  /** Writes the run as it is now (after what was queued before). */
+  save(): Promise<void> {
+    const snapshot = structuredClone(this.stored);
+    const write = this.chain.then(async () => {
+      if (this.signal.aborted) return;
+      await this.rt.ctx.resources.update(snapshot);
+      this.rt.events.emit('run_update', snapshot.tenantId, snapshot.data);
+    });
+    this.chain = write.catch(() => undefined);
+    return write;
+  }
+
+  /** Marks a unit running and saves. */
+  async begin(unit: Unit): Promise<void> {
+    this.check();
+    unit.status = 'running';
+    unit.started_at = this.rt.now();
+    await this.save();
+  }
+
+  /** Ends a unit; `durationSeconds` overrides the measured one (simulated work reports its nominal time). */
+  async end(unit: Unit, status: 'completed' | 'failed', error: string | null = null, durationSeconds?: number): Promise<void> {
+    this.check();
+    unit.status = status;
+    unit.finished_at = this.rt.now();
+    unit.duration_seconds = durationSeconds ?? secondsBetween(unit.started_at ?? unit.finished_at, unit.finished_at);
+    unit.error = error;
+    await this.save();
+  }
+
+  /**
+   * Ends the run: its final state, what the run changes on its resource (`onParent`, same
+   * transaction) and the release of its claim in `meta` commit together.
+   */
+  async finish(status: 'succeeded' | 'failed', error: string | null, onParent?: (q: Queryable) => Promise<void>): Promise<RunData> {
+    this.check();
+    await this.chain;
+    this.check();
+    const data = this.data;
+    data.status = status;
+    data.error = error;
+    data.finished_at = this.rt.now();
+    data.duration_seconds = secondsBetween(data.started_at, data.finished_at);
+    const { tenantId, projectId } = this.stored;
+    try {
+      await inProject(this.rt, tenantId, projectId, async (q) => {
+        await this.rt.ctx.resources.update(this.stored, q);
+        await onParent?.(q);
+        await q.run('DELETE FROM meta WHERE key = ?', [META.run(this.id)]);
+      });
+    } catch (err) {
+      // The project was deleted while the run ran: its records went with it.
+      if ((err as { code?: string }).code !== 'resource_not_found') throw err;
+      await this.rt.ctx.db.run('DELETE FROM meta WHERE key = ?', [META.run(this.id)]);
+    }
+    this.rt.events.emit('run_update', tenantId, data);
+    return structuredClone(data);
+  }
+}
+
+/** Unit statuses after a failure elsewhere: what never started is skipped. */
+export function skipPending(units: Unit[]): void {
+  for (const u of units) if (u.status === 'pending') u.status = 'skipped';
+}
+
+/**
+ * Runs an executor; an unexpected failure (a bug, the store failing) ends the run failed with
+ * an internal error instead of leaving it running. `onParent` then puts its resource right.
+ */
+export async function guarded(rec: RunRecorder, fn: () => Promise<RunData>, onParent: (q: Queryable) => Promise<void>): Promise<RunData> {
+  try {
+    return await fn();
+  } catch (err) {
+    if (err instanceof Stopped || rec.signal.aborted) throw new Stopped();
+    rec.rt.log?.error({ err, runId: rec.id }, 'run failed with an internal error');
+    for (const list of [rec.data.tables, rec.data.steps, rec.data.models, rec.data.changes] as Unit[][]) {
+      for (const u of list) if (u.status === 'running') u.status = 'failed';
+      skipPending(list);
+    }
+    return rec.finish('failed', 'internal error while running; see the service log', onParent);
+  }
+}

@@ -1,0 +1,160 @@
+import { EventEmitter } from 'node:events';
+import { randomBytes } from 'node:crypto';
+import type { ServiceContext } from '../context.js';
+import { nowIso } from '../ids.js';
+import type { RunData } from './runs.js';
+
+/** Thrown inside an execution when the service stops: the run is left as a dead process would leave it. */
+export class Stopped extends Error {
+  constructor() {
+    super('runtime stopped');
+  }
+}
+
+/** Keys of the `meta` table the runtime uses: live instances and the runs they execute. */
+export const META = {
+  instance: (id: string) => `runtime.instance.${id}`,
+  instancePrefix: 'runtime.instance.',
+  run: (id: string) => `runtime.run.${id}`,
+  runPrefix: 'runtime.run.',
+};
+
+/** How often a live instance says so, and after how long without a word its runs count as abandoned. */
+export const HEARTBEAT_MS = 5_000;
+export const STALE_MS = 30_000;
+
+interface Execution {
+  controller: AbortController;
+  done: Promise<RunData | undefined>;
+}
+
+/**
+ * The runtime of one service process: it executes runs in the background, says it is alive
+ * (a heartbeat row in `meta`), and on start marks the runs that a stopped or crashed process
+ * left running as failed (see recovery.ts). Run records are the truth; the in-memory
+ * executions are only how this process drives its own runs forward.
+ */
+export class Runtime {
+  readonly instanceId = `rti_${randomBytes(9).toString('base64url')}`;
+  /** `run_update` (tenantId, run) on every write of a run; `step_update` (tenantId, pipelineId, message) per step change. */
+  readonly events = new EventEmitter();
+  private readonly executions = new Map<string, Execution>();
+  private timer?: NodeJS.Timeout;
+  private tick?: Promise<void>;
+  private stopping = false;
+  /** The service's logger (set when the routes are registered). */
+  log?: { error(obj: object, msg: string): void; info(obj: object, msg: string): void };
+  /** Set by recovery.ts: marks abandoned runs failed (at start, then on every heartbeat). */
+  sweep: (everyOtherInstanceIsDead: boolean) => Promise<void> = async () => undefined;
+
+  constructor(readonly ctx: ServiceContext) {
+    this.events.setMaxListeners(0);
+  }
+
+  get stopped(): boolean {
+    return this.stopping;
+  }
+
+  nowMs(): number {
+    return this.ctx.options.clock();
+  }
+
+  now(): string {
+    return nowIso(this.ctx.options.clock);
+  }
+
+  /**
+   * Waits for simulated work of `seconds` (its duration at time scale 1), scaled by the
+   * service's timeScale. Rejects with Stopped when the runtime stops.
+   */
+  simulate(seconds: number, signal: AbortSignal): Promise<void> {
+    const ms = Math.max(0, (seconds * 1000) / this.ctx.options.timeScale);
+    return new Promise((resolve, reject) => {
+      if (signal.aborted) return reject(new Stopped());
+      const timer = setTimeout(() => {
+        signal.removeEventListener('abort', onAbort);
+        resolve();
+      }, ms);
+      const onAbort = () => {
+        clearTimeout(timer);
+        reject(new Stopped());
+      };
+      signal.addEventListener('abort', onAbort, { once: true });
+    });
+  }
+
+  /**
+   * Executes a run in the background. `fn` returns the run as it ended; the promise returned
+   * here resolves to that, or to undefined when the service stopped first.
+   */
+  execute(runId: string, fn: (signal: AbortSignal) => Promise<RunData>): Promise<RunData | undefined> {
+    const controller = new AbortController();
+    if (this.stopping) controller.abort();
+    const done = (async () => {
+      try {
+        return await fn(controller.signal);
+      } catch (err) {
+        if (err instanceof Stopped || controller.signal.aborted) return undefined;
+        this.log?.error({ err, runId }, 'run execution failed');
+        throw err;
+      } finally {
+        this.executions.delete(runId);
+      }
+    })();
+    // Failures are logged above; nothing may become an unhandled rejection.
+    done.catch(() => undefined);
+    this.executions.set(runId, { controller, done });
+    return done;
+  }
+
+  /** Runs executing in this process now. */
+  get active(): number {
+    return this.executions.size;
+  }
+
+  async start(): Promise<void> {
+    await this.heartbeat();
+    // At start every other instance that left runs behind is presumed dead when the store has one
+    // owner (SQLite); on PostgreSQL replicas may share it, so there only silent instances are.
+    await this.sweep(this.ctx.db.dialect === 'sqlite');
+    this.timer = setInterval(() => {
+      if (this.tick) return;
+      this.tick = (async () => {
+        await this.heartbeat();
+        await this.sweep(false);
+      })()
+        .catch((err) => this.log?.error({ err }, 'runtime heartbeat failed'))
+        .finally(() => (this.tick = undefined));
+    }, HEARTBEAT_MS);
+    this.timer.unref();
+  }
+
+  private async heartbeat(): Promise<void> {
+    if (this.stopping) return;
+    await this.ctx.db.run('INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value', [META.instance(this.instanceId), String(this.nowMs())]);
+  }
+
+  /**
+   * Stops driving runs: every execution is aborted and left where it is, exactly as a crash would
+   * leave it, and this instance stops saying it is alive, so the next start (of any replica)
+   * marks its runs failed with "interrupted by service restart".
+   */
+  async stop(): Promise<void> {
+    this.stopping = true;
+    if (this.timer) clearInterval(this.timer);
+    await this.tick;
+    const pending = [...this.executions.values()];
+    for (const e of pending) e.controller.abort();
+    await Promise.race([Promise.allSettled(pending.map((e) => e.done)), new Promise((r) => setTimeout(r, 10_000).unref())]);
+    await this.ctx.db.run('DELETE FROM meta WHERE key = ?', [META.instance(this.instanceId)]).catch(() => undefined);
+  }
+}
+
+const RUNTIMES = new WeakMap<ServiceContext, Runtime>();
+
+/** The runtime of a service (one per context); other workers (schedules, streams) reach it here. */
+export function runtimeOf(ctx: ServiceContext): Runtime {
+  let rt = RUNTIMES.get(ctx);
+  if (!rt) RUNTIMES.set(ctx, (rt = new Runtime(ctx)));
+  return rt;
+}
