@@ -145,7 +145,8 @@ describe('restart with runs in flight', () => {
     const plan = await b.ok(t, 'POST', `${base}/infrastructure/plan`, {}, 200);
     expect(plan.changes.map((c: { action: string; name: string }) => [c.action, c.name])).toEqual([['create', 'wh']]);
     const apply = await b.ok(t, 'POST', `${base}/infrastructure/apply`, { body: { plan_id: plan.plan_id } });
-    expect((await b.ok(t, 'GET', `${base}/infrastructure/${ids.wh}`)).status).toBe('provisioning');
+    // Scaled-down provisioning may already be over on a busy machine: either state is right here.
+    expect(['provisioning', 'provisioned']).toContain((await b.ok(t, 'GET', `${base}/infrastructure/${ids.wh}`)).status);
     expect((await waitForRun(b, t, `${base}/infrastructure/runs/${apply.run_id}`)).status).toBe('succeeded');
     expect((await b.ok(t, 'GET', `${base}/infrastructure/${ids.wh}`)).status).toBe('provisioned');
     expect((await b.ok(t, 'POST', `${base}/infrastructure/plan`, {}, 200)).changes).toEqual([]);
