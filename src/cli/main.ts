@@ -1,13 +1,17 @@
 import { Command } from 'commander';
 import { serveCommand, tenantCommand } from './serve.js';
 import { validateCommand } from './validate.js';
+import { applyCommand, driftCommand, planCommand } from './plan.js';
 
 const program = new Command('dpctl')
   .description('Manage a data platform as code: the reference service, plans and applies, the controller, the Terraform provider')
   .version('0.1.0')
   .addCommand(serveCommand())
   .addCommand(tenantCommand())
-  .addCommand(validateCommand());
+  .addCommand(validateCommand())
+  .addCommand(planCommand())
+  .addCommand(applyCommand())
+  .addCommand(driftCommand());
 
 program.parseAsync(process.argv).catch((err: Error) => {
   process.stderr.write(`dpctl: ${err.message}\n`);

@@ -1,0 +1,149 @@
+import { Command, Option } from 'commander';
+import { clientConfigFromEnv, DataPlatformClient, type ClientConfig } from '../client/index.js';
+import {
+  applyJson,
+  defaultSourceId,
+  detectDrift,
+  driftJson,
+  EngineConfigError,
+  hasChanges,
+  planJson,
+  preparePlan,
+  renderApplySummary,
+  renderDrift,
+  renderPlan,
+  applyPlan,
+  type EngineOptions,
+} from '../engine/index.js';
+
+interface CommonOpts {
+  url?: string;
+  apiKey?: string;
+  caFile?: string;
+  insecure?: boolean;
+  sourceId?: string;
+  output: 'text' | 'json';
+  concurrency: string;
+  allowUndeclaredProjects: boolean;
+  adopt: boolean;
+  specOperations: boolean;
+  prune?: boolean;
+  allowMassDelete?: boolean;
+}
+
+function withCommon(cmd: Command): Command {
+  return cmd
+    .argument('<path>', 'YAML file or directory (read recursively)')
+    .option('--url <url>', 'API URL, e.g. https://acme.localhost:8443 (default DATAPLATFORM_URL)')
+    .option('--api-key <key>', 'API key (default DATAPLATFORM_API_KEY; or DATAPLATFORM_EMAIL + DATAPLATFORM_PASSWORD)')
+    .option('--ca-file <file>', 'CA to trust (default DATAPLATFORM_CA_FILE)')
+    .option('--insecure', 'skip TLS certificate verification (DATAPLATFORM_INSECURE=1)')
+    .option('--source-id <id>', 'ownership label value (default: the config directory name)')
+    .addOption(new Option('--output <format>', 'output format').choices(['text', 'json']).default('text'))
+    .option('--concurrency <n>', 'parallel API calls', '4')
+    .option('--allow-undeclared-projects', 'metadata.project may name a project that exists on the server without a Project document', false)
+    .option('--adopt', 'take ownership of existing resources the config declares that dpctl did not create', false)
+    .option('--spec-operations', 'plan with only the operations the spec documents (a service run with --strict-spec)', false);
+}
+
+function makeClient(opts: CommonOpts): DataPlatformClient {
+  const overrides: Partial<ClientConfig> = {};
+  if (opts.url) overrides.url = opts.url;
+  if (opts.apiKey) Object.assign(overrides, { apiKey: opts.apiKey, email: undefined, password: undefined });
+  if (opts.caFile) Object.assign(overrides, { caFile: opts.caFile, insecure: undefined });
+  if (opts.insecure) Object.assign(overrides, { insecure: true, caFile: undefined });
+  return new DataPlatformClient(clientConfigFromEnv({ ...process.env, ...(opts.url ? { DATAPLATFORM_URL: opts.url } : {}) }, overrides));
+}
+
+function engineOptions(path: string, opts: CommonOpts): EngineOptions {
+  const concurrency = Number(opts.concurrency);
+  if (!Number.isInteger(concurrency) || concurrency < 1 || concurrency > 64) throw new Error(`--concurrency must be an integer from 1 to 64, got ${opts.concurrency}`);
+  return {
+    sourceId: opts.sourceId ?? defaultSourceId(path),
+    concurrency,
+    allowUndeclaredProjects: opts.allowUndeclaredProjects,
+    adopt: opts.adopt,
+    specOperations: opts.specOperations,
+    prune: opts.prune ?? false,
+    allowMassDelete: opts.allowMassDelete ?? false,
+  };
+}
+
+/** Runs a command body; configuration and API errors exit 1 with a message. */
+async function guarded(fn: () => Promise<number>): Promise<void> {
+  try {
+    process.exitCode = await fn();
+  } catch (err) {
+    if (err instanceof EngineConfigError) process.stderr.write(`${err.errors.join('\n')}\ninvalid: ${err.errors.length} error${err.errors.length === 1 ? '' : 's'}\n`);
+    else process.stderr.write(`dpctl: ${(err as Error).message}\n`);
+    process.exitCode = 1;
+  }
+}
+
+const print = (s: string) => process.stdout.write(s);
+
+/** `dpctl plan <path>`: 0 in sync, 2 changes, 1 error. */
+export function planCommand(): Command {
+  return withCommon(new Command('plan').description('Show what apply would change (observes with list calls; changes nothing)'))
+    .option('--prune', 'also plan deleting managed resources that left the config', false)
+    .option('--allow-mass-delete', 'allow pruning more than max(5, 20%) of the managed resources', false)
+    .action((path: string, opts: CommonOpts) =>
+      guarded(async () => {
+        const client = makeClient(opts);
+        try {
+          const { plan } = await preparePlan(client, [path], engineOptions(path, opts));
+          print(opts.output === 'json' ? `${JSON.stringify(planJson(plan), null, 2)}\n` : renderPlan(plan, { colour: !!process.stdout.isTTY }));
+          return plan.errors.length ? 1 : hasChanges(plan) ? 2 : 0;
+        } finally {
+          await client.close();
+        }
+      }),
+    );
+}
+
+/** `dpctl apply <path>`: 0 only when everything converged. */
+export function applyCommand(): Command {
+  return withCommon(new Command('apply').description('Plan, then make the platform match the config'))
+    .option('--prune', 'delete managed resources (label dpctl.dev/managed-by = source id) that left the config', false)
+    .option('--allow-mass-delete', 'allow pruning more than max(5, 20%) of the managed resources', false)
+    .action((path: string, opts: CommonOpts) =>
+      guarded(async () => {
+        const client = makeClient(opts);
+        try {
+          const engine = engineOptions(path, opts);
+          const { plan, documents, state, secrets } = await preparePlan(client, [path], engine);
+          const json = opts.output === 'json';
+          if (!json) print(renderPlan(plan, { colour: !!process.stdout.isTTY }));
+          if (plan.errors.length) {
+            if (json) print(`${JSON.stringify(planJson(plan), null, 2)}\n`);
+            process.stderr.write('dpctl: nothing applied: the plan has errors\n');
+            return 1;
+          }
+          const result = await applyPlan(client, plan, documents, state, secrets, { concurrency: engine.concurrency!, onProgress: json ? undefined : (line) => print(`${line}\n`) });
+          print(json ? `${JSON.stringify(applyJson(plan, result), null, 2)}\n` : renderApplySummary(result));
+          return result.converged ? 0 : 1;
+        } finally {
+          await client.close();
+        }
+      }),
+    );
+}
+
+/** `dpctl drift <path>`: 0 none, 2 drift, 1 error. */
+export function driftCommand(): Command {
+  return withCommon(new Command('drift').description('Report resources changed or deleted by hand, and unmanaged extras, in the config\'s projects'))
+    .action((path: string, opts: CommonOpts) =>
+      guarded(async () => {
+        const client = makeClient(opts);
+        try {
+          const engine = engineOptions(path, opts);
+          const { plan, drift } = await detectDrift(client, [path], engine);
+          print(opts.output === 'json' ? `${JSON.stringify(driftJson(plan.sourceId, drift, plan.errors), null, 2)}\n` : renderDrift(drift));
+          for (const e of opts.output === 'json' ? [] : plan.errors) process.stderr.write(`error: ${e}\n`);
+          return plan.errors.length ? 1 : drift.length ? 2 : 0;
+        } finally {
+          await client.close();
+        }
+      }),
+    );
+}

@@ -1,0 +1,46 @@
+import { hasLabels, LABELS_FIELD, MANAGED_BY_LABEL, type FieldChange } from './diff.js';
+import { docKey, type Plan } from './plan.js';
+import type { LiveState } from './observe.js';
+import type { ConfigDocument } from '../config/index.js';
+
+export type DriftType = 'changed' | 'deleted' | 'orphaned' | 'unmanaged';
+
+export interface DriftEntry {
+  type: DriftType;
+  kind: string;
+  yamlKind: string;
+  project?: string;
+  name: string;
+  id?: string;
+  changes: FieldChange[];
+  detail: string;
+}
+
+/**
+ * Drift from a plan made with prune over every declarable kind: declared resources changed
+ * by hand (the plan updates or replaces them), declared resources missing (deleted by hand,
+ * or never applied), managed resources that left the config (orphaned), and resources in the
+ * config's projects that nobody declared (unmanaged extras).
+ */
+export function driftReport(plan: Plan, documents: ConfigDocument[], state: LiveState): DriftEntry[] {
+  const out: DriftEntry[] = [];
+  for (const c of plan.changes) {
+    const base = { kind: c.kind, yamlKind: c.yamlKind, project: c.project, name: c.name, id: c.id, changes: c.changes };
+    if (c.action === 'update' || c.action === 'replace') out.push({ ...base, type: 'changed', detail: `${c.changes.map((f) => f.field).join(', ') || c.reasons.join('; ')}${c.action === 'replace' ? ' (needs replace)' : ''}` });
+    else if (c.action === 'create') out.push({ ...base, changes: [], type: 'deleted', detail: 'declared but not on the server (deleted by hand, or never applied)' });
+    else if (c.action === 'delete') out.push({ ...base, type: 'orphaned', detail: 'managed by this source but no longer declared (apply --prune deletes it)' });
+  }
+  const declared = new Set(documents.map(docKey));
+  const projects = new Set(documents.map((d) => d.project ?? (d.descriptor.kind === 'project' ? d.name : undefined)).filter((p): p is string => p !== undefined));
+  for (const [k, r] of state.resources) {
+    if (declared.has(k) || r.project === undefined || !projects.has(r.project)) continue;
+    const owner = hasLabels(r.descriptor) ? (r.object[LABELS_FIELD] as Record<string, string> | undefined)?.[MANAGED_BY_LABEL] : undefined;
+    if (owner === plan.sourceId) continue; // orphaned, listed above
+    const d = r.descriptor;
+    out.push({
+      type: 'unmanaged', kind: d.kind, yamlKind: d.yamlKind ?? d.kind, project: r.project, name: String(r.object[d.identity]), id: r.object.id, changes: [],
+      detail: owner ? `managed by another source "${owner}"` : 'not declared (made by hand)',
+    });
+  }
+  return out;
+}

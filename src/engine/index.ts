@@ -1,0 +1,87 @@
+/**
+ * The reconciler engine: observe (list calls) -> diff (descriptor rules) -> plan (whole graph)
+ * -> apply (reference order, bounded concurrency); drift report. No per-kind code.
+ */
+import { basename, dirname, resolve } from 'node:path';
+import { statSync } from 'node:fs';
+import type { DataPlatformClient } from '../client/index.js';
+import { formatConfigError, loadConfig, resolveSecrets, sortErrors, type ConfigDocument, type ResolvedSecrets } from '../config/index.js';
+import { applyPlan, type ApplyResult } from './apply.js';
+import { driftReport, type DriftEntry } from './drift.js';
+import { observe, type LiveState } from './observe.js';
+import { makePlan, type Plan, type PlanOptions } from './plan.js';
+
+export * from './diff.js';
+export * from './observe.js';
+export * from './plan.js';
+export * from './apply.js';
+export * from './drift.js';
+export * from './format.js';
+
+/** Default source id: the name of the config's directory (of the first path; a file's own directory). */
+export function defaultSourceId(path: string): string {
+  const abs = resolve(path);
+  let dir = abs;
+  try {
+    if (!statSync(abs).isDirectory()) dir = dirname(abs);
+  } catch {
+    // loadConfig reports a missing path.
+  }
+  return basename(dir) || 'root';
+}
+
+export interface EngineOptions extends Partial<PlanOptions> {
+  sourceId: string;
+  concurrency?: number;
+  allowUndeclaredProjects?: boolean;
+  env?: Record<string, string | undefined>;
+  /** Observe every declarable kind (prune, drift), not only the kinds the config uses. */
+  allKinds?: boolean;
+}
+
+export interface Prepared {
+  documents: ConfigDocument[];
+  secrets: ResolvedSecrets;
+  state: LiveState;
+  plan: Plan;
+}
+
+/** Thrown for configuration errors (nothing was contacted, or nothing changed). */
+export class EngineConfigError extends Error {
+  constructor(readonly errors: string[]) {
+    super(errors.join('\n'));
+    this.name = 'EngineConfigError';
+  }
+}
+
+/** Loads and validates the config, resolves secrets, observes and plans. */
+export async function preparePlan(client: DataPlatformClient, paths: string[], options: EngineOptions): Promise<Prepared> {
+  const { config, errors } = loadConfig(paths, { allowUndeclaredProjects: options.allowUndeclaredProjects ?? false });
+  const resolved = resolveSecrets(config.documents, { env: options.env ?? process.env });
+  const all = sortErrors([...errors, ...resolved.errors], config.files);
+  if (all.length) throw new EngineConfigError(all.map(formatConfigError));
+  const prune = options.prune ?? false;
+  const state = await observe(client, config.documents, { allKinds: options.allKinds ?? prune, concurrency: options.concurrency ?? 4, sourceId: options.sourceId });
+  const plan = makePlan(config.documents, state, resolved.secrets, {
+    sourceId: options.sourceId,
+    prune,
+    allowMassDelete: options.allowMassDelete ?? false,
+    adopt: options.adopt ?? false,
+    specOperations: options.specOperations ?? false,
+  });
+  return { documents: config.documents, secrets: resolved.secrets, state, plan };
+}
+
+/** Plans and, when the plan has no errors, applies. */
+export async function reconcile(client: DataPlatformClient, paths: string[], options: EngineOptions & { onProgress?: (line: string) => void }): Promise<Prepared & { result?: ApplyResult }> {
+  const prepared = await preparePlan(client, paths, options);
+  if (prepared.plan.errors.length) return prepared;
+  const result = await applyPlan(client, prepared.plan, prepared.documents, prepared.state, prepared.secrets, { concurrency: options.concurrency ?? 4, onProgress: options.onProgress });
+  return { ...prepared, result };
+}
+
+/** Drift: a plan with prune over every declarable kind, as a report. */
+export async function detectDrift(client: DataPlatformClient, paths: string[], options: EngineOptions): Promise<Prepared & { drift: DriftEntry[] }> {
+  const prepared = await preparePlan(client, paths, { ...options, prune: true, allowMassDelete: true, allKinds: true });
+  return { ...prepared, drift: driftReport(prepared.plan, prepared.documents, prepared.state) };
+}

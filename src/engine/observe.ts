@@ -1,0 +1,118 @@
+import { MANAGED_BY_LABEL } from './diff.js';
+import type { DataPlatformClient } from '../client/index.js';
+import { ApiError } from '../client/index.js';
+import { declarableKinds, type ConfigDocument } from '../config/index.js';
+import type { KindDescriptor } from '../kinds/index.js';
+
+export type LiveObject = Record<string, unknown> & { id: string };
+
+/** A live resource with where it was found. */
+export interface LiveResource {
+  descriptor: KindDescriptor;
+  /** Project name, for project-scoped kinds. */
+  project?: string;
+  projectId?: string;
+  object: LiveObject;
+}
+
+/** Everything observed, by list calls only (100 per page). */
+export interface LiveState {
+  /** Live projects by name. */
+  projects: Map<string, LiveObject>;
+  /** Resources by key (see resourceKey), projects and users included. */
+  resources: Map<string, LiveResource>;
+  /** Resources by id. */
+  byId: Map<string, LiveResource>;
+  /** Which (kind, project) collections were listed: `kind\0project`. */
+  listed: Set<string>;
+  warnings: string[];
+}
+
+/** Identity values compare as the API does (lowercased when the kind normalises its identity). */
+export function identityKey(d: KindDescriptor, value: string): string {
+  return d.normalizers.some((n) => n.path.length === 1 && n.path[0] === d.identity && n.rule === 'lowercase') ? value.trim().toLowerCase() : value;
+}
+
+export function resourceKey(d: KindDescriptor, project: string | undefined, identity: string): string {
+  return `${d.kind}\u0000${d.scope === 'project' ? (project ?? '') : ''}\u0000${identityKey(d, identity)}`;
+}
+
+export const collectionKey = (kind: string, project: string | undefined) => `${kind}\u0000${project ?? ''}`;
+
+/** Runs `fn` over `items` with at most `limit` at a time. */
+export async function mapLimit<T, R>(items: T[], limit: number, fn: (item: T) => Promise<R>): Promise<R[]> {
+  const out: R[] = new Array(items.length);
+  let next = 0;
+  const workers = Array.from({ length: Math.max(1, Math.min(limit, items.length)) }, async () => {
+    while (next < items.length) {
+      const i = next++;
+      out[i] = await fn(items[i]);
+    }
+  });
+  await Promise.all(workers);
+  return out;
+}
+
+export interface ObserveOptions {
+  /** Every declarable kind in every named project (for prune and drift), not only the kinds the config uses. */
+  allKinds: boolean;
+  concurrency: number;
+  /** With allKinds: also list inside projects labelled as managed by this source (a pruned project takes its contents with it). */
+  sourceId?: string;
+}
+
+/**
+ * Lists all projects, then, for each project the config names that exists, every kind the
+ * config uses (or every declarable kind); tenant-level kinds once. Never one GET per resource.
+ */
+export async function observe(client: DataPlatformClient, documents: ConfigDocument[], options: ObserveOptions): Promise<LiveState> {
+  const state: LiveState = { projects: new Map(), resources: new Map(), byId: new Map(), listed: new Set(), warnings: [] };
+  const add = (descriptor: KindDescriptor, project: string | undefined, projectId: string | undefined, object: LiveObject) => {
+    const identity = String(object[descriptor.identity] ?? object.id);
+    const r: LiveResource = { descriptor, project, projectId, object };
+    state.resources.set(resourceKey(descriptor, project, identity), r);
+    state.byId.set(object.id, r);
+  };
+  const projectKind = declarableKinds().find((d) => d.kind === 'project')!;
+  for await (const p of client.resourcesOf('project').iterate()) {
+    const obj = p as LiveObject;
+    state.projects.set(String(obj.name), obj);
+    add(projectKind, undefined, undefined, obj);
+  }
+  state.listed.add(collectionKey('project', undefined));
+
+  const kinds = options.allKinds ? declarableKinds() : [...new Map(documents.map((d) => [d.descriptor.kind, d.descriptor])).values()];
+  const projectNames = new Set<string>();
+  for (const doc of documents) {
+    if (doc.project !== undefined) projectNames.add(doc.project);
+    else if (doc.descriptor.kind === 'project') projectNames.add(doc.name);
+  }
+  if (options.allKinds && options.sourceId !== undefined) {
+    for (const [name, p] of state.projects) if ((p.labels as Record<string, string> | undefined)?.[MANAGED_BY_LABEL] === options.sourceId) projectNames.add(name);
+  }
+  const jobs: { descriptor: KindDescriptor; project?: string; projectId?: string }[] = [];
+  for (const d of kinds) {
+    if (d.kind === 'project' || !d.operations.includes('list')) continue;
+    if (d.scope === 'tenant') jobs.push({ descriptor: d });
+    else for (const name of [...projectNames].sort()) {
+      const live = state.projects.get(name);
+      if (live) jobs.push({ descriptor: d, project: name, projectId: live.id });
+    }
+  }
+  await mapLimit(jobs, options.concurrency, async (job) => {
+    try {
+      const items = await client.resourcesOf(job.descriptor.kind, { projectId: job.projectId }).listAll();
+      for (const item of items) add(job.descriptor, job.project, job.projectId, item as LiveObject);
+      state.listed.add(collectionKey(job.descriptor.kind, job.project));
+    } catch (err) {
+      // A kind the config does not use, that this credential may not read: not fatal for drift and prune.
+      const used = documents.some((d) => d.descriptor.kind === job.descriptor.kind);
+      if (!used && err instanceof ApiError && (err.status === 403 || err.status === 404)) {
+        state.warnings.push(`cannot list ${job.descriptor.kind}${job.project ? ` in project ${job.project}` : ''}: ${err.serverMessage}`);
+        return;
+      }
+      throw err;
+    }
+  });
+  return state;
+}
