@@ -112,8 +112,15 @@ export interface ResourceDiff {
  * by the descriptor's rules: only declared fields, plus undeclared fields that have a schema
  * default (absent = default); computed fields ignored; server normalisations applied first;
  * secrets left out (they are compared by fingerprint, see secretsFingerprint).
+ * With `clearUndeclared` (resources this source owns, whose config is the whole truth), an
+ * optional field with no default that the config no longer declares is cleared (PATCH null).
  */
-export function diffResource(d: KindDescriptor, desiredBody: Record<string, unknown>, live: Record<string, unknown>): ResourceDiff {
+export function diffResource(
+  d: KindDescriptor,
+  desiredBody: Record<string, unknown>,
+  live: Record<string, unknown>,
+  options: { clearUndeclared?: boolean } = {},
+): ResourceDiff {
   const schema = d.createSchema;
   const desired = stripped(d, desiredBody);
   normalize(d, desired);
@@ -124,6 +131,7 @@ export function diffResource(d: KindDescriptor, desiredBody: Record<string, unkn
     let want: unknown;
     if (desired[name] !== undefined) want = fillDefaults(prop, desired[name]);
     else if (prop.default !== undefined) want = fillDefaults(prop, structuredClone(prop.default));
+    else if (options.clearUndeclared && actual[name] !== undefined && actual[name] !== null && name !== d.identity && !(schema.required ?? []).includes(name)) want = null;
     else continue;
     let have: unknown = actual[name];
     if (have === undefined || have === null) have = prop.default !== undefined ? fillDefaults(prop, structuredClone(prop.default)) : have;

@@ -170,7 +170,7 @@ export function makePlan(documents: ConfigDocument[], state: LiveState, secrets:
       change.changes = leafChanges([], {}, displayBody(doc, body));
       if (!ops.includes('create')) change.unsupported = `the service has no create for ${d.kind}`;
     } else {
-      const diff = diffResource(d, body, existing.object);
+      const diff = diffResource(d, body, existing.object, { clearUndeclared: ownership === 'owned' || ownership === 'adopted' });
       const changes = diff.changes.filter((c) => !c.field.startsWith(`${LABELS_FIELD}.${SECRETS_SHA_LABEL}`));
       const fields = new Set(diff.fields);
       if (hasLabels(d) && doc.secrets.length) {

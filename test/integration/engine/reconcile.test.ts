@@ -77,6 +77,19 @@ describe('reconciler engine on examples/platform', () => {
     expect(active((await preparePlan(client, [dir], opts())).plan)).toEqual([]);
   });
 
+  test('a field removed from the config is cleared on resources this source owns', async () => {
+    edit(dir, 'analytics/transform.yaml', 'schedule: "30  3 * * *"', '');
+    const { plan } = await preparePlan(client, [dir], opts());
+    const changes = active(plan);
+    expect(changes.map((c) => [c.action, c.name, c.changes.map((f) => f.field)])).toEqual([['update', 'nightly-revenue', ['schedule']]]);
+    expect(changes[0].changes[0]).toMatchObject({ before: '30 3 * * *', after: null });
+    expect((await reconcile(client, [dir], opts())).result!.converged).toBe(true);
+    const analytics = await projectId(client, 'analytics');
+    const nightly = (await client.resources('pipeline', { projectId: analytics }).findByName('nightly-revenue'))!;
+    expect(nightly).not.toHaveProperty('schedule');
+    expect(active((await preparePlan(client, [dir], opts())).plan)).toEqual([]);
+  });
+
   test('drift by hand is reported, and apply corrects it', async () => {
     const analytics = await projectId(client, 'analytics');
     const pipelines = client.resources('pipeline', { projectId: analytics });
