@@ -2,6 +2,8 @@ import { Command } from 'commander';
 import { serveCommand, tenantCommand } from './serve.js';
 import { validateCommand } from './validate.js';
 import { applyCommand, driftCommand, planCommand } from './plan.js';
+import { adoptCommand, exportCommand } from './export.js';
+import { providerCommand } from './provider.js';
 
 const program = new Command('dpctl')
   .description('Manage a data platform as code: the reference service, plans and applies, the controller, the Terraform provider')
@@ -11,7 +13,10 @@ const program = new Command('dpctl')
   .addCommand(validateCommand())
   .addCommand(planCommand())
   .addCommand(applyCommand())
-  .addCommand(driftCommand());
+  .addCommand(driftCommand())
+  .addCommand(exportCommand())
+  .addCommand(adoptCommand())
+  .addCommand(providerCommand());
 
 program.parseAsync(process.argv).catch((err: Error) => {
   process.stderr.write(`dpctl: ${err.message}\n`);

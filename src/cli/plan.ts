@@ -16,7 +16,7 @@ import {
   type EngineOptions,
 } from '../engine/index.js';
 
-interface CommonOpts {
+export interface CommonOpts {
   url?: string;
   apiKey?: string;
   caFile?: string;
@@ -31,13 +31,17 @@ interface CommonOpts {
   allowMassDelete?: boolean;
 }
 
-function withCommon(cmd: Command): Command {
+/** Target and credential options (no config path). */
+export function withConnection(cmd: Command): Command {
   return cmd
-    .argument('<path>', 'YAML file or directory (read recursively)')
     .option('--url <url>', 'API URL, e.g. https://acme.localhost:8443 (default DATAPLATFORM_URL)')
     .option('--api-key <key>', 'API key (default DATAPLATFORM_API_KEY; or DATAPLATFORM_EMAIL + DATAPLATFORM_PASSWORD)')
     .option('--ca-file <file>', 'CA to trust (default DATAPLATFORM_CA_FILE)')
-    .option('--insecure', 'skip TLS certificate verification (DATAPLATFORM_INSECURE=1)')
+    .option('--insecure', 'skip TLS certificate verification (DATAPLATFORM_INSECURE=1)');
+}
+
+export function withCommon(cmd: Command): Command {
+  return withConnection(cmd.argument('<path>', 'YAML file or directory (read recursively)'))
     .option('--source-id <id>', 'ownership label value (default: the config directory name)')
     .addOption(new Option('--output <format>', 'output format').choices(['text', 'json']).default('text'))
     .option('--concurrency <n>', 'parallel API calls', '4')
@@ -46,7 +50,7 @@ function withCommon(cmd: Command): Command {
     .option('--spec-operations', 'plan with only the operations the spec documents (a service run with --strict-spec)', false);
 }
 
-function makeClient(opts: CommonOpts): DataPlatformClient {
+export function makeClient(opts: Pick<CommonOpts, 'url' | 'apiKey' | 'caFile' | 'insecure'>): DataPlatformClient {
   const overrides: Partial<ClientConfig> = {};
   if (opts.url) overrides.url = opts.url;
   if (opts.apiKey) Object.assign(overrides, { apiKey: opts.apiKey, email: undefined, password: undefined });
@@ -55,7 +59,7 @@ function makeClient(opts: CommonOpts): DataPlatformClient {
   return new DataPlatformClient(clientConfigFromEnv({ ...process.env, ...(opts.url ? { DATAPLATFORM_URL: opts.url } : {}) }, overrides));
 }
 
-function engineOptions(path: string, opts: CommonOpts): EngineOptions {
+export function engineOptions(path: string, opts: CommonOpts): EngineOptions {
   const concurrency = Number(opts.concurrency);
   if (!Number.isInteger(concurrency) || concurrency < 1 || concurrency > 64) throw new Error(`--concurrency must be an integer from 1 to 64, got ${opts.concurrency}`);
   return {
@@ -70,7 +74,7 @@ function engineOptions(path: string, opts: CommonOpts): EngineOptions {
 }
 
 /** Runs a command body; configuration and API errors exit 1 with a message. */
-async function guarded(fn: () => Promise<number>): Promise<void> {
+export async function guarded(fn: () => Promise<number>): Promise<void> {
   try {
     process.exitCode = await fn();
   } catch (err) {

@@ -17,6 +17,8 @@ export * from './plan.js';
 export * from './apply.js';
 export * from './drift.js';
 export * from './format.js';
+export * from './export.js';
+export * from './adopt.js';
 
 /** Default source id: the name of the config's directory (of the first path; a file's own directory). */
 export function defaultSourceId(path: string): string {

@@ -29,6 +29,8 @@ export interface ServiceOptions {
   timeScale: number;
   /** Seconds a connection to a connector's source may take (connect, test, discovery). */
   sourceTimeout: number;
+  /** Seconds between WebSocket stream heartbeats (ping and credential re-check); default 30. */
+  streamHeartbeatSeconds?: number;
 }
 
 export const DEFAULT_OPTIONS: Omit<ServiceOptions, 'dataDir'> = {

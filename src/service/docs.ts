@@ -20,7 +20,12 @@ export async function registerDocs(app: FastifyInstance, ctx: ServiceContext) {
         version: 'v1',
         description:
           'Reference implementation. Operations marked `x-extension: true` are our documented additions to the spec; ' +
-          'start the service with `--strict-spec` to serve only the documented surface.',
+          'start the service with `--strict-spec` to serve only the documented surface. ' +
+          'WebSocket streams (not listed as operations): `wss://<tenant host>/api/v1/ws/pipelines/{pipelineId}/runs/{runId}` sends ' +
+          '`step_update` messages {type, step_id, step_name, status, duration_seconds, timestamp}; `wss://<tenant host>/api/v1/ws/alerts` sends ' +
+          '{type: alert_fired | alert_acknowledged | alert_resolved, alert, timestamp}. Both authenticate with the `token` query parameter only ' +
+          '(access token or API key); refusals are HTTP 401/404/426 before the upgrade; close codes 4401 (credential revoked or expired), ' +
+          '4403 (no longer allowed), 4404 (pipeline deleted), 1001 (server shutting down), 1011 (server error). See the README, "Streams (WebSocket)".',
       },
       servers: [{ url: '/api/v1', description: 'This tenant host' }],
       components: { securitySchemes: { bearerAuth: { type: 'http', scheme: 'bearer', description: 'An access token from /auth/login or an API key' } } },

@@ -21,6 +21,7 @@ import { createPlainHttpGuard } from './plain-http-guard.js';
 import { DEFAULT_OPTIONS, type ServiceContext, type ServiceOptions } from './context.js';
 import { registerDocs } from './docs.js';
 import { registerRoutes } from './routes/index.js';
+import { registerStreams } from './streams/index.js';
 
 export interface RunningService {
   ctx: ServiceContext;
@@ -120,8 +121,10 @@ export async function startService(partial: Partial<ServiceOptions> & { dataDir:
   });
 
   let inFlight = 0;
+  // WebSocket upgrades are not drained (streams close them with 1001); an accepted one never gets onResponse.
+  const drained = (req: FastifyRequest) => !req.raw.headers.upgrade;
   app.addHook('onRequest', async (req: FastifyRequest, reply: FastifyReply) => {
-    inFlight++;
+    if (drained(req)) inFlight++;
     reply.header('X-Request-Id', req.id);
     const settings = req.routeOptions.config?.settings ?? {};
     if (settings.tenantless) return;
@@ -165,7 +168,7 @@ export async function startService(partial: Partial<ServiceOptions> & { dataDir:
   });
 
   app.addHook('onResponse', async (req, reply) => {
-    inFlight--;
+    if (drained(req)) inFlight--;
     req.log.info(
       { reqId: req.id, method: req.method, url: redactUrl(req.url), statusCode: reply.statusCode, tenant: req.tenant?.slug, actor: req.actor && `${req.actor.type}:${req.actor.id}`, ms: Math.round(reply.elapsedTime) },
       'request',
@@ -185,6 +188,7 @@ export async function startService(partial: Partial<ServiceOptions> & { dataDir:
 
   await registerDocs(app, ctx);
   await registerRoutes(app, ctx);
+  const streams = await registerStreams(app, ctx);
   await app.ready();
 
   const https = app.server as HttpsServer;
@@ -211,6 +215,7 @@ export async function startService(partial: Partial<ServiceOptions> & { dataDir:
     close: () =>
       (closing ??= (async () => {
         guard.close();
+        await streams.close();
         https.closeIdleConnections?.();
         // Drain: requests already being served finish (up to 10 s), then the store closes cleanly.
         const deadline = Date.now() + 10_000;

@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { execFileSync } from 'node:child_process';
 import { connect } from 'node:net';
+import { connect as tlsConnect } from 'node:tls';
 import { TestHttp } from '../support/http.js';
 import { startServe, runDpctl, type RunningCli } from '../support/cli.js';
 
@@ -81,15 +82,26 @@ describe('dpctl serve start-up contract', () => {
   it('drains an in-flight request on SIGTERM, then exits 0', async () => {
     const dataDir = tempDir();
     const s = await serve(['--data-dir', dataDir], BOOT);
-    const http = new TestHttp(join(dataDir, 'tls', 'ca.pem'));
-    await login(http, s.port); // warm the connection and the per-host certificate
-    const inFlight = login(http, s.port); // scrypt makes this take tens of milliseconds
-    await new Promise((r) => setTimeout(r, 5));
+    // Raw HTTPS so the request is certainly in flight at the server (headers and half the
+    // body sent) when SIGTERM comes; the rest of the body follows after the signal.
+    const body = JSON.stringify({ email: BOOT.DP_BOOTSTRAP_EMAIL, password: BOOT.DP_BOOTSTRAP_PASSWORD });
+    const half = Math.floor(body.length / 2);
+    const socket = tlsConnect({ host: '127.0.0.1', port: s.port, servername: 'acme.localhost', ca: readFileSync(join(dataDir, 'tls', 'ca.pem')) });
+    let answer = '';
+    socket.on('data', (d) => (answer += d));
+    const closed = new Promise((r) => socket.on('close', r));
+    await new Promise((r) => socket.once('secureConnect', r));
+    const head = `POST /api/v1/auth/login HTTP/1.1\r\nHost: acme.localhost:${s.port}\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\nConnection: close\r\n\r\n`;
+    await new Promise((r) => socket.write(head + body.slice(0, half), r));
+    await new Promise((r) => setTimeout(r, 250));
     const exit = s.stop('SIGTERM');
-    expect((await inFlight).status).toBe(200);
+    await new Promise((r) => setTimeout(r, 100));
+    socket.write(body.slice(half));
+    await closed;
+    expect(answer).toMatch(/^HTTP\/1.1 200/);
+    expect(answer).toContain('access_token');
     expect(await exit).toBe(0);
     expect(s.stderr()).toContain('draining');
-    await http.close();
   });
 
   it('honours --rate-limit, --access-token-ttl and --strict-spec', async () => {

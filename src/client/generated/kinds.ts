@@ -926,6 +926,12 @@ export interface DiscoveredSchema {
       name?: string;
       type?: string;
       nullable?: boolean;
+      /** Name of the project classification whose column matcher matches this column (absent when none does). */
+      classification?: string;
+      classification_id?: string;
+      sensitivity?: "public" | "internal" | "confidential" | "restricted";
+      /** Method of the enabled masking policy of that classification; null when it has none. */
+      masking?: "redact" | "hash" | "partial" | "nullify" | null;
       [key: string]: unknown;
     }>;
     [key: string]: unknown;

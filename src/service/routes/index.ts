@@ -6,6 +6,7 @@ import { registerAuthRoutes } from './auth.js';
 import { registerAuditLogRoutes } from './audit-logs.js';
 import { registerViewRoutes } from './views.js';
 import { registerRuntimeRoutes } from './runtime.js';
+import { registerNotificationRoutes } from './notifications.js';
 
 export async function registerRoutes(app: FastifyInstance, ctx: ServiceContext) {
   app.addSchema({
@@ -29,4 +30,5 @@ export async function registerRoutes(app: FastifyInstance, ctx: ServiceContext) 
   registerAuditLogRoutes(app, ctx);
   registerViewRoutes(app, ctx);
   registerRuntimeRoutes(app, ctx);
+  registerNotificationRoutes(app, ctx);
 }

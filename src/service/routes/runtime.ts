@@ -12,6 +12,8 @@ import { discoverSchema, startConnectorSync, testConnector } from '../runtime/co
 import { startPipelineRun } from '../runtime/pipelines.js';
 import { startDbtRun } from '../runtime/dbt.js';
 import { applyInfrastructure, planInfrastructure } from '../runtime/infrastructure.js';
+import { installScheduler } from '../runtime/scheduler.js';
+import { classifySchema } from '../runtime/classify.js';
 
 const params = (...names: string[]) => ({ type: 'object', properties: Object.fromEntries(names.map((n) => [n, { type: 'string' }])) });
 
@@ -28,6 +30,7 @@ export function registerRuntimeRoutes(app: FastifyInstance, ctx: ServiceContext)
   installRecovery(rt);
   app.addHook('onReady', async () => rt.start());
   app.addHook('onClose', async () => rt.stop());
+  installScheduler(app, rt);
 
   const runSchema = kind('run').responseSchema;
   const triggerSchema = kind('run_trigger').responseSchema;
@@ -115,7 +118,7 @@ export function registerRuntimeRoutes(app: FastifyInstance, ctx: ServiceContext)
     },
     async (req) => {
       const { found } = await load(req, 'connector', 'connectorId');
-      return discoverSchema(rt, found);
+      return classifySchema(rt, found, await discoverSchema(rt, found));
     },
   );
 

@@ -7,6 +7,7 @@ import { toPage } from '../pagination.js';
 import { conflict, notFound } from '../errors.js';
 import { nowIso } from '../ids.js';
 import { topologicalOrder } from '../../kinds/dag.js';
+import { runtimeOf } from '../runtime/runtime.js';
 
 interface DeclaredModel {
   name: string;
@@ -146,7 +147,7 @@ export function registerViewRoutes(app: FastifyInstance, ctx: ServiceContext) {
         const projectId = await resolveProject(ctx, req);
         const alertId = (req.params as { alertId: string }).alertId;
         req.auditDetails = { projectId, resourceId: alertId };
-        return ctx.db.tx(async (q) => {
+        const data = await ctx.db.tx(async (q) => {
           // Locked first, so of two concurrent transitions the second sees the first's outcome.
           if (!(await lockRow(ctx, q, req.tenant!.id, alertId))) throw notFound('Alert');
           const alert = await ctx.resources.get(req.tenant!.id, projectId, 'alert', alertId, q);
@@ -161,6 +162,9 @@ export function registerViewRoutes(app: FastifyInstance, ctx: ServiceContext) {
           req.auditDetails!.diff = { status: { before: before.status, after: to } };
           return alert.data;
         });
+        // After the commit: the alert stream (and anything else listening) hears of the transition.
+        runtimeOf(ctx).events.emit('alert_update', req.tenant!.id, data);
+        return data;
       },
     );
   transition('acknowledge', ['firing'], 'acknowledged');

@@ -4,6 +4,7 @@ import { Stopped, type Runtime } from './runtime.js';
 import { guarded, inProject, insertRun, pendingUnit, RunRecorder, runningRunOf, updateResource, type RunData, type StepResult, type Trigger, type UnitStatus } from './runs.js';
 import { startConnectorSync, type Started } from './connectors.js';
 import { startDbtRun } from './dbt.js';
+import { deliver } from './notifications.js';
 
 interface DeclaredStep {
   name: string;
@@ -64,8 +65,25 @@ async function runPipeline(rt: Runtime, rec: RunRecorder, declared: DeclaredStep
   const outcomes = new Map<string, Promise<UnitStatus>>();
 
   const execute = async (step: DeclaredStep, result: StepResult): Promise<string | null> => {
-    if (step.type === 'notification') return null; // recorded as delivered; sending comes with notifications
     const { tenantId, projectId } = rec.stored;
+    if (step.type === 'notification') {
+      // Sent through the channel (notifications.ts); a failed delivery (after retries) fails the step.
+      const channel = await rt.ctx.resources.get(tenantId, projectId, 'notification_channel', step.channel_id ?? '');
+      if (!channel) return `notification channel ${step.channel_id} does not exist`;
+      if (channel.data.enabled === false) return `notification channel "${channel.name}" is disabled`;
+      rec.check();
+      const sent = await deliver(rt, channel, {
+        type: 'pipeline_notification',
+        project_id: projectId,
+        timestamp: rt.now(),
+        message: `Pipeline run ${rec.id}: step ${step.name}`,
+        pipeline_id: rec.stored.parentId,
+        run_id: rec.id,
+        step_name: step.name,
+        steps: rec.data.steps.map((s) => ({ step_name: s.step_name, status: s.status, error: s.error })),
+      });
+      return sent.success ? null : `notification to "${channel.name}" failed: ${sent.message}`;
+    }
     let started: Started;
     try {
       started =

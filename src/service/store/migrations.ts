@@ -71,6 +71,60 @@ CREATE INDEX audit_logs_listing ON audit_logs (tenant_id, project_id, seq);
     id: 2,
     sql: `CREATE INDEX resources_kind_seq ON resources (tenant_id, project_id, kind, seq);`,
   },
+  {
+    // Schedules, alerting and notifications (src/service/runtime/scheduler.ts, alerts.ts, notifications.ts, escalation.ts).
+    // schedule_ticks: one row per (resource, cron tick), claimed with INSERT ... ON CONFLICT DO NOTHING, so of
+    // several replicas only the inserter starts the run. alert_escalations: the same claim per (alert, escalation step).
+    id: 3,
+    sql: `
+CREATE TABLE schedule_ticks (
+  resource_id TEXT NOT NULL,
+  tick TEXT NOT NULL,
+  tenant_id TEXT NOT NULL,
+  project_id TEXT NOT NULL,
+  kind TEXT NOT NULL,
+  instance_id TEXT NOT NULL,
+  outcome TEXT NOT NULL,
+  run_id TEXT,
+  detail TEXT,
+  claimed_at TEXT NOT NULL,
+  PRIMARY KEY (resource_id, tick)
+);
+CREATE TABLE alert_escalations (
+  alert_id TEXT NOT NULL,
+  step_key TEXT NOT NULL,
+  tenant_id TEXT NOT NULL,
+  notified_at TEXT NOT NULL,
+  PRIMARY KEY (alert_id, step_key)
+);
+CREATE TABLE notification_deliveries (
+  seq {{SERIAL}},
+  id TEXT NOT NULL UNIQUE,
+  tenant_id TEXT NOT NULL,
+  project_id TEXT NOT NULL,
+  channel_id TEXT NOT NULL,
+  event_type TEXT NOT NULL,
+  alert_id TEXT,
+  status TEXT NOT NULL,
+  status_code INTEGER,
+  attempts INTEGER NOT NULL,
+  message TEXT NOT NULL,
+  created_at TEXT NOT NULL
+);
+CREATE INDEX notification_deliveries_channel ON notification_deliveries (tenant_id, channel_id, seq);
+CREATE TABLE email_outbox (
+  seq {{SERIAL}},
+  id TEXT NOT NULL UNIQUE,
+  tenant_id TEXT NOT NULL,
+  project_id TEXT NOT NULL,
+  channel_id TEXT NOT NULL,
+  recipients TEXT NOT NULL,
+  subject TEXT NOT NULL,
+  body TEXT NOT NULL,
+  created_at TEXT NOT NULL
+);
+`,
+  },
 ];
 
 export async function migrate(db: Db): Promise<void> {

@@ -85,7 +85,6 @@ const SPEC_OPERATIONS = [
  * When one is implemented, move it out of here: the test insists this is exactly what is missing.
  */
 const PENDING = [
-  'POST /projects/{id}/notification-channels/{channelId}/test',
   'GET /auth/sso/{provider_id}/login',
   'GET /auth/google/login',
 ];
@@ -108,6 +107,7 @@ const KNOWN_EXTENSIONS = [
   'GET /projects/{id}/dbt-projects/{dbtId}/runs/{runId}',
   'GET /projects/{id}/infrastructure/runs',
   'GET /projects/{id}/infrastructure/runs/{runId}',
+  'GET /projects/{id}/notification-channels/{channelId}/deliveries',
 ];
 
 const HTTP_METHODS = ['get', 'put', 'post', 'delete', 'options', 'head', 'patch', 'trace'];

@@ -1,0 +1,299 @@
+import { ApiError, type DataPlatformClient, type DynamicResourceClient } from '../client/index.js';
+import { deepEqual, diffResource, normalize } from '../engine/diff.js';
+import { valuesAt } from '../kinds/index.js';
+import { apiToTf, defaultTf, objectToApi, objectToTf, tfToApi, type AttrSpec, type ResourceSpec } from './schema.js';
+import { UNKNOWN, hasUnknown, inconsistencies, isTfObject, tfEqual, type TfObject, type TfValue } from './values.js';
+
+/** Raised for problems shown to the user as an error diagnostic. */
+export class ProviderError extends Error {
+  constructor(
+    readonly summary: string,
+    readonly detail = '',
+    readonly newState?: TfObject | null,
+  ) {
+    super(summary);
+  }
+}
+
+/** The `*_wo_version` values below an attribute's value, in order. */
+function woVersions(a: AttrSpec, v: TfValue, out: TfValue[] = []): TfValue[] {
+  if (a.synthetic === 'wo_version') out.push(v);
+  else if (a.shape === 'object' && isTfObject(v)) for (const c of a.attrs!) woVersions(c, v[c.name] ?? null, out);
+  else if (a.shape === 'objects' && Array.isArray(v)) for (const item of v) if (isTfObject(item)) for (const c of a.attrs!) woVersions(c, item[c.name] ?? null, out);
+  return out;
+}
+
+/** Puts `<secret>_wo` values from the config into an API body as `<secret>`. */
+export function injectWriteOnly(attrs: AttrSpec[], config: TfObject, body: Record<string, unknown>): void {
+  for (const a of attrs) {
+    const c = config[a.name] ?? null;
+    if (a.synthetic === 'wo') {
+      if (typeof c === 'string' || typeof c === 'number') body[a.secretOf!] = c;
+    } else if (a.shape === 'object' && isTfObject(c) && body[a.name] && typeof body[a.name] === 'object') {
+      injectWriteOnly(a.attrs!, c, body[a.name] as Record<string, unknown>);
+    } else if (a.shape === 'objects' && Array.isArray(c) && Array.isArray(body[a.name])) {
+      const items = body[a.name] as Record<string, unknown>[];
+      c.forEach((item, i) => {
+        if (isTfObject(item) && items[i]) injectWriteOnly(a.attrs!, item, items[i]);
+      });
+    }
+  }
+}
+
+/** Config errors: a secret given both plainly and write-only. */
+export function writeOnlyConflicts(attrs: AttrSpec[], config: TfObject | null, path: string[] = [], out: string[] = []): string[] {
+  if (!config) return out;
+  for (const a of attrs) {
+    const c = config[a.name] ?? null;
+    if (a.synthetic === 'wo' && c !== null && (config[a.secretOf!] ?? null) !== null) out.push([...path, a.secretOf!].join('.'));
+    else if (a.shape === 'object' && isTfObject(c)) writeOnlyConflicts(a.attrs!, c, [...path, a.name], out);
+    else if (a.shape === 'objects' && Array.isArray(c)) c.forEach((item, i) => isTfObject(item) && writeOnlyConflicts(a.attrs!, item, [...path, a.name, String(i)], out));
+  }
+  return out;
+}
+
+const computedOnly = (a: AttrSpec) => a.computed && !a.optional && !a.required;
+/** Computed fields that never change after creation. */
+const STABLE = new Set(['id', 'created_at']);
+
+/**
+ * Plan, apply, read and import for one kind, driven only by its descriptor and the attribute
+ * specs derived from it. Values are Terraform values (see values.ts) in and out.
+ */
+export class ResourceHandler {
+  constructor(
+    readonly spec: ResourceSpec,
+    private readonly client: () => DataPlatformClient,
+  ) {}
+
+  private get d() {
+    return this.spec.descriptor;
+  }
+
+  private get projectScoped() {
+    return this.d.scope === 'project';
+  }
+
+  private api(projectId: string | null): DynamicResourceClient {
+    return this.client().resourcesOf(this.d.kind, this.projectScoped ? { projectId: projectId ?? undefined } : {});
+  }
+
+  // ---- plan ----
+
+  private planAttr(a: AttrSpec, c: TfValue, p: TfValue, create: boolean): TfValue {
+    if (a.writeOnly) return null;
+    if (computedOnly(a)) return create || p === undefined ? UNKNOWN : p;
+    if (c === UNKNOWN) return UNKNOWN;
+    if (c === null) {
+      if (a.default !== undefined) return defaultTf(a);
+      if (a.computed) return create ? UNKNOWN : p;
+      return null;
+    }
+    if (a.shape === 'object' && isTfObject(c)) {
+      const prior = isTfObject(p) ? p : null;
+      const out: TfObject = {};
+      for (const child of a.attrs!) out[child.name] = this.planAttr(child, c[child.name] ?? null, prior ? (prior[child.name] ?? null) : null, create || !prior);
+      return out;
+    }
+    if (a.shape === 'objects' && Array.isArray(c)) {
+      const prior = Array.isArray(p) ? p : [];
+      return c.map((item, i) => {
+        if (!isTfObject(item)) return item;
+        const pi = isTfObject(prior[i]) ? (prior[i] as TfObject) : null;
+        const out: TfObject = {};
+        for (const child of a.attrs!) out[child.name] = this.planAttr(child, item[child.name] ?? null, pi ? (pi[child.name] ?? null) : null, create || !pi);
+        return out;
+      });
+    }
+    return c;
+  }
+
+  plan(prior: TfObject | null, proposed: TfObject | null, config: TfObject | null): { planned: TfObject | null; replace: string[][] } {
+    if (proposed === null) return { planned: null, replace: [] };
+    const create = prior === null;
+    const planned: TfObject = {};
+    for (const a of this.spec.attrs) planned[a.name] = this.planAttr(a, config?.[a.name] ?? null, create ? null : (prior[a.name] ?? null), create);
+    const replace: string[][] = [];
+    if (!create) {
+      let changed = false;
+      for (const a of this.spec.attrs) {
+        if (computedOnly(a)) continue;
+        const before = prior[a.name] ?? null;
+        const after = planned[a.name];
+        if (tfEqual(before, after)) continue;
+        // Only a normalisation (or default) difference: keep the prior spelling.
+        if (before !== null && !hasUnknown(after) && this.equivalent(a, after, before)) {
+          planned[a.name] = before;
+          continue;
+        }
+        changed = true;
+        if (a.replace) replace.push([a.name]);
+      }
+      if (changed && replace.length === 0) {
+        for (const a of this.spec.attrs) if (computedOnly(a) && !STABLE.has(a.name) && !this.d.onceFields.includes(a.name)) planned[a.name] = UNKNOWN;
+      }
+    }
+    return { planned, replace };
+  }
+
+  /** Same meaning for the API: equal after defaults and server normalisation, secrets equal. */
+  equivalent(a: AttrSpec, x: TfValue, y: TfValue): boolean {
+    if (hasUnknown(x) || hasUnknown(y)) return false;
+    if (tfEqual(x, y)) return true;
+    if (!tfEqual(woVersions(a, x), woVersions(a, y))) return false;
+    const ax = tfToApi(a, x);
+    const ay = tfToApi(a, y);
+    const desired: Record<string, unknown> = ax === undefined ? {} : { [a.name]: ax };
+    const live: Record<string, unknown> = ay === undefined ? {} : { [a.name]: ay };
+    // Either side may be a user's spelling (prior state, config): normalise both.
+    const liveNormalised = structuredClone(live);
+    normalize(this.d, liveNormalised);
+    if (diffResource(this.d, desired, liveNormalised, { clearUndeclared: true }).fields.includes(a.name)) return false;
+    for (const path of this.d.secretPaths) {
+      if (path[0] !== a.name) continue;
+      const vx = valuesAt(desired, path).map((v) => v.value);
+      const vy = valuesAt(live, path).map((v) => v.value);
+      if (!deepEqual(vx, vy)) return false;
+    }
+    return true;
+  }
+
+  // ---- reading back ----
+
+  /** Copies secret values (never returned by the API) from `from` into `into`. */
+  private overlaySecrets(a: AttrSpec, into: TfValue, from: TfValue): TfValue {
+    if (a.writeOnly) return null;
+    if (a.synthetic === 'wo_version') return from === UNKNOWN ? null : from;
+    if (a.sensitive && !a.computed && (a.shape === 'primitive' || a.shape === 'list' || a.shape === 'map') && a.json['x-secret']) {
+      return from === UNKNOWN ? null : from;
+    }
+    if (a.shape === 'object' && isTfObject(into) && isTfObject(from)) {
+      const out: TfObject = { ...into };
+      for (const child of a.attrs!) out[child.name] = this.overlaySecrets(child, into[child.name] ?? null, from[child.name] ?? null);
+      return out;
+    }
+    if (a.shape === 'objects' && Array.isArray(into) && Array.isArray(from)) {
+      return into.map((item, i) => {
+        const src = from[i];
+        if (!isTfObject(item) || !isTfObject(src)) return item;
+        const out: TfObject = { ...item };
+        for (const child of a.attrs!) out[child.name] = this.overlaySecrets(child, item[child.name] ?? null, src[child.name] ?? null);
+        return out;
+      });
+    }
+    return into;
+  }
+
+  /**
+   * The state for a remote object: for each field the API treats as unchanged, `base`'s
+   * value (the user's spelling); otherwise the remote value. Secrets come from `base`.
+   */
+  reconcile(base: TfObject, remote: Record<string, unknown>): TfObject {
+    const out: TfObject = {};
+    for (const a of this.spec.attrs) {
+      const b = base[a.name] ?? null;
+      if (a.name === 'project_id' && this.projectScoped) {
+        out[a.name] = b === null || b === UNKNOWN ? ((remote.project_id as string) ?? null) : b;
+      } else if (computedOnly(a)) {
+        out[a.name] = remote[a.name] === undefined && this.d.onceFields.includes(a.name) && b !== UNKNOWN ? b : apiToTf(a, remote[a.name]);
+      } else {
+        const r = this.overlaySecrets(a, apiToTf(a, remote[a.name]), b);
+        out[a.name] = b !== UNKNOWN && !hasUnknown(b) && this.equivalent(a, b, r) ? b : r;
+      }
+    }
+    return out;
+  }
+
+  // ---- apply ----
+
+  async apply(prior: TfObject | null, planned: TfObject | null, config: TfObject | null = null): Promise<TfObject | null> {
+    if (planned === null) {
+      if (prior) await this.remove(prior);
+      return null;
+    }
+    const projectId = this.projectScoped ? (planned.project_id as string) : null;
+    const api = this.api(projectId);
+    const writable = this.spec.attrs.filter((a) => !computedOnly(a) && !(a.name === 'project_id' && this.projectScoped));
+    let remote: Record<string, unknown>;
+    if (prior === null) {
+      const body = objectToApi(writable, planned);
+      if (config) injectWriteOnly(writable, config, body);
+      remote = await api.create(body);
+    } else {
+      const patch: Record<string, unknown> = {};
+      for (const a of writable) {
+        if (a.synthetic || tfEqual(prior[a.name] ?? null, planned[a.name] ?? null)) continue;
+        patch[a.name] = tfToApi(a, planned[a.name] ?? null) ?? null;
+        if (config) injectWriteOnly([a], config, patch);
+      }
+      // A top-level `<secret>_wo_version` that changed sends `<secret>_wo` again.
+      for (const a of writable) {
+        if (a.synthetic !== 'wo' || !config) continue;
+        const version = `${a.secretOf}_wo_version`;
+        if (!tfEqual(prior[version] ?? null, planned[version] ?? null)) injectWriteOnly([a], config, patch);
+      }
+      remote = Object.keys(patch).length ? await api.update(prior.id as string, patch) : await api.get(prior.id as string);
+    }
+    const state = this.reconcile(planned, remote);
+    const problems = inconsistencies(planned, state);
+    if (problems.length) {
+      throw new ProviderError(`${this.spec.typeName}: the API's answer does not match the plan`, problems.join('\n'), state);
+    }
+    return state;
+  }
+
+  private async remove(prior: TfObject) {
+    try {
+      await this.api(this.projectScoped ? (prior.project_id as string) : null).delete(prior.id as string);
+    } catch (err) {
+      if (err instanceof ApiError && err.status === 404) return;
+      throw err;
+    }
+  }
+
+  // ---- read / import / upgrade ----
+
+  async read(state: TfObject | null): Promise<TfObject | null> {
+    if (!state || typeof state.id !== 'string') return state;
+    try {
+      const remote = await this.api(this.projectScoped ? (state.project_id as string) : null).get(state.id);
+      return this.reconcile(state, remote);
+    } catch (err) {
+      if (err instanceof ApiError && err.status === 404) return null;
+      throw err;
+    }
+  }
+
+  async import(id: string): Promise<TfObject> {
+    let projectId: string | null = null;
+    let ref = id;
+    if (this.projectScoped) {
+      const slash = id.indexOf('/');
+      if (slash <= 0 || slash === id.length - 1) {
+        throw new ProviderError(`${this.spec.typeName}: import id must be <project_id>/<id> or <project_id>/<${this.d.identity}>`, `got ${JSON.stringify(id)}`);
+      }
+      projectId = id.slice(0, slash);
+      ref = id.slice(slash + 1);
+    }
+    const api = this.api(projectId);
+    let remote: Record<string, unknown> | undefined;
+    try {
+      remote = await api.get(ref);
+    } catch (err) {
+      if (!(err instanceof ApiError && (err.status === 404 || err.status === 400))) throw err;
+    }
+    remote ??= await api.findByName(ref);
+    if (!remote) throw new ProviderError(`${this.spec.typeName}: nothing found for ${JSON.stringify(id)}`, `looked up by id and by ${this.d.identity}`);
+    const state = objectToTf(this.spec.attrs, remote);
+    if (projectId) state.project_id = projectId;
+    return state;
+  }
+
+  upgrade(raw: unknown): TfObject | null {
+    if (!isTfObject(raw as TfValue)) return null;
+    const obj = raw as Record<string, TfValue>;
+    const out: TfObject = {};
+    for (const a of this.spec.attrs) out[a.name] = obj[a.name] ?? null;
+    return out;
+  }
+}

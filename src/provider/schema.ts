@@ -1,0 +1,280 @@
+import type { JsonSchema, KindDescriptor } from '../kinds/index.js';
+import { writableKinds } from '../kinds/index.js';
+import { fillDefaults } from '../engine/diff.js';
+import { UNKNOWN, isTfObject, type TfObject, type TfValue } from './values.js';
+
+/** Terraform provider address parts. The mirror host is ours: no registry serves it. */
+export const PROVIDER_HOST = 'registry.terraform.io';
+export const PROVIDER_NAMESPACE = 'dataplatform';
+export const PROVIDER_TYPE = 'dataplatform';
+export const PROVIDER_SOURCE = `${PROVIDER_NAMESPACE}/${PROVIDER_TYPE}`;
+
+export type Primitive = 'string' | 'number' | 'bool';
+
+/**
+ * One attribute of a resource, derived from the kind's JSON Schema:
+ * - primitive: string / number (integer too) / bool;
+ * - list: array of primitives; map: object with additionalProperties (map(string));
+ * - object: object with properties (nested attribute, nesting SINGLE);
+ * - objects: array of objects (nested attribute, nesting LIST).
+ */
+export interface AttrSpec {
+  name: string;
+  shape: 'primitive' | 'list' | 'map' | 'object' | 'objects';
+  elem?: Primitive;
+  attrs?: AttrSpec[];
+  required: boolean;
+  optional: boolean;
+  computed: boolean;
+  sensitive: boolean;
+  /** Changing it replaces the resource (x-immutable, project_id). */
+  replace: boolean;
+  /** The schema default (API form), planned when the config leaves it null. */
+  default?: unknown;
+  description: string;
+  json: JsonSchema;
+  /** Write-only (protocol 6.8): only in config, always null in plan and state. */
+  writeOnly?: boolean;
+  /** Not an API field: `<secret>_wo` (write-only twin of a secret) or `<secret>_wo_version`. */
+  synthetic?: 'wo' | 'wo_version';
+  /** For synthetic attributes: the secret field they stand for. */
+  secretOf?: string;
+}
+
+export interface ResourceSpec {
+  typeName: string;
+  descriptor: KindDescriptor;
+  attrs: AttrSpec[];
+}
+
+function typeOf(s: JsonSchema): string | undefined {
+  if (Array.isArray(s.type)) return s.type.find((t) => t !== 'null');
+  return s.type;
+}
+
+function primitive(s: JsonSchema): Primitive {
+  const t = typeOf(s);
+  if (t === 'integer' || t === 'number') return 'number';
+  if (t === 'boolean') return 'bool';
+  return 'string';
+}
+
+function attrOf(name: string, s: JsonSchema, required: boolean): AttrSpec {
+  const computed = !!s['x-computed'];
+  const hasDefault = s.default !== undefined && !computed;
+  const spec: AttrSpec = {
+    name,
+    shape: 'primitive',
+    required: required && !computed,
+    optional: !required && !computed,
+    computed: computed || hasDefault,
+    sensitive: !!(s['x-secret'] || s['x-sensitive']),
+    replace: !!s['x-immutable'],
+    default: hasDefault ? s.default : undefined,
+    description: s.description ?? '',
+    json: s,
+  };
+  const t = typeOf(s);
+  if (t === 'object' && s.properties) {
+    spec.shape = 'object';
+    spec.attrs = attrsOf(s);
+  } else if (t === 'object') {
+    spec.shape = 'map';
+    spec.elem = typeof s.additionalProperties === 'object' ? primitive(s.additionalProperties) : 'string';
+  } else if (t === 'array' && s.items && typeOf(s.items) === 'object' && s.items.properties) {
+    spec.shape = 'objects';
+    spec.attrs = attrsOf(s.items);
+  } else if (t === 'array') {
+    spec.shape = 'list';
+    spec.elem = s.items ? primitive(s.items) : 'string';
+  } else {
+    spec.elem = primitive(s);
+  }
+  return spec;
+}
+
+/**
+ * Each secret scalar `x` also gets `x_wo` (write-only: never stored in plan or state) and
+ * `x_wo_version` (changing it sends `x_wo` again). Give either `x` or the pair.
+ */
+export function withWriteOnlyTwins(attrs: AttrSpec[]): AttrSpec[] {
+  const out: AttrSpec[] = [];
+  for (const a of attrs) {
+    out.push(a);
+    if (a.shape !== 'primitive' || !a.json['x-secret'] || a.computed || a.required) continue;
+    const base = { shape: 'primitive' as const, required: false, optional: true, computed: false, replace: false, json: {}, secretOf: a.name };
+    out.push({ ...base, name: `${a.name}_wo`, elem: a.elem, sensitive: true, writeOnly: true, synthetic: 'wo', description: `Write-only variant of ${a.name}: never kept in the plan or the state. Set ${a.name}_wo_version with it.` });
+    out.push({ ...base, name: `${a.name}_wo_version`, elem: 'number', sensitive: false, synthetic: 'wo_version', description: `Change it to send ${a.name}_wo again.` });
+  }
+  return out;
+}
+
+function attrsOf(s: JsonSchema): AttrSpec[] {
+  const required = new Set(s.required ?? []);
+  return withWriteOnlyTwins(Object.entries(s.properties ?? {}).map(([name, prop]) => attrOf(name, prop, required.has(name))));
+}
+
+export function resourceSpec(d: KindDescriptor): ResourceSpec {
+  const required = new Set(d.createSchema.required ?? []);
+  const attrs: AttrSpec[] = [];
+  for (const [name, prop] of Object.entries(d.schema.properties ?? {})) {
+    if (name === 'project_id' && d.scope === 'project') {
+      attrs.push({
+        name,
+        shape: 'primitive',
+        elem: 'string',
+        required: true,
+        optional: false,
+        computed: false,
+        sensitive: false,
+        replace: true,
+        description: 'Id of the project the resource lives in. Changing it replaces the resource.',
+        json: prop,
+      });
+      continue;
+    }
+    const attr = attrOf(name, prop, required.has(name));
+    // A kind the API cannot update (API keys) is replaced on any change.
+    if (!d.operations.includes('update') && !attr.computed) attr.replace = true;
+    attrs.push(attr);
+  }
+  return { typeName: `${PROVIDER_TYPE}_${d.kind}`, descriptor: d, attrs: withWriteOnlyTwins(attrs) };
+}
+
+let specs: Map<string, ResourceSpec> | undefined;
+/** Every writable kind with create/get/delete, by Terraform type name. */
+export function resourceSpecs(): Map<string, ResourceSpec> {
+  if (!specs) {
+    specs = new Map();
+    for (const d of writableKinds()) {
+      if (!['create', 'get', 'delete'].every((op) => d.operations.includes(op as never))) continue;
+      const spec = resourceSpec(d);
+      specs.set(spec.typeName, spec);
+    }
+  }
+  return specs;
+}
+
+// ---- Terraform schema messages ----
+
+function ctyType(a: AttrSpec): unknown {
+  switch (a.shape) {
+    case 'primitive':
+      return a.elem;
+    case 'list':
+      return ['list', a.elem];
+    case 'map':
+      return ['map', a.elem];
+    case 'object':
+    case 'objects': {
+      const obj = ['object', Object.fromEntries(a.attrs!.map((c) => [c.name, ctyType(c)]))];
+      return a.shape === 'object' ? obj : ['list', obj];
+    }
+  }
+}
+
+function attributeMessage(a: AttrSpec): Record<string, unknown> {
+  const msg: Record<string, unknown> = {
+    name: a.name,
+    description: a.description,
+    required: a.required,
+    optional: a.optional,
+    computed: a.computed,
+    sensitive: a.sensitive,
+    write_only: !!a.writeOnly,
+  };
+  if (a.shape === 'object' || a.shape === 'objects') {
+    msg.nested_type = { attributes: a.attrs!.map(attributeMessage), nesting: a.shape === 'object' ? 1 : 2 };
+  } else {
+    msg.type = Buffer.from(JSON.stringify(ctyType(a)));
+  }
+  return msg;
+}
+
+export function schemaMessage(spec: ResourceSpec): Record<string, unknown> {
+  const d = spec.descriptor;
+  return {
+    version: 0,
+    block: { version: 0, description: d.description || d.title, attributes: spec.attrs.map(attributeMessage), block_types: [] },
+  };
+}
+
+const str = (name: string, description: string, sensitive = false) => ({
+  name,
+  type: Buffer.from('"string"'),
+  description,
+  optional: true,
+  sensitive,
+});
+
+export function providerSchemaMessage(): Record<string, unknown> {
+  return {
+    version: 0,
+    block: {
+      version: 0,
+      description: 'The data platform API.',
+      attributes: [
+        str('endpoint', 'Service URL, e.g. https://acme.localhost:8443 (env DATAPLATFORM_URL).'),
+        str('api_key', 'API key (env DATAPLATFORM_API_KEY).', true),
+        str('email', 'User login (env DATAPLATFORM_EMAIL), with password.'),
+        str('password', 'User password (env DATAPLATFORM_PASSWORD).', true),
+        str('ca_file', 'PEM file of a CA to trust (env DATAPLATFORM_CA_FILE).'),
+        { name: 'insecure', type: Buffer.from('"bool"'), description: 'Skip TLS verification (env DATAPLATFORM_INSECURE).', optional: true },
+      ],
+      block_types: [],
+    },
+  };
+}
+
+// ---- value conversion ----
+
+/** API value (JSON) -> Terraform value of the attribute's type (every nested attribute present). */
+export function apiToTf(a: AttrSpec, v: unknown): TfValue {
+  if (v === undefined || v === null || a.synthetic) return null;
+  switch (a.shape) {
+    case 'primitive':
+      return v as TfValue;
+    case 'list':
+      return Array.isArray(v) ? (v as TfValue[]) : null;
+    case 'map':
+      return isTfObject(v) ? ({ ...(v as TfObject) } as TfObject) : null;
+    case 'object':
+      return isTfObject(v) ? objectToTf(a.attrs!, v as Record<string, unknown>) : null;
+    case 'objects':
+      return Array.isArray(v) ? v.map((item) => objectToTf(a.attrs!, item as Record<string, unknown>)) : null;
+  }
+}
+
+export function objectToTf(attrs: AttrSpec[], v: Record<string, unknown>): TfObject {
+  const out: TfObject = {};
+  for (const a of attrs) out[a.name] = apiToTf(a, v[a.name]);
+  return out;
+}
+
+/** Terraform value -> API value: nulls inside objects dropped (the API has no nulls there). */
+export function tfToApi(a: AttrSpec, v: TfValue): unknown {
+  if (v === null || v === UNKNOWN) return undefined;
+  switch (a.shape) {
+    case 'object':
+      return isTfObject(v) ? objectToApi(a.attrs!, v) : undefined;
+    case 'objects':
+      return Array.isArray(v) ? v.map((item) => (isTfObject(item) ? objectToApi(a.attrs!, item) : item)) : undefined;
+    default:
+      return v;
+  }
+}
+
+export function objectToApi(attrs: AttrSpec[], v: TfObject): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const a of attrs) {
+    if (a.synthetic) continue;
+    const x = tfToApi(a, v[a.name] ?? null);
+    if (x !== undefined) out[a.name] = x;
+  }
+  return out;
+}
+
+/** The default as planned: schema defaults filled below it, in Terraform form. */
+export function defaultTf(a: AttrSpec): TfValue {
+  return apiToTf(a, fillDefaults(a.json, structuredClone(a.default)));
+}

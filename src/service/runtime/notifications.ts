@@ -1,0 +1,196 @@
+import { createHmac } from 'node:crypto';
+import pRetry, { AbortError } from 'p-retry';
+import type { StoredResource } from '../store/resources.js';
+import { newId } from '../ids.js';
+import type { Runtime } from './runtime.js';
+
+/**
+ * Delivery of notifications to channels (schemas/kinds/notification_channel.schema.json):
+ *
+ * - webhook: POST of the JSON event to config.url; with a signing_secret, the header
+ *   `X-Dataplatform-Signature: sha256=<hex HMAC-SHA256 of the exact body bytes>`.
+ * - slack: POST `{text, channel?, event}` to the (write-only) slack_webhook_url.
+ * - email: no SMTP; the message is written to the `email_outbox` table, which is the delivery.
+ *
+ * HTTP deliveries are retried (p-retry) on network errors, timeouts, 429 and 5xx, with an
+ * exponential backoff (BACKOFF_MS at time scale 1, divided by the time scale), each attempt
+ * bounded by REQUEST_TIMEOUT_MS. Every delivery, successful or not, is a row of
+ * `notification_deliveries`.
+ */
+export const REQUEST_TIMEOUT_MS = 5_000;
+export const RETRIES = 2;
+export const BACKOFF_MS = 500;
+
+export interface NotificationEvent {
+  /** alert_fired, alert_escalated, test, pipeline_notification */
+  type: string;
+  project_id: string;
+  timestamp: string;
+  alert?: Record<string, unknown>;
+  [key: string]: unknown;
+}
+
+export interface DeliveryResult {
+  success: boolean;
+  message: string;
+  status_code?: number;
+  attempts: number;
+}
+
+export interface DeliveryRecord {
+  id: string;
+  channel_id: string;
+  event_type: string;
+  alert_id: string | null;
+  status: 'delivered' | 'failed' | 'skipped';
+  status_code: number | null;
+  attempts: number;
+  message: string;
+  created_at: string;
+}
+
+class HttpFailure extends Error {
+  constructor(
+    message: string,
+    readonly statusCode?: number,
+  ) {
+    super(message);
+  }
+}
+
+const secretsOf = (channel: StoredResource) => (((channel.secrets ?? {}).config ?? {}) as Record<string, unknown>);
+const configOf = (channel: StoredResource) => ((channel.data.config ?? {}) as Record<string, unknown>);
+
+/** One text line for humans (Slack, email subject). */
+export function summary(event: NotificationEvent): string {
+  const alert = event.alert;
+  if (alert) return `[${String(alert.severity).toUpperCase()}] ${alert.status === 'firing' ? '' : `(${alert.status}) `}${alert.message}`;
+  if (event.type === 'test') return 'Test notification from the data platform';
+  return String(event.message ?? event.type);
+}
+
+/** POSTs JSON with retries; resolves to the final answer, or throws HttpFailure after the last attempt. */
+async function postJson(rt: Runtime, url: string, body: string, headers: Record<string, string>): Promise<{ status: number; attempts: number }> {
+  let attempts = 0;
+  const scale = rt.ctx.options.timeScale;
+  const result = await pRetry(
+    async () => {
+      attempts++;
+      let res: Response;
+      try {
+        res = await fetch(url, { method: 'POST', body, headers: { 'content-type': 'application/json', 'user-agent': 'dataplatform-notifier/1', ...headers }, signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS), redirect: 'manual' });
+      } catch (err) {
+        const e = err as Error & { cause?: { code?: string; message?: string } };
+        const reason = e.name === 'TimeoutError' ? `no answer within ${REQUEST_TIMEOUT_MS / 1000} s` : (e.cause?.code ?? e.cause?.message ?? e.message);
+        throw new HttpFailure(`request to ${new URL(url).host} failed: ${reason}`);
+      }
+      await res.arrayBuffer().catch(() => undefined);
+      if (res.status >= 200 && res.status < 300) return res.status;
+      const failure = new HttpFailure(`${new URL(url).host} answered HTTP ${res.status}`, res.status);
+      if (res.status === 429 || res.status >= 500) throw failure;
+      throw new AbortError(failure);
+    },
+    { retries: RETRIES, factor: 2, minTimeout: Math.max(1, BACKOFF_MS / scale), maxTimeout: Math.max(1, (BACKOFF_MS * 8) / scale), randomize: false },
+  ).catch((err: unknown) => {
+    const failure = err instanceof HttpFailure ? err : ((err as { originalError?: unknown }).originalError ?? err);
+    if (failure instanceof HttpFailure) throw Object.assign(failure, { attempts });
+    throw Object.assign(new HttpFailure(String((failure as Error)?.message ?? failure)), { attempts });
+  });
+  return { status: result, attempts };
+}
+
+/** Sends one event to one channel and records the delivery. Never throws for a failed delivery. */
+export async function deliver(rt: Runtime, channel: StoredResource, event: NotificationEvent): Promise<DeliveryResult> {
+  let result: DeliveryResult;
+  try {
+    result = await send(rt, channel, event);
+  } catch (err) {
+    const e = err as HttpFailure & { attempts?: number };
+    result = { success: false, message: e.message, ...(e.statusCode ? { status_code: e.statusCode } : {}), attempts: e.attempts ?? 1 };
+  }
+  await record(rt, channel, event, result.success ? 'delivered' : 'failed', result).catch((err) => rt.log?.error({ err }, 'recording a notification delivery failed'));
+  if (!result.success) rt.log?.info({ channelId: channel.id, type: event.type, message: result.message }, 'notification delivery failed');
+  return result;
+}
+
+async function send(rt: Runtime, channel: StoredResource, event: NotificationEvent): Promise<DeliveryResult> {
+  const config = configOf(channel);
+  const secrets = secretsOf(channel);
+  const type = String(channel.data.type);
+  if (type === 'webhook') {
+    const url = String(config.url ?? '');
+    if (!url) return { success: false, message: 'config.url is not set', attempts: 0 };
+    const body = JSON.stringify(event);
+    const headers: Record<string, string> = { 'x-dataplatform-event': event.type };
+    const secret = secrets.signing_secret ?? config.signing_secret;
+    if (typeof secret === 'string' && secret) headers['x-dataplatform-signature'] = `sha256=${createHmac('sha256', secret).update(body).digest('hex')}`;
+    const { status, attempts } = await postJson(rt, url, body, headers);
+    return { success: true, message: `Delivered to ${new URL(url).host}: HTTP ${status}`, status_code: status, attempts };
+  }
+  if (type === 'slack') {
+    const url = String(secrets.slack_webhook_url ?? config.slack_webhook_url ?? '');
+    if (!url) return { success: false, message: 'config.slack_webhook_url is not set', attempts: 0 };
+    const body = JSON.stringify({ text: summary(event), ...(config.slack_channel ? { channel: config.slack_channel } : {}), event });
+    const { status, attempts } = await postJson(rt, url, body, {});
+    return { success: true, message: `Delivered to Slack: HTTP ${status}`, status_code: status, attempts };
+  }
+  if (type === 'email') {
+    const recipients = (config.email_addresses as string[] | undefined) ?? [];
+    if (!recipients.length) return { success: false, message: 'config.email_addresses is empty', attempts: 0 };
+    await rt.ctx.db.run('INSERT INTO email_outbox (id, tenant_id, project_id, channel_id, recipients, subject, body, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)', [
+      newId('eml'),
+      channel.tenantId,
+      channel.projectId,
+      channel.id,
+      JSON.stringify(recipients),
+      summary(event),
+      JSON.stringify(event, null, 2),
+      rt.now(),
+    ]);
+    return { success: true, message: `Queued in the email outbox for ${recipients.join(', ')} (no SMTP: the outbox is the delivery)`, attempts: 1 };
+  }
+  return { success: false, message: `unknown channel type ${type}`, attempts: 0 };
+}
+
+async function record(rt: Runtime, channel: StoredResource, event: NotificationEvent, status: DeliveryRecord['status'], result: DeliveryResult): Promise<void> {
+  await rt.ctx.db.run(
+    'INSERT INTO notification_deliveries (id, tenant_id, project_id, channel_id, event_type, alert_id, status, status_code, attempts, message, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)',
+    [newId('dlv'), channel.tenantId, channel.projectId, channel.id, event.type, (event.alert?.id as string | undefined) ?? null, status, result.status_code ?? null, result.attempts, result.message, rt.now()],
+  );
+}
+
+/** Deliveries of a channel, oldest first, after `afterSeq`. */
+export async function listDeliveries(rt: Runtime, tenantId: string, channelId: string, afterSeq: number, limit: number): Promise<(DeliveryRecord & { seq: number })[]> {
+  const rows = await rt.ctx.db.all<Record<string, unknown>>(
+    'SELECT seq, id, channel_id, event_type, alert_id, status, status_code, attempts, message, created_at FROM notification_deliveries WHERE tenant_id = ? AND channel_id = ? AND seq > ? ORDER BY seq LIMIT ?',
+    [tenantId, channelId, afterSeq, limit],
+  );
+  return rows.map((r) => ({
+    seq: Number(r.seq),
+    id: String(r.id),
+    channel_id: String(r.channel_id),
+    event_type: String(r.event_type),
+    alert_id: (r.alert_id as string | null) ?? null,
+    status: r.status as DeliveryRecord['status'],
+    status_code: r.status_code == null ? null : Number(r.status_code),
+    attempts: Number(r.attempts),
+    message: String(r.message),
+    created_at: String(r.created_at),
+  }));
+}
+
+/**
+ * Sends an event to channels by id (alerts, escalation steps): disabled or deleted channels are
+ * skipped; deliveries run concurrently and never throw.
+ */
+export async function notifyChannels(rt: Runtime, tenantId: string, projectId: string, channelIds: string[], event: NotificationEvent): Promise<DeliveryResult[]> {
+  const results: DeliveryResult[] = [];
+  await Promise.all(
+    channelIds.map(async (id) => {
+      const channel = await rt.ctx.resources.get(tenantId, projectId, 'notification_channel', id);
+      if (!channel || channel.data.enabled === false) return;
+      results.push(await deliver(rt, channel, event));
+    }),
+  );
+  return results;
+}

@@ -1,0 +1,159 @@
+import { describe, expect, it } from 'vitest';
+import { kind } from '../../../src/kinds/index.js';
+import { ProviderError, ResourceHandler } from '../../../src/provider/resource.js';
+import { resourceSpec, resourceSpecs, schemaMessage } from '../../../src/provider/schema.js';
+import { UNKNOWN, decodeDynamic, encodeDynamic, type TfObject } from '../../../src/provider/values.js';
+import type { DataPlatformClient } from '../../../src/client/index.js';
+
+const connectorSpec = resourceSpec(kind('connector'));
+const attr = (name: string) => connectorSpec.attrs.find((a) => a.name === name)!;
+
+/** A client whose connector API answers with `answer(body)`. */
+function fakeClient(answer: (body: Record<string, unknown>) => Record<string, unknown>): () => DataPlatformClient {
+  const api = {
+    create: async (body: Record<string, unknown>) => answer(body),
+    update: async (_id: string, body: Record<string, unknown>) => answer(body),
+    get: async () => answer({}),
+    delete: async () => undefined,
+  };
+  return () => ({ resourcesOf: () => api }) as unknown as DataPlatformClient;
+}
+
+const config = (extra: TfObject = {}): TfObject => {
+  const out: TfObject = {};
+  for (const a of connectorSpec.attrs) out[a.name] = null;
+  return { ...out, project_id: 'prj_1', name: 'orders', connector_type: 'postgresql', ...extra };
+};
+
+describe('schema mapping', () => {
+  it('covers every writable kind generically', () => {
+    expect([...resourceSpecs().keys()].sort()).toContain('dataplatform_connector');
+    for (const spec of resourceSpecs().values()) {
+      const msg = schemaMessage(spec) as { block: { attributes: { name: string }[] } };
+      expect(msg.block.attributes.map((a) => a.name)).toContain('id');
+      if (spec.descriptor.scope === 'project') expect(spec.attrs.find((a) => a.name === 'project_id')).toMatchObject({ required: true, replace: true });
+    }
+  });
+
+  it('maps connector fields by the rules', () => {
+    expect(attr('name')).toMatchObject({ required: true, computed: false, shape: 'primitive', elem: 'string' });
+    expect(attr('connector_type')).toMatchObject({ required: true, replace: true });
+    expect(attr('config')).toMatchObject({ optional: true, computed: true, shape: 'object', default: {} });
+    expect(attr('config').attrs!.find((a) => a.name === 'port')).toMatchObject({ elem: 'number', optional: true });
+    expect(attr('config').attrs!.find((a) => a.name === 'extra')).toMatchObject({ shape: 'map', elem: 'string' });
+    expect(attr('credentials').attrs!.find((a) => a.name === 'password')).toMatchObject({ sensitive: true });
+    expect(attr('selected_tables')).toMatchObject({ shape: 'list', elem: 'string', optional: true, computed: true });
+    expect(attr('labels')).toMatchObject({ shape: 'map', optional: true, computed: true });
+    expect(attr('status')).toMatchObject({ computed: true, optional: false, required: false });
+    const steps = resourceSpec(kind('pipeline')).attrs.find((a) => a.name === 'steps');
+    expect(steps?.shape).toBe('objects');
+  });
+
+  it('round-trips unknowns through msgpack', () => {
+    const v: TfObject = { a: UNKNOWN, b: [1, 'x', null], c: { d: true } };
+    expect(decodeDynamic(encodeDynamic(v))).toEqual(v);
+  });
+});
+
+describe('plan and apply rules', () => {
+  const h = new ResourceHandler(connectorSpec, fakeClient(() => ({})));
+
+  it('plans computed fields unknown and defaults on create', () => {
+    const c = config({ schedule: '0  2 * * *' });
+    const { planned } = h.plan(null, c, c);
+    expect(planned!.id).toBe(UNKNOWN);
+    expect(planned!.status).toBe(UNKNOWN);
+    expect(planned!.labels).toEqual({});
+    expect(planned!.selected_tables).toEqual([]);
+    expect(planned!.schedule).toBe('0  2 * * *');
+  });
+
+  it('keeps the prior spelling when only normalisation differs, and replaces on immutable change', () => {
+    const prior = { ...config({ schedule: '0  2 * * *', labels: {}, selected_tables: [], config: null, credentials: null }), id: 'con_1', status: 'created', created_at: 'x', updated_at: 'y', last_sync_at: null };
+    const same = config({ schedule: '0 2   * * *' });
+    expect(h.plan(prior, { ...prior, ...same }, same).planned!.schedule).toBe('0  2 * * *');
+    const changed = config({ schedule: '0  2 * * *', connector_type: 'mysql' });
+    const res = h.plan(prior, { ...prior, ...changed }, changed);
+    expect(res.replace).toEqual([['connector_type']]);
+  });
+
+  it('keeps the user spelling after apply when the API normalises', async () => {
+    const ok = new ResourceHandler(connectorSpec, fakeClient((body) => ({ ...body, schedule: '0 2 * * *', id: 'con_1', project_id: 'prj_1', status: 'created', created_at: 't', updated_at: 't', last_sync_at: null })));
+    const c = config({ schedule: '0  2 * * *', credentials: { username: 'u', password: 'p' } });
+    const state = await ok.apply(null, ok.plan(null, c, c).planned);
+    expect(state).toMatchObject({ schedule: '0  2 * * *', id: 'con_1', credentials: { username: 'u', password: 'p' } });
+  });
+
+  it('fails (instead of Terraform) when the API answer contradicts the plan', async () => {
+    const bad = new ResourceHandler(connectorSpec, fakeClient((body) => ({ ...body, name: 'something-else', id: 'con_1', project_id: 'prj_1', status: 'created', created_at: 't', updated_at: 't' })));
+    const c = config();
+    await expect(bad.apply(null, bad.plan(null, c, c).planned)).rejects.toThrow(ProviderError);
+    await expect(bad.apply(null, bad.plan(null, c, c).planned)).rejects.toThrow(/does not match the plan/);
+  });
+});
+
+describe('write-only secrets', () => {
+  it('adds <secret>_wo and <secret>_wo_version next to each secret', () => {
+    const creds = attr('credentials').attrs!;
+    expect(creds.map((a) => a.name)).toEqual(['username', 'password', 'password_wo', 'password_wo_version']);
+    expect(creds.find((a) => a.name === 'password_wo')).toMatchObject({ writeOnly: true, sensitive: true, optional: true });
+    const user = resourceSpec(kind('user')).attrs.map((a) => a.name);
+    expect(user).toEqual(expect.arrayContaining(['password', 'password_wo', 'password_wo_version']));
+  });
+
+  it('plans write-only values as null and sends them from the config', async () => {
+    const sent: Record<string, unknown>[] = [];
+    let stored: Record<string, unknown> = { id: 'con_1', project_id: 'prj_1', status: 'created', created_at: 't', updated_at: 't', last_sync_at: null };
+    const h = new ResourceHandler(
+      connectorSpec,
+      fakeClient((body) => {
+        sent.push(structuredClone(body));
+        stored = { ...stored, ...body, updated_at: `t${sent.length}` };
+        const { credentials, ...rest } = stored as { credentials?: Record<string, unknown> };
+        return { ...rest, credentials: { username: credentials?.username } };
+      }),
+    );
+    const c = config({ credentials: { username: 'u', password: null, password_wo: 'hidden', password_wo_version: 1 } });
+    const { planned } = h.plan(null, c, c);
+    expect((planned!.credentials as TfObject).password_wo).toBeNull();
+    const state = await h.apply(null, planned, c);
+    expect(sent[0].credentials).toEqual({ username: 'u', password: 'hidden' });
+    expect(state!.credentials).toEqual({ username: 'u', password: null, password_wo: null, password_wo_version: 1 });
+    // Same version: no change. New version: an update that sends the secret again.
+    expect(h.plan(state, state, c).planned!.updated_at).toBe('t1');
+    const c2 = config({ credentials: { username: 'u', password: null, password_wo: 'rotated', password_wo_version: 2 } });
+    const next = h.plan(state, { ...state!, credentials: c2.credentials }, c2).planned!;
+    expect(next.updated_at).toBe(UNKNOWN);
+    await h.apply(state, next, c2);
+    expect(sent[1]).toEqual({ credentials: { username: 'u', password: 'rotated' } });
+  });
+});
+
+describe('config validation', () => {
+  it('checks known values against the create schema, skipping unknown ones', async () => {
+    const { validateConfig } = await import('../../../src/provider/validate.js');
+    expect(validateConfig(connectorSpec, config({ schedule: '0  2 * * *' }))).toEqual([]);
+    expect(validateConfig(connectorSpec, config({ connector_type: 'oracle' })).map((e) => e.field)).toEqual(['connector_type']);
+    expect(validateConfig(connectorSpec, config({ schedule: 'every day' })).map((e) => e.field)).toEqual(['schedule']);
+    const rule = resourceSpec(kind('alert_rule'));
+    const ruleConfig: TfObject = Object.fromEntries(rule.attrs.map((a) => [a.name, null]));
+    Object.assign(ruleConfig, { project_id: UNKNOWN, name: 'r', severity: 'warning', condition: { metric: 'run_failed', operator: 'gt', threshold: 0, window_minutes: null }, channel_ids: [UNKNOWN] });
+    expect(validateConfig(rule, ruleConfig)).toEqual([]);
+  });
+});
+
+describe('every kind', () => {
+  it('plans a create from a minimal config without errors', () => {
+    for (const spec of resourceSpecs().values()) {
+      const c: TfObject = Object.fromEntries(spec.attrs.map((a) => [a.name, a.required && a.shape === 'primitive' ? (a.elem === 'number' ? 1 : a.elem === 'bool' ? true : 'x') : null]));
+      const { planned } = new ResourceHandler(spec, fakeClient(() => ({}))).plan(null, c, c);
+      expect(planned!.id, spec.typeName).toBe(UNKNOWN);
+    }
+  });
+
+  it('replaces kinds the API cannot update on any change', () => {
+    const apiKey = resourceSpec(kind('api_key'));
+    expect(apiKey.attrs.find((a) => a.name === 'permission_level')?.replace).toBe(true);
+    expect(apiKey.attrs.find((a) => a.name === 'key')).toMatchObject({ computed: true, sensitive: true, replace: false });
+  });
+});

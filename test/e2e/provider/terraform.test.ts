@@ -1,0 +1,226 @@
+import { execFile } from 'node:child_process';
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startTestService, testStore, type TestService, type TestTenant } from '../../support/service.js';
+import { installProvider, PROVIDER_ENTRY } from '../../../src/provider/install.js';
+
+/**
+ * The provider under the real `terraform` binary, against a real service. The steps build on
+ * each other (one Terraform working directory), so they run in order.
+ */
+const EXAMPLE = join(import.meta.dirname, '..', '..', '..', 'examples', 'terraform', 'main.tf');
+const haveTerraform = await new Promise<boolean>((resolve) => execFile('terraform', ['version'], (err) => resolve(!err)));
+
+describe.skipIf(testStore() === 'postgres' || !haveTerraform)('terraform provider (real terraform)', () => {
+  let svc: TestService;
+  let t: TestTenant;
+  let root: string;
+  let work: string;
+  let env: NodeJS.ProcessEnv;
+  let projectId: string;
+  const vars: Record<string, string> = { project_name: 'tf-analytics', db_password: 'first-secret' };
+
+  function tf(args: string[], allowed: number[] = [0]): Promise<{ code: number; out: string }> {
+    const varArgs = ['apply', 'plan', 'destroy', 'import'].includes(args[0]) ? Object.entries(vars).flatMap(([k, v]) => ['-var', `${k}=${v}`]) : [];
+    return new Promise((resolve, reject) => {
+      const head = args[0] === 'state' || args[0] === 'providers' ? 2 : 1;
+      execFile('terraform', [...args.slice(0, head), '-no-color', ...varArgs, ...args.slice(head)], { cwd: work, env, maxBuffer: 20 << 20 }, (err, stdout, stderr) => {
+        const code = err ? (typeof err.code === 'number' ? err.code : 1) : 0;
+        const out = `${stdout}\n${stderr}`;
+        if (!allowed.includes(code)) reject(new Error(`terraform ${args.join(' ')} exited ${code}:\n${out}`));
+        else resolve({ code, out });
+      });
+    });
+  }
+  const planExit = async () => (await tf(['plan', '-detailed-exitcode', '-input=false'], [0, 2])).code;
+  const apply = async () => (await tf(['apply', '-auto-approve', '-input=false'])).out;
+  const api = <T = any>(method: string, path: string, body?: unknown, expected?: number) => svc.ok<T>(t, method, path, body === undefined ? {} : { body }, expected);
+  const byName = async (collection: string, name: string) => {
+    const list = await api<{ data: any[] }>('GET', `/projects/${projectId}/${collection}`);
+    return list.data.find((i) => i.name === name);
+  };
+
+  beforeAll(async () => {
+    if (!existsSync(PROVIDER_ENTRY)) throw new Error(`${PROVIDER_ENTRY} missing: run npm run build`);
+    // Terraform runs the bundle, not the sources: refuse a bundle older than src/provider.
+    const srcDir = join(import.meta.dirname, '..', '..', '..', 'src', 'provider');
+    const newest = Math.max(...readdirSync(srcDir).map((f) => statSync(join(srcDir, f)).mtimeMs));
+    if (statSync(PROVIDER_ENTRY).mtimeMs < newest) throw new Error(`${PROVIDER_ENTRY} is older than src/provider: run npm run build`);
+    svc = await startTestService();
+    t = await svc.tenant();
+    root = mkdtempSync(join(tmpdir(), 'dp-tf-'));
+    work = join(root, 'work');
+    mkdirSync(work);
+    const mirror = join(root, 'mirror');
+    installProvider({ dir: mirror });
+    const cliConfig = join(root, 'cli.tfrc');
+    writeFileSync(
+      cliConfig,
+      `provider_installation {\n  filesystem_mirror {\n    path    = "${mirror}"\n    include = ["registry.terraform.io/dataplatform/*"]\n  }\n  direct {\n    exclude = ["registry.terraform.io/dataplatform/*"]\n  }\n}\n`,
+    );
+    copyFileSync(EXAMPLE, join(work, 'main.tf'));
+    env = {
+      PATH: process.env.PATH,
+      HOME: root,
+      TF_CLI_CONFIG_FILE: cliConfig,
+      CHECKPOINT_DISABLE: '1',
+      TF_IN_AUTOMATION: '1',
+      DATAPLATFORM_URL: svc.url(t.slug).replace(/\/api\/v1$/, ''),
+      DATAPLATFORM_EMAIL: t.adminEmail,
+      DATAPLATFORM_PASSWORD: t.adminPassword,
+      DATAPLATFORM_CA_FILE: svc.service.tls.certPath,
+    };
+    await tf(['init', '-input=false']);
+  }, 60_000);
+
+  afterAll(async () => {
+    await svc?.close();
+    if (root) rmSync(root, { recursive: true, force: true });
+  });
+
+  it('applies the example: project, connector with nested config and a secret, channel, alert rule', { timeout: 60_000 }, async () => {
+    const out = await apply();
+    expect(out).toContain('Apply complete! Resources: 4 added, 0 changed, 0 destroyed.');
+    const projects = await api<{ data: any[] }>('GET', '/projects');
+    const project = projects.data.find((p) => p.name === 'tf-analytics');
+    expect(project).toBeTruthy();
+    projectId = project.id;
+    const connector = await byName('connectors', 'orders-db');
+    expect(connector).toMatchObject({ connector_type: 'postgresql', config: { host: 'db.internal', port: 5432, database: 'orders' }, credentials: { username: 'reader' }, schedule: '0 2 * * *' });
+    expect(connector.credentials.password).toBeUndefined();
+    const channel = await byName('notification-channels', 'oncall');
+    const rule = await byName('alert-rules', 'orders-sync-failures');
+    expect(rule).toMatchObject({ severity: 'warning', target: { connector_id: connector.id }, channel_ids: [channel.id], condition: { window_minutes: 60 } });
+    // The password stays out of the CLI output.
+    expect(out).not.toContain('first-secret');
+  });
+
+  it('serves a schema Terraform accepts, one resource per writable kind', async () => {
+    const { out } = await tf(['providers', 'schema', '-json']);
+    const schema = JSON.parse(out.slice(0, out.lastIndexOf('}') + 1));
+    const provider = schema.provider_schemas['registry.terraform.io/dataplatform/dataplatform'];
+    expect(Object.keys(provider.resource_schemas)).toEqual(expect.arrayContaining(['dataplatform_project', 'dataplatform_connector', 'dataplatform_notification_channel', 'dataplatform_alert_rule', 'dataplatform_pipeline', 'dataplatform_user']));
+    const connector = provider.resource_schemas.dataplatform_connector.block.attributes;
+    expect(connector.credentials.nested_type.attributes.password.sensitive).toBe(true);
+    expect(connector.project_id.required).toBe(true);
+    expect(provider.provider.block.attributes.api_key.sensitive).toBe(true);
+  });
+
+  it('reports invalid values at validate time, before any API call', async () => {
+    writeFileSync(join(work, 'bad.tf'), `resource "dataplatform_connector" "bad" {\n  project_id     = dataplatform_project.main.id\n  name           = "bad"\n  connector_type = "oracle"\n}\n`);
+    try {
+      const { out } = await tf(['validate'], [1]);
+      expect(out).toContain('connector_type must be one of');
+    } finally {
+      rmSync(join(work, 'bad.tf'));
+    }
+  });
+
+  it('plans nothing right after apply (normalised cron, defaults, secrets)', async () => {
+    expect(await planExit()).toBe(0);
+    // A different spelling of the same cron expression is no change either.
+    vars.sync_schedule = '0 2  *  * *';
+    const plan = await tf(['plan', '-detailed-exitcode', '-input=false'], [0, 2]);
+    expect(plan.code, plan.out).toBe(0);
+  });
+
+  it('updates in place', { timeout: 60_000 }, async () => {
+    const before = await byName('connectors', 'orders-db');
+    vars.alert_severity = 'critical';
+    vars.project_description = 'changed';
+    vars.db_password = 'second-secret';
+    const out = await apply();
+    expect(out).toContain('0 added, 3 changed, 0 destroyed');
+    expect((await byName('alert-rules', 'orders-sync-failures')).severity).toBe('critical');
+    expect((await api('GET', `/projects/${projectId}`)).description).toBe('changed');
+    expect((await byName('connectors', 'orders-db')).id).toBe(before.id);
+    expect(await planExit()).toBe(0);
+  });
+
+  it('replaces the connector when an immutable field changes', { timeout: 60_000 }, async () => {
+    const before = await byName('connectors', 'orders-db');
+    vars.connector_type = 'mysql';
+    const plan = await tf(['plan', '-input=false']);
+    expect(plan.out).toMatch(/dataplatform_connector\.orders must be replaced/);
+    expect(plan.out).toMatch(/connector_type\s+= "postgresql" -> "mysql" # forces replacement/);
+    const out = await apply();
+    expect(out).toContain('2 added, 0 changed, 2 destroyed');
+    const after = await byName('connectors', 'orders-db');
+    expect(after.id).not.toBe(before.id);
+    expect(after.connector_type).toBe('mysql');
+    expect((await byName('alert-rules', 'orders-sync-failures')).target.connector_id).toBe(after.id);
+    expect(await planExit()).toBe(0);
+  });
+
+  it('shows drift made through the API and restores it', { timeout: 60_000 }, async () => {
+    const connector = await byName('connectors', 'orders-db');
+    await api('PATCH', `/projects/${projectId}/connectors/${connector.id}`, { labels: { team: 'someone-else' }, selected_tables: ['public.other'] }, 200);
+    const plan = await tf(['plan', '-detailed-exitcode', '-input=false'], [2]);
+    expect(plan.out).toMatch(/"team"\s+= "someone-else" -> "data"/);
+    await apply();
+    expect(await byName('connectors', 'orders-db')).toMatchObject({ labels: { team: 'data' }, selected_tables: ['public.orders', 'public.customers'] });
+    expect(await planExit()).toBe(0);
+  });
+
+  it('recreates a resource deleted outside Terraform', { timeout: 60_000 }, async () => {
+    const rule = await byName('alert-rules', 'orders-sync-failures');
+    await api('DELETE', `/projects/${projectId}/alert-rules/${rule.id}`, undefined, 204);
+    const plan = await tf(['plan', '-input=false']);
+    expect(plan.out).toContain('dataplatform_alert_rule.sync_failures will be created');
+    expect(await apply()).toContain('1 added, 0 changed, 0 destroyed');
+    expect(await byName('alert-rules', 'orders-sync-failures')).toBeTruthy();
+    expect(await planExit()).toBe(0);
+  });
+
+  it('imports by <project_id>/<name>, then plans nothing', { timeout: 60_000 }, async () => {
+    await api('POST', `/projects/${projectId}/notification-channels`, { name: 'imported', type: 'email', config: { email_addresses: ['a@example.com'] }, labels: { from: 'api' } });
+    writeFileSync(
+      join(work, 'imported.tf'),
+      `resource "dataplatform_notification_channel" "imported" {\n  project_id = dataplatform_project.main.id\n  name       = "imported"\n  type       = "email"\n  config     = { email_addresses = ["a@example.com"] }\n  labels     = { from = "api" }\n}\n`,
+    );
+    const out = await tf(['import', '-input=false', 'dataplatform_notification_channel.imported', `${projectId}/imported`]);
+    expect(out.out).toContain('Import successful!');
+    expect(await planExit()).toBe(0);
+  });
+
+  it('imports a tenant-level kind by name', { timeout: 60_000 }, async () => {
+    const project = await api('POST', '/projects', { name: 'tf-imported-project', description: 'x' });
+    writeFileSync(join(work, 'project2.tf'), `resource "dataplatform_project" "second" {\n  name        = "tf-imported-project"\n  description = "x"\n}\n`);
+    await tf(['import', '-input=false', 'dataplatform_project.second', 'tf-imported-project']);
+    expect(await planExit()).toBe(0);
+    const state = await tf(['state', 'show', 'dataplatform_project.second']);
+    expect(state.out).toContain(project.id);
+  });
+
+  it('takes a write-only password (password_wo + password_wo_version), kept out of the state', { timeout: 60_000 }, async () => {
+    const write = (secret: string, version: number) =>
+      writeFileSync(
+        join(work, 'wo.tf'),
+        `resource "dataplatform_connector" "wo" {\n  project_id     = dataplatform_project.main.id\n  name           = "wo"\n  connector_type = "postgresql"\n  credentials = {\n    username            = "reader"\n    password_wo         = "${secret}"\n    password_wo_version = ${version}\n  }\n}\n`,
+      );
+    write('wo-secret-1', 1);
+    expect(await apply()).toContain('1 added, 0 changed, 0 destroyed');
+    expect(await planExit()).toBe(0);
+    const state = await tf(['state', 'pull']);
+    expect(state.out).not.toContain('wo-secret-1');
+    const before = await byName('connectors', 'wo');
+    // A new secret with the same version is no change; a new version sends it.
+    write('wo-secret-2', 1);
+    expect(await planExit()).toBe(0);
+    write('wo-secret-2', 2);
+    expect(await apply()).toContain('0 added, 1 changed, 0 destroyed');
+    expect((await byName('connectors', 'wo')).updated_at).not.toBe(before.updated_at);
+    expect(await planExit()).toBe(0);
+    expect((await tf(['state', 'pull'])).out).not.toContain('wo-secret-2');
+  });
+
+  it('destroys everything it manages', { timeout: 60_000 }, async () => {
+    const out = (await tf(['destroy', '-auto-approve', '-input=false'])).out;
+    expect(out).toContain('Destroy complete! Resources: 7 destroyed.');
+    const projects = await api<{ data: any[] }>('GET', '/projects');
+    expect(projects.data.filter((p) => p.name.startsWith('tf-'))).toEqual([]);
+    await svc.call(t, 'GET', `/projects/${projectId}`).then((r) => expect(r.status).toBe(404));
+  });
+});

@@ -1,0 +1,52 @@
+import { createServer, type IncomingHttpHeaders } from 'node:http';
+import { createHmac, timingSafeEqual } from 'node:crypto';
+
+export interface Received {
+  path: string;
+  headers: IncomingHttpHeaders;
+  raw: string;
+  body: any;
+}
+
+/**
+ * A webhook receiver on 127.0.0.1: records every POST and answers `status` (200 unless
+ * `failNext` requests are still to fail with 500).
+ */
+export async function webhookServer() {
+  const received: Received[] = [];
+  const state = { failNext: 0 };
+  const srv = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      const raw = Buffer.concat(chunks).toString('utf8');
+      let body: unknown = null;
+      try {
+        body = JSON.parse(raw);
+      } catch {
+        body = raw;
+      }
+      received.push({ path: req.url ?? '', headers: req.headers, raw, body });
+      if (state.failNext > 0) {
+        state.failNext--;
+        res.writeHead(500).end('try again');
+      } else res.writeHead(200, { 'content-type': 'application/json' }).end('{"ok":true}');
+    });
+  });
+  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', () => r()));
+  const port = (srv.address() as { port: number }).port;
+  return {
+    received,
+    state,
+    url: (path = '/hook') => `http://127.0.0.1:${port}${path}`,
+    on: (path: string) => received.filter((r) => r.path === path),
+    close: () => new Promise<void>((r) => { srv.closeAllConnections(); srv.close(() => r()); }),
+  };
+}
+
+/** Checks X-Dataplatform-Signature: sha256=<hex HMAC-SHA256 of the raw body>. */
+export function validSignature(r: Received, secret: string): boolean {
+  const header = String(r.headers['x-dataplatform-signature'] ?? '');
+  const expected = `sha256=${createHmac('sha256', secret).update(r.raw).digest('hex')}`;
+  return header.length === expected.length && timingSafeEqual(Buffer.from(header), Buffer.from(expected));
+}
