@@ -123,7 +123,9 @@ export function applyCommand(): Command {
             process.stderr.write('dpctl: nothing applied: the plan has errors\n');
             return 1;
           }
-          const result = await applyPlan(client, plan, documents, state, secrets, { concurrency: engine.concurrency!, onProgress: json ? undefined : (line) => print(`${line}\n`) });
+          const progress = json ? undefined : progressPrinter(plan.changes.reduce((n, c) => n + (c.action === 'no-op' ? 0 : c.action === 'replace' ? 2 : 1), 0));
+          const result = await applyPlan(client, plan, documents, state, secrets, { concurrency: engine.concurrency!, onProgress: progress?.line });
+          progress?.end();
           print(json ? `${JSON.stringify(applyJson(plan, result), null, 2)}\n` : renderApplySummary(result));
           return result.converged ? 0 : 1;
         } finally {
@@ -131,6 +133,24 @@ export function applyCommand(): Command {
         }
       }),
     );
+}
+
+/**
+ * Apply progress: on a terminal, a status line under the event lines counts what is done
+ * (redrawn in place); elsewhere (CI logs, pipes) plain event lines only.
+ */
+function progressPrinter(total: number): { line: (text: string) => void; end: () => void } {
+  if (!process.stdout.isTTY) return { line: (text) => print(`${text}\n`), end: () => undefined };
+  let done = 0;
+  const clear = '\r\x1b[2K';
+  return {
+    line(text) {
+      // Indented lines are notes about a resource already counted.
+      if (!text.startsWith('  ')) done++;
+      process.stdout.write(`${clear}${text}\n\x1b[2m[${Math.min(done, total)}/${total}] applying...\x1b[0m`);
+    },
+    end: () => void process.stdout.write(clear),
+  };
 }
 
 /** `dpctl drift <path>`: 0 none, 2 drift, 1 error. */

@@ -7,7 +7,7 @@ import type { DataPlatformClient } from '../client/index.js';
 import { ENGINE_LABELS, hasLabels, LABELS_FIELD, MANAGED_BY_LABEL, SECRETS_SHA_LABEL, type FieldChange } from './diff.js';
 import { preparePlan, type EngineOptions } from './index.js';
 import { mapLimit } from './observe.js';
-import { subjectOfChange, type PlannedChange } from './plan.js';
+import { subjectOfChange, type PlannedChange, type ResourceEntry } from './plan.js';
 
 export type AdoptStatus =
   /** Labelled now. */
@@ -23,15 +23,9 @@ export type AdoptStatus =
   /** The label write failed. */
   | 'failed';
 
-export interface AdoptEntry {
+/** `changes`, for `differs`: what the plan would change (secrets excluded: they cannot be compared). */
+export interface AdoptEntry extends ResourceEntry {
   status: AdoptStatus;
-  kind: string;
-  yamlKind: string;
-  project?: string;
-  name: string;
-  id?: string;
-  /** For `differs`: what the plan would change (secrets excluded: they cannot be compared). */
-  changes: FieldChange[];
   detail: string;
 }
 

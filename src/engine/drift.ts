@@ -1,18 +1,12 @@
-import { hasLabels, LABELS_FIELD, MANAGED_BY_LABEL, type FieldChange } from './diff.js';
-import { docKey, type Plan } from './plan.js';
+import { hasLabels, LABELS_FIELD, MANAGED_BY_LABEL } from './diff.js';
+import { docKey, type Plan, type ResourceEntry } from './plan.js';
 import type { LiveState } from './observe.js';
 import type { ConfigDocument } from '../config/index.js';
 
 export type DriftType = 'changed' | 'deleted' | 'orphaned' | 'unmanaged';
 
-export interface DriftEntry {
+export interface DriftEntry extends ResourceEntry {
   type: DriftType;
-  kind: string;
-  yamlKind: string;
-  project?: string;
-  name: string;
-  id?: string;
-  changes: FieldChange[];
   detail: string;
 }
 

@@ -16,16 +16,20 @@ import { resourceKey, type LiveResource, type LiveState } from './observe.js';
 
 export type Action = 'create' | 'update' | 'replace' | 'delete' | 'no-op';
 
-export interface PlannedChange {
-  action: Action;
+/** Which resource an entry of a plan, drift report or adoption is about, and what differs. */
+export interface ResourceEntry {
   kind: string;
   yamlKind: string;
   project?: string;
   name: string;
-  /** Live id (update, replace, delete, no-op). */
+  /** Live id, when the resource exists. */
   id?: string;
-  /** Field-level differences (create: every declared field; delete: none). */
+  /** Field-level differences (a plan's create: every declared field; delete: none). */
   changes: FieldChange[];
+}
+
+export interface PlannedChange extends ResourceEntry {
+  action: Action;
   /** Why a replace: the immutable fields, or the replaced resource it depends on. */
   reasons: string[];
   notes: string[];

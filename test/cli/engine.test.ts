@@ -156,3 +156,28 @@ test('an apply killed mid-way converges on re-run, with no duplicates', async ()
     await client.close();
   }
 });
+
+test('on a terminal, apply shows colour and a [done/total] status line; off a terminal, plain lines', async () => {
+  const t = await svc.tenant();
+  const env = envFor(t);
+  const dir = copyExample('tty');
+  // `script` runs dpctl with a pseudo-terminal as stdout, as a person at a shell would.
+  const onTty = await new Promise<{ code: number | null; out: string }>((resolve) => {
+    const child = spawn('script', ['-qec', `${JSON.stringify(process.execPath)} ${JSON.stringify(DPCTL)} apply ${JSON.stringify(dir)}`, '/dev/null'], {
+      env: { ...process.env, ...env, COLUMNS: '160' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let out = '';
+    child.stdout.on('data', (d) => (out += d));
+    child.once('exit', (code) => resolve({ code, out }));
+  });
+  expect(onTty.code, onTty.out).toBe(0);
+  expect(onTty.out).toContain('\x1b['); // colour
+  expect(onTty.out).toMatch(/\[25\/25\] applying/);
+  expect(onTty.out).toMatch(/\[1\/25\] applying/);
+
+  const plain = await runDpctl(['plan', dir], { env });
+  expect(plain.code).toBe(0);
+  expect(plain.stdout).not.toContain('\x1b[');
+  expect(plain.stdout).not.toMatch(/applying\.\.\./);
+});
