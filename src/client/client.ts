@@ -4,7 +4,7 @@ import { ApiKeyCredentials, PasswordCredentials } from './auth.js';
 import { apiBase, clientConfigFromEnv, DEFAULT_RETRY, validateConfig, type ClientConfig } from './config.js';
 import { DataPlatformError } from './errors.js';
 import type { ClientEvent } from './events.js';
-import type { Alert, AuditLogEntry, DiscoveredSchema, LineageGraph, Model, Run, WritableKindName, WritableKinds } from './generated/kinds.js';
+import type { Alert, AuditLogEntry, ConnectionTest, DiscoveredSchema, InfrastructureApply, InfrastructurePlan, LineageGraph, Model, Run, RunTrigger, WritableKindName, WritableKinds } from './generated/kinds.js';
 import { HttpCore, type CallResult, type CallSpec, type Method } from './http.js';
 import { KindResourceClient, ListEndpoint, type CallOptions, type DynamicResourceClient, type ResourceClient } from './resources.js';
 import { StatsRecorder, type ClientStats } from './stats.js';
@@ -151,6 +151,47 @@ export class DataPlatformClient {
 
   async discoveredSchema(projectId: string, connectorId: string, options: CallOptions = {}): Promise<DiscoveredSchema> {
     return (await this.request<DiscoveredSchema>({ method: 'GET', route: '/projects/{id}/connectors/{connectorId}/schema', params: { id: projectId, connectorId }, signal: options.signal })).body;
+  }
+
+  /** The whole tenant's audit log (admin users; an extension). */
+  tenantAuditLogs(): ListEndpoint<AuditLogEntry, AuditLogFilters> {
+    return new ListEndpoint(this.#core, '/audit-logs', {});
+  }
+
+  /** Connects to the connector's source now; a failed connection is `success: false`, not an error. */
+  async testConnection(projectId: string, connectorId: string, options: CallOptions = {}): Promise<ConnectionTest> {
+    return this.post<ConnectionTest>('/projects/{id}/connectors/{connectorId}/test', { id: projectId, connectorId }, undefined, options);
+  }
+
+  /** Starts a sync; follow it with `runs(projectId, { connectorId })`. 409 while one runs. */
+  async syncConnector(projectId: string, connectorId: string, options: CallOptions = {}): Promise<RunTrigger> {
+    return this.post<RunTrigger>('/projects/{id}/connectors/{connectorId}/sync', { id: projectId, connectorId }, undefined, options);
+  }
+
+  async runPipeline(projectId: string, pipelineId: string, options: CallOptions = {}): Promise<RunTrigger> {
+    return this.post<RunTrigger>('/projects/{id}/pipelines/{pipelineId}/run', { id: projectId, pipelineId }, undefined, options);
+  }
+
+  async runDbtProject(projectId: string, dbtProjectId: string, options: CallOptions = {}): Promise<RunTrigger> {
+    return this.post<RunTrigger>('/projects/{id}/dbt-projects/{dbtId}/run', { id: projectId, dbtId: dbtProjectId }, undefined, options);
+  }
+
+  async planInfrastructure(projectId: string, options: CallOptions = {}): Promise<InfrastructurePlan> {
+    return this.post<InfrastructurePlan>('/projects/{id}/infrastructure/plan', { id: projectId }, undefined, options);
+  }
+
+  /** Applies the current plan; with `planId`, only if it is still current (else 409). */
+  async applyInfrastructure(projectId: string, planId?: string, options: CallOptions = {}): Promise<InfrastructureApply> {
+    return this.post<InfrastructureApply>('/projects/{id}/infrastructure/apply', { id: projectId }, planId ? { plan_id: planId } : undefined, options);
+  }
+
+  /** Sends a test notification through a channel and reports the delivery. */
+  async testChannel(projectId: string, channelId: string, options: CallOptions = {}): Promise<{ success: boolean; message: string; status_code?: number }> {
+    return this.post('/projects/{id}/notification-channels/{channelId}/test', { id: projectId, channelId }, undefined, options);
+  }
+
+  private async post<T>(route: string, params: Record<string, string>, body: unknown, options: CallOptions): Promise<T> {
+    return (await this.request<T>({ method: 'POST', route, params, ...(body === undefined ? {} : { body }), signal: options.signal })).body;
   }
 
   /** Any call, by route pattern, with the same auth, retries, pauses, errors and counting. */
