@@ -2,7 +2,7 @@ import { spawn } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { DPCTL, runDpctl } from '../support/cli.js';
 import { startTestService, type TestService, type TestTenant } from '../support/service.js';
-import { clientFor, copyExample, edit, SECRET_ENV } from '../integration/engine/helpers.js';
+import { clientFor, copyExample, edit, SECRET_ENV, cliEnvFor } from '../integration/engine/helpers.js';
 
 let svc: TestService;
 beforeAll(async () => {
@@ -12,15 +12,7 @@ afterAll(async () => {
   await svc?.close();
 });
 
-/** The admin's email and password: API keys cannot create projects or users. */
-const envFor = (t: TestTenant): Record<string, string> => ({
-  ...SECRET_ENV,
-  DATAPLATFORM_URL: `https://${t.slug}.localhost:${svc.port}`,
-  DATAPLATFORM_EMAIL: t.adminEmail,
-  DATAPLATFORM_PASSWORD: t.adminPassword,
-  DATAPLATFORM_CA_FILE: svc.service.tls.certPath,
-  DATAPLATFORM_API_KEY: '',
-});
+const envFor = (t: TestTenant) => cliEnvFor(svc, t);
 
 describe('dpctl plan / apply / drift', () => {
   let t: TestTenant;

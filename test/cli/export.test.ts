@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, expect, test } from 'vitest';
 import { runDpctl } from '../support/cli.js';
 import { startTestService, type TestService, type TestTenant } from '../support/service.js';
-import { copyExample, SECRET_ENV } from '../integration/engine/helpers.js';
+import { copyExample, SECRET_ENV, cliEnvFor } from '../integration/engine/helpers.js';
 
 let svc: TestService;
 beforeAll(async () => {
@@ -14,14 +14,7 @@ afterAll(async () => {
   await svc?.close();
 });
 
-const envFor = (t: TestTenant): Record<string, string> => ({
-  ...SECRET_ENV,
-  DATAPLATFORM_URL: `https://${t.slug}.localhost:${svc.port}`,
-  DATAPLATFORM_EMAIL: t.adminEmail,
-  DATAPLATFORM_PASSWORD: t.adminPassword,
-  DATAPLATFORM_CA_FILE: svc.service.tls.certPath,
-  DATAPLATFORM_API_KEY: '',
-});
+const envFor = (t: TestTenant) => cliEnvFor(svc, t);
 
 /** The exported variables, set to the example's values. */
 const EXPORTED_ENV = {

@@ -35,3 +35,13 @@ export function edit(dir: string, file: string, from: string | RegExp, to: strin
   if (next === text) throw new Error(`edit: ${String(from)} not found in ${file}`);
   writeFileSync(path, next);
 }
+
+/** Environment for running `dpctl` against a test tenant as its admin (API keys cannot create projects or users). */
+export const cliEnvFor = (svc: TestService, t: TestTenant): Record<string, string> => ({
+  ...SECRET_ENV,
+  DATAPLATFORM_URL: `https://${t.slug}.localhost:${svc.port}`,
+  DATAPLATFORM_EMAIL: t.adminEmail,
+  DATAPLATFORM_PASSWORD: t.adminPassword,
+  DATAPLATFORM_CA_FILE: svc.service.tls.certPath,
+  DATAPLATFORM_API_KEY: '',
+});
