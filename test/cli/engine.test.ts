@@ -2,7 +2,7 @@ import { spawn } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { DPCTL, runDpctl } from '../support/cli.js';
 import { startTestService, type TestService, type TestTenant } from '../support/service.js';
-import { clientFor, copyExample, edit, SECRET_ENV, cliEnvFor } from '../integration/engine/helpers.js';
+import { clientFor, copyExample, edit, cliEnvFor } from '../integration/engine/helpers.js';
 
 let svc: TestService;
 beforeAll(async () => {
