@@ -8,7 +8,8 @@ import type { Alert, AuditLogEntry, ConnectionTest, DiscoveredSchema, Infrastruc
 import { HttpCore, type CallResult, type CallSpec, type Method } from './http.js';
 import { KindResourceClient, ListEndpoint, type CallOptions, type DynamicResourceClient, type ResourceClient } from './resources.js';
 import { StatsRecorder, type ClientStats } from './stats.js';
-import { createAgent } from './transport.js';
+import { StreamsClient } from './streams.js';
+import { createAgent, tlsConnectOptions } from './transport.js';
 
 export type ProjectKindName = { [K in WritableKindName]: WritableKinds[K]['scope'] extends 'project' ? K : never }[WritableKindName];
 export type TenantKindName = Exclude<WritableKindName, ProjectKindName>;
@@ -58,11 +59,13 @@ export class DataPlatformClient {
   readonly #core: HttpCore;
   readonly #agent: Agent;
   readonly #stats = new StatsRecorder();
+  readonly #streams: StreamsClient;
 
   constructor(config: ClientConfig) {
     validateConfig(config);
     this.baseUrl = apiBase(config.url);
-    this.#agent = createAgent(config);
+    const tls = tlsConnectOptions(config);
+    this.#agent = createAgent(config, tls);
     const onEvent = config.onEvent;
     const emit = (event: ClientEvent) => {
       if (!onEvent) return;
@@ -72,12 +75,13 @@ export class DataPlatformClient {
         // An observer's bug must not break a request.
       }
     };
+    const userAgent = config.userAgent ?? `dataplatform-client/${VERSION} (node ${process.version})`;
     this.#core = new HttpCore({
       base: this.baseUrl,
       agent: this.#agent,
       retry: { ...DEFAULT_RETRY, ...(config.retry ?? {}) },
       retryPatch: config.retryPatch ?? false,
-      userAgent: config.userAgent ?? `dataplatform-client/${VERSION} (node ${process.version})`,
+      userAgent,
       signal: config.signal,
       stats: this.#stats,
       emit,
@@ -88,6 +92,14 @@ export class DataPlatformClient {
       const subject = `${new URL(this.baseUrl).origin} ${config.email!.trim().toLowerCase()}`;
       this.#core.setCredentials(new PasswordCredentials(this.#core, config.email!, config.password!, subject, config.tokenStore, emit, config.signal));
     }
+    this.#streams = new StreamsClient({ core: this.#core, tls, userAgent, emit, signal: config.signal }, (projectId, pipelineId, runId) =>
+      this.pipelineRun(projectId, pipelineId, runId),
+    );
+  }
+
+  /** The WebSocket streams (alerts, pipeline run step updates), reconnecting; see streams.ts. */
+  get streams(): StreamsClient {
+    return this.#streams;
   }
 
   /** A client configured from DATAPLATFORM_* variables (see clientConfigFromEnv). */

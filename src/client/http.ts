@@ -268,6 +268,16 @@ export class HttpCore {
     });
   }
 
+  /** The credential to send now (logs in first when needed). Streams put it in their URL. */
+  token(signal?: AbortSignal): Promise<string> {
+    return this.requireCredentials().token(signal);
+  }
+
+  /** After `refused` got a 401: renews it; false when it cannot be renewed (an API key). */
+  renew(refused: string, signal?: AbortSignal): Promise<boolean> {
+    return this.requireCredentials().renew(refused, signal);
+  }
+
   private requireCredentials(): Credentials {
     if (!this.credentials) throw new DataPlatformError('no credentials configured');
     return this.credentials;
@@ -277,7 +287,8 @@ export class HttpCore {
     return spec.create ? new AmbiguousCreateError({ ...info, cause, create: spec.create }) : new AmbiguousRequestError({ ...info, cause });
   }
 
-  private apiError(
+  /** The typed error of an error answer (the spec's envelope, or a redacted excerpt of anything else). */
+  apiError(
     info: { method: string; route: string; url: string },
     status: number,
     text: string,

@@ -21,5 +21,6 @@ export { PAGE_LIMIT, ListEndpoint, kindRoutes, type Page, type PageOptions, type
 export type { ClientStats, EndpointStats } from './stats.js';
 export { FileTokenStore, MemoryTokenStore, type TokenStore, type Tokens } from './token-store.js';
 export { localhostLookup } from './transport.js';
+export { EventStream, StreamsClient, StreamClosedError, type StepUpdate, type AlertEvent, type StreamOptions, type PipelineRunStreamOptions } from './streams.js';
 export { parseRetryAfter } from './rate-gate.js';
 export * from './generated/kinds.js';

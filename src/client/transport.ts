@@ -34,8 +34,16 @@ export interface TransportOptions {
   connections?: number;
 }
 
-/** The undici Agent of one client: our lookup, the CA (added to the system's) or no verification. */
-export function createAgent(options: TransportOptions): Agent {
+/** TLS settings of one client, shared by its HTTP agent and its WebSocket streams. */
+export interface TlsConnectOptions {
+  lookup: LookupFunction;
+  /** The system's roots plus the configured CA; absent when none is configured. */
+  ca?: (string | Buffer)[];
+  rejectUnauthorized?: false;
+}
+
+/** Our lookup, the CA (added to the system's) or no verification. */
+export function tlsConnectOptions(options: TransportOptions): TlsConnectOptions {
   let ca: (string | Buffer)[] | undefined;
   if (options.caFile) {
     try {
@@ -46,13 +54,18 @@ export function createAgent(options: TransportOptions): Agent {
   } else if (options.ca) {
     ca = [...rootCertificates, options.ca];
   }
+  return {
+    lookup: localhostLookup,
+    ...(ca ? { ca } : {}),
+    ...(options.insecure ? { rejectUnauthorized: false as const } : {}),
+  };
+}
+
+/** The undici Agent of one client. */
+export function createAgent(options: TransportOptions, tls: TlsConnectOptions = tlsConnectOptions(options)): Agent {
   const timeout = options.timeoutMs ?? 60_000;
   return new Agent({
-    connect: {
-      lookup: localhostLookup,
-      ...(ca ? { ca } : {}),
-      ...(options.insecure ? { rejectUnauthorized: false } : {}),
-    },
+    connect: tls,
     connections: options.connections ?? 16,
     headersTimeout: timeout,
     bodyTimeout: timeout,

@@ -39,7 +39,7 @@ export class TestService {
   constructor(
     readonly service: RunningService,
     readonly http: TestHttp,
-    private readonly dataDir: string,
+    readonly dataDir: string,
   ) {}
 
   get port() {
