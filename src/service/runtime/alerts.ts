@@ -6,7 +6,9 @@ import { notifyChannels } from './notifications.js';
 
 /**
  * Alert rules (schemas/kinds/alert_rule.schema.json), evaluated when a run ends (run_failed,
- * run_duration_seconds, rows_synced) and by the scheduler loop (freshness_minutes). A match
+ * run_duration_seconds, rows_synced) and by the scheduler loop (freshness_minutes). run_failed
+ * is the number of failed runs of the resource in the last `window_minutes` (default 60), so
+ * `gte 3` fires on the third failure within the window and `gt 0` on every first one. A match
  * fires an alert (kind `alert`, parent the rule): status firing, the rule's severity, a
  * message and the resource it is about. While an alert of the same rule and resource is firing
  * or acknowledged, no second one fires. A fired alert is emitted as `alert_update`
@@ -39,12 +41,24 @@ export async function enabledRules(rt: Runtime, tenantId: string, projectId: str
   return rows.map((r) => r.data as unknown as RuleData).filter((r) => r.enabled !== false);
 }
 
-/** What a finished run says against one rule: the alert message, or null when it does not match. */
-export function matchRun(rule: RuleData, run: RunData, what: string): string | null {
+export const DEFAULT_WINDOW_MINUTES = 60;
+
+/**
+ * What a finished run says against one rule: the alert message, or null when it does not match.
+ * `failuresInWindow` counts the failed runs of the run's resource in the rule's window (this one included).
+ */
+export async function matchRun(rule: RuleData, run: RunData, what: string, failuresInWindow: (windowMinutes: number) => Promise<number>): Promise<string | null> {
   const targets = targetsOf(rule);
   if (targets.length && !targets.includes(run.resource_id)) return null;
   const { metric, operator, threshold } = rule.condition;
-  if (metric === 'run_failed') return run.status === 'failed' ? `${what}: run ${run.id} failed: ${run.error ?? 'unknown error'}` : null;
+  if (metric === 'run_failed') {
+    if (run.status !== 'failed') return null;
+    const window = rule.condition.window_minutes ?? DEFAULT_WINDOW_MINUTES;
+    const failures = await failuresInWindow(window);
+    if (!compare(failures, operator, threshold)) return null;
+    const count = failures === 1 ? '' : ` (${failures} failed runs in ${window} minutes, ${OPS[operator]} ${threshold})`;
+    return `${what}: run ${run.id} failed: ${run.error ?? 'unknown error'}${count}`;
+  }
   if (metric === 'run_duration_seconds') {
     const d = run.duration_seconds ?? 0;
     return compare(d, operator, threshold) ? `${what}: run ${run.id} took ${d} s (${OPS[operator]} ${threshold} s)` : null;
@@ -88,10 +102,25 @@ export class Alerting {
     const kind = KIND_OF_RUN[run.run_type];
     const resource = kind ? await this.rt.ctx.resources.get(tenantId, run.project_id, kind, run.resource_id) : undefined;
     const what = kind ? `${LABEL[kind]} "${resource?.name ?? run.resource_id}"` : `Infrastructure apply`;
+    const failures = new Map<number, Promise<number>>();
+    const failuresInWindow = (minutes: number) => {
+      let count = failures.get(minutes);
+      if (!count) failures.set(minutes, (count = this.failedRuns(tenantId, run, minutes)));
+      return count;
+    };
     for (const rule of rules) {
-      const message = matchRun(rule, run, what);
+      const message = await matchRun(rule, run, what, failuresInWindow);
       if (message) await this.fire(tenantId, run.project_id, rule, run.resource_id, message);
     }
+  }
+
+  /** Failed runs of the run's resource that ended in the last `minutes` (the run itself included). */
+  private async failedRuns(tenantId: string, run: RunData, minutes: number): Promise<number> {
+    const since = this.rt.nowMs() - minutes * 60_000;
+    const failed = await this.rt.ctx.resources.list({ tenantId, projectId: run.project_id, kind: 'run', parentId: run.resource_id, where: { status: 'failed' }, limit: 10_000 });
+    const ids = new Set(failed.filter((r) => Date.parse(String(r.data.finished_at ?? '')) >= since).map((r) => r.id));
+    ids.add(run.id);
+    return ids.size;
   }
 
   /** Freshness rules (scheduler loop): a connector whose last sync (or creation, never synced) is older than the threshold. */

@@ -52,12 +52,12 @@ describe('alert rules on runs', () => {
     ids.hook = (await svc.ok(t, 'POST', `${base}/notification-channels`, { body: { name: 'hook', type: 'webhook', config: { url: hook.url('/alerts'), signing_secret: SECRET } } })).id;
     const rule = (name: string, condition: object, target: object, extra: object = {}) =>
       svc.ok(t, 'POST', `${base}/alert-rules`, { body: { name, severity: 'critical', condition, target, ...extra } });
-    ids.failed = (await rule('sync failed', { metric: 'run_failed', operator: 'eq', threshold: 1 }, { connector_id: ids.broken }, { channel_ids: [ids.hook] })).id;
+    ids.failed = (await rule('sync failed', { metric: 'run_failed', operator: 'gte', threshold: 1 }, { connector_id: ids.broken }, { channel_ids: [ids.hook] })).id;
     ids.fewRows = (await rule('few rows', { metric: 'rows_synced', operator: 'lt', threshold: 10 }, { connector_id: ids.shop })).id;
     ids.manyRows = (await rule('many rows', { metric: 'rows_synced', operator: 'gt', threshold: 10 }, { connector_id: ids.shop })).id;
     ids.quick = (await rule('quick', { metric: 'run_duration_seconds', operator: 'lt', threshold: 600 }, { connector_id: ids.shop })).id;
     ids.slow = (await rule('slow', { metric: 'run_duration_seconds', operator: 'gt', threshold: 600 }, { connector_id: ids.shop })).id;
-    ids.disabled = (await rule('disabled', { metric: 'run_failed', operator: 'eq', threshold: 1 }, {}, { enabled: false })).id;
+    ids.disabled = (await rule('disabled', { metric: 'run_failed', operator: 'gte', threshold: 1 }, {}, { enabled: false })).id;
   });
 
   it('a failed sync fires one run_failed alert, delivered to the webhook with a valid signature; a second failure does not fire again', async () => {
@@ -95,6 +95,28 @@ describe('alert rules on runs', () => {
     const again = await eventually(async () => (await alerts(base, '&status=firing'))[0]);
     expect(again.id).not.toBe(alert.id);
     await eventually(async () => hook.on('/alerts').length === 2);
+  });
+
+  it('run_failed counts the failed runs of the resource within window_minutes', async () => {
+    const flaky = (await pgConnector(base, 'flaky', ['shop.gone'])).id;
+    const condition = { metric: 'run_failed', operator: 'gte', threshold: 3, window_minutes: 10 };
+    const rule = (await svc.ok(t, 'POST', `${base}/alert-rules`, { body: { name: 'third failure', severity: 'warning', condition, target: { connector_id: flaky } } })).id;
+    const mine = async () => (await alerts(base)).filter((a) => a.alert_rule_id === rule);
+    await sync(base, flaky);
+    await sync(base, flaky);
+    await sleep(150);
+    expect(await mine()).toEqual([]);
+    offset += 11 * 60_000; // both failures leave the 10-minute window
+    await sync(base, flaky);
+    await sync(base, flaky);
+    await sleep(150);
+    expect(await mine()).toEqual([]);
+    await sync(base, flaky);
+    const [alert] = await eventually(async () => {
+      const a = await mine();
+      return a.length ? a : undefined;
+    });
+    expect(alert.message).toMatch(/failed: .*\(3 failed runs in 10 minutes, >= 3\)$/);
   });
 
   it('rows_synced and run_duration_seconds rules compare with their operator and threshold', async () => {
@@ -191,7 +213,7 @@ describe('escalation and freshness (service clock)', () => {
     ids.page = (await svc.ok(t, 'POST', `${base}/notification-channels`, { body: { name: 'page', type: 'webhook', config: { url: hook.url('/page') } } })).id;
     ids.mail = (await svc.ok(t, 'POST', `${base}/notification-channels`, { body: { name: 'boss', type: 'email', config: { email_addresses: ['boss@example.com'] } } })).id;
     ids.policy = (await svc.ok(t, 'POST', `${base}/escalation-policies`, { body: { name: 'oncall', steps: [{ delay_minutes: 5, channel_ids: [ids.page] }, { delay_minutes: 15, channel_ids: [ids.mail] }] } })).id;
-    await svc.ok(t, 'POST', `${base}/alert-rules`, { body: { name: 'failed', severity: 'warning', condition: { metric: 'run_failed', operator: 'eq', threshold: 1 }, escalation_policy_id: ids.policy } });
+    await svc.ok(t, 'POST', `${base}/alert-rules`, { body: { name: 'failed', severity: 'warning', condition: { metric: 'run_failed', operator: 'gte', threshold: 1 }, escalation_policy_id: ids.policy } });
   });
 
   it('computes due steps per round (repeat)', () => {
