@@ -1,5 +1,5 @@
 import type { LeaderElector } from './types.js';
-import { LeaseApi, type Lease } from './kube-api.js';
+import type { Lease, LeaseApi } from './kube-api.js';
 import { LeaderElectionError, LostListeners, abortError, jitter, sleep } from './shared.js';
 
 /** RFC 3339 with exactly six fractional digits: the API server parses MicroTime with that layout. */
