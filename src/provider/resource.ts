@@ -1,6 +1,7 @@
 import { ApiError, type DataPlatformClient, type DynamicResourceClient } from '../client/index.js';
 import { deepEqual, diffResource, normalize } from '../engine/diff.js';
 import { valuesAt } from '../kinds/index.js';
+import { ListCache } from './list-cache.js';
 import { apiToTf, defaultTf, objectToApi, objectToTf, tfToApi, type AttrSpec, type ResourceSpec } from './schema.js';
 import { UNKNOWN, hasUnknown, inconsistencies, isTfObject, tfEqual, type TfObject, type TfValue } from './values.js';
 
@@ -64,6 +65,8 @@ export class ResourceHandler {
   constructor(
     readonly spec: ResourceSpec,
     private readonly client: () => DataPlatformClient,
+    /** Shared by the handlers of one provider process (see ListCache). */
+    private readonly cache = new ListCache(),
   ) {}
 
   private get d() {
@@ -214,26 +217,8 @@ export class ResourceHandler {
     const projectId = this.projectScoped ? (planned.project_id as string) : null;
     const api = this.api(projectId);
     const writable = this.spec.attrs.filter((a) => !computedOnly(a) && !(a.name === 'project_id' && this.projectScoped));
-    let remote: Record<string, unknown>;
-    if (prior === null) {
-      const body = objectToApi(writable, planned);
-      if (config) injectWriteOnly(writable, config, body);
-      remote = await api.create(body);
-    } else {
-      const patch: Record<string, unknown> = {};
-      for (const a of writable) {
-        if (a.synthetic || tfEqual(prior[a.name] ?? null, planned[a.name] ?? null)) continue;
-        patch[a.name] = tfToApi(a, planned[a.name] ?? null) ?? null;
-        if (config) injectWriteOnly([a], config, patch);
-      }
-      // A top-level `<secret>_wo_version` that changed sends `<secret>_wo` again.
-      for (const a of writable) {
-        if (a.synthetic !== 'wo' || !config) continue;
-        const version = `${a.secretOf}_wo_version`;
-        if (!tfEqual(prior[version] ?? null, planned[version] ?? null)) injectWriteOnly([a], config, patch);
-      }
-      remote = Object.keys(patch).length ? await api.update(prior.id as string, patch) : await api.get(prior.id as string);
-    }
+    // Any write attempt (even a failed, maybe half-done one) makes this run's listing stale.
+    const remote = await this.write(api, writable, prior, planned, config).finally(() => this.cache.invalidate(this.d.kind, projectId));
     const state = this.reconcile(planned, remote);
     const problems = inconsistencies(planned, state);
     if (problems.length) {
@@ -242,12 +227,36 @@ export class ResourceHandler {
     return state;
   }
 
+  private async write(api: DynamicResourceClient, writable: AttrSpec[], prior: TfObject | null, planned: TfObject, config: TfObject | null): Promise<Record<string, unknown>> {
+    if (prior === null) {
+      const body = objectToApi(writable, planned);
+      if (config) injectWriteOnly(writable, config, body);
+      return api.create(body);
+    }
+    const patch: Record<string, unknown> = {};
+    for (const a of writable) {
+      if (a.synthetic || tfEqual(prior[a.name] ?? null, planned[a.name] ?? null)) continue;
+      patch[a.name] = tfToApi(a, planned[a.name] ?? null) ?? null;
+      if (config) injectWriteOnly([a], config, patch);
+    }
+    // A top-level `<secret>_wo_version` that changed sends `<secret>_wo` again.
+    for (const a of writable) {
+      if (a.synthetic !== 'wo' || !config) continue;
+      const version = `${a.secretOf}_wo_version`;
+      if (!tfEqual(prior[version] ?? null, planned[version] ?? null)) injectWriteOnly([a], config, patch);
+    }
+    return Object.keys(patch).length ? api.update(prior.id as string, patch) : api.get(prior.id as string);
+  }
+
   private async remove(prior: TfObject) {
+    const projectId = this.projectScoped ? (prior.project_id as string) : null;
     try {
-      await this.api(this.projectScoped ? (prior.project_id as string) : null).delete(prior.id as string);
+      await this.api(projectId).delete(prior.id as string);
     } catch (err) {
       if (err instanceof ApiError && err.status === 404) return;
       throw err;
+    } finally {
+      this.cache.invalidate(this.d.kind, projectId);
     }
   }
 
@@ -255,8 +264,13 @@ export class ResourceHandler {
 
   async read(state: TfObject | null): Promise<TfObject | null> {
     if (!state || typeof state.id !== 'string') return state;
+    const projectId = this.projectScoped ? (state.project_id as string) : null;
+    const api = this.api(projectId);
     try {
-      const remote = await this.api(this.projectScoped ? (state.project_id as string) : null).get(state.id);
+      // From this run's listing of the collection when there is one; a GET otherwise, and to
+      // confirm that an object missing from the list is really gone.
+      const listed = await this.cache.byId(api, projectId, state.id).catch(() => null);
+      const remote = listed ?? (await api.get(state.id));
       return this.reconcile(state, remote);
     } catch (err) {
       if (err instanceof ApiError && err.status === 404) return null;

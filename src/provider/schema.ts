@@ -1,5 +1,5 @@
 import type { JsonSchema, KindDescriptor } from '../kinds/index.js';
-import { writableKinds } from '../kinds/index.js';
+import { kind, writableKinds } from '../kinds/index.js';
 import { fillDefaults } from '../engine/diff.js';
 import { UNKNOWN, isTfObject, type TfObject, type TfValue } from './values.js';
 
@@ -153,6 +153,99 @@ export function resourceSpecs(): Map<string, ResourceSpec> {
     }
   }
   return specs;
+}
+
+// ---- data sources ----
+
+/**
+ * A read-only view served as a data source: its attributes come from the view's read-only kind
+ * (x-read-only-kind), its inputs are ids of the resources it belongs to.
+ */
+export interface ViewSpec {
+  /** `dataplatform_<name>`. */
+  name: string;
+  /** The read-only kind describing what the view returns. */
+  kind: string;
+  description: string;
+  /** `<kind>_id` inputs; with `oneOf`, exactly one of them is given. */
+  owners: string[];
+  oneOf?: boolean;
+}
+
+/**
+ * The views the API serves beside CRUD (see src/client: discoveredSchema, lineage, runs). Only
+ * how they are reached is listed here; their attributes are derived from the kinds' schemas.
+ */
+export const VIEWS: ViewSpec[] = [
+  { name: 'connector_schema', kind: 'discovered_schema', owners: ['connector'], description: 'Tables and columns discovered in a connector\'s source (GET .../connectors/{id}/schema; reading it discovers again).' },
+  { name: 'dbt_lineage', kind: 'lineage_graph', owners: ['dbt_project'], description: 'The lineage graph of a dbt project: source tables and models as nodes, reads as edges.' },
+  { name: 'latest_run', kind: 'run', owners: ['connector', 'pipeline', 'dbt_project'], oneOf: true, description: 'The most recent run of a connector, pipeline or dbt project (give exactly one of their ids).' },
+];
+
+export interface DataSourceSpec extends ResourceSpec {
+  /** `lookup`: one object of a writable kind by its identity; `view`: a read-only view. */
+  source: { type: 'lookup' } | { type: 'view'; view: ViewSpec };
+  /** Names of the attributes the configuration gives (required unless a view's `oneOf`). */
+  inputs: string[];
+}
+
+/** The attribute as a data source returns it: computed, with everything below computed too. */
+function asComputed(a: AttrSpec): AttrSpec {
+  const out: AttrSpec = { ...a, required: false, optional: false, computed: true, replace: false, default: undefined };
+  if (a.attrs) out.attrs = a.attrs.filter((c) => !c.synthetic && !c.json['x-secret']).map(asComputed);
+  return out;
+}
+
+function inputAttr(name: string, description: string, required: boolean): AttrSpec {
+  return { name, shape: 'primitive', elem: 'string', required, optional: !required, computed: false, sensitive: false, replace: false, description, json: { type: 'string' } };
+}
+
+/** `data "dataplatform_<kind>"`: a resource looked up by project and identity, secrets left out. */
+export function lookupSpec(d: KindDescriptor): DataSourceSpec {
+  const resource = resourceSpec(d);
+  const inputs = d.scope === 'project' ? ['project_id', d.identity] : [d.identity];
+  const attrs = resource.attrs
+    .filter((a) => !a.synthetic && !a.json['x-secret'])
+    .map((a) => (inputs.includes(a.name) ? { ...a, required: true, optional: false, computed: false, replace: false, default: undefined, attrs: undefined } : asComputed(a)));
+  return { typeName: resource.typeName, descriptor: d, attrs, source: { type: 'lookup' }, inputs };
+}
+
+export function viewSpec(view: ViewSpec): DataSourceSpec {
+  const d = kind(view.kind);
+  const inputs = ['project_id', ...view.owners.map((o) => `${o}_id`)];
+  const attrs: AttrSpec[] = [inputAttr('project_id', 'Id of the project.', true)];
+  for (const owner of view.owners) {
+    const title = kind(owner).title.toLowerCase();
+    attrs.push(inputAttr(`${owner}_id`, view.oneOf ? `Id of the ${title} (give exactly one of ${view.owners.map((o) => `${o}_id`).join(', ')}).` : `Id of the ${title}.`, !view.oneOf));
+  }
+  for (const [name, prop] of Object.entries(d.schema.properties ?? {})) {
+    if (inputs.includes(name)) continue;
+    attrs.push(asComputed(attrOf(name, prop, false)));
+  }
+  // Terraform's data sources are expected to carry an `id`; a view without one gets the owner's.
+  if (!attrs.some((a) => a.name === 'id')) attrs.push(asComputed(attrOf('id', { type: 'string', description: `Id of the ${kind(view.owners[0]).title.toLowerCase()} the view belongs to.` }, false)));
+  return { typeName: `${PROVIDER_TYPE}_${view.name}`, descriptor: { ...d, description: view.description }, attrs, source: { type: 'view', view }, inputs };
+}
+
+let dataSpecs: Map<string, DataSourceSpec> | undefined;
+/**
+ * Every data source by Terraform type name: a lookup for each resource kind that can be listed
+ * (same type names as the resources), then the read-only views.
+ */
+export function dataSourceSpecs(): Map<string, DataSourceSpec> {
+  if (!dataSpecs) {
+    dataSpecs = new Map();
+    for (const spec of resourceSpecs().values()) {
+      if (!spec.descriptor.operations.includes('list')) continue;
+      dataSpecs.set(spec.typeName, lookupSpec(spec.descriptor));
+    }
+    for (const view of VIEWS) {
+      const spec = viewSpec(view);
+      if (dataSpecs.has(spec.typeName)) throw new Error(`data source ${spec.typeName} is both a kind and a view`);
+      dataSpecs.set(spec.typeName, spec);
+    }
+  }
+  return dataSpecs;
 }
 
 // ---- Terraform schema messages ----

@@ -5,28 +5,18 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import * as x509 from '@peculiar/x509';
-import { ApiError, ClientConfigError, DataPlatformClient, DataPlatformError, type ClientConfig } from '../client/index.js';
+import { ClientConfigError, DataPlatformClient, type ClientConfig } from '../client/index.js';
 import { loadDefinitions } from './proto.js';
+import { DataSourceHandler } from './data-source.js';
+import { attributePath, diagnose, diagnoseAll, error, type Diagnostic } from './diagnostics.js';
+import { ListCache } from './list-cache.js';
 import { ProviderError, ResourceHandler, writeOnlyConflicts } from './resource.js';
-import { providerSchemaMessage, resourceSpecs, schemaMessage } from './schema.js';
+import { dataSourceSpecs, providerSchemaMessage, resourceSpecs, schemaMessage } from './schema.js';
 import { validateConfig } from './validate.js';
 import { decodeDynamic, encodeDynamic, isTfObject, type DynamicValue, type TfObject, type TfValue } from './values.js';
 
 const log = (msg: string) => process.stderr.write(`[dataplatform-provider] ${msg}\n`);
 
-interface Diagnostic {
-  severity: number;
-  summary: string;
-  detail: string;
-}
-const error = (summary: string, detail = ''): Diagnostic => ({ severity: 1, summary, detail });
-
-function diagnose(err: unknown): Diagnostic {
-  if (err instanceof ProviderError) return error(err.summary, err.detail);
-  if (err instanceof ApiError) return error(err.serverMessage || err.message, err.message);
-  if (err instanceof DataPlatformError) return error(err.message);
-  return error('internal provider error', err instanceof Error ? (err.stack ?? err.message) : String(err));
-}
 
 const present = (v: TfValue | undefined) => (typeof v === 'string' && v.trim() !== '' ? v : undefined);
 const truthy = (v: string | undefined) => v !== undefined && /^(1|true|yes|on)$/i.test(v.trim());
@@ -88,10 +78,19 @@ export function providerImplementation(onStop: () => void) {
     if (client) return client;
     throw clientError ?? new ProviderError('provider is not configured');
   };
-  const handlers = new Map([...specs.values()].map((s) => [s.typeName, new ResourceHandler(s, getClient)]));
+  // One cache per process: Terraform starts a provider process per command (see ListCache).
+  const cache = new ListCache();
+  const handlers = new Map([...specs.values()].map((s) => [s.typeName, new ResourceHandler(s, getClient, cache)]));
   const handler = (typeName: string) => {
     const h = handlers.get(typeName);
     if (!h) throw new ProviderError(`unknown resource type ${typeName}`);
+    return h;
+  };
+  const dataSpecs = dataSourceSpecs();
+  const dataHandlers = new Map([...dataSpecs.values()].map((s) => [s.typeName, new DataSourceHandler(s, getClient, cache)]));
+  const dataHandler = (typeName: string) => {
+    const h = dataHandlers.get(typeName);
+    if (!h) throw new ProviderError(`unknown data source ${typeName}`);
     return h;
   };
   const obj = (v: DynamicValue | undefined): TfObject | null => {
@@ -103,12 +102,12 @@ export function providerImplementation(onStop: () => void) {
     GetMetadata: unary('GetMetadata', () => ({
       server_capabilities: { plan_destroy: false, get_provider_schema_optional: false },
       resources: [...specs.keys()].map((type_name) => ({ type_name })),
-      data_sources: [],
+      data_sources: [...dataSpecs.keys()].map((type_name) => ({ type_name })),
     })),
     GetProviderSchema: unary('GetProviderSchema', () => ({
       provider: providerSchemaMessage(),
       resource_schemas: Object.fromEntries([...specs.values()].map((s) => [s.typeName, schemaMessage(s)])),
-      data_source_schemas: {},
+      data_source_schemas: Object.fromEntries([...dataSpecs.values()].map((s) => [s.typeName, schemaMessage(s)])),
       server_capabilities: { plan_destroy: false, get_provider_schema_optional: false },
     })),
     ValidateProviderConfig: unary('ValidateProviderConfig', () => ({ diagnostics: [] })),
@@ -118,12 +117,15 @@ export function providerImplementation(onStop: () => void) {
       const conflicts = writeOnlyConflicts(h.spec.attrs, config);
       const diagnostics = conflicts.map((path) => error(`${req.type_name}: give either ${path} or ${path}_wo, not both`));
       for (const e of validateConfig(h.spec, config)) {
-        const top = e.field.split(/[.[]/)[0];
-        diagnostics.push({ ...error(`${req.type_name}: ${e.field} ${e.message}`), attribute: { steps: [{ attribute_name: top }] } } as Diagnostic);
+        const attribute = attributePath(h.spec.attrs, e.field);
+        diagnostics.push({ ...error(`${req.type_name}: ${e.field} ${e.message}`), ...(attribute ? { attribute } : {}) });
       }
       return { diagnostics };
     }),
-    ValidateDataResourceConfig: unary('ValidateDataResourceConfig', (req) => ({ diagnostics: [error(`unknown data source ${req.type_name}`)] })),
+    ValidateDataResourceConfig: unary('ValidateDataResourceConfig', (req) => {
+      const h = dataHandler(req.type_name);
+      return { diagnostics: h.validate(obj(req.config)).map((p) => ({ ...error(p.summary), attribute: { steps: [{ attribute_name: p.attribute }] } })) };
+    }),
     ConfigureProvider: unary('ConfigureProvider', (req) => {
       try {
         client = new DataPlatformClient(providerClientConfig(obj(req.config)));
@@ -162,7 +164,8 @@ export function providerImplementation(onStop: () => void) {
       } catch (err) {
         log(`ApplyResourceChange ${req.type_name} failed: ${err instanceof Error ? err.message : String(err)}`);
         const state = err instanceof ProviderError && err.newState !== undefined ? err.newState : prior;
-        return { new_state: encodeDynamic(state), diagnostics: [diagnose(err)] };
+        // The service's field errors point at the attributes, so Terraform shows the config line.
+        return { new_state: encodeDynamic(state), diagnostics: diagnoseAll(err, h.spec.attrs, `${req.type_name}: `) };
       }
     }),
     ImportResourceState: unary('ImportResourceState', async (req) => {
@@ -170,7 +173,11 @@ export function providerImplementation(onStop: () => void) {
       const state = await h.import(req.id);
       return { imported_resources: [{ type_name: req.type_name, state: encodeDynamic(state) }], diagnostics: [] };
     }),
-    ReadDataSource: unary('ReadDataSource', (req) => ({ diagnostics: [error(`unknown data source ${req.type_name}`)] })),
+    ReadDataSource: unary('ReadDataSource', async (req) => {
+      const h = dataHandler(req.type_name);
+      const state = await h.read(obj(req.config) ?? {});
+      return { state: encodeDynamic(state), diagnostics: [] };
+    }),
     StopProvider: unary('StopProvider', () => {
       onStop();
       return { Error: '' };

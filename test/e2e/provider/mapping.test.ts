@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { kind } from '../../../src/kinds/index.js';
 import { ProviderError, ResourceHandler } from '../../../src/provider/resource.js';
-import { resourceSpec, resourceSpecs, schemaMessage } from '../../../src/provider/schema.js';
+import { dataSourceSpecs, resourceSpec, resourceSpecs, schemaMessage, type AttrSpec } from '../../../src/provider/schema.js';
+import { attributePath } from '../../../src/provider/diagnostics.js';
 import { UNKNOWN, decodeDynamic, encodeDynamic, type TfObject } from '../../../src/provider/values.js';
 import type { DataPlatformClient } from '../../../src/client/index.js';
 
@@ -155,5 +156,51 @@ describe('every kind', () => {
     const apiKey = resourceSpec(kind('api_key'));
     expect(apiKey.attrs.find((a) => a.name === 'permission_level')?.replace).toBe(true);
     expect(apiKey.attrs.find((a) => a.name === 'key')).toMatchObject({ computed: true, sensitive: true, replace: false });
+  });
+});
+
+describe('data source specs', () => {
+  it('derives a lookup for every listable resource kind: its identity as input, the rest computed, no secrets', () => {
+    const data = dataSourceSpecs();
+    for (const spec of resourceSpecs().values()) {
+      if (!spec.descriptor.operations.includes('list')) continue;
+      const lookup = data.get(spec.typeName);
+      expect(lookup, `${spec.typeName} has no lookup data source`).toBeDefined();
+      const d = spec.descriptor;
+      expect(lookup!.inputs).toEqual(d.scope === 'project' ? ['project_id', d.identity] : [d.identity]);
+      const walk = (attrs: AttrSpec[], top: boolean) => {
+        for (const a of attrs) {
+          expect(a.json['x-secret'], `${spec.typeName}.${a.name} is a secret`).toBeFalsy();
+          expect(a.synthetic).toBeUndefined();
+          if (top && lookup!.inputs.includes(a.name)) expect(a).toMatchObject({ required: true, computed: false });
+          else expect(a).toMatchObject({ required: false, optional: false, computed: true });
+          if (a.attrs) walk(a.attrs, false);
+        }
+      };
+      walk(lookup!.attrs, true);
+    }
+    const password = data.get('dataplatform_connector')!.attrs.find((a) => a.name === 'credentials')!.attrs!.map((a) => a.name);
+    expect(password).toEqual(['username']);
+  });
+
+  it('derives the views from their read-only kinds', () => {
+    const run = dataSourceSpecs().get('dataplatform_latest_run')!;
+    expect(run.attrs.filter((a) => !a.computed).map((a) => [a.name, a.required])).toEqual([['project_id', true], ['connector_id', false], ['pipeline_id', false], ['dbt_project_id', false]]);
+    expect(run.attrs.find((a) => a.name === 'tables')).toMatchObject({ shape: 'objects', computed: true });
+    const schema = dataSourceSpecs().get('dataplatform_connector_schema')!;
+    const columns = schema.attrs.find((a) => a.name === 'tables')!.attrs!.find((a) => a.name === 'columns')!;
+    expect(columns.attrs!.map((a) => a.name)).toEqual(Object.keys(kind('discovered_schema').schema.properties!.tables.items!.properties!.columns.items!.properties!));
+  });
+});
+
+describe('API field paths as attribute paths', () => {
+  const rule = resourceSpec(kind('alert_rule')).attrs;
+  const pipeline = resourceSpec(kind('pipeline')).attrs;
+  it('follows objects, lists of objects, lists and maps', () => {
+    expect(attributePath(rule, 'target.connector_id')).toEqual({ steps: [{ attribute_name: 'target' }, { attribute_name: 'connector_id' }] });
+    expect(attributePath(rule, 'channel_ids[1]')).toEqual({ steps: [{ attribute_name: 'channel_ids' }, { element_key_int: 1 }] });
+    expect(attributePath(rule, 'labels.team')).toEqual({ steps: [{ attribute_name: 'labels' }, { element_key_string: 'team' }] });
+    expect(attributePath(pipeline, 'steps[2].depends_on[0]')).toEqual({ steps: [{ attribute_name: 'steps' }, { element_key_int: 2 }, { attribute_name: 'depends_on' }, { element_key_int: 0 }] });
+    expect(attributePath(pipeline, '(body)')).toBeUndefined();
   });
 });

@@ -1,41 +1,26 @@
-import { execFile } from 'node:child_process';
-import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { copyFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestService, testStore, type TestService, type TestTenant } from '../../support/service.js';
-import { installProvider, PROVIDER_ENTRY } from '../../../src/provider/install.js';
+import { haveTerraform, TerraformWorkspace } from './harness.js';
 
 /**
  * The provider under the real `terraform` binary, against a real service. The steps build on
  * each other (one Terraform working directory), so they run in order.
  */
 const EXAMPLE = join(import.meta.dirname, '..', '..', '..', 'examples', 'terraform', 'main.tf');
-const haveTerraform = await new Promise<boolean>((resolve) => execFile('terraform', ['version'], (err) => resolve(!err)));
 
 describe.skipIf(testStore() === 'postgres' || !haveTerraform)('terraform provider (real terraform)', () => {
   let svc: TestService;
   let t: TestTenant;
-  let root: string;
+  let ws: TerraformWorkspace;
   let work: string;
-  let env: NodeJS.ProcessEnv;
   let projectId: string;
-  const vars: Record<string, string> = { project_name: 'tf-analytics', db_password: 'first-secret' };
+  let vars: Record<string, string>;
 
-  function tf(args: string[], allowed: number[] = [0]): Promise<{ code: number; out: string }> {
-    const varArgs = ['apply', 'plan', 'destroy', 'import'].includes(args[0]) ? Object.entries(vars).flatMap(([k, v]) => ['-var', `${k}=${v}`]) : [];
-    return new Promise((resolve, reject) => {
-      const head = args[0] === 'state' || args[0] === 'providers' ? 2 : 1;
-      execFile('terraform', [...args.slice(0, head), '-no-color', ...varArgs, ...args.slice(head)], { cwd: work, env, maxBuffer: 20 << 20 }, (err, stdout, stderr) => {
-        const code = err ? (typeof err.code === 'number' ? err.code : 1) : 0;
-        const out = `${stdout}\n${stderr}`;
-        if (!allowed.includes(code)) reject(new Error(`terraform ${args.join(' ')} exited ${code}:\n${out}`));
-        else resolve({ code, out });
-      });
-    });
-  }
-  const planExit = async () => (await tf(['plan', '-detailed-exitcode', '-input=false'], [0, 2])).code;
-  const apply = async () => (await tf(['apply', '-auto-approve', '-input=false'])).out;
+  const tf = (args: string[], allowed: number[] = [0]) => ws.tf(args, allowed);
+  const planExit = async () => (await ws.plan()).code;
+  const apply = () => ws.apply();
   const api = <T = any>(method: string, path: string, body?: unknown, expected?: number) => svc.ok<T>(t, method, path, body === undefined ? {} : { body }, expected);
   const byName = async (collection: string, name: string) => {
     const list = await api<{ data: any[] }>('GET', `/projects/${projectId}/${collection}`);
@@ -43,41 +28,19 @@ describe.skipIf(testStore() === 'postgres' || !haveTerraform)('terraform provide
   };
 
   beforeAll(async () => {
-    if (!existsSync(PROVIDER_ENTRY)) throw new Error(`${PROVIDER_ENTRY} missing: run npm run build`);
-    // Terraform runs the bundle, not the sources: refuse a bundle older than src/provider.
-    const srcDir = join(import.meta.dirname, '..', '..', '..', 'src', 'provider');
-    const newest = Math.max(...readdirSync(srcDir).map((f) => statSync(join(srcDir, f)).mtimeMs));
-    if (statSync(PROVIDER_ENTRY).mtimeMs < newest) throw new Error(`${PROVIDER_ENTRY} is older than src/provider: run npm run build`);
     svc = await startTestService();
     t = await svc.tenant();
-    root = mkdtempSync(join(tmpdir(), 'dp-tf-'));
-    work = join(root, 'work');
-    mkdirSync(work);
-    const mirror = join(root, 'mirror');
-    installProvider({ dir: mirror });
-    const cliConfig = join(root, 'cli.tfrc');
-    writeFileSync(
-      cliConfig,
-      `provider_installation {\n  filesystem_mirror {\n    path    = "${mirror}"\n    include = ["registry.terraform.io/dataplatform/*"]\n  }\n  direct {\n    exclude = ["registry.terraform.io/dataplatform/*"]\n  }\n}\n`,
-    );
+    ws = await TerraformWorkspace.create(svc, t);
+    work = ws.work;
+    vars = ws.vars;
+    Object.assign(vars, { project_name: 'tf-analytics', db_password: 'first-secret' });
     copyFileSync(EXAMPLE, join(work, 'main.tf'));
-    env = {
-      PATH: process.env.PATH,
-      HOME: root,
-      TF_CLI_CONFIG_FILE: cliConfig,
-      CHECKPOINT_DISABLE: '1',
-      TF_IN_AUTOMATION: '1',
-      DATAPLATFORM_URL: svc.url(t.slug).replace(/\/api\/v1$/, ''),
-      DATAPLATFORM_EMAIL: t.adminEmail,
-      DATAPLATFORM_PASSWORD: t.adminPassword,
-      DATAPLATFORM_CA_FILE: svc.service.tls.certPath,
-    };
-    await tf(['init', '-input=false']);
+    await ws.init();
   }, 60_000);
 
   afterAll(async () => {
     await svc?.close();
-    if (root) rmSync(root, { recursive: true, force: true });
+    ws?.close();
   });
 
   it('applies the example: project, connector with nested config and a secret, channel, alert rule', { timeout: 60_000 }, async () => {
