@@ -29,6 +29,8 @@ export interface ServiceOptions {
   timeScale: number;
   /** Seconds a connection to a connector's source may take (connect, test, discovery). */
   sourceTimeout: number;
+  /** Seconds one statement of a sync may run on the source (a table's row count); default 300. */
+  sourceQueryTimeout: number;
   /** Seconds between WebSocket stream heartbeats (ping and credential re-check); default 30. */
   streamHeartbeatSeconds?: number;
 }
@@ -44,6 +46,7 @@ export const DEFAULT_OPTIONS: Omit<ServiceOptions, 'dataDir'> = {
   clock: Date.now,
   timeScale: 1,
   sourceTimeout: 5,
+  sourceQueryTimeout: 300,
 };
 
 /** What every route handler can reach. */

@@ -5,6 +5,7 @@ import { Stopped, type Runtime } from './runtime.js';
 import { guarded, inProject, insertRun, pendingUnit, RunRecorder, runningRunOf, skipPending, updateResource, type RunData, type TableResult, type Trigger } from './runs.js';
 import {
   countRows,
+  setStatementTimeout,
   describeError,
   discoverPostgres,
   isReal,
@@ -140,9 +141,12 @@ async function runSync(rt: Runtime, rec: RunRecorder, connector: StoredResource)
     if (isReal(s)) {
       // Only calls to the source are wrapped: a failure of the service's own store is not the source's fault.
       const client = await source(s, timeout, () => connectPostgres(s, timeout, rec.signal), rec.signal);
+      const queryTimeout = rt.ctx.options.sourceQueryTimeout;
       const onAbort = () => void client.end().catch(() => undefined);
       rec.signal.addEventListener('abort', onAbort, { once: true });
       try {
+        // A count on a huge or locked table must not hold the run (and its connector) forever.
+        await source(s, timeout, () => setStatementTimeout(client, queryTimeout), rec.signal);
         if (!tables.length) {
           for (const table of await source(s, timeout, () => tablesToSync(client, s), rec.signal)) tables.push({ table, rows: null, ...pendingUnit() });
           await rec.save();
@@ -150,7 +154,7 @@ async function runSync(rt: Runtime, rec: RunRecorder, connector: StoredResource)
         for (const t of tables) {
           await rec.begin(t);
           try {
-            t.rows = await source(s, timeout, () => countRows(client, s, t.table), rec.signal);
+            t.rows = await source(s, queryTimeout, () => countRows(client, s, t.table), rec.signal);
             await rec.end(t, 'completed');
           } catch (err) {
             if (!(err instanceof SourceError)) throw err;

@@ -176,7 +176,7 @@ async function schemaExists(c: pg.Client, schema: string): Promise<boolean> {
 /** The connection test: connect, check the schema, count the tables the user can see in it. */
 export async function testPostgres(s: SourceSettings, timeoutSeconds: number): Promise<string> {
   return withPostgres(s, timeoutSeconds, undefined, async (c) => {
-    await c.query(`SET statement_timeout = ${Math.max(1, Math.round(timeoutSeconds * 1000))}`);
+    await setStatementTimeout(c, timeoutSeconds);
     const version = String((await c.query('SHOW server_version')).rows[0].server_version).split(' ')[0];
     if (!(await schemaExists(c, s.schema))) throw new SourceError(`Connected to ${where(s)}/${s.database ?? s.username}, but schema "${s.schema}" does not exist`);
     const { rows } = await c.query(`SELECT count(*) AS n FROM information_schema.tables WHERE table_schema = $1 AND table_type IN ${TABLE_TYPES}`, [s.schema]);
@@ -197,7 +197,7 @@ const schemasOf = (s: SourceSettings) => [...new Set([s.schema, ...s.selectedTab
 /** Tables and columns (information_schema) of the connector's schemas that the user can see. */
 export async function discoverPostgres(s: SourceSettings, timeoutSeconds: number): Promise<DiscoveredTable[]> {
   return withPostgres(s, timeoutSeconds, undefined, async (c) => {
-    await c.query(`SET statement_timeout = ${Math.max(1, Math.round(timeoutSeconds * 1000))}`);
+    await setStatementTimeout(c, timeoutSeconds);
     const schemas = schemasOf(s);
     const tables = await c.query<{ table_schema: string; table_name: string }>(
       `SELECT table_schema, table_name FROM information_schema.tables WHERE table_schema = ANY($1) AND table_type IN ${TABLE_TYPES} ORDER BY table_schema, table_name`,
@@ -231,6 +231,11 @@ export async function tablesToSync(c: pg.Client, s: SourceSettings): Promise<str
 }
 
 /** SELECT count(*) of one table of the source. */
+/** Bounds every following statement on this connection (PostgreSQL cancels it: error 57014). */
+export async function setStatementTimeout(c: pg.Client, seconds: number): Promise<void> {
+  await c.query(`SET statement_timeout = ${Math.max(1, Math.round(seconds * 1000))}`);
+}
+
 export async function countRows(c: pg.Client, s: SourceSettings, table: string): Promise<number> {
   const { schema, table: name } = splitTable(table, s.schema);
   const { rows } = await c.query(`SELECT count(*) AS n FROM ${ident(schema)}.${ident(name)}`);

@@ -208,6 +208,22 @@ describe('POST .../connectors/{id}/sync', () => {
     await waitForRun(svc, t, `${p}/${c.id}/runs/${next.body.run_id}`);
   });
 
+  it('a row count that runs past the query timeout fails that table, not the whole service', async () => {
+    const options = svc.service.ctx.options;
+    const before = options.sourceQueryTimeout;
+    options.sourceQueryTimeout = 0.3; // slow.sleepy takes 1 s to count
+    try {
+      const c = await pgConnector({ selected_tables: ['slow.sleepy', 'shop.orders'], credentials: { username: src.admin.username } });
+      const { run_id } = await svc.ok(t, 'POST', `${p}/${c.id}/sync`);
+      const run = await waitForRun(svc, t, `${p}/${c.id}/runs/${run_id}`);
+      expect(run.status).toBe('failed');
+      expect(run.tables.map((x) => [x.table, x.status, x.rows])).toEqual([['slow.sleepy', 'failed', null], ['shop.orders', 'completed', 3]]);
+      expect(run.tables[0].error).toMatch(/^Query cancelled after 0.3 s: canceling statement due to statement timeout/);
+    } finally {
+      options.sourceQueryTimeout = before;
+    }
+  });
+
   it('a missing table fails that table and the run, with the error; the others still count: -> error', async () => {
     const c = await pgConnector({ selected_tables: ['shop.orders', 'shop.missing_table', 'customers'] });
     const { run_id } = await svc.ok(t, 'POST', `${p}/${c.id}/sync`);
