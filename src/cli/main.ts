@@ -4,6 +4,7 @@ import { validateCommand } from './validate.js';
 import { applyCommand, driftCommand, planCommand } from './plan.js';
 import { adoptCommand, exportCommand } from './export.js';
 import { providerCommand } from './provider.js';
+import { controllerCommand } from '../controller/cli.js';
 
 const program = new Command('dpctl')
   .description('Manage a data platform as code: the reference service, plans and applies, the controller, the Terraform provider')
@@ -16,7 +17,8 @@ const program = new Command('dpctl')
   .addCommand(driftCommand())
   .addCommand(exportCommand())
   .addCommand(adoptCommand())
-  .addCommand(providerCommand());
+  .addCommand(providerCommand())
+  .addCommand(controllerCommand());
 
 program.parseAsync(process.argv).catch((err: Error) => {
   process.stderr.write(`dpctl: ${err.message}\n`);

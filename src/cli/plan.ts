@@ -50,8 +50,8 @@ export function withCommon(cmd: Command): Command {
     .option('--spec-operations', 'plan with only the operations the spec documents (a service run with --strict-spec)', false);
 }
 
-export function makeClient(opts: Pick<CommonOpts, 'url' | 'apiKey' | 'caFile' | 'insecure'>): DataPlatformClient {
-  const overrides: Partial<ClientConfig> = {};
+export function makeClient(opts: Pick<CommonOpts, 'url' | 'apiKey' | 'caFile' | 'insecure'>, extra: Partial<ClientConfig> = {}): DataPlatformClient {
+  const overrides: Partial<ClientConfig> = { ...extra };
   if (opts.url) overrides.url = opts.url;
   if (opts.apiKey) Object.assign(overrides, { apiKey: opts.apiKey, email: undefined, password: undefined });
   if (opts.caFile) Object.assign(overrides, { caFile: opts.caFile, insecure: undefined });

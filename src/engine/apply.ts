@@ -24,6 +24,11 @@ export interface ApplyResult {
 export interface ApplyOptions {
   concurrency: number;
   onProgress?: (line: string) => void;
+  /**
+   * Stops starting changes once aborted (a controller shutting down): changes in flight
+   * finish, the rest are reported skipped and are planned again by the next run.
+   */
+  signal?: AbortSignal;
 }
 
 type Step = 'delete' | 'write';
@@ -181,6 +186,14 @@ export async function applyPlan(client: DataPlatformClient, plan: Plan, document
       pump();
     };
     const pump = () => {
+      if (options.signal?.aborted) {
+        for (const id of pending) {
+          const node = nodes.get(id)!;
+          node.state = 'skipped';
+          node.message = 'not started: the apply was stopped';
+        }
+        pending.clear();
+      }
       for (const id of [...pending]) {
         if (running >= options.concurrency) break;
         const node = nodes.get(id)!;

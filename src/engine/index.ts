@@ -39,6 +39,8 @@ export interface EngineOptions extends Partial<PlanOptions> {
   env?: Record<string, string | undefined>;
   /** Observe every declarable kind (prune, drift), not only the kinds the config uses. */
   allKinds?: boolean;
+  /** Error locations are shown relative to this directory (default: the working directory). */
+  cwd?: string;
 }
 
 export interface Prepared {
@@ -58,7 +60,7 @@ export class EngineConfigError extends Error {
 
 /** Loads and validates the config, resolves secrets, observes and plans. */
 export async function preparePlan(client: DataPlatformClient, paths: string[], options: EngineOptions): Promise<Prepared> {
-  const { config, errors } = loadConfig(paths, { allowUndeclaredProjects: options.allowUndeclaredProjects ?? false });
+  const { config, errors } = loadConfig(paths, { allowUndeclaredProjects: options.allowUndeclaredProjects ?? false, cwd: options.cwd });
   const resolved = resolveSecrets(config.documents, { env: options.env ?? process.env });
   const all = sortErrors([...errors, ...resolved.errors], config.files);
   if (all.length) throw new EngineConfigError(all.map(formatConfigError));

@@ -1,0 +1,205 @@
+import { existsSync, mkdirSync, readFileSync, statSync } from 'node:fs';
+import { basename, join, resolve } from 'node:path';
+import { Command, Option } from 'commander';
+import pino from 'pino';
+import { FileTokenStore, type ClientConfig } from '../client/index.js';
+import { makeClient, withConnection, type CommonOpts } from '../cli/plan.js';
+import { startController } from './controller.js';
+import { parseDuration } from './duration.js';
+import { createElector, type ElectorOptions } from './leader/index.js';
+import { parseListen } from './server.js';
+import { DirectorySource } from './source/directory.js';
+import { GitSource } from './source/git.js';
+import type { ConfigSource } from './source/types.js';
+
+interface ControllerOpts extends Pick<CommonOpts, 'url' | 'apiKey' | 'caFile' | 'insecure'> {
+  source: string;
+  sourceType: 'auto' | 'git' | 'dir';
+  branch: string;
+  path: string;
+  interval: string;
+  mode: 'apply' | 'drift';
+  prune: boolean;
+  allowMassDelete: boolean;
+  listen: string;
+  stateDir: string;
+  webhookSecret?: string;
+  webhookSecretFile?: string;
+  suspend: boolean;
+  leaderElection: 'none' | 'lock' | 'lease';
+  lockFile?: string;
+  leaseName: string;
+  leaseNamespace?: string;
+  leaseSeconds: string;
+  identity?: string;
+  apiKeyFile?: string;
+  passwordFile?: string;
+  sourceId?: string;
+  concurrency: string;
+  adopt: boolean;
+  allowUndeclaredProjects: boolean;
+  specOperations: boolean;
+  logLevel: string;
+}
+
+/** A mounted secret file's content, without the trailing newline editors and `kubectl create secret` leave. */
+function readSecretFile(path: string, what: string): string {
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch (err) {
+    throw new Error(`${what} ${path}: ${(err as NodeJS.ErrnoException).code === 'ENOENT' ? 'no such file' : (err as Error).message}`);
+  }
+  const value = text.replace(/\r?\n$/, '');
+  if (!value) throw new Error(`${what} ${path} is empty`);
+  return value;
+}
+
+/** A local directory that is not a git repository is a plain directory source; anything else goes through git. */
+function isPlainDirectory(source: string): boolean {
+  if (/^[a-z][a-z0-9+.-]*:/i.test(source) || /^[^/]+@[^/]+:/.test(source)) return false;
+  if (!existsSync(source) || !statSync(source).isDirectory()) return false;
+  const bare = existsSync(join(source, 'HEAD')) && existsSync(join(source, 'objects'));
+  return !existsSync(join(source, '.git')) && !bare;
+}
+
+/** The ownership label value: as `dpctl apply <dir>` would pick it, so the controller can take over from it. */
+function defaultSourceId(source: string, path: string, plain: boolean): string {
+  if (path && path !== '.') return basename(resolve('/', path));
+  if (plain) return basename(resolve(source));
+  return basename(source.replace(/\/+$/, '')).replace(/\.git$/, '') || 'root';
+}
+
+/** The namespace a pod runs in (the service account's file), else `default`. */
+function podNamespace(): string {
+  try {
+    return readFileSync('/var/run/secrets/kubernetes.io/serviceaccount/namespace', 'utf8').trim() || 'default';
+  } catch {
+    return process.env.POD_NAMESPACE || 'default';
+  }
+}
+
+export function controllerCommand(): Command {
+  return withConnection(new Command('controller').description('Keep the platform equal to a git branch or a directory: reconcile continuously, report drift, correct it (apply mode)'))
+    .requiredOption('--source <git-url-or-dir>', 'git URL, file:// URL or local repository path; or a plain directory (e.g. mounted by git-sync)')
+    .addOption(new Option('--source-type <type>', 'how to read --source (auto: a local directory without .git is a plain directory)').choices(['auto', 'git', 'dir']).default('auto'))
+    .option('--branch <name>', 'git branch to follow', 'main')
+    .option('--path <dir>', 'directory inside the repository that holds the YAML', '.')
+    .option('--interval <duration>', 'time between runs (fetch, plan, apply), e.g. 30s, 5m', '30s')
+    .addOption(new Option('--mode <mode>', 'apply: make the platform match; drift: only report').choices(['apply', 'drift']).default('apply'))
+    .option('--prune', 'delete managed resources (label dpctl.dev/managed-by = source id) that left the config', false)
+    .option('--allow-mass-delete', 'allow pruning more than max(5, 20%) of the managed resources', false)
+    .option('--listen <host:port>', 'status listener: /healthz /readyz /metrics /status /hooks/git /suspend /resume', '127.0.0.1:9090')
+    .option('--state-dir <dir>', 'git mirror, checkouts, refresh token, lock (default DPCTL_STATE_DIR or ./.dpctl-controller)')
+    .option('--webhook-secret <secret>', 'HMAC secret of POST /hooks/git, and bearer token of /suspend and /resume (default DPCTL_WEBHOOK_SECRET)')
+    .option('--webhook-secret-file <file>', 'read the webhook secret from a file (a mounted secret)')
+    .option('--suspend', 'start suspended (POST /resume to start reconciling)', false)
+    .addOption(new Option('--leader-election <kind>', 'none: a single replica; lock: a lock file (local runs); lease: a Kubernetes Lease').choices(['none', 'lock', 'lease']).default('none'))
+    .option('--lock-file <file>', 'lock file for --leader-election lock (default <state-dir>/leader.lock)')
+    .option('--lease-name <name>', 'Lease name for --leader-election lease', 'dpctl-controller')
+    .option('--lease-namespace <ns>', 'Lease namespace (default: the pod\'s namespace)')
+    .option('--lease-seconds <n>', 'leadership lease duration in seconds', '15')
+    .option('--identity <id>', 'this replica\'s identity for leader election (default: pod name or host:pid)')
+    .option('--api-key-file <file>', 'read the API key from a file (default DATAPLATFORM_API_KEY_FILE)')
+    .option('--password-file <file>', 'read the password of DATAPLATFORM_EMAIL from a file (default DATAPLATFORM_PASSWORD_FILE)')
+    .option('--source-id <id>', 'ownership label value (default: the last part of --path, else the repository or directory name)')
+    .option('--concurrency <n>', 'parallel API calls', '4')
+    .option('--adopt', 'take ownership of existing resources the config declares that dpctl did not create', false)
+    .option('--allow-undeclared-projects', 'metadata.project may name a project that exists on the server without a Project document', false)
+    .option('--spec-operations', 'plan with only the operations the spec documents', false)
+    .addOption(new Option('--log-level <level>', 'log level').choices(['debug', 'info', 'warn', 'error']).default('info'))
+    .action(async (opts: ControllerOpts) => {
+      // Synchronous JSON lines on stdout, so nothing is lost when the process exits right after.
+      const log = pino({ name: 'dpctl-controller', level: opts.logLevel, redact: { paths: ['password', 'apiKey', 'token', 'secret', '*.password', '*.apiKey', '*.token', '*.secret'], censor: '[redacted]' } }, pino.destination({ fd: 1, sync: true }));
+      try {
+        const controller = await start(opts, log);
+        let stopping = false;
+        const shutdown = (signal: string) => {
+          if (stopping) {
+            log.warn({ signal }, 'second signal: exiting at once');
+            process.exit(1);
+          }
+          stopping = true;
+          log.info({ signal }, 'shutting down');
+          controller.stop().then(
+            () => process.exit(0),
+            (err: Error) => {
+              log.error({ err: err.message }, 'shutdown failed');
+              process.exit(1);
+            },
+          );
+        };
+        process.on('SIGTERM', () => shutdown('SIGTERM'));
+        process.on('SIGINT', () => shutdown('SIGINT'));
+      } catch (err) {
+        log.fatal({ err: (err as Error).message }, 'controller did not start');
+        process.stderr.write(`dpctl: ${(err as Error).message}\n`);
+        process.exit(1);
+      }
+    });
+}
+
+async function start(opts: ControllerOpts, log: pino.Logger) {
+  const intervalMs = parseDuration(opts.interval, '--interval');
+  const concurrency = Number(opts.concurrency);
+  if (!Number.isInteger(concurrency) || concurrency < 1 || concurrency > 64) throw new Error(`--concurrency must be an integer from 1 to 64, got ${opts.concurrency}`);
+  const leaseSeconds = Number(opts.leaseSeconds);
+  if (!Number.isInteger(leaseSeconds) || leaseSeconds < 1) throw new Error(`--lease-seconds must be a whole number of seconds >= 1, got ${opts.leaseSeconds}`);
+  const listen = parseListen(opts.listen);
+  const stateDir = resolve(opts.stateDir ?? process.env.DPCTL_STATE_DIR ?? '.dpctl-controller');
+  mkdirSync(stateDir, { recursive: true, mode: 0o700 });
+
+  const webhookSecretFile = opts.webhookSecretFile ?? process.env.DPCTL_WEBHOOK_SECRET_FILE;
+  const webhookSecret = opts.webhookSecret ?? (webhookSecretFile ? readSecretFile(webhookSecretFile, '--webhook-secret-file') : undefined) ?? (process.env.DPCTL_WEBHOOK_SECRET || undefined);
+
+  // Credentials: flags, then files (mounted secrets), then DATAPLATFORM_* variables.
+  const apiKeyFile = opts.apiKeyFile ?? (process.env.DATAPLATFORM_API_KEY_FILE || undefined);
+  const passwordFile = opts.passwordFile ?? (process.env.DATAPLATFORM_PASSWORD_FILE || undefined);
+  const connection = { ...opts, apiKey: opts.apiKey ?? (apiKeyFile ? readSecretFile(apiKeyFile, '--api-key-file') : undefined) };
+  const extra: Partial<ClientConfig> = {};
+  if (passwordFile) extra.password = readSecretFile(passwordFile, '--password-file');
+  const usesApiKey = !!connection.apiKey || (!!process.env.DATAPLATFORM_API_KEY?.trim() && !passwordFile);
+  // A password login's refresh token rotates on every refresh and a spent one revokes the session: keep it across restarts.
+  if (!usesApiKey) extra.tokenStore = new FileTokenStore(join(stateDir, 'tokens.json'));
+  if (usesApiKey && passwordFile) throw new Error('give either an API key or a password file, not both');
+  const client = makeClient(connection, extra);
+
+  const plain = opts.sourceType === 'dir' || (opts.sourceType === 'auto' && isPlainDirectory(opts.source));
+  const source: ConfigSource = plain
+    ? new DirectorySource(opts.path && opts.path !== '.' ? join(opts.source, opts.path) : opts.source)
+    : new GitSource({ url: opts.source, branch: opts.branch, path: opts.path, stateDir });
+
+  const electorOptions: ElectorOptions =
+    opts.leaderElection === 'lock'
+      ? { kind: 'lock', path: resolve(opts.lockFile ?? join(stateDir, 'leader.lock')), identity: opts.identity, leaseSeconds }
+      : opts.leaderElection === 'lease'
+        ? { kind: 'lease', namespace: opts.leaseNamespace ?? podNamespace(), name: opts.leaseName, identity: opts.identity, leaseSeconds }
+        : { kind: 'none' };
+  const elector = createElector(electorOptions, { log: (message) => log.info({ election: opts.leaderElection }, message) });
+
+  const controller = await startController({
+    source,
+    client,
+    mode: opts.mode,
+    intervalMs,
+    listen,
+    webhookSecret,
+    suspended: opts.suspend,
+    elector,
+    logger: log,
+    engine: {
+      sourceId: opts.sourceId ?? defaultSourceId(opts.source, opts.path, plain),
+      concurrency,
+      prune: opts.prune,
+      allowMassDelete: opts.allowMassDelete,
+      adopt: opts.adopt,
+      allowUndeclaredProjects: opts.allowUndeclaredProjects,
+      specOperations: opts.specOperations,
+    },
+  });
+  log.info(
+    { source: source.description, mode: opts.mode, interval_ms: intervalMs, status: controller.url ? `${controller.url}/status` : null, webhook: webhookSecret ? 'on' : 'off', leader_election: elector.description, state_dir: stateDir },
+    'controller started',
+  );
+  return controller;
+}

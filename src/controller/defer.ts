@@ -1,0 +1,48 @@
+import { kind as kindNamed } from '../kinds/index.js';
+import { resourceKey, type Plan, type PlannedChange } from '../engine/index.js';
+
+/**
+ * Takes the changes whose resource is backing off out of a plan, and with them the writes
+ * that need one of those resources first (its project, what it references), so that the
+ * apply neither retries a failing resource early nor fails its dependents for it. Returns the
+ * plan to apply and why each change was held back.
+ */
+export function deferChanges(plan: Plan, waiting: (key: string) => string | undefined): { plan: Plan; deferred: Map<PlannedChange, string> } {
+  const deferred = new Map<PlannedChange, string>();
+  const heldWrites = new Map<string, PlannedChange>(); // key -> change not written this run
+  for (const c of plan.changes) {
+    if (c.action === 'no-op') continue;
+    const why = waiting(c.key);
+    if (why === undefined) continue;
+    deferred.set(c, why);
+    if (c.action !== 'delete') heldWrites.set(c.key, c);
+  }
+  const needs = (c: PlannedChange): string[] => {
+    const doc = c.doc;
+    if (!doc || c.action === 'delete') return [];
+    const keys: string[] = [];
+    if (doc.project !== undefined) keys.push(resourceKey(kindNamed('project'), undefined, doc.project));
+    for (const ref of doc.references) {
+      try {
+        keys.push(resourceKey(kindNamed(ref.kind), doc.project, ref.name));
+      } catch {
+        // An unknown kind was already a validation error.
+      }
+    }
+    return keys;
+  };
+  let grew = heldWrites.size > 0;
+  while (grew) {
+    grew = false;
+    for (const c of plan.changes) {
+      if (c.action === 'no-op' || deferred.has(c)) continue;
+      const blocker = needs(c).map((k) => heldWrites.get(k)).find((b) => b !== undefined);
+      if (!blocker) continue;
+      deferred.set(c, `waits for ${blocker.yamlKind} ${blocker.project ? `${blocker.project}/` : ''}${blocker.name}, which is backing off`);
+      heldWrites.set(c.key, c);
+      grew = true;
+    }
+  }
+  if (!deferred.size) return { plan, deferred };
+  return { plan: { ...plan, changes: plan.changes.filter((c) => !deferred.has(c)) }, deferred };
+}

@@ -1,0 +1,265 @@
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import pino from 'pino';
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { reconcile } from '../../src/engine/index.js';
+import { GitSource, signBody, startController, type RunningController } from '../../src/controller/index.js';
+import { startTestService, type TestService, type TestTenant } from '../support/service.js';
+import { clientFor, copyExample, SECRET_ENV } from '../integration/engine/helpers.js';
+import { TestRepo, waitFor } from './helpers.js';
+
+/**
+ * The controller in-process against the real service over HTTPS, following a real git
+ * repository (a bare remote in a temp dir, pushed to from a work clone).
+ */
+const SECRET = 'webhook-secret-for-tests';
+const silent = pino({ level: 'silent' });
+const env = { ...process.env, ...SECRET_ENV };
+
+let svc: TestService;
+beforeAll(async () => {
+  svc = await startTestService();
+});
+afterAll(async () => {
+  await svc?.close();
+});
+
+/** `GET /projects/{analytics}/<collection>` item by name, as an admin sees it through the API. */
+async function find(t: TestTenant, collection: string, name: string): Promise<any> {
+  const projects = await svc.ok(t, 'GET', '/projects');
+  const analytics = projects.data.find((p: any) => p.name === 'analytics');
+  if (!analytics) return undefined;
+  const list = await svc.ok(t, 'GET', `/projects/${analytics.id}/${collection}`, { query: { limit: 100 } });
+  return list.data.find((x: any) => x.name === name);
+}
+
+async function patchByHand(t: TestTenant, collection: string, name: string, body: Record<string, unknown>) {
+  const projects = await svc.ok(t, 'GET', '/projects');
+  const analytics = projects.data.find((p: any) => p.name === 'analytics').id;
+  const item = await find(t, collection, name);
+  await svc.ok(t, 'PATCH', `/projects/${analytics}/${collection}/${item.id}`, { body });
+}
+
+const http = (ctl: RunningController, path: string, init: RequestInit = {}) => fetch(`${ctl.url}${path}`, init);
+
+/** Prometheus text: every sample line is `name{labels} value`; returns the samples. */
+function parseMetrics(text: string): { name: string; labels: string; value: number }[] {
+  const out: { name: string; labels: string; value: number }[] = [];
+  for (const line of text.split('\n')) {
+    if (!line || line.startsWith('#')) continue;
+    const m = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(?:[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\]|\\.)*",?)*\})? (-?[0-9.e+-]+|NaN|\+Inf|-Inf)$/.exec(line);
+    if (!m) throw new Error(`not a Prometheus sample line: ${line}`);
+    out.push({ name: m[1], labels: m[2] ?? '', value: Number(m[3]) });
+  }
+  return out;
+}
+const sum = (samples: ReturnType<typeof parseMetrics>, name: string) => samples.filter((s) => s.name === name).reduce((n, s) => n + s.value, 0);
+
+describe('apply mode, following a git branch', () => {
+  let t: TestTenant;
+  let repo: TestRepo;
+  let ctl: RunningController;
+  let good: string;
+
+  beforeAll(async () => {
+    t = await svc.tenant();
+    repo = new TestRepo();
+    good = repo.addExample('platform').write('README.md', 'not YAML, ignored\n').commit('the platform');
+    ctl = await startController({
+      source: new GitSource({ url: repo.remote, branch: 'main', path: 'platform', stateDir: mkdtempSync(join(tmpdir(), 'dp-ctl-state-')) }),
+      client: clientFor(svc, t),
+      mode: 'apply',
+      intervalMs: 1_000,
+      engine: { sourceId: 'platform', env, concurrency: 4 },
+      listen: { host: '127.0.0.1', port: 0 },
+      webhookSecret: SECRET,
+      logger: silent,
+      processMetrics: false,
+    });
+  });
+  afterAll(async () => {
+    await ctl?.stop();
+    repo?.close();
+  });
+
+  const converged = (rev: string) =>
+    waitFor(`a converged run of ${rev.slice(0, 8)}`, () => ctl.status().last_run?.result === 'converged' && ctl.status().last_run?.revision === rev && ctl.status(), 60_000, () => ctl.status().last_run);
+
+  test('commit config: it is applied; /readyz turns ready; the status lists every resource', async () => {
+    const status = await converged(good);
+    expect(status.revision.applied).toMatchObject({ id: good, summary: 'the platform' });
+    expect(status.resources).toHaveLength(25);
+    expect(status.resources.every((r) => r.state === 'applied' || r.state === 'in-sync')).toBe(true);
+    expect((await find(t, 'connectors', 'orders-db')).labels['dpctl.dev/managed-by']).toBe('platform');
+    expect((await http(ctl, '/readyz')).status).toBe(200);
+    expect(await (await http(ctl, '/healthz')).json()).toEqual({ status: 'ok' });
+    // The next run finds nothing to do.
+    await waitFor('an in-sync run', () => ctl.status().resources.every((r) => r.state === 'in-sync'));
+  });
+
+  test('commit a change: it is applied', async () => {
+    const rev = repo.write('platform/analytics/transform.yaml', (await import('node:fs')).readFileSync(join(repo.work, 'platform/analytics/transform.yaml'), 'utf8').replace('schedule: "0 2 * * *"', 'schedule: "0 4 * * *"')).commit('pipeline at 4');
+    await converged(rev);
+    expect((await find(t, 'pipelines', 'nightly-revenue')).schedule).toBe('0 4 * * *');
+    good = rev;
+  });
+
+  test('drift made by hand is corrected within an interval', async () => {
+    await patchByHand(t, 'connectors', 'orders-db', { schedule: '5 * * * *' });
+    const started = Date.now();
+    await waitFor('the connector schedule back to the config', async () => (await find(t, 'connectors', 'orders-db')).schedule === '0 * * * *', 10_000);
+    // One interval (1 s, plus jitter) and the run itself.
+    expect(Date.now() - started).toBeLessThan(5_000);
+  });
+
+  test('an invalid commit is not applied: the last good revision stays in force, the status shows file:line:column', async () => {
+    const path = 'platform/analytics/transform.yaml';
+    const text = (await import('node:fs')).readFileSync(join(repo.work, path), 'utf8');
+    // A valid change and a broken file in one commit: nothing of it may reach the platform.
+    repo.write(path, text.replace('schedule: "0 4 * * *"', 'schedule: "0 6 * * *"')).write('platform/analytics/broken.yaml', 'apiVersion: dataplatform/v1\nkind: Connector\nmetadata:\n  name: x\n  project: analytics\nspec: [unclosed\n');
+    const bad = repo.commit('broken');
+    const status = await waitFor('the invalid revision reported', () => ctl.status().revision.invalid?.id === bad && ctl.status().last_run?.result === 'invalid' && ctl.status());
+    expect(status.revision.applied?.id).toBe(good);
+    expect(status.revision.invalid!.errors[0]).toMatch(/^platform\/analytics\/broken\.yaml:\d+:\d+: /);
+    expect(status.last_run!.errors[0]).toBe(status.revision.invalid!.errors[0]);
+    const page = await (await http(ctl, '/status', { headers: { accept: 'text/html' } })).text();
+    expect(page).toContain('platform/analytics/broken.yaml:');
+    // Several runs later, the last good revision is still what is applied.
+    const runs = ctl.status().runs;
+    await waitFor('two more runs', () => ctl.status().runs >= runs + 2);
+    expect((await find(t, 'pipelines', 'nightly-revenue')).schedule).toBe('0 4 * * *');
+    const metrics = parseMetrics(await (await http(ctl, '/metrics')).text());
+    expect(sum(metrics, 'dpctl_controller_invalid_revisions_total')).toBe(1);
+    expect(metrics.find((s) => s.name === 'dpctl_controller_applied_revision_info')?.labels).toContain(`revision="${good}"`);
+
+    // The fix is applied.
+    good = repo.remove('platform/analytics/broken.yaml').commit('fix');
+    await converged(good);
+    expect((await find(t, 'pipelines', 'nightly-revenue')).schedule).toBe('0 6 * * *');
+    expect(ctl.status().revision.invalid).toBeNull();
+  });
+
+  test('suspend and resume over HTTP (bearer or HMAC), without a restart', async () => {
+    const refused = await http(ctl, '/suspend', { method: 'POST' });
+    expect(refused.status).toBe(401);
+    expect(await refused.json()).toMatchObject({ error: { code: 'unauthorized' } });
+    expect((await http(ctl, '/suspend', { method: 'POST', headers: { authorization: 'Bearer wrong' } })).status).toBe(401);
+    const ok = await http(ctl, '/suspend', { method: 'POST', headers: { authorization: `Bearer ${SECRET}` } });
+    expect(await ok.json()).toEqual({ suspended: true });
+    expect(ctl.status().controller.suspended).toBe(true);
+    // A run in flight when suspending may still finish: wait for it, then change by hand.
+    await new Promise((r) => setTimeout(r, 1_500));
+    await patchByHand(t, 'connectors', 'orders-db', { schedule: '7 * * * *' });
+    await new Promise((r) => setTimeout(r, 3_000));
+    expect((await find(t, 'connectors', 'orders-db')).schedule).toBe('7 * * * *');
+    const body = '{}';
+    const resumed = await http(ctl, '/resume', { method: 'POST', body, headers: { 'x-hub-signature-256': signBody(SECRET, body) } });
+    expect(await resumed.json()).toEqual({ suspended: false });
+    await waitFor('the drift corrected after resume', async () => (await find(t, 'connectors', 'orders-db')).schedule === '0 * * * *', 10_000);
+  });
+
+  test('/metrics parses and moves; /status JSON; unknown routes answer the error envelope', async () => {
+    const before = parseMetrics(await (await http(ctl, '/metrics')).text());
+    const runs = ctl.status().runs;
+    await waitFor('a run', () => ctl.status().runs > runs);
+    const after = parseMetrics(await (await http(ctl, '/metrics')).text());
+    expect(sum(after, 'dpctl_controller_api_calls_total')).toBeGreaterThan(sum(before, 'dpctl_controller_api_calls_total'));
+    expect(sum(after, 'dpctl_controller_reconcile_duration_seconds_count')).toBeGreaterThan(sum(before, 'dpctl_controller_reconcile_duration_seconds_count'));
+    expect(after.find((s) => s.name === 'dpctl_controller_api_calls_total' && s.labels.includes('GET /projects"'))?.value).toBeGreaterThan(0);
+    expect(after.find((s) => s.name === 'dpctl_controller_resources' && s.labels === '{state="in-sync"}')?.value).toBe(25);
+    expect(after.find((s) => s.name === 'dpctl_controller_applied_revision_info')?.labels).toContain(`revision="${good}"`);
+    expect(after.find((s) => s.name === 'dpctl_controller_leader')?.value).toBe(1);
+
+    const res = await http(ctl, '/status');
+    expect(res.headers.get('content-type')).toContain('application/json');
+    const status = await res.json();
+    expect(status).toMatchObject({ controller: { mode: 'apply', source_id: 'platform', suspended: false, ready: true, leader: { elected: true } }, revision: { applied: { id: good } } });
+    expect(status.resources.find((r: any) => r.name === 'orders-db')).toMatchObject({ kind: 'connector', project: 'analytics', state: 'in-sync', id: expect.stringMatching(/^con_/) });
+    expect(JSON.stringify(status)).not.toContain('orders-pw-1');
+
+    const missing = await http(ctl, '/nope');
+    expect(missing.status).toBe(404);
+    expect(await missing.json()).toMatchObject({ error: { code: 'not_found' } });
+    expect((await http(ctl, '/status', { method: 'DELETE' })).status).toBe(405);
+  });
+});
+
+describe('drift mode, woken by the webhook', () => {
+  let t: TestTenant;
+  let repo: TestRepo;
+  let ctl: RunningController;
+
+  beforeAll(async () => {
+    t = await svc.tenant();
+    repo = new TestRepo();
+    repo.addExample('platform').commit('the platform');
+    // Applied once by hand (dpctl apply); the controller only watches.
+    const client = clientFor(svc, t);
+    await reconcile(client, [copyExample()], { sourceId: 'platform', env });
+    await client.close();
+    ctl = await startController({
+      source: new GitSource({ url: `file://${repo.remote}`, branch: 'main', path: 'platform', stateDir: mkdtempSync(join(tmpdir(), 'dp-ctl-state-')) }),
+      client: clientFor(svc, t),
+      mode: 'drift',
+      // An hour: anything that happens within the test was woken by the webhook.
+      intervalMs: 3_600_000,
+      engine: { sourceId: 'platform', env },
+      listen: { host: '127.0.0.1', port: 0 },
+      webhookSecret: SECRET,
+      logger: silent,
+      processMetrics: false,
+    });
+    await waitFor('the first run', () => ctl.status().last_run, 30_000);
+  });
+  afterAll(async () => {
+    await ctl?.stop();
+    repo?.close();
+  });
+
+  const hook = (body: string, headers: Record<string, string>) => http(ctl, '/hooks/git', { method: 'POST', body, headers: { 'content-type': 'application/json', 'x-github-event': 'push', ...headers } });
+
+  test('the first run finds the platform in sync', () => {
+    expect(ctl.status().last_run).toMatchObject({ result: 'in-sync', trigger: 'start' });
+    expect(ctl.status().drift).toEqual([]);
+  });
+
+  test('a bad or missing signature is refused with 401 and triggers nothing', async () => {
+    const body = JSON.stringify({ ref: 'refs/heads/main' });
+    const runs = ctl.status().runs;
+    const none = await hook(body, {});
+    expect(none.status).toBe(401);
+    expect(await none.json()).toMatchObject({ error: { code: 'unauthorized', message: expect.stringContaining('X-Hub-Signature-256') } });
+    expect((await hook(body, { 'x-hub-signature-256': signBody('another-secret', body) })).status).toBe(401);
+    // Signed over a different body.
+    expect((await hook(body, { 'x-hub-signature-256': signBody(SECRET, `${body} `) })).status).toBe(401);
+    await new Promise((r) => setTimeout(r, 500));
+    expect(ctl.status().runs).toBe(runs);
+  });
+
+  test('drift made by hand is reported, not corrected', async () => {
+    await patchByHand(t, 'connectors', 'orders-db', { schedule: '9 * * * *' });
+    const body = JSON.stringify({ ref: 'refs/heads/main' });
+    const runs = ctl.status().runs;
+    expect((await hook(body, { 'x-hub-signature-256': signBody(SECRET, body) })).status).toBe(202);
+    const status = await waitFor('a drift run', () => ctl.status().runs > runs && ctl.status(), 20_000);
+    expect(status.last_run).toMatchObject({ result: 'drift', trigger: 'webhook (push)' });
+    expect(status.drift).toEqual([expect.objectContaining({ type: 'changed', kind: 'connector', name: 'orders-db', detail: 'schedule', fields: [{ field: 'schedule', before: '9 * * * *', after: '0 * * * *' }] })]);
+    expect(status.resources.find((r) => r.name === 'orders-db')).toMatchObject({ state: 'drifted', detail: 'schedule' });
+    expect((await find(t, 'connectors', 'orders-db')).schedule).toBe('9 * * * *');
+    const metrics = parseMetrics(await (await http(ctl, '/metrics')).text());
+    expect(metrics.find((s) => s.name === 'dpctl_controller_drift_count')?.value).toBe(1);
+  });
+
+  test('a signed webhook fetches a new commit at once (the interval is an hour)', async () => {
+    const rev = repo.write('platform/extra.yaml', 'apiVersion: dataplatform/v1\nkind: Classification\nmetadata:\n  name: from-git\n  project: analytics\nspec:\n  sensitivity: internal\n').commit('a classification');
+    const body = JSON.stringify({ ref: 'refs/heads/main', after: rev });
+    const sent = Date.now();
+    expect((await hook(body, { 'x-hub-signature-256': signBody(SECRET, body) })).status).toBe(202);
+    const status = await waitFor('the new revision fetched', () => ctl.status().revision.applied?.id === rev && ctl.status().last_run?.revision === rev && ctl.status(), 20_000);
+    expect(Date.now() - sent).toBeLessThan(10_000);
+    // Drift mode: the new classification is reported as missing, not created.
+    expect(status.drift.map((d) => `${d.type} ${d.name}`).sort()).toEqual(['changed orders-db', 'deleted from-git']);
+    expect(await find(t, 'classifications', 'from-git')).toBeUndefined();
+  });
+});
