@@ -1,0 +1,26 @@
+/**
+ * The CDK for Terraform app: `cdktf synth`, `cdktf deploy platform`. Two stacks:
+ * - platform: the TypeScript platform of platform-stack.ts;
+ * - yaml-platform: the YAML repository of examples/platform (the one `dpctl apply` takes),
+ *   through the YAML bridge, to show a repository moving to cdktf without rewriting.
+ */
+import { join } from 'node:path';
+import { App, TerraformStack } from '../../src/cdktf/cdk.js';
+import { ConfigValidationError, DataplatformProvider, YamlPlatform } from '../../src/cdktf/index.js';
+import { PlatformStack } from './platform-stack.js';
+
+const app = new App();
+new PlatformStack(app, 'platform');
+
+const yamlStack = new TerraformStack(app, 'yaml-platform');
+new DataplatformProvider(yamlStack, 'provider');
+try {
+  new YamlPlatform(yamlStack, 'platform', { paths: join(import.meta.dirname, '..', 'platform') });
+} catch (err) {
+  // The same file:line:column messages as `dpctl validate`, not a stack trace.
+  if (!(err instanceof ConfigValidationError)) throw err;
+  process.stderr.write(`${err.message}\n`);
+  process.exit(1);
+}
+
+app.synth();
