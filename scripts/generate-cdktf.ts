@@ -15,7 +15,7 @@ import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'nod
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { className as classNameOf, pascal, camel, propName } from '../src/cdktf/naming.js';
-import { PROVIDER_SOURCE, PROVIDER_TYPE, providerSchemaMessage, resourceSpecs, type AttrSpec, type ResourceSpec } from '../src/provider/schema.js';
+import { dataSourceSpecs, PROVIDER_SOURCE, PROVIDER_TYPE, providerSchemaMessage, resourceSpecs, type AttrSpec, type ResourceSpec } from '../src/provider/schema.js';
 
 const ROOT = join(import.meta.dirname, '..');
 export const GENERATED_DIR = join(ROOT, 'src', 'cdktf', 'generated');
@@ -153,16 +153,20 @@ class Emitter {
     const inputs = struct.attrs.filter(settable);
     const fn = camel(struct.name);
 
-    let out = `${comment(describe(a), '')}export interface ${struct.name} {\n`;
-    for (const c of inputs) out += `${comment(describe(c), '  ')}  readonly ${propName(c, true)}${c.required ? '' : '?'}: ${this.tsType(c, children.get(c))};\n`;
-    out += '}\n\n';
+    // A computed-only object (a data source's, a server-set one) has no input form: getters only.
+    let out = '';
+    if (settable(a)) {
+      out += `${comment(describe(a), '')}export interface ${struct.name} {\n`;
+      for (const c of inputs) out += `${comment(describe(c), '  ')}  readonly ${propName(c, true)}${c.required ? '' : '?'}: ${this.tsType(c, children.get(c))};\n`;
+      out += '}\n\n';
 
-    out += `export function ${fn}ToTerraform(struct?: ${struct.name} | cdk.IResolvable): any {\n`;
-    out += '  if (!cdk.canInspect(struct) || cdk.Tokenization.isResolvable(struct)) return struct;\n';
-    out += `  const s = struct as ${struct.name};\n`;
-    out += '  return {\n';
-    for (const c of inputs) out += `    ${c.name}: ${this.toTerraform(c, `s.${propName(c, true)}`, children.get(c))},\n`;
-    out += '  };\n}\n\n';
+      out += `export function ${fn}ToTerraform(struct?: ${struct.name} | cdk.IResolvable): any {\n`;
+      out += '  if (!cdk.canInspect(struct) || cdk.Tokenization.isResolvable(struct)) return struct;\n';
+      out += `  const s = struct as ${struct.name};\n`;
+      out += '  return {\n';
+      for (const c of inputs) out += `    ${c.name}: ${this.toTerraform(c, `s.${propName(c, true)}`, children.get(c))},\n`;
+      out += '  };\n}\n\n';
+    }
 
     out += `/** Token getters of ${a.name}${struct.list ? ' (one item)' : ''}, for references such as \`\${resource.${a.name}${struct.list ? '[0]' : ''}.x}\`. */\n`;
     out += `export class ${struct.name}OutputReference extends cdk.ComplexObject {\n`;
@@ -274,7 +278,7 @@ export function renderConstruct(spec: ResourceSpec, flavour: Flavour, version: s
   out += '}\n';
   e.push(out);
 
-  const file = `${flavour.prefix ? 'data-' : ''}${spec.descriptor.kind.replace(/_/g, '-')}.ts`;
+  const file = `${flavour.prefix ? 'data-' : ''}${spec.typeName.slice(PROVIDER_TYPE.length + 1).replace(/_/g, '-')}.ts`;
   return { className, file, text: `${HEADER}import * as cdk from '../cdk.js';\n\n${e.text()}` };
 }
 
@@ -329,8 +333,8 @@ export function renderProvider(version: string): string {
 }
 
 /**
- * Every generated file by name. Data sources are one more loop over the same renderer with the
- * DATA_SOURCE flavour, once the provider exposes their specs.
+ * Every generated file by name: the provider, then one loop per kind of Terraform block over
+ * the same renderer (resources from resourceSpecs(), data sources from dataSourceSpecs()).
  */
 export function renderCdktfBindings(): Map<string, string> {
   const version = packageVersion();
@@ -338,17 +342,24 @@ export function renderCdktfBindings(): Map<string, string> {
   files.set('provider.ts', renderProvider(version));
   const exports: string[] = ["export * from './provider.js';"];
   const imports: string[] = [];
-  const registry: string[] = [];
-  for (const spec of resourceSpecs().values()) {
-    const r = renderConstruct(spec, RESOURCE, version);
-    files.set(r.file, r.text);
-    const module = `./${r.file.replace(/\.ts$/, '.js')}`;
-    exports.push(`export * from '${module}';`);
-    imports.push(`import { ${r.className} } from '${module}';`);
-    registry.push(`  ${spec.typeName}: ${r.className},`);
+  const registries: string[] = [];
+  const loops: { flavour: Flavour; specs: Iterable<ResourceSpec>; registry: string; what: string }[] = [
+    { flavour: RESOURCE, specs: resourceSpecs().values(), registry: 'RESOURCE_CONSTRUCTS', what: 'Every resource construct by Terraform type (the YAML bridge creates them from documents).' },
+    { flavour: DATA_SOURCE, specs: dataSourceSpecs().values(), registry: 'DATA_SOURCE_CONSTRUCTS', what: 'Every data source construct by Terraform type.' },
+  ];
+  for (const loop of loops) {
+    const entries: string[] = [];
+    for (const spec of loop.specs) {
+      const r = renderConstruct(spec, loop.flavour, version);
+      files.set(r.file, r.text);
+      const module = `./${r.file.replace(/\.ts$/, '.js')}`;
+      exports.push(`export * from '${module}';`);
+      imports.push(`import { ${r.className} } from '${module}';`);
+      entries.push(`  ${spec.typeName}: ${r.className},`);
+    }
+    registries.push(`\n/** ${loop.what} */\nexport const ${loop.registry} = {\n${entries.join('\n')}\n} as const;\n`);
   }
-  const registryText = `\n/** Every resource construct by Terraform type (the YAML bridge creates them from documents). */\nexport const RESOURCE_CONSTRUCTS = {\n${registry.join('\n')}\n} as const;\n`;
-  files.set('index.ts', `${HEADER}${imports.join('\n')}\n\n${exports.join('\n')}\n${registryText}`);
+  files.set('index.ts', `${HEADER}${imports.join('\n')}\n\n${exports.join('\n')}\n${registries.join('')}`);
   return files;
 }
 

@@ -53,8 +53,10 @@ const isRecord = (v: unknown): v is Record<string, unknown> => v !== null && typ
 export function bodyToConfig(attrs: AttrSpec[], body: Record<string, unknown>, nested = false): Record<string, unknown> {
   const out: Record<string, unknown> = {};
   for (const a of attrs) {
-    if (!(a.name in body)) continue;
-    const v = body[a.name];
+    // An attribute renamed by the provider (`provider` -> `provider_name`, a meta-argument) reads its API field.
+    const field = 'apiName' in a && typeof a.apiName === 'string' ? a.apiName : a.name;
+    if (!(field in body)) continue;
+    const v = body[field];
     if (a.shape === 'object' && isRecord(v)) out[propName(a, nested)] = bodyToConfig(a.attrs!, v, true);
     else if (a.shape === 'objects' && Array.isArray(v)) out[propName(a, nested)] = v.map((item) => (isRecord(item) ? bodyToConfig(a.attrs!, item, true) : item));
     else out[propName(a, nested)] = v;

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { TerraformStack, Testing } from '../../src/cdktf/cdk.js';
-import { AlertRule, Connector, DataplatformProvider, InfrastructureResource, NotificationChannel, Pipeline, Project, User } from '../../src/cdktf/index.js';
+import { AlertRule, Connector, DATA_SOURCE_CONSTRUCTS, DataConnector, DataLatestRun, DataplatformProvider, InfrastructureResource, NotificationChannel, Pipeline, Project, User } from '../../src/cdktf/index.js';
 
 /** A stack with the provider, as `cdktf synth` sees it. */
 function stack() {
@@ -107,13 +107,11 @@ describe('generated constructs', () => {
     });
   });
 
-  it('rename attributes that clash with construct members, like the cdktf generator (provider -> providerAttribute)', () => {
+  it('name attributes in camelCase from the provider schema (provider_name: the API field `provider` is a meta-argument)', () => {
     const s = stack();
-    const wh = new InfrastructureResource(s, 'wh', { projectId: 'p', name: 'wh', resourceType: 'warehouse', providerAttribute: 'snowflake', region: 'eu-west-1' });
-    expect(wh.providerAttributeInput).toBe('snowflake');
-    // `provider` is a Terraform meta-argument, so no configuration (HCL or JSON) can set an
-    // attribute of that name: the provider schema has to rename it (reported), not the bindings.
-    expect(only(synth(s), 'dataplatform_infrastructure_resource')).toMatchObject({ resource_type: 'warehouse', region: 'eu-west-1' });
+    const wh = new InfrastructureResource(s, 'wh', { projectId: 'p', name: 'wh', resourceType: 'warehouse', providerName: 'snowflake', region: 'eu-west-1' });
+    expect(wh.providerNameInput).toBe('snowflake');
+    expect(only(synth(s), 'dataplatform_infrastructure_resource')).toEqual({ project_id: 'p', name: 'wh', resource_type: 'warehouse', provider_name: 'snowflake', region: 'eu-west-1' });
   });
 
   it('import: importFrom writes an import block, generateConfigForImport an importable resource', () => {
@@ -131,5 +129,17 @@ describe('generated constructs', () => {
     c.putCredentials({ username: 'u' });
     c.name = 'renamed';
     expect(only(synth(s), 'dataplatform_connector')).toEqual({ project_id: 'p', name: 'renamed', connector_type: 'mysql', credentials: { username: 'u' } });
+  });
+
+  it('data sources: a lookup per listable kind and the views, as data blocks with token getters', () => {
+    expect(Object.keys(DATA_SOURCE_CONSTRUCTS)).toEqual(expect.arrayContaining(['dataplatform_connector', 'dataplatform_project', 'dataplatform_latest_run', 'dataplatform_connector_schema', 'dataplatform_dbt_lineage']));
+    const s = stack();
+    const existing = new DataConnector(s, 'orders', { projectId: 'p1', name: 'orders-db' });
+    const run = new DataLatestRun(s, 'last', { projectId: 'p1', connectorId: existing.id });
+    new Project(s, 'uses', { name: 'x', labels: { host: existing.config.host, status: run.status } });
+    const json = synth(s);
+    expect(json.data.dataplatform_connector.orders).toEqual({ project_id: 'p1', name: 'orders-db' });
+    expect(json.data.dataplatform_latest_run.last).toEqual({ project_id: 'p1', connector_id: '${data.dataplatform_connector.orders.id}' });
+    expect(only(json, 'dataplatform_project').labels).toEqual({ host: '${data.dataplatform_connector.orders.config.host}', status: '${data.dataplatform_latest_run.last.status}' });
   });
 });

@@ -6,6 +6,7 @@ import { TerraformStack, Testing } from '../../src/cdktf/cdk.js';
 import { ConfigValidationError, Connector, DataplatformProvider, YamlPlatform, step } from '../../src/cdktf/index.js';
 import { formatConfigError, loadConfig } from '../../src/config/index.js';
 import { setAt } from '../../src/kinds/index.js';
+import { resourceSpecs } from '../../src/provider/schema.js';
 
 const EXAMPLE = join(import.meta.dirname, '..', '..', 'examples', 'platform');
 const tmp = mkdtempSync(join(tmpdir(), 'dp-cdktf-yaml-'));
@@ -38,7 +39,14 @@ describe('YamlPlatform: the dpctl YAML format as constructs', () => {
       for (const s of doc.secrets) setAt(expected, s.path, `\${var.${(s.ref as { env: string }).env}}`);
       if (doc.project) expected.project_id = addressOf('project', undefined, doc.project);
       const attrs = synthesized;
-      if (doc.descriptor.kind === 'infrastructure_resource') delete expected.provider; // see constructs.test.ts: `provider` is a meta-argument
+      // Attributes the provider renames (a meta-argument such as `provider`) carry the API field under their Terraform name.
+      for (const a of resourceSpecs().get(r.terraformResourceType)!.attrs) {
+        const apiName = (a as { apiName?: string }).apiName;
+        if (apiName && apiName in expected) {
+          expected[a.name] = expected[apiName];
+          delete expected[apiName];
+        }
+      }
       expect(attrs, `${doc.yamlKind}/${doc.name}`).toEqual(expected);
       count++;
     }

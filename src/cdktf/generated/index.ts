@@ -12,6 +12,22 @@ import { Pipeline } from './pipeline.js';
 import { Project } from './project.js';
 import { SsoProvider } from './sso-provider.js';
 import { User } from './user.js';
+import { DataAlertRule } from './data-alert-rule.js';
+import { DataApiKey } from './data-api-key.js';
+import { DataClassification } from './data-classification.js';
+import { DataConnector } from './data-connector.js';
+import { DataDbtProject } from './data-dbt-project.js';
+import { DataEscalationPolicy } from './data-escalation-policy.js';
+import { DataInfrastructureResource } from './data-infrastructure-resource.js';
+import { DataMaskingPolicy } from './data-masking-policy.js';
+import { DataNotificationChannel } from './data-notification-channel.js';
+import { DataPipeline } from './data-pipeline.js';
+import { DataProject } from './data-project.js';
+import { DataSsoProvider } from './data-sso-provider.js';
+import { DataUser } from './data-user.js';
+import { DataConnectorSchema } from './data-connector-schema.js';
+import { DataDbtLineage } from './data-dbt-lineage.js';
+import { DataLatestRun } from './data-latest-run.js';
 
 export * from './provider.js';
 export * from './alert-rule.js';
@@ -27,6 +43,22 @@ export * from './pipeline.js';
 export * from './project.js';
 export * from './sso-provider.js';
 export * from './user.js';
+export * from './data-alert-rule.js';
+export * from './data-api-key.js';
+export * from './data-classification.js';
+export * from './data-connector.js';
+export * from './data-dbt-project.js';
+export * from './data-escalation-policy.js';
+export * from './data-infrastructure-resource.js';
+export * from './data-masking-policy.js';
+export * from './data-notification-channel.js';
+export * from './data-pipeline.js';
+export * from './data-project.js';
+export * from './data-sso-provider.js';
+export * from './data-user.js';
+export * from './data-connector-schema.js';
+export * from './data-dbt-lineage.js';
+export * from './data-latest-run.js';
 
 /** Every resource construct by Terraform type (the YAML bridge creates them from documents). */
 export const RESOURCE_CONSTRUCTS = {
@@ -43,4 +75,24 @@ export const RESOURCE_CONSTRUCTS = {
   dataplatform_project: Project,
   dataplatform_sso_provider: SsoProvider,
   dataplatform_user: User,
+} as const;
+
+/** Every data source construct by Terraform type. */
+export const DATA_SOURCE_CONSTRUCTS = {
+  dataplatform_alert_rule: DataAlertRule,
+  dataplatform_api_key: DataApiKey,
+  dataplatform_classification: DataClassification,
+  dataplatform_connector: DataConnector,
+  dataplatform_dbt_project: DataDbtProject,
+  dataplatform_escalation_policy: DataEscalationPolicy,
+  dataplatform_infrastructure_resource: DataInfrastructureResource,
+  dataplatform_masking_policy: DataMaskingPolicy,
+  dataplatform_notification_channel: DataNotificationChannel,
+  dataplatform_pipeline: DataPipeline,
+  dataplatform_project: DataProject,
+  dataplatform_sso_provider: DataSsoProvider,
+  dataplatform_user: DataUser,
+  dataplatform_connector_schema: DataConnectorSchema,
+  dataplatform_dbt_lineage: DataDbtLineage,
+  dataplatform_latest_run: DataLatestRun,
 } as const;

@@ -8,8 +8,8 @@ export interface InfrastructureResourceConfig extends cdk.TerraformMetaArguments
   readonly name: string;
   /** Changing it replaces the resource. */
   readonly resourceType: string;
-  /** Changing it replaces the resource. */
-  readonly providerAttribute: string;
+  /** (API field `provider`, renamed: `provider` is a Terraform meta-argument.) Changing it replaces the resource. */
+  readonly providerName: string;
   /** Changing it replaces the resource. */
   readonly region: string;
   /** Provider settings such as size or storage_class, as strings. Default: {}. */
@@ -42,7 +42,7 @@ export class InfrastructureResource extends cdk.TerraformResource {
     this._projectId = config.projectId;
     this._name = config.name;
     this._resourceType = config.resourceType;
-    this._providerAttribute = config.providerAttribute;
+    this._providerName = config.providerName;
     this._region = config.region;
     this._config = config.config;
     this._labels = config.labels;
@@ -72,12 +72,12 @@ export class InfrastructureResource extends cdk.TerraformResource {
     this._resourceType = value;
   }
 
-  private _providerAttribute?: string;
-  get providerAttributeInput() {
-    return this._providerAttribute;
+  private _providerName?: string;
+  get providerNameInput() {
+    return this._providerName;
   }
-  set providerAttribute(value: string) {
-    this._providerAttribute = value;
+  set providerName(value: string) {
+    this._providerName = value;
   }
 
   private _region?: string;
@@ -129,9 +129,9 @@ export class InfrastructureResource extends cdk.TerraformResource {
     return this.getStringAttribute('resource_type');
   }
 
-  /** Changing it replaces the resource. */
-  get providerAttribute() {
-    return this.getStringAttribute('provider');
+  /** (API field `provider`, renamed: `provider` is a Terraform meta-argument.) Changing it replaces the resource. */
+  get providerName() {
+    return this.getStringAttribute('provider_name');
   }
 
   /** Changing it replaces the resource. */
@@ -169,7 +169,7 @@ export class InfrastructureResource extends cdk.TerraformResource {
       project_id: cdk.stringToTerraform(this._projectId),
       name: cdk.stringToTerraform(this._name),
       resource_type: cdk.stringToTerraform(this._resourceType),
-      provider: cdk.stringToTerraform(this._providerAttribute),
+      provider_name: cdk.stringToTerraform(this._providerName),
       region: cdk.stringToTerraform(this._region),
       config: cdk.hashMapper(cdk.stringToTerraform)(this._config),
       labels: cdk.hashMapper(cdk.stringToTerraform)(this._labels),
@@ -181,7 +181,7 @@ export class InfrastructureResource extends cdk.TerraformResource {
       project_id: { value: cdk.stringToHclTerraform(this._projectId), isBlock: false, type: 'simple', storageClassType: 'string' },
       name: { value: cdk.stringToHclTerraform(this._name), isBlock: false, type: 'simple', storageClassType: 'string' },
       resource_type: { value: cdk.stringToHclTerraform(this._resourceType), isBlock: false, type: 'simple', storageClassType: 'string' },
-      provider: { value: cdk.stringToHclTerraform(this._providerAttribute), isBlock: false, type: 'simple', storageClassType: 'string' },
+      provider_name: { value: cdk.stringToHclTerraform(this._providerName), isBlock: false, type: 'simple', storageClassType: 'string' },
       region: { value: cdk.stringToHclTerraform(this._region), isBlock: false, type: 'simple', storageClassType: 'string' },
       config: { value: cdk.hashMapperHcl(cdk.stringToHclTerraform)(this._config), isBlock: false, type: 'map', storageClassType: 'stringMap' },
       labels: { value: cdk.hashMapperHcl(cdk.stringToHclTerraform)(this._labels), isBlock: false, type: 'map', storageClassType: 'stringMap' },
