@@ -41,8 +41,11 @@ async function cursorKey(db: Db): Promise<Buffer> {
   return Buffer.from(row!.value, 'base64');
 }
 
-/** Strips the `token` query parameter (WebSocket auth) so it never reaches a log line. */
-const redactUrl = (url: string) => url.replace(/([?&]token=)[^&]*/gi, '$1[redacted]');
+/**
+ * Strips credentials carried in query parameters so they never reach a log line: `token`
+ * (WebSocket auth) and an SSO callback's authorization `code` and `state`.
+ */
+const redactUrl = (url: string) => url.replace(/([?&](?:token|code|state)=)[^&]*/gi, '$1[redacted]');
 
 function toApiError(err: FastifyError | ApiError | Error): ApiError {
   if (err instanceof ApiError) return err;

@@ -27,7 +27,7 @@ describe('dpctl validate', () => {
     expect(strict.stderr).toContain(`${FIX}/invalid/undeclared-project/connector.yaml:5:12: Connector/orders: metadata.project: no Project document named "live-only"`);
     const allowed = await runDpctl(['validate', '--allow-undeclared-projects', `${FIX}/invalid/undeclared-project`, `${FIX}/valid/platform.yaml`]);
     expect(allowed.code).toBe(0);
-    expect(allowed.stdout).toMatch(/^valid: 13 documents in 2 files, 2 projects/);
+    expect(allowed.stdout).toMatch(/^valid: 14 documents in 2 files, 2 projects/);
   });
 
   it('reads every secretRef with --check-secrets', async () => {

@@ -811,6 +811,103 @@ export interface ProjectUpdate {
   } | null;
 }
 
+/** SSO provider: As the API returns it. */
+export interface SsoProvider {
+  /** Set by the server. */
+  id: string;
+  name: string;
+  /** oidc: any OpenID Connect provider; google: Google sign-in (OIDC, issuer https://accounts.google.com unless set); saml: SAML 2.0 with signed assertions. Immutable: a change replaces the resource. */
+  protocol: "oidc" | "google" | "saml";
+  /** A disabled provider refuses new sign-ins; sessions already issued stay valid. Default: true. */
+  enabled: boolean;
+  /** oidc/google: the OpenID issuer; its discovery document is read from <issuer>/.well-known/openid-configuration. Google defaults to https://accounts.google.com. */
+  issuer?: string;
+  /** oidc/google: the client registered at the identity provider. */
+  client_id?: string;
+  /** oidc/google: scopes requested; openid is always added. Default: ["openid","email","profile"]. */
+  scopes: Array<string>;
+  /** saml: the identity provider's single sign-on URL (HTTP-Redirect binding). */
+  saml_sso_url?: string;
+  /** saml: PEM certificate(s) the identity provider signs assertions with. */
+  saml_idp_certificate?: string;
+  /** saml: this service's entity id, sent as the AuthnRequest issuer and required as the assertion's Audience. */
+  saml_entity_id?: string;
+  /** saml: when set, the Issuer the response must name. */
+  saml_idp_issuer?: string;
+  /** oidc/google: PEM CA certificate(s) trusted, in addition to the system ones, for HTTPS to the identity provider (a private IdP behind an internal CA). */
+  ca_certificate?: string;
+  /** Create a user on first sign-in when no user has the email; otherwise such a sign-in is refused (403). Default: false. */
+  auto_provision: boolean;
+  /** Role of users created by auto_provision. Default: "read-only". */
+  default_role: "read-only" | "read-write" | "admin";
+  /** Set by the server. */
+  created_at: string;
+  /** Set by the server. */
+  updated_at: string;
+}
+
+/** SSO provider: Create request body. */
+export interface SsoProviderCreate {
+  name: string;
+  /** oidc: any OpenID Connect provider; google: Google sign-in (OIDC, issuer https://accounts.google.com unless set); saml: SAML 2.0 with signed assertions. Immutable: a change replaces the resource. */
+  protocol: "oidc" | "google" | "saml";
+  /** A disabled provider refuses new sign-ins; sessions already issued stay valid. Default: true. */
+  enabled?: boolean;
+  /** oidc/google: the OpenID issuer; its discovery document is read from <issuer>/.well-known/openid-configuration. Google defaults to https://accounts.google.com. */
+  issuer?: string;
+  /** oidc/google: the client registered at the identity provider. */
+  client_id?: string;
+  /** oidc/google: write-only client secret (client_secret_basic). Omit it for a public client (PKCE only). Write-only secret: never returned. */
+  client_secret?: string;
+  /** oidc/google: scopes requested; openid is always added. Default: ["openid","email","profile"]. */
+  scopes?: Array<string>;
+  /** saml: the identity provider's single sign-on URL (HTTP-Redirect binding). */
+  saml_sso_url?: string;
+  /** saml: PEM certificate(s) the identity provider signs assertions with. */
+  saml_idp_certificate?: string;
+  /** saml: this service's entity id, sent as the AuthnRequest issuer and required as the assertion's Audience. */
+  saml_entity_id?: string;
+  /** saml: when set, the Issuer the response must name. */
+  saml_idp_issuer?: string;
+  /** oidc/google: PEM CA certificate(s) trusted, in addition to the system ones, for HTTPS to the identity provider (a private IdP behind an internal CA). */
+  ca_certificate?: string;
+  /** Create a user on first sign-in when no user has the email; otherwise such a sign-in is refused (403). Default: false. */
+  auto_provision?: boolean;
+  /** Role of users created by auto_provision. Default: "read-only". */
+  default_role?: "read-only" | "read-write" | "admin";
+}
+
+/** SSO provider: PATCH body (fields given replace the stored ones). */
+export interface SsoProviderUpdate {
+  name?: string;
+  /** oidc: any OpenID Connect provider; google: Google sign-in (OIDC, issuer https://accounts.google.com unless set); saml: SAML 2.0 with signed assertions. Immutable: a change replaces the resource. */
+  protocol?: "oidc" | "google" | "saml";
+  /** A disabled provider refuses new sign-ins; sessions already issued stay valid. */
+  enabled?: boolean | null;
+  /** oidc/google: the OpenID issuer; its discovery document is read from <issuer>/.well-known/openid-configuration. Google defaults to https://accounts.google.com. */
+  issuer?: string | null;
+  /** oidc/google: the client registered at the identity provider. */
+  client_id?: string | null;
+  /** oidc/google: write-only client secret (client_secret_basic). Omit it for a public client (PKCE only). Write-only secret: never returned. */
+  client_secret?: string;
+  /** oidc/google: scopes requested; openid is always added. */
+  scopes?: Array<string> | null;
+  /** saml: the identity provider's single sign-on URL (HTTP-Redirect binding). */
+  saml_sso_url?: string | null;
+  /** saml: PEM certificate(s) the identity provider signs assertions with. */
+  saml_idp_certificate?: string | null;
+  /** saml: this service's entity id, sent as the AuthnRequest issuer and required as the assertion's Audience. */
+  saml_entity_id?: string | null;
+  /** saml: when set, the Issuer the response must name. */
+  saml_idp_issuer?: string | null;
+  /** oidc/google: PEM CA certificate(s) trusted, in addition to the system ones, for HTTPS to the identity provider (a private IdP behind an internal CA). */
+  ca_certificate?: string | null;
+  /** Create a user on first sign-in when no user has the email; otherwise such a sign-in is refused (403). */
+  auto_provision?: boolean | null;
+  /** Role of users created by auto_provision. */
+  default_role?: "read-only" | "read-write" | "admin" | null;
+}
+
 /** User: As the API returns it. */
 export interface User {
   /** Set by the server. */
@@ -1126,6 +1223,7 @@ export interface WritableKinds {
   notification_channel: { resource: NotificationChannel; create: NotificationChannelCreate; update: NotificationChannelUpdate; scope: "project"; identity: "name"; operations: "list" | "create" | "get" | "update" | "delete" };
   pipeline: { resource: Pipeline; create: PipelineCreate; update: PipelineUpdate; scope: "project"; identity: "name"; operations: "list" | "create" | "get" | "update" | "delete" };
   project: { resource: Project; create: ProjectCreate; update: ProjectUpdate; scope: "tenant"; identity: "name"; operations: "list" | "create" | "get" | "update" | "delete" };
+  sso_provider: { resource: SsoProvider; create: SsoProviderCreate; update: SsoProviderUpdate; scope: "tenant"; identity: "name"; operations: "list" | "create" | "get" | "update" | "delete" };
   user: { resource: User; create: UserCreate; update: UserUpdate; scope: "tenant"; identity: "email"; operations: "list" | "create" | "get" | "update" | "delete" };
 }
 
@@ -1145,4 +1243,4 @@ export interface ReadOnlyKinds {
 
 export type WritableKindName = keyof WritableKinds;
 export type ReadOnlyKindName = keyof ReadOnlyKinds;
-export const WRITABLE_KIND_NAMES = ["alert_rule", "api_key", "classification", "connector", "dbt_project", "escalation_policy", "infrastructure_resource", "masking_policy", "notification_channel", "pipeline", "project", "user"] as const;
+export const WRITABLE_KIND_NAMES = ["alert_rule", "api_key", "classification", "connector", "dbt_project", "escalation_policy", "infrastructure_resource", "masking_policy", "notification_channel", "pipeline", "project", "sso_provider", "user"] as const;

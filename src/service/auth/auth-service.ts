@@ -52,12 +52,15 @@ export class AuthService {
     const ok = await verifyPassword(password, user?.password_hash);
     const status = user ? (JSON.parse(user.data) as { status: string }).status : undefined;
     if (!user || !ok || status !== 'active') throw unauthorized('Invalid email or password');
-    const tokens = await this.db.tx(async (q) => {
-      const sessionId = newId('session');
-      await q.run('INSERT INTO sessions (id, tenant_id, user_id, created_at, revoked_at) VALUES (?, ?, ?, ?, NULL)', [sessionId, tenantId, user.id, this.iso()]);
-      return this.issueTokens(q, sessionId);
-    });
+    const tokens = await this.db.tx((q) => this.startSession(q, tenantId, user.id));
     return { tokens, userId: user.id };
+  }
+
+  /** A new session for a user whose identity was proven elsewhere (a password above, or single sign-on). */
+  async startSession(q: Queryable, tenantId: string, userId: string): Promise<TokenResponse> {
+    const sessionId = newId('session');
+    await q.run('INSERT INTO sessions (id, tenant_id, user_id, created_at, revoked_at) VALUES (?, ?, ?, ?, NULL)', [sessionId, tenantId, userId, this.iso()]);
+    return this.issueTokens(q, sessionId);
   }
 
   /**
@@ -144,9 +147,13 @@ export class AuthService {
     await q.run('DELETE FROM api_key_hashes WHERE api_key_id = ?', [keyId]);
   }
 
-  /** Whether the user has set a password (an invited user has not, whatever its disabled flag says). */
-  async hasPassword(q: Queryable, userId: string): Promise<boolean> {
-    return !!(await q.get('SELECT 1 AS ok FROM user_credentials WHERE user_id = ? AND password_hash IS NOT NULL', [userId]));
+  /**
+   * Whether the user can sign in: a password is set, or the user has signed in with single sign-on
+   * (an invited user has neither, whatever its disabled flag says).
+   */
+  async hasSignInMethod(q: Queryable, userId: string): Promise<boolean> {
+    if (await q.get('SELECT 1 AS ok FROM user_credentials WHERE user_id = ? AND password_hash IS NOT NULL', [userId])) return true;
+    return !!(await q.get('SELECT 1 AS ok FROM sso_identities WHERE user_id = ?', [userId]));
   }
 
   async setPassword(q: Queryable, tenantId: string, userId: string, password: string): Promise<void> {
@@ -184,5 +191,6 @@ export class AuthService {
   async forgetUser(q: Queryable, userId: string): Promise<void> {
     await this.revokeUserSessions(q, userId);
     await q.run('DELETE FROM user_credentials WHERE user_id = ?', [userId]);
+    await q.run('DELETE FROM sso_identities WHERE user_id = ?', [userId]);
   }
 }

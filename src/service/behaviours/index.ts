@@ -48,8 +48,8 @@ const user: KindBehaviour = {
   },
   async beforeUpdate(draft, existing, w) {
     const password = takePassword(draft);
-    const hasPassword = !!password || (await w.ctx.auth.hasPassword(w.q, existing.id));
-    draft.data.status = draft.data.disabled ? 'disabled' : hasPassword ? 'active' : 'invited';
+    const canSignIn = !!password || (await w.ctx.auth.hasSignInMethod(w.q, existing.id));
+    draft.data.status = draft.data.disabled ? 'disabled' : canSignIn ? 'active' : 'invited';
     // The last-admin check (and its lock) comes before any write, so concurrent admin changes cannot deadlock.
     const stillAdmin = draft.data.role === 'admin' && draft.data.status === 'active';
     if (!stillAdmin && existing.data.role === 'admin' && existing.data.status === 'active') {

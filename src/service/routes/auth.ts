@@ -4,7 +4,7 @@ import { errorResponses } from './crud.js';
 import { unauthorized } from '../errors.js';
 import { nowIso } from '../ids.js';
 
-const tokenResponse = {
+export const tokenResponse = {
   type: 'object',
   properties: {
     access_token: { type: 'string' },

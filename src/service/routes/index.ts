@@ -7,6 +7,7 @@ import { registerAuditLogRoutes } from './audit-logs.js';
 import { registerViewRoutes } from './views.js';
 import { registerRuntimeRoutes } from './runtime.js';
 import { registerNotificationRoutes } from './notifications.js';
+import { registerSsoRoutes } from './sso.js';
 
 export async function registerRoutes(app: FastifyInstance, ctx: ServiceContext) {
   app.addSchema({
@@ -26,6 +27,7 @@ export async function registerRoutes(app: FastifyInstance, ctx: ServiceContext) 
     },
   });
   registerAuthRoutes(app, ctx);
+  registerSsoRoutes(app, ctx);
   for (const d of writableKinds()) registerKindRoutes(app, ctx, d);
   registerAuditLogRoutes(app, ctx);
   registerViewRoutes(app, ctx);

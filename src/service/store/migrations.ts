@@ -125,6 +125,36 @@ CREATE TABLE email_outbox (
 );
 `,
   },
+  {
+    // Single sign-on (src/service/sso/). sso_flows: one row per browser sign-in in progress, keyed by the
+    // hash of its state, so any replica can finish a flow another started; claimed (deleted) once.
+    // sso_identities: which user an IdP subject signed in as, so an SSO-only user counts as active.
+    id: 4,
+    sql: `
+CREATE TABLE sso_flows (
+  state_hash TEXT PRIMARY KEY,
+  tenant_id TEXT NOT NULL,
+  provider_id TEXT NOT NULL,
+  nonce TEXT,
+  code_verifier TEXT,
+  request_id TEXT,
+  redirect_uri TEXT NOT NULL,
+  created_at TEXT NOT NULL,
+  expires_at TEXT NOT NULL
+);
+CREATE INDEX sso_flows_expiry ON sso_flows (expires_at);
+CREATE TABLE sso_identities (
+  provider_id TEXT NOT NULL,
+  subject TEXT NOT NULL,
+  tenant_id TEXT NOT NULL,
+  user_id TEXT NOT NULL,
+  email TEXT NOT NULL,
+  last_login_at TEXT NOT NULL,
+  PRIMARY KEY (provider_id, subject)
+);
+CREATE INDEX sso_identities_user ON sso_identities (user_id);
+`,
+  },
 ];
 
 export async function migrate(db: Db): Promise<void> {

@@ -32,7 +32,7 @@ describe('fixtures cover the model', () => {
   it('has one example for every writable kind and no example for anything else', () => {
     const kinds = writableKinds().map((d) => d.kind).sort();
     expect(kinds).toEqual(
-      ['alert_rule', 'api_key', 'classification', 'connector', 'dbt_project', 'escalation_policy', 'infrastructure_resource', 'masking_policy', 'notification_channel', 'pipeline', 'project', 'user'].sort(),
+      ['alert_rule', 'api_key', 'classification', 'connector', 'dbt_project', 'escalation_policy', 'infrastructure_resource', 'masking_policy', 'notification_channel', 'pipeline', 'project', 'sso_provider', 'user'].sort(),
     );
     expect(Object.keys(EXAMPLES).sort()).toEqual(kinds);
   });

@@ -19,6 +19,7 @@ export const SECRETS = {
   signingSecret: 'sig-Secret-4b2e8f61',
   slackWebhook: 'https://hooks.slack.test/services/T000/B000/XyZ-slack-9e3a',
   userPassword: 'user-Pass-2c7b5d90',
+  ssoClientSecret: 'sso-Client-Secret-5a1e9c37',
 };
 
 export interface Example {
@@ -118,6 +119,11 @@ export const EXAMPLES: Record<string, (deps: Deps, n: string) => Example> = {
   }),
   api_key: (_d, n) => ({
     create: { name: `ci-${n}`, permission_level: 'read-write' },
+  }),
+  sso_provider: (_d, n) => ({
+    create: { name: `okta-${n}`, protocol: 'oidc', issuer: 'https://example.okta.com', client_id: 'dataplatform', client_secret: SECRETS.ssoClientSecret, auto_provision: true },
+    patch: { default_role: 'read-write', scopes: ['openid', 'email'] },
+    expectAfterPatch: { protocol: 'oidc', issuer: 'https://example.okta.com', default_role: 'read-write', scopes: ['openid', 'email'], auto_provision: true, enabled: true },
   }),
 };
 

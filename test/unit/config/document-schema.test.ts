@@ -26,8 +26,8 @@ describe('schemas/document.schema.json', () => {
     expect(schema.$schema).toBe('https://json-schema.org/draft/2020-12/schema');
     const kinds = declarableKinds().map((d) => d.yamlKind);
     expect(schema.properties!.kind.enum).toEqual(kinds);
-    expect(kinds).toEqual(expect.arrayContaining(['Project', 'Connector', 'InfrastructureResource', 'DbtProject', 'Pipeline', 'AlertRule', 'NotificationChannel', 'EscalationPolicy', 'Classification', 'MaskingPolicy', 'User']));
-    expect(kinds).toHaveLength(11);
+    expect(kinds).toEqual(expect.arrayContaining(['Project', 'Connector', 'InfrastructureResource', 'DbtProject', 'Pipeline', 'AlertRule', 'NotificationChannel', 'EscalationPolicy', 'Classification', 'MaskingPolicy', 'User', 'SsoProvider']));
+    expect(kinds).toHaveLength(12);
     expect(kinds).not.toContain('ApiKey');
     expect(schema.allOf!.map((b) => b.if!.properties!.kind.const)).toEqual(kinds);
     expect(() => createAjv().compile(JSON.parse(readFileSync(FILE, 'utf8')))).not.toThrow();

@@ -1,0 +1,121 @@
+import { rootCertificates } from 'node:tls';
+import * as oidc from 'openid-client';
+import { Agent, fetch as undiciFetch } from 'undici';
+import { ApiError, unauthorized, unprocessable } from '../errors.js';
+import { GOOGLE_ISSUER, type SsoProvider } from './provider.js';
+
+/** What the callback proved: who signed in, by the IdP's subject and the email it vouches for. */
+export interface VerifiedIdentity {
+  subject: string;
+  email: string;
+}
+
+/**
+ * One undici agent per extra CA bundle: it trusts the system roots plus the provider's CA, so a
+ * private IdP behind an internal CA works without touching the process-wide trust store.
+ */
+const agents = new Map<string, Agent>();
+function fetchTrusting(caPem: string): oidc.CustomFetch {
+  let agent = agents.get(caPem);
+  if (!agent) {
+    agent = new Agent({ connect: { ca: [...rootCertificates, caPem] } });
+    agents.set(caPem, agent);
+  }
+  const dispatcher = agent;
+  return (url, options) => undiciFetch(url, { ...options, dispatcher } as never) as unknown as Promise<Response>;
+}
+
+/** The network or TLS reason behind a failed fetch ("fetch failed" alone says nothing). */
+function rootCause(err: unknown): string {
+  let e = err as { message?: string; cause?: unknown; code?: string } | undefined;
+  let message = e?.message ?? String(err);
+  while (e?.cause) {
+    e = e.cause as typeof e;
+    if (e?.message) message = e.code ? `${e.message} (${e.code})` : e.message;
+  }
+  return message;
+}
+
+/** Reads the IdP's discovery document. The service's clock (injectable in tests) is the one ID tokens are checked against. */
+async function configure(p: SsoProvider, clock: () => number): Promise<oidc.Configuration> {
+  const issuer = p.issuer ?? (p.protocol === 'google' ? GOOGLE_ISSUER : undefined);
+  if (!issuer || !p.client_id) throw unprocessable(`SSO provider "${p.name}" needs issuer and client_id`);
+  const metadata: Partial<oidc.ClientMetadata> = { [oidc.clockSkew]: Math.round((clock() - Date.now()) / 1000) };
+  const auth = p.client_secret ? oidc.ClientSecretBasic(p.client_secret) : oidc.None();
+  // Signature checks on the ID token even though it comes straight from the token endpoint over TLS
+  // (OIDC allows skipping them there): a proxy or a compromised route must not be able to forge one.
+  const options: oidc.DiscoveryRequestOptions = { execute: [oidc.enableNonRepudiationChecks] };
+  if (p.ca_certificate) options[oidc.customFetch] = fetchTrusting(p.ca_certificate);
+  try {
+    return await oidc.discovery(new URL(issuer), p.client_id, metadata, auth, options);
+  } catch (err) {
+    throw unprocessable(`SSO provider "${p.name}": cannot read the OpenID configuration of ${issuer}: ${rootCause(err)}`);
+  }
+}
+
+/** The authorization URL (code flow, PKCE S256, state and nonce) and the secrets the callback needs. */
+export async function beginOidc(p: SsoProvider, redirectUri: string, clock: () => number): Promise<{ codeVerifier: string; nonce: string; url: (state: string) => string }> {
+  const config = await configure(p, clock);
+  const codeVerifier = oidc.randomPKCECodeVerifier();
+  const codeChallenge = await oidc.calculatePKCECodeChallenge(codeVerifier);
+  const nonce = oidc.randomNonce();
+  const scope = [...new Set(['openid', ...p.scopes])].join(' ');
+  return {
+    codeVerifier,
+    nonce,
+    url: (state) =>
+      oidc.buildAuthorizationUrl(config, { redirect_uri: redirectUri, response_type: 'code', scope, code_challenge: codeChallenge, code_challenge_method: 'S256', state, nonce }).href,
+  };
+}
+
+/**
+ * Exchanges the code (with the PKCE verifier) and verifies the ID token: signature against the
+ * IdP's keys, issuer, audience (our client_id), expiry and nonce; openid-client does all of it.
+ */
+export async function finishOidc(
+  p: SsoProvider,
+  flow: { redirectUri: string; codeVerifier: string; nonce: string; state: string },
+  query: Record<string, string>,
+  clock: () => number,
+): Promise<VerifiedIdentity> {
+  const config = await configure(p, clock);
+  const callbackUrl = new URL(flow.redirectUri);
+  for (const [k, v] of Object.entries(query)) callbackUrl.searchParams.set(k, v);
+  let tokens: Awaited<ReturnType<typeof oidc.authorizationCodeGrant>>;
+  try {
+    tokens = await oidc.authorizationCodeGrant(config, callbackUrl, { pkceCodeVerifier: flow.codeVerifier, expectedNonce: flow.nonce, expectedState: flow.state, idTokenExpected: true });
+  } catch (err) {
+    throw signInRefused(p, err);
+  }
+  const claims = tokens.claims();
+  if (!claims) throw unauthorized(`Sign-in with "${p.name}" failed: the identity provider returned no ID token`);
+  let email = typeof claims.email === 'string' ? claims.email : undefined;
+  let verified = claims.email_verified;
+  if (!email && tokens.access_token) {
+    try {
+      const info = await oidc.fetchUserInfo(config, tokens.access_token, claims.sub);
+      email = typeof info.email === 'string' ? info.email : undefined;
+      verified = info.email_verified;
+    } catch (err) {
+      throw signInRefused(p, err);
+    }
+  }
+  if (!email) throw unauthorized(`Sign-in with "${p.name}" failed: the identity provider did not tell the email address (request the "email" scope)`);
+  if (verified === false) throw unauthorized(`Sign-in with "${p.name}" failed: the identity provider says ${email} is not verified`);
+  return { subject: claims.sub, email };
+}
+
+/** The IdP's own refusal (error=access_denied on the callback, invalid_grant at the token endpoint) or a failed ID token check. */
+function signInRefused(p: SsoProvider, err: unknown): ApiError {
+  if (err instanceof ApiError) return err;
+  const e = err as { error?: string; error_description?: string; message?: string; code?: string; cause?: { message?: string; code?: string } };
+  if (err instanceof oidc.AuthorizationResponseError || err instanceof oidc.ResponseBodyError) {
+    return unauthorized(`Sign-in with "${p.name}" was refused by the identity provider: ${e.error}${e.error_description ? ` (${e.error_description})` : ''}`);
+  }
+  if (e.code?.startsWith('OAUTH_') || err instanceof oidc.ClientError) {
+    // openid-client wraps oauth4webapi's precise reason ('unexpected JWT "aud" (audience) claim value') in a generic one.
+    const precise = e.cause?.code?.startsWith('OAUTH_') && e.cause.message ? e.cause.message : e.message;
+    return unauthorized(`Sign-in with "${p.name}" failed: ${precise}`);
+  }
+  return unprocessable(`SSO provider "${p.name}": the identity provider could not be reached: ${rootCause(err)}`);
+}
