@@ -233,6 +233,7 @@ async function steadyScenario(client: DataPlatformClient, work: string): Promise
     const cpu = process.cpuUsage(cpu0);
     cpuPct = ((cpu.user + cpu.system) / 1000 / wall) * 100;
     rssMb = process.memoryUsage().rss / 1024 / 1024;
+    const heapMb = process.memoryUsage().heapUsed / 1024 / 1024;
     peakRssMb = peakRss / 1024 / 1024;
     const row = [
       `b) steady state, ${resources} managed resources, interval ${INTERVAL} (${runs.length} runs)`,
@@ -240,7 +241,7 @@ async function steadyScenario(client: DataPlatformClient, work: string): Promise
       'report',
       runs.length >= 1 && runs.every((r) => r.result === 'in-sync' || r.result === 'converged') ? 'OK' : 'FAIL',
     ];
-    const detail = `b) seeded ${projects * perProject} connectors + ${projects} projects in ${seedS.toFixed(1)} s; first run (plan, nothing to do) ${(first.duration_ms / 1000).toFixed(2)} s (${first.result}); steady runs: ${runs.map((r) => `${(r.ms / 1000).toFixed(2)} s ${r.result}`).join(', ') || 'none'}; window ${(wall / 1000).toFixed(0)} s`;
+    const detail = `b) seeded ${projects * perProject} connectors + ${projects} projects in ${seedS.toFixed(1)} s; first run (plan, nothing to do) ${(first.duration_ms / 1000).toFixed(2)} s (${first.result}); steady runs: ${runs.map((r) => `${(r.ms / 1000).toFixed(2)} s ${r.result}`).join(', ') || 'none'}; window ${(wall / 1000).toFixed(0)} s; heap used at the end ${heapMb.toFixed(0)} MB`;
     return { row, detail };
   } finally {
     await controller.stop();
