@@ -14,7 +14,8 @@ const EMAIL_ATTRIBUTES = ['email', 'mail', 'urn:oid:0.9.2342.19200300.100.1.3', 
 function flowCache(requestId: string | null): CacheProvider {
   return {
     saveAsync: async () => null,
-    getAsync: async (key) => (requestId && key === requestId ? requestId : null),
+    // node-saml reads the value as the request's creation time; the flow row already enforced its 10-minute life.
+    getAsync: async (key) => (requestId && key === requestId ? new Date().toISOString() : null),
     removeAsync: async (key) => key,
   };
 }
@@ -56,6 +57,10 @@ export async function finishSaml(p: SsoProvider, acsUrl: string, requestId: stri
     throw unauthorized(`SAML sign-in with "${p.name}" failed: ${(err as Error).message}`);
   }
   if (!profile?.nameID) throw unauthorized(`SAML sign-in with "${p.name}" failed: the assertion names no subject`);
+  // node-saml compares idpIssuer only on logout messages; the (signed) assertion's Issuer is checked here.
+  if (p.saml_idp_issuer && profile.issuer !== p.saml_idp_issuer) {
+    throw unauthorized(`SAML sign-in with "${p.name}" failed: unknown issuer "${profile.issuer}", expected "${p.saml_idp_issuer}"`);
+  }
   const attribute = EMAIL_ATTRIBUTES.map((name) => profile[name]).find((v): v is string => typeof v === 'string' && v.includes('@'));
   const email = attribute ?? (profile.nameID.includes('@') ? profile.nameID : undefined);
   if (!email) throw unauthorized(`SAML sign-in with "${p.name}" failed: the assertion carries no email (an "email" attribute or an email NameID)`);
