@@ -263,3 +263,48 @@ describe('drift mode, woken by the webhook', () => {
     expect(await find(t, 'classifications', 'from-git')).toBeUndefined();
   });
 });
+
+describe('--prune, with the mass-delete guard', () => {
+  let t: TestTenant;
+  let repo: TestRepo;
+  let ctl: RunningController;
+
+  beforeAll(async () => {
+    t = await svc.tenant();
+    repo = new TestRepo();
+    repo.addExample('platform').commit('the platform');
+    ctl = await startController({
+      source: new GitSource({ url: repo.remote, branch: 'main', path: 'platform', stateDir: mkdtempSync(join(tmpdir(), 'dp-ctl-state-')) }),
+      client: clientFor(svc, t),
+      mode: 'apply',
+      intervalMs: 500,
+      engine: { sourceId: 'platform', env, prune: true },
+      logger: silent,
+      processMetrics: false,
+    });
+  });
+  afterAll(async () => {
+    await ctl?.stop();
+    repo?.close();
+  });
+
+  test('a removed file is pruned; removing more than the guard allows is refused and deletes nothing', { timeout: 60_000 }, async () => {
+    await waitFor('a converged run', () => ctl.status().last_run?.result === 'converged', 60_000, () => ctl.status().last_run);
+    expect(await find(t, 'classifications', 'pii-email')).toBeDefined();
+
+    // 4 resources leave the config: pruned.
+    const pruned = repo.remove('platform/analytics/governance.yaml').commit('no governance');
+    await waitFor('the prune applied', () => ctl.status().last_run?.revision === pruned && ctl.status().last_run?.result === 'converged', 20_000, () => ctl.status().last_run);
+    expect(await find(t, 'classifications', 'pii-email')).toBeUndefined();
+    expect(await find(t, 'masking-policies', 'hash-emails')).toBeUndefined();
+
+    // 6 more (over max(5, 20%)): refused, and nothing is deleted.
+    const mass = repo.remove('platform/marketing').commit('no marketing resources');
+    const status = await waitFor('the guard', () => ctl.status().last_run?.revision === mass && ctl.status().last_run?.result === 'plan-error' && ctl.status(), 20_000, () => ctl.status().last_run);
+    expect(status.last_run!.errors.join('\n')).toMatch(/refusing to delete 6 of \d+ managed resources/);
+    expect(status.resources.filter((r) => r.action === 'delete').every((r) => r.state === 'pending')).toBe(true);
+    const projects = await svc.ok(t, 'GET', '/projects');
+    const marketing = projects.data.find((p: any) => p.name === 'marketing');
+    expect((await svc.ok(t, 'GET', `/projects/${marketing.id}/connectors`)).data.length).toBeGreaterThan(0);
+  });
+});

@@ -28,7 +28,9 @@ function git(args: string[], options: { env?: NodeJS.ProcessEnv; signal?: AbortS
       (err, stdout, stderr) => {
         if (err) {
           const detail = redactUrl(String(stderr || err.message).trim().split('\n').filter(Boolean).slice(-3).join('; '));
-          reject(new Error(`git ${args.find((a) => !a.startsWith('-')) ?? ''} failed: ${detail}`));
+          // Name the subcommand (fetch, checkout...), not the option values before it.
+          const sub = args.find((a, i) => !a.startsWith('-') && !['--git-dir', '--work-tree'].includes(args[i - 1]));
+          reject(new Error(`git ${sub ?? ''} failed: ${detail}`));
         } else resolvePromise(String(stdout).trim());
       },
     );
