@@ -81,7 +81,13 @@ const deployment = one<IDeployment>('Deployment');
 const pod = deployment.spec!.template.spec!;
 const container = pod.containers.find((c) => c.name === 'controller') as IContainer;
 const configMap = one('ConfigMap');
-const secret = one('Secret');
+const secretNamed = (name: string) => {
+  const found = all('Secret').find((s) => s.metadata.name === name);
+  expect(found, `Secret ${name}`).toBeDefined();
+  return found;
+};
+const credentialsRef = container.env!.find((e) => e.name === 'DATAPLATFORM_API_KEY')!.valueFrom!.secretKeyRef!.name;
+const secret = secretNamed(credentialsRef);
 
 /** The container's environment as the kubelet resolves it (refs looked up in the manifests, field refs faked). */
 function resolveEnv(c: IContainer): Record<string, string> {
@@ -216,8 +222,15 @@ describe('controller/deploy manifests', () => {
     expect(secretRefs.sort()).toEqual(['DATAPLATFORM_API_KEY', 'DPCTL_WEBHOOK_SECRET']);
     // No secret in the ConfigMap; the example Secret holds placeholders only.
     expect(Object.keys(configMap.data).filter((k) => /KEY|SECRET|PASSWORD|TOKEN/i.test(k))).toEqual([]);
-    for (const value of Object.values<string>(secret.stringData)) expect(value).toMatch(/^REPLACE_ME/);
-    expect(secret.data).toBeUndefined();
+    for (const s of all('Secret')) {
+      for (const value of Object.values<string>(s.stringData ?? {})) expect(value).toMatch(/^REPLACE_ME/);
+      expect(s.data).toBeUndefined();
+    }
+    // The config's secretRefs (`env: NAME`) come from one Secret, whole; optional, as not every repository has any.
+    const fromSecrets = (container.envFrom ?? []).filter((e) => e.secretRef);
+    expect(fromSecrets).toHaveLength(1);
+    expect(fromSecrets[0].secretRef!.optional).toBe(true);
+    expect(Object.keys(secretNamed(fromSecrets[0].secretRef!.name!).stringData).every((k) => /^[A-Z_][A-Z0-9_]*$/.test(k))).toBe(true);
   });
 
   it('run as non-root with a read-only root filesystem, no privilege escalation, and resource requests and limits', () => {
