@@ -1,0 +1,85 @@
+import { mkdtempSync, writeFileSync, mkdirSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, test } from 'vitest';
+import { Backoff } from '../../src/controller/backoff.js';
+import { DirectorySource, parseDuration, parseListen, redactUrl, signBody, verifySignature } from '../../src/controller/index.js';
+import { verifyBearer } from '../../src/controller/source/webhook.js';
+
+describe('controller building blocks', () => {
+  test('durations', () => {
+    expect(parseDuration('30s')).toBe(30_000);
+    expect(parseDuration('500ms')).toBe(500);
+    expect(parseDuration('5m')).toBe(300_000);
+    expect(parseDuration('1h')).toBe(3_600_000);
+    expect(parseDuration('2')).toBe(2_000);
+    expect(() => parseDuration('5x', '--interval')).toThrow('--interval must look like 500ms, 30s, 5m or 1h; got "5x"');
+    expect(() => parseDuration('0s', '--interval')).toThrow('--interval must be more than zero');
+  });
+
+  test('--listen', () => {
+    expect(parseListen('127.0.0.1:9090')).toEqual({ host: '127.0.0.1', port: 9090 });
+    expect(parseListen(':9090')).toEqual({ host: '0.0.0.0', port: 9090 });
+    expect(parseListen('[::1]:0')).toEqual({ host: '::1', port: 0 });
+    expect(() => parseListen('9090')).toThrow('--listen must be host:port');
+    expect(() => parseListen('a:70000')).toThrow('--listen must be host:port');
+  });
+
+  test('webhook signatures (GitHub test vector) and bearer tokens', () => {
+    // From GitHub's documentation of X-Hub-Signature-256.
+    const body = Buffer.from('Hello, World!');
+    const header = 'sha256=757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17';
+    expect(signBody("It's a Secret to Everybody", body)).toBe(header);
+    expect(verifySignature("It's a Secret to Everybody", body, header)).toBe(true);
+    expect(verifySignature("It's a Secret to Everybody", body, header.toUpperCase().replace('SHA256', 'sha256'))).toBe(true);
+    expect(verifySignature('another', body, header)).toBe(false);
+    expect(verifySignature("It's a Secret to Everybody", Buffer.from('Hello, World?'), header)).toBe(false);
+    expect(verifySignature("It's a Secret to Everybody", body, undefined)).toBe(false);
+    expect(verifySignature("It's a Secret to Everybody", body, 'sha1=abc')).toBe(false);
+    expect(verifyBearer('s3cret', 'Bearer s3cret')).toBe(true);
+    expect(verifyBearer('s3cret', 'Bearer s3cre')).toBe(false);
+    expect(verifyBearer('s3cret', undefined)).toBe(false);
+  });
+
+  test('URLs are logged without credentials', () => {
+    expect(redactUrl('https://user:ghp_token@github.com/acme/platform.git')).toBe('https://***@github.com/acme/platform.git');
+    expect(redactUrl('https://github.com/acme/platform.git')).toBe('https://github.com/acme/platform.git');
+    expect(redactUrl('/srv/git/platform.git')).toBe('/srv/git/platform.git');
+  });
+
+  test('backoff doubles per failure up to the cap, and clears on success', () => {
+    let now = 1_000_000;
+    const b = new Backoff({ baseMs: 1_000, maxMs: 5_000 }, () => now);
+    expect(b.failed('k', 'boom')).toEqual({ failures: 1, nextAttemptAt: now + 1_000, lastError: 'boom' });
+    expect(b.waiting('k')?.failures).toBe(1);
+    now += 1_000;
+    expect(b.waiting('k')).toBeUndefined();
+    expect(b.failed('k', 'boom').nextAttemptAt).toBe(now + 2_000);
+    expect(b.failed('k', 'boom').nextAttemptAt).toBe(now + 4_000);
+    expect(b.failed('k', 'boom').nextAttemptAt).toBe(now + 5_000);
+    b.succeeded('k');
+    expect(b.get('k')).toBeUndefined();
+    b.failed('a', 'x');
+    b.failed('b', 'x');
+    b.retain(new Set(['b']));
+    expect(b.get('a')).toBeUndefined();
+    expect(b.get('b')).toBeDefined();
+  });
+
+  test('a directory source: the revision is a hash of the YAML files, dot entries ignored', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'dp-ctl-dirsrc-'));
+    mkdirSync(join(dir, 'sub'));
+    writeFileSync(join(dir, 'a.yaml'), 'a: 1\n');
+    writeFileSync(join(dir, 'sub', 'b.yml'), 'b: 1\n');
+    const src = new DirectorySource(dir);
+    const first = await src.fetch();
+    expect(first).toMatchObject({ id: expect.stringMatching(/^sha256:[0-9a-f]{16}$/), configDir: dir, root: dir, summary: '2 YAML files' });
+    writeFileSync(join(dir, 'notes.txt'), 'not config');
+    mkdirSync(join(dir, '.git'));
+    writeFileSync(join(dir, '.git', 'x.yaml'), 'ignored');
+    expect((await src.fetch()).id).toBe(first.id);
+    writeFileSync(join(dir, 'sub', 'b.yml'), 'b: 2\n');
+    expect((await src.fetch()).id).not.toBe(first.id);
+    await expect(new DirectorySource(join(dir, 'missing')).fetch()).rejects.toThrow('not a directory');
+  });
+});
