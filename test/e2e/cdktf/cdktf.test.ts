@@ -1,0 +1,149 @@
+import { execFile } from 'node:child_process';
+import { existsSync, mkdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startTestService, testStore, type TestService, type TestTenant } from '../../support/service.js';
+import { haveTerraform, TerraformWorkspace } from '../provider/harness.js';
+
+/**
+ * examples/cdktf under the real cdktf CLI (cdktf-cli 0.21, terraform 1.11) against a real
+ * service: synth, deploy, diff, drift made through the API, deploy again, the HCL exit path,
+ * destroy. The steps build on each other (one state), so they run in order.
+ *
+ * The app runs from the repository (examples/cdktf/main.ts); only the working directory is a
+ * temporary one, because cdktf's default local backend keeps the state beside cdktf.json.
+ */
+const ROOT = join(import.meta.dirname, '..', '..', '..');
+const EXAMPLE = join(ROOT, 'examples', 'cdktf');
+const CDKTF = join(ROOT, 'node_modules', '.bin', 'cdktf');
+const SECRETS = { ORDERS_DB_PASSWORD: 'orders-secret-1', BILLING_DB_PASSWORD: 'billing-secret-1', SLACK_WEBHOOK_URL: 'https://hooks.slack.example/services/T1/B1/secret-1' };
+
+describe.skipIf(testStore() === 'postgres' || !haveTerraform)('cdktf CLI end to end (examples/cdktf)', () => {
+  let svc: TestService;
+  let t: TestTenant;
+  let ws: TerraformWorkspace;
+  let app: string;
+  let env: NodeJS.ProcessEnv;
+  let projectId: string;
+
+  function cdktf(args: string[]): Promise<string> {
+    return new Promise((resolve, reject) => {
+      execFile(CDKTF, args, { cwd: app, env, maxBuffer: 64 << 20 }, (err, stdout, stderr) => {
+        const out = `${stdout}\n${stderr}`;
+        if (err) reject(new Error(`cdktf ${args.join(' ')} failed (${err.code}):\n${out}`));
+        else resolve(out);
+      });
+    });
+  }
+  const api = <T = any>(method: string, path: string, body?: unknown, expected?: number) => svc.ok<T>(t, method, path, body === undefined ? {} : { body }, expected);
+  const list = async (collection: string) => (await api<{ data: any[] }>('GET', `/projects/${projectId}/${collection}`)).data;
+  const byName = async (collection: string, name: string) => (await list(collection)).find((i) => i.name === name);
+
+  beforeAll(async () => {
+    svc = await startTestService();
+    t = await svc.tenant();
+    // The provider in a filesystem mirror, a Terraform CLI config and DATAPLATFORM_* for the tenant.
+    ws = await TerraformWorkspace.create(svc, t);
+    app = join(ws.root, 'app');
+    mkdirSync(app);
+    const config = JSON.parse(readFileSync(join(EXAMPLE, 'cdktf.json'), 'utf8'));
+    config.app = config.app.replace('main.ts', join(EXAMPLE, 'main.ts'));
+    writeFileSync(join(app, 'cdktf.json'), JSON.stringify(config, null, 2));
+    // `node --import tsx` resolves tsx from the working directory.
+    symlinkSync(join(ROOT, 'node_modules'), join(app, 'node_modules'));
+    env = {
+      ...ws.env,
+      CDKTF_DISABLE_TELEMETRY: '1',
+      DISABLE_VERSION_CHECK: '1',
+      CI: '1',
+      FORCE_COLOR: '0',
+      ...Object.fromEntries(Object.entries(SECRETS).map(([k, v]) => [`TF_VAR_${k}`, v])),
+    };
+  }, 60_000);
+
+  afterAll(async () => {
+    await svc?.close();
+    ws?.close();
+  });
+
+  it('cdktf synth writes both stacks, with required_providers and no secret values', { timeout: 60_000 }, async () => {
+    const out = await cdktf(['synth']);
+    expect(out).toContain('Generated Terraform code for the stacks: platform, yaml-platform');
+    const text = readFileSync(join(app, 'cdktf.out', 'stacks', 'platform', 'cdk.tf.json'), 'utf8');
+    const json = JSON.parse(text);
+    expect(json.terraform.required_providers.dataplatform).toEqual({ source: 'dataplatform/dataplatform', version: '0.1.0' });
+    expect(json.terraform.backend.local.path).toBe(join(app, 'terraform.platform.tfstate'));
+    for (const value of Object.values(SECRETS)) expect(text).not.toContain(value);
+    expect(existsSync(join(app, 'cdktf.out', 'stacks', 'yaml-platform', 'cdk.tf.json'))).toBe(true);
+  });
+
+  it('cdktf deploy creates everything, references resolved to ids', { timeout: 120_000 }, async () => {
+    const out = await cdktf(['deploy', 'platform', '--auto-approve', '--no-color', '--skip-synth', '--skip-provider-lock']);
+    expect(out).toMatch(/Apply complete! Resources: 11 added, 0 changed, 0 destroyed/);
+    for (const value of Object.values(SECRETS)) expect(out).not.toContain(value);
+    const project = (await api<{ data: any[] }>('GET', '/projects')).data.find((p) => p.name === 'commerce');
+    expect(project).toMatchObject({ description: 'Orders, billing and the revenue models.', labels: { owner: 'data-platform' } });
+    projectId = project.id;
+    const orders = await byName('connectors', 'orders-db');
+    const billing = await byName('connectors', 'billing-db');
+    expect(orders).toMatchObject({ connector_type: 'postgresql', config: { host: 'orders.db.internal', port: 5432, ssl_mode: 'verify-full' }, credentials: { username: 'replicator' }, schedule: '0 * * * *' });
+    expect(orders.credentials.password).toBeUndefined();
+    const slack = await byName('notification-channels', 'data-team-slack');
+    const models = await byName('dbt-projects', 'warehouse-models');
+    expect(models.models.find((m: any) => m.name === 'stg_invoices').sources).toEqual([{ connector_id: billing.id, table: 'invoices' }]);
+    const pipeline = await byName('pipelines', 'nightly-revenue');
+    expect(pipeline.steps.map((s: any) => [s.name, s.type, s.connector_id ?? s.dbt_project_id ?? s.channel_id, s.depends_on])).toEqual([
+      ['sync-orders', 'connector_sync', orders.id, []],
+      ['sync-billing', 'connector_sync', billing.id, []],
+      ['build-models', 'dbt_run', models.id, ['sync-orders', 'sync-billing']],
+      ['announce', 'notification', slack.id, ['build-models']],
+    ]);
+    const escalation = await byName('escalation-policies', 'revenue-escalation');
+    expect(await byName('alert-rules', 'revenue-pipeline-failed')).toMatchObject({ target: { pipeline_id: pipeline.id }, channel_ids: [slack.id], escalation_policy_id: escalation.id });
+    const pii = await byName('classifications', 'pii-email');
+    expect(await byName('masking-policies', 'hash-emails')).toMatchObject({ classification_id: pii.id, method: 'hash' });
+  });
+
+  it('cdktf diff shows no changes right after the deploy', { timeout: 60_000 }, async () => {
+    const out = await cdktf(['diff', 'platform', '--no-color', '--skip-synth', '--skip-provider-lock']);
+    expect(out).toContain('No changes. Your infrastructure matches the configuration.');
+  });
+
+  it('a change made through the API shows in cdktf diff, and cdktf deploy restores it', { timeout: 120_000 }, async () => {
+    const orders = await byName('connectors', 'orders-db');
+    await api('PATCH', `/projects/${projectId}/connectors/${orders.id}`, { schedule: '5 * * * *', selected_tables: ['public.orders'] });
+    const diff = await cdktf(['diff', 'platform', '--no-color', '--skip-synth', '--skip-provider-lock']);
+    expect(diff).toMatch(/~ schedule\s+= "5 \* \* \* \*" -> "0 \* \* \* \*"/);
+    expect(diff).toContain('Plan: 0 to add, 1 to change, 0 to destroy.');
+    const out = await cdktf(['deploy', 'platform', '--auto-approve', '--no-color', '--skip-synth', '--skip-provider-lock']);
+    expect(out).toMatch(/Apply complete! Resources: 0 added, 1 changed, 0 destroyed/);
+    expect(await byName('connectors', 'orders-db')).toMatchObject({ id: orders.id, schedule: '0 * * * *', selected_tables: ['public.orders', 'public.order_items', 'public.customers'] });
+  });
+
+  it('cdktf synth --hcl is an exit path: plain terraform with the HCL and the same state plans nothing', { timeout: 120_000 }, async () => {
+    await cdktf(['synth', '--hcl', '--output', 'hcl.out']);
+    const dir = join(app, 'hcl.out', 'stacks', 'platform');
+    const hcl = readFileSync(join(dir, 'cdk.tf'), 'utf8');
+    expect(hcl).toContain('resource "dataplatform_connector"');
+    expect(hcl).toContain('source  = "dataplatform/dataplatform"');
+    for (const value of Object.values(SECRETS)) expect(hcl).not.toContain(value);
+    const terraform = (args: string[], allowed = [0]) =>
+      new Promise<{ code: number; out: string }>((resolve, reject) =>
+        execFile('terraform', args, { cwd: dir, env, maxBuffer: 64 << 20 }, (err, stdout, stderr) => {
+          const code = err ? (typeof err.code === 'number' ? err.code : 1) : 0;
+          if (!allowed.includes(code)) reject(new Error(`terraform ${args.join(' ')} exited ${code}:\n${stdout}\n${stderr}`));
+          else resolve({ code, out: `${stdout}\n${stderr}` });
+        }),
+      );
+    await terraform(['init', '-input=false', '-no-color']);
+    const plan = await terraform(['plan', '-detailed-exitcode', '-input=false', '-no-color'], [0, 2]);
+    expect(plan.code, plan.out).toBe(0);
+  });
+
+  it('cdktf destroy removes everything', { timeout: 120_000 }, async () => {
+    const out = await cdktf(['destroy', 'platform', '--auto-approve', '--no-color', '--skip-synth', '--skip-provider-lock']);
+    expect(out).toMatch(/Destroy complete! Resources: 11 destroyed/);
+    expect((await api<{ data: any[] }>('GET', '/projects')).data.find((p) => p.name === 'commerce')).toBeUndefined();
+    await api('GET', `/projects/${projectId}`, undefined, 404);
+  });
+});
