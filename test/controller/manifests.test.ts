@@ -86,7 +86,7 @@ const secretNamed = (name: string) => {
   expect(found, `Secret ${name}`).toBeDefined();
   return found;
 };
-const credentialsRef = container.env!.find((e) => e.name === 'DATAPLATFORM_API_KEY')!.valueFrom!.secretKeyRef!.name;
+const credentialsRef = container.env!.find((e) => e.name === 'DATAPLATFORM_API_KEY')!.valueFrom!.secretKeyRef!.name!;
 const secret = secretNamed(credentialsRef);
 
 /** The container's environment as the kubelet resolves it (refs looked up in the manifests, field refs faked). */
