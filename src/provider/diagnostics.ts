@@ -1,6 +1,6 @@
 import { ApiError, DataPlatformError } from '../client/index.js';
 import { ProviderError } from './resource.js';
-import type { AttrSpec } from './schema.js';
+import { apiField, type AttrSpec } from './schema.js';
 
 type Step = { attribute_name: string } | { element_key_string: string } | { element_key_int: number };
 
@@ -32,9 +32,9 @@ export function attributePath(attrs: AttrSpec[], field: string): { steps: Step[]
       steps.push({ element_key_int: Number(part) });
       if (current.shape === 'list') current = undefined;
     } else {
-      const next: AttrSpec | undefined = (current?.shape === 'object' || current?.shape === 'objects' ? current.attrs : level)?.find((a) => a.name === part);
+      const next: AttrSpec | undefined = (current?.shape === 'object' || current?.shape === 'objects' ? current.attrs : level)?.find((a) => apiField(a) === part);
       if (!next) break;
-      steps.push({ attribute_name: part });
+      steps.push({ attribute_name: next.name });
       current = next;
       level = next.attrs;
     }

@@ -2,7 +2,7 @@ import { ApiError, type DataPlatformClient, type DynamicResourceClient } from '.
 import { deepEqual, diffResource, normalize } from '../engine/diff.js';
 import { valuesAt } from '../kinds/index.js';
 import { ListCache } from './list-cache.js';
-import { apiToTf, defaultTf, objectToApi, objectToTf, tfToApi, type AttrSpec, type ResourceSpec } from './schema.js';
+import { apiField, apiToTf, defaultTf, objectToApi, objectToTf, tfToApi, type AttrSpec, type ResourceSpec } from './schema.js';
 import { UNKNOWN, hasUnknown, inconsistencies, isTfObject, tfEqual, type TfObject, type TfValue } from './values.js';
 
 /** Raised for problems shown to the user as an error diagnostic. */
@@ -30,10 +30,10 @@ export function injectWriteOnly(attrs: AttrSpec[], config: TfObject, body: Recor
     const c = config[a.name] ?? null;
     if (a.synthetic === 'wo') {
       if (typeof c === 'string' || typeof c === 'number') body[a.secretOf!] = c;
-    } else if (a.shape === 'object' && isTfObject(c) && body[a.name] && typeof body[a.name] === 'object') {
-      injectWriteOnly(a.attrs!, c, body[a.name] as Record<string, unknown>);
-    } else if (a.shape === 'objects' && Array.isArray(c) && Array.isArray(body[a.name])) {
-      const items = body[a.name] as Record<string, unknown>[];
+    } else if (a.shape === 'object' && isTfObject(c) && body[apiField(a)] && typeof body[apiField(a)] === 'object') {
+      injectWriteOnly(a.attrs!, c, body[apiField(a)] as Record<string, unknown>);
+    } else if (a.shape === 'objects' && Array.isArray(c) && Array.isArray(body[apiField(a)])) {
+      const items = body[apiField(a)] as Record<string, unknown>[];
       c.forEach((item, i) => {
         if (isTfObject(item) && items[i]) injectWriteOnly(a.attrs!, item, items[i]);
       });
@@ -133,7 +133,7 @@ export class ResourceHandler {
         if (a.replace) replace.push([a.name]);
       }
       if (changed && replace.length === 0) {
-        for (const a of this.spec.attrs) if (computedOnly(a) && !STABLE.has(a.name) && !this.d.onceFields.includes(a.name)) planned[a.name] = UNKNOWN;
+        for (const a of this.spec.attrs) if (computedOnly(a) && !STABLE.has(apiField(a)) && !this.d.onceFields.includes(apiField(a))) planned[a.name] = UNKNOWN;
       }
     }
     return { planned, replace };
@@ -143,17 +143,21 @@ export class ResourceHandler {
   equivalent(a: AttrSpec, x: TfValue, y: TfValue): boolean {
     if (hasUnknown(x) || hasUnknown(y)) return false;
     if (tfEqual(x, y)) return true;
+    // The project is the resource's scope, computed in the API's body: the engine's diff
+    // ignores it, but another project is another resource.
+    if (this.projectScoped && a.name === 'project_id') return false;
     if (!tfEqual(woVersions(a, x), woVersions(a, y))) return false;
     const ax = tfToApi(a, x);
     const ay = tfToApi(a, y);
-    const desired: Record<string, unknown> = ax === undefined ? {} : { [a.name]: ax };
-    const live: Record<string, unknown> = ay === undefined ? {} : { [a.name]: ay };
+    const field = apiField(a);
+    const desired: Record<string, unknown> = ax === undefined ? {} : { [field]: ax };
+    const live: Record<string, unknown> = ay === undefined ? {} : { [field]: ay };
     // Either side may be a user's spelling (prior state, config): normalise both.
     const liveNormalised = structuredClone(live);
     normalize(this.d, liveNormalised);
-    if (diffResource(this.d, desired, liveNormalised, { clearUndeclared: true }).fields.includes(a.name)) return false;
+    if (diffResource(this.d, desired, liveNormalised, { clearUndeclared: true }).fields.includes(field)) return false;
     for (const path of this.d.secretPaths) {
-      if (path[0] !== a.name) continue;
+      if (path[0] !== field) continue;
       const vx = valuesAt(desired, path).map((v) => v.value);
       const vy = valuesAt(live, path).map((v) => v.value);
       if (!deepEqual(vx, vy)) return false;
@@ -198,9 +202,10 @@ export class ResourceHandler {
       if (a.name === 'project_id' && this.projectScoped) {
         out[a.name] = b === null || b === UNKNOWN ? ((remote.project_id as string) ?? null) : b;
       } else if (computedOnly(a)) {
-        out[a.name] = remote[a.name] === undefined && this.d.onceFields.includes(a.name) && b !== UNKNOWN ? b : apiToTf(a, remote[a.name]);
+        const field = apiField(a);
+        out[a.name] = remote[field] === undefined && this.d.onceFields.includes(field) && b !== UNKNOWN ? b : apiToTf(a, remote[field]);
       } else {
-        const r = this.overlaySecrets(a, apiToTf(a, remote[a.name]), b);
+        const r = this.overlaySecrets(a, apiToTf(a, remote[apiField(a)]), b);
         out[a.name] = b !== UNKNOWN && !hasUnknown(b) && this.equivalent(a, b, r) ? b : r;
       }
     }
@@ -236,7 +241,7 @@ export class ResourceHandler {
     const patch: Record<string, unknown> = {};
     for (const a of writable) {
       if (a.synthetic || tfEqual(prior[a.name] ?? null, planned[a.name] ?? null)) continue;
-      patch[a.name] = tfToApi(a, planned[a.name] ?? null) ?? null;
+      patch[apiField(a)] = tfToApi(a, planned[a.name] ?? null) ?? null;
       if (config) injectWriteOnly([a], config, patch);
     }
     // A top-level `<secret>_wo_version` that changed sends `<secret>_wo` again.

@@ -39,6 +39,31 @@ export interface AttrSpec {
   synthetic?: 'wo' | 'wo_version';
   /** For synthetic attributes: the secret field they stand for. */
   secretOf?: string;
+  /** The API's field name when the attribute's differs (a field named like a Terraform meta-argument). */
+  apiName?: string;
+}
+
+/** The API field an attribute stands for. */
+export const apiField = (a: AttrSpec): string => a.apiName ?? a.name;
+
+/**
+ * Names Terraform reserves in a resource block (meta-arguments): an API field with one of
+ * them cannot be written in HCL (`provider = "aws"` would pick a provider configuration), so
+ * its attribute is renamed.
+ */
+const META_ARGUMENTS: Record<string, string> = {
+  provider: 'provider_name',
+  count: 'count_value',
+  for_each: 'for_each_value',
+  depends_on: 'depends_on_ids',
+  lifecycle: 'lifecycle_value',
+  connection: 'connection_value',
+  provisioner: 'provisioner_value',
+};
+
+/** Top-level attributes named like a meta-argument get their Terraform name (nested ones are fine). */
+function renameMetaArguments(attrs: AttrSpec[]): AttrSpec[] {
+  return attrs.map((a) => (META_ARGUMENTS[a.name] ? { ...a, name: META_ARGUMENTS[a.name], apiName: a.name, description: `${a.description}${a.description ? ' ' : ''}(API field \`${a.name}\`, renamed: \`${a.name}\` is a Terraform meta-argument.)` } : a));
 }
 
 export interface ResourceSpec {
@@ -138,7 +163,7 @@ export function resourceSpec(d: KindDescriptor): ResourceSpec {
     if (!d.operations.includes('update') && !attr.computed) attr.replace = true;
     attrs.push(attr);
   }
-  return { typeName: `${PROVIDER_TYPE}_${d.kind}`, descriptor: d, attrs: withWriteOnlyTwins(attrs) };
+  return { typeName: `${PROVIDER_TYPE}_${d.kind}`, descriptor: d, attrs: renameMetaArguments(withWriteOnlyTwins(attrs)) };
 }
 
 let specs: Map<string, ResourceSpec> | undefined;
@@ -222,6 +247,7 @@ export function viewSpec(view: ViewSpec): DataSourceSpec {
     if (inputs.includes(name)) continue;
     attrs.push(asComputed(attrOf(name, prop, false)));
   }
+  attrs.splice(0, attrs.length, ...renameMetaArguments(attrs));
   // Terraform's data sources are expected to carry an `id`; a view without one gets the owner's.
   if (!attrs.some((a) => a.name === 'id')) attrs.push(asComputed(attrOf('id', { type: 'string', description: `Id of the ${kind(view.owners[0]).title.toLowerCase()} the view belongs to.` }, false)));
   return { typeName: `${PROVIDER_TYPE}_${view.name}`, descriptor: { ...d, description: view.description }, attrs, source: { type: 'view', view }, inputs };
@@ -340,7 +366,7 @@ export function apiToTf(a: AttrSpec, v: unknown): TfValue {
 
 export function objectToTf(attrs: AttrSpec[], v: Record<string, unknown>): TfObject {
   const out: TfObject = {};
-  for (const a of attrs) out[a.name] = apiToTf(a, v[a.name]);
+  for (const a of attrs) out[a.name] = apiToTf(a, v[apiField(a)]);
   return out;
 }
 
@@ -362,7 +388,7 @@ export function objectToApi(attrs: AttrSpec[], v: TfObject): Record<string, unkn
   for (const a of attrs) {
     if (a.synthetic) continue;
     const x = tfToApi(a, v[a.name] ?? null);
-    if (x !== undefined) out[a.name] = x;
+    if (x !== undefined) out[apiField(a)] = x;
   }
   return out;
 }

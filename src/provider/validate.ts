@@ -2,7 +2,7 @@ import type { ValidateFunction } from 'ajv/dist/2020.js';
 import { createAjv, toFieldErrors, type FieldError } from '../kinds/validator.js';
 import type { JsonSchema } from '../kinds/index.js';
 import { injectWriteOnly } from './resource.js';
-import { objectToApi, type ResourceSpec } from './schema.js';
+import { apiField, objectToApi, type ResourceSpec } from './schema.js';
 import { hasUnknown, type TfObject } from './values.js';
 
 let ajv: ReturnType<typeof createAjv> | undefined;
@@ -16,8 +16,9 @@ const compiled = new Map<string, ValidateFunction>();
 export function validateConfig(spec: ResourceSpec, config: TfObject | null): FieldError[] {
   if (!config) return [];
   const d = spec.descriptor;
-  const unknown = spec.attrs.filter((a) => hasUnknown(config[a.name] ?? null)).map((a) => a.name);
-  const writable = spec.attrs.filter((a) => !unknown.includes(a.name) && !(a.name === 'project_id' && d.scope === 'project') && !(a.computed && !a.optional && !a.required));
+  const unknownAttrs = spec.attrs.filter((a) => hasUnknown(config[a.name] ?? null));
+  const unknown = unknownAttrs.map(apiField);
+  const writable = spec.attrs.filter((a) => !unknownAttrs.includes(a) && !(a.name === 'project_id' && d.scope === 'project') && !(a.computed && !a.optional && !a.required));
   const body = objectToApi(writable, config);
   injectWriteOnly(writable, config, body);
   const key = `${d.kind}:${unknown.join(',')}`;

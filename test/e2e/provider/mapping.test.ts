@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { kind } from '../../../src/kinds/index.js';
 import { ProviderError, ResourceHandler } from '../../../src/provider/resource.js';
-import { dataSourceSpecs, resourceSpec, resourceSpecs, schemaMessage, type AttrSpec } from '../../../src/provider/schema.js';
+import { dataSourceSpecs, objectToApi, objectToTf, resourceSpec, resourceSpecs, schemaMessage, type AttrSpec } from '../../../src/provider/schema.js';
 import { attributePath } from '../../../src/provider/diagnostics.js';
 import { UNKNOWN, decodeDynamic, encodeDynamic, type TfObject } from '../../../src/provider/values.js';
 import type { DataPlatformClient } from '../../../src/client/index.js';
@@ -76,6 +76,14 @@ describe('plan and apply rules', () => {
     const changed = config({ schedule: '0  2 * * *', connector_type: 'mysql' });
     const res = h.plan(prior, { ...prior, ...changed }, changed);
     expect(res.replace).toEqual([['connector_type']]);
+  });
+
+  it('replaces when the project changes to another known project', () => {
+    const prior = { ...config({ schedule: '0  2 * * *', labels: {}, selected_tables: [], config: null, credentials: null }), id: 'con_1', status: 'created', created_at: 'x', updated_at: 'y', last_sync_at: null };
+    const moved = config({ schedule: '0  2 * * *', project_id: 'prj_2' });
+    const res = h.plan(prior, { ...prior, ...moved }, moved);
+    expect(res.replace).toEqual([['project_id']]);
+    expect(res.planned!.project_id).toBe('prj_2');
   });
 
   it('keeps the user spelling after apply when the API normalises', async () => {
@@ -202,5 +210,18 @@ describe('API field paths as attribute paths', () => {
     expect(attributePath(rule, 'labels.team')).toEqual({ steps: [{ attribute_name: 'labels' }, { element_key_string: 'team' }] });
     expect(attributePath(pipeline, 'steps[2].depends_on[0]')).toEqual({ steps: [{ attribute_name: 'steps' }, { element_key_int: 2 }, { attribute_name: 'depends_on' }, { element_key_int: 0 }] });
     expect(attributePath(pipeline, '(body)')).toBeUndefined();
+  });
+});
+
+describe('fields named like a Terraform meta-argument', () => {
+  it('are renamed for HCL and mapped back to the API field', () => {
+    const spec = resourceSpec(kind('infrastructure_resource'));
+    const a = spec.attrs.find((x) => x.apiName === 'provider');
+    expect(a).toMatchObject({ name: 'provider_name', required: true, replace: true });
+    expect(spec.attrs.some((x) => x.name === 'provider')).toBe(false);
+    const state = objectToTf(spec.attrs, { id: 'inf_1', name: 'wh', provider: 'aws', resource_type: 'warehouse', region: 'eu' });
+    expect(state).toMatchObject({ provider_name: 'aws' });
+    expect(objectToApi(spec.attrs, state)).toMatchObject({ provider: 'aws', name: 'wh' });
+    expect(attributePath(spec.attrs, 'provider')).toEqual({ steps: [{ attribute_name: 'provider_name' }] });
   });
 });
