@@ -18,8 +18,8 @@ export interface StatusHandlers {
   logger: Logger;
 }
 
-/** Webhook bodies are small (a push event); anything larger is refused before it is read whole. */
-const MAX_BODY = 1024 * 1024;
+/** GitHub caps webhook payloads at 25 MB; anything larger is refused before it is read whole. */
+const MAX_BODY = 25 * 1024 * 1024;
 
 /** The spec's error envelope. */
 function sendError(res: ServerResponse, status: number, code: string, message: string) {
