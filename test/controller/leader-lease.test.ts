@@ -19,7 +19,7 @@ import type { Lease } from '../../src/controller/leader/kube-api.js';
  */
 const NAMESPACE = 'dpctl';
 const NAME = 'dpctl-controller';
-const LEASE_SECONDS = 2;
+const LEASE_SECONDS = 3;
 const COLLECTION = `/apis/coordination.k8s.io/v1/namespaces/${NAMESPACE}/leases`;
 
 interface Write {
