@@ -77,7 +77,7 @@ export function renderStatusHtml(s: ControllerStatus): string {
   for (const r of s.resources) counts.set(r.state, (counts.get(r.state) ?? 0) + 1);
   const dl = (pairs: [string, string][]) => `<dl>${pairs.map(([k, v]) => `<dt>${esc(k)}</dt><dd>${v}</dd>`).join('')}</dl>`;
   const rev = (r: RevisionInfo | null) => (r ? `<code>${esc(r.id.slice(0, 12))}</code> ${esc(r.summary ?? '')}` : '<em>none yet</em>');
-  const errors = [...(s.revision.invalid?.errors ?? []), ...(s.revision.fetch_error ? [s.revision.fetch_error] : []), ...(run?.errors ?? [])];
+  const errors = [...new Set([...(s.revision.invalid?.errors ?? []), ...(s.revision.fetch_error ? [s.revision.fetch_error] : []), ...(run?.errors ?? [])])];
   return `<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta http-equiv="refresh" content="10">
 <title>dpctl controller: ${esc(s.controller.source_id)}</title>

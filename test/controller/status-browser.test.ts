@@ -81,6 +81,9 @@ suite('controller status page in headless Chromium', () => {
     await page.goto(`${ctl.url}/status.html`);
     expect(await page.locator('#last-run').innerText()).toBe('invalid');
     expect(await page.locator('#errors').innerText()).toMatch(/^platform\/analytics\/broken\.yaml:\d+:\d+: /m);
+    // Listed once, though both the revision and the run report it.
+    const errorText = await page.locator('#errors').innerText();
+    expect(errorText.split('\n').length).toBe(new Set(errorText.split('\n')).size);
     // The revision in force is still the good one.
     expect(await page.locator('#revision').innerText()).toContain(good.slice(0, 12));
     expect(readFileSync(join(repo.work, 'platform/analytics/broken.yaml'), 'utf8')).toContain('nope');
