@@ -840,6 +840,10 @@ export interface SsoProvider {
   auto_provision: boolean;
   /** Role of users created by auto_provision. Default: "read-only". */
   default_role: "read-only" | "read-write" | "admin";
+  /** Free-form labels; the reconciler records ownership and secret fingerprints here. Default: {}. */
+  labels: {
+    [key: string]: string;
+  };
   /** Set by the server. */
   created_at: string;
   /** Set by the server. */
@@ -875,6 +879,10 @@ export interface SsoProviderCreate {
   auto_provision?: boolean;
   /** Role of users created by auto_provision. Default: "read-only". */
   default_role?: "read-only" | "read-write" | "admin";
+  /** Free-form labels; the reconciler records ownership and secret fingerprints here. Default: {}. */
+  labels?: {
+    [key: string]: string;
+  };
 }
 
 /** SSO provider: PATCH body (fields given replace the stored ones). */
@@ -906,6 +914,10 @@ export interface SsoProviderUpdate {
   auto_provision?: boolean | null;
   /** Role of users created by auto_provision. */
   default_role?: "read-only" | "read-write" | "admin" | null;
+  /** Free-form labels; the reconciler records ownership and secret fingerprints here. */
+  labels?: {
+    [key: string]: string;
+  } | null;
 }
 
 /** User: As the API returns it. */

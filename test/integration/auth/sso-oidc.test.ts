@@ -282,7 +282,7 @@ describe('Google sign-in (OIDC against the configured issuer)', () => {
 });
 
 describe('the sso_provider resource', () => {
-  it('never returns or audits the client secret, and needs an admin', async () => {
+  it('never returns or audits the client secret; anyone in the tenant reads it (like users), only admins write', async () => {
     const got = await svc.ok(t, 'GET', `/sso-providers/${providers.corp.id}`);
     expect(got).not.toHaveProperty('client_secret');
     expect(JSON.stringify(await svc.ok(t, 'GET', '/sso-providers'))).not.toContain(CLIENT_SECRET);
@@ -292,7 +292,8 @@ describe('the sso_provider resource', () => {
     const data = JSON.stringify(await svc.service.ctx.db.all("SELECT data FROM resources WHERE kind = 'sso_provider'"));
     expect(data).not.toContain(CLIENT_SECRET);
     const reader = await svc.user(t, 'read-write');
-    expectError(await svc.call(t, 'GET', '/sso-providers', { token: reader.token }), 403, 'forbidden');
+    expect((await svc.call(t, 'GET', '/sso-providers', { token: reader.token })).status).toBe(200);
+    expectError(await svc.call(t, 'PATCH', `/sso-providers/${providers.corp.id}`, { token: reader.token, body: { enabled: false } }), 403, 'forbidden');
     expectError(await svc.call(t, 'POST', '/sso-providers', { token: reader.token, body: { name: 'x', protocol: 'google', client_id: 'c' } }), 403, 'forbidden');
   });
 
