@@ -100,6 +100,11 @@ export class DataSsoProvider extends cdk.TerraformDataSource {
     return this.getStringAttribute('default_role');
   }
 
+  /** Free-form labels; the reconciler records ownership and secret fingerprints here. Set by the server. */
+  get labels() {
+    return this.getStringMapAttribute('labels');
+  }
+
   /** Set by the server. */
   get createdAt() {
     return this.getStringAttribute('created_at');

@@ -34,6 +34,8 @@ export interface SsoProviderConfig extends cdk.TerraformMetaArguments {
   readonly autoProvision?: boolean | cdk.IResolvable;
   /** Role of users created by auto_provision. Default: "read-only". */
   readonly defaultRole?: string;
+  /** Free-form labels; the reconciler records ownership and secret fingerprints here. Default: {}. */
+  readonly labels?: { [key: string]: string };
 }
 
 /** A tenant's single sign-on identity provider: OIDC (authorization code + PKCE), Google sign-in (OIDC against a configurable issuer) or SAML 2.0 (signed assertions). Users sign in at GET /auth/sso/{provider_id}/login (Google: GET /auth/google/login) and are matched by email. Terraform resource `dataplatform_sso_provider`. */
@@ -73,6 +75,7 @@ export class SsoProvider extends cdk.TerraformResource {
     this._caCertificate = config.caCertificate;
     this._autoProvision = config.autoProvision;
     this._defaultRole = config.defaultRole;
+    this._labels = config.labels;
   }
 
   private _name?: string;
@@ -245,6 +248,17 @@ export class SsoProvider extends cdk.TerraformResource {
     this._defaultRole = undefined;
   }
 
+  private _labels?: { [key: string]: string };
+  get labelsInput() {
+    return this._labels;
+  }
+  set labels(value: { [key: string]: string }) {
+    this._labels = value;
+  }
+  resetLabels() {
+    this._labels = undefined;
+  }
+
   /** Set by the server. */
   get id() {
     return this.getStringAttribute('id');
@@ -324,6 +338,11 @@ export class SsoProvider extends cdk.TerraformResource {
     return this.getStringAttribute('default_role');
   }
 
+  /** Free-form labels; the reconciler records ownership and secret fingerprints here. Default: {}. */
+  get labels() {
+    return this.getStringMapAttribute('labels');
+  }
+
   /** Set by the server. */
   get createdAt() {
     return this.getStringAttribute('created_at');
@@ -352,6 +371,7 @@ export class SsoProvider extends cdk.TerraformResource {
       ca_certificate: cdk.stringToTerraform(this._caCertificate),
       auto_provision: cdk.booleanToTerraform(this._autoProvision),
       default_role: cdk.stringToTerraform(this._defaultRole),
+      labels: cdk.hashMapper(cdk.stringToTerraform)(this._labels),
     };
   }
 
@@ -373,6 +393,7 @@ export class SsoProvider extends cdk.TerraformResource {
       ca_certificate: { value: cdk.stringToHclTerraform(this._caCertificate), isBlock: false, type: 'simple', storageClassType: 'string' },
       auto_provision: { value: cdk.booleanToHclTerraform(this._autoProvision), isBlock: false, type: 'simple', storageClassType: 'boolean' },
       default_role: { value: cdk.stringToHclTerraform(this._defaultRole), isBlock: false, type: 'simple', storageClassType: 'string' },
+      labels: { value: cdk.hashMapperHcl(cdk.stringToHclTerraform)(this._labels), isBlock: false, type: 'map', storageClassType: 'stringMap' },
     };
     return Object.fromEntries(Object.entries(attrs).filter(([, v]) => v.value !== undefined));
   }
