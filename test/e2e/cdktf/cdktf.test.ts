@@ -3,12 +3,15 @@ import { existsSync, mkdirSync, readFileSync, symlinkSync, writeFileSync } from 
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestService, testStore, type TestService, type TestTenant } from '../../support/service.js';
+import { runDpctl } from '../../support/cli.js';
 import { haveTerraform, TerraformWorkspace } from '../provider/harness.js';
+import { cliEnvFor, EXAMPLE as YAML_EXAMPLE, SECRET_ENV } from '../../integration/engine/helpers.js';
 
 /**
  * examples/cdktf under the real cdktf CLI (cdktf-cli 0.21, terraform 1.11) against a real
  * service: synth, deploy, diff, drift made through the API, deploy again, the HCL exit path,
- * destroy. The steps build on each other (one state), so they run in order.
+ * destroy; and the YAML bridge's stack (examples/platform) deployed by cdktf, then checked by
+ * `dpctl adopt --dry-run`. The steps build on each other (one state), so they run in order.
  *
  * The app runs from the repository (examples/cdktf/main.ts); only the working directory is a
  * temporary one, because cdktf's default local backend keeps the state beside cdktf.json.
@@ -57,7 +60,8 @@ describe.skipIf(testStore() === 'postgres' || !haveTerraform)('cdktf CLI end to 
       DISABLE_VERSION_CHECK: '1',
       CI: '1',
       FORCE_COLOR: '0',
-      ...Object.fromEntries(Object.entries(SECRETS).map(([k, v]) => [`TF_VAR_${k}`, v])),
+      // examples/platform's secretRefs (for the yaml-platform stack), then the TypeScript stack's.
+      ...Object.fromEntries(Object.entries({ ...SECRET_ENV, ...SECRETS }).map(([k, v]) => [`TF_VAR_${k}`, v])),
     };
   }, 60_000);
 
@@ -145,5 +149,21 @@ describe.skipIf(testStore() === 'postgres' || !haveTerraform)('cdktf CLI end to 
     expect(out).toMatch(/Destroy complete! Resources: 11 destroyed/);
     expect((await api<{ data: any[] }>('GET', '/projects')).data.find((p) => p.name === 'commerce')).toBeUndefined();
     await api('GET', `/projects/${projectId}`, undefined, 404);
+  });
+
+  it('the YAML bridge: cdktf deploys examples/platform, and dpctl finds every document matching (adopt --dry-run)', { timeout: 120_000 }, async () => {
+    const out = await cdktf(['deploy', 'yaml-platform', '--auto-approve', '--no-color', '--skip-synth', '--skip-provider-lock']);
+    expect(out).toMatch(/Apply complete! Resources: \d+ added, 0 changed, 0 destroyed/);
+    for (const value of Object.values(SECRET_ENV)) expect(out).not.toContain(value);
+    // The same YAML under the reconciler: every resource cdktf made is what dpctl would make (exit 0, nothing written).
+    const adopt = await runDpctl(['adopt', YAML_EXAMPLE, '--dry-run', '--trust-secrets'], { env: cliEnvFor(svc, t) });
+    expect(adopt.code, `${adopt.stdout}\n${adopt.stderr}`).toBe(0);
+    expect(adopt.stdout).toMatch(/Pipeline\s+analytics\s+nightly-revenue/);
+    expect(adopt.stdout).not.toMatch(/^(differs|missing)/m);
+    const destroyed = await cdktf(['destroy', 'yaml-platform', '--auto-approve', '--no-color', '--skip-synth', '--skip-provider-lock']);
+    expect(destroyed).toMatch(/Destroy complete! Resources: \d+ destroyed/);
+    const names = (await api<{ data: any[] }>('GET', '/projects')).data.map((p) => p.name);
+    expect(names).not.toContain('analytics');
+    expect(names).not.toContain('marketing');
   });
 });
