@@ -17,8 +17,13 @@ export const error = (summary: string, detail = ''): Diagnostic => ({ severity: 
  * An API field path (`target.connector_id`, `steps[1].depends_on`, `labels.team`) as a
  * Terraform attribute path, following the attribute specs so that map keys become string
  * keys and list positions integer keys. Undefined when the field is not an attribute.
+ *
+ * With `resolvable`, the path ends before the first attribute name below another attribute:
+ * Terraform (1.11) finds a diagnostic's place in the configuration through block and index
+ * steps only, and for `target.connector_id` (a nested attribute) it falls back to the whole
+ * resource block; `target` shows the line of the attribute. The summary names the full field.
  */
-export function attributePath(attrs: AttrSpec[], field: string): { steps: Step[] } | undefined {
+export function attributePath(attrs: AttrSpec[], field: string, resolvable = false): { steps: Step[] } | undefined {
   const parts = field.split(/\.|\[(\d+)\]/).filter((p) => p !== undefined && p !== '');
   const steps: Step[] = [];
   let level: AttrSpec[] | undefined = attrs;
@@ -33,7 +38,7 @@ export function attributePath(attrs: AttrSpec[], field: string): { steps: Step[]
       if (current.shape === 'list') current = undefined;
     } else {
       const next: AttrSpec | undefined = (current?.shape === 'object' || current?.shape === 'objects' ? current.attrs : level)?.find((a) => apiField(a) === part);
-      if (!next) break;
+      if (!next || (resolvable && steps.length)) break;
       steps.push({ attribute_name: next.name });
       current = next;
       level = next.attrs;
@@ -48,7 +53,7 @@ export function diagnoseAll(err: unknown, attrs?: AttrSpec[], prefix = ''): Diag
     const fields = err.details.filter((d) => d.field && d.field !== '(body)');
     if (fields.length) {
       return fields.map((d) => {
-        const attribute = attributePath(attrs, d.field);
+        const attribute = attributePath(attrs, d.field, true);
         const diag = error(`${prefix}${d.field} ${d.message}`, `The service refused the request: ${err.message}`);
         return attribute ? { ...diag, attribute } : diag;
       });

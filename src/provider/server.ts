@@ -117,7 +117,7 @@ export function providerImplementation(onStop: () => void) {
       const conflicts = writeOnlyConflicts(h.spec.attrs, config);
       const diagnostics = conflicts.map((path) => error(`${req.type_name}: give either ${path} or ${path}_wo, not both`));
       for (const e of validateConfig(h.spec, config)) {
-        const attribute = attributePath(h.spec.attrs, e.field);
+        const attribute = attributePath(h.spec.attrs, e.field, true);
         diagnostics.push({ ...error(`${req.type_name}: ${e.field} ${e.message}`), ...(attribute ? { attribute } : {}) });
       }
       return { diagnostics };

@@ -225,3 +225,13 @@ describe('fields named like a Terraform meta-argument', () => {
     expect(attributePath(spec.attrs, 'provider')).toEqual({ steps: [{ attribute_name: 'provider_name' }] });
   });
 });
+
+describe('attribute paths Terraform can place in the configuration', () => {
+  it('end before an attribute name below another attribute', () => {
+    const rule = resourceSpec(kind('alert_rule')).attrs;
+    const pipeline = resourceSpec(kind('pipeline')).attrs;
+    expect(attributePath(rule, 'target.connector_id', true)).toEqual({ steps: [{ attribute_name: 'target' }] });
+    expect(attributePath(rule, 'channel_ids[1]', true)).toEqual({ steps: [{ attribute_name: 'channel_ids' }, { element_key_int: 1 }] });
+    expect(attributePath(pipeline, 'steps[2].depends_on[0]', true)).toEqual({ steps: [{ attribute_name: 'steps' }, { element_key_int: 2 }] });
+  });
+});
