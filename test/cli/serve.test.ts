@@ -140,6 +140,8 @@ describe('dpctl serve start-up contract', () => {
     const base = `https://acme.localhost:${s.port}/api/v1`;
     await http.call('GET', `${base}/projects`, { token, query: { token } });
     await http.call('POST', `${base}/users`, { token, body: { email: 'x@acme.test', role: 'read-only', password: 'another-secret-9' } });
+    // An SSO callback carries the authorization code and the flow state in its query string.
+    await http.call('GET', `${base}/auth/sso/sso_unknown/callback`, { query: { code: 'sso-code-secret-7', state: 'sso-state-secret-7' } });
     await s.stop('SIGTERM');
     const lines = s.stdout().trim().split('\n').map((l) => JSON.parse(l));
     const requests = lines.filter((l) => l.msg === 'request');
@@ -150,7 +152,8 @@ describe('dpctl serve start-up contract', () => {
     expect(requests.find((l) => l.method === 'POST' && l.url === '/api/v1/users')).toMatchObject({ statusCode: 201, actor: expect.stringMatching(/^user:/) });
     expect(list.url).toContain('token=[redacted]');
     const all = s.stdout() + s.stderr();
-    for (const secret of [token, tokens.body.refresh_token, BOOT.DP_BOOTSTRAP_PASSWORD, 'another-secret-9']) expect(all).not.toContain(secret);
+    expect(requests.find((l) => l.url.startsWith('/api/v1/auth/sso/'))).toMatchObject({ statusCode: 404, url: '/api/v1/auth/sso/sso_unknown/callback?code=[redacted]&state=[redacted]' });
+    for (const secret of [token, tokens.body.refresh_token, BOOT.DP_BOOTSTRAP_PASSWORD, 'another-secret-9', 'sso-code-secret-7', 'sso-state-secret-7']) expect(all).not.toContain(secret);
     await http.close();
   });
 });
