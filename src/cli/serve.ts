@@ -2,6 +2,7 @@ import { Command, Option } from 'commander';
 import { startService, openServiceContext } from '../service/server.js';
 import { ensureTenantWithAdmin } from '../service/bootstrap.js';
 import { readStdin } from './stdin.js';
+import { startDemoController } from './demo-controller.js';
 
 const int = (name: string) => (value: string) => {
   const n = Number(value);
@@ -33,7 +34,11 @@ export function serveCommand(): Command {
     .option('--strict-spec', 'serve only the spec\'s documented surface (no extensions)', false)
     .option('--time-scale <factor>', 'run simulated work (dbt models, simulated syncs, provisioning) this many times faster', positive('--time-scale'), 1)
     .option('--source-timeout <seconds>', 'how long connecting to a connector\'s source may take', positive('--source-timeout'), 5)
+    .option('--source-query-timeout <seconds>', 'how long one statement of a sync (a table\'s row count) may run on the source', positive('--source-query-timeout'), 300)
     .option('--demo', 'bootstrap a "demo" tenant (admin@demo.local / demo-password) unless DP_BOOTSTRAP_* say otherwise; local use only', false)
+    .option('--reconcile <dir>', 'also run the controller in this process: keep the bootstrapped tenant equal to the YAML in <dir> (edit a file and it is applied)')
+    .option('--reconcile-interval <duration>', 'time between the controller\'s runs with --reconcile', '2s')
+    .option('--controller-listen <host:port>', 'status page of the controller with --reconcile', '127.0.0.1:9090')
     .addOption(new Option('--log-level <level>', 'log level').choices(['fatal', 'error', 'warn', 'info', 'debug', 'silent']).default('info'))
     .action(async (opts) => {
       const service = await startService({
@@ -50,6 +55,7 @@ export function serveCommand(): Command {
         logLevel: opts.logLevel,
         timeScale: opts.timeScale,
         sourceTimeout: opts.sourceTimeout,
+        sourceQueryTimeout: opts.sourceQueryTimeout,
       });
       const demo: Partial<typeof DEMO> = opts.demo ? DEMO : {};
       const slug = process.env.DP_BOOTSTRAP_TENANT || demo.slug;
@@ -68,9 +74,19 @@ export function serveCommand(): Command {
         lines.push(`Docs:     https://localhost:${service.port}/api/docs`, 'No tenant bootstrapped: set DP_BOOTSTRAP_TENANT, DP_BOOTSTRAP_EMAIL and DP_BOOTSTRAP_PASSWORD, or run `dpctl tenant create`.');
       }
       if (service.tls.certPath) lines.push(`CA file:  ${service.tls.certPath} (self-signed; pass it to clients)`);
+      let controller: Awaited<ReturnType<typeof startDemoController>> | undefined;
+      if (opts.reconcile) {
+        if (!(slug && email && password)) throw new Error('--reconcile needs a bootstrapped tenant: use --demo or set DP_BOOTSTRAP_TENANT, DP_BOOTSTRAP_EMAIL and DP_BOOTSTRAP_PASSWORD');
+        controller = await startDemoController({ service, slug, email, password, dir: opts.reconcile, interval: opts.reconcileInterval, listen: opts.controllerListen, logLevel: opts.logLevel });
+        lines.push(
+          `Controller: reconciling ${controller.dir} into tenant "${slug}" every ${opts.reconcileInterval}; edit a YAML file there and it is applied`,
+          `Status:   ${controller.url}/status`,
+        );
+      }
       process.stderr.write(lines.join('\n') + '\n');
       const stop = async (signal: string) => {
         process.stderr.write(`${signal}: draining in-flight requests and closing the store\n`);
+        await controller?.stop();
         await service.close();
         process.exit(0);
       };

@@ -1,0 +1,48 @@
+import { basename, resolve } from 'node:path';
+import pino from 'pino';
+import { DataPlatformClient } from '../client/index.js';
+import { startController, type RunningController } from '../controller/controller.js';
+import { parseDuration } from '../controller/duration.js';
+import { parseListen } from '../controller/server.js';
+import { DirectorySource } from '../controller/source/directory.js';
+import type { RunningService } from '../service/server.js';
+
+export interface DemoControllerOptions {
+  service: RunningService;
+  slug: string;
+  email: string;
+  password: string;
+  /** The YAML directory to keep the tenant equal to. */
+  dir: string;
+  interval: string;
+  listen: string;
+  logLevel: string;
+}
+
+/**
+ * `dpctl serve --reconcile <dir>` (what `npm start` runs): the controller in the service's own
+ * process, against the bootstrapped tenant, reading a plain directory so that editing a file is
+ * enough to see it applied. In a cluster, `dpctl controller` runs on its own instead.
+ */
+export async function startDemoController(o: DemoControllerOptions): Promise<RunningController & { dir: string; url: string }> {
+  const dir = resolve(o.dir);
+  const client = new DataPlatformClient({
+    url: new URL(o.service.baseUrl(o.slug)).origin,
+    email: o.email,
+    password: o.password,
+    caFile: o.service.tls.certPath,
+  });
+  const level = o.logLevel === 'silent' || o.logLevel === 'fatal' ? 'error' : o.logLevel;
+  const logger = pino({ name: 'dpctl-controller', level }, pino.destination({ fd: 1, sync: true }));
+  const controller = await startController({
+    source: new DirectorySource(dir),
+    client,
+    mode: 'apply',
+    intervalMs: parseDuration(o.interval, '--reconcile-interval'),
+    listen: parseListen(o.listen),
+    logger,
+    // Ownership label as `dpctl apply <dir>` sets it, so the two can take turns on the same tenant.
+    engine: { sourceId: basename(dir) || 'root', concurrency: 4 },
+  });
+  return Object.assign(controller, { dir, url: controller.url! });
+}
