@@ -1,0 +1,181 @@
+// The provider's RPC handlers: loaded after the handshake (see server.ts), so that the heavy
+// modules they need (client, kinds, schemas, ajv) do not delay Terraform's start of the plugin.
+import type * as grpc from '@grpc/grpc-js';
+import { ClientConfigError, DataPlatformClient, type ClientConfig } from '../client/index.js';
+import { DataSourceHandler } from './data-source.js';
+import { attributePath, diagnose, diagnoseAll, error } from './diagnostics.js';
+import { ListCache } from './list-cache.js';
+import { ProviderError, ResourceHandler, writeOnlyConflicts } from './resource.js';
+import { dataSourceSpecs, providerSchemaMessage, resourceSpecs, schemaMessage } from './schema.js';
+import { validateConfig } from './validate.js';
+import { decodeDynamic, encodeDynamic, isTfObject, type DynamicValue, type TfObject, type TfValue } from './values.js';
+
+const log = (msg: string) => process.stderr.write(`[dataplatform-provider] ${msg}\n`);
+
+
+const present = (v: TfValue | undefined) => (typeof v === 'string' && v.trim() !== '' ? v : undefined);
+const truthy = (v: string | undefined) => v !== undefined && /^(1|true|yes|on)$/i.test(v.trim());
+
+/**
+ * Provider block attributes win over DATAPLATFORM_* variables. Credentials come as a whole
+ * from one place: an api_key or email in the block, else the environment's.
+ */
+export function providerClientConfig(config: TfObject | null, env: NodeJS.ProcessEnv = process.env): ClientConfig {
+  const c = config ?? {};
+  let apiKey: string | undefined;
+  let email: string | undefined;
+  let password: string | undefined;
+  if (present(c.api_key)) apiKey = present(c.api_key);
+  else if (present(c.email)) {
+    email = present(c.email);
+    password = present(c.password) ?? present(env.DATAPLATFORM_PASSWORD);
+  } else if (present(env.DATAPLATFORM_API_KEY)) apiKey = present(env.DATAPLATFORM_API_KEY);
+  else {
+    email = present(env.DATAPLATFORM_EMAIL);
+    password = present(c.password) ?? present(env.DATAPLATFORM_PASSWORD);
+  }
+  const out: ClientConfig = {
+    url: present(c.endpoint) ?? present(env.DATAPLATFORM_URL) ?? '',
+    apiKey,
+    email,
+    password,
+    caFile: present(c.ca_file) ?? present(env.DATAPLATFORM_CA_FILE),
+    insecure: (typeof c.insecure === 'boolean' ? c.insecure : truthy(env.DATAPLATFORM_INSECURE)) || undefined,
+    userAgent: 'terraform-provider-dataplatform',
+  };
+  if (!out.url) throw new ClientConfigError('endpoint is not set (provider block or DATAPLATFORM_URL), e.g. https://acme.localhost:8443');
+  return out;
+}
+
+type Call = grpc.ServerUnaryCall<any, any>;
+type Callback = grpc.sendUnaryData<any>;
+
+/** Wraps a handler: exceptions become error diagnostics in the field the response uses. */
+function unary(name: string, fn: (req: any) => Promise<Record<string, unknown>> | Record<string, unknown>) {
+  return (call: Call, callback: Callback) => {
+    Promise.resolve()
+      .then(() => fn(call.request))
+      .then(
+        (res) => callback(null, res),
+        (err) => {
+          log(`${name} failed: ${err instanceof Error ? err.message : String(err)}`);
+          callback(null, { diagnostics: [diagnose(err)] });
+        },
+      );
+  };
+}
+
+export function providerImplementation(onStop: () => void) {
+  const specs = resourceSpecs();
+  let client: DataPlatformClient | undefined;
+  let clientError: unknown;
+  const getClient = () => {
+    if (client) return client;
+    throw clientError ?? new ProviderError('provider is not configured');
+  };
+  // One cache per process: Terraform starts a provider process per command (see ListCache).
+  const cache = new ListCache();
+  const handlers = new Map([...specs.values()].map((s) => [s.typeName, new ResourceHandler(s, getClient, cache)]));
+  const handler = (typeName: string) => {
+    const h = handlers.get(typeName);
+    if (!h) throw new ProviderError(`unknown resource type ${typeName}`);
+    return h;
+  };
+  const dataSpecs = dataSourceSpecs();
+  const dataHandlers = new Map([...dataSpecs.values()].map((s) => [s.typeName, new DataSourceHandler(s, getClient, cache)]));
+  const dataHandler = (typeName: string) => {
+    const h = dataHandlers.get(typeName);
+    if (!h) throw new ProviderError(`unknown data source ${typeName}`);
+    return h;
+  };
+  const obj = (v: DynamicValue | undefined): TfObject | null => {
+    const value = decodeDynamic(v);
+    return isTfObject(value) ? value : null;
+  };
+
+  return {
+    GetMetadata: unary('GetMetadata', () => ({
+      server_capabilities: { plan_destroy: false, get_provider_schema_optional: false },
+      resources: [...specs.keys()].map((type_name) => ({ type_name })),
+      data_sources: [...dataSpecs.keys()].map((type_name) => ({ type_name })),
+    })),
+    GetProviderSchema: unary('GetProviderSchema', () => ({
+      provider: providerSchemaMessage(),
+      resource_schemas: Object.fromEntries([...specs.values()].map((s) => [s.typeName, schemaMessage(s)])),
+      data_source_schemas: Object.fromEntries([...dataSpecs.values()].map((s) => [s.typeName, schemaMessage(s)])),
+      server_capabilities: { plan_destroy: false, get_provider_schema_optional: false },
+    })),
+    ValidateProviderConfig: unary('ValidateProviderConfig', () => ({ diagnostics: [] })),
+    ValidateResourceConfig: unary('ValidateResourceConfig', (req) => {
+      const h = handler(req.type_name);
+      const config = obj(req.config);
+      const conflicts = writeOnlyConflicts(h.spec.attrs, config);
+      const diagnostics = conflicts.map((path) => error(`${req.type_name}: give either ${path} or ${path}_wo, not both`));
+      for (const e of validateConfig(h.spec, config)) {
+        const attribute = attributePath(h.spec.attrs, e.field, true);
+        diagnostics.push({ ...error(`${req.type_name}: ${e.field} ${e.message}`), ...(attribute ? { attribute } : {}) });
+      }
+      return { diagnostics };
+    }),
+    ValidateDataResourceConfig: unary('ValidateDataResourceConfig', (req) => {
+      const h = dataHandler(req.type_name);
+      return { diagnostics: h.validate(obj(req.config)).map((p) => ({ ...error(p.summary), attribute: { steps: [{ attribute_name: p.attribute }] } })) };
+    }),
+    ConfigureProvider: unary('ConfigureProvider', (req) => {
+      try {
+        client = new DataPlatformClient(providerClientConfig(obj(req.config)));
+        return { diagnostics: [] };
+      } catch (err) {
+        clientError = err;
+        return { diagnostics: [error('invalid provider configuration', err instanceof Error ? err.message : String(err))] };
+      }
+    }),
+    UpgradeResourceState: unary('UpgradeResourceState', (req) => {
+      const h = handler(req.type_name);
+      const json = req.raw_state?.json?.length ? JSON.parse(Buffer.from(req.raw_state.json).toString('utf8')) : null;
+      return { upgraded_state: encodeDynamic(h.upgrade(json)), diagnostics: [] };
+    }),
+    ReadResource: unary('ReadResource', async (req) => {
+      const h = handler(req.type_name);
+      const state = await h.read(obj(req.current_state));
+      return { new_state: encodeDynamic(state), private: req.private, diagnostics: [] };
+    }),
+    PlanResourceChange: unary('PlanResourceChange', (req) => {
+      const h = handler(req.type_name);
+      const { planned, replace } = h.plan(obj(req.prior_state), obj(req.proposed_new_state), obj(req.config));
+      return {
+        planned_state: encodeDynamic(planned),
+        requires_replace: replace.map((path) => ({ steps: path.map((attribute_name) => ({ attribute_name })) })),
+        planned_private: req.prior_private,
+        diagnostics: [],
+      };
+    }),
+    ApplyResourceChange: unary('ApplyResourceChange', async (req) => {
+      const h = handler(req.type_name);
+      const prior = obj(req.prior_state);
+      try {
+        const state = await h.apply(prior, obj(req.planned_state), obj(req.config));
+        return { new_state: encodeDynamic(state), private: req.planned_private, diagnostics: [] };
+      } catch (err) {
+        log(`ApplyResourceChange ${req.type_name} failed: ${err instanceof Error ? err.message : String(err)}`);
+        const state = err instanceof ProviderError && err.newState !== undefined ? err.newState : prior;
+        // The service's field errors point at the attributes, so Terraform shows the config line.
+        return { new_state: encodeDynamic(state), diagnostics: diagnoseAll(err, h.spec.attrs, `${req.type_name}: `) };
+      }
+    }),
+    ImportResourceState: unary('ImportResourceState', async (req) => {
+      const h = handler(req.type_name);
+      const state = await h.import(req.id);
+      return { imported_resources: [{ type_name: req.type_name, state: encodeDynamic(state) }], diagnostics: [] };
+    }),
+    ReadDataSource: unary('ReadDataSource', async (req) => {
+      const h = dataHandler(req.type_name);
+      const state = await h.read(obj(req.config) ?? {});
+      return { state: encodeDynamic(state), diagnostics: [] };
+    }),
+    StopProvider: unary('StopProvider', () => {
+      onStop();
+      return { Error: '' };
+    }),
+  };
+}
