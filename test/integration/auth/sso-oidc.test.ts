@@ -144,6 +144,13 @@ describe('OIDC sign-in (authorization code + PKCE)', () => {
     expectError(await svc.call(t, 'GET', elsewhere.slice(base().length), { token: '' }), 401, 'unauthorized', /sign-in state/);
   });
 
+  it('binds the code to the PKCE verifier: a code exchanged with another verifier is refused by the IdP', async () => {
+    const user = await existingUser();
+    const callback = await signInAtIdp(loginPath('corp'), user.email);
+    await svc.service.ctx.db.run('UPDATE sso_flows SET code_verifier = ? WHERE provider_id = ?', ['x'.repeat(43), providers.corp.id]);
+    expectError(await svc.call(t, 'GET', callback.slice(base().length), { token: '' }), 401, 'unauthorized', /refused by the identity provider: invalid_grant/);
+  });
+
   it('refuses an expired flow (older than 10 minutes)', async () => {
     const user = await existingUser();
     const callback = await signInAtIdp(loginPath('corp'), user.email);
@@ -217,6 +224,8 @@ describe('OIDC sign-in (authorization code + PKCE)', () => {
     const audit = (await svc.ok(t, 'GET', '/audit-logs', { query: { limit: 100 } })).data as { action: string; resource_id: string; actor: unknown }[];
     expect(audit.find((e) => e.action === 'user.create' && e.resource_id === created.id)).toBeDefined();
     expect(audit.find((e) => e.action === 'auth.sso_login' && e.resource_id === created.id)).toBeDefined();
+    const auditText = JSON.stringify(audit);
+    for (const secret of [res.body.access_token, res.body.refresh_token, CLIENT_SECRET]) expect(auditText).not.toContain(secret);
     // A second sign-in finds the same user.
     const again = await browser.fetch(await signInAtIdp(loginPath('corp-provisioning'), email));
     expect(again.status, again.text).toBe(200);
