@@ -90,6 +90,11 @@ export class DataSsoProvider extends cdk.TerraformDataSource {
     return this.getStringAttribute('ca_certificate');
   }
 
+  /** When not empty, only emails in these domains may sign in (compared case-insensitively). Set it with auto_provision on a public IdP such as Google, or anyone with an account there gets a user. Set by the server. */
+  get allowedDomains() {
+    return this.getListAttribute('allowed_domains');
+  }
+
   /** Create a user on first sign-in when no user has the email; otherwise such a sign-in is refused (403). Set by the server. */
   get autoProvision() {
     return this.getBooleanAttribute('auto_provision');

@@ -30,6 +30,8 @@ export interface SsoProviderConfig extends cdk.TerraformMetaArguments {
   readonly samlIdpIssuer?: string;
   /** oidc/google: PEM CA certificate(s) trusted, in addition to the system ones, for HTTPS to the identity provider (a private IdP behind an internal CA). */
   readonly caCertificate?: string;
+  /** When not empty, only emails in these domains may sign in (compared case-insensitively). Set it with auto_provision on a public IdP such as Google, or anyone with an account there gets a user. Default: []. */
+  readonly allowedDomains?: string[];
   /** Create a user on first sign-in when no user has the email; otherwise such a sign-in is refused (403). Default: false. */
   readonly autoProvision?: boolean | cdk.IResolvable;
   /** Role of users created by auto_provision. Default: "read-only". */
@@ -73,6 +75,7 @@ export class SsoProvider extends cdk.TerraformResource {
     this._samlEntityId = config.samlEntityId;
     this._samlIdpIssuer = config.samlIdpIssuer;
     this._caCertificate = config.caCertificate;
+    this._allowedDomains = config.allowedDomains;
     this._autoProvision = config.autoProvision;
     this._defaultRole = config.defaultRole;
     this._labels = config.labels;
@@ -226,6 +229,17 @@ export class SsoProvider extends cdk.TerraformResource {
     this._caCertificate = undefined;
   }
 
+  private _allowedDomains?: string[];
+  get allowedDomainsInput() {
+    return this._allowedDomains;
+  }
+  set allowedDomains(value: string[]) {
+    this._allowedDomains = value;
+  }
+  resetAllowedDomains() {
+    this._allowedDomains = undefined;
+  }
+
   private _autoProvision?: boolean | cdk.IResolvable;
   get autoProvisionInput() {
     return this._autoProvision;
@@ -328,6 +342,11 @@ export class SsoProvider extends cdk.TerraformResource {
     return this.getStringAttribute('ca_certificate');
   }
 
+  /** When not empty, only emails in these domains may sign in (compared case-insensitively). Set it with auto_provision on a public IdP such as Google, or anyone with an account there gets a user. Default: []. */
+  get allowedDomains() {
+    return this.getListAttribute('allowed_domains');
+  }
+
   /** Create a user on first sign-in when no user has the email; otherwise such a sign-in is refused (403). Default: false. */
   get autoProvision() {
     return this.getBooleanAttribute('auto_provision');
@@ -369,6 +388,7 @@ export class SsoProvider extends cdk.TerraformResource {
       saml_entity_id: cdk.stringToTerraform(this._samlEntityId),
       saml_idp_issuer: cdk.stringToTerraform(this._samlIdpIssuer),
       ca_certificate: cdk.stringToTerraform(this._caCertificate),
+      allowed_domains: cdk.listMapper(cdk.stringToTerraform, false)(this._allowedDomains),
       auto_provision: cdk.booleanToTerraform(this._autoProvision),
       default_role: cdk.stringToTerraform(this._defaultRole),
       labels: cdk.hashMapper(cdk.stringToTerraform)(this._labels),
@@ -391,6 +411,7 @@ export class SsoProvider extends cdk.TerraformResource {
       saml_entity_id: { value: cdk.stringToHclTerraform(this._samlEntityId), isBlock: false, type: 'simple', storageClassType: 'string' },
       saml_idp_issuer: { value: cdk.stringToHclTerraform(this._samlIdpIssuer), isBlock: false, type: 'simple', storageClassType: 'string' },
       ca_certificate: { value: cdk.stringToHclTerraform(this._caCertificate), isBlock: false, type: 'simple', storageClassType: 'string' },
+      allowed_domains: { value: cdk.listMapperHcl(cdk.stringToHclTerraform, false)(this._allowedDomains), isBlock: false, type: 'list', storageClassType: 'stringList' },
       auto_provision: { value: cdk.booleanToHclTerraform(this._autoProvision), isBlock: false, type: 'simple', storageClassType: 'boolean' },
       default_role: { value: cdk.stringToHclTerraform(this._defaultRole), isBlock: false, type: 'simple', storageClassType: 'string' },
       labels: { value: cdk.hashMapperHcl(cdk.stringToHclTerraform)(this._labels), isBlock: false, type: 'map', storageClassType: 'stringMap' },

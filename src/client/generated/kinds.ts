@@ -836,6 +836,8 @@ export interface SsoProvider {
   saml_idp_issuer?: string;
   /** oidc/google: PEM CA certificate(s) trusted, in addition to the system ones, for HTTPS to the identity provider (a private IdP behind an internal CA). */
   ca_certificate?: string;
+  /** When not empty, only emails in these domains may sign in (compared case-insensitively). Set it with auto_provision on a public IdP such as Google, or anyone with an account there gets a user. Default: []. */
+  allowed_domains: Array<string>;
   /** Create a user on first sign-in when no user has the email; otherwise such a sign-in is refused (403). Default: false. */
   auto_provision: boolean;
   /** Role of users created by auto_provision. Default: "read-only". */
@@ -875,6 +877,8 @@ export interface SsoProviderCreate {
   saml_idp_issuer?: string;
   /** oidc/google: PEM CA certificate(s) trusted, in addition to the system ones, for HTTPS to the identity provider (a private IdP behind an internal CA). */
   ca_certificate?: string;
+  /** When not empty, only emails in these domains may sign in (compared case-insensitively). Set it with auto_provision on a public IdP such as Google, or anyone with an account there gets a user. Default: []. */
+  allowed_domains?: Array<string>;
   /** Create a user on first sign-in when no user has the email; otherwise such a sign-in is refused (403). Default: false. */
   auto_provision?: boolean;
   /** Role of users created by auto_provision. Default: "read-only". */
@@ -910,6 +914,8 @@ export interface SsoProviderUpdate {
   saml_idp_issuer?: string | null;
   /** oidc/google: PEM CA certificate(s) trusted, in addition to the system ones, for HTTPS to the identity provider (a private IdP behind an internal CA). */
   ca_certificate?: string | null;
+  /** When not empty, only emails in these domains may sign in (compared case-insensitively). Set it with auto_provision on a public IdP such as Google, or anyone with an account there gets a user. */
+  allowed_domains?: Array<string> | null;
   /** Create a user on first sign-in when no user has the email; otherwise such a sign-in is refused (403). */
   auto_provision?: boolean | null;
   /** Role of users created by auto_provision. */

@@ -18,6 +18,7 @@ export interface SsoProvider {
   saml_entity_id?: string;
   saml_idp_issuer?: string;
   ca_certificate?: string;
+  allowed_domains: string[];
   auto_provision: boolean;
   default_role: PermissionLevel;
   updated_at: string;

@@ -44,6 +44,9 @@ export async function signInVerified(ctx: ServiceContext, tenantId: string, p: S
 }
 
 async function signInTx(ctx: ServiceContext, q: Queryable, tenantId: string, p: SsoProvider, subject: string, email: string, now: string): Promise<SignedIn> {
+  const domain = email.slice(email.lastIndexOf('@') + 1);
+  const allowed = (p.allowed_domains ?? []).map((d) => d.toLowerCase());
+  if (allowed.length && !allowed.includes(domain)) throw forbidden(`SSO provider "${p.name}" accepts only emails in ${allowed.join(', ')}; ${email} is not`);
   let user = await ctx.resources.getByName(tenantId, '', 'user', email, q);
   let provisioned = false;
   if (!user) {

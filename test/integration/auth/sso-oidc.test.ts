@@ -284,6 +284,22 @@ describe('Google sign-in (OIDC against the configured issuer)', () => {
     expect((await svc.call(t, 'GET', '/projects', { token: res.body.access_token })).status).toBe(200);
   });
 
+  it('allowed_domains limits who may sign in (anyone has a Google account)', async () => {
+    const user = await existingUser();
+    await svc.ok(t, 'PATCH', `/sso-providers/${providers.google.id}`, { body: { allowed_domains: ['Corp.Example', `${t.slug}.test`.toUpperCase()] } });
+    try {
+      const ok = await browser.fetch(await signInAtIdp(`${base()}/auth/google/login`, user.email));
+      expect(ok.status, ok.text).toBe(200);
+      await svc.ok(t, 'PATCH', `/sso-providers/${providers.google.id}`, { body: { allowed_domains: ['corp.example'] } });
+      const refused = await svc.call(t, 'GET', (await signInAtIdp(`${base()}/auth/google/login`, user.email)).slice(base().length), { token: '' });
+      expectError(refused, 403, 'forbidden', /accepts only emails in corp\.example/);
+    } finally {
+      await svc.ok(t, 'PATCH', `/sso-providers/${providers.google.id}`, { body: { allowed_domains: null } });
+    }
+    const invalid = await svc.call(t, 'PATCH', `/sso-providers/${providers.google.id}`, { body: { allowed_domains: ['not a domain'] } });
+    expectError(invalid, 400, 'validation_error', /allowed_domains/);
+  });
+
   it('a tenant without a google provider gets a clear 404', async () => {
     const other = await svc.tenant();
     expectError(await svc.call(other, 'GET', '/auth/google/login', { token: '' }), 404, 'resource_not_found', /Google sign-in is not configured/);
