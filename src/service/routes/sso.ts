@@ -6,7 +6,7 @@ import { tokenResponse } from './auth.js';
 import { SsoFlows, type SsoFlow } from '../sso/flows.js';
 import { assertProtocol, loadGoogleProvider, loadProvider, type SsoProvider } from '../sso/provider.js';
 import { beginOidc, finishOidc } from '../sso/oidc.js';
-import { finishSaml, newSamlRequestId, samlLoginUrl } from '../sso/saml.js';
+import { finishSaml, newSamlRequestId, samlLoginUrl, samlMetadata } from '../sso/saml.js';
 import { auditProvisioning, signInVerified } from '../sso/sign-in.js';
 import type { VerifiedIdentity } from '../sso/oidc.js';
 
@@ -17,6 +17,7 @@ import type { VerifiedIdentity } from '../sso/oidc.js';
  *   GET  /api/v1/auth/sso/{provider_id}/callback   OIDC (code + state)
  *   POST /api/v1/auth/sso/{provider_id}/callback   SAML assertion consumer (SAMLResponse + RelayState, form-encoded)
  *   GET  /api/v1/auth/google/callback              Google sign-in
+ * and, for IdPs that import it, SAML service provider metadata at GET /api/v1/auth/sso/{provider_id}/saml-metadata.
  */
 
 const providerParams = { type: 'object', required: ['provider_id'], properties: { provider_id: { type: 'string', description: 'SSO provider id (GET /sso-providers)' } } };
@@ -164,6 +165,31 @@ export function registerSsoRoutes(app: FastifyInstance, ctx: ServiceContext) {
         return finish(req, p, await finishSaml(p, flow.redirectUri, flow.requestId, SAMLResponse));
       },
     );
+
+    if (!ctx.options.strictSpec)
+      scope.get(
+        '/api/v1/auth/sso/:provider_id/saml-metadata',
+        {
+          config: { settings: { public: true } },
+          schema: {
+            tags: ['Authentication'],
+            summary: 'SAML service provider metadata of a SAML provider (entity id and ACS URL), for IdPs that import it',
+            operationId: 'sso_saml_metadata',
+            'x-extension': true,
+            security: [],
+            params: providerParams,
+            produces: ['application/samlmetadata+xml'],
+            response: { 200: { type: 'string', description: 'SAML 2.0 EntityDescriptor (XML)' }, ...errorResponses },
+          },
+        } as never,
+        async (req, reply) => {
+          const { provider_id } = req.params as { provider_id: string };
+          const p = await loadProvider(ctx, req.tenant!.id, provider_id);
+          assertProtocol(p, ['saml'], 'only SAML providers have service provider metadata');
+          reply.type('application/samlmetadata+xml');
+          return samlMetadata(p, `${apiBase(req)}/auth/sso/${p.id}/callback`);
+        },
+      );
 
     scope.get(
       '/api/v1/auth/google/login',

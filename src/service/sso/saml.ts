@@ -48,6 +48,11 @@ export async function samlLoginUrl(p: SsoProvider, acsUrl: string, requestId: st
   return samlFor(p, acsUrl, requestId).getAuthorizeUrlAsync(relayState, undefined, {});
 }
 
+/** Service provider metadata (entity id, ACS URL, HTTP-POST binding) for IdPs that import it. */
+export function samlMetadata(p: SsoProvider, acsUrl: string): string {
+  return samlFor(p, acsUrl, null).generateServiceProviderMetadata(null, null);
+}
+
 /** Verifies the posted response: signature with the IdP certificate, audience, validity window and InResponseTo. */
 export async function finishSaml(p: SsoProvider, acsUrl: string, requestId: string | null, samlResponse: string): Promise<VerifiedIdentity> {
   let profile: Profile | null;

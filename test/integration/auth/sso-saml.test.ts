@@ -158,6 +158,14 @@ describe('SAML sign-in', () => {
     expect(users.find((u) => u.email === email)).toMatchObject({ role: 'admin', status: 'active' });
   });
 
+  it('publishes service provider metadata with our entity id and ACS URL', async () => {
+    const res = await browser.fetch(`${t.base}/auth/sso/${providers.corp.id}/saml-metadata`);
+    expect(res.status, res.text).toBe(200);
+    expect(res.text).toMatch(new RegExp(`<EntityDescriptor[^>]* entityID="${ENTITY_ID}"`));
+    expect(res.text).toContain(`Binding="urn:oasis:names:tc:SAML:2.0:bindings:HTTP-POST" Location="${acs('corp')}"`);
+    expect(res.text).toContain('WantAssertionsSigned="true"');
+  });
+
   it('answers garbage and a missing SAMLResponse with clear errors, never a 500', async () => {
     const request = await startLogin();
     expectError(await post('corp', { SAMLResponse: 'not base64 xml', RelayState: request.relayState! }), 401, 'unauthorized', /SAML sign-in with "corp-saml" failed/);

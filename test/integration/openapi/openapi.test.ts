@@ -115,6 +115,7 @@ const KNOWN_EXTENSIONS = [
   'GET /sso-providers',
   'POST /sso-providers',
   'PATCH /sso-providers/{resourceId}',
+  'GET /auth/sso/{provider_id}/saml-metadata',
 ];
 
 const HTTP_METHODS = ['get', 'put', 'post', 'delete', 'options', 'head', 'patch', 'trace'];
@@ -267,7 +268,7 @@ describe('OpenAPI document at /api/docs/openapi.json', () => {
       if (effective.length === 0) publicOps.push(o.key);
       else expect(requirementNames(effective).some((n) => bearer.includes(n)), `${o.key} accepts the bearer token`).toBe(true);
     }
-    const browserSignIn = ['GET /auth/sso/{}/login', 'GET /auth/google/login', ...SPEC_CALLBACKS.map(normalise)];
+    const browserSignIn = ['GET /auth/sso/{}/login', 'GET /auth/google/login', 'GET /auth/sso/{}/saml-metadata', ...SPEC_CALLBACKS.map(normalise)];
     expect(publicOps.sort()).toEqual(['POST /auth/invitations/accept', 'POST /auth/login', 'POST /auth/refresh', ...browserSignIn].sort());
   });
 
