@@ -7,7 +7,7 @@ import { makeClient, withConnection, type CommonOpts } from '../cli/plan.js';
 import { startController } from './controller.js';
 import { parseDuration } from './duration.js';
 import { createElector, type ElectorOptions } from './leader/index.js';
-import { parseListen } from './server.js';
+import { advertiseUrl, parseAdvertiseUrl, parseListen } from './server.js';
 import { DirectorySource } from './source/directory.js';
 import { GitSource } from './source/git.js';
 import type { ConfigSource } from './source/types.js';
@@ -22,6 +22,7 @@ interface ControllerOpts extends Pick<CommonOpts, 'url' | 'apiKey' | 'caFile' | 
   prune: boolean;
   allowMassDelete: boolean;
   listen: string;
+  advertiseUrl?: string;
   stateDir: string;
   webhookSecret?: string;
   webhookSecretFile?: string;
@@ -90,6 +91,7 @@ export function controllerCommand(): Command {
     .option('--prune', 'delete managed resources (label dpctl.dev/managed-by = source id) that left the config', false)
     .option('--allow-mass-delete', 'allow pruning more than max(5, 20%) of the managed resources', false)
     .option('--listen <host:port>', 'status listener: /healthz /readyz /metrics /status /hooks/git /suspend /resume', '127.0.0.1:9090')
+    .option('--advertise-url <url>', 'URL of this replica\'s listener for the other replicas: the leader publishes it, standbys forward webhooks and suspend/resume to it (default: http://$POD_IP:<listen port> when POD_IP is set, else the listener\'s URL)')
     .option('--state-dir <dir>', 'git mirror, checkouts, refresh token, lock (default DPCTL_STATE_DIR or ./.dpctl-controller)')
     .option('--webhook-secret <secret>', 'HMAC secret of POST /hooks/git, and bearer token of /suspend and /resume (default DPCTL_WEBHOOK_SECRET)')
     .option('--webhook-secret-file <file>', 'read the webhook secret from a file (a mounted secret)')
@@ -146,6 +148,10 @@ async function start(opts: ControllerOpts, log: pino.Logger) {
   const leaseSeconds = Number(opts.leaseSeconds);
   if (!Number.isInteger(leaseSeconds) || leaseSeconds < 1) throw new Error(`--lease-seconds must be a whole number of seconds >= 1, got ${opts.leaseSeconds}`);
   const listen = parseListen(opts.listen);
+  const explicitAdvertise = opts.advertiseUrl === undefined ? undefined : parseAdvertiseUrl(opts.advertiseUrl);
+  // Read at every publication: with --listen ...:0 the port is known once the listener is up.
+  let listenerUrl: string | undefined;
+  const advertise = () => advertiseUrl({ explicit: explicitAdvertise, podIp: process.env.POD_IP, listenPort: listen.port, listenerUrl });
   const stateDir = resolve(opts.stateDir ?? process.env.DPCTL_STATE_DIR ?? '.dpctl-controller');
   mkdirSync(stateDir, { recursive: true, mode: 0o700 });
 
@@ -171,9 +177,9 @@ async function start(opts: ControllerOpts, log: pino.Logger) {
 
   const electorOptions: ElectorOptions =
     opts.leaderElection === 'lock'
-      ? { kind: 'lock', path: resolve(opts.lockFile ?? join(stateDir, 'leader.lock')), identity: opts.identity, leaseSeconds }
+      ? { kind: 'lock', path: resolve(opts.lockFile ?? join(stateDir, 'leader.lock')), identity: opts.identity, leaseSeconds, advertise }
       : opts.leaderElection === 'lease'
-        ? { kind: 'lease', namespace: opts.leaseNamespace ?? podNamespace(), name: opts.leaseName, identity: opts.identity, leaseSeconds }
+        ? { kind: 'lease', namespace: opts.leaseNamespace ?? podNamespace(), name: opts.leaseName, identity: opts.identity, leaseSeconds, advertise }
         : { kind: 'none' };
   const elector = createElector(electorOptions, { log: (message) => log.info({ election: opts.leaderElection }, message) });
 
@@ -183,6 +189,7 @@ async function start(opts: ControllerOpts, log: pino.Logger) {
     mode: opts.mode,
     intervalMs,
     listen,
+    onListen: (url) => (listenerUrl = url),
     webhookSecret,
     suspended: opts.suspend,
     elector,
@@ -198,7 +205,7 @@ async function start(opts: ControllerOpts, log: pino.Logger) {
     },
   });
   log.info(
-    { source: source.description, mode: opts.mode, interval_ms: intervalMs, status: controller.url ? `${controller.url}/status` : null, webhook: webhookSecret ? 'on' : 'off', leader_election: elector.description, state_dir: stateDir },
+    { source: source.description, mode: opts.mode, interval_ms: intervalMs, status: controller.url ? `${controller.url}/status` : null, webhook: webhookSecret ? 'on' : 'off', leader_election: elector.description, advertise_url: opts.leaderElection === 'none' ? null : (advertise() ?? null), state_dir: stateDir },
     'controller started',
   );
   return controller;

@@ -36,6 +36,11 @@ export interface ControllerOptions {
   engine: EngineOptions;
   /** Where the status listener listens; none when absent. */
   listen?: { host: string; port: number };
+  /**
+   * Called with the listener's URL once it listens and before leadership is sought, so an
+   * elector's advertised URL can name a port picked by the system (port 0).
+   */
+  onListen?: (url: string) => void;
   /** Shared secret of the webhook (HMAC) and of suspend/resume. */
   webhookSecret?: string;
   /** Start suspended (nothing is fetched or applied until resumed). */
@@ -73,6 +78,7 @@ const soleLeader = (): LeaderElector => ({
   isLeader: () => true,
   onLost: () => {},
   release: async () => {},
+  leaderUrl: async () => undefined,
 });
 
 /**
@@ -139,9 +145,21 @@ export async function startController(options: ControllerOptions): Promise<Runni
   let server: Server | undefined;
   let url: string | undefined;
   if (options.listen) {
-    server = createStatusServer({ status: snapshot, ready, metrics, trigger, suspend: () => setSuspended(true), resume: () => setSuspended(false), webhookSecret: options.webhookSecret, logger: log });
+    server = createStatusServer({
+      status: snapshot,
+      ready,
+      metrics,
+      trigger,
+      suspend: () => setSuspended(true),
+      resume: () => setSuspended(false),
+      webhookSecret: options.webhookSecret,
+      // A standby would only note a webhook for later: it passes it to the leader instead.
+      relay: { isLeader: () => leader, leaderUrl: () => elector.leaderUrl() },
+      logger: log,
+    });
     url = await listen(server, options.listen.host, options.listen.port);
     log.info({ url }, 'status listener up');
+    options.onListen?.(url);
   }
 
   /** Waits `ms`, or less when triggered, stopped or leadership is lost. */

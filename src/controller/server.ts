@@ -4,6 +4,16 @@ import type { Logger } from 'pino';
 import type { ControllerMetrics } from './metrics.js';
 import { renderStatusHtml, type ControllerStatus } from './status.js';
 import { verifyBearer, verifySignature } from './source/webhook.js';
+import { FORWARDED_HEADER, relayFailure, relayToLeader } from './forward.js';
+
+/** How a standby reaches the leader (see forward.ts). */
+export interface LeaderRelay {
+  /** True on the leader: it handles webhooks and suspend/resume itself. */
+  isLeader(): boolean;
+  /** The URL the current leader advertised; undefined when none is known. */
+  leaderUrl(): Promise<string | undefined>;
+  timeoutMs?: number;
+}
 
 /** What the status listener needs from the controller. */
 export interface StatusHandlers {
@@ -15,6 +25,8 @@ export interface StatusHandlers {
   suspend(): void;
   resume(): void;
   webhookSecret?: string;
+  /** Absent: everything is handled here (a single replica). */
+  relay?: LeaderRelay;
   logger: Logger;
 }
 
@@ -65,6 +77,41 @@ export function createStatusServer(h: StatusHandlers): Server {
   const controlAllowed = (req: IncomingMessage, body: Buffer): boolean =>
     !!h.webhookSecret && (verifyBearer(h.webhookSecret, req.headers.authorization) || verifySignature(h.webhookSecret, body, header(req, 'x-hub-signature-256')));
 
+  /** On a standby, passes an authenticated request to the leader and answers with the leader's answer; undefined on the leader. */
+  const relayed = async (req: IncomingMessage, path: string, body: Buffer): Promise<{ status: number; type: string; body: string; outcome: string } | undefined> => {
+    if (!h.relay || h.relay.isLeader()) return undefined;
+    const notReachable = (why: string) => ({
+      status: 503,
+      type: 'application/json; charset=utf-8',
+      body: JSON.stringify({ error: { code: 'no_leader', message: `no leader is reachable: this replica is a standby and ${why}; the leader's next interval run still fetches the change` } }),
+      outcome: 'no_leader',
+    });
+    if (header(req, FORWARDED_HEADER)) {
+      h.logger.warn({ path }, 'a forwarded request reached a standby: not forwarding it again');
+      return notReachable('the request was already forwarded once (it is never forwarded twice)');
+    }
+    let target: string | undefined;
+    try {
+      target = await h.relay.leaderUrl();
+    } catch (err) {
+      h.logger.warn({ path, err: (err as Error).message }, 'cannot tell who leads: not forwarding');
+      return notReachable('the leader election cannot be read');
+    }
+    if (!target) {
+      h.logger.warn({ path }, 'no leader known: not forwarding');
+      return notReachable('no leader is known (none elected, or it advertised no URL)');
+    }
+    try {
+      const answer = await relayToLeader(target, path, body, req.headers, h.relay.timeoutMs);
+      h.logger.info({ path, leader: target, status: answer.status }, 'forwarded to the leader');
+      return { status: answer.status, type: answer.contentType, body: answer.body, outcome: 'forwarded' };
+    } catch (err) {
+      const why = relayFailure(err);
+      h.logger.warn({ path, leader: target, err: why }, 'forwarding to the leader failed');
+      return notReachable(`forwarding to the leader failed (${why})`);
+    }
+  };
+
   const handle = async (req: IncomingMessage, res: ServerResponse) => {
     const path = new URL(req.url ?? '/', 'http://controller').pathname;
     const method = req.method ?? 'GET';
@@ -93,6 +140,11 @@ export function createStatusServer(h: StatusHandlers): Server {
           h.logger.warn({ remote: req.socket.remoteAddress }, 'webhook refused: missing or bad X-Hub-Signature-256');
           return sendError(res, 401, 'unauthorized', 'missing or invalid X-Hub-Signature-256 (sha256=<HMAC-SHA256 of the body with the webhook secret>)');
         }
+        const forward = await relayed(req, path, body);
+        if (forward) {
+          h.metrics.webhooks.inc({ outcome: forward.outcome });
+          return send(res, forward.status, forward.type, forward.body);
+        }
         h.metrics.webhooks.inc({ outcome: 'accepted' });
         h.trigger(`webhook${header(req, 'x-github-event') ? ` (${header(req, 'x-github-event')})` : ''}`);
         return send(res, 202, 'application/json; charset=utf-8', '{"status":"fetch scheduled"}');
@@ -102,6 +154,9 @@ export function createStatusServer(h: StatusHandlers): Server {
         const body = (await readBody(req)) ?? Buffer.alloc(0);
         if (!h.webhookSecret) return sendError(res, 403, 'forbidden', 'suspend and resume need --webhook-secret (sent as a bearer token or an X-Hub-Signature-256)');
         if (!controlAllowed(req, body)) return sendError(res, 401, 'unauthorized', 'send the webhook secret as Authorization: Bearer <secret>, or sign the body with X-Hub-Signature-256');
+        // Suspension is the leader's: a standby passes it on and keeps its own flag as it is.
+        const forward = await relayed(req, path, body);
+        if (forward) return send(res, forward.status, forward.type, forward.body);
         if (path === '/suspend') h.suspend();
         else h.resume();
         return send(res, 200, 'application/json; charset=utf-8', JSON.stringify({ suspended: path === '/suspend' }));
@@ -145,4 +200,38 @@ export function parseListen(text: string): { host: string; port: number } {
   const port = m ? Number(m[3]) : NaN;
   if (!m || port > 65535) throw new Error(`--listen must be host:port, e.g. 127.0.0.1:9090; got ${JSON.stringify(text)}`);
   return { host: m[1] ?? (m[2] || '0.0.0.0'), port };
+}
+
+/**
+ * The URL the other replicas reach this one's listener at (published while it leads): the
+ * `--advertise-url` when given; in a pod, the pod's IP (POD_IP, from the downward API) and the
+ * listen port; else the listener's own URL, an all-interfaces address replaced by loopback
+ * (replicas on one host, as with the lock election). Undefined until the listener's port is known.
+ */
+export function advertiseUrl(o: { explicit?: string; podIp?: string; listenPort: number; listenerUrl?: string }): string | undefined {
+  if (o.explicit) return o.explicit.replace(/\/+$/, '');
+  const listener = o.listenerUrl ? new URL(o.listenerUrl) : undefined;
+  const podIp = o.podIp?.trim();
+  if (podIp) {
+    const port = o.listenPort || Number(listener?.port);
+    return port ? `http://${podIp.includes(':') ? `[${podIp}]` : podIp}:${port}` : undefined;
+  }
+  if (!listener) return undefined;
+  if (listener.hostname === '0.0.0.0') listener.hostname = '127.0.0.1';
+  else if (listener.hostname === '[::]') listener.hostname = '[::1]';
+  return listener.origin;
+}
+
+/** Checks `--advertise-url`: an absolute http(s) URL without a path (the routes are appended to it). */
+export function parseAdvertiseUrl(text: string): string {
+  let url: URL | undefined;
+  try {
+    url = new URL(text.trim());
+  } catch {
+    url = undefined;
+  }
+  if (!url || !/^https?:$/.test(url.protocol) || (url.pathname !== '/' && url.pathname !== '') || url.search || url.hash) {
+    throw new Error(`--advertise-url must be an http(s) URL of this replica's listener without a path, e.g. http://10.0.0.12:9090; got ${JSON.stringify(text)}`);
+  }
+  return url.origin;
 }

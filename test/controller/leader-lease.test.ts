@@ -7,7 +7,7 @@ import type { AddressInfo } from 'node:net';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { Lease as LeaseModel } from 'kubernetes-models/coordination.k8s.io/v1/Lease';
 import { loadOrCreateTls } from '../../src/service/tls.js';
-import { createElector, LeaderElectionError, type LeaderElector } from '../../src/controller/leader/index.js';
+import { createElector, LEADER_URL_ANNOTATION, LeaderElectionError, type LeaderElector } from '../../src/controller/leader/index.js';
 import type { Lease } from '../../src/controller/leader/kube-api.js';
 
 /**
@@ -139,12 +139,12 @@ let caFile: string;
 const electors: LeaderElector[] = [];
 const logs: string[] = [];
 
-function elector(identity: string): LeaderElector {
+function elector(identity: string, advertise?: string): LeaderElector {
   const tokenFile = join(dir, `token-${identity}`);
   writeFileSync(tokenFile, `token-of-${identity}\n`);
   api.tokens.set(`token-of-${identity}`, identity);
   const e = createElector(
-    { kind: 'lease', namespace: NAMESPACE, name: NAME, identity, leaseSeconds: LEASE_SECONDS },
+    { kind: 'lease', namespace: NAMESPACE, name: NAME, identity, leaseSeconds: LEASE_SECONDS, advertise },
     { kubeApi: { server, tokenFile, caFile, timeoutMs: 2_000 }, log: (m) => logs.push(`${identity}: ${m}`) },
   );
   electors.push(e);
@@ -271,6 +271,51 @@ describe('Lease leader election (against an in-test Kubernetes API, not a real c
     const takeover = api.writes.find((w) => w.status === 200 && w.holder === 'pod-b')!;
     expect(takeover.before?.holderIdentity).toBeUndefined();
     expect(api.lease?.spec).toMatchObject({ holderIdentity: 'pod-b', leaseDurationSeconds: LEASE_SECONDS, leaseTransitions: 1 });
+  });
+
+  it('publishes the leader URL in an annotation on create, takeover and renewal, clears it on release; standbys read it; an expired Lease has none', async () => {
+    // Read through functions: the test mutates api.lease, which TypeScript would otherwise narrow.
+    const annotations = () => api.lease?.metadata.annotations;
+    const annotation = () => annotations()?.[LEADER_URL_ANNOTATION];
+    const observer = elector('pod-observer'); // never acquires: reads like a standby
+
+    // An expired Lease whose annotation names a dead leader: nobody to forward to.
+    const old = new Date(Date.now() - 60_000).toISOString().replace('Z', '000Z');
+    api.preset({ holderIdentity: 'pod-gone', leaseDurationSeconds: 15, acquireTime: old, renewTime: old, leaseTransitions: 2 });
+    api.lease!.metadata.annotations = { [LEADER_URL_ANNOTATION]: 'http://10.0.0.9:9090', 'example.com/owner': 'platform-team' };
+    expect(await observer.leaderUrl()).toBeUndefined();
+
+    // Takeover: our URL replaces the dead one, other annotations stay.
+    const a = elector('pod-a', 'http://10.0.0.1:9090');
+    await a.acquire(never());
+    expect(annotations()).toEqual({ [LEADER_URL_ANNOTATION]: 'http://10.0.0.1:9090', 'example.com/owner': 'platform-team' });
+    expect(await observer.leaderUrl()).toBe('http://10.0.0.1:9090');
+    expect(await a.leaderUrl()).toBe('http://10.0.0.1:9090');
+
+    // Renewals keep it (each PUT replaces the whole object).
+    const writes = api.writes.length;
+    await until(() => api.writes.length >= writes + 2, LEASE_SECONDS * 1000 * 2, 'two renewals');
+    expect(annotation()).toBe('http://10.0.0.1:9090');
+
+    // Release clears it with the holder: a standby then has nobody to forward to.
+    await a.release();
+    expect(api.lease?.spec?.holderIdentity).toBeUndefined();
+    expect(annotations()).toEqual({ 'example.com/owner': 'platform-team' });
+    expect(await observer.leaderUrl()).toBeUndefined();
+
+    // The next leader publishes its own.
+    const b = elector('pod-b', 'http://10.0.0.2:9090');
+    await b.acquire(never());
+    expect(await observer.leaderUrl()).toBe('http://10.0.0.2:9090');
+
+    // A leader without an advertised URL publishes none (and clears a leftover one on create).
+    await b.release();
+    api.lease = undefined;
+    const c = elector('pod-c');
+    await c.acquire(never());
+    expect(api.writes.at(-1)).toMatchObject({ method: 'POST', status: 201, holder: 'pod-c' });
+    expect(annotations()).toBeUndefined();
+    expect(await observer.leaderUrl()).toBeUndefined();
   });
 
   it('fails with a clear error when RBAC forbids the Lease, outside a cluster, and on abort', async () => {

@@ -1,5 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync, utimesSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, utimesSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { once } from 'node:events';
@@ -17,7 +17,7 @@ const lockPath = join(dir, 'state', 'leader.lock');
 
 const CHILD = `
 import { createElector } from ${JSON.stringify(ELECTOR)};
-const elector = createElector({ kind: 'lock', path: process.env.LOCK_PATH, identity: process.env.ID, leaseSeconds: Number(process.env.LEASE) });
+const elector = createElector({ kind: 'lock', path: process.env.LOCK_PATH, identity: process.env.ID, leaseSeconds: Number(process.env.LEASE), advertise: process.env.ADVERTISE });
 elector.onLost(() => console.log('LOST'));
 process.on('SIGTERM', async () => {
   await elector.release();
@@ -39,10 +39,14 @@ interface Child {
 }
 
 const children: Child[] = [];
+/** What each child advertises while it leads. */
+const urlOf = (id: string) => `http://replica-${id}.test:9090`;
+/** Reads the published leader URL like a standby would, without taking part. */
+const observer = createElector({ kind: 'lock', path: lockPath, identity: 'observer', leaseSeconds: LEASE_SECONDS });
 
 function startChild(id: string): Child {
   const proc = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', CHILD], {
-    env: { ...process.env, LOCK_PATH: lockPath, ID: id, LEASE: String(LEASE_SECONDS) },
+    env: { ...process.env, LOCK_PATH: lockPath, ID: id, LEASE: String(LEASE_SECONDS), ADVERTISE: urlOf(id) },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   const lines: string[] = [];
@@ -109,6 +113,7 @@ describe('lock leader election between processes', () => {
     expect(leads(standby)).toBe(false);
     expect(first.lines).not.toContain('LOST');
     expect(first.lines).not.toContain('NOT-LEADER');
+    expect(await observer.leaderUrl()).toBe(urlOf(first.id));
 
     // kill -9: no release, no exit handler. The lock stays until its mtime is older than the lease.
     const killedAt = Date.now();
@@ -119,6 +124,7 @@ describe('lock leader election between processes', () => {
     expect(takeover).toBeGreaterThan((LEASE_SECONDS * 1000 * 2) / 3 - 200);
     // ... and a standby polling every lease/5 sees it within the lease plus one poll (and process latency).
     expect(takeover).toBeLessThan(LEASE_SECONDS * 1000 + 1500);
+    expect(await observer.leaderUrl()).toBe(urlOf(standby.id));
 
     // A third process waits; SIGTERM makes the leader release, and the lock changes hands without waiting for staleness.
     const c = startChild('c');
@@ -130,13 +136,14 @@ describe('lock leader election between processes', () => {
     await standby.when('RELEASED');
     const cLeadsAt = await c.when('LEADER');
     expect(cLeadsAt - releasedAt).toBeLessThan(LEASE_SECONDS * 1000 * (2 / 3) - 200);
+    expect(await observer.leaderUrl()).toBe(urlOf(c.id));
   }, 30_000);
 });
 
 describe('lock leader election in one process', () => {
   it('reports the loss when another process replaces the lock, and stops a waiting acquire on abort', async () => {
     const path = join(dir, 'inproc.lock');
-    const leader = createElector({ kind: 'lock', path, identity: 'one', leaseSeconds: 2 });
+    const leader = createElector({ kind: 'lock', path, identity: 'one', leaseSeconds: 2, advertise: 'http://one.test:9090' });
     await leader.acquire(new AbortController().signal);
     expect(leader.isLeader()).toBe(true);
     expect(leader.description).toBe(`lock ${path}`);
@@ -144,13 +151,16 @@ describe('lock leader election in one process', () => {
     leader.onLost(() => lost++);
 
     // A second elector cannot get it while it is held, and gives up when aborted.
-    const standby = createElector({ kind: 'lock', path, identity: 'two', leaseSeconds: 2 });
+    const standby = createElector({ kind: 'lock', path, identity: 'two', leaseSeconds: 2, advertise: () => 'http://two.test:9090' });
     const abort = new AbortController();
     const waiting = standby.acquire(abort.signal);
     await sleep(700);
     expect(standby.isLeader()).toBe(false);
     abort.abort();
     await expect(waiting).rejects.toMatchObject({ name: 'AbortError' });
+    // The holder published its URL next to the lock; the standby reads it there.
+    expect(JSON.parse(readFileSync(`${path}.leader.json`, 'utf8'))).toMatchObject({ identity: 'one', url: 'http://one.test:9090' });
+    expect(await standby.leaderUrl()).toBe('http://one.test:9090');
 
     // Someone else touched the lock (as a process that took it over would): the holder notices on its next refresh.
     const past = new Date(Date.now() - 60_000);
@@ -159,13 +169,20 @@ describe('lock leader election in one process', () => {
     while (lost === 0 && Date.now() < deadline) await sleep(50);
     expect(lost).toBe(1);
     expect(leader.isLeader()).toBe(false);
+    // A stale lock has no leader, although the file of the one that lost it is still there.
+    expect(existsSync(`${path}.leader.json`)).toBe(true);
+    expect(await standby.leaderUrl()).toBeUndefined();
     await leader.release();
 
     // The stale lock is free to take.
     await standby.acquire(new AbortController().signal);
     expect(standby.isLeader()).toBe(true);
+    expect(await leader.leaderUrl()).toBe('http://two.test:9090');
     await standby.release();
     expect(standby.isLeader()).toBe(false);
+    // Released: unpublished first, then unlocked.
+    expect(existsSync(`${path}.leader.json`)).toBe(false);
+    expect(await leader.leaderUrl()).toBeUndefined();
   });
 
   it('none is always the leader', async () => {

@@ -35,6 +35,10 @@ class ScriptedElector implements LeaderElector {
     this.released = true;
     this.leader = false;
   }
+  /** No other replica here to forward to. */
+  async leaderUrl() {
+    return undefined;
+  }
   win() {
     this.grant?.();
   }

@@ -14,7 +14,7 @@ import { RoleBinding, type IRoleBinding } from 'kubernetes-models/rbac.authoriza
 import { PodDisruptionBudget } from 'kubernetes-models/policy/v1/PodDisruptionBudget';
 import type { IContainer } from 'kubernetes-models/v1/Container';
 import { controllerCommand } from '../../src/controller/cli.js';
-import { parseListen } from '../../src/controller/server.js';
+import { advertiseUrl, parseListen } from '../../src/controller/server.js';
 import { parseDuration } from '../../src/controller/duration.js';
 import { clientConfigFromEnv } from '../../src/client/config.js';
 import { SCHEMAS_DIR } from '../../src/kinds/index.js';
@@ -211,6 +211,15 @@ describe('controller/deploy manifests', () => {
     const mount = container.volumeMounts!.find((m) => m.mountPath === opts.stateDir);
     expect(mount, `a volume mounted at --state-dir ${opts.stateDir}`).toBeDefined();
     expect(pod.volumes!.find((v) => v.name === mount!.name)?.emptyDir).toBeDefined();
+  });
+
+  it('let the leader advertise its pod IP and listen port, so a standby can forward webhooks to it', async () => {
+    const env = resolveEnv(container);
+    expect(env.POD_IP).toBe('<status.podIP>');
+    const opts = await parseControllerArgs((container.args ?? []).map((a) => expand(a, env)));
+    // What the controller computes from the downward API's value and --listen; the Service's pods answer on that port.
+    const url = advertiseUrl({ explicit: opts.advertiseUrl, podIp: '10.1.2.3', listenPort: parseListen(opts.listen).port });
+    expect(url).toBe(`http://10.1.2.3:${container.ports!.find((p) => p.name === 'http')!.containerPort}`);
   });
 
   it('give the client its URL and API key through the env names src/client/config.ts reads, from the ConfigMap and the Secret', () => {

@@ -7,7 +7,8 @@ import { defaultIdentity } from './shared.js';
 export type { ElectorOptions, LeaderElector } from './types.js';
 export { LeaderElectionError } from './shared.js';
 export { LockElector } from './lock.js';
-export { LeaseElector, type ElectorLog } from './lease.js';
+export { LeaseElector, LEADER_URL_ANNOTATION, type ElectorLog } from './lease.js';
+export type { Advertise } from './types.js';
 export { LeaseApi, type KubeApiOptions } from './kube-api.js';
 
 /** Leadership without contention: a single replica, or leader election switched off. */
@@ -22,6 +23,10 @@ class AlwaysLeader implements LeaderElector {
   }
   onLost() {}
   async release() {}
+  /** Never asked: this replica always leads, so it never forwards. */
+  async leaderUrl() {
+    return undefined;
+  }
 }
 
 export interface ElectorDeps {
@@ -37,13 +42,14 @@ export function createElector(options: ElectorOptions, deps: ElectorDeps = {}): 
     case 'none':
       return new AlwaysLeader();
     case 'lock':
-      return new LockElector(options.path, options.identity ?? defaultIdentity(), options.leaseSeconds);
+      return new LockElector(options.path, options.identity ?? defaultIdentity(), options.leaseSeconds, options.advertise);
     case 'lease':
       return new LeaseElector(
         new LeaseApi(options.namespace, options.name, deps.kubeApi),
         options.identity ?? defaultIdentity(),
         options.leaseSeconds,
         deps.log,
+        options.advertise,
       );
   }
 }

@@ -6,7 +6,7 @@ import { LeaderElectionError } from './shared.js';
 export interface Lease {
   apiVersion: 'coordination.k8s.io/v1';
   kind: 'Lease';
-  metadata: { name: string; namespace: string; resourceVersion?: string; [key: string]: unknown };
+  metadata: { name: string; namespace: string; resourceVersion?: string; annotations?: Record<string, string>; [key: string]: unknown };
   spec?: {
     holderIdentity?: string | null;
     leaseDurationSeconds?: number | null;

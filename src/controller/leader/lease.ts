@@ -1,4 +1,4 @@
-import type { LeaderElector } from './types.js';
+import { advertisedUrl, type Advertise, type LeaderElector } from './types.js';
 import type { Lease, LeaseApi } from './kube-api.js';
 import { LeaderElectionError, LostListeners, abortError, jitter, sleep } from './shared.js';
 
@@ -11,6 +11,17 @@ export function leaseExpired(spec: Lease['spec'], now: number): boolean {
   const renewed = spec.renewTime ? Date.parse(spec.renewTime) : NaN;
   if (Number.isNaN(renewed)) return true;
   return renewed + (spec.leaseDurationSeconds ?? 0) * 1000 < now;
+}
+
+/** The Lease annotation where the leader publishes the URL of its status listener (standbys forward webhooks there). */
+export const LEADER_URL_ANNOTATION = 'dpctl.dev/leader-url';
+
+/** `metadata` with the leader URL annotation set to `url`, or removed when undefined (other annotations kept). */
+function withLeaderUrl(metadata: Lease['metadata'], url: string | undefined): Lease['metadata'] {
+  const { [LEADER_URL_ANNOTATION]: _previous, ...others } = metadata.annotations ?? {};
+  const annotations = url ? { ...others, [LEADER_URL_ANNOTATION]: url } : others;
+  const { annotations: _old, ...rest } = metadata;
+  return Object.keys(annotations).length ? { ...rest, annotations } : rest;
 }
 
 /** Notes for logs: takeovers, losses, retried failures. Never holds secrets. */
@@ -44,6 +55,7 @@ export class LeaseElector implements LeaderElector {
     readonly identity: string,
     private readonly leaseSeconds = 15,
     private readonly log: ElectorLog = () => {},
+    private readonly advertise?: Advertise,
   ) {
     if (!Number.isInteger(leaseSeconds) || leaseSeconds < 1) {
       throw new LeaderElectionError(`the lease duration must be a whole number of seconds >= 1 (Lease.spec.leaseDurationSeconds), got ${leaseSeconds}`);
@@ -92,6 +104,14 @@ export class LeaseElector implements LeaderElector {
     this.lost.add(listener);
   }
 
+  async leaderUrl(): Promise<string | undefined> {
+    const lease = await this.api.get();
+    // An expired or released Lease has no leader, whatever an annotation still says.
+    if (!lease || leaseExpired(lease.spec, Date.now())) return undefined;
+    const url = lease.metadata.annotations?.[LEADER_URL_ANNOTATION];
+    return url || undefined;
+  }
+
   async release(): Promise<void> {
     this.released.abort();
     clearTimeout(this.renewTimer);
@@ -110,6 +130,7 @@ export class LeaseElector implements LeaderElector {
     try {
       const res = await this.api.replace({
         ...lease,
+        metadata: withLeaderUrl(lease.metadata, undefined),
         spec: { ...lease.spec, holderIdentity: null, leaseDurationSeconds: 1, acquireTime: now, renewTime: now },
       });
       if (res.ok) this.observed = res.lease;
@@ -127,7 +148,7 @@ export class LeaseElector implements LeaderElector {
       const created = await this.api.create({
         apiVersion: 'coordination.k8s.io/v1',
         kind: 'Lease',
-        metadata: { name: this.api.name, namespace: this.api.namespace },
+        metadata: withLeaderUrl({ name: this.api.name, namespace: this.api.namespace }, advertisedUrl(this.advertise)),
         spec: { holderIdentity: this.identity, leaseDurationSeconds: this.leaseSeconds, acquireTime: now, renewTime: now, leaseTransitions: 0 },
       });
       if (created.ok) this.observed = created.lease;
@@ -140,6 +161,7 @@ export class LeaseElector implements LeaderElector {
     const takeover = !ours;
     const updated = await this.api.replace({
       ...current,
+      metadata: withLeaderUrl(current.metadata, advertisedUrl(this.advertise)),
       spec: {
         ...spec,
         holderIdentity: this.identity,
