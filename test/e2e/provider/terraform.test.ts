@@ -69,6 +69,12 @@ describe.skipIf(testStore() === 'postgres' || !haveTerraform)('terraform provide
     expect(connector.credentials.nested_type.attributes.password.sensitive).toBe(true);
     expect(connector.project_id.required).toBe(true);
     expect(provider.provider.block.attributes.api_key.sensitive).toBe(true);
+    // A lookup data source per resource type, and the read-only views.
+    const dataSources = Object.keys(provider.data_source_schemas);
+    expect(dataSources).toEqual(expect.arrayContaining([...Object.keys(provider.resource_schemas), 'dataplatform_connector_schema', 'dataplatform_dbt_lineage', 'dataplatform_latest_run']));
+    expect(provider.data_source_schemas.dataplatform_connector.block.attributes.name.required).toBe(true);
+    expect(provider.data_source_schemas.dataplatform_connector.block.attributes.config.computed).toBe(true);
+    expect(provider.data_source_schemas.dataplatform_latest_run.block.attributes.tables.nested_type.nesting_mode).toBe('list');
   });
 
   it('reports invalid values at validate time, before any API call', async () => {
