@@ -9,13 +9,14 @@ import { request } from 'undici';
 export const FORWARDED_HEADER = 'x-dpctl-forwarded';
 
 /**
- * The headers a relay passes on: the body's type, the signature and bearer token (the leader
- * checks them again), and GitHub's delivery headers (its event name ends up in the run's trigger).
+ * The headers a relay passes on: the body's type, the signature (the leader checks it again)
+ * and GitHub's delivery headers (its event name ends up in the run's trigger). Never
+ * `authorization`: a bearer token is the webhook secret itself, and the leader's URL comes from
+ * the Lease or a file, so the caller signs the body instead (see the status listener).
  */
 const RELAYED_HEADERS = [
   'content-type',
   'user-agent',
-  'authorization',
   'x-hub-signature-256',
   'x-hub-signature',
   'x-github-event',

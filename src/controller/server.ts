@@ -3,7 +3,7 @@ import type { AddressInfo } from 'node:net';
 import type { Logger } from 'pino';
 import type { ControllerMetrics } from './metrics.js';
 import { renderStatusHtml, type ControllerStatus } from './status.js';
-import { verifyBearer, verifySignature } from './source/webhook.js';
+import { signBody, verifyBearer, verifySignature } from './source/webhook.js';
 import { FORWARDED_HEADER, relayFailure, relayToLeader } from './forward.js';
 
 /** How a standby reaches the leader (see forward.ts). */
@@ -79,7 +79,9 @@ export function createStatusServer(h: StatusHandlers): Server {
 
   /** On a standby, passes an authenticated request to the leader and answers with the leader's answer; undefined on the leader. */
   const relayed = async (req: IncomingMessage, path: string, body: Buffer): Promise<{ status: number; type: string; body: string; outcome: string } | undefined> => {
-    if (!h.relay || h.relay.isLeader()) return undefined;
+    const secret = h.webhookSecret;
+    // Both callers checked the secret already; without one nothing is relayed.
+    if (!h.relay || !secret || h.relay.isLeader()) return undefined;
     const notReachable = (why: string) => ({
       status: 503,
       type: 'application/json; charset=utf-8',
@@ -102,7 +104,9 @@ export function createStatusServer(h: StatusHandlers): Server {
       return notReachable('no leader is known (none elected, or it advertised no URL)');
     }
     try {
-      const answer = await relayToLeader(target, path, body, req.headers, h.relay.timeoutMs);
+      // Signed here rather than passing a bearer token on: the secret itself never leaves this replica.
+      const headers = { ...req.headers, 'x-hub-signature-256': signBody(secret, body) };
+      const answer = await relayToLeader(target, path, body, headers, h.relay.timeoutMs);
       h.logger.info({ path, leader: target, status: answer.status }, 'forwarded to the leader');
       return { status: answer.status, type: answer.contentType, body: answer.body, outcome: 'forwarded' };
     } catch (err) {

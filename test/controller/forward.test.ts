@@ -1,10 +1,13 @@
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { createServer, type IncomingHttpHeaders } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { GitSource, signBody, startController, type RunningController } from '../../src/controller/index.js';
 import { createElector, type LeaderElector } from '../../src/controller/leader/index.js';
+import { FORWARDED_HEADER, relayFailure, relayToLeader } from '../../src/controller/forward.js';
 import { startTestService, type TestService, type TestTenant } from '../support/service.js';
 import { clientFor, SECRET_ENV } from '../integration/engine/helpers.js';
 import { TestRepo, waitFor } from './helpers.js';
@@ -231,5 +234,55 @@ describe('a standby forwards webhooks and suspend/resume to the leader', () => {
     expect(own.status).toBe(202);
     expect(await webhookCount(standby, 'accepted')).toBe(1);
     await waitFor('a run triggered by the webhook', () => standby.ctl.status().last_run?.trigger === 'webhook (push)', 30_000, () => standby.ctl.status().last_run);
+  });
+});
+
+describe('the relay itself (against a plain HTTP server standing for the leader)', () => {
+  test('passes the raw body, the signature and GitHub headers with the loop header, and nothing else; returns the answer as it is', async () => {
+    let seen: { headers: IncomingHttpHeaders; body: string; url?: string } | undefined;
+    const leaderStandIn = createServer(async (req, res) => {
+      let body = '';
+      for await (const chunk of req) body += chunk;
+      seen = { headers: req.headers, body, url: req.url };
+      res.writeHead(409, { 'content-type': 'application/problem+json' });
+      res.end('{"error":{"code":"x","message":"y"}}');
+    });
+    await new Promise<void>((r) => leaderStandIn.listen(0, '127.0.0.1', r));
+    try {
+      const body = Buffer.from('{"ref":"refs/heads/main","zero":"\u0000"}');
+      const answer = await relayToLeader(`http://127.0.0.1:${(leaderStandIn.address() as AddressInfo).port}/`, '/hooks/git', body, {
+        'content-type': 'application/json',
+        'x-hub-signature-256': signBody(SECRET, body),
+        'x-github-event': 'push',
+        'x-github-delivery': 'abc',
+        authorization: `Bearer ${SECRET}`,
+        cookie: 'session=not-for-the-leader',
+        'x-forwarded-for': '203.0.113.9',
+      });
+      expect(answer).toEqual({ status: 409, contentType: 'application/problem+json', body: '{"error":{"code":"x","message":"y"}}' });
+      expect(seen!.url).toBe('/hooks/git');
+      expect(seen!.body).toBe(body.toString());
+      expect(seen!.headers).toMatchObject({ [FORWARDED_HEADER]: '1', 'x-hub-signature-256': signBody(SECRET, body), 'x-github-event': 'push', 'x-github-delivery': 'abc', 'content-type': 'application/json' });
+      // The secret as a bearer token never goes to an address read from the election.
+      expect(seen!.headers.authorization).toBeUndefined();
+      expect(seen!.headers.cookie).toBeUndefined();
+      expect(seen!.headers['x-forwarded-for']).toBeUndefined();
+    } finally {
+      leaderStandIn.close();
+    }
+  });
+
+  test('a leader that does not answer in time fails the relay with a short reason', async () => {
+    const hung = createServer(() => {});
+    await new Promise<void>((r) => hung.listen(0, '127.0.0.1', r));
+    try {
+      const started = Date.now();
+      const err = await relayToLeader(`http://127.0.0.1:${(hung.address() as AddressInfo).port}`, '/hooks/git', Buffer.from('{}'), {}, 300).catch((e: unknown) => e);
+      expect(relayFailure(err)).toBe('the leader did not answer in time');
+      expect(Date.now() - started).toBeLessThan(2_000);
+    } finally {
+      hung.closeAllConnections();
+      hung.close();
+    }
   });
 });

@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { DPCTL } from '../support/cli.js';
+import { signBody } from '../../src/controller/index.js';
 import { startTestService, type TestService, type TestTenant } from '../support/service.js';
 import { cliEnvFor, EXAMPLE, SECRET_ENV } from '../integration/engine/helpers.js';
 import { TestRepo, waitFor } from './helpers.js';
@@ -169,7 +170,7 @@ describe('dpctl controller process', () => {
     for (const secret of secretValues(t)) expect(c.raw() + again.raw()).not.toContain(secret);
   });
 
-  test('two replicas with a lock: one leads; when it stops, the standby takes over', { timeout: 60_000 }, async () => {
+  test('two replicas with a lock: one leads; a webhook sent to the standby reaches it; when it stops, the standby takes over', { timeout: 60_000 }, async () => {
     const t = await svc.tenant();
     const repo = new TestRepo();
     repo.addExample('platform').commit('the platform');
@@ -188,6 +189,14 @@ describe('dpctl controller process', () => {
       expect(sb.controller.leader).toMatchObject({ elected: false, identity: 'replica-b' });
       expect(sb.runs).toBe(0);
       expect((await status(a)).controller.leader).toMatchObject({ elected: true, identity: 'replica-a' });
+      // The leader advertises its listener (port 0 resolved); a webhook sent to the standby reaches it.
+      expect(a.logs().find((l) => l.msg === 'controller started')?.advertise_url).toBe(await a.url);
+      const body = '{"ref":"refs/heads/main"}';
+      const hook = await fetch(`${await b.url}/hooks/git`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-github-event': 'push', 'x-hub-signature-256': signBody(WEBHOOK_SECRET, body) }, body });
+      expect(hook.status).toBe(202);
+      await waitFor('a run of the leader triggered by the webhook', async () => (await status(a)).last_run?.trigger === 'webhook (push)', 15_000, () => a.raw().slice(-2000));
+      expect(b.logs().some((l) => l.msg === 'forwarded to the leader' && l.status === 202)).toBe(true);
+      expect((await status(b)).runs).toBe(0);
       a.child.kill('SIGTERM');
       expect(await a.exited).toBe(0);
       await waitFor('b leading and converged', async () => {

@@ -5,6 +5,7 @@ import { describe, expect, test } from 'vitest';
 import { Backoff } from '../../src/controller/backoff.js';
 import { DirectorySource, parseDuration, parseListen, redactUrl, signBody, verifySignature } from '../../src/controller/index.js';
 import { verifyBearer } from '../../src/controller/source/webhook.js';
+import { advertiseUrl, parseAdvertiseUrl } from '../../src/controller/server.js';
 
 describe('controller building blocks', () => {
   test('durations', () => {
@@ -23,6 +24,22 @@ describe('controller building blocks', () => {
     expect(parseListen('[::1]:0')).toEqual({ host: '::1', port: 0 });
     expect(() => parseListen('9090')).toThrow('--listen must be host:port');
     expect(() => parseListen('a:70000')).toThrow('--listen must be host:port');
+  });
+
+  test('--advertise-url and its defaults', () => {
+    expect(parseAdvertiseUrl('http://10.0.0.5:9090/')).toBe('http://10.0.0.5:9090');
+    expect(() => parseAdvertiseUrl('10.0.0.5:9090')).toThrow('--advertise-url must be an http(s) URL');
+    expect(() => parseAdvertiseUrl('http://10.0.0.5:9090/hooks')).toThrow('without a path');
+    // Explicit wins; then the pod IP with the listen port (IPv6 in brackets); then the listener, all-interfaces made loopback.
+    expect(advertiseUrl({ explicit: 'http://ctl.internal:9090', podIp: '10.0.0.5', listenPort: 9090 })).toBe('http://ctl.internal:9090');
+    expect(advertiseUrl({ podIp: '10.0.0.5', listenPort: 9090, listenerUrl: 'http://0.0.0.0:9090' })).toBe('http://10.0.0.5:9090');
+    expect(advertiseUrl({ podIp: 'fd00::5', listenPort: 9090 })).toBe('http://[fd00::5]:9090');
+    expect(advertiseUrl({ podIp: '10.0.0.5', listenPort: 0, listenerUrl: 'http://0.0.0.0:41234' })).toBe('http://10.0.0.5:41234');
+    expect(advertiseUrl({ podIp: '10.0.0.5', listenPort: 0 })).toBeUndefined();
+    expect(advertiseUrl({ listenPort: 9090, listenerUrl: 'http://0.0.0.0:9090' })).toBe('http://127.0.0.1:9090');
+    expect(advertiseUrl({ listenPort: 0, listenerUrl: 'http://[::]:41234' })).toBe('http://[::1]:41234');
+    expect(advertiseUrl({ listenPort: 9090, listenerUrl: 'http://127.0.0.1:9090' })).toBe('http://127.0.0.1:9090');
+    expect(advertiseUrl({ listenPort: 0 })).toBeUndefined();
   });
 
   test('webhook signatures (GitHub test vector) and bearer tokens', () => {
