@@ -36,6 +36,7 @@ export function serveCommand(): Command {
     .option('--source-timeout <seconds>', 'how long connecting to a connector\'s source may take', positive('--source-timeout'), 5)
     .option('--source-query-timeout <seconds>', 'how long one statement of a sync (a table\'s row count) may run on the source', positive('--source-query-timeout'), 300)
     .option('--demo', 'bootstrap a "demo" tenant (admin@demo.local / demo-password) unless DP_BOOTSTRAP_* say otherwise; local use only', false)
+    .option('--outbound-ca-file <file>', 'PEM CA trusted (besides the system CAs) for outbound HTTPS: webhook and Slack notifications')
     .option('--reconcile <dir>', 'also run the controller in this process: keep the bootstrapped tenant equal to the YAML in <dir> (edit a file and it is applied)')
     .option('--reconcile-interval <duration>', 'time between the controller\'s runs with --reconcile', '2s')
     .option('--controller-listen <host:port>', 'status page of the controller with --reconcile', '127.0.0.1:9090')
@@ -56,6 +57,7 @@ export function serveCommand(): Command {
         timeScale: opts.timeScale,
         sourceTimeout: opts.sourceTimeout,
         sourceQueryTimeout: opts.sourceQueryTimeout,
+        outboundCaFile: opts.outboundCaFile,
       });
       const demo: Partial<typeof DEMO> = opts.demo ? DEMO : {};
       const slug = process.env.DP_BOOTSTRAP_TENANT || demo.slug;

@@ -31,6 +31,8 @@ export interface ServiceOptions {
   sourceTimeout: number;
   /** Seconds one statement of a sync may run on the source (a table's row count); default 300. */
   sourceQueryTimeout: number;
+  /** PEM CA file trusted, besides the system CAs, for outbound HTTPS (webhook and Slack deliveries). */
+  outboundCaFile?: string;
   /** Seconds between WebSocket stream heartbeats (ping and credential re-check); default 30. */
   streamHeartbeatSeconds?: number;
 }

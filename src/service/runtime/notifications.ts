@@ -1,5 +1,8 @@
 import { createHmac } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { rootCertificates } from 'node:tls';
 import pRetry, { AbortError } from 'p-retry';
+import { Agent, fetch } from 'undici';
 import type { StoredResource } from '../store/resources.js';
 import { newId } from '../ids.js';
 import type { Runtime } from './runtime.js';
@@ -15,7 +18,8 @@ import type { Runtime } from './runtime.js';
  * HTTP deliveries are retried (p-retry) on network errors, timeouts, 429 and 5xx, with an
  * exponential backoff (BACKOFF_MS at time scale 1, divided by the time scale), each attempt
  * bounded by REQUEST_TIMEOUT_MS. Every delivery, successful or not, is a row of
- * `notification_deliveries`.
+ * `notification_deliveries`. HTTPS trusts the system CAs plus `--outbound-ca-file`, for
+ * receivers behind a private CA or a TLS-inspecting proxy.
  */
 export const REQUEST_TIMEOUT_MS = 5_000;
 export const RETRIES = 2;
@@ -69,6 +73,16 @@ export function summary(event: NotificationEvent): string {
   return String(event.message ?? event.type);
 }
 
+const agents = new Map<string, Agent>();
+
+/** The HTTP agent of outbound deliveries: one per extra CA file, read once. */
+function outboundAgent(caFile: string | undefined): Agent | undefined {
+  if (!caFile) return undefined;
+  let agent = agents.get(caFile);
+  if (!agent) agents.set(caFile, (agent = new Agent({ connect: { ca: [...rootCertificates, readFileSync(caFile, 'utf8')] } })));
+  return agent;
+}
+
 /** POSTs JSON with retries; resolves to the final answer, or throws HttpFailure after the last attempt. */
 async function postJson(rt: Runtime, url: string, body: string, headers: Record<string, string>): Promise<{ status: number; attempts: number }> {
   let attempts = 0;
@@ -76,9 +90,16 @@ async function postJson(rt: Runtime, url: string, body: string, headers: Record<
   const result = await pRetry(
     async () => {
       attempts++;
-      let res: Response;
+      let res: Awaited<ReturnType<typeof fetch>>;
       try {
-        res = await fetch(url, { method: 'POST', body, headers: { 'content-type': 'application/json', 'user-agent': 'dataplatform-notifier/1', ...headers }, signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS), redirect: 'manual' });
+        res = await fetch(url, {
+          method: 'POST',
+          body,
+          headers: { 'content-type': 'application/json', 'user-agent': 'dataplatform-notifier/1', ...headers },
+          signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS),
+          redirect: 'manual',
+          dispatcher: outboundAgent(rt.ctx.options.outboundCaFile),
+        });
       } catch (err) {
         const e = err as Error & { cause?: { code?: string; message?: string } };
         const reason = e.name === 'TimeoutError' ? `no answer within ${REQUEST_TIMEOUT_MS / 1000} s` : (e.cause?.code ?? e.cause?.message ?? e.message);

@@ -3,6 +3,10 @@ import { startTestService, type TestService, type TestTenant } from '../../suppo
 import { closedPort, createSourceDb, eventually, waitForRun, type Run, type SourceDb } from '../runtime/helpers.js';
 import { runtimeOf } from '../../../src/service/runtime/runtime.js';
 import { dueSteps } from '../../../src/service/runtime/escalation.js';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { loadOrCreateTls } from '../../../src/service/tls.js';
 import { webhookServer, validSignature } from './webhook.js';
 
 /**
@@ -14,18 +18,29 @@ let svc: TestService;
 let t: TestTenant;
 let src: SourceDb;
 let hook: Awaited<ReturnType<typeof webhookServer>>;
+/** An HTTPS receiver (a Slack stand-in) whose certificate comes from a CA the service is told to trust. */
+let slack: Awaited<ReturnType<typeof webhookServer>>;
+const slackCaDir = mkdtempSync(join(tmpdir(), 'dp-slack-ca-'));
 const SECRET = 'whsec-test-1';
 const events: { tenantId: string; alert: any }[] = [];
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 beforeAll(async () => {
-  [svc, src, hook] = await Promise.all([startTestService({ clock: () => Date.now() + offset, timeScale: 1000, accessTokenTtl: 30 * 24 * 3600 }), createSourceDb(0.1), webhookServer()]);
+  const slackTls = await loadOrCreateTls({ dataDir: slackCaDir });
+  [svc, src, hook, slack] = await Promise.all([
+    startTestService({ clock: () => Date.now() + offset, timeScale: 1000, accessTokenTtl: 30 * 24 * 3600, outboundCaFile: slackTls.certPath }),
+    createSourceDb(0.1),
+    webhookServer(),
+    webhookServer({ tls: { cert: slackTls.cert, key: slackTls.key } }),
+  ]);
   t = await svc.tenant();
   runtimeOf(svc.service.ctx).events.on('alert_update', (tenantId: string, alert: any) => events.push({ tenantId, alert: structuredClone(alert) }));
 });
 afterAll(async () => {
   await svc?.close();
   await hook?.close();
+  await slack?.close();
+  rmSync(slackCaDir, { recursive: true, force: true });
 });
 
 const pgConnector = (base: string, name: string, selected_tables: string[]) =>
@@ -168,6 +183,32 @@ describe('notification channels', () => {
     const deliveries = (await svc.ok(t, 'GET', `${base}/notification-channels/${ids.closed}/deliveries`)).data;
     expect(deliveries).toHaveLength(1);
     expect(deliveries[0]).toMatchObject({ status: 'failed', attempts: 3 });
+  });
+
+  it('slack: POSTs {text, channel, event} over HTTPS to the write-only webhook URL, trusting --outbound-ca-file', async () => {
+    const url = slack.url('/services/T000/B000/XXXX');
+    const channel = (await svc.ok(t, 'POST', `${base}/notification-channels`, { body: { name: 'slack', type: 'slack', config: { slack_webhook_url: url, slack_channel: '#data-alerts' } } })).id;
+    expect(JSON.stringify(await svc.ok(t, 'GET', `${base}/notification-channels/${channel}`))).not.toContain('/services/T000');
+    const res = await svc.call(t, 'POST', `${base}/notification-channels/${channel}/test`);
+    expect(res.body).toMatchObject({ success: true, status_code: 200 });
+    const [got] = slack.on('/services/T000/B000/XXXX');
+    expect(got.headers['content-type']).toBe('application/json');
+    expect(got.body).toMatchObject({ text: 'Test notification from the data platform', channel: '#data-alerts', event: { type: 'test' } });
+  });
+
+  it('an HTTPS receiver whose CA is not trusted fails the delivery with the TLS reason', async () => {
+    const other = await startTestService();
+    try {
+      const tenant = await other.tenant();
+      const project = await other.project(tenant, 'untrusted');
+      const channel = (await other.ok(tenant, 'POST', `/projects/${project.id}/notification-channels`, { body: { name: 'slack', type: 'slack', config: { slack_webhook_url: slack.url('/untrusted') } } })).id;
+      const res = await other.call(tenant, 'POST', `/projects/${project.id}/notification-channels/${channel}/test`);
+      expect(res.body.success).toBe(false);
+      expect(res.body.message).toMatch(/certificate|self.signed|UNABLE_TO_VERIFY/i);
+      expect(slack.on('/untrusted')).toEqual([]);
+    } finally {
+      await other.close();
+    }
   });
 
   it('email is written to the outbox', async () => {

@@ -1,4 +1,5 @@
-import { createServer, type IncomingHttpHeaders } from 'node:http';
+import { createServer, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http';
+import { createServer as createHttpsServer } from 'node:https';
 import { createHmac, timingSafeEqual } from 'node:crypto';
 
 export interface Received {
@@ -10,12 +11,12 @@ export interface Received {
 
 /**
  * A webhook receiver on 127.0.0.1: records every POST and answers `status` (200 unless
- * `failNext` requests are still to fail with 500).
+ * `failNext` requests are still to fail with 500). With `tls`, it serves HTTPS as `localhost`.
  */
-export async function webhookServer() {
+export async function webhookServer(options: { tls?: { cert: string; key: string } } = {}) {
   const received: Received[] = [];
   const state = { failNext: 0 };
-  const srv = createServer((req, res) => {
+  const handler = (req: IncomingMessage, res: ServerResponse) => {
     const chunks: Buffer[] = [];
     req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', () => {
@@ -32,13 +33,14 @@ export async function webhookServer() {
         res.writeHead(500).end('try again');
       } else res.writeHead(200, { 'content-type': 'application/json' }).end('{"ok":true}');
     });
-  });
+  };
+  const srv = options.tls ? createHttpsServer(options.tls, handler) : createServer(handler);
   await new Promise<void>((r) => srv.listen(0, '127.0.0.1', () => r()));
   const port = (srv.address() as { port: number }).port;
   return {
     received,
     state,
-    url: (path = '/hook') => `http://127.0.0.1:${port}${path}`,
+    url: (path = '/hook') => (options.tls ? `https://localhost:${port}${path}` : `http://127.0.0.1:${port}${path}`),
     on: (path: string) => received.filter((r) => r.path === path),
     close: () => new Promise<void>((r) => { srv.closeAllConnections(); srv.close(() => r()); }),
   };
