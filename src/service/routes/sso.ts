@@ -48,7 +48,7 @@ const unknownState = (loginPath: string) =>
 
 export function registerSsoRoutes(app: FastifyInstance, ctx: ServiceContext) {
   const flows = new SsoFlows(ctx.db, ctx.options.clock);
-  const clock = ctx.options.clock;
+  const oc = { clock: ctx.options.clock, outboundCaFile: ctx.options.outboundCaFile };
 
   /** Starts a flow: the state (and the nonce, PKCE verifier or SAML request id) go to the database, the browser goes to the IdP. */
   async function begin(req: FastifyRequest, reply: FastifyReply, p: SsoProvider, redirectUri: string) {
@@ -59,7 +59,7 @@ export function registerSsoRoutes(app: FastifyInstance, ctx: ServiceContext) {
       const state = await flows.start({ tenantId, providerId: p.id, nonce: null, codeVerifier: null, requestId, redirectUri });
       location = await samlLoginUrl(p, redirectUri, requestId, state);
     } else {
-      const oidc = await beginOidc(p, redirectUri, clock);
+      const oidc = await beginOidc(p, redirectUri, oc);
       const state = await flows.start({ tenantId, providerId: p.id, nonce: oidc.nonce, codeVerifier: oidc.codeVerifier, requestId: null, redirectUri });
       location = oidc.url(state);
     }
@@ -78,7 +78,7 @@ export function registerSsoRoutes(app: FastifyInstance, ctx: ServiceContext) {
 
   async function finishOidcFlow(req: FastifyRequest, p: SsoProvider, flow: SsoFlow, query: Record<string, string>) {
     if (!flow.codeVerifier || !flow.nonce) throw unknownState(`${apiBase(req)}/auth/sso/${p.id}/login`);
-    const identity = await finishOidc(p, { redirectUri: flow.redirectUri, codeVerifier: flow.codeVerifier, nonce: flow.nonce, state: query.state }, query, clock);
+    const identity = await finishOidc(p, { redirectUri: flow.redirectUri, codeVerifier: flow.codeVerifier, nonce: flow.nonce, state: query.state }, query, oc);
     return finish(req, p, identity);
   }
 

@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { rootCertificates } from 'node:tls';
 import * as oidc from 'openid-client';
 import { Agent, fetch as undiciFetch } from 'undici';
@@ -10,16 +11,24 @@ export interface VerifiedIdentity {
   email: string;
 }
 
+/** How the service reaches identity providers: its clock (injectable in tests) and the extra CA of `--outbound-ca-file`. */
+export interface OidcContext {
+  clock: () => number;
+  outboundCaFile?: string;
+}
+
 /**
- * One undici agent per extra CA bundle: it trusts the system roots plus the provider's CA, so a
- * private IdP behind an internal CA works without touching the process-wide trust store.
+ * One undici agent per extra CA bundle: it trusts the system roots plus the provider's CA and the
+ * service's --outbound-ca-file, so a private IdP behind an internal CA works without touching the
+ * process-wide trust store.
  */
 const agents = new Map<string, Agent>();
-function fetchTrusting(caPem: string): oidc.CustomFetch {
-  let agent = agents.get(caPem);
+function fetchTrusting(caPems: string[]): oidc.CustomFetch {
+  const key = caPems.join('\n');
+  let agent = agents.get(key);
   if (!agent) {
-    agent = new Agent({ connect: { ca: [...rootCertificates, caPem] } });
-    agents.set(caPem, agent);
+    agent = new Agent({ connect: { ca: [...rootCertificates, ...caPems] } });
+    agents.set(key, agent);
   }
   const dispatcher = agent;
   return (url, options) => undiciFetch(url, { ...options, dispatcher } as never) as unknown as Promise<Response>;
@@ -37,7 +46,7 @@ function rootCause(err: unknown): string {
 }
 
 /** Reads the IdP's discovery document. The service's clock (injectable in tests) is the one ID tokens are checked against. */
-async function configure(p: SsoProvider, clock: () => number): Promise<oidc.Configuration> {
+async function configure(p: SsoProvider, { clock, outboundCaFile }: OidcContext): Promise<oidc.Configuration> {
   const issuer = p.issuer ?? (p.protocol === 'google' ? GOOGLE_ISSUER : undefined);
   if (!issuer || !p.client_id) throw unprocessable(`SSO provider "${p.name}" needs issuer and client_id`);
   const metadata: Partial<oidc.ClientMetadata> = { [oidc.clockSkew]: Math.round((clock() - Date.now()) / 1000) };
@@ -45,7 +54,8 @@ async function configure(p: SsoProvider, clock: () => number): Promise<oidc.Conf
   // Signature checks on the ID token even though it comes straight from the token endpoint over TLS
   // (OIDC allows skipping them there): a proxy or a compromised route must not be able to forge one.
   const options: oidc.DiscoveryRequestOptions = { execute: [oidc.enableNonRepudiationChecks] };
-  if (p.ca_certificate) options[oidc.customFetch] = fetchTrusting(p.ca_certificate);
+  const extraCas = [p.ca_certificate, outboundCaFile && readFileSync(outboundCaFile, 'utf8')].filter((pem): pem is string => !!pem);
+  if (extraCas.length) options[oidc.customFetch] = fetchTrusting(extraCas);
   try {
     return await oidc.discovery(new URL(issuer), p.client_id, metadata, auth, options);
   } catch (err) {
@@ -54,8 +64,8 @@ async function configure(p: SsoProvider, clock: () => number): Promise<oidc.Conf
 }
 
 /** The authorization URL (code flow, PKCE S256, state and nonce) and the secrets the callback needs. */
-export async function beginOidc(p: SsoProvider, redirectUri: string, clock: () => number): Promise<{ codeVerifier: string; nonce: string; url: (state: string) => string }> {
-  const config = await configure(p, clock);
+export async function beginOidc(p: SsoProvider, redirectUri: string, oc: OidcContext): Promise<{ codeVerifier: string; nonce: string; url: (state: string) => string }> {
+  const config = await configure(p, oc);
   const codeVerifier = oidc.randomPKCECodeVerifier();
   const codeChallenge = await oidc.calculatePKCECodeChallenge(codeVerifier);
   const nonce = oidc.randomNonce();
@@ -76,9 +86,9 @@ export async function finishOidc(
   p: SsoProvider,
   flow: { redirectUri: string; codeVerifier: string; nonce: string; state: string },
   query: Record<string, string>,
-  clock: () => number,
+  oc: OidcContext,
 ): Promise<VerifiedIdentity> {
-  const config = await configure(p, clock);
+  const config = await configure(p, oc);
   const callbackUrl = new URL(flow.redirectUri);
   for (const [k, v] of Object.entries(query)) callbackUrl.searchParams.set(k, v);
   let tokens: Awaited<ReturnType<typeof oidc.authorizationCodeGrant>>;

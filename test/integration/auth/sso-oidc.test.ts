@@ -1,5 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { startTestService, type TestService, type TestTenant } from '../../support/service.js';
 import { TestOidcIdp } from '../../support/oidc-idp.js';
 import { TestBrowser } from '../../support/browser.js';
@@ -303,6 +306,24 @@ describe('Google sign-in (OIDC against the configured issuer)', () => {
   it('a tenant without a google provider gets a clear 404', async () => {
     const other = await svc.tenant();
     expectError(await svc.call(other, 'GET', '/auth/google/login', { token: '' }), 404, 'resource_not_found', /Google sign-in is not configured/);
+  });
+});
+
+describe('trusting the IdP through the service-wide --outbound-ca-file', () => {
+  it('a provider without ca_certificate reaches an IdP whose CA is in the outbound CA file', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'dp-outbound-ca-'));
+    writeFileSync(join(dir, 'ca.pem'), idp.caPem);
+    const other = await startTestService({ outboundCaFile: join(dir, 'ca.pem') });
+    try {
+      const tenant = await other.tenant();
+      const p = await other.ok(tenant, 'POST', '/sso-providers', { body: { name: 'corp', protocol: 'oidc', issuer: idp.issuer, client_id: 'corp', client_secret: CLIENT_SECRET } });
+      const res = await other.call(tenant, 'GET', `/auth/sso/${p.id}/login`, { token: '' });
+      expect(res.status, res.text).toBe(302);
+      expect(String(res.headers.location).startsWith(`${idp.issuer}/`)).toBe(true);
+    } finally {
+      await other.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
 
