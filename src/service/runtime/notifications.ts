@@ -1,8 +1,7 @@
 import { createHmac } from 'node:crypto';
-import { readFileSync } from 'node:fs';
-import { rootCertificates } from 'node:tls';
 import pRetry, { AbortError } from 'p-retry';
-import { Agent, fetch } from 'undici';
+import { fetch } from 'undici';
+import { outboundAgent } from '../outbound.js';
 import type { StoredResource } from '../store/resources.js';
 import { newId } from '../ids.js';
 import type { Runtime } from './runtime.js';
@@ -73,16 +72,6 @@ export function summary(event: NotificationEvent): string {
   return String(event.message ?? event.type);
 }
 
-const agents = new Map<string, Agent>();
-
-/** The HTTP agent of outbound deliveries: one per extra CA file, read once. */
-function outboundAgent(caFile: string | undefined): Agent | undefined {
-  if (!caFile) return undefined;
-  let agent = agents.get(caFile);
-  if (!agent) agents.set(caFile, (agent = new Agent({ connect: { ca: [...rootCertificates, readFileSync(caFile, 'utf8')] } })));
-  return agent;
-}
-
 /** POSTs JSON with retries; resolves to the final answer, or throws HttpFailure after the last attempt. */
 async function postJson(rt: Runtime, url: string, body: string, headers: Record<string, string>): Promise<{ status: number; attempts: number }> {
   let attempts = 0;
@@ -98,7 +87,7 @@ async function postJson(rt: Runtime, url: string, body: string, headers: Record<
           headers: { 'content-type': 'application/json', 'user-agent': 'dataplatform-notifier/1', ...headers },
           signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS),
           redirect: 'manual',
-          dispatcher: outboundAgent(rt.ctx.options.outboundCaFile),
+          dispatcher: outboundAgent({ caFile: rt.ctx.options.outboundCaFile }),
         });
       } catch (err) {
         const e = err as Error & { cause?: { code?: string; message?: string } };

@@ -1,7 +1,6 @@
-import { readFileSync } from 'node:fs';
-import { rootCertificates } from 'node:tls';
 import * as oidc from 'openid-client';
-import { Agent, fetch as undiciFetch } from 'undici';
+import { fetch as undiciFetch, type Agent } from 'undici';
+import { outboundAgent } from '../outbound.js';
 import { ApiError, unauthorized, unprocessable } from '../errors.js';
 import { GOOGLE_ISSUER, type SsoProvider } from './provider.js';
 
@@ -17,20 +16,8 @@ export interface OidcContext {
   outboundCaFile?: string;
 }
 
-/**
- * One undici agent per extra CA bundle: it trusts the system roots plus the provider's CA and the
- * service's --outbound-ca-file, so a private IdP behind an internal CA works without touching the
- * process-wide trust store.
- */
-const agents = new Map<string, Agent>();
-function fetchTrusting(caPems: string[]): oidc.CustomFetch {
-  const key = caPems.join('\n');
-  let agent = agents.get(key);
-  if (!agent) {
-    agent = new Agent({ connect: { ca: [...rootCertificates, ...caPems] } });
-    agents.set(key, agent);
-  }
-  const dispatcher = agent;
+/** openid-client's fetch through an agent that trusts extra CAs. */
+function fetchThrough(dispatcher: Agent): oidc.CustomFetch {
   return (url, options) => undiciFetch(url, { ...options, dispatcher } as never) as unknown as Promise<Response>;
 }
 
@@ -54,8 +41,8 @@ async function configure(p: SsoProvider, { clock, outboundCaFile }: OidcContext)
   // Signature checks on the ID token even though it comes straight from the token endpoint over TLS
   // (OIDC allows skipping them there): a proxy or a compromised route must not be able to forge one.
   const options: oidc.DiscoveryRequestOptions = { execute: [oidc.enableNonRepudiationChecks] };
-  const extraCas = [p.ca_certificate, outboundCaFile && readFileSync(outboundCaFile, 'utf8')].filter((pem): pem is string => !!pem);
-  if (extraCas.length) options[oidc.customFetch] = fetchTrusting(extraCas);
+  const agent = outboundAgent({ caFile: outboundCaFile, caPems: [p.ca_certificate] });
+  if (agent) options[oidc.customFetch] = fetchThrough(agent);
   try {
     return await oidc.discovery(new URL(issuer), p.client_id, metadata, auth, options);
   } catch (err) {
