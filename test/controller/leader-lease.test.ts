@@ -308,12 +308,20 @@ describe('Lease leader election (against an in-test Kubernetes API, not a real c
     await b.acquire(never());
     expect(await observer.leaderUrl()).toBe('http://10.0.0.2:9090');
 
-    // A leader without an advertised URL publishes none (and clears a leftover one on create).
+    // Creating the Lease publishes the URL too.
     await b.release();
     api.lease = undefined;
-    const c = elector('pod-c');
+    const c = elector('pod-c', 'http://10.0.0.3:9090');
     await c.acquire(never());
     expect(api.writes.at(-1)).toMatchObject({ method: 'POST', status: 201, holder: 'pod-c' });
+    expect(annotations()).toEqual({ [LEADER_URL_ANNOTATION]: 'http://10.0.0.3:9090' });
+    expect(await observer.leaderUrl()).toBe('http://10.0.0.3:9090');
+
+    // A leader without an advertised URL publishes none.
+    await c.release();
+    const d = elector('pod-d');
+    await d.acquire(never());
+    expect(api.writes.at(-1)).toMatchObject({ method: 'PUT', status: 200, holder: 'pod-d' });
     expect(annotations()).toBeUndefined();
     expect(await observer.leaderUrl()).toBeUndefined();
   });
