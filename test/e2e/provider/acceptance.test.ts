@@ -74,6 +74,11 @@ const SAMPLES: Record<string, Sample> = {
     replace: { email: 'acc-user-2@example.com' },
     drift: { name: 'Renamed Outside' },
   },
+  sso_provider: {
+    create: { name: 'acc-sso', protocol: 'oidc', issuer: 'https://idp.example.com', client_id: 'acc-client', scopes: ['openid', 'email'] },
+    update: { allowed_domains: ['example.com'], auto_provision: true },
+    replace: { protocol: 'google' },
+  },
 };
 
 /** Kinds this file leaves out, and why. */
@@ -82,7 +87,6 @@ const SKIP: Record<string, string> = {
   connector: 'full lifecycle in terraform.test.ts, with its secret and write-only password',
   notification_channel: 'full lifecycle in terraform.test.ts (and the support channels here)',
   alert_rule: 'full lifecycle in terraform.test.ts',
-  sso_provider: 'being built in the SSO work; its client_secret (write-only) and sign-in flows need their own test',
 };
 
 const specs = [...resourceSpecs().values()];
