@@ -4,7 +4,7 @@ import { ApiKeyCredentials, PasswordCredentials } from './auth.js';
 import { apiBase, clientConfigFromEnv, DEFAULT_RETRY, validateConfig, type ClientConfig } from './config.js';
 import { DataPlatformError } from './errors.js';
 import type { ClientEvent } from './events.js';
-import type { Alert, AuditLogEntry, ConnectionTest, DiscoveredSchema, InfrastructureApply, InfrastructurePlan, LineageGraph, Model, Run, RunTrigger, WritableKindName, WritableKinds } from './generated/kinds.js';
+import type { Alert, AuditLogEntry, ConnectionTest, DiscoveredSchema, InfrastructureApply, InfrastructurePlan, LineageGraph, Model, Run, RunTrigger, WritableKindName, WritableKinds } from '../kinds/generated/kinds.js';
 import { HttpCore, type CallResult, type CallSpec, type Method } from './http.js';
 import { KindResourceClient, ListEndpoint, type CallOptions, type DynamicResourceClient, type ResourceClient } from './resources.js';
 import { StatsRecorder, type ClientStats } from './stats.js';

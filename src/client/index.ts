@@ -23,4 +23,4 @@ export { FileTokenStore, MemoryTokenStore, type TokenStore, type Tokens } from '
 export { localhostLookup } from './transport.js';
 export { EventStream, StreamsClient, StreamClosedError, type StepUpdate, type AlertEvent, type StreamOptions, type PipelineRunStreamOptions } from './streams.js';
 export { parseRetryAfter } from './rate-gate.js';
-export * from './generated/kinds.js';
+export * from '../kinds/generated/kinds.js';

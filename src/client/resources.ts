@@ -1,7 +1,7 @@
 import type { KindDescriptor } from '../kinds/index.js';
 import { ApiError, DataPlatformError } from './errors.js';
 import type { HttpCore, Query } from './http.js';
-import type { WritableKindName, WritableKinds } from './generated/kinds.js';
+import type { WritableKindName, WritableKinds } from '../kinds/generated/kinds.js';
 
 /** The list envelope (spec section 4, Pagination). */
 export interface Page<T> {

@@ -1,5 +1,5 @@
 import WebSocket from 'ws';
-import type { Alert, Run } from './generated/kinds.js';
+import type { Alert, Run } from '../kinds/generated/kinds.js';
 import { ApiError, DataPlatformError } from './errors.js';
 import type { ClientEvent } from './events.js';
 import { formatRoute, type HttpCore } from './http.js';
@@ -328,7 +328,7 @@ export class StreamsClient {
       for (let i = 0; i < 20; i++) {
         const run = await this.readRun(projectId!, pipelineId, runId);
         if (TERMINAL_RUN.has(run.status)) {
-          return run.steps.flatMap(({ step_id = '', status = 'pending', started_at }) => [
+          return run.steps.flatMap(({ step_id, status, started_at }) => [
             ...(started_at ? [key(step_id, 'running')] : []),
             ...(status !== 'pending' && status !== 'running' ? [key(step_id, status)] : []),
           ]);

@@ -1,3 +1,4 @@
+import type { Run } from '../../kinds/generated/kinds.js';
 import type { Queryable } from '../store/db.js';
 import type { StoredResource } from '../store/resources.js';
 import { lockRow } from '../routes/crud.js';
@@ -5,60 +6,19 @@ import { newId } from '../ids.js';
 import { notFound } from '../errors.js';
 import { META, Stopped, type Runtime } from './runtime.js';
 
-export type RunType = 'connector_sync' | 'pipeline' | 'dbt_run' | 'infrastructure_apply';
-export type RunStatus = 'queued' | 'running' | 'succeeded' | 'failed' | 'cancelled';
-export type Trigger = 'manual' | 'schedule' | 'pipeline';
+/** A run as the API returns it: the generated type of schemas/kinds/run.schema.json (every field is always present). */
+export type RunData = Run & { [key: string]: unknown };
+export type RunType = Run['run_type'];
+export type RunStatus = Run['status'];
+export type Trigger = Run['trigger'];
+export type TableResult = Run['tables'][number];
+export type StepResult = Run['steps'][number];
+export type ModelResult = Run['models'][number];
+export type ChangeResult = Run['changes'][number];
 /** Steps, models, tables and changes share one small state machine. */
-export type UnitStatus = 'pending' | 'running' | 'completed' | 'failed' | 'skipped';
-
-export interface Unit {
-  status: UnitStatus;
-  started_at: string | null;
-  finished_at: string | null;
-  duration_seconds: number | null;
-  error: string | null;
-}
-export interface TableResult extends Unit {
-  table: string;
-  rows: number | null;
-}
-export interface StepResult extends Unit {
-  step_id: string;
-  step_name: string;
-  step_type: 'connector_sync' | 'dbt_run' | 'notification';
-  run_id: string | null;
-}
-export interface ModelResult extends Unit {
-  name: string;
-  materialization: string;
-}
-export interface ChangeResult extends Unit {
-  resource_id: string;
-  name: string;
-  action: 'create' | 'update' | 'delete';
-}
-
-/** A run as the API returns it (schemas/kinds/run.schema.json): every field is always present. */
-export interface RunData {
-  [key: string]: unknown;
-  id: string;
-  project_id: string;
-  run_type: RunType;
-  resource_id: string;
-  status: RunStatus;
-  trigger: Trigger;
-  parent_run_id: string | null;
-  simulated: boolean;
-  started_at: string;
-  finished_at: string | null;
-  duration_seconds: number | null;
-  error: string | null;
-  plan_id: string | null;
-  tables: TableResult[];
-  steps: StepResult[];
-  models: ModelResult[];
-  changes: ChangeResult[];
-}
+export type UnitStatus = StepResult['status'];
+/** What every unit of work (table, step, model, change) has. */
+export type Unit = Pick<StepResult, 'status' | 'started_at' | 'finished_at' | 'duration_seconds' | 'error'>;
 
 export const pendingUnit = (): Unit => ({ status: 'pending', started_at: null, finished_at: null, duration_seconds: null, error: null });
 

@@ -4,6 +4,7 @@ import pg from 'pg';
 import { expect, inject } from 'vitest';
 import type { TestService, TestTenant } from '../../support/service.js';
 import type { HttpResponse } from '../../support/http.js';
+import type { Run } from '../../../src/kinds/generated/kinds.js';
 
 /**
  * A real PostgreSQL source for connectors: a fresh database on the test server (inject('pgUrl'),
@@ -132,24 +133,8 @@ export async function silentServer(): Promise<{ port: number; close(): Promise<v
   };
 }
 
-export interface Run {
-  id: string;
-  run_type: string;
-  resource_id: string;
-  status: string;
-  trigger: string;
-  parent_run_id: string | null;
-  simulated: boolean;
-  started_at: string;
-  finished_at: string | null;
-  duration_seconds: number | null;
-  error: string | null;
-  plan_id: string | null;
-  tables: { table: string; status: string; rows: number | null; started_at: string | null; finished_at: string | null; duration_seconds: number | null; error: string | null }[];
-  steps: { step_id: string; step_name: string; step_type: string; status: string; started_at: string | null; finished_at: string | null; duration_seconds: number | null; run_id: string | null; error: string | null }[];
-  models: { name: string; materialization: string; status: string; started_at: string | null; finished_at: string | null; duration_seconds: number | null; error: string | null }[];
-  changes: { resource_id: string; name: string; action: string; status: string; error: string | null }[];
-}
+/** A run as the API returns it (generated from schemas/kinds/run.schema.json). */
+export type { Run };
 
 /** Polls a run (GET path) until it has ended. */
 export async function waitForRun(svc: TestService, t: TestTenant, path: string, timeoutMs = 15_000): Promise<Run> {
