@@ -5,7 +5,7 @@ export interface AlertRuleCondition {
   readonly metric: string;
   readonly operator: string;
   readonly threshold: number;
-  /** Default: 60. */
+  /** run_failed only: failed runs of the resource are counted over this many minutes and the count is compared with the threshold. Default: 60. */
   readonly windowMinutes?: number;
 }
 
@@ -38,7 +38,7 @@ export class AlertRuleConditionOutputReference extends cdk.ComplexObject {
     return this.getNumberAttribute('threshold');
   }
 
-  /** Default: 60. */
+  /** run_failed only: failed runs of the resource are counted over this many minutes and the count is compared with the threshold. Default: 60. */
   get windowMinutes() {
     return this.getNumberAttribute('window_minutes');
   }

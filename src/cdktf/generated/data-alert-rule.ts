@@ -22,7 +22,7 @@ export class DataAlertRuleConditionOutputReference extends cdk.ComplexObject {
     return this.getNumberAttribute('threshold');
   }
 
-  /** Set by the server. */
+  /** run_failed only: failed runs of the resource are counted over this many minutes and the count is compared with the threshold. Set by the server. */
   get windowMinutes() {
     return this.getNumberAttribute('window_minutes');
   }

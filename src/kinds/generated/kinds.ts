@@ -16,7 +16,7 @@ export interface AlertRule {
     metric: "run_failed" | "run_duration_seconds" | "rows_synced" | "freshness_minutes";
     operator: "gt" | "gte" | "lt" | "lte" | "eq";
     threshold: number;
-    /** Default: 60. */
+    /** run_failed only: failed runs of the resource are counted over this many minutes and the count is compared with the threshold. Default: 60. */
     window_minutes: number;
   };
   /** What the rule watches; empty watches every run of the project. Default: {}. */
@@ -54,7 +54,7 @@ export interface AlertRuleCreate {
     metric: "run_failed" | "run_duration_seconds" | "rows_synced" | "freshness_minutes";
     operator: "gt" | "gte" | "lt" | "lte" | "eq";
     threshold: number;
-    /** Default: 60. */
+    /** run_failed only: failed runs of the resource are counted over this many minutes and the count is compared with the threshold. Default: 60. */
     window_minutes?: number;
   };
   /** What the rule watches; empty watches every run of the project. Default: {}. */
@@ -87,7 +87,7 @@ export interface AlertRuleUpdate {
     metric: "run_failed" | "run_duration_seconds" | "rows_synced" | "freshness_minutes";
     operator: "gt" | "gte" | "lt" | "lte" | "eq";
     threshold: number;
-    /** Default: 60. */
+    /** run_failed only: failed runs of the resource are counted over this many minutes and the count is compared with the threshold. Default: 60. */
     window_minutes?: number;
   };
   /** What the rule watches; empty watches every run of the project. */
