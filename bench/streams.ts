@@ -14,7 +14,8 @@
  * service when the step changed, millisecond precision), for the updates emitted after that
  * subscriber connected; earlier ones arrive in the catch-up and count only for loss.
  * Lost = expected (step, status) pairs of the finished run not received by a subscriber.
- * RSS is the service process's (sampled every 100 ms; before and peak).
+ * RSS is the service process's (sampled every 100 ms; before and peak). Server fan-out is the time
+ * from the runtime's step_update to the last socket write of it (all subscribers) in the service.
  *
  * Goal: p99 < 50 ms and nothing lost. It is a report: it exits 0 once it has printed.
  */
@@ -73,7 +74,7 @@ async function clients() {
   });
 }
 
-type FromChild = { type: 'ready'; port: number; caPath: string; token: string } | { type: 'rss'; rss: number };
+type FromChild = { type: 'ready'; port: number; caPath: string; token: string } | { type: 'rss'; rss: number } | { type: 'fanout'; ms: number[] };
 
 async function server() {
   const { startService } = await import('../src/service/server.js');
@@ -83,7 +84,16 @@ async function server() {
   await ensureTenantWithAdmin(svc.ctx, TENANT, 'admin@bench.test', 'correct-horse-battery');
   const tenant = (await svc.ctx.tenants.bySlug(TENANT))!;
   const { tokens } = await svc.ctx.auth.login(tenant.id, 'admin@bench.test', 'correct-horse-battery');
+  // Server-side fan-out: from the runtime's step_update to every socket's write done (the bus is
+  // synchronous on SQLite, so a listener before and one after the streams' own bracket it).
+  const { runtimeOf } = await import('../src/service/runtime/runtime.js');
+  const events = runtimeOf(svc.ctx).events;
+  const fanout: number[] = [];
+  let startedAt = 0;
+  events.prependListener('step_update', () => (startedAt = performance.now()));
+  events.on('step_update', () => fanout.push(performance.now() - startedAt));
   process.on('message', (msg: { type: string }) => {
+    if (msg.type === 'fanout') process.send!({ type: 'fanout', ms: fanout } satisfies FromChild);
     if (msg.type === 'rss') process.send!({ type: 'rss', rss: process.memoryUsage().rss } satisfies FromChild);
     if (msg.type === 'stop') void svc.close().finally(() => (rmSync(dataDir, { recursive: true, force: true }), process.exit(0)));
   });
@@ -161,6 +171,7 @@ async function main() {
   const subs = (await fromClients({ type: 'collect', expected })).flatMap((r) => r.subs);
   clearInterval(sampler);
   const rssAfter = (await ask<Extract<FromChild, { type: 'rss' }>>({ type: 'rss' })).rss;
+  const fan = (await ask<Extract<FromChild, { type: 'fanout' }>>({ type: 'fanout' })).ms.sort((a, b) => a - b);
 
   const lost = subs.reduce((n, s) => n + s.missing, 0);
   const dups = subs.reduce((n, s) => n + s.dup, 0);
@@ -178,6 +189,8 @@ async function main() {
     ['latency p50 (ms)', String(p50)],
     ['latency p99 (ms)', String(p99)],
     ['latency max (ms)', String(lat.at(-1) ?? NaN)],
+    ['server fan-out p50 (ms)', pct(fan, 50).toFixed(1)],
+    ['server fan-out p99 (ms)', pct(fan, 99).toFixed(1)],
     ['messages lost', String(lost)],
     ['duplicates', String(dups)],
     ['service RSS before', mb(rssBefore)],
