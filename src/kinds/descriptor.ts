@@ -25,6 +25,8 @@ export interface KindDescriptor {
   readPermission: PermissionLevel;
   writePermission: PermissionLevel;
   readOnlyKind: boolean;
+  /** Stored under the resource that made it (a run under its connector) and deleted with it. */
+  deletedWithParent: boolean;
   /** The schema file as written. */
   schema: KindSchemaFile;
   /** Top-level field names by role. */
@@ -150,6 +152,7 @@ export function describeKind(file: KindSchemaFile): KindDescriptor {
     readPermission: file['x-read-permission'] ?? 'read-only',
     writePermission: file['x-write-permission'] ?? 'read-write',
     readOnlyKind: !!file['x-read-only-kind'],
+    deletedWithParent: !!file['x-deleted-with-parent'],
     schema: file,
     dags: Object.entries(props).filter(([, p]) => p['x-dag']).map(([field, p]) => ({ field, noun: String(p['x-dag']) })),
     computedFields: top((p) => !!p['x-computed']),

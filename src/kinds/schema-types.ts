@@ -63,4 +63,5 @@ export interface KindSchemaFile extends JsonSchema {
   'x-write-permission'?: PermissionLevel;
   'x-read-permission'?: PermissionLevel;
   'x-read-only-kind'?: boolean;
+  'x-deleted-with-parent'?: boolean;
 }

@@ -40,6 +40,9 @@ const isUniqueViolation = (err: unknown) => {
 /** Validates a whole object after a PATCH merge, so rules between fields (if/then) still hold. */
 const mergedAjv = createAjv();
 
+/** Kinds stored under the resource that made them (runs, discovered schemas): deleted with it. */
+const OWNED_KINDS = [...KINDS.values()].filter((d) => d.deletedWithParent).map((d) => d.kind);
+
 /** Kinds that reference `target`, with where: the places that block its deletion. */
 function referrersOf(target: string) {
   return [...KINDS.values()].flatMap((d) => d.references.filter((r) => r.kind === target).map((r) => ({ kind: d, path: r.path })));
@@ -372,6 +375,7 @@ export function registerKindRoutes(app: FastifyInstance, ctx: ServiceContext, d:
             await checkNotReferenced(ctx, d, existing, w.q);
             await behaviour.beforeDelete?.(existing, w);
             await ctx.resources.delete(existing.id, w.q);
+            await ctx.resources.deleteChildren(existing.tenantId, existing.id, OWNED_KINDS, w.q);
           });
           reply.code(204);
           return null;

@@ -132,6 +132,12 @@ export class ResourceStore {
     await q.run('DELETE FROM resources WHERE id = ?', [id]);
   }
 
+  /** What a resource made and owns (runs, a discovered schema), deleted with it. */
+  async deleteChildren(tenantId: string, parentId: string, kinds: string[], q: Queryable = this.db): Promise<void> {
+    if (kinds.length === 0) return;
+    await q.run(`DELETE FROM resources WHERE tenant_id = ? AND parent_id = ? AND kind IN (${kinds.map(() => '?').join(', ')})`, [tenantId, parentId, ...kinds]);
+  }
+
   /** Everything inside a project, for cascading deletes. */
   async deleteProjectContents(tenantId: string, projectId: string, q: Queryable = this.db): Promise<void> {
     await q.run('DELETE FROM resources WHERE tenant_id = ? AND project_id = ?', [tenantId, projectId]);

@@ -314,3 +314,17 @@ describe('POST .../connectors/{id}/sync', () => {
     expect(entries.find((e: { outcome: string; status_code: number }) => e.outcome === 'failure' && e.status_code === 403)).toBeTruthy();
   });
 });
+
+describe('DELETE .../connectors/{id}', () => {
+  it('deletes the runs and the discovered schema the connector made with it', async () => {
+    const c = await pgConnector();
+    await svc.ok(t, 'GET', `${p}/${c.id}/schema`);
+    const { run_id } = await svc.ok(t, 'POST', `${p}/${c.id}/sync`);
+    await waitForRun(svc, t, `${p}/${c.id}/runs/${run_id}`);
+    const owned = () => svc.service.ctx.db.all<{ kind: string }>('SELECT kind FROM resources WHERE parent_id = ? ORDER BY kind', [c.id]);
+    expect((await owned()).map((r) => r.kind)).toEqual(['discovered_schema', 'run']);
+    await svc.ok(t, 'DELETE', `${p}/${c.id}`, {}, 204);
+    expect(await owned()).toEqual([]);
+    expectError(await svc.call(t, 'GET', `${p}/${c.id}/runs/${run_id}`), 404, 'resource_not_found');
+  });
+});
