@@ -7,6 +7,7 @@ import { DPCTL } from '../support/cli.js';
 import { signBody } from '../../src/controller/index.js';
 import { startTestService, type TestService, type TestTenant } from '../support/service.js';
 import { cliEnvFor, EXAMPLE, SECRET_ENV } from '../integration/engine/helpers.js';
+import { FaultProxy } from '../support/fault-proxy.js';
 import { TestRepo, waitFor } from './helpers.js';
 
 /**
@@ -16,10 +17,19 @@ import { TestRepo, waitFor } from './helpers.js';
 const WEBHOOK_SECRET = 'process-test-webhook-secret';
 
 let svc: TestService;
+/**
+ * The mid-apply tests talk to the service through this proxy, which holds every create for a
+ * while: on a fast machine the 25 creates of the example otherwise finish before a signal
+ * sent after the third one arrives, and there would be nothing in flight to interrupt.
+ */
+let slow: FaultProxy;
 beforeAll(async () => {
   svc = await startTestService();
+  slow = await FaultProxy.start(svc);
+  slow.rule = ({ method, path }) => (method === 'POST' && path.startsWith('/api/v1/projects') ? { delayMs: 150 } : 'forward');
 });
 afterAll(async () => {
+  await slow?.close();
   await svc?.close();
 });
 
@@ -74,12 +84,16 @@ async function inventory(t: TestTenant): Promise<Map<string, number>> {
   return counts;
 }
 
-/** Env for a password login whose password comes from a file, as from a mounted Secret. */
-function credentials(t: TestTenant): { env: Record<string, string>; passwordFile: string } {
+/**
+ * Env for a password login whose password comes from a file, as from a mounted Secret;
+ * `throughSlowProxy` points the controller at the proxy that holds creates.
+ */
+function credentials(t: TestTenant, throughSlowProxy = false): { env: Record<string, string>; passwordFile: string } {
   const dir = mkdtempSync(join(tmpdir(), 'dp-ctl-secret-'));
   const passwordFile = join(dir, 'password');
   writeFileSync(passwordFile, `${t.adminPassword}\n`);
   const { DATAPLATFORM_PASSWORD: _drop, ...env } = cliEnvFor(svc, t);
+  if (throughSlowProxy) env.DATAPLATFORM_URL = `https://${t.slug}.localhost:${slow.port}`;
   return { env: { ...env, DPCTL_WEBHOOK_SECRET: WEBHOOK_SECRET }, passwordFile };
 }
 
@@ -91,7 +105,7 @@ describe('dpctl controller process', () => {
     const repo = new TestRepo();
     const rev = repo.addExample('platform').commit('the platform');
     const stateDir = mkdtempSync(join(tmpdir(), 'dp-ctl-state-'));
-    const { env, passwordFile } = credentials(t);
+    const { env, passwordFile } = credentials(t, true);
     const args = ['--source', repo.remote, '--path', 'platform', '--state-dir', stateDir, '--password-file', passwordFile, '--concurrency', '1'];
 
     const first = startController(args, env);
@@ -132,7 +146,7 @@ describe('dpctl controller process', () => {
     const t = await svc.tenant();
     const dir = join(mkdtempSync(join(tmpdir(), 'dp-ctl-dir-')), 'platform');
     cpSync(EXAMPLE, dir, { recursive: true });
-    const { env, passwordFile } = credentials(t);
+    const { env, passwordFile } = credentials(t, true);
     const args = ['--source', dir, '--state-dir', mkdtempSync(join(tmpdir(), 'dp-ctl-state-')), '--password-file', passwordFile, '--concurrency', '1'];
     const c = startController(args, env);
     await waitFor('a few creates', () => c.logs().filter((l) => /^\+ .*: created/.test(l.msg ?? '')).length >= 2, 30_000, () => c.raw().slice(-2000));

@@ -14,7 +14,9 @@ export type Fault =
   /** Let the service process the request, then drop the client's connection without an answer. */
   | 'forward-then-drop'
   /** Let the service process the request, then answer this status instead of its answer. */
-  | { forwardThenStatus: number };
+  | { forwardThenStatus: number }
+  /** Pass the request on after this many milliseconds (a slow network or a busy server). */
+  | { delayMs: number };
 
 export interface SeenRequest {
   method: string;
@@ -61,6 +63,7 @@ export class FaultProxy {
         res.end(fault.body === undefined ? JSON.stringify({ error: { code: 'internal_error', message: 'injected fault' } }) : JSON.stringify(fault.body));
         return;
       }
+      if (typeof fault === 'object' && 'delayMs' in fault) await new Promise((r) => setTimeout(r, fault.delayMs));
       const host = (req.headers.host ?? '').replace(/:\d+$/, '');
       const headers: Record<string, string> = {};
       for (const name of ['authorization', 'content-type', 'accept', 'user-agent']) {
