@@ -52,6 +52,12 @@ describe('EndpointGate', () => {
     expect(gate.pausedUntil('GET /a')).toBeUndefined();
   });
 
+  it('reports no wait for an open key even when the clock ticks between its reads', async () => {
+    let t = 1_000;
+    const gate = new EndpointGate(() => t++); // every read of the clock is 1 ms later
+    expect(await gate.wait('GET /a', t + 1000, undefined, () => new Error('too long'))).toBe(0);
+  });
+
   it('fails at once when the pause outlasts the deadline, and honours an abort', async () => {
     const gate = new EndpointGate();
     gate.pause('GET /a', 10_000);
