@@ -1,3 +1,4 @@
+import { availableParallelism } from 'node:os';
 import { defineConfig } from 'vitest/config';
 
 /**
@@ -9,6 +10,9 @@ export default defineConfig({
     testTimeout: 30_000,
     hookTimeout: 60_000,
     pool: 'forks',
+    // Vitest's default (cores - 1) is one worker on the 2-core CI machine; most test time is spent
+    // waiting on terraform, cdktf and service child processes, so two workers halve the wall time.
+    maxWorkers: Math.max(2, availableParallelism()),
     projects: [
       // The sqlite project gets the PostgreSQL server too: runtime tests connect connectors to it as a real source.
       { extends: true, test: { name: 'sqlite', include: ['test/**/*.test.ts'], globalSetup: ['test/support/postgres-global-setup.ts'] } },
