@@ -14,6 +14,8 @@ export interface DemoControllerOptions {
   password: string;
   /** The YAML directory to keep the tenant equal to. */
   dir: string;
+  /** Where the controller keeps its snapshots of the directory (under the service's data dir). */
+  stateDir: string;
   interval: string;
   listen: string;
   logLevel: string;
@@ -35,7 +37,7 @@ export async function startDemoController(o: DemoControllerOptions): Promise<Run
   const level = o.logLevel === 'silent' || o.logLevel === 'fatal' ? 'error' : o.logLevel;
   const logger = pino({ name: 'dpctl-controller', level }, pino.destination({ fd: 1, sync: true }));
   const controller = await startController({
-    source: new DirectorySource(dir),
+    source: new DirectorySource(dir, { snapshotDir: resolve(o.stateDir, 'dir') }),
     client,
     mode: 'apply',
     intervalMs: parseDuration(o.interval, '--reconcile-interval'),

@@ -1,4 +1,5 @@
 import { Command, Option } from 'commander';
+import { join } from 'node:path';
 import { startService, openServiceContext } from '../service/server.js';
 import { ensureTenantWithAdmin } from '../service/bootstrap.js';
 import { readStdin } from './stdin.js';
@@ -79,7 +80,7 @@ export function serveCommand(): Command {
       let controller: Awaited<ReturnType<typeof startDemoController>> | undefined;
       if (opts.reconcile) {
         if (!(slug && email && password)) throw new Error('--reconcile needs a bootstrapped tenant: use --demo or set DP_BOOTSTRAP_TENANT, DP_BOOTSTRAP_EMAIL and DP_BOOTSTRAP_PASSWORD');
-        controller = await startDemoController({ service, slug, email, password, dir: opts.reconcile, interval: opts.reconcileInterval, listen: opts.controllerListen, logLevel: opts.logLevel });
+        controller = await startDemoController({ service, slug, email, password, dir: opts.reconcile, stateDir: join(opts.dataDir, 'controller'), interval: opts.reconcileInterval, listen: opts.controllerListen, logLevel: opts.logLevel });
         lines.push(
           `Controller: reconciling ${controller.dir} into tenant "${slug}" every ${opts.reconcileInterval}; edit a YAML file there and it is applied`,
           `Status:   ${controller.url}/status`,

@@ -172,7 +172,7 @@ async function start(opts: ControllerOpts, log: pino.Logger) {
 
   const plain = opts.sourceType === 'dir' || (opts.sourceType === 'auto' && isPlainDirectory(opts.source));
   const source: ConfigSource = plain
-    ? new DirectorySource(opts.path && opts.path !== '.' ? join(opts.source, opts.path) : opts.source)
+    ? new DirectorySource(opts.path && opts.path !== '.' ? join(opts.source, opts.path) : opts.source, { snapshotDir: join(stateDir, 'dir') })
     : new GitSource({ url: opts.source, branch: opts.branch, path: opts.path, stateDir });
 
   const electorOptions: ElectorOptions =

@@ -1,10 +1,10 @@
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { reconcile } from '../../src/engine/index.js';
-import { GitSource, signBody, startController, type RunningController } from '../../src/controller/index.js';
+import { DirectorySource, GitSource, signBody, startController, type RunningController } from '../../src/controller/index.js';
 import { startTestService, type TestService, type TestTenant } from '../support/service.js';
 import { clientFor, copyExample, SECRET_ENV } from '../integration/engine/helpers.js';
 import { TestRepo, waitFor } from './helpers.js';
@@ -306,5 +306,52 @@ describe('--prune, with the mass-delete guard', () => {
     const projects = await svc.ok(t, 'GET', '/projects');
     const marketing = projects.data.find((p: any) => p.name === 'marketing');
     expect((await svc.ok(t, 'GET', `/projects/${marketing.id}/connectors`)).data.length).toBeGreaterThan(0);
+  });
+});
+
+describe('a plain directory source (git-sync, npm start)', () => {
+  let t: TestTenant;
+  let dir: string;
+  let ctl: RunningController;
+
+  beforeAll(async () => {
+    t = await svc.tenant();
+    dir = copyExample();
+    ctl = await startController({
+      source: new DirectorySource(dir, { snapshotDir: join(mkdtempSync(join(tmpdir(), 'dp-ctl-state-')), 'dir') }),
+      client: clientFor(svc, t),
+      mode: 'apply',
+      intervalMs: 500,
+      engine: { sourceId: 'platform', env, concurrency: 4 },
+      logger: silent,
+      processMetrics: false,
+    });
+  });
+  afterAll(async () => {
+    await ctl?.stop();
+  });
+
+  test('an invalid edit is not applied and the last good revision stays in force: drift is still corrected', { timeout: 60_000 }, async () => {
+    const good = (await waitFor('a converged run', () => ctl.status().last_run?.result === 'converged' && ctl.status(), 60_000, () => ctl.status().last_run)).revision.applied!.id;
+    const transform = join(dir, 'analytics/transform.yaml');
+    const text = readFileSync(transform, 'utf8');
+    // A valid change and a broken file at once: nothing of it may reach the platform.
+    writeFileSync(transform, text.replace('schedule: "0 2 * * *"', 'schedule: "0 6 * * *"'));
+    writeFileSync(join(dir, 'analytics/broken.yaml'), 'apiVersion: dataplatform/v1\nkind: Connector\nmetadata:\n  name: x\n  project: analytics\nspec: [unclosed\n');
+    const status = await waitFor('the invalid revision reported', () => ctl.status().revision.invalid && ctl.status().last_run?.result === 'invalid' && ctl.status(), 20_000, () => ctl.status().last_run);
+    expect(status.revision.applied?.id).toBe(good);
+    expect(status.revision.invalid!.errors[0]).toMatch(/^analytics\/broken\.yaml:\d+:\d+: /);
+
+    // The revision in force is still reconciled: drift made by hand is corrected while the files are broken.
+    await patchByHand(t, 'connectors', 'orders-db', { schedule: '5 * * * *' });
+    await waitFor('the connector schedule back to the last good revision', async () => (await find(t, 'connectors', 'orders-db')).schedule === '0 * * * *', 10_000);
+    expect(ctl.status().last_run?.result).toBe('invalid');
+    expect((await find(t, 'pipelines', 'nightly-revenue')).schedule).toBe('0 2 * * *');
+
+    // Fixing the files applies the change.
+    rmSync(join(dir, 'analytics/broken.yaml'));
+    await waitFor('the fix applied', async () => (await find(t, 'pipelines', 'nightly-revenue')).schedule === '0 6 * * *', 20_000, () => ctl.status().last_run);
+    await waitFor('a converged run of the fix', () => ctl.status().last_run?.result === 'converged' && ctl.status().revision.invalid === null, 10_000, () => ctl.status().last_run);
+    expect(ctl.status().revision.applied?.id).not.toBe(good);
   });
 });

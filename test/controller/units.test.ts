@@ -1,4 +1,4 @@
-import { mkdtempSync, writeFileSync, mkdirSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, writeFileSync, mkdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, test } from 'vitest';
@@ -83,20 +83,38 @@ describe('controller building blocks', () => {
     expect(b.get('b')).toBeDefined();
   });
 
-  test('a directory source: the revision is a hash of the YAML files, dot entries ignored', async () => {
+  test('a directory source: the revision hashes every file but dot entries; each revision is a snapshot that later edits do not touch', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'dp-ctl-dirsrc-'));
+    const snapshots = join(mkdtempSync(join(tmpdir(), 'dp-ctl-dirsnap-')), 'dir');
     mkdirSync(join(dir, 'sub'));
     writeFileSync(join(dir, 'a.yaml'), 'a: 1\n');
     writeFileSync(join(dir, 'sub', 'b.yml'), 'b: 1\n');
-    const src = new DirectorySource(dir);
+    const src = new DirectorySource(dir, { snapshotDir: snapshots });
     const first = await src.fetch();
-    expect(first).toMatchObject({ id: expect.stringMatching(/^sha256:[0-9a-f]{16}$/), configDir: dir, root: dir, summary: '2 YAML files' });
-    writeFileSync(join(dir, 'notes.txt'), 'not config');
+    expect(first).toMatchObject({ id: expect.stringMatching(/^sha256:[0-9a-f]{16}$/), summary: '2 YAML files' });
+    expect(first.root).toBe(first.configDir);
+    expect(first.root.startsWith(snapshots)).toBe(true);
+    expect(readFileSync(join(first.root, 'sub', 'b.yml'), 'utf8')).toBe('b: 1\n');
+
     mkdirSync(join(dir, '.git'));
     writeFileSync(join(dir, '.git', 'x.yaml'), 'ignored');
     expect((await src.fetch()).id).toBe(first.id);
-    writeFileSync(join(dir, 'sub', 'b.yml'), 'b: 2\n');
-    expect((await src.fetch()).id).not.toBe(first.id);
+    // A file the YAML may read (secretRef: { file: ... }, relative to the document) is part of the revision.
+    writeFileSync(join(dir, 'token.txt'), 's3cret');
+    const withFile = await src.fetch();
+    expect(withFile.id).not.toBe(first.id);
+    expect(readFileSync(join(withFile.root, 'token.txt'), 'utf8')).toBe('s3cret');
+
+    writeFileSync(join(dir, 'sub', 'b.yml'), 'b: [broken\n');
+    const edited = await src.fetch();
+    expect(edited.id).not.toBe(withFile.id);
+    // The earlier revision still reads as it was: that is what keeps the last good one in force.
+    expect(readFileSync(join(withFile.root, 'sub', 'b.yml'), 'utf8')).toBe('b: 1\n');
+
+    await src.cleanup([withFile.id]);
+    expect(existsSync(withFile.root)).toBe(true);
+    expect(existsSync(first.root)).toBe(false);
+    expect(existsSync(edited.root)).toBe(false);
     await expect(new DirectorySource(join(dir, 'missing')).fetch()).rejects.toThrow('not a directory');
   });
 });

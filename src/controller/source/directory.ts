@@ -1,6 +1,8 @@
-import { createHash } from 'node:crypto';
-import { readdir, readFile, stat } from 'node:fs/promises';
-import { join, relative, resolve, sep } from 'node:path';
+import { createHash, randomBytes } from 'node:crypto';
+import { existsSync } from 'node:fs';
+import { mkdir, mkdtemp, readdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { dirname, join, relative, resolve, sep } from 'node:path';
 import type { ConfigSource, Revision } from './types.js';
 
 /** Every file under `dir` (sorted, relative), skipping dot entries such as git-sync's `.git` link. */
@@ -18,29 +20,79 @@ async function listFiles(dir: string, root = dir): Promise<string[]> {
   return out;
 }
 
+export interface DirectorySourceOptions {
+  /**
+   * Where each revision's snapshot is kept (`<snapshots>/<revision>/`); the controller's state
+   * directory when it has one, else a private temporary directory.
+   */
+  snapshotDir?: string;
+}
+
 /**
  * A plain directory (e.g. kept up to date by a git-sync sidecar). Its revision is a hash of
- * the YAML files' names and contents, so a change of any file is a new revision.
+ * the files' names and contents, so a change of any file is a new revision.
+ *
+ * Each revision is copied into a snapshot, read once for both the hash and the copy, the way
+ * the git source exports each commit. The copy is what makes "the last good revision stays in
+ * force" true for a directory: after an invalid edit the live files are broken, but the
+ * snapshot of the revision before it is still there to plan against.
  */
 export class DirectorySource implements ConfigSource {
   readonly description: string;
   private readonly dir: string;
+  private snapshots: string | undefined;
 
-  constructor(dir: string) {
+  constructor(dir: string, options: DirectorySourceOptions = {}) {
     this.dir = resolve(dir);
     this.description = `directory ${this.dir}`;
+    this.snapshots = options.snapshotDir === undefined ? undefined : resolve(options.snapshotDir);
+  }
+
+  private async snapshotRoot(): Promise<string> {
+    this.snapshots ??= await mkdtemp(join(tmpdir(), 'dpctl-dir-'));
+    await mkdir(this.snapshots, { recursive: true, mode: 0o700 });
+    return this.snapshots;
   }
 
   async fetch(): Promise<Revision> {
     const s = await stat(this.dir).catch(() => undefined);
     if (!s?.isDirectory()) throw new Error(`${this.dir}: not a directory`);
+    const files = await listFiles(this.dir);
+    const contents = new Map<string, Buffer>();
     const hash = createHash('sha256');
-    const files = (await listFiles(this.dir)).filter((f) => /\.ya?ml$/i.test(f));
     for (const f of files) {
+      const bytes = await readFile(join(this.dir, f));
+      contents.set(f, bytes);
       hash.update(`${f}\0`);
-      hash.update(await readFile(join(this.dir, f)));
+      hash.update(bytes);
       hash.update('\0');
     }
-    return { id: `sha256:${hash.digest('hex').slice(0, 16)}`, configDir: this.dir, root: this.dir, summary: `${files.length} YAML file${files.length === 1 ? '' : 's'}` };
+    const id = `sha256:${hash.digest('hex').slice(0, 16)}`;
+    const root = join(await this.snapshotRoot(), id.replace(':', '-'));
+    if (!existsSync(root)) await this.write(root, contents);
+    const yaml = files.filter((f) => /\.ya?ml$/i.test(f)).length;
+    return { id, configDir: root, root, summary: `${yaml} YAML file${yaml === 1 ? '' : 's'}` };
+  }
+
+  /** Written under a temporary name and renamed, so a crash never leaves a half snapshot that looks complete. */
+  private async write(dest: string, contents: Map<string, Buffer>) {
+    const tmp = `${dest}.${randomBytes(4).toString('hex')}.tmp`;
+    try {
+      await mkdir(tmp, { recursive: true, mode: 0o700 });
+      for (const [f, bytes] of contents) {
+        await mkdir(dirname(join(tmp, f)), { recursive: true });
+        await writeFile(join(tmp, f), bytes, { mode: 0o600 });
+      }
+      await rename(tmp, dest);
+    } finally {
+      await rm(tmp, { recursive: true, force: true });
+    }
+  }
+
+  async cleanup(keep: string[]): Promise<void> {
+    if (!this.snapshots) return;
+    const names = await readdir(this.snapshots).catch(() => [] as string[]);
+    const kept = new Set(keep.map((id) => id.replace(':', '-')));
+    for (const name of names) if (!kept.has(name)) await rm(join(this.snapshots, name), { recursive: true, force: true });
   }
 }
