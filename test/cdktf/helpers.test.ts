@@ -69,4 +69,19 @@ describe('helpers above the bindings', () => {
     expect(secret(s, 'A')).toMatch(/^\$\{TfToken/);
     expect(() => secret(s, 'TAKEN')).toThrow('"TAKEN" is already the id of another construct');
   });
+
+  it('can be tested on their own with Testing.synthScope and the cdktf matchers', () => {
+    const synthesized = Testing.synthScope((scope) => {
+      const sales = new Platform(scope, 'platform').addProject('sales');
+      const crm = sales.addConnector('crm', { connectorType: 'salesforce', schedule: '0 * * * *' });
+      sales.addPipeline('hourly', { steps: [step('sync-crm', crm)] });
+    });
+    expect(Testing.toHaveProvider(synthesized, 'dataplatform')).toBe(true);
+    expect(Testing.toHaveResourceWithProperties(synthesized, 'dataplatform_project', { name: 'sales' })).toBe(true);
+    expect(Testing.toHaveResourceWithProperties(synthesized, 'dataplatform_connector', { name: 'crm', connector_type: 'salesforce', schedule: '0 * * * *' })).toBe(true);
+    // The matchers do fail: another value of the same resource is not found.
+    expect(Testing.toHaveResourceWithProperties(synthesized, 'dataplatform_connector', { name: 'crm', connector_type: 'mysql' })).toBe(false);
+    expect(Testing.toHaveResourceWithProperties(synthesized, 'dataplatform_pipeline', { name: 'hourly', steps: [{ name: 'sync-crm', type: 'connector_sync' }] })).toBe(true);
+    expect(Testing.toHaveResource(synthesized, 'dataplatform_alert_rule')).toBe(false);
+  });
 });
