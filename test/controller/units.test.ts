@@ -4,6 +4,8 @@ import { join } from 'node:path';
 import { describe, expect, test } from 'vitest';
 import { Backoff } from '../../src/controller/backoff.js';
 import { DirectorySource, parseDuration, parseListen, redactUrl, signBody, verifySignature } from '../../src/controller/index.js';
+import { withJitter } from '../../src/controller/duration.js';
+import { renderStatusHtml, type ControllerStatus } from '../../src/controller/status.js';
 import { verifyBearer } from '../../src/controller/source/webhook.js';
 import { advertiseUrl, parseAdvertiseUrl } from '../../src/controller/server.js';
 
@@ -116,5 +118,31 @@ describe('controller building blocks', () => {
     expect(existsSync(first.root)).toBe(false);
     expect(existsSync(edited.root)).toBe(false);
     await expect(new DirectorySource(join(dir, 'missing')).fetch()).rejects.toThrow('not a directory');
+  });
+
+  test('the interval gets up to 10% of random jitter, never less than the interval', () => {
+    expect(withJitter(30_000, () => 0)).toBe(30_000);
+    expect(withJitter(30_000, () => 0.5)).toBe(31_500);
+    expect(withJitter(30_000, () => 0.999999)).toBe(33_000);
+    const delays = Array.from({ length: 200 }, () => withJitter(10_000));
+    expect(Math.min(...delays)).toBeGreaterThanOrEqual(10_000);
+    expect(Math.max(...delays)).toBeLessThanOrEqual(11_000);
+    // Random, not a constant: two controllers started together do not fetch in lockstep.
+    expect(new Set(delays).size).toBeGreaterThan(50);
+  });
+
+  test('the status page escapes what comes from the config, the API and git', () => {
+    const hostile = '<script>alert("x")</script>';
+    const status: ControllerStatus = {
+      controller: { mode: 'apply', source: `git ${hostile}`, source_id: hostile, interval_ms: 30_000, prune: false, suspended: false, ready: true, leader: { elected: true, identity: hostile, election: 'none' }, started_at: '2026-01-01T00:00:00.000Z' },
+      revision: { fetched: { id: 'abc', summary: hostile, at: '2026-01-01T00:00:00.000Z' }, applied: { id: 'abc', summary: hostile, at: '2026-01-01T00:00:00.000Z' }, invalid: { id: 'def', summary: null, errors: [`a.yaml:1:1: ${hostile}`] }, fetch_error: null, last_fetch_at: null },
+      last_run: null,
+      runs: 0,
+      resources: [{ kind: 'connector', yaml_kind: 'Connector', project: hostile, name: hostile, id: null, action: 'create', state: 'failed', detail: hostile }],
+      drift: [],
+    };
+    const html = renderStatusHtml(status);
+    expect(html).not.toContain('<script>');
+    expect(html).toContain('&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;');
   });
 });
