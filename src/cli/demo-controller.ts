@@ -1,8 +1,8 @@
 import { basename, resolve } from 'node:path';
-import pino from 'pino';
 import { DataPlatformClient } from '../client/index.js';
 import { startController, type RunningController } from '../controller/controller.js';
 import { parseDuration } from '../controller/duration.js';
+import { controllerLogger } from '../controller/logger.js';
 import { parseListen } from '../controller/server.js';
 import { DirectorySource } from '../controller/source/directory.js';
 import type { RunningService } from '../service/server.js';
@@ -35,7 +35,7 @@ export async function startDemoController(o: DemoControllerOptions): Promise<Run
     caFile: o.service.tls.certPath,
   });
   const level = o.logLevel === 'silent' || o.logLevel === 'fatal' ? 'error' : o.logLevel;
-  const logger = pino({ name: 'dpctl-controller', level }, pino.destination({ fd: 1, sync: true }));
+  const logger = controllerLogger(level);
   const controller = await startController({
     source: new DirectorySource(dir, { snapshotDir: resolve(o.stateDir, 'dir') }),
     client,

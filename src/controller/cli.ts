@@ -1,7 +1,8 @@
 import { existsSync, mkdirSync, readFileSync, statSync } from 'node:fs';
 import { basename, join, resolve } from 'node:path';
 import { Command, Option } from 'commander';
-import pino from 'pino';
+import type { Logger } from 'pino';
+import { controllerLogger } from './logger.js';
 import { FileTokenStore, type ClientConfig } from '../client/index.js';
 import { makeClient, withConnection, type CommonOpts } from '../cli/plan.js';
 import { startController } from './controller.js';
@@ -111,8 +112,7 @@ export function controllerCommand(): Command {
     .option('--spec-operations', 'plan with only the operations the spec documents', false)
     .addOption(new Option('--log-level <level>', 'log level').choices(['debug', 'info', 'warn', 'error']).default('info'))
     .action(async (opts: ControllerOpts) => {
-      // Synchronous JSON lines on stdout, so nothing is lost when the process exits right after.
-      const log = pino({ name: 'dpctl-controller', level: opts.logLevel, redact: { paths: ['password', 'apiKey', 'token', 'secret', '*.password', '*.apiKey', '*.token', '*.secret'], censor: '[redacted]' } }, pino.destination({ fd: 1, sync: true }));
+      const log = controllerLogger(opts.logLevel);
       try {
         const controller = await start(opts, log);
         let stopping = false;
@@ -141,7 +141,7 @@ export function controllerCommand(): Command {
     });
 }
 
-async function start(opts: ControllerOpts, log: pino.Logger) {
+async function start(opts: ControllerOpts, log: Logger) {
   const intervalMs = parseDuration(opts.interval, '--interval');
   const concurrency = Number(opts.concurrency);
   if (!Number.isInteger(concurrency) || concurrency < 1 || concurrency > 64) throw new Error(`--concurrency must be an integer from 1 to 64, got ${opts.concurrency}`);
