@@ -44,6 +44,9 @@ describe('typed runtime operations', () => {
     });
     const trigger = await client.runDbtProject(projectId, dbt.id);
     expect(trigger).toMatchObject({ status: 'running', run_id: expect.any(String), started_at: expect.any(String) });
+    // The pipeline's step runs the same dbt project, which fails while this run still runs: let it end first.
+    const dbtRun = await waitForRun(async () => (await client.request<{ status: string }>({ method: 'GET', route: '/projects/{id}/dbt-projects/{dbtId}/runs/{runId}', params: { id: projectId, dbtId: dbt.id, runId: trigger.run_id } })).body);
+    expect(dbtRun.status).toBe('succeeded');
     const pipeline = await client.resources('pipeline', { projectId }).create({ name: 'nightly', steps: [{ name: 'build', type: 'dbt_run', dbt_project_id: dbt.id }] });
     const run = await client.runPipeline(projectId, pipeline.id);
     const finished = await waitForRun(() => client.pipelineRun(projectId, pipeline.id, run.run_id));
