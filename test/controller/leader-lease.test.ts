@@ -206,9 +206,9 @@ describe('Lease leader election (against an in-test Kubernetes API, not a real c
     expect(won.description).toBe(`lease ${NAMESPACE}/${NAME}`);
   });
 
-  it('takes over an expired Lease: the replica whose update carries an outdated resourceVersion gets 409 and stays standby', async () => {
+  it('takes over a Lease nobody holds: the replica whose update carries an outdated resourceVersion gets 409 and stays standby', async () => {
     const old = new Date(Date.now() - 60_000).toISOString().replace('Z', '000Z');
-    api.preset({ holderIdentity: 'pod-gone', leaseDurationSeconds: 15, acquireTime: old, renewTime: old, leaseTransitions: 4 });
+    api.preset({ leaseDurationSeconds: 1, acquireTime: old, renewTime: old, leaseTransitions: 4 });
     const a = elector('pod-a');
     const b = elector('pod-b');
     api.holdGets(2); // both read the same resourceVersion, both try to update it
@@ -216,11 +216,32 @@ describe('Lease leader election (against an in-test Kubernetes API, not a real c
     await until(() => api.writes.length >= 2, 2_000, 'the second update');
     const [first, second] = api.writes.filter((w) => w.method === 'PUT');
     expect([first.status, second.status].sort()).toEqual([200, 409]);
-    expect(first.before?.holderIdentity).toBe('pod-gone');
-    expect(api.lease?.spec).toMatchObject({ holderIdentity: won.identity, leaseTransitions: 5 });
+    expect(first.before?.holderIdentity).toBeUndefined();
+    expect(api.lease?.spec).toMatchObject({ holderIdentity: won.identity, leaseDurationSeconds: LEASE_SECONDS, leaseTransitions: 5 });
     expect(Date.parse(api.lease!.spec!.acquireTime!)).toBeGreaterThan(Date.parse(old));
     expect([a, b].filter((e) => e.isLeader())).toEqual([won]);
   });
+
+  // Like client-go: expiry is "this version has not changed for leaseDurationSeconds on my clock",
+  // never "renewTime + duration < my clock", so a holder whose clock is off cannot lose (or keep) the lease early.
+  for (const [skew, offsetMs] of [['an hour behind', -3_600_000], ['an hour ahead', 3_600_000]] as const) {
+    it(`takes over a dead holder's Lease after one lease duration of no change on its own clock (holder's clock ${skew})`, async () => {
+      const stamp = new Date(Date.now() + offsetMs).toISOString().replace('Z', '000Z');
+      api.preset({ holderIdentity: 'pod-gone', leaseDurationSeconds: LEASE_SECONDS, acquireTime: stamp, renewTime: stamp, leaseTransitions: 4 });
+      const a = elector('pod-a');
+      const startedAt = Date.now();
+      let leadsAt = 0;
+      const acquired = a.acquire(never()).then(() => (leadsAt = Date.now()));
+      await sleep(LEASE_SECONDS * 1000 - 500);
+      expect(leadsAt).toBe(0);
+      expect(api.writes).toEqual([]);
+      await acquired;
+      expect(leadsAt - startedAt).toBeGreaterThanOrEqual(LEASE_SECONDS * 1000);
+      expect(leadsAt - startedAt).toBeLessThan(LEASE_SECONDS * 1000 + 2_000);
+      expect(api.lease?.spec).toMatchObject({ holderIdentity: 'pod-a', leaseTransitions: 5 });
+      expect(logs.some((l) => l.startsWith(`pod-a: leader election: took over lease ${NAMESPACE}/${NAME} from pod-gone (not renewed for ${LEASE_SECONDS} s)`))).toBe(true);
+    });
+  }
 
   it('does not take a Lease that is held and fresh, and takes it over only after it expired when the leader stopped renewing', async () => {
     const a = elector('pod-a');
@@ -281,7 +302,7 @@ describe('Lease leader election (against an in-test Kubernetes API, not a real c
 
     // An expired Lease whose annotation names a dead leader: nobody to forward to.
     const old = new Date(Date.now() - 60_000).toISOString().replace('Z', '000Z');
-    api.preset({ holderIdentity: 'pod-gone', leaseDurationSeconds: 15, acquireTime: old, renewTime: old, leaseTransitions: 2 });
+    api.preset({ holderIdentity: 'pod-gone', leaseDurationSeconds: LEASE_SECONDS, acquireTime: old, renewTime: old, leaseTransitions: 2 });
     api.lease!.metadata.annotations = { [LEADER_URL_ANNOTATION]: 'http://10.0.0.9:9090', 'example.com/owner': 'platform-team' };
     expect(await observer.leaderUrl()).toBeUndefined();
 

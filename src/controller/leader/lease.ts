@@ -5,7 +5,11 @@ import { LeaderElectionError, LostListeners, abortError, jitter, sleep } from '.
 /** RFC 3339 with exactly six fractional digits: the API server parses MicroTime with that layout. */
 export const microTime = (date: Date) => date.toISOString().replace(/\.(\d{3})Z$/, '.$1000Z');
 
-/** True when nobody holds the lease, or its holder has not renewed it within its duration. */
+/**
+ * True when nobody holds the lease, or its renewTime is older than its duration by our clock.
+ * Only a hint (for finding the leader to forward webhooks to): taking a lease over never trusts
+ * another node's clock, see LeaseElector.
+ */
 export function leaseExpired(spec: Lease['spec'], now: number): boolean {
   if (!spec?.holderIdentity) return true;
   const renewed = spec.renewTime ? Date.parse(spec.renewTime) : NaN;
@@ -29,11 +33,14 @@ export type ElectorLog = (message: string) => void;
 
 /**
  * Leader election on a coordination.k8s.io/v1 Lease, with client-go's semantics: read the
- * Lease, create it when missing, take it over when its holder let it expire (renewTime +
- * leaseDurationSeconds < now), renew every leaseSeconds/3. Every write carries the
- * resourceVersion we read, so when two replicas race, the API server accepts one and answers
- * 409 to the other. A leader that cannot renew for 2/3 of the lease steps down (onLost) before
- * a standby may take over, so two replicas never reconcile at once (with clocks in sync).
+ * Lease, create it when missing, renew every leaseSeconds/3, and take it over when nobody holds
+ * it or when it has not changed for leaseDurationSeconds *as measured on our own clock* since we
+ * first saw its current version. Like client-go we never compare the holder's renewTime with
+ * our clock, so clock skew between nodes cannot make a standby take a live lease; the cost is
+ * that a standby starting next to a dead leader's lease waits one full duration. Every write
+ * carries the resourceVersion we read, so when two replicas race, the API server accepts one and
+ * answers 409 to the other. A leader that cannot renew for 2/3 of the lease steps down (onLost)
+ * before a standby may take over, so two replicas never reconcile at once.
  */
 export class LeaseElector implements LeaderElector {
   readonly description: string;
@@ -43,6 +50,8 @@ export class LeaseElector implements LeaderElector {
   private readonly lost = new LostListeners();
   /** The Lease as we last read or wrote it: its resourceVersion guards our next write. */
   private observed: Lease | undefined;
+  /** The version of the Lease we last read and when (our clock) we first saw that version. */
+  private seen: { version: string | undefined; at: number } | undefined;
   private leader = false;
   /** When our last successful renewal started (the renewTime others see). */
   private renewedAt = 0;
@@ -155,9 +164,12 @@ export class LeaseElector implements LeaderElector {
       return created.ok;
     }
     this.observed = current;
+    const version = current.metadata.resourceVersion;
+    if (this.seen?.version !== version) this.seen = { version, at: nowMs };
     const spec = current.spec ?? {};
     const ours = spec.holderIdentity === this.identity;
-    if (!ours && !leaseExpired(spec, nowMs)) return false;
+    const unchangedForLease = nowMs - this.seen.at >= (spec.leaseDurationSeconds ?? 0) * 1000;
+    if (!ours && spec.holderIdentity && !unchangedForLease) return false;
     const takeover = !ours;
     const updated = await this.api.replace({
       ...current,
@@ -173,7 +185,7 @@ export class LeaseElector implements LeaderElector {
     });
     if (!updated.ok) return false;
     this.observed = updated.lease;
-    if (takeover && spec.holderIdentity) this.log(`leader election: took over ${this.description} from ${spec.holderIdentity} (its lease expired)`);
+    if (takeover && spec.holderIdentity) this.log(`leader election: took over ${this.description} from ${spec.holderIdentity} (not renewed for ${spec.leaseDurationSeconds} s)`);
     return true;
   }
 
