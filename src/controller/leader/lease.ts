@@ -165,10 +165,11 @@ export class LeaseElector implements LeaderElector {
     }
     this.observed = current;
     const version = current.metadata.resourceVersion;
-    if (this.seen?.version !== version) this.seen = { version, at: nowMs };
+    const seen = this.seen?.version === version ? this.seen : { version, at: nowMs };
+    this.seen = seen;
     const spec = current.spec ?? {};
     const ours = spec.holderIdentity === this.identity;
-    const unchangedForLease = nowMs - this.seen.at >= (spec.leaseDurationSeconds ?? 0) * 1000;
+    const unchangedForLease = nowMs - seen.at >= (spec.leaseDurationSeconds ?? 0) * 1000;
     if (!ours && spec.holderIdentity && !unchangedForLease) return false;
     const takeover = !ours;
     const updated = await this.api.replace({
