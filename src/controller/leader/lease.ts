@@ -165,7 +165,8 @@ export class LeaseElector implements LeaderElector {
     }
     this.observed = current;
     const version = current.metadata.resourceVersion;
-    const seen = this.seen?.version === version ? this.seen : { version, at: nowMs };
+    const previous = this.seen;
+    const seen = previous && previous.version === version ? previous : { version, at: nowMs };
     this.seen = seen;
     const spec = current.spec ?? {};
     const ours = spec.holderIdentity === this.identity;
