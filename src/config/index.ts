@@ -4,6 +4,7 @@
  * secrets with resolveSecrets, build API bodies with toApiBody.
  */
 export { loadConfig, type LoadOptions, type LoadResult } from './load.js';
+export { ConfigParseCache } from './parse-cache.js';
 export { toApiBody } from './api-body.js';
 export { resolveSecrets, trimOneNewline, type ResolvedSecrets, type SecretOptions } from './secrets.js';
 export { checkReferences, declaredLookup, firstOf, resolveReferences, applyReferences, type ReferenceLookup } from './references.js';

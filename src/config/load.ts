@@ -23,6 +23,7 @@ import {
 import { locationOf, subjectOf, type ConfigDocument, type DocumentSecret, type LoadedConfig, type SecretRef } from './model.js';
 import { documentLocation, keyLocation, valueLocation, walkLocations, type YamlSource } from './positions.js';
 import { checkReferences, declaredLookup, firstOf, type ReferenceLookup } from './references.js';
+import type { ConfigParseCache, FileResult, Identified } from './parse-cache.js';
 
 export interface LoadOptions {
   /** File names in messages are relative to this directory (default: the working directory). */
@@ -34,6 +35,8 @@ export interface LoadOptions {
   allowUndeclaredProjects?: boolean;
   /** Resolves references not declared in the loaded set (live resources, for example). */
   lookup?: ReferenceLookup;
+  /** Reuses the parse of files whose text did not change since an earlier load (long-running processes). */
+  cache?: ConfigParseCache;
 }
 
 export interface LoadResult {
@@ -70,16 +73,6 @@ const displayPath = (cwd: string, abs: string) => {
 
 const isRecord = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === 'object' && !Array.isArray(v);
 
-/** What is known of a document even when it is invalid: enough for duplicate, project and reference checks. */
-interface Identified {
-  layout: KindLayout;
-  name: string;
-  project?: string;
-  key: string;
-  src: YamlSource;
-  nameLocation: SourceLocation;
-}
-
 function identityKey(layout: KindLayout, project: string | undefined, name: string): string {
   const lower = layout.descriptor.normalizers.some((n) => n.rule === 'lowercase' && n.path.length === 1 && n.path[0] === layout.descriptor.identity);
   return JSON.stringify([layout.descriptor.kind, project ?? null, lower ? name.trim().toLowerCase() : name]);
@@ -112,6 +105,7 @@ export function loadConfig(paths: string | string[], options: LoadOptions = {}):
   const documents: ConfigDocument[] = [];
   const drafts: ConfigDocument[] = []; // invalid documents, kept for their references
   const identified: Identified[] = [];
+  options.cache?.beginLoad();
   for (const file of fileOrder) {
     const absolutePath = files.get(file)!;
     let text: string;
@@ -121,30 +115,12 @@ export function loadConfig(paths: string | string[], options: LoadOptions = {}):
       errors.push({ file, message: `cannot be read: ${(err as Error).message}` });
       continue;
     }
-    const lineCounter = new LineCounter();
-    const docs: Document.Parsed[] = [...parseAllDocuments(text, { lineCounter, merge: true })];
-    docs.forEach((doc, index) => {
-      const src: YamlSource = { file, doc: doc as Document.Parsed, lineCounter };
-      if (doc.errors.length) {
-        for (const e of doc.errors) {
-          const { line, col } = lineCounter.linePos(e.pos[0]);
-          errors.push({ file, line, column: col, message: `YAML syntax: ${yamlErrorMessage(e.message)}` });
-        }
-        return;
-      }
-      let value: unknown;
-      try {
-        value = doc.toJS({ maxAliasCount: 1000 });
-      } catch (err) {
-        errors.push({ ...documentLocation(src), message: `YAML: ${(err as Error).message}` });
-        return;
-      }
-      if (value === null || value === undefined) return; // an empty document (comments only, a trailing ---)
-      const result = checkDocument(src, value, index, absolutePath);
-      errors.push(...result.errors);
-      if (result.identified) identified.push(result.identified);
-      if (result.document) (result.valid ? documents : drafts).push(result.document);
-    });
+    const parse = () => loadFile(file, absolutePath, text);
+    const result = options.cache ? options.cache.lookup(file, absolutePath, text, parse) : parse();
+    errors.push(...result.errors);
+    identified.push(...result.identified);
+    documents.push(...result.documents);
+    drafts.push(...result.drafts);
   }
 
   // Duplicates across every file: the later one is the error, naming the first.
@@ -172,7 +148,7 @@ export function loadConfig(paths: string | string[], options: LoadOptions = {}):
     for (const item of identified) {
       if (item.project === undefined || projects.has(item.project)) continue;
       errors.push({
-        ...valueLocation(item.src, ['metadata', 'project']),
+        ...(item.projectLocation ?? item.nameLocation),
         subject: `${item.layout.yamlKind}/${item.name}`,
         field: 'metadata.project',
         message: `no Project document named "${item.project}" (declare it, or allow projects that exist on the server with --allow-undeclared-projects)`,
@@ -192,6 +168,36 @@ export function loadConfig(paths: string | string[], options: LoadOptions = {}):
   }
 
   return { config: { files: fileOrder, documents }, errors: sortErrors(errors, fileOrder) };
+}
+
+/** Parses one file and checks each of its documents on its own. */
+function loadFile(file: string, absolutePath: string, text: string): FileResult {
+  const out: FileResult = { errors: [], identified: [], documents: [], drafts: [] };
+  const lineCounter = new LineCounter();
+  const docs: Document.Parsed[] = [...parseAllDocuments(text, { lineCounter, merge: true })];
+  docs.forEach((doc, index) => {
+    const src: YamlSource = { file, doc: doc as Document.Parsed, lineCounter };
+    if (doc.errors.length) {
+      for (const e of doc.errors) {
+        const { line, col } = lineCounter.linePos(e.pos[0]);
+        out.errors.push({ file, line, column: col, message: `YAML syntax: ${yamlErrorMessage(e.message)}` });
+      }
+      return;
+    }
+    let value: unknown;
+    try {
+      value = doc.toJS({ maxAliasCount: 1000 });
+    } catch (err) {
+      out.errors.push({ ...documentLocation(src), message: `YAML: ${(err as Error).message}` });
+      return;
+    }
+    if (value === null || value === undefined) return; // an empty document (comments only, a trailing ---)
+    const result = checkDocument(src, value, index, absolutePath);
+    out.errors.push(...result.errors);
+    if (result.identified) out.identified.push(result.identified);
+    if (result.document) (result.valid ? out.documents : out.drafts).push(result.document);
+  });
+  return out;
 }
 
 interface Checked {
@@ -270,8 +276,8 @@ function checkDocument(src: YamlSource, value: unknown, index: number, absoluteP
       name,
       project: layout.projectScoped ? project : undefined,
       key: identityKey(layout, layout.projectScoped ? project : undefined, name),
-      src,
       nameLocation: valueLocation(src, ['metadata', 'name']),
+      ...(project !== undefined && layout.projectScoped ? { projectLocation: valueLocation(src, ['metadata', 'project']) } : {}),
     };
   }
   if (!layout || name === undefined || !isRecord(value.metadata)) return { errors, identified };

@@ -1,7 +1,7 @@
 import type { Server } from 'node:http';
 import pino, { type Logger } from 'pino';
 import type { DataPlatformClient } from '../client/index.js';
-import { formatConfigError, loadConfig, resolveSecrets, sortErrors } from '../config/index.js';
+import { ConfigParseCache, formatConfigError, loadConfig, resolveSecrets, sortErrors } from '../config/index.js';
 import {
   applyPlan,
   detectDrift,
@@ -92,7 +92,8 @@ export async function startController(options: ControllerOptions): Promise<Runni
   const elector = options.elector ?? soleLeader();
   const metrics = new ControllerMetrics({ processMetrics: options.processMetrics });
   const backoff = new Backoff(options.backoff);
-  const engine: EngineOptions = { ...options.engine };
+  // One parse cache for the controller's life: a run re-parses only the files a commit changed.
+  const engine: EngineOptions = { parseCache: new ConfigParseCache(), ...options.engine };
   const stopping = new AbortController();
   let runAbort: AbortController | undefined;
   let wake: (() => void) | undefined;
@@ -185,7 +186,7 @@ export async function startController(options: ControllerOptions): Promise<Runni
 
   /** Errors of a revision as `file:line:column: ...`, relative to the checkout. */
   const validate = (rev: Revision): string[] => {
-    const { config, errors } = loadConfig([rev.configDir], { cwd: rev.root, allowUndeclaredProjects: engine.allowUndeclaredProjects ?? false });
+    const { config, errors } = loadConfig([rev.configDir], { cwd: rev.root, allowUndeclaredProjects: engine.allowUndeclaredProjects ?? false, cache: engine.parseCache });
     const resolved = resolveSecrets(config.documents, { env: engine.env ?? process.env });
     return sortErrors([...errors, ...resolved.errors], config.files).map(formatConfigError);
   };

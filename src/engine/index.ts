@@ -5,7 +5,7 @@
 import { basename, dirname, resolve } from 'node:path';
 import { statSync } from 'node:fs';
 import type { DataPlatformClient } from '../client/index.js';
-import { formatConfigError, loadConfig, resolveSecrets, sortErrors, type ConfigDocument, type ResolvedSecrets } from '../config/index.js';
+import { formatConfigError, loadConfig, resolveSecrets, sortErrors, type ConfigDocument, type ConfigParseCache, type ResolvedSecrets } from '../config/index.js';
 import { applyPlan, type ApplyResult } from './apply.js';
 import { driftReport, type DriftEntry } from './drift.js';
 import { observe, type LiveState } from './observe.js';
@@ -41,6 +41,8 @@ export interface EngineOptions extends Partial<PlanOptions> {
   allKinds?: boolean;
   /** Error locations are shown relative to this directory (default: the working directory). */
   cwd?: string;
+  /** Reuses the parse of unchanged files across loads (the controller plans the same files every run). */
+  parseCache?: ConfigParseCache;
 }
 
 export interface Prepared {
@@ -60,7 +62,7 @@ export class EngineConfigError extends Error {
 
 /** Loads and validates the config, resolves secrets, observes and plans. */
 export async function preparePlan(client: DataPlatformClient, paths: string[], options: EngineOptions): Promise<Prepared> {
-  const { config, errors } = loadConfig(paths, { allowUndeclaredProjects: options.allowUndeclaredProjects ?? false, cwd: options.cwd });
+  const { config, errors } = loadConfig(paths, { allowUndeclaredProjects: options.allowUndeclaredProjects ?? false, cwd: options.cwd, cache: options.parseCache });
   const resolved = resolveSecrets(config.documents, { env: options.env ?? process.env });
   const all = sortErrors([...errors, ...resolved.errors], config.files);
   if (all.length) throw new EngineConfigError(all.map(formatConfigError));
