@@ -13,8 +13,8 @@
  *      (default 30s) for BENCH_INTERVALS (default 3) intervals after its first run; we report
  *      its CPU (process.cpuUsage delta / wall), RSS and the duration of each run.
  *   c) commit -> applied via the webhook on that same 10,000-resource repo (BENCH_BIG_COMMITS,
- *      default 3 commits, each changing one connector's schedule): a run plans the whole repo,
- *      so this is bounded by one full plan, not by the webhook.
+ *      default 3 commits, each changing one connector's schedule): a run plans the whole repo
+ *      (observing 10,000 resources); only the changed file is parsed again. Goal: under 2 s.
  *
  * The service runs in a child process (this file, forked with --role=service; SQLite, rate
  * limit 10,000,000/min, log level silent), which also seeds the 10,000 resources through its
@@ -290,8 +290,8 @@ async function steadyScenario(client: DataPlatformClient, work: string, seed: (r
     const big = [
       `c) commit -> applied via webhook on the ${resources}-resource repo (${bigSamples.length} commits)`,
       bigSamples.length ? `median ${(median(bigSamples) / 1000).toFixed(2)} s, max ${(Math.max(...bigSamples) / 1000).toFixed(2)} s` : 'not run',
-      'report (one full plan)',
-      bigSamples.length ? 'OK' : '-',
+      '< 2 s',
+      bigSamples.length && Math.max(...bigSamples) < 2000 ? 'PASS' : 'FAIL',
     ];
     return { rows: [row, big], detail };
   } finally {
