@@ -8,11 +8,18 @@
  * (instant) and one-model dbt runs: 42 step updates per subscriber, bursts included.
  *
  * The service runs in a child process (this file forked with --role=server; SQLite, log level
- * silent) and the subscribers in BENCH_CLIENT_PROCS (default 2) others (--role=clients), so clients
- * and server never share an event loop; all read the same host clock (one machine).
+ * silent) and the subscribers in BENCH_CLIENT_PROCS others (--role=clients; default: one per core
+ * left after the server's, at least one), so clients and server never share an event loop and the
+ * load generator does not take the server's core; all read the same host clock (one machine).
+ * On 2 cores, two client processes made p99 worse (54-68 ms over six runs) than one (39-67 ms
+ * over eight): three busy processes on two cores delay the server's writes.
  * Latency = receive time (Date.now in the client process) - the message's `timestamp` (set by the
  * service when the step changed, millisecond precision), for the updates emitted after that
  * subscriber connected; earlier ones arrive in the catch-up and count only for loss.
+ * The latency is split in two: "first arrival" (the first subscriber of a client process to get
+ * the update, minus its timestamp: the service's send and the kernel) and "queued in the client"
+ * (this subscriber's receive minus that first arrival: the client process working through its
+ * other sockets' copies of the same update).
  * Lost = expected (step, status) pairs of the finished run not received by a subscriber.
  * RSS is the service process's (sampled every 100 ms; before and peak). Server fan-out is the time
  * from the runtime's step_update to the last socket write of it (all subscribers) in the service.
@@ -23,21 +30,26 @@ import { fork } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { availableParallelism } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import WebSocket from 'ws';
 
 const SUBSCRIBERS = Number(process.env.BENCH_SUBSCRIBERS ?? 500);
 const TENANT = 'bench';
 const CHAIN = 20;
-const CLIENT_PROCS = Number(process.env.BENCH_CLIENT_PROCS ?? 2);
+const CLIENT_PROCS = Number(process.env.BENCH_CLIENT_PROCS ?? Math.max(1, availableParallelism() - 1));
 
-interface ClientReport { subs: { missing: number; dup: number; latencies: number[] }[] }
+interface ClientReport { subs: { missing: number; dup: number; latencies: number[] }[]; firstArrival: number[]; queued: number[] }
 
 /** A share of the subscribers: connects them, reports when all are open, then what they received. */
 async function clients() {
   const { localhostLookup } = await import('../test/support/http.js');
   const arg = (name: string) => process.argv.find((a) => a.startsWith(`--${name}=`))!.slice(name.length + 3);
   const ca = readFileSync(arg('ca'));
+  /** When this process first received each (step, status), and the split of every live sample. */
+  const firstAt = new Map<string, number>();
+  const firstArrival: number[] = [];
+  const queued: number[] = [];
   interface Sub { openedAt: number; got: Set<string>; latencies: number[]; dup: number; ws: WebSocket }
   const subs = await Promise.all(
     Array.from(
@@ -53,7 +65,13 @@ async function clients() {
             if (sub.got.has(k)) sub.dup++;
             sub.got.add(k);
             const at = Date.parse(m.timestamp);
-            if (at >= sub.openedAt) sub.latencies.push(now - at);
+            let first = firstAt.get(k);
+            if (first === undefined) firstAt.set(k, (first = now));
+            if (at >= sub.openedAt) {
+              sub.latencies.push(now - at);
+              if (first === now) firstArrival.push(now - at);
+              queued.push(now - first);
+            }
           });
           ws.once('open', () => {
             sub.openedAt = Date.now();
@@ -63,10 +81,10 @@ async function clients() {
         }),
     ),
   );
-  process.send!({ subs: [] } satisfies ClientReport);
+  process.send!({ subs: [], firstArrival: [], queued: [] } satisfies ClientReport);
   process.on('message', (msg: { type: string; expected?: string[] }) => {
     if (msg.type === 'collect')
-      process.send!({ subs: subs.map((s) => ({ missing: msg.expected!.filter((k) => !s.got.has(k)).length, dup: s.dup, latencies: s.latencies })) } satisfies ClientReport);
+      process.send!({ subs: subs.map((s) => ({ missing: msg.expected!.filter((k) => !s.got.has(k)).length, dup: s.dup, latencies: s.latencies })), firstArrival, queued } satisfies ClientReport);
     if (msg.type === 'stop') {
       for (const s of subs) s.ws.terminate();
       process.exit(0);
@@ -168,7 +186,10 @@ async function main() {
   }
   const expected = run.steps.flatMap((s) => [...(s.started_at ? [`${s.step_id}:running`] : []), `${s.step_id}:${s.status}`]);
   await new Promise((r) => setTimeout(r, 1000));
-  const subs = (await fromClients({ type: 'collect', expected })).flatMap((r) => r.subs);
+  const reports = await fromClients({ type: 'collect', expected });
+  const subs = reports.flatMap((r) => r.subs);
+  const firstArrival = reports.flatMap((r) => r.firstArrival).sort((a, b) => a - b);
+  const queued = reports.flatMap((r) => r.queued).sort((a, b) => a - b);
   clearInterval(sampler);
   const rssAfter = (await ask<Extract<FromChild, { type: 'rss' }>>({ type: 'rss' })).rss;
   const fan = (await ask<Extract<FromChild, { type: 'fanout' }>>({ type: 'fanout' })).ms.sort((a, b) => a - b);
@@ -181,6 +202,7 @@ async function main() {
   const mb = (b: number) => `${(b / 1024 / 1024).toFixed(0)} MB`;
   const rows: [string, string][] = [
     ['subscribers', String(SUBSCRIBERS)],
+    ['client processes', String(CLIENT_PROCS)],
     ['connect all (ms)', String(connectMs)],
     ['run status', run.status],
     ['step updates per subscriber', String(expected.length)],
@@ -189,6 +211,8 @@ async function main() {
     ['latency p50 (ms)', String(p50)],
     ['latency p99 (ms)', String(p99)],
     ['latency max (ms)', String(lat.at(-1) ?? NaN)],
+    ['  first arrival p50 / p99 (ms)', `${pct(firstArrival, 50)} / ${pct(firstArrival, 99)}`],
+    ['  queued in the client p50 / p99 (ms)', `${pct(queued, 50)} / ${pct(queued, 99)}`],
     ['server fan-out p50 (ms)', pct(fan, 50).toFixed(1)],
     ['server fan-out p99 (ms)', pct(fan, 99).toFixed(1)],
     ['messages lost', String(lost)],
