@@ -384,6 +384,7 @@ export async function startController(options: ControllerOptions): Promise<Runni
           await closed;
         }
         if (options.closeClient ?? true) await options.client.close();
+        await options.source.close?.().catch((err: Error) => log.warn({ err: err.message }, 'closing the source failed'));
         log.info('stopped');
       })()),
   };

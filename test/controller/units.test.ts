@@ -1,6 +1,6 @@
 import { existsSync, mkdtempSync, readFileSync, writeFileSync, mkdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { describe, expect, test } from 'vitest';
 import { Backoff } from '../../src/controller/backoff.js';
 import { DirectorySource, parseDuration, parseListen, redactUrl, signBody, verifySignature } from '../../src/controller/index.js';
@@ -118,6 +118,25 @@ describe('controller building blocks', () => {
     expect(existsSync(first.root)).toBe(false);
     expect(existsSync(edited.root)).toBe(false);
     await expect(new DirectorySource(join(dir, 'missing')).fetch()).rejects.toThrow('not a directory');
+    // close() leaves a given snapshot directory alone...
+    await src.close();
+    expect(existsSync(withFile.root)).toBe(true);
+  });
+
+  test('a directory source without a snapshot directory keeps its snapshots in a temporary directory of its own, removed by close()', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'dp-ctl-dirsrc-'));
+    writeFileSync(join(dir, 'a.yaml'), 'a: 1\n');
+    const src = new DirectorySource(dir);
+    const rev = await src.fetch();
+    expect(rev.root.startsWith(tmpdir())).toBe(true);
+    expect(readFileSync(join(rev.root, 'a.yaml'), 'utf8')).toBe('a: 1\n');
+    await src.close();
+    expect(existsSync(dirname(rev.root))).toBe(false);
+    expect(existsSync(join(dir, 'a.yaml'))).toBe(true);
+    // Usable again after close: a new temporary directory.
+    const again = await src.fetch();
+    expect(existsSync(again.root)).toBe(true);
+    await src.close();
   });
 
   test('the interval gets up to 10% of random jitter, never less than the interval', () => {

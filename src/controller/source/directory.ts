@@ -41,6 +41,8 @@ export class DirectorySource implements ConfigSource {
   readonly description: string;
   private readonly dir: string;
   private snapshots: string | undefined;
+  /** True when the snapshots live in a temporary directory of our own, removed on close(). */
+  private ownsSnapshots = false;
 
   constructor(dir: string, options: DirectorySourceOptions = {}) {
     this.dir = resolve(dir);
@@ -49,7 +51,10 @@ export class DirectorySource implements ConfigSource {
   }
 
   private async snapshotRoot(): Promise<string> {
-    this.snapshots ??= await mkdtemp(join(tmpdir(), 'dpctl-dir-'));
+    if (this.snapshots === undefined) {
+      this.snapshots = await mkdtemp(join(tmpdir(), 'dpctl-dir-'));
+      this.ownsSnapshots = true;
+    }
     await mkdir(this.snapshots, { recursive: true, mode: 0o700 });
     return this.snapshots;
   }
@@ -87,6 +92,13 @@ export class DirectorySource implements ConfigSource {
     } finally {
       await rm(tmp, { recursive: true, force: true });
     }
+  }
+
+  async close(): Promise<void> {
+    if (!this.ownsSnapshots || !this.snapshots) return;
+    await rm(this.snapshots, { recursive: true, force: true });
+    this.snapshots = undefined;
+    this.ownsSnapshots = false;
   }
 
   async cleanup(keep: string[]): Promise<void> {

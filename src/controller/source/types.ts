@@ -18,6 +18,8 @@ export interface ConfigSource {
   fetch(signal?: AbortSignal): Promise<Revision>;
   /** Frees on-disk copies that no longer matter; `keep` are revision ids still in use. */
   cleanup?(keep: string[]): Promise<void>;
+  /** Frees what the source made for itself (a private temporary directory); the controller calls it on stop. */
+  close?(): Promise<void>;
 }
 
 /** `https://user:token@host/x.git` -> `https://***@host/x.git`, so a URL can be logged. */
