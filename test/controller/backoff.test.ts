@@ -1,14 +1,10 @@
-import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import pino from 'pino';
 import { afterAll, beforeAll, expect, test } from 'vitest';
 import { DataPlatformClient } from '../../src/client/index.js';
-import { DirectorySource, startController, type RunningController } from '../../src/controller/index.js';
+import { DirectorySource, type RunningController } from '../../src/controller/index.js';
 import { FaultProxy } from '../support/fault-proxy.js';
 import { startTestService, type TestService, type TestTenant } from '../support/service.js';
-import { copyExample, SECRET_ENV } from '../integration/engine/helpers.js';
-import { waitFor } from './helpers.js';
+import { copyExample } from '../integration/engine/helpers.js';
+import { startTestController, waitFor } from './helpers.js';
 
 /**
  * Per-resource exponential backoff, against the real service behind a proxy that refuses
@@ -27,15 +23,12 @@ beforeAll(async () => {
   proxy = await FaultProxy.start(svc);
   proxy.rule = ({ method, path }) =>
     failing && method === 'POST' && path.endsWith('/classifications') ? { status: 400, body: { error: { code: 'validation_error', message: 'injected failure' } } } : 'forward';
-  ctl = await startController({
+  ctl = await startTestController({
     source: new DirectorySource(copyExample()),
     client: new DataPlatformClient({ url: `https://${t.slug}.localhost:${proxy.port}`, email: t.adminEmail, password: t.adminPassword, caFile: svc.service.tls.certPath }),
     mode: 'apply',
     intervalMs: 300,
-    engine: { sourceId: 'platform', env: { ...process.env, ...SECRET_ENV } },
     backoff: { baseMs: 2_000, maxMs: 60_000 },
-    logger: pino({ level: 'silent' }),
-    processMetrics: false,
   });
 });
 afterAll(async () => {

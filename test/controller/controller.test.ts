@@ -1,20 +1,18 @@
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { reconcile } from '../../src/engine/index.js';
-import { DirectorySource, GitSource, signBody, startController, type RunningController } from '../../src/controller/index.js';
+import { DirectorySource, signBody, type RunningController } from '../../src/controller/index.js';
 import { startTestService, type TestService, type TestTenant } from '../support/service.js';
 import { clientFor, copyExample, SECRET_ENV } from '../integration/engine/helpers.js';
-import { TestRepo, waitFor } from './helpers.js';
+import { gitSourceOf, startTestController, TestRepo, waitFor } from './helpers.js';
 
 /**
  * The controller in-process against the real service over HTTPS, following a real git
  * repository (a bare remote in a temp dir, pushed to from a work clone).
  */
 const SECRET = 'webhook-secret-for-tests';
-const silent = pino({ level: 'silent' });
 const env = { ...process.env, ...SECRET_ENV };
 
 let svc: TestService;
@@ -66,16 +64,14 @@ describe('apply mode, following a git branch', () => {
     t = await svc.tenant();
     repo = new TestRepo();
     good = repo.addExample('platform').write('README.md', 'not YAML, ignored\n').commit('the platform');
-    ctl = await startController({
-      source: new GitSource({ url: repo.remote, branch: 'main', path: 'platform', stateDir: mkdtempSync(join(tmpdir(), 'dp-ctl-state-')) }),
+    ctl = await startTestController({
+      source: gitSourceOf(repo.remote),
       client: clientFor(svc, t),
       mode: 'apply',
       intervalMs: 1_000,
-      engine: { sourceId: 'platform', env, concurrency: 4 },
+      engine: { sourceId: 'platform', concurrency: 4 },
       listen: { host: '127.0.0.1', port: 0 },
       webhookSecret: SECRET,
-      logger: silent,
-      processMetrics: false,
     });
   });
   afterAll(async () => {
@@ -198,17 +194,14 @@ describe('drift mode, woken by the webhook', () => {
     const client = clientFor(svc, t);
     await reconcile(client, [copyExample()], { sourceId: 'platform', env });
     await client.close();
-    ctl = await startController({
-      source: new GitSource({ url: `file://${repo.remote}`, branch: 'main', path: 'platform', stateDir: mkdtempSync(join(tmpdir(), 'dp-ctl-state-')) }),
+    ctl = await startTestController({
+      source: gitSourceOf(`file://${repo.remote}`),
       client: clientFor(svc, t),
       mode: 'drift',
       // An hour: anything that happens within the test was woken by the webhook.
       intervalMs: 3_600_000,
-      engine: { sourceId: 'platform', env },
       listen: { host: '127.0.0.1', port: 0 },
       webhookSecret: SECRET,
-      logger: silent,
-      processMetrics: false,
     });
     await waitFor('the first run', () => ctl.status().last_run, 30_000);
   });
@@ -273,14 +266,12 @@ describe('--prune, with the mass-delete guard', () => {
     t = await svc.tenant();
     repo = new TestRepo();
     repo.addExample('platform').commit('the platform');
-    ctl = await startController({
-      source: new GitSource({ url: repo.remote, branch: 'main', path: 'platform', stateDir: mkdtempSync(join(tmpdir(), 'dp-ctl-state-')) }),
+    ctl = await startTestController({
+      source: gitSourceOf(repo.remote),
       client: clientFor(svc, t),
       mode: 'apply',
       intervalMs: 500,
-      engine: { sourceId: 'platform', env, prune: true },
-      logger: silent,
-      processMetrics: false,
+      engine: { sourceId: 'platform', prune: true },
     });
   });
   afterAll(async () => {
@@ -317,14 +308,12 @@ describe('a plain directory source (git-sync, npm start)', () => {
   beforeAll(async () => {
     t = await svc.tenant();
     dir = copyExample();
-    ctl = await startController({
+    ctl = await startTestController({
       source: new DirectorySource(dir, { snapshotDir: join(mkdtempSync(join(tmpdir(), 'dp-ctl-state-')), 'dir') }),
       client: clientFor(svc, t),
       mode: 'apply',
       intervalMs: 500,
-      engine: { sourceId: 'platform', env, concurrency: 4 },
-      logger: silent,
-      processMetrics: false,
+      engine: { sourceId: 'platform', concurrency: 4 },
     });
   });
   afterAll(async () => {

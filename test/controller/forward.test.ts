@@ -3,14 +3,13 @@ import { createServer, type IncomingHttpHeaders } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { GitSource, signBody, startController, type RunningController } from '../../src/controller/index.js';
+import { signBody, type RunningController } from '../../src/controller/index.js';
 import { createElector, type LeaderElector } from '../../src/controller/leader/index.js';
 import { FORWARDED_HEADER, relayFailure, relayToLeader } from '../../src/controller/forward.js';
 import { startTestService, type TestService, type TestTenant } from '../support/service.js';
-import { clientFor, SECRET_ENV } from '../integration/engine/helpers.js';
-import { TestRepo, waitFor } from './helpers.js';
+import { clientFor } from '../integration/engine/helpers.js';
+import { gitSourceOf, startTestController, TestRepo, waitFor } from './helpers.js';
 
 /**
  * Two controller replicas in one process, each with its own status listener, electing a leader
@@ -19,8 +18,6 @@ import { TestRepo, waitFor } from './helpers.js';
  */
 const SECRET = 'forward-test-webhook-secret';
 const LEASE_SECONDS = 3;
-const silent = pino({ level: 'silent' });
-const env = { ...process.env, ...SECRET_ENV };
 
 /**
  * A real lock elector whose release can be held back: `stop()` then closes the replica's
@@ -71,19 +68,17 @@ const replicas: Replica[] = [];
 async function startReplica(name: string): Promise<Replica> {
   let url: string | undefined;
   const elector = new ReleaseHeld(createElector({ kind: 'lock', path: lockPath, identity: name, leaseSeconds: LEASE_SECONDS, advertise: () => url }));
-  const ctl = await startController({
-    source: new GitSource({ url: repo.remote, branch: 'main', path: 'platform', stateDir: mkdtempSync(join(dir, `state-${name}-`)) }),
+  const ctl = await startTestController({
+    source: gitSourceOf(repo.remote),
     client: clientFor(svc, t),
     mode: 'apply',
     // An hour: anything applied within the test came from a webhook, not from the interval.
     intervalMs: 3_600_000,
-    engine: { sourceId: 'platform', env, concurrency: 4 },
+    engine: { sourceId: 'platform', concurrency: 4 },
     listen: { host: '127.0.0.1', port: 0 },
     onListen: (u) => (url = u),
     webhookSecret: SECRET,
     elector,
-    logger: silent,
-    processMetrics: false,
   });
   const replica = { name, ctl, elector };
   replicas.push(replica);

@@ -3,7 +3,9 @@ import { cpSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { mkdirSync } from 'node:fs';
-import { EXAMPLE } from '../integration/engine/helpers.js';
+import pino from 'pino';
+import { EXAMPLE, SECRET_ENV } from '../integration/engine/helpers.js';
+import { GitSource, startController, type ControllerOptions, type RunningController } from '../../src/controller/index.js';
 
 const GIT_ENV = { ...process.env, GIT_AUTHOR_NAME: 'Test', GIT_AUTHOR_EMAIL: 'test@example.com', GIT_COMMITTER_NAME: 'Test', GIT_COMMITTER_EMAIL: 'test@example.com', GIT_CONFIG_NOSYSTEM: '1', HOME: tmpdir() };
 
@@ -63,4 +65,22 @@ export async function waitFor<T>(what: string, check: () => Promise<T | undefine
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}${describe ? `: ${JSON.stringify(describe(), null, 1).slice(0, 3000)}` : ''}`);
     await new Promise((r) => setTimeout(r, 100));
   }
+}
+
+/**
+ * The controller as these tests run it: sourceId `platform`, the examples' secrets in its env,
+ * silent logs and no process metrics; anything given overrides (engine options are merged).
+ */
+export function startTestController(options: Pick<ControllerOptions, 'source' | 'client' | 'mode' | 'intervalMs'> & Partial<ControllerOptions>): Promise<RunningController> {
+  return startController({
+    logger: pino({ level: 'silent' }),
+    processMetrics: false,
+    ...options,
+    engine: { sourceId: 'platform', env: { ...process.env, ...SECRET_ENV }, ...options.engine },
+  });
+}
+
+/** A git source on `repo`'s remote (or any URL), `platform/` of `main`, with a fresh state directory. */
+export function gitSourceOf(url: string, path = 'platform'): GitSource {
+  return new GitSource({ url, branch: 'main', path, stateDir: mkdtempSync(join(tmpdir(), 'dp-ctl-state-')) });
 }

@@ -1,11 +1,10 @@
-import pino from 'pino';
 import { afterAll, beforeAll, expect, test } from 'vitest';
 import { DataPlatformClient } from '../../src/client/index.js';
-import { DirectorySource, startController, type RunningController } from '../../src/controller/index.js';
+import { DirectorySource, type RunningController } from '../../src/controller/index.js';
 import { FaultProxy } from '../support/fault-proxy.js';
 import { startTestService, type TestService, type TestTenant } from '../support/service.js';
-import { copyExample, SECRET_ENV } from '../integration/engine/helpers.js';
-import { waitFor } from './helpers.js';
+import { copyExample } from '../integration/engine/helpers.js';
+import { startTestController, waitFor } from './helpers.js';
 
 /**
  * Rate limits across the whole loop: the controller's one client is shared by every run, so a
@@ -40,15 +39,12 @@ beforeAll(async () => {
     }
     return 'forward';
   };
-  ctl = await startController({
+  ctl = await startTestController({
     source: new DirectorySource(copyExample()),
     client: new DataPlatformClient({ url: `https://${t.slug}.localhost:${proxy.port}`, email: t.adminEmail, password: t.adminPassword, caFile: svc.service.tls.certPath }),
     mode: 'apply',
     intervalMs: 300,
-    engine: { sourceId: 'platform', env: { ...process.env, ...SECRET_ENV } },
     listen: { host: '127.0.0.1', port: 0 },
-    logger: pino({ level: 'silent' }),
-    processMetrics: false,
   });
 });
 afterAll(async () => {

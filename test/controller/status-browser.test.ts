@@ -1,13 +1,11 @@
-import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import pino from 'pino';
 import { chromium, type Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { GitSource, startController, type RunningController } from '../../src/controller/index.js';
+import type { RunningController } from '../../src/controller/index.js';
 import { startTestService, type TestService, type TestTenant } from '../support/service.js';
-import { clientFor, SECRET_ENV } from '../integration/engine/helpers.js';
-import { TestRepo, waitFor } from './helpers.js';
+import { clientFor } from '../integration/engine/helpers.js';
+import { gitSourceOf, startTestController, TestRepo, waitFor } from './helpers.js';
 
 /** The controller's /status page in headless Chromium (launch options as in test/e2e/docs-browser.test.ts). */
 const CHROMIUM = process.env.DP_E2E_CHROMIUM ?? '/usr/bin/chromium';
@@ -33,15 +31,12 @@ suite('controller status page in headless Chromium', () => {
     t = await svc.tenant();
     repo = new TestRepo();
     good = repo.addExample('platform').commit('the platform');
-    ctl = await startController({
-      source: new GitSource({ url: repo.remote, branch: 'main', path: 'platform', stateDir: mkdtempSync(join(tmpdir(), 'dp-ctl-state-')) }),
+    ctl = await startTestController({
+      source: gitSourceOf(repo.remote),
       client: clientFor(svc, t),
       mode: 'apply',
       intervalMs: 1_000,
-      engine: { sourceId: 'platform', env: { ...process.env, ...SECRET_ENV } },
       listen: { host: '127.0.0.1', port: 0 },
-      logger: pino({ level: 'silent' }),
-      processMetrics: false,
     });
     browser = await chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS });
   });
