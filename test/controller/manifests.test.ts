@@ -1,3 +1,4 @@
+import { execFileSync } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join, relative, resolve } from 'node:path';
 import { build } from 'esbuild';
@@ -151,6 +152,20 @@ describe('controller/deploy manifests', () => {
     expect([...kustomization.resources].sort()).toEqual(files.sort());
     expect(kustomization.namespace).toBe(one('Namespace').metadata.name);
     expect(kustomization.images.map((i: any) => i.name)).toContain(container.image!.split(':')[0]);
+  });
+
+  // kubectl's own kustomize (offline: no cluster needed). Without kubectl installed, the schema check above stands alone.
+  const kubectl = ['/usr/bin/kubectl', '/usr/local/bin/kubectl'].find((p) => existsSync(p));
+  it.skipIf(!kubectl)('build with `kubectl kustomize` into exactly these objects, all in the Namespace it declares', () => {
+    const rendered = execFileSync(kubectl!, ['kustomize', DEPLOY], { encoding: 'utf8' });
+    const docs = parseAllDocuments(rendered).map((d) => d.toJS());
+    const ids = (list: any[]) => list.map((d) => `${d.kind}/${d.metadata.name}`).sort();
+    expect(ids(docs)).toEqual(ids(manifests.map((m) => m.doc)));
+    const namespace = one('Namespace').metadata.name;
+    for (const d of docs) if (d.kind !== 'Namespace') expect(d.metadata.namespace, `${d.kind}/${d.metadata.name}`).toBe(namespace);
+    const image = docs.find((d) => d.kind === 'Deployment').spec.template.spec.containers[0].image as string;
+    const pinned = kustomization.images.find((i: any) => image.startsWith(`${i.newName ?? i.name}:`));
+    expect(pinned, `the Deployment's image ${image} comes from kustomization.images`).toBeDefined();
   });
 
   it('grant only get/create/update on Leases, namespaced, to the ServiceAccount the pod runs as', () => {
