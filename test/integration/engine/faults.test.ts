@@ -1,9 +1,11 @@
+import { readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { DataPlatformClient } from '../../../src/client/index.js';
 import { preparePlan, reconcile, type EngineOptions } from '../../../src/engine/index.js';
 import { FaultProxy } from '../../support/fault-proxy.js';
 import { startTestService, type TestService, type TestTenant } from '../../support/service.js';
-import { clientFor, copyExample, SECRET_ENV } from './helpers.js';
+import { clientFor, copyExample, edit, SECRET_ENV } from './helpers.js';
 
 /**
  * The engine through a fault-injecting HTTPS proxy in front of the real service (the client's
@@ -124,4 +126,45 @@ describe('apply of examples/platform through faults', () => {
     }
     await expectConverged(t, dir);
   }, 120_000);
+
+  test('5xx on writes: a 503 to the first create of each collection, a 502 after an update was applied, a 503 to a delete; re-runs converge with no duplicates', async () => {
+    const t = await svc.tenant();
+    const dir = copyExample();
+    const client = viaProxy(t);
+    try {
+      // Creates: the service never saw the first POST of each collection (503 from the proxy).
+      proxy.inject(({ method, path, n }) => (!isAuth(path) && method === 'POST' && n === 1 ? { status: 503 } : 'forward'));
+      let r = await reconcile(client, [dir], opts);
+      const failedCreates = proxy.seen.filter((s) => s.method === 'POST' && s.fault.includes('503')).length;
+      expect(failedCreates).toBeGreaterThan(5);
+      for (let run = 0; run < 3 && !r.result!.converged; run++) r = await reconcile(client, [dir], opts);
+      expect(r.result!.converged).toBe(true);
+      proxy.inject(() => 'forward');
+      await expectConverged(t, dir);
+
+      // An update the service applied, but whose answer was lost to a 502: not re-sent blindly; the next plan sees it done.
+      edit(dir, 'analytics/transform.yaml', 'schedule: "0 2 * * *"', 'schedule: "0 5 * * *"');
+      proxy.inject(({ method, path }) => (!isAuth(path) && method === 'PATCH' ? { forwardThenStatus: 502 } : 'forward'));
+      r = await reconcile(client, [dir], opts);
+      expect(r.result!.outcomes.map((o) => [o.change.name, o.status])).toEqual([['nightly-revenue', 'failed']]);
+      expect(proxy.seen.filter((s) => s.method === 'PATCH').length).toBe(1);
+      proxy.inject(() => 'forward');
+      const { plan } = await preparePlan(client, [dir], opts);
+      expect(plan.changes.filter((c) => c.action !== 'no-op')).toEqual([]);
+
+      // A delete answered 503 (not done): reported failed, done by the next run.
+      const file = join(dir, 'marketing', 'marketing.yaml');
+      writeFileSync(file, readFileSync(file, 'utf8').split(/^---\n/m).filter((d) => !/^kind: MaskingPolicy$/m.test(d)).join('---\n'));
+      proxy.inject(({ method, path }) => (!isAuth(path) && method === 'DELETE' ? { status: 503 } : 'forward'));
+      r = await reconcile(client, [dir], { ...opts, prune: true });
+      expect(r.result!.outcomes.map((o) => [o.change.action, o.change.name, o.status])).toEqual([['delete', 'redact-phones', 'failed']]);
+      proxy.inject(() => 'forward');
+      r = await reconcile(client, [dir], { ...opts, prune: true });
+      expect(r.result!.outcomes.map((o) => [o.change.action, o.change.name, o.status])).toEqual([['delete', 'redact-phones', 'done']]);
+      expect((await reconcile(client, [dir], { ...opts, prune: true })).plan.changes.filter((c) => c.action !== 'no-op')).toEqual([]);
+    } finally {
+      proxy.inject(() => 'forward');
+      await client.close();
+    }
+  }, 180_000);
 });

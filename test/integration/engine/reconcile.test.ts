@@ -1,4 +1,4 @@
-import { rmSync } from 'node:fs';
+import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { AmbiguousCreateError, DataPlatformClient, type DynamicResourceClient } from '../../../src/client/index.js';
@@ -246,6 +246,38 @@ describe('operations the service lacks', () => {
       const r = await reconcile(client, [dir], opts());
       expect(r.result!.converged).toBe(false);
       expect(r.result!.outcomes.map((o) => [o.change.name, o.status])).toEqual([['crm-sync-failed', 'unsupported']]);
+      await client.close();
+    } finally {
+      await strict.close();
+    }
+  });
+
+  test('with --strict-spec, an alert rule cannot be deleted: prune plans it as unsupported, apply reports it and still does the other delete', async () => {
+    const strict = await startTestService({ strictSpec: true });
+    try {
+      const t = await strict.tenant();
+      const client = clientFor(strict, t);
+      const dir = copyExample();
+      expect((await reconcile(client, [dir], opts())).result!.converged).toBe(true);
+      // Drop the alert rule (no delete in the spec) and the warehouse (deletable) from the config.
+      const drop = (file: string, kind: string) => {
+        const path = join(dir, file);
+        writeFileSync(path, readFileSync(path, 'utf8').split(/^---\n/m).filter((d) => !new RegExp(`^kind: ${kind}$`, 'm').test(d)).join('---\n'));
+      };
+      drop('marketing/marketing.yaml', 'AlertRule');
+      drop('analytics/sources.yaml', 'InfrastructureResource');
+      const spec = await preparePlan(client, [dir], opts({ specOperations: true, prune: true }));
+      expect(active(spec.plan).map((c) => [c.action, c.name, c.unsupported ?? null]).sort()).toEqual([
+        ['delete', 'analytics-warehouse', null],
+        ['delete', 'crm-sync-failed', 'the service has no delete for alert_rule'],
+      ]);
+      // Without knowing, the apply meets the missing route and reports that one resource; the other delete is done.
+      const r = await reconcile(client, [dir], opts({ prune: true }));
+      expect(r.result!.converged).toBe(false);
+      expect(r.result!.outcomes.map((o) => [o.change.name, o.status]).sort()).toEqual([['analytics-warehouse', 'done'], ['crm-sync-failed', 'unsupported']]);
+      const byName = new Map((await client.projects.listAll()).map((p) => [p.name, p.id]));
+      expect((await client.resources('alert_rule', { projectId: byName.get('marketing')! }).listAll()).map((a) => a.name)).toEqual(['crm-sync-failed']);
+      expect(await client.resources('infrastructure_resource', { projectId: byName.get('analytics')! }).listAll()).toEqual([]);
       await client.close();
     } finally {
       await strict.close();
