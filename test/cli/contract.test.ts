@@ -159,11 +159,9 @@ describe('credentials: a project API key instead of email and password', () => {
   });
 
   test('from DATAPLATFORM_API_KEY: plan exit 2, apply exit 0 and created, plan again exit 0, drift exit 0', async () => {
-    const undeclared = await runDpctl(['plan', dir], { env: keyEnv });
+    const [undeclared, plan] = await Promise.all([runDpctl(['plan', dir], { env: keyEnv }), runDpctl(['plan', dir, '--allow-undeclared-projects'], { env: keyEnv })]);
     expect(undeclared.code).toBe(1);
     expect(undeclared.stderr).toContain('metadata.project: no Project document named "keyed" (declare it, or allow projects that exist on the server with --allow-undeclared-projects)');
-
-    const plan = await runDpctl(['plan', dir, '--allow-undeclared-projects'], { env: keyEnv });
     expect(plan.stderr).toBe('');
     expect(plan.code).toBe(2);
     expect(plan.stdout).toContain('  + Connector keyed/warehouse-db: create');
@@ -195,7 +193,10 @@ describe('credentials: a project API key instead of email and password', () => {
     edit(dir, 'resources.yaml', 'schedule: "0 * * * *"', 'schedule: "15 * * * *"');
     const flags = ['--allow-undeclared-projects', '--url', `https://${t.slug}.localhost:${svc.port}`, '--api-key', readWrite, '--ca-file', svc.service.tls.certPath];
     const env = { ...secrets, ...NO_DATAPLATFORM_ENV };
-    const plan = await runDpctl(['plan', dir, ...flags], { env });
+    // Without the flags (and without the variables) there is nothing to connect to.
+    const [plan, none] = await Promise.all([runDpctl(['plan', dir, ...flags], { env }), runDpctl(['plan', dir, '--allow-undeclared-projects'], { env })]);
+    expect(none.code).toBe(1);
+    expect(none.stderr).toBe('dpctl: DATAPLATFORM_URL is not set (for example https://acme.localhost:8443)\n');
     expect(plan.stderr).toBe('');
     expect(plan.code).toBe(2);
     expect(plan.stdout).toMatch(/^ {2}~ Connector keyed\/warehouse-db \(con_[^)]+\): update\n {6}schedule: "0 \* \* \* \*" -> "15 \* \* \* \*"$/m);
@@ -208,17 +209,18 @@ describe('credentials: a project API key instead of email and password', () => {
     const drift = await runDpctl(['drift', dir, ...flags], { env });
     expect(drift.code).toBe(0);
     expect(drift.stdout).toBe('No drift: the platform matches the config.\n');
-
-    // Without the flags (and without the variables) there is nothing to connect to.
-    const none = await runDpctl(['plan', dir, '--allow-undeclared-projects'], { env });
-    expect(none.code).toBe(1);
-    expect(none.stderr).toBe('dpctl: DATAPLATFORM_URL is not set (for example https://acme.localhost:8443)\n');
   });
 
   test('a read-only key: plan works, apply exits 1 with the missing permission (403) and changes nothing', async () => {
     edit(dir, 'resources.yaml', 'schedule: "15 * * * *"', 'schedule: "45 * * * *"');
     const env = { ...keyEnv, DATAPLATFORM_API_KEY: readOnly };
-    const plan = await runDpctl(['plan', dir, '--allow-undeclared-projects'], { env });
+    // Both a key and an email + password in the environment is refused before anything is sent.
+    const [plan, both] = await Promise.all([
+      runDpctl(['plan', dir, '--allow-undeclared-projects'], { env }),
+      runDpctl(['plan', dir, '--allow-undeclared-projects'], { env: { ...envFor(t), ...secrets, DATAPLATFORM_API_KEY: readWrite } }),
+    ]);
+    expect(both.code).toBe(1);
+    expect(both.stderr).toBe('dpctl: give either an API key or an email and password, not both\n');
     expect(plan.code).toBe(2);
     expect(plan.stdout).toContain('Plan: 0 to create, 1 to update, 0 to replace, 0 to delete, 1 unchanged.');
     const apply = await runDpctl(['apply', dir, '--allow-undeclared-projects'], { env });
@@ -235,10 +237,6 @@ describe('credentials: a project API key instead of email and password', () => {
     const flagWins = await runDpctl(['apply', dir, '--allow-undeclared-projects', '--api-key', readOnly], { env: { ...envFor(t), ...secrets } });
     expect(flagWins.code).toBe(1);
     expect(flagWins.stdout).toContain('failed: This operation needs read-write permission; the API key has read-only (HTTP 403 forbidden');
-    // Both in the environment is refused before anything is sent.
-    const both = await runDpctl(['plan', dir, '--allow-undeclared-projects'], { env: { ...envFor(t), ...secrets, DATAPLATFORM_API_KEY: readWrite } });
-    expect(both.code).toBe(1);
-    expect(both.stderr).toBe('dpctl: give either an API key or an email and password, not both\n');
     expect((await client.resources('connector', { projectId: keyed }).listAll())[0].schedule).toBe('15 * * * *');
   });
 });
@@ -253,41 +251,50 @@ describe('TLS trust: DATAPLATFORM_CA_FILE, DATAPLATFORM_INSECURE and their flags
   });
   const PLANNED = /Plan: 25 to create, 0 to update, 0 to replace, 0 to delete, 0 unchanged\.\n$/;
 
-  test('DATAPLATFORM_INSECURE=1 without a CA file: the plan works', async () => {
-    const r = await runDpctl(['plan', dir], { env: { ...env, DATAPLATFORM_CA_FILE: '', DATAPLATFORM_INSECURE: '1' } });
-    expect(r.stderr).toBe('');
-    expect(r.code).toBe(2);
-    expect(r.stdout).toMatch(PLANNED);
-    const flag = await runDpctl(['plan', dir, '--insecure'], { env: { ...env, DATAPLATFORM_CA_FILE: '' } });
+  test('DATAPLATFORM_INSECURE=1 (or --insecure) without a CA file: the plan works', async () => {
+    const noCa = { ...env, DATAPLATFORM_CA_FILE: '' };
+    const [variable, flag] = await Promise.all([runDpctl(['plan', dir], { env: { ...noCa, DATAPLATFORM_INSECURE: '1' } }), runDpctl(['plan', dir, '--insecure'], { env: noCa })]);
+    expect(variable.stderr).toBe('');
+    expect(variable.code).toBe(2);
+    expect(variable.stdout).toMatch(PLANNED);
+    expect(flag.stderr).toBe('');
     expect(flag.code).toBe(2);
     expect(flag.stdout).toMatch(PLANNED);
   });
 
   test('neither a CA file nor insecure: exit 1 with the certificate error, no credential in it', async () => {
-    const r = await runDpctl(['plan', dir], { env: { ...env, DATAPLATFORM_CA_FILE: '', DATAPLATFORM_INSECURE: '' } });
-    expect(r.code).toBe(1);
-    expect(r.stdout).toBe('');
-    expect(r.stderr).toMatch(new RegExp(`^dpctl: POST https://${t.slug}\\.localhost:${svc.port}/api/v1/auth/login failed: UNABLE_TO_VERIFY_LEAF_SIGNATURE unable to verify the first certificate\\n$`));
-    expect(r.stderr).not.toContain(t.adminPassword);
-    // DATAPLATFORM_INSECURE=0 is not "insecure".
-    const zero = await runDpctl(['plan', dir], { env: { ...env, DATAPLATFORM_CA_FILE: '', DATAPLATFORM_INSECURE: '0' } });
+    const [neither, zero, missing] = await Promise.all([
+      runDpctl(['plan', dir], { env: { ...env, DATAPLATFORM_CA_FILE: '', DATAPLATFORM_INSECURE: '' } }),
+      // DATAPLATFORM_INSECURE=0 is not "insecure".
+      runDpctl(['plan', dir], { env: { ...env, DATAPLATFORM_CA_FILE: '', DATAPLATFORM_INSECURE: '0' } }),
+      runDpctl(['plan', dir], { env: { ...env, DATAPLATFORM_CA_FILE: '/nonexistent/ca.pem' } }),
+    ]);
+    expect(neither.code).toBe(1);
+    expect(neither.stdout).toBe('');
+    // The first request (the login) fails on the service's self-signed CA. The message names the
+    // certificate problem and the URL, but no remedy (see the report): assert what it says today.
+    expect(neither.stderr).toMatch(new RegExp(`^dpctl: POST https://${t.slug}\\.localhost:${svc.port}/api/v1/auth/login failed: UNABLE_TO_VERIFY_LEAF_SIGNATURE unable to verify the first certificate\\n$`));
+    expect(neither.stderr).not.toContain(t.adminPassword);
     expect(zero.code).toBe(1);
-    expect(zero.stderr).toContain('unable to verify the first certificate');
-    // A CA file that cannot be read says which.
-    const missing = await runDpctl(['plan', dir], { env: { ...env, DATAPLATFORM_CA_FILE: '/nonexistent/ca.pem' } });
+    expect(zero.stderr).toContain('UNABLE_TO_VERIFY_LEAF_SIGNATURE');
     expect(missing.code).toBe(1);
     expect(missing.stderr).toMatch(/^dpctl: cannot read the CA file \/nonexistent\/ca\.pem: ENOENT/);
   });
 
   test('a CA file and insecure together: refused from the environment; a flag overrides the other variable', async () => {
-    const both = await runDpctl(['plan', dir], { env: { ...env, DATAPLATFORM_INSECURE: '1' } });
+    const [both, caFlag, insecureFlag] = await Promise.all([
+      runDpctl(['plan', dir], { env: { ...env, DATAPLATFORM_INSECURE: '1' } }),
+      runDpctl(['plan', dir, '--ca-file', svc.service.tls.certPath], { env: { ...env, DATAPLATFORM_CA_FILE: '', DATAPLATFORM_INSECURE: '1' } }),
+      runDpctl(['plan', dir, '--insecure'], { env }),
+    ]);
     expect(both.code).toBe(1);
     expect(both.stderr).toBe('dpctl: give either a CA (caFile) or insecure: true, not both\n');
-    const caFlag = await runDpctl(['plan', dir, '--ca-file', svc.service.tls.certPath], { env: { ...env, DATAPLATFORM_CA_FILE: '', DATAPLATFORM_INSECURE: '1' } });
+    expect(caFlag.stderr).toBe('');
     expect(caFlag.code).toBe(2);
     expect(caFlag.stdout).toMatch(PLANNED);
-    const insecureFlag = await runDpctl(['plan', dir, '--insecure'], { env });
+    expect(insecureFlag.stderr).toBe('');
     expect(insecureFlag.code).toBe(2);
+    expect(insecureFlag.stdout).toMatch(PLANNED);
   });
 });
 
@@ -475,8 +482,9 @@ spec:
     expect(r.code).toBe(1);
     expect(r.stdout).toContain('Plan: 0 to create, 1 to update, 0 to replace, 1 to delete, 0 unchanged.');
     expect(r.stdout).toMatch(/^~ Connector ops\/warehouse-db: updated \(schedule\)$/m);
-    console.log(r.stdout);
-    expect(r.stdout).toMatch(/^x NotificationChannel ops\/team-email: failed: .*\(HTTP 409 conflict on DELETE /m);
+    expect(r.stdout).toMatch(
+      /^x NotificationChannel ops\/team-email: failed: Notification channel "team-email" is used by alert rule "by-hand" \(channel_ids\[0\]\); change or delete that first \(HTTP 409 conflict on DELETE \/projects\/\{id\}\/notification-channels\/\{resourceId\}, request id req_[\w-]+\)$/m,
+    );
     expect(r.stdout).toContain('Apply incomplete: 1 done, 1 failed, 0 skipped, 0 not supported.');
     expect((await client.resources('connector', { projectId: ops }).listAll())[0].schedule).toBe('30 * * * *');
     expect(await names(client, 'notification_channel', ops)).toEqual(['team-email']);
