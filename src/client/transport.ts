@@ -110,5 +110,11 @@ export function describeNetworkError(err: unknown): string {
   }
   const code = errorCode(err);
   const text = messages.join(': ') || 'unknown error';
-  return code && !text.includes(code) ? `${code} ${text}` : text;
+  const reason = code && !text.includes(code) ? `${code} ${text}` : text;
+  return code && UNTRUSTED_CERTIFICATE.test(code) ? `${reason} (${UNTRUSTED_CERTIFICATE_HINT})` : reason;
 }
+
+/** The service's certificate is not signed by a CA we trust: the usual case of a local service with its own CA. */
+const UNTRUSTED_CERTIFICATE = /^(UNABLE_TO_VERIFY_LEAF_SIGNATURE|UNABLE_TO_GET_ISSUER_CERT(_LOCALLY)?|DEPTH_ZERO_SELF_SIGNED_CERT|SELF_SIGNED_CERT_IN_CHAIN)$/;
+export const UNTRUSTED_CERTIFICATE_HINT =
+  "the service's certificate is not trusted: point DATAPLATFORM_CA_FILE (dpctl --ca-file, the provider's ca_file) at its CA certificate, or for a throwaway local service set DATAPLATFORM_INSECURE=1 (--insecure)";

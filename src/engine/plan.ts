@@ -128,9 +128,25 @@ export function makePlan(documents: ConfigDocument[], state: LiveState, secrets:
     if (hasLabels(r.descriptor) && (r.object[LABELS_FIELD] as Record<string, string> | undefined)?.[MANAGED_BY_LABEL] === options.sourceId) plan.managedCount++;
   }
 
+  // With undeclared projects allowed, a project must at least exist on the server (and be visible to this credential).
+  const declaredProjects = new Set(documents.filter((doc) => doc.descriptor.kind === 'project').map((doc) => doc.name));
+  const missingProject = (doc: ConfigDocument) => doc.project !== undefined && !declaredProjects.has(doc.project) && !state.projects.has(doc.project);
+
   const byKey = new Map<string, PlannedChange>();
   for (const doc of documents) {
     const d = doc.descriptor;
+    if (missingProject(doc)) {
+      const visible = [...state.projects.keys()].sort();
+      plan.errors.push(
+        formatConfigError({
+          ...doc.location,
+          subject: subjectOf(doc),
+          field: 'metadata.project',
+          message: `no project "${doc.project}" on the server and no Project document declares it (projects this credential sees: ${visible.length ? visible.join(', ') : 'none'})`,
+        }),
+      );
+      continue;
+    }
     const ops = opsOf(d, options.specOperations);
     const existing = live(doc);
     const key = docKey(doc);

@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import type { DataPlatformClient } from '../../src/client/index.js';
+import { UNTRUSTED_CERTIFICATE_HINT } from '../../src/client/transport.js';
 import { runDpctl } from '../support/cli.js';
 import { startTestService, type TestService, type TestTenant } from '../support/service.js';
 import { clientFor, cliEnvFor, copyExample, edit } from '../integration/engine/helpers.js';
@@ -271,9 +272,11 @@ describe('TLS trust: DATAPLATFORM_CA_FILE, DATAPLATFORM_INSECURE and their flags
     ]);
     expect(neither.code).toBe(1);
     expect(neither.stdout).toBe('');
-    // The first request (the login) fails on the service's self-signed CA. The message names the
-    // certificate problem and the URL, but no remedy (see the report): assert what it says today.
-    expect(neither.stderr).toMatch(new RegExp(`^dpctl: POST https://${t.slug}\\.localhost:${svc.port}/api/v1/auth/login failed: UNABLE_TO_VERIFY_LEAF_SIGNATURE unable to verify the first certificate\\n$`));
+    // The first request (the login) fails on the service's self-signed CA: the message names the
+    // certificate problem and the URL...
+    expect(neither.stderr).toMatch(new RegExp(`^dpctl: POST https://${t.slug}\\.localhost:${svc.port}/api/v1/auth/login failed: UNABLE_TO_VERIFY_LEAF_SIGNATURE unable to verify the first certificate \\(.*\\)\\n$`));
+    // ...and says what to do.
+    expect(neither.stderr).toContain(`(${UNTRUSTED_CERTIFICATE_HINT})`);
     expect(neither.stderr).not.toContain(t.adminPassword);
     expect(zero.code).toBe(1);
     expect(zero.stderr).toContain('UNABLE_TO_VERIFY_LEAF_SIGNATURE');
@@ -493,12 +496,8 @@ spec:
 });
 
 describe('--allow-undeclared-projects naming a project that is not on the server', () => {
-  // PRODUCT BUG (see the report): README says the flag lets metadata.project name "a project that
-  // exists on the server"; for one that does not exist, plan still exits 2 with "1 to create",
-  // and apply fails that create with the client library's internal message
-  // "kind classification lives in a project: pass { projectId }". Expected: plan (and apply,
-  // before sending anything) exit 1 with an error that names the missing project.
-  test.fails('plan exits 1 naming the missing project; apply does not leak an internal client error', async () => {
+  // --allow-undeclared-projects lets metadata.project name a project that exists on the server; one that does not is a plan error.
+  test('plan and apply exit 1 naming the missing project, before anything is sent', async () => {
     const t = await svc.tenant();
     const env = envFor(t);
     const dir = configDir('ghosty', {
@@ -515,6 +514,8 @@ spec:
     expect(apply.code).toBe(1);
     expect(apply.stdout + apply.stderr).not.toContain('pass { projectId }');
     expect(plan.code).toBe(1);
-    expect(plan.stdout + plan.stderr).toMatch(/project.*"?ghost"?/);
+    for (const r of [plan, apply]) {
+      expect(r.stdout + r.stderr).toContain('pii.yaml:1:1: Classification/pii: metadata.project: no project "ghost" on the server and no Project document declares it (projects this credential sees: none)');
+    }
   });
 });
