@@ -34,6 +34,9 @@ export interface SeenRequest {
  */
 export class FaultProxy {
   readonly seen: SeenRequest[] = [];
+  /** The most requests of each method that were in flight at once (since the last inject). */
+  readonly maxInFlight = new Map<string, number>();
+  private readonly inFlight = new Map<string, number>();
   /** Decides per request; `n` counts requests of that method and path (from 1). Default: forward all. */
   rule: (req: { method: string; path: string; n: number }) => Fault = () => 'forward';
   private readonly counts = new Map<string, number>();
@@ -58,6 +61,7 @@ export class FaultProxy {
       proxy.counts.set(key, n);
       const fault = proxy.rule({ method: req.method!, path: path.split('?')[0], n });
       proxy.seen.push({ method: req.method!, path, fault: typeof fault === 'string' ? fault : JSON.stringify(fault) });
+      proxy.track(req.method!, res);
       if (typeof fault === 'object' && 'status' in fault) {
         res.writeHead(fault.status, { 'content-type': 'application/json', 'x-request-id': `proxy-${n}`, ...(fault.headers ?? {}) });
         res.end(fault.body === undefined ? JSON.stringify({ error: { code: 'internal_error', message: 'injected fault' } }) : JSON.stringify(fault.body));
@@ -108,6 +112,15 @@ export class FaultProxy {
     this.rule = rule;
     this.seen.length = 0;
     this.counts.clear();
+    this.maxInFlight.clear();
+  }
+
+  /** Counts the request as in flight until its answer is sent or its connection dropped. */
+  private track(method: string, res: ServerResponse) {
+    const now = (this.inFlight.get(method) ?? 0) + 1;
+    this.inFlight.set(method, now);
+    this.maxInFlight.set(method, Math.max(this.maxInFlight.get(method) ?? 0, now));
+    res.once('close', () => this.inFlight.set(method, (this.inFlight.get(method) ?? 1) - 1));
   }
 
   /** Requests seen for a method and a path (without query). */

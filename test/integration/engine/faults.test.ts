@@ -127,6 +127,23 @@ describe('apply of examples/platform through faults', () => {
     await expectConverged(t, dir);
   }, 120_000);
 
+  test('apply runs at most --concurrency writes at once, and more than one when it can', async () => {
+    const t = await svc.tenant();
+    const dir = copyExample();
+    // Slow writes, so that whatever the engine lets run in parallel overlaps at the proxy.
+    proxy.inject(({ method, path }) => (!isAuth(path) && method !== 'GET' ? { delayMs: 150 } : 'forward'));
+    const client = viaProxy(t);
+    try {
+      const r = await reconcile(client, [dir], { ...opts, concurrency: 3 });
+      expect(r.result!.converged).toBe(true);
+      expect(proxy.maxInFlight.get('POST')).toBe(3);
+    } finally {
+      proxy.inject(() => 'forward');
+      await client.close();
+    }
+    await expectConverged(t, dir);
+  }, 120_000);
+
   test('5xx on writes: a 503 to the first create of each collection, a 502 after an update was applied, a 503 to a delete; re-runs converge with no duplicates', async () => {
     const t = await svc.tenant();
     const dir = copyExample();
