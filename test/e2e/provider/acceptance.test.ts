@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { KindDescriptor } from '../../../src/kinds/index.js';
+import { deleteAt, valuesAt, type KindDescriptor } from '../../../src/kinds/index.js';
 import { apiField, resourceSpecs } from '../../../src/provider/schema.js';
 import { startTestService, testStore, type TestService, type TestTenant } from '../../support/service.js';
 import { haveTerraform, PROVIDER_BLOCK, TerraformWorkspace } from './harness.js';
@@ -7,9 +7,13 @@ import { haveTerraform, PROVIDER_BLOCK, TerraformWorkspace } from './harness.js'
 /**
  * The acceptance lifecycle for every writable kind, table-driven from the descriptors, under
  * the real `terraform`: create; plan after apply is empty; update in place; replace on an
- * immutable change; import then plan is empty; drift made through the API shows in the plan
- * and apply restores it; deleted outside Terraform is recreated; destroy leaves nothing.
- * All kinds go through each step together in one configuration (a Terraform run costs seconds).
+ * immutable change; import (by id, then by name) then plan is empty; drift made through the API
+ * shows in the plan and apply restores it; deleted outside Terraform is recreated; destroy
+ * leaves nothing. All kinds go through each step together in one configuration (a Terraform run
+ * costs seconds). Projects are the scope every other sample lives in, so they are not a row:
+ * the configuration's two projects go through the same steps beside the samples (updated in
+ * place, imported, drifted, one deleted outside Terraform, destroyed). No sample value may appear
+ * in Terraform's output when it is a secret (connector password, webhook signing secret).
  */
 
 /** An HCL expression instead of a literal, given the project the sample lives in ('a' or 'b'). */
@@ -24,13 +28,22 @@ interface Sample {
   create: Fields;
   /** Mutable fields changed in place (kinds the API can update). */
   update?: Fields;
-  /** x-immutable fields changed; omitted, a project-scoped sample moves to the second project instead. */
+  /**
+   * Fields changed to force a replacement: at least one x-immutable field, plus any mutable field
+   * the new value needs (a webhook channel's url); omitted, a project-scoped sample moves to the
+   * second project instead.
+   */
   replace?: Fields;
   /** A PATCH made through the API behind Terraform's back; default: a changed label. */
   drift?: Record<string, unknown>;
 }
 
 const channel = new Ref((p) => `dataplatform_notification_channel.support_${p}.id`);
+/**
+ * Another kind's sample. The API takes references within one project only, so a referrer must
+ * move with what it refers to: kinds without a `replace` sample all move to the second project
+ * in the replace step, together.
+ */
 const sampleOf = (kind: string) => new Ref(() => `dataplatform_${kind}.sample.id`);
 
 /** Sample values per kind. A writable kind with neither a sample nor a SKIP entry fails the first test. */
@@ -79,23 +92,57 @@ const SAMPLES: Record<string, Sample> = {
     update: { allowed_domains: ['example.com'], auto_provision: true },
     replace: { protocol: 'google' },
   },
+  connector: {
+    create: {
+      name: 'acc-connector',
+      connector_type: 'postgresql',
+      config: { host: 'db.internal', port: 5432, database: 'orders', ssl_mode: 'require' },
+      credentials: { username: 'reader', password: 'acc-secret-first' },
+      selected_tables: ['public.orders', 'public.customers'],
+      schedule: '0 2 * * *',
+      labels: { team: 'data' },
+    },
+    // A new password is an in-place change too.
+    update: { credentials: { username: 'reader', password: 'acc-secret-second' }, selected_tables: ['public.orders'], schedule: '30 4 * * *' },
+    replace: { connector_type: 'mysql' },
+    drift: { labels: { team: 'data', changed: 'outside' }, selected_tables: ['public.other'] },
+  },
+  notification_channel: {
+    create: { name: 'acc-channel', type: 'email', config: { email_addresses: ['oncall@example.com'] }, labels: { team: 'data' } },
+    update: { config: { email_addresses: ['oncall@example.com', 'data@example.com'] }, enabled: false },
+    // A webhook needs a url (and takes a write-only signing secret).
+    replace: { type: 'webhook', config: { url: 'https://hooks.example.com/acc', signing_secret: 'acc-signing-secret' } },
+  },
+  alert_rule: {
+    create: {
+      name: 'acc-alert',
+      severity: 'warning',
+      condition: { metric: 'run_failed', operator: 'gte', threshold: 3, window_minutes: 30 },
+      target: { pipeline_id: sampleOf('pipeline') },
+      channel_ids: [channel],
+      escalation_policy_id: sampleOf('escalation_policy'),
+      labels: { team: 'data' },
+    },
+    update: { severity: 'critical', description: 'paged', condition: { metric: 'run_failed', operator: 'gt', threshold: 5, window_minutes: 120 } },
+    // No x-immutable field: replaced by a move to the second project, with its pipeline and policy.
+  },
 };
 
-/** Kinds this file leaves out, and why. */
+/** Kinds the table leaves out, and why. */
 const SKIP: Record<string, string> = {
-  project: 'full lifecycle in terraform.test.ts (and every sample here lives in one)',
-  connector: 'full lifecycle in terraform.test.ts, with its secret and write-only password',
-  notification_channel: 'full lifecycle in terraform.test.ts (and the support channels here)',
-  alert_rule: 'full lifecycle in terraform.test.ts',
+  project: 'not a row, every sample lives in one: the projects acc-a and acc-b of the configuration go through each step',
 };
 
 const specs = [...resourceSpecs().values()];
 /** The attribute standing for an API field (fields named like a meta-argument are renamed, e.g. provider). */
 const tfName = (d: KindDescriptor, field: string) => specs.find((s) => s.descriptor === d)!.attrs.find((a) => apiField(a) === field)!.name;
 const kinds = specs.map((s) => s.descriptor).filter((d) => SAMPLES[d.kind]);
-/** Referrers before what they refer to (masking policies before classifications), for deleting. */
-const referenced = (d: KindDescriptor) => kinds.some((k) => k.references.some((r) => r.kind === d.kind));
-const deleteOrder = [...kinds].sort((x, y) => Number(referenced(x)) - Number(referenced(y)));
+/** How deep a kind sits under referrers among the samples (0: nothing refers to it). */
+const depth = (d: KindDescriptor): number => Math.max(0, ...kinds.filter((k) => k !== d && k.references.some((r) => r.kind === d.kind)).map((k) => depth(k) + 1));
+/** Referrers before what they refer to (alert rules before pipelines before channels), for deleting. */
+const deleteOrder = [...kinds].sort((x, y) => depth(x) - depth(y));
+/** The x-immutable fields of a replace sample (the others only go with them). */
+const forcing = (d: KindDescriptor) => Object.keys(SAMPLES[d.kind].replace ?? {}).filter((f) => d.immutableFields.includes(f));
 
 function hcl(v: Value, project: 'a' | 'b'): string {
   if (v instanceof Ref) return v.expr(project);
@@ -105,9 +152,9 @@ function hcl(v: Value, project: 'a' | 'b'): string {
   return `{ ${Object.entries(v).map(([k, x]) => `${JSON.stringify(k)} = ${hcl(x, project)}`).join(', ')} }`;
 }
 
-/** The fields as the API should hold them: references left out (their ids are checked by Terraform's plan). */
-function expected(fields: Fields): Record<string, unknown> {
-  const strip = (v: Value): unknown => (v instanceof Ref ? undefined : Array.isArray(v) ? v.map(strip) : typeof v === 'object' ? expected(v as Fields) : v);
+/** The fields without references (their ids are checked by Terraform's plan). */
+function withoutRefs(fields: Fields): Record<string, unknown> {
+  const strip = (v: Value): unknown => (v instanceof Ref ? undefined : Array.isArray(v) ? v.map(strip) : typeof v === 'object' ? withoutRefs(v as Fields) : v);
   const out: Record<string, unknown> = {};
   for (const [k, v] of Object.entries(fields)) {
     const x = strip(v);
@@ -115,6 +162,16 @@ function expected(fields: Fields): Record<string, unknown> {
   }
   return out;
 }
+
+/** The fields as the API should return them: no references, no secrets (never returned). */
+function expected(d: KindDescriptor, fields: Fields): Record<string, unknown> {
+  const out = withoutRefs(fields);
+  for (const path of d.secretPaths) deleteAt(out, path);
+  return out;
+}
+
+/** The secret values the fields set. */
+const secretsIn = (d: KindDescriptor, fields: Fields) => d.secretPaths.flatMap((path) => valuesAt(fields, path).map((v) => String(v.value)));
 
 type Phase = 'create' | 'update' | 'replace';
 
@@ -126,10 +183,16 @@ function fieldsAt(d: KindDescriptor, phase: Phase): { fields: Fields; project: '
   return { fields, project };
 }
 
+/** Every secret value of every sample at every phase: none may show in Terraform's output. */
+const SECRETS = kinds.flatMap((d) => (['create', 'update', 'replace'] as const).flatMap((p) => secretsIn(d, fieldsAt(d, p).fields)));
+
+/** The description of the configuration's projects: changed in place by the update step. */
+const projectDescription = (phase: Phase) => (phase === 'create' ? 'first' : 'second');
+
 function config(phase: Phase): string {
   let out = `${PROVIDER_BLOCK}\n`;
   for (const p of ['a', 'b'] as const) {
-    out += `resource "dataplatform_project" "${p}" {\n  name = "acc-${p}"\n}\n\n`;
+    out += `resource "dataplatform_project" "${p}" {\n  name        = "acc-${p}"\n  description = "${projectDescription(phase)}"\n  labels      = { team = "data" }\n}\n\n`;
     out += `resource "dataplatform_notification_channel" "support_${p}" {\n  project_id = dataplatform_project.${p}.id\n  name       = "support"\n  type       = "email"\n  config     = { email_addresses = ["support@example.com"] }\n}\n\n`;
   }
   for (const d of kinds) {
@@ -165,22 +228,39 @@ describe.skipIf(testStore() === 'postgres' || !haveTerraform)('acceptance lifecy
     return items.find((i) => String(i[d.identity]).toLowerCase() === identity);
   }
 
-  /** Every sample is on the service as configured; returns the ids that changed since the last check. */
+  /** Every sample (and both projects) is on the service as configured; returns the sample kinds whose ids changed since the last check. */
   async function expectConfigured(): Promise<string[]> {
+    for (const p of ['a', 'b'] as const) {
+      const project = await api('GET', `/projects/${projects[p]}`);
+      expect(project, `project acc-${p}`).toMatchObject({ name: `acc-${p}`, description: projectDescription(phase) });
+      expect(project.labels, `project acc-${p}`).toEqual({ team: 'data' });
+    }
     const changed: string[] = [];
     for (const d of kinds) {
       const found = await live(d);
       expect(found, `${d.kind} "${fieldsAt(d, phase).fields[d.identity]}" is not on the service`).toBeTruthy();
-      expect(found, d.kind).toMatchObject(expected(fieldsAt(d, phase).fields));
+      expect(found, d.kind).toMatchObject(expected(d, fieldsAt(d, phase).fields));
       if (ids.get(d.kind) !== found.id) changed.push(d.kind);
       ids.set(d.kind, found.id);
     }
     return changed;
   }
 
+  /** Terraform's output, checked for secret values. */
+  function noSecrets(out: string): string {
+    for (const secret of SECRETS) expect(out, 'a secret value in the output of terraform').not.toContain(secret);
+    return out;
+  }
+  const apply = async (extra: string[] = []) => noSecrets(await ws.apply(extra));
+  const plan = async () => {
+    const res = await ws.plan();
+    noSecrets(res.out);
+    return res;
+  };
+
   async function expectEmptyPlan() {
-    const plan = await ws.plan();
-    expect(plan.code, plan.out).toBe(0);
+    const res = await plan();
+    expect(res.code, res.out).toBe(0);
   }
 
   beforeAll(async () => {
@@ -201,7 +281,7 @@ describe.skipIf(testStore() === 'postgres' || !haveTerraform)('acceptance lifecy
     expect(missing, `writable kinds without an acceptance sample in ${import.meta.filename}: add a SAMPLES entry (or a SKIP entry with the reason)`).toEqual([]);
     for (const d of kinds) {
       const s = SAMPLES[d.kind];
-      for (const field of Object.keys(s.replace ?? {})) expect(d.immutableFields, `${d.kind}.${field} in replace is not x-immutable`).toContain(field);
+      if (s.replace) expect(forcing(d), `${d.kind}: replace changes no x-immutable field`).not.toEqual([]);
       for (const field of Object.keys(s.update ?? {})) expect(d.immutableFields, `${d.kind}.${field} in update is x-immutable`).not.toContain(field);
       expect(!!s.update, `${d.kind}: update given iff the API can update it`).toBe(d.operations.includes('update'));
       if (!s.replace) expect(d.scope, `${d.kind} has no replace sample and is not project-scoped (cannot move)`).toBe('project');
@@ -209,7 +289,7 @@ describe.skipIf(testStore() === 'postgres' || !haveTerraform)('acceptance lifecy
   });
 
   it('creates every kind, then plans nothing', { timeout: 90_000 }, async () => {
-    const out = await ws.apply();
+    const out = await apply();
     expect(out).toContain(`Apply complete! Resources: ${kinds.length + 4} added, 0 changed, 0 destroyed.`);
     for (const p of ['a', 'b'] as const) projects[p] = (await api<{ data: any[] }>('GET', '/projects')).data.find((x) => x.name === `acc-${p}`).id;
     expect(await expectConfigured()).toEqual(kinds.map((d) => d.kind));
@@ -220,9 +300,11 @@ describe.skipIf(testStore() === 'postgres' || !haveTerraform)('acceptance lifecy
     phase = 'update';
     ws.write('main.tf', config('update'));
     const updatable = kinds.filter((d) => SAMPLES[d.kind].update);
-    const out = await ws.apply();
+    const out = await apply();
     for (const d of updatable) expect(out).toContain(`dataplatform_${d.kind}.sample will be updated in-place`);
-    expect(out).toContain(`Resources: 0 added, ${updatable.length} changed, 0 destroyed.`);
+    for (const p of ['a', 'b']) expect(out).toContain(`dataplatform_project.${p} will be updated in-place`);
+    expect(out).toContain(`Resources: 0 added, ${updatable.length + 2} changed, 0 destroyed.`);
+    // The projects are checked by their ids, so theirs are kept too.
     expect(await expectConfigured(), 'ids kept').toEqual([]);
     await expectEmptyPlan();
   });
@@ -231,10 +313,10 @@ describe.skipIf(testStore() === 'postgres' || !haveTerraform)('acceptance lifecy
     phase = 'replace';
     ws.write('main.tf', config('replace'));
     const before = new Map(ids);
-    const out = await ws.apply();
+    const out = await apply();
     for (const d of kinds) {
       expect(out).toContain(`dataplatform_${d.kind}.sample must be replaced`);
-      const forced = SAMPLES[d.kind].replace ? Object.keys(SAMPLES[d.kind].replace!) : ['project_id'];
+      const forced = SAMPLES[d.kind].replace ? forcing(d) : ['project_id'];
       for (const field of forced) expect(out).toMatch(new RegExp(`${tfName(d, field)}\\s+= .* # forces replacement`));
     }
     expect(out).toContain(`Resources: ${kinds.length} added, 0 changed, ${kinds.length} destroyed.`);
@@ -248,19 +330,40 @@ describe.skipIf(testStore() === 'postgres' || !haveTerraform)('acceptance lifecy
     await expectEmptyPlan();
   });
 
-  it('imports by <project_id>/<name> (tenant kinds by identity), then plans nothing', { timeout: 90_000 }, async () => {
-    await ws.tf(['state', 'rm', ...kinds.map((d) => `dataplatform_${d.kind}.sample`)]);
-    const blocks = kinds.map((d) => {
+  /**
+   * Forgets every sample and both projects and imports them again with `import` blocks: by
+   * `<project_id>/<id>` (tenant-level kinds and projects by id) or by `<project_id>/<name>`
+   * (tenant-level kinds and projects by identity). Secrets cannot be read back, so the same apply
+   * sets them again on the samples whose config has one (an in-place update).
+   */
+  async function reimport(by: 'id' | 'name') {
+    await ws.tf(['state', 'rm', 'dataplatform_project.a', 'dataplatform_project.b', ...kinds.map((d) => `dataplatform_${d.kind}.sample`)]);
+    const block = (to: string, id: string) => `import {\n  to = ${to}\n  id = "${id}"\n}\n`;
+    const blocks = (['a', 'b'] as const).map((p) => block(`dataplatform_project.${p}`, by === 'id' ? projects[p] : `acc-${p}`));
+    for (const d of kinds) {
       const { fields, project } = fieldsAt(d, phase);
-      const id = d.scope === 'project' ? `${projects[project]}/${fields[d.identity]}` : String(fields[d.identity]);
-      return `import {\n  to = dataplatform_${d.kind}.sample\n  id = "${id}"\n}\n`;
-    });
+      const ref = by === 'id' ? ids.get(d.kind)! : String(fields[d.identity]);
+      blocks.push(block(`dataplatform_${d.kind}.sample`, d.scope === 'project' ? `${projects[project]}/${ref}` : ref));
+    }
     ws.write('imports.tf', blocks.join('\n'));
-    const out = await ws.apply();
-    expect(out).toContain(`Resources: ${kinds.length} imported, 0 added, 0 changed, 0 destroyed.`);
+    const withSecrets = kinds.filter((d) => secretsIn(d, fieldsAt(d, phase).fields).length);
+    expect(withSecrets.map((d) => d.kind), 'the connector password is set again').toContain('connector');
+    const out = await apply();
+    for (const d of kinds) expect(out).toContain(`dataplatform_${d.kind}.sample: Import complete`);
+    for (const p of ['a', 'b']) expect(out).toContain(`dataplatform_project.${p}: Import complete`);
+    for (const d of withSecrets) expect(out).toContain(`dataplatform_${d.kind}.sample will be updated in-place`);
+    expect(out).toContain(`Resources: ${kinds.length + 2} imported, 0 added, ${withSecrets.length} changed, 0 destroyed.`);
     ws.remove('imports.tf');
     expect(await expectConfigured(), 'import adopted the same objects').toEqual([]);
     await expectEmptyPlan();
+  }
+
+  it('imports by <project_id>/<id> (tenant kinds and projects by id), then plans nothing', { timeout: 90_000 }, async () => {
+    await reimport('id');
+  });
+
+  it('imports by <project_id>/<name> (tenant kinds and projects by identity), then plans nothing', { timeout: 90_000 }, async () => {
+    await reimport('name');
   });
 
   it('shows drift made through the API in the plan, and apply restores it', { timeout: 90_000 }, async () => {
@@ -269,29 +372,56 @@ describe.skipIf(testStore() === 'postgres' || !haveTerraform)('acceptance lifecy
       const patch = SAMPLES[d.kind].drift ?? { labels: { changed: 'outside' } };
       await api('PATCH', `${collection(d, fieldsAt(d, phase).project)}/${ids.get(d.kind)}`, patch, 200);
     }
-    const plan = await ws.plan();
-    expect(plan.code).toBe(2);
-    for (const d of drifted) expect(plan.out).toContain(`dataplatform_${d.kind}.sample will be updated in-place`);
-    expect(plan.out).toContain(`Plan: 0 to add, ${drifted.length} to change, 0 to destroy.`);
-    await ws.apply();
+    await api('PATCH', `/projects/${projects.a}`, { description: 'changed outside', labels: { team: 'data', changed: 'outside' } }, 200);
+    const drift = await plan();
+    expect(drift.code).toBe(2);
+    for (const d of drifted) expect(drift.out).toContain(`dataplatform_${d.kind}.sample will be updated in-place`);
+    expect(drift.out).toContain('dataplatform_project.a will be updated in-place');
+    expect(drift.out).toMatch(new RegExp(`description\\s+= "changed outside" -> "${projectDescription(phase)}"`));
+    expect(drift.out).toContain(`Plan: 0 to add, ${drifted.length + 1} to change, 0 to destroy.`);
+    await apply();
     expect(await expectConfigured()).toEqual([]);
     for (const d of drifted) expect((await live(d)).labels ?? {}).not.toHaveProperty('changed');
     await expectEmptyPlan();
   });
 
-  it('recreates what was deleted outside Terraform', { timeout: 90_000 }, async () => {
+  it('recreates what was deleted outside Terraform (a project too)', { timeout: 90_000 }, async () => {
     for (const d of deleteOrder) await api('DELETE', `${collection(d, fieldsAt(d, phase).project)}/${ids.get(d.kind)}`, undefined, 204);
-    const out = await ws.apply();
+    // Then the second project, with what is left in it (its support channel: the delete cascades).
+    const oldB = projects.b;
+    await api('DELETE', `/projects/${oldB}`, undefined, 204);
+    const out = await apply();
     for (const d of kinds) expect(out).toContain(`dataplatform_${d.kind}.sample will be created`);
-    expect(out).toContain(`Resources: ${kinds.length} added, 0 changed, 0 destroyed.`);
+    expect(out).toContain('dataplatform_project.b will be created');
+    expect(out).toContain('dataplatform_notification_channel.support_b will be created');
+    expect(out).toContain(`Resources: ${kinds.length + 2} added, 0 changed, 0 destroyed.`);
+    projects.b = (await api<{ data: any[] }>('GET', '/projects')).data.find((x) => x.name === 'acc-b').id;
+    expect(projects.b, 'acc-b is a new project').not.toBe(oldB);
+    expect((await svc.call(t, 'GET', `/projects/${oldB}`)).status).toBe(404);
     expect((await expectConfigured()).sort()).toEqual(kinds.map((d) => d.kind).sort());
     await expectEmptyPlan();
   });
 
   it('destroys everything and leaves nothing on the service', { timeout: 90_000 }, async () => {
-    const out = (await ws.tf(['destroy', '-auto-approve', '-input=false'])).out;
-    expect(out).toContain(`Destroy complete! Resources: ${kinds.length + 4} destroyed.`);
-    for (const d of kinds.filter((k) => k.scope === 'tenant')) expect(await live(d), d.kind).toBeUndefined();
+    // Everything but the projects first (a project's delete cascades), so that each object is
+    // seen gone through the API while its project still exists.
+    const targets = [...kinds.map((d) => `dataplatform_${d.kind}.sample`), 'dataplatform_notification_channel.support_a', 'dataplatform_notification_channel.support_b'];
+    const out = noSecrets((await ws.tf(['destroy', '-auto-approve', '-input=false', ...targets.map((x) => `-target=${x}`)])).out);
+    expect(out).toContain(`Destroy complete! Resources: ${kinds.length + 2} destroyed.`);
+    for (const d of kinds) {
+      const res = await svc.call(t, 'GET', `${collection(d, fieldsAt(d, phase).project)}/${ids.get(d.kind)}`);
+      expect(res.status, `${d.kind} ${ids.get(d.kind)} still exists`).toBe(404);
+      if (d.scope === 'tenant') expect(await live(d), d.kind).toBeUndefined();
+    }
+    // Nothing of any sampled kind is left in either project (the support channels included).
+    for (const p of ['a', 'b'] as const) {
+      for (const d of kinds.filter((k) => k.scope === 'project')) {
+        expect((await api<{ data: any[] }>('GET', collection(d, p))).data, `${d.kind} left in acc-${p}`).toEqual([]);
+      }
+    }
+    const rest = (await ws.tf(['destroy', '-auto-approve', '-input=false'])).out;
+    expect(rest).toContain('Destroy complete! Resources: 2 destroyed.');
     for (const p of ['a', 'b'] as const) expect((await svc.call(t, 'GET', `/projects/${projects[p]}`)).status).toBe(404);
+    expect((await ws.show()).values?.root_module?.resources ?? [], 'state empty').toEqual([]);
   });
 });
