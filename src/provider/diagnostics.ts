@@ -1,4 +1,5 @@
-import { ApiError, DataPlatformError } from '../client/index.js';
+import { AmbiguousCreateError, AmbiguousRequestError, ApiError, DataPlatformError, NetworkError } from '../client/index.js';
+import { UNTRUSTED_CERTIFICATE_HINT } from '../client/transport.js';
 import { ProviderError } from './resource.js';
 import { apiField, type AttrSpec } from './schema.js';
 
@@ -47,6 +48,73 @@ export function attributePath(attrs: AttrSpec[], field: string, resolvable = fal
   return steps.length ? { steps } : undefined;
 }
 
+/** `['steps', 2, 'depends_on']` -> `steps[2].depends_on`. */
+export function fieldName(path: (string | number)[]): string {
+  return path.map((p, i) => (typeof p === 'number' ? `[${p}]` : i ? `.${p}` : p)).join('');
+}
+
+/**
+ * Attribute names and list positions as a path Terraform can place in the configuration: up to
+ * (not including) the first attribute name below another attribute (see attributePath).
+ */
+export function placeablePath(path: (string | number)[]): { steps: Step[] } {
+  const steps: Step[] = [];
+  for (const p of path) {
+    if (typeof p === 'number') steps.push({ element_key_int: p });
+    else if (steps.length) break;
+    else steps.push({ attribute_name: p });
+  }
+  return { steps };
+}
+
+/**
+ * What to do about an error from the client, for the common cases; undefined when the message
+ * says it all (field errors, 404...). Each claim matches what the provider and the client do.
+ */
+export function hint(err: unknown): string | undefined {
+  if (err instanceof AmbiguousCreateError) {
+    const id = err.scope === 'project' ? `${err.projectId}/${err.identity.value}` : err.identity.value;
+    return (
+      `Terraform did not record this ${err.kind}. Run terraform apply again: if the first request did create it, the service refuses ` +
+      `a second ${err.kind} with the same ${err.identity.field} (409 conflict), so nothing is duplicated; then import it with ` +
+      `terraform import <resource address> ${id}.`
+    );
+  }
+  if (err instanceof AmbiguousRequestError) {
+    return 'Run terraform plan or apply again: Terraform reads the resource back from the service first, so the plan shows whether this change still needs to be made.';
+  }
+  if (err instanceof ApiError) {
+    if (err.status === 429) {
+      return 'Rate limited: the service kept answering 429 Too Many Requests beyond what the provider waits out. Try again later, or lower -parallelism (e.g. terraform apply -parallelism=2).';
+    }
+    if (err.status >= 500) {
+      const attempts = err.attempt > 1 ? ` after ${err.attempt} attempts` : '';
+      return `The service failed${attempts}. Run terraform apply again once it is healthy: this request (${err.method}) is safe to repeat, and Terraform reads resources back from the service before changing anything.`;
+    }
+    if (err.status === 401) {
+      return 'The service did not accept the credentials: check the provider block\'s api_key (DATAPLATFORM_API_KEY), or email and password (DATAPLATFORM_EMAIL, DATAPLATFORM_PASSWORD); an API key may have been revoked.';
+    }
+    if (err.status === 403) {
+      return 'The credentials lack permission for this: an API key reaches only its own project, and changing resources needs read-write (users, API keys and project settings need admin); a read-only user can only read.';
+    }
+    if (err.status === 409 && err.method === 'POST') {
+      return 'If the existing object is the one this resource should manage (for example created by an earlier apply that failed midway), import it with terraform import <resource address> <project_id>/<name> (<name> alone for tenant-level kinds); otherwise give this one another name.';
+    }
+    return undefined;
+  }
+  if (err instanceof NetworkError) {
+    // The client's message already says what to do about an untrusted certificate.
+    if (err.message.includes(UNTRUSTED_CERTIFICATE_HINT)) return undefined;
+    return 'Check the provider\'s endpoint (DATAPLATFORM_URL) and that the service is up; for a certificate error, set ca_file (DATAPLATFORM_CA_FILE) to the service\'s CA.';
+  }
+  return undefined;
+}
+
+const withHint = (detail: string, err: unknown) => {
+  const h = hint(err);
+  return h ? (detail ? `${detail}\n\n${h}` : h) : detail;
+};
+
 /** One diagnostic per field the service named (validation_error, unprocessable_entity), else one. */
 export function diagnoseAll(err: unknown, attrs?: AttrSpec[], prefix = ''): Diagnostic[] {
   if (err instanceof ApiError && err.details.length && attrs) {
@@ -64,7 +132,7 @@ export function diagnoseAll(err: unknown, attrs?: AttrSpec[], prefix = ''): Diag
 
 export function diagnose(err: unknown): Diagnostic {
   if (err instanceof ProviderError) return error(err.summary, err.detail);
-  if (err instanceof ApiError) return error(err.serverMessage || err.message, err.message);
-  if (err instanceof DataPlatformError) return error(err.message);
+  if (err instanceof ApiError) return error(err.serverMessage || err.message, withHint(err.message, err));
+  if (err instanceof DataPlatformError) return error(err.message, withHint('', err));
   return error('internal provider error', err instanceof Error ? (err.stack ?? err.message) : String(err));
 }

@@ -142,7 +142,7 @@ message UpgradeResourceState {
 }
 
 message ValidateResourceConfig {
-  message Request { string type_name = 1; DynamicValue config = 2; }
+  message Request { string type_name = 1; DynamicValue config = 2; ClientCapabilities client_capabilities = 3; }
   message Response { repeated Diagnostic diagnostics = 1; }
 }
 

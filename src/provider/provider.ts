@@ -3,9 +3,9 @@
 import type * as grpc from '@grpc/grpc-js';
 import { ClientConfigError, DataPlatformClient, type ClientConfig } from '../client/index.js';
 import { DataSourceHandler } from './data-source.js';
-import { attributePath, diagnose, diagnoseAll, error } from './diagnostics.js';
+import { attributePath, diagnose, diagnoseAll, error, fieldName, placeablePath } from './diagnostics.js';
 import { ListCache } from './list-cache.js';
-import { ProviderError, ResourceHandler, writeOnlyConflicts } from './resource.js';
+import { ProviderError, ResourceHandler, writeOnlyConflicts, writeOnlySet } from './resource.js';
 import { dataSourceSpecs, providerSchemaMessage, resourceSpecs, schemaMessage } from './schema.js';
 import { validateConfig } from './validate.js';
 import { decodeDynamic, encodeDynamic, isTfObject, type DynamicValue, type TfObject, type TfValue } from './values.js';
@@ -111,6 +111,20 @@ export function providerImplementation(onStop: () => void) {
       const config = obj(req.config);
       const conflicts = writeOnlyConflicts(h.spec.attrs, config);
       const diagnostics = conflicts.map((path) => error(`${req.type_name}: give either ${path} or ${path}_wo, not both`));
+      // A Terraform without write-only support (before 1.11) would keep `_wo` values in the plan and the state.
+      if (!req.client_capabilities?.write_only_attributes_allowed) {
+        for (const path of writeOnlySet(h.spec.attrs, config)) {
+          const name = fieldName(path);
+          const plain = name.replace(/_wo$/, '');
+          diagnostics.push({
+            ...error(
+              `${req.type_name}: ${name} is write-only, which needs Terraform 1.11 or later`,
+              `This Terraform does not support write-only attributes (it did not announce write_only_attributes_allowed), so it would keep the value in the plan and the state. Upgrade to Terraform 1.11 or later, or set ${plain} instead of ${name} and ${name}_version.`,
+            ),
+            attribute: placeablePath(path),
+          });
+        }
+      }
       for (const e of validateConfig(h.spec, config)) {
         const attribute = attributePath(h.spec.attrs, e.field, true);
         diagnostics.push({ ...error(`${req.type_name}: ${e.field} ${e.message}`), ...(attribute ? { attribute } : {}) });

@@ -53,6 +53,21 @@ export function writeOnlyConflicts(attrs: AttrSpec[], config: TfObject | null, p
   return out;
 }
 
+/**
+ * Where a config sets a write-only attribute (`<secret>_wo`, unknown values included): each as
+ * the attribute names and list positions down to it, e.g. `['credentials', 'password_wo']`.
+ */
+export function writeOnlySet(attrs: AttrSpec[], config: TfObject | null, path: (string | number)[] = [], out: (string | number)[][] = []): (string | number)[][] {
+  if (!config) return out;
+  for (const a of attrs) {
+    const c = config[a.name] ?? null;
+    if (a.writeOnly && c !== null) out.push([...path, a.name]);
+    else if (a.shape === 'object' && isTfObject(c)) writeOnlySet(a.attrs!, c, [...path, a.name], out);
+    else if (a.shape === 'objects' && Array.isArray(c)) c.forEach((item, i) => isTfObject(item) && writeOnlySet(a.attrs!, item, [...path, a.name, i], out));
+  }
+  return out;
+}
+
 const computedOnly = (a: AttrSpec) => a.computed && !a.optional && !a.required;
 /** Computed fields that never change after creation. */
 const STABLE = new Set(['id', 'created_at']);

@@ -18,6 +18,18 @@ export function assertFreshBundle() {
   if (statSync(PROVIDER_ENTRY).mtimeMs < newest) throw new Error(`${PROVIDER_ENTRY} is older than src/provider: run npm run build`);
 }
 
+/**
+ * Writes a Terraform CLI config (for TF_CLI_CONFIG_FILE) that installs dataplatform/* from the
+ * filesystem mirror `mirror` and nothing of it from a registry. Returns `path`.
+ */
+export function writeCliConfig(path: string, mirror: string): string {
+  writeFileSync(
+    path,
+    `provider_installation {\n  filesystem_mirror {\n    path    = "${mirror}"\n    include = ["registry.terraform.io/dataplatform/*"]\n  }\n  direct {\n    exclude = ["registry.terraform.io/dataplatform/*"]\n  }\n}\n`,
+  );
+  return path;
+}
+
 export interface TfResult {
   code: number;
   out: string;
@@ -49,11 +61,7 @@ export class TerraformWorkspace {
     mkdirSync(join(root, 'work'));
     const mirror = join(root, 'mirror');
     installProvider({ dir: mirror });
-    const cliConfig = join(root, 'cli.tfrc');
-    writeFileSync(
-      cliConfig,
-      `provider_installation {\n  filesystem_mirror {\n    path    = "${mirror}"\n    include = ["registry.terraform.io/dataplatform/*"]\n  }\n  direct {\n    exclude = ["registry.terraform.io/dataplatform/*"]\n  }\n}\n`,
-    );
+    const cliConfig = writeCliConfig(join(root, 'cli.tfrc'), mirror);
     const env: NodeJS.ProcessEnv = {
       PATH: process.env.PATH,
       HOME: root,

@@ -3,6 +3,8 @@ import { kind } from '../../../src/kinds/index.js';
 import { ProviderError, ResourceHandler } from '../../../src/provider/resource.js';
 import { dataSourceSpecs, objectToApi, objectToTf, resourceSpec, resourceSpecs, schemaMessage, type AttrSpec } from '../../../src/provider/schema.js';
 import { attributePath } from '../../../src/provider/diagnostics.js';
+import { providerImplementation } from '../../../src/provider/provider.js';
+import { loadDefinitions } from '../../../src/provider/proto.js';
 import { UNKNOWN, decodeDynamic, encodeDynamic, type TfObject } from '../../../src/provider/values.js';
 import type { DataPlatformClient } from '../../../src/client/index.js';
 
@@ -135,6 +137,65 @@ describe('write-only secrets', () => {
     expect(next.updated_at).toBe(UNKNOWN);
     await h.apply(state, next, c2);
     expect(sent[1]).toEqual({ credentials: { username: 'u', password: 'rotated' } });
+  });
+});
+
+describe('ValidateResourceConfig and the client\'s write-only capability', () => {
+  const impl = providerImplementation(() => undefined);
+  const validate = (request: unknown) =>
+    new Promise<{ diagnostics: any[] }>((resolve, reject) => impl.ValidateResourceConfig({ request } as any, (err: unknown, res: any) => (err ? reject(err) : resolve(res))));
+  const woConnector = config({ credentials: { username: 'u', password: null, password_wo: 'hidden', password_wo_version: 1 } });
+  const userSpec = resourceSpec(kind('user'));
+  const woUser: TfObject = { ...Object.fromEntries(userSpec.attrs.map((a) => [a.name, null])), email: 'a@example.com', role: 'read-only', password_wo: UNKNOWN, password_wo_version: 1 };
+
+  it('refuses a *_wo attribute, at its attribute, when Terraform does not allow write-only attributes', async () => {
+    for (const client_capabilities of [undefined, null, {}, { write_only_attributes_allowed: false, deferral_allowed: true }]) {
+      const res = await validate({ type_name: 'dataplatform_connector', config: encodeDynamic(woConnector), client_capabilities });
+      expect(res.diagnostics, JSON.stringify(client_capabilities)).toEqual([
+        {
+          severity: 1,
+          summary: 'dataplatform_connector: credentials.password_wo is write-only, which needs Terraform 1.11 or later',
+          detail: expect.stringContaining('Upgrade to Terraform 1.11 or later, or set credentials.password instead of credentials.password_wo and credentials.password_wo_version.'),
+          // Terraform places paths only down to the first nested attribute (see attributePath).
+          attribute: { steps: [{ attribute_name: 'credentials' }] },
+        },
+      ]);
+    }
+    // A top-level one (unknown until apply, as from an ephemeral variable, still counts).
+    const user = await validate({ type_name: 'dataplatform_user', config: encodeDynamic(woUser) });
+    expect(user.diagnostics).toEqual([expect.objectContaining({ summary: 'dataplatform_user: password_wo is write-only, which needs Terraform 1.11 or later', attribute: { steps: [{ attribute_name: 'password_wo' }] } })]);
+  });
+
+  it('accepts it when Terraform allows write-only attributes, and anything else without the capability', async () => {
+    const allowed = { write_only_attributes_allowed: true };
+    expect((await validate({ type_name: 'dataplatform_connector', config: encodeDynamic(woConnector), client_capabilities: allowed })).diagnostics).toEqual([]);
+    expect((await validate({ type_name: 'dataplatform_user', config: encodeDynamic(woUser), client_capabilities: allowed })).diagnostics).toEqual([]);
+    const plain = config({ credentials: { username: 'u', password: 'p', password_wo: null, password_wo_version: null } });
+    expect((await validate({ type_name: 'dataplatform_connector', config: encodeDynamic(plain) })).diagnostics).toEqual([]);
+  });
+
+  it('reads the capability from the wire at field 3 of the request (tfplugin6 ValidateResourceConfig.Request)', async () => {
+    const defs = loadDefinitions() as any;
+    const decode = (buf: Buffer) => defs['tfplugin6.Provider'].ValidateResourceConfig.requestDeserialize(buf);
+    const varint = (n: number) => {
+      const out: number[] = [];
+      while (n > 127) {
+        out.push((n & 127) | 128);
+        n >>>= 7;
+      }
+      out.push(n);
+      return out;
+    };
+    const field = (no: number, bytes: Uint8Array | number[]) => Buffer.from([(no << 3) | 2, ...varint(bytes.length), ...bytes]);
+    const msgpack = encodeDynamic(woConnector).msgpack!;
+    const head = Buffer.concat([field(1, [...Buffer.from('dataplatform_connector')]), field(2, [...field(1, [...msgpack])])]);
+    // ClientCapabilities { deferral_allowed = 1; write_only_attributes_allowed = 2; } as varints.
+    const withCapability = decode(Buffer.concat([head, field(3, [0x10, 0x01])]));
+    expect(withCapability.client_capabilities).toMatchObject({ write_only_attributes_allowed: true });
+    expect((await validate(withCapability)).diagnostics).toEqual([]);
+    const without = decode(head);
+    expect(without.client_capabilities?.write_only_attributes_allowed ?? false).toBe(false);
+    expect((await validate(without)).diagnostics).toHaveLength(1);
   });
 });
 

@@ -81,7 +81,10 @@ describe.skipIf(testStore() === 'postgres' || !haveTerraform)('terraform provide
     writeFileSync(join(work, 'bad.tf'), `resource "dataplatform_connector" "bad" {\n  project_id     = dataplatform_project.main.id\n  name           = "bad"\n  connector_type = "oracle"\n}\n`);
     try {
       const { out } = await tf(['validate'], [1]);
-      expect(out).toContain('connector_type must be one of');
+      expect(out).toContain('Error: dataplatform_connector: connector_type must be one of');
+      // Terraform places the diagnostic at the attribute: the resource, the file and line, the line itself.
+      expect(out).toMatch(/with dataplatform_connector\.bad,\s*\n.*on bad\.tf line 4, in resource "dataplatform_connector" "bad":\s*\n.*4:\s+connector_type = "oracle"/);
+      expect(out.match(/Error: /g)).toHaveLength(1);
     } finally {
       rmSync(join(work, 'bad.tf'));
     }

@@ -1,0 +1,194 @@
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { ClientConfigError, DataPlatformClient } from '../../src/client/index.js';
+import { providerClientConfig, providerImplementation } from '../../src/provider/provider.js';
+import { encodeDynamic, type TfObject } from '../../src/provider/values.js';
+
+/**
+ * The provider block (as Terraform sends it: every attribute present, null when not set) and the
+ * DATAPLATFORM_* fallbacks, as `providerClientConfig` maps them onto the client's configuration.
+ */
+const URL_A = 'https://block.localhost:8443';
+const URL_B = 'https://env.localhost:8443';
+
+const block = (set: Partial<Record<'endpoint' | 'api_key' | 'email' | 'password' | 'ca_file', string | null>> & { insecure?: boolean | null } = {}): TfObject => ({
+  endpoint: null,
+  api_key: null,
+  email: null,
+  password: null,
+  ca_file: null,
+  insecure: null,
+  ...set,
+});
+
+const ENV_ALL = {
+  DATAPLATFORM_URL: URL_B,
+  DATAPLATFORM_API_KEY: 'dpk_env',
+  DATAPLATFORM_EMAIL: 'env@example.com',
+  DATAPLATFORM_PASSWORD: 'env-password',
+  DATAPLATFORM_CA_FILE: '/env/ca.pem',
+  DATAPLATFORM_INSECURE: '1',
+};
+
+/** The settings that matter (userAgent is fixed). */
+const pick = (c: ReturnType<typeof providerClientConfig>) => ({ url: c.url, apiKey: c.apiKey, email: c.email, password: c.password, caFile: c.caFile, insecure: c.insecure });
+
+const thrown = (fn: () => unknown): Error => {
+  try {
+    fn();
+  } catch (err) {
+    return err as Error;
+  }
+  throw new Error('did not throw');
+};
+
+describe('provider block attributes and DATAPLATFORM_* variables', () => {
+  it('takes every setting from the block when it is there, whatever the environment says', () => {
+    const c = providerClientConfig(block({ endpoint: URL_A, api_key: 'dpk_block', ca_file: '/block/ca.pem', insecure: false }), ENV_ALL);
+    // insecure = false in the block wins over DATAPLATFORM_INSECURE=1.
+    expect(pick(c)).toEqual({ url: URL_A, apiKey: 'dpk_block', email: undefined, password: undefined, caFile: '/block/ca.pem', insecure: undefined });
+    expect(c.userAgent).toBe('terraform-provider-dataplatform');
+    const user = providerClientConfig(block({ endpoint: URL_A, email: 'block@example.com', password: 'block-password', ca_file: '/block/ca.pem', insecure: false }), ENV_ALL);
+    expect(pick(user)).toEqual({ url: URL_A, apiKey: undefined, email: 'block@example.com', password: 'block-password', caFile: '/block/ca.pem', insecure: undefined });
+  });
+
+  it('falls back to each variable for each attribute left out (null block and all-null block alike)', () => {
+    for (const config of [null, block()]) {
+      expect(pick(providerClientConfig(config, { DATAPLATFORM_URL: URL_B, DATAPLATFORM_API_KEY: 'dpk_env', DATAPLATFORM_CA_FILE: '/env/ca.pem' }))).toEqual({
+        url: URL_B,
+        apiKey: 'dpk_env',
+        email: undefined,
+        password: undefined,
+        caFile: '/env/ca.pem',
+        insecure: undefined,
+      });
+      expect(pick(providerClientConfig(config, { DATAPLATFORM_URL: URL_B, DATAPLATFORM_EMAIL: 'env@example.com', DATAPLATFORM_PASSWORD: 'env-password', DATAPLATFORM_INSECURE: 'true' }))).toEqual({
+        url: URL_B,
+        apiKey: undefined,
+        email: 'env@example.com',
+        password: 'env-password',
+        caFile: undefined,
+        insecure: true,
+      });
+    }
+    // One attribute at a time: the others still come from the environment.
+    const env = { DATAPLATFORM_URL: URL_B, DATAPLATFORM_API_KEY: 'dpk_env', DATAPLATFORM_CA_FILE: '/env/ca.pem' };
+    expect(pick(providerClientConfig(block({ endpoint: URL_A }), env))).toMatchObject({ url: URL_A, apiKey: 'dpk_env', caFile: '/env/ca.pem' });
+    expect(pick(providerClientConfig(block({ ca_file: '/block/ca.pem' }), env))).toMatchObject({ url: URL_B, apiKey: 'dpk_env', caFile: '/block/ca.pem' });
+    expect(pick(providerClientConfig(block({ api_key: 'dpk_block' }), env))).toMatchObject({ url: URL_B, apiKey: 'dpk_block', caFile: '/env/ca.pem' });
+  });
+
+  it('treats empty and blank strings, in the block or the environment, as not set', () => {
+    const c = providerClientConfig(block({ endpoint: '', api_key: '  ', ca_file: '' }), { DATAPLATFORM_URL: URL_B, DATAPLATFORM_API_KEY: '', DATAPLATFORM_EMAIL: 'env@example.com', DATAPLATFORM_PASSWORD: 'env-password', DATAPLATFORM_CA_FILE: ' ' });
+    expect(pick(c)).toEqual({ url: URL_B, apiKey: undefined, email: 'env@example.com', password: 'env-password', caFile: undefined, insecure: undefined });
+  });
+
+  describe('credentials come as a whole from one place', () => {
+    it('an api_key in the block wins over an email in the block and over every variable', () => {
+      const c = providerClientConfig(block({ api_key: 'dpk_block', email: 'block@example.com', password: 'block-password' }), ENV_ALL);
+      expect(pick(c)).toMatchObject({ apiKey: 'dpk_block', email: undefined, password: undefined });
+    });
+
+    it('an email in the block wins over DATAPLATFORM_API_KEY; its password falls back to DATAPLATFORM_PASSWORD', () => {
+      expect(pick(providerClientConfig(block({ email: 'block@example.com' }), ENV_ALL))).toMatchObject({ apiKey: undefined, email: 'block@example.com', password: 'env-password' });
+      expect(pick(providerClientConfig(block({ email: 'block@example.com', password: 'block-password' }), ENV_ALL))).toMatchObject({ apiKey: undefined, email: 'block@example.com', password: 'block-password' });
+    });
+
+    it('with nothing in the block, DATAPLATFORM_API_KEY wins over DATAPLATFORM_EMAIL (the plain client refuses both)', () => {
+      expect(pick(providerClientConfig(null, ENV_ALL))).toMatchObject({ apiKey: 'dpk_env', email: undefined, password: undefined });
+    });
+
+    it('a password in the block goes with DATAPLATFORM_EMAIL, and is unused under DATAPLATFORM_API_KEY', () => {
+      expect(pick(providerClientConfig(block({ password: 'block-password' }), { DATAPLATFORM_URL: URL_B, DATAPLATFORM_EMAIL: 'env@example.com', DATAPLATFORM_PASSWORD: 'env-password' }))).toMatchObject({
+        apiKey: undefined,
+        email: 'env@example.com',
+        password: 'block-password',
+      });
+      expect(pick(providerClientConfig(block({ password: 'block-password' }), { DATAPLATFORM_URL: URL_B, DATAPLATFORM_API_KEY: 'dpk_env' }))).toMatchObject({ apiKey: 'dpk_env', email: undefined, password: undefined });
+    });
+
+    it('never hands the client both an API key and a login; an incomplete login is the client\'s error', () => {
+      const combos: [TfObject | null, NodeJS.ProcessEnv][] = [
+        [block({ api_key: 'dpk_block', email: 'block@example.com', password: 'block-password' }), ENV_ALL],
+        [block({ email: 'block@example.com' }), ENV_ALL],
+        [null, ENV_ALL],
+        [block({ password: 'block-password' }), ENV_ALL],
+      ];
+      for (const [config, env] of combos) {
+        const c = providerClientConfig(config, { ...env, DATAPLATFORM_INSECURE: '', DATAPLATFORM_CA_FILE: '' });
+        expect(c.apiKey !== undefined && (c.email !== undefined || c.password !== undefined), JSON.stringify(config)).toBe(false);
+        expect(() => new DataPlatformClient(c)).not.toThrow();
+      }
+      const noPassword = providerClientConfig(block({ email: 'block@example.com' }), { DATAPLATFORM_URL: URL_B, DATAPLATFORM_API_KEY: 'dpk_env' });
+      expect(thrown(() => new DataPlatformClient(noPassword))).toMatchObject({ message: expect.stringMatching(/user login needs both an email and a password/) });
+      const noEmail = providerClientConfig(block({ password: 'block-password' }), { DATAPLATFORM_URL: URL_B });
+      expect(thrown(() => new DataPlatformClient(noEmail)).message).toMatch(/user login needs both an email and a password/);
+      expect(thrown(() => new DataPlatformClient(noEmail)).message).not.toContain('block-password');
+    });
+  });
+
+  describe('insecure', () => {
+    it('a bool in the block wins; otherwise DATAPLATFORM_INSECURE read as 1/true/yes/on', () => {
+      const env = { DATAPLATFORM_URL: URL_B, DATAPLATFORM_API_KEY: 'dpk_env' };
+      expect(providerClientConfig(block({ insecure: true }), env).insecure).toBe(true);
+      expect(providerClientConfig(block({ insecure: true }), { ...env, DATAPLATFORM_INSECURE: '0' }).insecure).toBe(true);
+      expect(providerClientConfig(block({ insecure: false }), { ...env, DATAPLATFORM_INSECURE: '1' }).insecure).toBeUndefined();
+      for (const v of ['1', 'true', 'YES', 'on', ' on ']) expect(providerClientConfig(block(), { ...env, DATAPLATFORM_INSECURE: v }).insecure, v).toBe(true);
+      for (const v of ['0', 'false', 'no', '', 'maybe']) expect(providerClientConfig(block(), { ...env, DATAPLATFORM_INSECURE: v }).insecure, v).toBeUndefined();
+      expect(() => new DataPlatformClient(providerClientConfig(block({ insecure: true }), env))).not.toThrow();
+    });
+
+    it('and a CA file together are refused by the client, wherever each comes from', () => {
+      const env = { DATAPLATFORM_URL: URL_B, DATAPLATFORM_API_KEY: 'dpk_env' };
+      for (const c of [
+        providerClientConfig(block({ insecure: true, ca_file: '/block/ca.pem' }), env),
+        providerClientConfig(block({ ca_file: '/block/ca.pem' }), { ...env, DATAPLATFORM_INSECURE: '1' }),
+        providerClientConfig(block({ insecure: true }), { ...env, DATAPLATFORM_CA_FILE: '/env/ca.pem' }),
+      ]) {
+        expect(thrown(() => new DataPlatformClient(c)).message).toMatch(/give either a CA \(caFile\) or insecure: true, not both/);
+      }
+    });
+  });
+
+  describe('nothing configured', () => {
+    it('no endpoint: names the attribute and the variable', () => {
+      const err = thrown(() => providerClientConfig(null, {}));
+      expect(err).toBeInstanceOf(ClientConfigError);
+      expect(err.message).toBe('endpoint is not set (provider block or DATAPLATFORM_URL), e.g. https://acme.localhost:8443');
+      expect(thrown(() => providerClientConfig(block({ api_key: 'dpk_block' }), { DATAPLATFORM_API_KEY: 'dpk_env' })).message).toMatch(/^endpoint is not set/);
+    });
+
+    it('an endpoint but no credentials: the client says which to give', () => {
+      const err = thrown(() => new DataPlatformClient(providerClientConfig(block({ endpoint: URL_A }), {})));
+      expect(err).toBeInstanceOf(ClientConfigError);
+      expect(err.message).toMatch(/^no credentials: give an API key \(DATAPLATFORM_API_KEY\) or an email and password/);
+    });
+
+    describe('through ConfigureProvider', () => {
+      afterEach(() => vi.unstubAllEnvs());
+
+      const rpc = (impl: ReturnType<typeof providerImplementation>, method: keyof ReturnType<typeof providerImplementation>, request: unknown) =>
+        new Promise<any>((resolve, reject) => (impl[method] as any)({ request }, (err: unknown, res: unknown) => (err ? reject(err) : resolve(res))));
+
+      it('answers an error diagnostic, and every later call repeats it', async () => {
+        for (const name of Object.keys(ENV_ALL)) vi.stubEnv(name, '');
+        const impl = providerImplementation(() => undefined);
+        const configured = await rpc(impl, 'ConfigureProvider', { config: encodeDynamic(block()) });
+        expect(configured.diagnostics).toEqual([
+          { severity: 1, summary: 'invalid provider configuration', detail: 'endpoint is not set (provider block or DATAPLATFORM_URL), e.g. https://acme.localhost:8443' },
+        ]);
+        const read = await rpc(impl, 'ReadResource', { type_name: 'dataplatform_project', current_state: encodeDynamic({ id: 'prj_1', name: 'x' }) });
+        expect(read.diagnostics).toEqual([expect.objectContaining({ severity: 1, summary: expect.stringMatching(/^endpoint is not set/) })]);
+      });
+
+      it('reads the environment for what the block leaves out', async () => {
+        for (const name of Object.keys(ENV_ALL)) vi.stubEnv(name, '');
+        vi.stubEnv('DATAPLATFORM_URL', URL_B);
+        const impl = providerImplementation(() => undefined);
+        const noCredentials = await rpc(impl, 'ConfigureProvider', { config: encodeDynamic(block()) });
+        expect(noCredentials.diagnostics).toEqual([expect.objectContaining({ summary: 'invalid provider configuration', detail: expect.stringMatching(/^no credentials/) })]);
+        vi.stubEnv('DATAPLATFORM_API_KEY', 'dpk_env');
+        expect((await rpc(providerImplementation(() => undefined), 'ConfigureProvider', { config: encodeDynamic(block()) })).diagnostics).toEqual([]);
+      });
+    });
+  });
+});
