@@ -3,7 +3,7 @@ import { UNTRUSTED_CERTIFICATE_HINT } from '../client/transport.js';
 import { ProviderError } from './resource.js';
 import { apiField, type AttrSpec } from './schema.js';
 
-type Step = { attribute_name: string } | { element_key_string: string } | { element_key_int: number };
+export type Step = { attribute_name: string } | { element_key_string: string } | { element_key_int: number };
 
 export interface Diagnostic {
   severity: number;

@@ -3,7 +3,7 @@
 import type * as grpc from '@grpc/grpc-js';
 import { ClientConfigError, DataPlatformClient, type ClientConfig } from '../client/index.js';
 import { DataSourceHandler } from './data-source.js';
-import { attributePath, diagnose, diagnoseAll, error, fieldName, placeablePath } from './diagnostics.js';
+import { attributePath, diagnose, diagnoseAll, error, fieldName, placeablePath, type Step } from './diagnostics.js';
 import { ListCache } from './list-cache.js';
 import { ProviderError, ResourceHandler, writeOnlyConflicts, writeOnlySet } from './resource.js';
 import { dataSourceSpecs, providerSchemaMessage, resourceSpecs, schemaMessage } from './schema.js';
@@ -110,7 +110,10 @@ export function providerImplementation(onStop: () => void) {
       const h = handler(req.type_name);
       const config = obj(req.config);
       const conflicts = writeOnlyConflicts(h.spec.attrs, config);
-      const diagnostics = conflicts.map((path) => error(`${req.type_name}: give either ${path} or ${path}_wo, not both`));
+      const diagnostics: Array<ReturnType<typeof error> & { attribute?: { steps: Step[] } }> = conflicts.map((path) => ({
+        ...error(`${req.type_name}: give either ${path} or ${path}_wo, not both`),
+        attribute: placeablePath(path.split('.').map((p) => (/^\d+$/.test(p) ? Number(p) : p))),
+      }));
       // A Terraform without write-only support (before 1.11) would keep `_wo` values in the plan and the state.
       if (!req.client_capabilities?.write_only_attributes_allowed) {
         for (const path of writeOnlySet(h.spec.attrs, config)) {

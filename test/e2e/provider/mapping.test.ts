@@ -174,6 +174,14 @@ describe('ValidateResourceConfig and the client\'s write-only capability', () =>
     expect((await validate({ type_name: 'dataplatform_connector', config: encodeDynamic(plain) })).diagnostics).toEqual([]);
   });
 
+  it('refuses a secret given both ways, at its attribute', async () => {
+    const both = config({ credentials: { username: 'u', password: 'p', password_wo: 'hidden', password_wo_version: 1 } });
+    const res = await validate({ type_name: 'dataplatform_connector', config: encodeDynamic(both), client_capabilities: { write_only_attributes_allowed: true } });
+    expect(res.diagnostics).toEqual([
+      expect.objectContaining({ severity: 1, summary: 'dataplatform_connector: give either credentials.password or credentials.password_wo, not both', attribute: { steps: [{ attribute_name: 'credentials' }] } }),
+    ]);
+  });
+
   it('reads the capability from the wire at field 3 of the request (tfplugin6 ValidateResourceConfig.Request)', async () => {
     const defs = loadDefinitions() as any;
     const decode = (buf: Buffer) => defs['tfplugin6.Provider'].ValidateResourceConfig.requestDeserialize(buf);
