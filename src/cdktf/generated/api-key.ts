@@ -5,9 +5,9 @@ import * as cdk from '../cdk.js';
 export interface ApiKeyConfig extends cdk.TerraformMetaArguments {
   /** Id of the project the resource lives in. Changing it replaces the resource. */
   readonly projectId: string;
-  /** Changing it replaces the resource. */
+  /** Unique within the project. Changing it replaces the key. */
   readonly name: string;
-  /** Changing it replaces the resource. */
+  /** What the key may do: read-only (GET), read-write (also create, update, delete and trigger) or admin. Changing it replaces the key. */
   readonly permissionLevel: string;
 }
 
@@ -61,7 +61,7 @@ export class ApiKey extends cdk.TerraformResource {
     this._permissionLevel = value;
   }
 
-  /** Set by the server. */
+  /** Server-assigned identifier. Set by the server. */
   get id() {
     return this.getStringAttribute('id');
   }
@@ -71,12 +71,12 @@ export class ApiKey extends cdk.TerraformResource {
     return this.getStringAttribute('project_id');
   }
 
-  /** Changing it replaces the resource. */
+  /** Unique within the project. Changing it replaces the key. */
   get name() {
     return this.getStringAttribute('name');
   }
 
-  /** Changing it replaces the resource. */
+  /** What the key may do: read-only (GET), read-write (also create, update, delete and trigger) or admin. Changing it replaces the key. */
   get permissionLevel() {
     return this.getStringAttribute('permission_level');
   }
@@ -91,12 +91,12 @@ export class ApiKey extends cdk.TerraformResource {
     return this.getStringAttribute('key_prefix');
   }
 
-  /** Set by the server. */
+  /** When the key last authenticated a request; null if never. Set by the server. */
   get lastUsedAt() {
     return this.getStringAttribute('last_used_at');
   }
 
-  /** Set by the server. */
+  /** When the resource was created (RFC 3339, UTC). Set by the server. */
   get createdAt() {
     return this.getStringAttribute('created_at');
   }

@@ -3,8 +3,11 @@ import * as cdk from '../cdk.js';
 
 /** A column is classified when every given pattern (regular expressions, case-insensitive) matches. Default: []. */
 export interface ClassificationColumnMatchers {
+  /** Case-insensitive regular expression searched in the column name. */
   readonly columnPattern: string;
+  /** Optional case-insensitive regular expression searched in the table name or schema.table. */
   readonly tablePattern?: string;
+  /** Optional case-insensitive regular expression that must match the whole column type. */
   readonly dataType?: string;
 }
 
@@ -24,14 +27,17 @@ export class ClassificationColumnMatchersOutputReference extends cdk.ComplexObje
     super(parent, attribute, isFromSet, index);
   }
 
+  /** Case-insensitive regular expression searched in the column name. */
   get columnPattern() {
     return this.getStringAttribute('column_pattern');
   }
 
+  /** Optional case-insensitive regular expression searched in the table name or schema.table. */
   get tablePattern() {
     return this.getStringAttribute('table_pattern');
   }
 
+  /** Optional case-insensitive regular expression that must match the whole column type. */
   get dataType() {
     return this.getStringAttribute('data_type');
   }
@@ -51,13 +57,15 @@ export class ClassificationColumnMatchersList extends cdk.ComplexList {
 export interface ClassificationConfig extends cdk.TerraformMetaArguments {
   /** Id of the project the resource lives in. Changing it replaces the resource. */
   readonly projectId: string;
+  /** Unique within the project. */
   readonly name: string;
-  /** Default: "". */
+  /** Free text. Default: "". */
   readonly description?: string;
+  /** How sensitive the classified columns are: public, internal, confidential or restricted. */
   readonly sensitivity: string;
   /** A column is classified when every given pattern (regular expressions, case-insensitive) matches. Default: []. */
   readonly columnMatchers?: ClassificationColumnMatchers[] | cdk.IResolvable;
-  /** Default: {}. */
+  /** String key/value labels. The reconciler marks what it manages with its own labels. Default: {}. */
   readonly labels?: { [key: string]: string };
 }
 
@@ -147,7 +155,7 @@ export class Classification extends cdk.TerraformResource {
     this._labels = undefined;
   }
 
-  /** Set by the server. */
+  /** Server-assigned identifier. Set by the server. */
   get id() {
     return this.getStringAttribute('id');
   }
@@ -157,15 +165,17 @@ export class Classification extends cdk.TerraformResource {
     return this.getStringAttribute('project_id');
   }
 
+  /** Unique within the project. */
   get name() {
     return this.getStringAttribute('name');
   }
 
-  /** Default: "". */
+  /** Free text. Default: "". */
   get description() {
     return this.getStringAttribute('description');
   }
 
+  /** How sensitive the classified columns are: public, internal, confidential or restricted. */
   get sensitivity() {
     return this.getStringAttribute('sensitivity');
   }
@@ -176,17 +186,17 @@ export class Classification extends cdk.TerraformResource {
     return this._columnMatchersRef;
   }
 
-  /** Default: {}. */
+  /** String key/value labels. The reconciler marks what it manages with its own labels. Default: {}. */
   get labels() {
     return this.getStringMapAttribute('labels');
   }
 
-  /** Set by the server. */
+  /** When the resource was created (RFC 3339, UTC). Set by the server. */
   get createdAt() {
     return this.getStringAttribute('created_at');
   }
 
-  /** Set by the server. */
+  /** When the resource was last changed (RFC 3339, UTC). Set by the server. */
   get updatedAt() {
     return this.getStringAttribute('updated_at');
   }

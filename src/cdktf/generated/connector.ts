@@ -3,10 +3,15 @@ import * as cdk from '../cdk.js';
 
 /** Where the source is. Default: {}. */
 export interface ConnectorConfigA {
+  /** Host name or address of the source. */
   readonly host?: string;
+  /** TCP port of the source. */
   readonly port?: number;
+  /** Database to connect to. */
   readonly database?: string;
+  /** Default schema for table names given without one. */
   readonly schema?: string;
+  /** TLS use, as in libpq: disable, prefer, require or verify-full. */
   readonly sslMode?: string;
   /** Source-specific settings not covered above. */
   readonly extra?: { [key: string]: string };
@@ -31,22 +36,27 @@ export class ConnectorConfigAOutputReference extends cdk.ComplexObject {
     super(parent, attribute, false);
   }
 
+  /** Host name or address of the source. */
   get host() {
     return this.getStringAttribute('host');
   }
 
+  /** TCP port of the source. */
   get port() {
     return this.getNumberAttribute('port');
   }
 
+  /** Database to connect to. */
   get database() {
     return this.getStringAttribute('database');
   }
 
+  /** Default schema for table names given without one. */
   get schema() {
     return this.getStringAttribute('schema');
   }
 
+  /** TLS use, as in libpq: disable, prefer, require or verify-full. */
   get sslMode() {
     return this.getStringAttribute('ssl_mode');
   }
@@ -59,6 +69,7 @@ export class ConnectorConfigAOutputReference extends cdk.ComplexObject {
 
 /** How to log in to the source. The password is write-only. Default: {}. */
 export interface ConnectorCredentials {
+  /** User name to log in with. */
   readonly username?: string;
   /** Write-only: never returned. Omitted from a PATCH, the stored value is kept. Sensitive. */
   readonly password?: string;
@@ -85,6 +96,7 @@ export class ConnectorCredentialsOutputReference extends cdk.ComplexObject {
     super(parent, attribute, false);
   }
 
+  /** User name to log in with. */
   get username() {
     return this.getStringAttribute('username');
   }
@@ -116,7 +128,7 @@ export interface ConnectorConfig extends cdk.TerraformMetaArguments {
   readonly selectedTables?: string[];
   /** Five-field cron expression (UTC) for automatic syncs; absent means manual only. */
   readonly schedule?: string;
-  /** Default: {}. */
+  /** String key/value labels. The reconciler marks what it manages with its own labels. Default: {}. */
   readonly labels?: { [key: string]: string };
 }
 
@@ -230,7 +242,7 @@ export class Connector extends cdk.TerraformResource {
     this._labels = undefined;
   }
 
-  /** Set by the server. */
+  /** Server-assigned identifier. Set by the server. */
   get id() {
     return this.getStringAttribute('id');
   }
@@ -272,7 +284,7 @@ export class Connector extends cdk.TerraformResource {
     return this.getStringAttribute('schedule');
   }
 
-  /** Default: {}. */
+  /** String key/value labels. The reconciler marks what it manages with its own labels. Default: {}. */
   get labels() {
     return this.getStringMapAttribute('labels');
   }
@@ -287,12 +299,12 @@ export class Connector extends cdk.TerraformResource {
     return this.getStringAttribute('last_sync_at');
   }
 
-  /** Set by the server. */
+  /** When the resource was created (RFC 3339, UTC). Set by the server. */
   get createdAt() {
     return this.getStringAttribute('created_at');
   }
 
-  /** Set by the server. */
+  /** When the resource was last changed (RFC 3339, UTC). Set by the server. */
   get updatedAt() {
     return this.getStringAttribute('updated_at');
   }

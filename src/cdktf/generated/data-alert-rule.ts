@@ -7,17 +7,17 @@ export class DataAlertRuleConditionOutputReference extends cdk.ComplexObject {
     super(parent, attribute, false);
   }
 
-  /** Set by the server. */
+  /** run_failed: failed runs in window_minutes; run_duration_seconds: duration of a finished run; rows_synced: rows of a finished connector sync; freshness_minutes: minutes since a connector last synced (checked by the scheduler). Set by the server. */
   get metric() {
     return this.getStringAttribute('metric');
   }
 
-  /** Set by the server. */
+  /** How the metric is compared with the threshold: gt, gte, lt, lte or eq. Set by the server. */
   get operator() {
     return this.getStringAttribute('operator');
   }
 
-  /** Set by the server. */
+  /** The value the metric is compared with. Set by the server. */
   get threshold() {
     return this.getNumberAttribute('threshold');
   }
@@ -34,17 +34,17 @@ export class DataAlertRuleTargetOutputReference extends cdk.ComplexObject {
     super(parent, attribute, false);
   }
 
-  /** Set by the server. */
+  /** Watch this connector only. Set by the server. */
   get connectorId() {
     return this.getStringAttribute('connector_id');
   }
 
-  /** Set by the server. */
+  /** Watch this pipeline only. Set by the server. */
   get pipelineId() {
     return this.getStringAttribute('pipeline_id');
   }
 
-  /** Set by the server. */
+  /** Watch this dbt project only. Set by the server. */
   get dbtProjectId() {
     return this.getStringAttribute('dbt_project_id');
   }
@@ -54,6 +54,7 @@ export class DataAlertRuleTargetOutputReference extends cdk.ComplexObject {
 export interface DataAlertRuleConfig extends cdk.TerraformMetaArguments {
   /** Id of the project the resource lives in. Changing it replaces the resource. */
   readonly projectId: string;
+  /** Unique within the project. */
   readonly name: string;
 }
 
@@ -91,7 +92,7 @@ export class DataAlertRule extends cdk.TerraformDataSource {
     this._name = value;
   }
 
-  /** Set by the server. */
+  /** Server-assigned identifier. Set by the server. */
   get id() {
     return this.getStringAttribute('id');
   }
@@ -101,21 +102,22 @@ export class DataAlertRule extends cdk.TerraformDataSource {
     return this.getStringAttribute('project_id');
   }
 
+  /** Unique within the project. */
   get name() {
     return this.getStringAttribute('name');
   }
 
-  /** Set by the server. */
+  /** Free text. Set by the server. */
   get description() {
     return this.getStringAttribute('description');
   }
 
-  /** Set by the server. */
+  /** Severity of the alerts the rule fires. Set by the server. */
   get severity() {
     return this.getStringAttribute('severity');
   }
 
-  /** Set by the server. */
+  /** What fires the rule: a metric compared with a threshold. Set by the server. */
   private readonly _conditionRef = new DataAlertRuleConditionOutputReference(this, 'condition');
   get condition() {
     return this._conditionRef;
@@ -127,32 +129,32 @@ export class DataAlertRule extends cdk.TerraformDataSource {
     return this._targetRef;
   }
 
-  /** Set by the server. */
+  /** Notification channels that receive the alert when it fires. Set by the server. */
   get channelIds() {
     return this.getListAttribute('channel_ids');
   }
 
-  /** Set by the server. */
+  /** Escalation policy followed while an alert of this rule stays unacknowledged. Set by the server. */
   get escalationPolicyId() {
     return this.getStringAttribute('escalation_policy_id');
   }
 
-  /** Set by the server. */
+  /** When false, the rule is kept but never evaluated. Set by the server. */
   get enabled() {
     return this.getBooleanAttribute('enabled');
   }
 
-  /** Set by the server. */
+  /** String key/value labels. The reconciler marks what it manages with its own labels. Set by the server. */
   get labels() {
     return this.getStringMapAttribute('labels');
   }
 
-  /** Set by the server. */
+  /** When the resource was created (RFC 3339, UTC). Set by the server. */
   get createdAt() {
     return this.getStringAttribute('created_at');
   }
 
-  /** Set by the server. */
+  /** When the resource was last changed (RFC 3339, UTC). Set by the server. */
   get updatedAt() {
     return this.getStringAttribute('updated_at');
   }

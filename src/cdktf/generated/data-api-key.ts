@@ -5,6 +5,7 @@ import * as cdk from '../cdk.js';
 export interface DataApiKeyConfig extends cdk.TerraformMetaArguments {
   /** Id of the project the resource lives in. Changing it replaces the resource. */
   readonly projectId: string;
+  /** Unique within the project. Changing it replaces the key. */
   readonly name: string;
 }
 
@@ -42,7 +43,7 @@ export class DataApiKey extends cdk.TerraformDataSource {
     this._name = value;
   }
 
-  /** Set by the server. */
+  /** Server-assigned identifier. Set by the server. */
   get id() {
     return this.getStringAttribute('id');
   }
@@ -52,11 +53,12 @@ export class DataApiKey extends cdk.TerraformDataSource {
     return this.getStringAttribute('project_id');
   }
 
+  /** Unique within the project. Changing it replaces the key. */
   get name() {
     return this.getStringAttribute('name');
   }
 
-  /** Set by the server. */
+  /** What the key may do: read-only (GET), read-write (also create, update, delete and trigger) or admin. Changing it replaces the key. Set by the server. */
   get permissionLevel() {
     return this.getStringAttribute('permission_level');
   }
@@ -71,12 +73,12 @@ export class DataApiKey extends cdk.TerraformDataSource {
     return this.getStringAttribute('key_prefix');
   }
 
-  /** Set by the server. */
+  /** When the key last authenticated a request; null if never. Set by the server. */
   get lastUsedAt() {
     return this.getStringAttribute('last_used_at');
   }
 
-  /** Set by the server. */
+  /** When the resource was created (RFC 3339, UTC). Set by the server. */
   get createdAt() {
     return this.getStringAttribute('created_at');
   }

@@ -7,17 +7,17 @@ export class DataClassificationColumnMatchersOutputReference extends cdk.Complex
     super(parent, attribute, isFromSet, index);
   }
 
-  /** Set by the server. */
+  /** Case-insensitive regular expression searched in the column name. Set by the server. */
   get columnPattern() {
     return this.getStringAttribute('column_pattern');
   }
 
-  /** Set by the server. */
+  /** Optional case-insensitive regular expression searched in the table name or schema.table. Set by the server. */
   get tablePattern() {
     return this.getStringAttribute('table_pattern');
   }
 
-  /** Set by the server. */
+  /** Optional case-insensitive regular expression that must match the whole column type. Set by the server. */
   get dataType() {
     return this.getStringAttribute('data_type');
   }
@@ -37,6 +37,7 @@ export class DataClassificationColumnMatchersList extends cdk.ComplexList {
 export interface DataClassificationConfig extends cdk.TerraformMetaArguments {
   /** Id of the project the resource lives in. Changing it replaces the resource. */
   readonly projectId: string;
+  /** Unique within the project. */
   readonly name: string;
 }
 
@@ -74,7 +75,7 @@ export class DataClassification extends cdk.TerraformDataSource {
     this._name = value;
   }
 
-  /** Set by the server. */
+  /** Server-assigned identifier. Set by the server. */
   get id() {
     return this.getStringAttribute('id');
   }
@@ -84,16 +85,17 @@ export class DataClassification extends cdk.TerraformDataSource {
     return this.getStringAttribute('project_id');
   }
 
+  /** Unique within the project. */
   get name() {
     return this.getStringAttribute('name');
   }
 
-  /** Set by the server. */
+  /** Free text. Set by the server. */
   get description() {
     return this.getStringAttribute('description');
   }
 
-  /** Set by the server. */
+  /** How sensitive the classified columns are: public, internal, confidential or restricted. Set by the server. */
   get sensitivity() {
     return this.getStringAttribute('sensitivity');
   }
@@ -104,17 +106,17 @@ export class DataClassification extends cdk.TerraformDataSource {
     return this._columnMatchersRef;
   }
 
-  /** Set by the server. */
+  /** String key/value labels. The reconciler marks what it manages with its own labels. Set by the server. */
   get labels() {
     return this.getStringMapAttribute('labels');
   }
 
-  /** Set by the server. */
+  /** When the resource was created (RFC 3339, UTC). Set by the server. */
   get createdAt() {
     return this.getStringAttribute('created_at');
   }
 
-  /** Set by the server. */
+  /** When the resource was last changed (RFC 3339, UTC). Set by the server. */
   get updatedAt() {
     return this.getStringAttribute('updated_at');
   }

@@ -7,17 +7,17 @@ export class DataConnectorSchemaTablesColumnsOutputReference extends cdk.Complex
     super(parent, attribute, isFromSet, index);
   }
 
-  /** Set by the server. */
+  /** Column name. Set by the server. */
   get name() {
     return this.getStringAttribute('name');
   }
 
-  /** Set by the server. */
+  /** Column type as the source reports it. Set by the server. */
   get type() {
     return this.getStringAttribute('type');
   }
 
-  /** Set by the server. */
+  /** True when the column accepts null. Set by the server. */
   get nullable() {
     return this.getBooleanAttribute('nullable');
   }
@@ -27,12 +27,12 @@ export class DataConnectorSchemaTablesColumnsOutputReference extends cdk.Complex
     return this.getStringAttribute('classification');
   }
 
-  /** Set by the server. */
+  /** The classification that matches the column, when one does. Set by the server. */
   get classificationId() {
     return this.getStringAttribute('classification_id');
   }
 
-  /** Set by the server. */
+  /** Sensitivity of that classification. Set by the server. */
   get sensitivity() {
     return this.getStringAttribute('sensitivity');
   }
@@ -59,17 +59,17 @@ export class DataConnectorSchemaTablesOutputReference extends cdk.ComplexObject 
     super(parent, attribute, isFromSet, index);
   }
 
-  /** Set by the server. */
+  /** Schema of the table. Set by the server. */
   get schema() {
     return this.getStringAttribute('schema');
   }
 
-  /** Set by the server. */
+  /** Table name. Set by the server. */
   get name() {
     return this.getStringAttribute('name');
   }
 
-  /** Set by the server. */
+  /** Columns in ordinal order. Set by the server. */
   private readonly _columnsRef = new DataConnectorSchemaTablesColumnsList(this, 'columns', false);
   get columns() {
     return this._columnsRef;
@@ -148,7 +148,7 @@ export class DataConnectorSchema extends cdk.TerraformDataSource {
     return this.getStringAttribute('error');
   }
 
-  /** Set by the server. */
+  /** Tables found, with their columns. Set by the server. */
   private readonly _tablesRef = new DataConnectorSchemaTablesList(this, 'tables', false);
   get tables() {
     return this._tablesRef;

@@ -7,27 +7,27 @@ export class DataConnectorConfigAOutputReference extends cdk.ComplexObject {
     super(parent, attribute, false);
   }
 
-  /** Set by the server. */
+  /** Host name or address of the source. Set by the server. */
   get host() {
     return this.getStringAttribute('host');
   }
 
-  /** Set by the server. */
+  /** TCP port of the source. Set by the server. */
   get port() {
     return this.getNumberAttribute('port');
   }
 
-  /** Set by the server. */
+  /** Database to connect to. Set by the server. */
   get database() {
     return this.getStringAttribute('database');
   }
 
-  /** Set by the server. */
+  /** Default schema for table names given without one. Set by the server. */
   get schema() {
     return this.getStringAttribute('schema');
   }
 
-  /** Set by the server. */
+  /** TLS use, as in libpq: disable, prefer, require or verify-full. Set by the server. */
   get sslMode() {
     return this.getStringAttribute('ssl_mode');
   }
@@ -44,7 +44,7 @@ export class DataConnectorCredentialsOutputReference extends cdk.ComplexObject {
     super(parent, attribute, false);
   }
 
-  /** Set by the server. */
+  /** User name to log in with. Set by the server. */
   get username() {
     return this.getStringAttribute('username');
   }
@@ -92,7 +92,7 @@ export class DataConnector extends cdk.TerraformDataSource {
     this._name = value;
   }
 
-  /** Set by the server. */
+  /** Server-assigned identifier. Set by the server. */
   get id() {
     return this.getStringAttribute('id');
   }
@@ -134,7 +134,7 @@ export class DataConnector extends cdk.TerraformDataSource {
     return this.getStringAttribute('schedule');
   }
 
-  /** Set by the server. */
+  /** String key/value labels. The reconciler marks what it manages with its own labels. Set by the server. */
   get labels() {
     return this.getStringMapAttribute('labels');
   }
@@ -149,12 +149,12 @@ export class DataConnector extends cdk.TerraformDataSource {
     return this.getStringAttribute('last_sync_at');
   }
 
-  /** Set by the server. */
+  /** When the resource was created (RFC 3339, UTC). Set by the server. */
   get createdAt() {
     return this.getStringAttribute('created_at');
   }
 
-  /** Set by the server. */
+  /** When the resource was last changed (RFC 3339, UTC). Set by the server. */
   get updatedAt() {
     return this.getStringAttribute('updated_at');
   }

@@ -7,22 +7,22 @@ export class DataDbtLineageNodesOutputReference extends cdk.ComplexObject {
     super(parent, attribute, isFromSet, index);
   }
 
-  /** Set by the server. */
+  /** Node id, referenced by edges: source.<connector_id>.<table> or model.<name>. Set by the server. */
   get id() {
     return this.getStringAttribute('id');
   }
 
-  /** Set by the server. */
+  /** source for a connector table, model for a declared model. Set by the server. */
   get type() {
     return this.getStringAttribute('type');
   }
 
-  /** Set by the server. */
+  /** Table name (sources) or model name (models). Set by the server. */
   get name() {
     return this.getStringAttribute('name');
   }
 
-  /** Set by the server. */
+  /** Sources: the connector of the table; null for models. Set by the server. */
   get connectorId() {
     return this.getStringAttribute('connector_id');
   }
@@ -44,12 +44,12 @@ export class DataDbtLineageEdgesOutputReference extends cdk.ComplexObject {
     super(parent, attribute, isFromSet, index);
   }
 
-  /** Set by the server. */
+  /** Id of the node read. Set by the server. */
   get from() {
     return this.getStringAttribute('from');
   }
 
-  /** Set by the server. */
+  /** Id of the model that reads it. Set by the server. */
   get to() {
     return this.getStringAttribute('to');
   }
@@ -117,13 +117,13 @@ export class DataDbtLineage extends cdk.TerraformDataSource {
     return this.getStringAttribute('dbt_project_id');
   }
 
-  /** Set by the server. */
+  /** Source tables and models. Set by the server. */
   private readonly _nodesRef = new DataDbtLineageNodesList(this, 'nodes', false);
   get nodes() {
     return this._nodesRef;
   }
 
-  /** Set by the server. */
+  /** Reads: an edge from a source or model to the model that reads it. Set by the server. */
   private readonly _edgesRef = new DataDbtLineageEdgesList(this, 'edges', false);
   get edges() {
     return this._edgesRef;

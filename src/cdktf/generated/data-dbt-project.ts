@@ -7,12 +7,12 @@ export class DataDbtProjectModelsSourcesOutputReference extends cdk.ComplexObjec
     super(parent, attribute, isFromSet, index);
   }
 
-  /** Set by the server. */
+  /** The connector whose table the model reads. Set by the server. */
   get connectorId() {
     return this.getStringAttribute('connector_id');
   }
 
-  /** Set by the server. */
+  /** The table read, as schema.table or table. Set by the server. */
   get table() {
     return this.getStringAttribute('table');
   }
@@ -34,12 +34,12 @@ export class DataDbtProjectModelsOutputReference extends cdk.ComplexObject {
     super(parent, attribute, isFromSet, index);
   }
 
-  /** Set by the server. */
+  /** Model name, a SQL identifier; unique within the project. Set by the server. */
   get name() {
     return this.getStringAttribute('name');
   }
 
-  /** Set by the server. */
+  /** How dbt builds the model: view, table, incremental or ephemeral. Set by the server. */
   get materialization() {
     return this.getStringAttribute('materialization');
   }
@@ -70,6 +70,7 @@ export class DataDbtProjectModelsList extends cdk.ComplexList {
 export interface DataDbtProjectConfig extends cdk.TerraformMetaArguments {
   /** Id of the project the resource lives in. Changing it replaces the resource. */
   readonly projectId: string;
+  /** Unique within the project. */
   readonly name: string;
 }
 
@@ -107,7 +108,7 @@ export class DataDbtProject extends cdk.TerraformDataSource {
     this._name = value;
   }
 
-  /** Set by the server. */
+  /** Server-assigned identifier. Set by the server. */
   get id() {
     return this.getStringAttribute('id');
   }
@@ -117,6 +118,7 @@ export class DataDbtProject extends cdk.TerraformDataSource {
     return this.getStringAttribute('project_id');
   }
 
+  /** Unique within the project. */
   get name() {
     return this.getStringAttribute('name');
   }
@@ -126,7 +128,7 @@ export class DataDbtProject extends cdk.TerraformDataSource {
     return this.getStringAttribute('repository');
   }
 
-  /** Set by the server. */
+  /** Git branch the project is built from. Set by the server. */
   get branch() {
     return this.getStringAttribute('branch');
   }
@@ -147,7 +149,7 @@ export class DataDbtProject extends cdk.TerraformDataSource {
     return this._modelsRef;
   }
 
-  /** Set by the server. */
+  /** String key/value labels. The reconciler marks what it manages with its own labels. Set by the server. */
   get labels() {
     return this.getStringMapAttribute('labels');
   }
@@ -157,12 +159,12 @@ export class DataDbtProject extends cdk.TerraformDataSource {
     return this.getStringAttribute('last_run_status');
   }
 
-  /** Set by the server. */
+  /** When the resource was created (RFC 3339, UTC). Set by the server. */
   get createdAt() {
     return this.getStringAttribute('created_at');
   }
 
-  /** Set by the server. */
+  /** When the resource was last changed (RFC 3339, UTC). Set by the server. */
   get updatedAt() {
     return this.getStringAttribute('updated_at');
   }

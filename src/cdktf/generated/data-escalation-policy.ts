@@ -12,7 +12,7 @@ export class DataEscalationPolicyStepsOutputReference extends cdk.ComplexObject 
     return this.getNumberAttribute('delay_minutes');
   }
 
-  /** Set by the server. */
+  /** Notification channels notified by this step. Set by the server. */
   get channelIds() {
     return this.getListAttribute('channel_ids');
   }
@@ -32,6 +32,7 @@ export class DataEscalationPolicyStepsList extends cdk.ComplexList {
 export interface DataEscalationPolicyConfig extends cdk.TerraformMetaArguments {
   /** Id of the project the resource lives in. Changing it replaces the resource. */
   readonly projectId: string;
+  /** Unique within the project. */
   readonly name: string;
 }
 
@@ -69,7 +70,7 @@ export class DataEscalationPolicy extends cdk.TerraformDataSource {
     this._name = value;
   }
 
-  /** Set by the server. */
+  /** Server-assigned identifier. Set by the server. */
   get id() {
     return this.getStringAttribute('id');
   }
@@ -79,16 +80,17 @@ export class DataEscalationPolicy extends cdk.TerraformDataSource {
     return this.getStringAttribute('project_id');
   }
 
+  /** Unique within the project. */
   get name() {
     return this.getStringAttribute('name');
   }
 
-  /** Set by the server. */
+  /** Free text. Set by the server. */
   get description() {
     return this.getStringAttribute('description');
   }
 
-  /** Set by the server. */
+  /** Notification steps, in order; each fires after its delay while the alert stays unacknowledged. Set by the server. */
   private readonly _stepsRef = new DataEscalationPolicyStepsList(this, 'steps', false);
   get steps() {
     return this._stepsRef;
@@ -99,17 +101,17 @@ export class DataEscalationPolicy extends cdk.TerraformDataSource {
     return this.getNumberAttribute('repeat');
   }
 
-  /** Set by the server. */
+  /** String key/value labels. The reconciler marks what it manages with its own labels. Set by the server. */
   get labels() {
     return this.getStringMapAttribute('labels');
   }
 
-  /** Set by the server. */
+  /** When the resource was created (RFC 3339, UTC). Set by the server. */
   get createdAt() {
     return this.getStringAttribute('created_at');
   }
 
-  /** Set by the server. */
+  /** When the resource was last changed (RFC 3339, UTC). Set by the server. */
   get updatedAt() {
     return this.getStringAttribute('updated_at');
   }

@@ -5,6 +5,7 @@ import * as cdk from '../cdk.js';
 export interface DataInfrastructureResourceConfig extends cdk.TerraformMetaArguments {
   /** Id of the project the resource lives in. Changing it replaces the resource. */
   readonly projectId: string;
+  /** Unique within the project. */
   readonly name: string;
 }
 
@@ -42,7 +43,7 @@ export class DataInfrastructureResource extends cdk.TerraformDataSource {
     this._name = value;
   }
 
-  /** Set by the server. */
+  /** Server-assigned identifier. Set by the server. */
   get id() {
     return this.getStringAttribute('id');
   }
@@ -52,21 +53,22 @@ export class DataInfrastructureResource extends cdk.TerraformDataSource {
     return this.getStringAttribute('project_id');
   }
 
+  /** Unique within the project. */
   get name() {
     return this.getStringAttribute('name');
   }
 
-  /** Set by the server. */
+  /** What is provisioned: warehouse, bucket, cluster, database or network. Changing it replaces the resource. Set by the server. */
   get resourceType() {
     return this.getStringAttribute('resource_type');
   }
 
-  /** (API field `provider`, renamed: `provider` is a Terraform meta-argument.) Set by the server. */
+  /** Cloud or platform it is provisioned on. Changing it replaces the resource. (API field `provider`, renamed: `provider` is a Terraform meta-argument.) Set by the server. */
   get providerName() {
     return this.getStringAttribute('provider_name');
   }
 
-  /** Set by the server. */
+  /** Region of the provider, e.g. us-east-1. Changing it replaces the resource. Set by the server. */
   get region() {
     return this.getStringAttribute('region');
   }
@@ -76,7 +78,7 @@ export class DataInfrastructureResource extends cdk.TerraformDataSource {
     return this.getStringMapAttribute('config');
   }
 
-  /** Set by the server. */
+  /** String key/value labels. The reconciler marks what it manages with its own labels. Set by the server. */
   get labels() {
     return this.getStringMapAttribute('labels');
   }
@@ -86,12 +88,12 @@ export class DataInfrastructureResource extends cdk.TerraformDataSource {
     return this.getStringAttribute('status');
   }
 
-  /** Set by the server. */
+  /** When the resource was created (RFC 3339, UTC). Set by the server. */
   get createdAt() {
     return this.getStringAttribute('created_at');
   }
 
-  /** Set by the server. */
+  /** When the resource was last changed (RFC 3339, UTC). Set by the server. */
   get updatedAt() {
     return this.getStringAttribute('updated_at');
   }

@@ -7,37 +7,37 @@ export class DataLatestRunTablesOutputReference extends cdk.ComplexObject {
     super(parent, attribute, isFromSet, index);
   }
 
-  /** Set by the server. */
+  /** The table synced. Set by the server. */
   get table() {
     return this.getStringAttribute('table');
   }
 
-  /** Set by the server. */
+  /** pending, running, completed, failed, or skipped. Set by the server. */
   get status() {
     return this.getStringAttribute('status');
   }
 
-  /** Set by the server. */
+  /** Rows synced; null until the table completes. Set by the server. */
   get rows() {
     return this.getNumberAttribute('rows');
   }
 
-  /** Set by the server. */
+  /** When the table started; null while pending. Set by the server. */
   get startedAt() {
     return this.getStringAttribute('started_at');
   }
 
-  /** Set by the server. */
+  /** When the table ended; null until then. Set by the server. */
   get finishedAt() {
     return this.getStringAttribute('finished_at');
   }
 
-  /** Set by the server. */
+  /** finished_at - started_at. Set by the server. */
   get durationSeconds() {
     return this.getNumberAttribute('duration_seconds');
   }
 
-  /** Set by the server. */
+  /** Why the table failed; null otherwise. Set by the server. */
   get error() {
     return this.getStringAttribute('error');
   }
@@ -59,37 +59,37 @@ export class DataLatestRunStepsOutputReference extends cdk.ComplexObject {
     super(parent, attribute, isFromSet, index);
   }
 
-  /** Set by the server. */
+  /** Id of the step within the pipeline. Set by the server. */
   get stepId() {
     return this.getStringAttribute('step_id');
   }
 
-  /** Set by the server. */
+  /** Name of the step. Set by the server. */
   get stepName() {
     return this.getStringAttribute('step_name');
   }
 
-  /** Set by the server. */
+  /** connector_sync, dbt_run or notification. Set by the server. */
   get stepType() {
     return this.getStringAttribute('step_type');
   }
 
-  /** Set by the server. */
+  /** pending, running, completed, failed, or skipped (when a step it depends on failed). Set by the server. */
   get status() {
     return this.getStringAttribute('status');
   }
 
-  /** Set by the server. */
+  /** When the step started; null while pending. Set by the server. */
   get startedAt() {
     return this.getStringAttribute('started_at');
   }
 
-  /** Set by the server. */
+  /** When the step ended; null until then. Set by the server. */
   get finishedAt() {
     return this.getStringAttribute('finished_at');
   }
 
-  /** Set by the server. */
+  /** finished_at - started_at. Set by the server. */
   get durationSeconds() {
     return this.getNumberAttribute('duration_seconds');
   }
@@ -99,7 +99,7 @@ export class DataLatestRunStepsOutputReference extends cdk.ComplexObject {
     return this.getStringAttribute('run_id');
   }
 
-  /** Set by the server. */
+  /** Why the step failed or was skipped; null otherwise. Set by the server. */
   get error() {
     return this.getStringAttribute('error');
   }
@@ -121,27 +121,27 @@ export class DataLatestRunModelsOutputReference extends cdk.ComplexObject {
     super(parent, attribute, isFromSet, index);
   }
 
-  /** Set by the server. */
+  /** The model built. Set by the server. */
   get name() {
     return this.getStringAttribute('name');
   }
 
-  /** Set by the server. */
+  /** How it was built: view, table, incremental or ephemeral. Set by the server. */
   get materialization() {
     return this.getStringAttribute('materialization');
   }
 
-  /** Set by the server. */
+  /** pending, running, completed, failed, or skipped (when a model it reads failed). Set by the server. */
   get status() {
     return this.getStringAttribute('status');
   }
 
-  /** Set by the server. */
+  /** When the build started; null while pending. Set by the server. */
   get startedAt() {
     return this.getStringAttribute('started_at');
   }
 
-  /** Set by the server. */
+  /** When the build ended; null until then. Set by the server. */
   get finishedAt() {
     return this.getStringAttribute('finished_at');
   }
@@ -151,7 +151,7 @@ export class DataLatestRunModelsOutputReference extends cdk.ComplexObject {
     return this.getNumberAttribute('duration_seconds');
   }
 
-  /** Set by the server. */
+  /** Why the build failed or was skipped; null otherwise. Set by the server. */
   get error() {
     return this.getStringAttribute('error');
   }
@@ -173,42 +173,42 @@ export class DataLatestRunChangesOutputReference extends cdk.ComplexObject {
     super(parent, attribute, isFromSet, index);
   }
 
-  /** Set by the server. */
+  /** The infrastructure resource changed. Set by the server. */
   get resourceId() {
     return this.getStringAttribute('resource_id');
   }
 
-  /** Set by the server. */
+  /** Its name. Set by the server. */
   get name() {
     return this.getStringAttribute('name');
   }
 
-  /** Set by the server. */
+  /** create, update or delete. Set by the server. */
   get action() {
     return this.getStringAttribute('action');
   }
 
-  /** Set by the server. */
+  /** pending, running, completed, failed, or skipped. Set by the server. */
   get status() {
     return this.getStringAttribute('status');
   }
 
-  /** Set by the server. */
+  /** When the change started; null while pending. Set by the server. */
   get startedAt() {
     return this.getStringAttribute('started_at');
   }
 
-  /** Set by the server. */
+  /** When the change ended; null until then. Set by the server. */
   get finishedAt() {
     return this.getStringAttribute('finished_at');
   }
 
-  /** Set by the server. */
+  /** finished_at - started_at. Set by the server. */
   get durationSeconds() {
     return this.getNumberAttribute('duration_seconds');
   }
 
-  /** Set by the server. */
+  /** Why the change failed; null otherwise. Set by the server. */
   get error() {
     return this.getStringAttribute('error');
   }
@@ -317,12 +317,12 @@ export class DataLatestRun extends cdk.TerraformDataSource {
     return this.getStringAttribute('dbt_project_id');
   }
 
-  /** Set by the server. */
+  /** Server-assigned identifier. Set by the server. */
   get id() {
     return this.getStringAttribute('id');
   }
 
-  /** Set by the server. */
+  /** What ran: connector_sync, pipeline, dbt_run or infrastructure_apply. Set by the server. */
   get runType() {
     return this.getStringAttribute('run_type');
   }
@@ -352,12 +352,12 @@ export class DataLatestRun extends cdk.TerraformDataSource {
     return this.getBooleanAttribute('simulated');
   }
 
-  /** Set by the server. */
+  /** When the run started. Set by the server. */
   get startedAt() {
     return this.getStringAttribute('started_at');
   }
 
-  /** Set by the server. */
+  /** When the run ended; null while it runs. Set by the server. */
   get finishedAt() {
     return this.getStringAttribute('finished_at');
   }

@@ -5,6 +5,7 @@ import * as cdk from '../cdk.js';
 export interface DataMaskingPolicyConfig extends cdk.TerraformMetaArguments {
   /** Id of the project the resource lives in. Changing it replaces the resource. */
   readonly projectId: string;
+  /** Unique within the project. */
   readonly name: string;
 }
 
@@ -42,7 +43,7 @@ export class DataMaskingPolicy extends cdk.TerraformDataSource {
     this._name = value;
   }
 
-  /** Set by the server. */
+  /** Server-assigned identifier. Set by the server. */
   get id() {
     return this.getStringAttribute('id');
   }
@@ -52,21 +53,22 @@ export class DataMaskingPolicy extends cdk.TerraformDataSource {
     return this.getStringAttribute('project_id');
   }
 
+  /** Unique within the project. */
   get name() {
     return this.getStringAttribute('name');
   }
 
-  /** Set by the server. */
+  /** Free text. Set by the server. */
   get description() {
     return this.getStringAttribute('description');
   }
 
-  /** Set by the server. */
+  /** The classification whose columns are masked. Set by the server. */
   get classificationId() {
     return this.getStringAttribute('classification_id');
   }
 
-  /** Set by the server. */
+  /** How masked columns are shown: redact (a fixed mask), hash (a stable hash), partial (only part of the value kept) or nullify (null). The discovered schema of a connector names the method that applies to each classified column. Set by the server. */
   get method() {
     return this.getStringAttribute('method');
   }
@@ -76,27 +78,27 @@ export class DataMaskingPolicy extends cdk.TerraformDataSource {
     return this.getNumberAttribute('partial_visible_chars');
   }
 
-  /** Set by the server. */
+  /** Roles that see the columns unmasked. Set by the server. */
   get exemptRoles() {
     return this.getListAttribute('exempt_roles');
   }
 
-  /** Set by the server. */
+  /** When false, the policy is kept but not applied. Set by the server. */
   get enabled() {
     return this.getBooleanAttribute('enabled');
   }
 
-  /** Set by the server. */
+  /** String key/value labels. The reconciler marks what it manages with its own labels. Set by the server. */
   get labels() {
     return this.getStringMapAttribute('labels');
   }
 
-  /** Set by the server. */
+  /** When the resource was created (RFC 3339, UTC). Set by the server. */
   get createdAt() {
     return this.getStringAttribute('created_at');
   }
 
-  /** Set by the server. */
+  /** When the resource was last changed (RFC 3339, UTC). Set by the server. */
   get updatedAt() {
     return this.getStringAttribute('updated_at');
   }

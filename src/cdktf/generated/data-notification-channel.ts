@@ -7,17 +7,17 @@ export class DataNotificationChannelConfigAOutputReference extends cdk.ComplexOb
     super(parent, attribute, false);
   }
 
-  /** Set by the server. */
+  /** webhook and slack: the URL notifications are POSTed to. Set by the server. */
   get url() {
     return this.getStringAttribute('url');
   }
 
-  /** Set by the server. */
+  /** slack: the channel to post in, e.g. #data-alerts. Set by the server. */
   get slackChannel() {
     return this.getStringAttribute('slack_channel');
   }
 
-  /** Set by the server. */
+  /** email: the recipients. Set by the server. */
   get emailAddresses() {
     return this.getListAttribute('email_addresses');
   }
@@ -27,6 +27,7 @@ export class DataNotificationChannelConfigAOutputReference extends cdk.ComplexOb
 export interface DataNotificationChannelConfig extends cdk.TerraformMetaArguments {
   /** Id of the project the resource lives in. Changing it replaces the resource. */
   readonly projectId: string;
+  /** Unique within the project. */
   readonly name: string;
 }
 
@@ -64,7 +65,7 @@ export class DataNotificationChannel extends cdk.TerraformDataSource {
     this._name = value;
   }
 
-  /** Set by the server. */
+  /** Server-assigned identifier. Set by the server. */
   get id() {
     return this.getStringAttribute('id');
   }
@@ -74,11 +75,12 @@ export class DataNotificationChannel extends cdk.TerraformDataSource {
     return this.getStringAttribute('project_id');
   }
 
+  /** Unique within the project. */
   get name() {
     return this.getStringAttribute('name');
   }
 
-  /** Set by the server. */
+  /** webhook and slack POST JSON to config.url; email goes to config.email_addresses. Changing it replaces the channel. Set by the server. */
   get type() {
     return this.getStringAttribute('type');
   }
@@ -89,22 +91,22 @@ export class DataNotificationChannel extends cdk.TerraformDataSource {
     return this._configRef;
   }
 
-  /** Set by the server. */
+  /** When false, nothing is delivered to the channel. Set by the server. */
   get enabled() {
     return this.getBooleanAttribute('enabled');
   }
 
-  /** Set by the server. */
+  /** String key/value labels. The reconciler marks what it manages with its own labels. Set by the server. */
   get labels() {
     return this.getStringMapAttribute('labels');
   }
 
-  /** Set by the server. */
+  /** When the resource was created (RFC 3339, UTC). Set by the server. */
   get createdAt() {
     return this.getStringAttribute('created_at');
   }
 
-  /** Set by the server. */
+  /** When the resource was last changed (RFC 3339, UTC). Set by the server. */
   get updatedAt() {
     return this.getStringAttribute('updated_at');
   }

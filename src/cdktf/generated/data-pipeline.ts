@@ -7,12 +7,12 @@ export class DataPipelineStepsOutputReference extends cdk.ComplexObject {
     super(parent, attribute, isFromSet, index);
   }
 
-  /** Set by the server. */
+  /** Step name, unique within the pipeline; depends_on refers to it. Set by the server. */
   get name() {
     return this.getStringAttribute('name');
   }
 
-  /** Set by the server. */
+  /** connector_sync runs a sync of connector_id; dbt_run runs dbt_project_id; notification notifies channel_id. Set by the server. */
   get type() {
     return this.getStringAttribute('type');
   }
@@ -32,7 +32,7 @@ export class DataPipelineStepsOutputReference extends cdk.ComplexObject {
     return this.getStringAttribute('channel_id');
   }
 
-  /** Set by the server. */
+  /** Names of the steps that must succeed before this one runs. Set by the server. */
   get dependsOn() {
     return this.getListAttribute('depends_on');
   }
@@ -52,6 +52,7 @@ export class DataPipelineStepsList extends cdk.ComplexList {
 export interface DataPipelineConfig extends cdk.TerraformMetaArguments {
   /** Id of the project the resource lives in. Changing it replaces the resource. */
   readonly projectId: string;
+  /** Unique within the project. */
   readonly name: string;
 }
 
@@ -89,7 +90,7 @@ export class DataPipeline extends cdk.TerraformDataSource {
     this._name = value;
   }
 
-  /** Set by the server. */
+  /** Server-assigned identifier. Set by the server. */
   get id() {
     return this.getStringAttribute('id');
   }
@@ -99,11 +100,12 @@ export class DataPipeline extends cdk.TerraformDataSource {
     return this.getStringAttribute('project_id');
   }
 
+  /** Unique within the project. */
   get name() {
     return this.getStringAttribute('name');
   }
 
-  /** Set by the server. */
+  /** Free text. Set by the server. */
   get description() {
     return this.getStringAttribute('description');
   }
@@ -124,7 +126,7 @@ export class DataPipeline extends cdk.TerraformDataSource {
     return this._stepsRef;
   }
 
-  /** Set by the server. */
+  /** String key/value labels. The reconciler marks what it manages with its own labels. Set by the server. */
   get labels() {
     return this.getStringMapAttribute('labels');
   }
@@ -134,12 +136,12 @@ export class DataPipeline extends cdk.TerraformDataSource {
     return this.getStringAttribute('last_run_status');
   }
 
-  /** Set by the server. */
+  /** When the resource was created (RFC 3339, UTC). Set by the server. */
   get createdAt() {
     return this.getStringAttribute('created_at');
   }
 
-  /** Set by the server. */
+  /** When the resource was last changed (RFC 3339, UTC). Set by the server. */
   get updatedAt() {
     return this.getStringAttribute('updated_at');
   }

@@ -3,6 +3,7 @@ import * as cdk from '../cdk.js';
 
 /** Configuration of DataSsoProvider (`dataplatform_sso_provider`). */
 export interface DataSsoProviderConfig extends cdk.TerraformMetaArguments {
+  /** Unique within the tenant; shown on the sign-in choice. */
   readonly name: string;
 }
 
@@ -31,11 +32,12 @@ export class DataSsoProvider extends cdk.TerraformDataSource {
     this._name = value;
   }
 
-  /** Set by the server. */
+  /** Server-assigned identifier. Set by the server. */
   get id() {
     return this.getStringAttribute('id');
   }
 
+  /** Unique within the tenant; shown on the sign-in choice. */
   get name() {
     return this.getStringAttribute('name');
   }
@@ -110,12 +112,12 @@ export class DataSsoProvider extends cdk.TerraformDataSource {
     return this.getStringMapAttribute('labels');
   }
 
-  /** Set by the server. */
+  /** When the resource was created (RFC 3339, UTC). Set by the server. */
   get createdAt() {
     return this.getStringAttribute('created_at');
   }
 
-  /** Set by the server. */
+  /** When the resource was last changed (RFC 3339, UTC). Set by the server. */
   get updatedAt() {
     return this.getStringAttribute('updated_at');
   }

@@ -32,7 +32,7 @@ export class DataUser extends cdk.TerraformDataSource {
     this._email = value;
   }
 
-  /** Set by the server. */
+  /** Server-assigned identifier. Set by the server. */
   get id() {
     return this.getStringAttribute('id');
   }
@@ -42,12 +42,12 @@ export class DataUser extends cdk.TerraformDataSource {
     return this.getStringAttribute('email');
   }
 
-  /** Set by the server. */
+  /** Display name. Set by the server. */
   get name() {
     return this.getStringAttribute('name');
   }
 
-  /** Set by the server. */
+  /** What the user may do: read-only (GET), read-write (also create, update, delete and trigger) or admin (also users, API keys and project settings). Set by the server. */
   get role() {
     return this.getStringAttribute('role');
   }
@@ -67,12 +67,12 @@ export class DataUser extends cdk.TerraformDataSource {
     return this.getStringAttribute('invitation_token');
   }
 
-  /** Set by the server. */
+  /** When the resource was created (RFC 3339, UTC). Set by the server. */
   get createdAt() {
     return this.getStringAttribute('created_at');
   }
 
-  /** Set by the server. */
+  /** When the resource was last changed (RFC 3339, UTC). Set by the server. */
   get updatedAt() {
     return this.getStringAttribute('updated_at');
   }

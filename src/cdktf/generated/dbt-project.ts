@@ -3,7 +3,9 @@ import * as cdk from '../cdk.js';
 
 /** Connector tables this model reads. Default: []. */
 export interface DbtProjectModelsSources {
+  /** The connector whose table the model reads. */
   readonly connectorId: string;
+  /** The table read, as schema.table or table. */
   readonly table: string;
 }
 
@@ -22,10 +24,12 @@ export class DbtProjectModelsSourcesOutputReference extends cdk.ComplexObject {
     super(parent, attribute, isFromSet, index);
   }
 
+  /** The connector whose table the model reads. */
   get connectorId() {
     return this.getStringAttribute('connector_id');
   }
 
+  /** The table read, as schema.table or table. */
   get table() {
     return this.getStringAttribute('table');
   }
@@ -43,8 +47,9 @@ export class DbtProjectModelsSourcesList extends cdk.ComplexList {
 
 /** Declared models; names are unique within the project. Default: []. */
 export interface DbtProjectModels {
+  /** Model name, a SQL identifier; unique within the project. */
   readonly name: string;
-  /** Default: "view". */
+  /** How dbt builds the model: view, table, incremental or ephemeral. Default: "view". */
   readonly materialization?: string;
   /** Names of other models of this project. Default: []. */
   readonly dependsOn?: string[];
@@ -69,11 +74,12 @@ export class DbtProjectModelsOutputReference extends cdk.ComplexObject {
     super(parent, attribute, isFromSet, index);
   }
 
+  /** Model name, a SQL identifier; unique within the project. */
   get name() {
     return this.getStringAttribute('name');
   }
 
-  /** Default: "view". */
+  /** How dbt builds the model: view, table, incremental or ephemeral. Default: "view". */
   get materialization() {
     return this.getStringAttribute('materialization');
   }
@@ -104,10 +110,11 @@ export class DbtProjectModelsList extends cdk.ComplexList {
 export interface DbtProjectConfig extends cdk.TerraformMetaArguments {
   /** Id of the project the resource lives in. Changing it replaces the resource. */
   readonly projectId: string;
+  /** Unique within the project. */
   readonly name: string;
   /** Git URL of the dbt project. */
   readonly repository: string;
-  /** Default: "main". */
+  /** Git branch the project is built from. Default: "main". */
   readonly branch?: string;
   /** Path of dbt_project.yml inside the repository. Default: "". */
   readonly subdirectory?: string;
@@ -115,7 +122,7 @@ export interface DbtProjectConfig extends cdk.TerraformMetaArguments {
   readonly target?: string;
   /** Declared models; names are unique within the project. Default: []. */
   readonly models?: DbtProjectModels[] | cdk.IResolvable;
-  /** Default: {}. */
+  /** String key/value labels. The reconciler marks what it manages with its own labels. Default: {}. */
   readonly labels?: { [key: string]: string };
 }
 
@@ -229,7 +236,7 @@ export class DbtProject extends cdk.TerraformResource {
     this._labels = undefined;
   }
 
-  /** Set by the server. */
+  /** Server-assigned identifier. Set by the server. */
   get id() {
     return this.getStringAttribute('id');
   }
@@ -239,6 +246,7 @@ export class DbtProject extends cdk.TerraformResource {
     return this.getStringAttribute('project_id');
   }
 
+  /** Unique within the project. */
   get name() {
     return this.getStringAttribute('name');
   }
@@ -248,7 +256,7 @@ export class DbtProject extends cdk.TerraformResource {
     return this.getStringAttribute('repository');
   }
 
-  /** Default: "main". */
+  /** Git branch the project is built from. Default: "main". */
   get branch() {
     return this.getStringAttribute('branch');
   }
@@ -269,7 +277,7 @@ export class DbtProject extends cdk.TerraformResource {
     return this._modelsRef;
   }
 
-  /** Default: {}. */
+  /** String key/value labels. The reconciler marks what it manages with its own labels. Default: {}. */
   get labels() {
     return this.getStringMapAttribute('labels');
   }
@@ -279,12 +287,12 @@ export class DbtProject extends cdk.TerraformResource {
     return this.getStringAttribute('last_run_status');
   }
 
-  /** Set by the server. */
+  /** When the resource was created (RFC 3339, UTC). Set by the server. */
   get createdAt() {
     return this.getStringAttribute('created_at');
   }
 
-  /** Set by the server. */
+  /** When the resource was last changed (RFC 3339, UTC). Set by the server. */
   get updatedAt() {
     return this.getStringAttribute('updated_at');
   }

@@ -5,16 +5,17 @@ import * as cdk from '../cdk.js';
 export interface InfrastructureResourceConfig extends cdk.TerraformMetaArguments {
   /** Id of the project the resource lives in. Changing it replaces the resource. */
   readonly projectId: string;
+  /** Unique within the project. */
   readonly name: string;
-  /** Changing it replaces the resource. */
+  /** What is provisioned: warehouse, bucket, cluster, database or network. Changing it replaces the resource. */
   readonly resourceType: string;
-  /** (API field `provider`, renamed: `provider` is a Terraform meta-argument.) Changing it replaces the resource. */
+  /** Cloud or platform it is provisioned on. Changing it replaces the resource. (API field `provider`, renamed: `provider` is a Terraform meta-argument.) */
   readonly providerName: string;
-  /** Changing it replaces the resource. */
+  /** Region of the provider, e.g. us-east-1. Changing it replaces the resource. */
   readonly region: string;
   /** Provider settings such as size or storage_class, as strings. Default: {}. */
   readonly config?: { [key: string]: string };
-  /** Default: {}. */
+  /** String key/value labels. The reconciler marks what it manages with its own labels. Default: {}. */
   readonly labels?: { [key: string]: string };
 }
 
@@ -110,7 +111,7 @@ export class InfrastructureResource extends cdk.TerraformResource {
     this._labels = undefined;
   }
 
-  /** Set by the server. */
+  /** Server-assigned identifier. Set by the server. */
   get id() {
     return this.getStringAttribute('id');
   }
@@ -120,21 +121,22 @@ export class InfrastructureResource extends cdk.TerraformResource {
     return this.getStringAttribute('project_id');
   }
 
+  /** Unique within the project. */
   get name() {
     return this.getStringAttribute('name');
   }
 
-  /** Changing it replaces the resource. */
+  /** What is provisioned: warehouse, bucket, cluster, database or network. Changing it replaces the resource. */
   get resourceType() {
     return this.getStringAttribute('resource_type');
   }
 
-  /** (API field `provider`, renamed: `provider` is a Terraform meta-argument.) Changing it replaces the resource. */
+  /** Cloud or platform it is provisioned on. Changing it replaces the resource. (API field `provider`, renamed: `provider` is a Terraform meta-argument.) */
   get providerName() {
     return this.getStringAttribute('provider_name');
   }
 
-  /** Changing it replaces the resource. */
+  /** Region of the provider, e.g. us-east-1. Changing it replaces the resource. */
   get region() {
     return this.getStringAttribute('region');
   }
@@ -144,7 +146,7 @@ export class InfrastructureResource extends cdk.TerraformResource {
     return this.getStringMapAttribute('config');
   }
 
-  /** Default: {}. */
+  /** String key/value labels. The reconciler marks what it manages with its own labels. Default: {}. */
   get labels() {
     return this.getStringMapAttribute('labels');
   }
@@ -154,12 +156,12 @@ export class InfrastructureResource extends cdk.TerraformResource {
     return this.getStringAttribute('status');
   }
 
-  /** Set by the server. */
+  /** When the resource was created (RFC 3339, UTC). Set by the server. */
   get createdAt() {
     return this.getStringAttribute('created_at');
   }
 
-  /** Set by the server. */
+  /** When the resource was last changed (RFC 3339, UTC). Set by the server. */
   get updatedAt() {
     return this.getStringAttribute('updated_at');
   }

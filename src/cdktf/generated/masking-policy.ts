@@ -5,18 +5,21 @@ import * as cdk from '../cdk.js';
 export interface MaskingPolicyConfig extends cdk.TerraformMetaArguments {
   /** Id of the project the resource lives in. Changing it replaces the resource. */
   readonly projectId: string;
+  /** Unique within the project. */
   readonly name: string;
-  /** Default: "". */
+  /** Free text. Default: "". */
   readonly description?: string;
+  /** The classification whose columns are masked. */
   readonly classificationId: string;
+  /** How masked columns are shown: redact (a fixed mask), hash (a stable hash), partial (only part of the value kept) or nullify (null). The discovered schema of a connector names the method that applies to each classified column. */
   readonly method: string;
   /** For method partial: trailing characters left visible. Default: 4. */
   readonly partialVisibleChars?: number;
-  /** Default: []. */
+  /** Roles that see the columns unmasked. Default: []. */
   readonly exemptRoles?: string[];
-  /** Default: true. */
+  /** When false, the policy is kept but not applied. Default: true. */
   readonly enabled?: boolean | cdk.IResolvable;
-  /** Default: {}. */
+  /** String key/value labels. The reconciler marks what it manages with its own labels. Default: {}. */
   readonly labels?: { [key: string]: string };
 }
 
@@ -139,7 +142,7 @@ export class MaskingPolicy extends cdk.TerraformResource {
     this._labels = undefined;
   }
 
-  /** Set by the server. */
+  /** Server-assigned identifier. Set by the server. */
   get id() {
     return this.getStringAttribute('id');
   }
@@ -149,19 +152,22 @@ export class MaskingPolicy extends cdk.TerraformResource {
     return this.getStringAttribute('project_id');
   }
 
+  /** Unique within the project. */
   get name() {
     return this.getStringAttribute('name');
   }
 
-  /** Default: "". */
+  /** Free text. Default: "". */
   get description() {
     return this.getStringAttribute('description');
   }
 
+  /** The classification whose columns are masked. */
   get classificationId() {
     return this.getStringAttribute('classification_id');
   }
 
+  /** How masked columns are shown: redact (a fixed mask), hash (a stable hash), partial (only part of the value kept) or nullify (null). The discovered schema of a connector names the method that applies to each classified column. */
   get method() {
     return this.getStringAttribute('method');
   }
@@ -171,27 +177,27 @@ export class MaskingPolicy extends cdk.TerraformResource {
     return this.getNumberAttribute('partial_visible_chars');
   }
 
-  /** Default: []. */
+  /** Roles that see the columns unmasked. Default: []. */
   get exemptRoles() {
     return this.getListAttribute('exempt_roles');
   }
 
-  /** Default: true. */
+  /** When false, the policy is kept but not applied. Default: true. */
   get enabled() {
     return this.getBooleanAttribute('enabled');
   }
 
-  /** Default: {}. */
+  /** String key/value labels. The reconciler marks what it manages with its own labels. Default: {}. */
   get labels() {
     return this.getStringMapAttribute('labels');
   }
 
-  /** Set by the server. */
+  /** When the resource was created (RFC 3339, UTC). Set by the server. */
   get createdAt() {
     return this.getStringAttribute('created_at');
   }
 
-  /** Set by the server. */
+  /** When the resource was last changed (RFC 3339, UTC). Set by the server. */
   get updatedAt() {
     return this.getStringAttribute('updated_at');
   }

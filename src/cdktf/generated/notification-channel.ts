@@ -3,6 +3,7 @@ import * as cdk from '../cdk.js';
 
 /** webhook: url (+ optional signing_secret); slack: slack_webhook_url (+ optional slack_channel); email: email_addresses. */
 export interface NotificationChannelConfigA {
+  /** webhook and slack: the URL notifications are POSTed to. */
   readonly url?: string;
   /** Write-only HMAC key for webhook signatures. Sensitive. */
   readonly signingSecret?: string;
@@ -16,7 +17,9 @@ export interface NotificationChannelConfigA {
   readonly slackWebhookUrlWo?: string;
   /** Change it to send slack_webhook_url_wo again. */
   readonly slackWebhookUrlWoVersion?: number;
+  /** slack: the channel to post in, e.g. #data-alerts. */
   readonly slackChannel?: string;
+  /** email: the recipients. */
   readonly emailAddresses?: string[];
 }
 
@@ -42,6 +45,7 @@ export class NotificationChannelConfigAOutputReference extends cdk.ComplexObject
     super(parent, attribute, false);
   }
 
+  /** webhook and slack: the URL notifications are POSTed to. */
   get url() {
     return this.getStringAttribute('url');
   }
@@ -66,10 +70,12 @@ export class NotificationChannelConfigAOutputReference extends cdk.ComplexObject
     return this.getNumberAttribute('slack_webhook_url_wo_version');
   }
 
+  /** slack: the channel to post in, e.g. #data-alerts. */
   get slackChannel() {
     return this.getStringAttribute('slack_channel');
   }
 
+  /** email: the recipients. */
   get emailAddresses() {
     return this.getListAttribute('email_addresses');
   }
@@ -79,14 +85,15 @@ export class NotificationChannelConfigAOutputReference extends cdk.ComplexObject
 export interface NotificationChannelConfig extends cdk.TerraformMetaArguments {
   /** Id of the project the resource lives in. Changing it replaces the resource. */
   readonly projectId: string;
+  /** Unique within the project. */
   readonly name: string;
-  /** Changing it replaces the resource. */
+  /** webhook and slack POST JSON to config.url; email goes to config.email_addresses. Changing it replaces the channel. */
   readonly type: string;
   /** webhook: url (+ optional signing_secret); slack: slack_webhook_url (+ optional slack_channel); email: email_addresses. */
   readonly config: NotificationChannelConfigA;
-  /** Default: true. */
+  /** When false, nothing is delivered to the channel. Default: true. */
   readonly enabled?: boolean | cdk.IResolvable;
-  /** Default: {}. */
+  /** String key/value labels. The reconciler marks what it manages with its own labels. Default: {}. */
   readonly labels?: { [key: string]: string };
 }
 
@@ -173,7 +180,7 @@ export class NotificationChannel extends cdk.TerraformResource {
     this._labels = undefined;
   }
 
-  /** Set by the server. */
+  /** Server-assigned identifier. Set by the server. */
   get id() {
     return this.getStringAttribute('id');
   }
@@ -183,11 +190,12 @@ export class NotificationChannel extends cdk.TerraformResource {
     return this.getStringAttribute('project_id');
   }
 
+  /** Unique within the project. */
   get name() {
     return this.getStringAttribute('name');
   }
 
-  /** Changing it replaces the resource. */
+  /** webhook and slack POST JSON to config.url; email goes to config.email_addresses. Changing it replaces the channel. */
   get type() {
     return this.getStringAttribute('type');
   }
@@ -198,22 +206,22 @@ export class NotificationChannel extends cdk.TerraformResource {
     return this._configRef;
   }
 
-  /** Default: true. */
+  /** When false, nothing is delivered to the channel. Default: true. */
   get enabled() {
     return this.getBooleanAttribute('enabled');
   }
 
-  /** Default: {}. */
+  /** String key/value labels. The reconciler marks what it manages with its own labels. Default: {}. */
   get labels() {
     return this.getStringMapAttribute('labels');
   }
 
-  /** Set by the server. */
+  /** When the resource was created (RFC 3339, UTC). Set by the server. */
   get createdAt() {
     return this.getStringAttribute('created_at');
   }
 
-  /** Set by the server. */
+  /** When the resource was last changed (RFC 3339, UTC). Set by the server. */
   get updatedAt() {
     return this.getStringAttribute('updated_at');
   }

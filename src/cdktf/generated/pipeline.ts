@@ -3,7 +3,9 @@ import * as cdk from '../cdk.js';
 
 /** Steps; depends_on names other steps of this pipeline. */
 export interface PipelineSteps {
+  /** Step name, unique within the pipeline; depends_on refers to it. */
   readonly name: string;
+  /** connector_sync runs a sync of connector_id; dbt_run runs dbt_project_id; notification notifies channel_id. */
   readonly type: string;
   /** For connector_sync steps. */
   readonly connectorId?: string;
@@ -11,7 +13,7 @@ export interface PipelineSteps {
   readonly dbtProjectId?: string;
   /** For notification steps. */
   readonly channelId?: string;
-  /** Default: []. */
+  /** Names of the steps that must succeed before this one runs. Default: []. */
   readonly dependsOn?: string[];
 }
 
@@ -34,10 +36,12 @@ export class PipelineStepsOutputReference extends cdk.ComplexObject {
     super(parent, attribute, isFromSet, index);
   }
 
+  /** Step name, unique within the pipeline; depends_on refers to it. */
   get name() {
     return this.getStringAttribute('name');
   }
 
+  /** connector_sync runs a sync of connector_id; dbt_run runs dbt_project_id; notification notifies channel_id. */
   get type() {
     return this.getStringAttribute('type');
   }
@@ -57,7 +61,7 @@ export class PipelineStepsOutputReference extends cdk.ComplexObject {
     return this.getStringAttribute('channel_id');
   }
 
-  /** Default: []. */
+  /** Names of the steps that must succeed before this one runs. Default: []. */
   get dependsOn() {
     return this.getListAttribute('depends_on');
   }
@@ -77,8 +81,9 @@ export class PipelineStepsList extends cdk.ComplexList {
 export interface PipelineConfig extends cdk.TerraformMetaArguments {
   /** Id of the project the resource lives in. Changing it replaces the resource. */
   readonly projectId: string;
+  /** Unique within the project. */
   readonly name: string;
-  /** Default: "". */
+  /** Free text. Default: "". */
   readonly description?: string;
   /** Five-field cron expression (UTC); absent means manual only. */
   readonly schedule?: string;
@@ -86,7 +91,7 @@ export interface PipelineConfig extends cdk.TerraformMetaArguments {
   readonly enabled?: boolean | cdk.IResolvable;
   /** Steps; depends_on names other steps of this pipeline. */
   readonly steps: PipelineSteps[] | cdk.IResolvable;
-  /** Default: {}. */
+  /** String key/value labels. The reconciler marks what it manages with its own labels. Default: {}. */
   readonly labels?: { [key: string]: string };
 }
 
@@ -188,7 +193,7 @@ export class Pipeline extends cdk.TerraformResource {
     this._labels = undefined;
   }
 
-  /** Set by the server. */
+  /** Server-assigned identifier. Set by the server. */
   get id() {
     return this.getStringAttribute('id');
   }
@@ -198,11 +203,12 @@ export class Pipeline extends cdk.TerraformResource {
     return this.getStringAttribute('project_id');
   }
 
+  /** Unique within the project. */
   get name() {
     return this.getStringAttribute('name');
   }
 
-  /** Default: "". */
+  /** Free text. Default: "". */
   get description() {
     return this.getStringAttribute('description');
   }
@@ -223,7 +229,7 @@ export class Pipeline extends cdk.TerraformResource {
     return this._stepsRef;
   }
 
-  /** Default: {}. */
+  /** String key/value labels. The reconciler marks what it manages with its own labels. Default: {}. */
   get labels() {
     return this.getStringMapAttribute('labels');
   }
@@ -233,12 +239,12 @@ export class Pipeline extends cdk.TerraformResource {
     return this.getStringAttribute('last_run_status');
   }
 
-  /** Set by the server. */
+  /** When the resource was created (RFC 3339, UTC). Set by the server. */
   get createdAt() {
     return this.getStringAttribute('created_at');
   }
 
-  /** Set by the server. */
+  /** When the resource was last changed (RFC 3339, UTC). Set by the server. */
   get updatedAt() {
     return this.getStringAttribute('updated_at');
   }

@@ -3,6 +3,7 @@ import * as cdk from '../cdk.js';
 
 /** Configuration of SsoProvider (`dataplatform_sso_provider`). */
 export interface SsoProviderConfig extends cdk.TerraformMetaArguments {
+  /** Unique within the tenant; shown on the sign-in choice. */
   readonly name: string;
   /** oidc: any OpenID Connect provider; google: Google sign-in (OIDC, issuer https://accounts.google.com unless set); saml: SAML 2.0 with signed assertions. Changing it replaces the resource. */
   readonly protocol: string;
@@ -273,11 +274,12 @@ export class SsoProvider extends cdk.TerraformResource {
     this._labels = undefined;
   }
 
-  /** Set by the server. */
+  /** Server-assigned identifier. Set by the server. */
   get id() {
     return this.getStringAttribute('id');
   }
 
+  /** Unique within the tenant; shown on the sign-in choice. */
   get name() {
     return this.getStringAttribute('name');
   }
@@ -362,12 +364,12 @@ export class SsoProvider extends cdk.TerraformResource {
     return this.getStringMapAttribute('labels');
   }
 
-  /** Set by the server. */
+  /** When the resource was created (RFC 3339, UTC). Set by the server. */
   get createdAt() {
     return this.getStringAttribute('created_at');
   }
 
-  /** Set by the server. */
+  /** When the resource was last changed (RFC 3339, UTC). Set by the server. */
   get updatedAt() {
     return this.getStringAttribute('updated_at');
   }

@@ -5,8 +5,9 @@ import * as cdk from '../cdk.js';
 export interface UserConfig extends cdk.TerraformMetaArguments {
   /** Login name; compared case-insensitively. Changing it replaces the resource. */
   readonly email: string;
-  /** Default: "". */
+  /** Display name. Default: "". */
   readonly name?: string;
+  /** What the user may do: read-only (GET), read-write (also create, update, delete and trigger) or admin (also users, API keys and project settings). */
   readonly role: string;
   /** Write-only. Given by an admin, the user is active at once; omitted, the answer carries a one-time invitation_token. Sensitive. */
   readonly password?: string;
@@ -119,7 +120,7 @@ export class User extends cdk.TerraformResource {
     this._disabled = undefined;
   }
 
-  /** Set by the server. */
+  /** Server-assigned identifier. Set by the server. */
   get id() {
     return this.getStringAttribute('id');
   }
@@ -129,11 +130,12 @@ export class User extends cdk.TerraformResource {
     return this.getStringAttribute('email');
   }
 
-  /** Default: "". */
+  /** Display name. Default: "". */
   get name() {
     return this.getStringAttribute('name');
   }
 
+  /** What the user may do: read-only (GET), read-write (also create, update, delete and trigger) or admin (also users, API keys and project settings). */
   get role() {
     return this.getStringAttribute('role');
   }
@@ -163,12 +165,12 @@ export class User extends cdk.TerraformResource {
     return this.getStringAttribute('invitation_token');
   }
 
-  /** Set by the server. */
+  /** When the resource was created (RFC 3339, UTC). Set by the server. */
   get createdAt() {
     return this.getStringAttribute('created_at');
   }
 
-  /** Set by the server. */
+  /** When the resource was last changed (RFC 3339, UTC). Set by the server. */
   get updatedAt() {
     return this.getStringAttribute('updated_at');
   }

@@ -4,75 +4,87 @@
 
 /** Alert rule: As the API returns it. */
 export interface AlertRule {
-  /** Set by the server. */
+  /** Server-assigned identifier. Set by the server. */
   id: string;
-  /** Set by the server. */
+  /** Id of the project the resource belongs to. Set by the server. */
   project_id: string;
+  /** Unique within the project. */
   name: string;
-  /** Default: "". */
+  /** Free text. Default: "". */
   description: string;
+  /** Severity of the alerts the rule fires. */
   severity: "info" | "warning" | "critical";
+  /** What fires the rule: a metric compared with a threshold. */
   condition: {
+    /** run_failed: failed runs in window_minutes; run_duration_seconds: duration of a finished run; rows_synced: rows of a finished connector sync; freshness_minutes: minutes since a connector last synced (checked by the scheduler). */
     metric: "run_failed" | "run_duration_seconds" | "rows_synced" | "freshness_minutes";
+    /** How the metric is compared with the threshold: gt, gte, lt, lte or eq. */
     operator: "gt" | "gte" | "lt" | "lte" | "eq";
+    /** The value the metric is compared with. */
     threshold: number;
     /** run_failed only: failed runs of the resource are counted over this many minutes and the count is compared with the threshold. Default: 60. */
     window_minutes: number;
   };
   /** What the rule watches; empty watches every run of the project. Default: {}. */
   target: {
-    /** References a connector of the same project, by id. */
+    /** Watch this connector only. References a connector of the same project, by id. */
     connector_id?: string;
-    /** References a pipeline of the same project, by id. */
+    /** Watch this pipeline only. References a pipeline of the same project, by id. */
     pipeline_id?: string;
-    /** References a dbt_project of the same project, by id. */
+    /** Watch this dbt project only. References a dbt_project of the same project, by id. */
     dbt_project_id?: string;
   };
-  /** Default: []. */
+  /** Notification channels that receive the alert when it fires. Default: []. */
   channel_ids: Array<string>;
-  /** References a escalation_policy of the same project, by id. */
+  /** Escalation policy followed while an alert of this rule stays unacknowledged. References a escalation_policy of the same project, by id. */
   escalation_policy_id?: string;
-  /** Default: true. */
+  /** When false, the rule is kept but never evaluated. Default: true. */
   enabled: boolean;
-  /** Default: {}. */
+  /** String key/value labels. The reconciler marks what it manages with its own labels. Default: {}. */
   labels: {
     [key: string]: string;
   };
-  /** Set by the server. */
+  /** When the resource was created (RFC 3339, UTC). Set by the server. */
   created_at: string;
-  /** Set by the server. */
+  /** When the resource was last changed (RFC 3339, UTC). Set by the server. */
   updated_at: string;
 }
 
 /** Alert rule: Create request body. */
 export interface AlertRuleCreate {
+  /** Unique within the project. */
   name: string;
-  /** Default: "". */
+  /** Free text. Default: "". */
   description?: string;
+  /** Severity of the alerts the rule fires. */
   severity: "info" | "warning" | "critical";
+  /** What fires the rule: a metric compared with a threshold. */
   condition: {
+    /** run_failed: failed runs in window_minutes; run_duration_seconds: duration of a finished run; rows_synced: rows of a finished connector sync; freshness_minutes: minutes since a connector last synced (checked by the scheduler). */
     metric: "run_failed" | "run_duration_seconds" | "rows_synced" | "freshness_minutes";
+    /** How the metric is compared with the threshold: gt, gte, lt, lte or eq. */
     operator: "gt" | "gte" | "lt" | "lte" | "eq";
+    /** The value the metric is compared with. */
     threshold: number;
     /** run_failed only: failed runs of the resource are counted over this many minutes and the count is compared with the threshold. Default: 60. */
     window_minutes?: number;
   };
   /** What the rule watches; empty watches every run of the project. Default: {}. */
   target?: {
-    /** References a connector of the same project, by id. */
+    /** Watch this connector only. References a connector of the same project, by id. */
     connector_id?: string;
-    /** References a pipeline of the same project, by id. */
+    /** Watch this pipeline only. References a pipeline of the same project, by id. */
     pipeline_id?: string;
-    /** References a dbt_project of the same project, by id. */
+    /** Watch this dbt project only. References a dbt_project of the same project, by id. */
     dbt_project_id?: string;
   };
-  /** Default: []. */
+  /** Notification channels that receive the alert when it fires. Default: []. */
   channel_ids?: Array<string>;
-  /** References a escalation_policy of the same project, by id. */
+  /** Escalation policy followed while an alert of this rule stays unacknowledged. References a escalation_policy of the same project, by id. */
   escalation_policy_id?: string;
-  /** Default: true. */
+  /** When false, the rule is kept but never evaluated. Default: true. */
   enabled?: boolean;
-  /** Default: {}. */
+  /** String key/value labels. The reconciler marks what it manages with its own labels. Default: {}. */
   labels?: {
     [key: string]: string;
   };
@@ -80,29 +92,39 @@ export interface AlertRuleCreate {
 
 /** Alert rule: PATCH body (fields given replace the stored ones). */
 export interface AlertRuleUpdate {
+  /** Unique within the project. */
   name?: string;
+  /** Free text. */
   description?: string | null;
+  /** Severity of the alerts the rule fires. */
   severity?: "info" | "warning" | "critical";
+  /** What fires the rule: a metric compared with a threshold. */
   condition?: {
+    /** run_failed: failed runs in window_minutes; run_duration_seconds: duration of a finished run; rows_synced: rows of a finished connector sync; freshness_minutes: minutes since a connector last synced (checked by the scheduler). */
     metric: "run_failed" | "run_duration_seconds" | "rows_synced" | "freshness_minutes";
+    /** How the metric is compared with the threshold: gt, gte, lt, lte or eq. */
     operator: "gt" | "gte" | "lt" | "lte" | "eq";
+    /** The value the metric is compared with. */
     threshold: number;
     /** run_failed only: failed runs of the resource are counted over this many minutes and the count is compared with the threshold. Default: 60. */
     window_minutes?: number;
   };
   /** What the rule watches; empty watches every run of the project. */
   target?: {
-    /** References a connector of the same project, by id. */
+    /** Watch this connector only. References a connector of the same project, by id. */
     connector_id?: string;
-    /** References a pipeline of the same project, by id. */
+    /** Watch this pipeline only. References a pipeline of the same project, by id. */
     pipeline_id?: string;
-    /** References a dbt_project of the same project, by id. */
+    /** Watch this dbt project only. References a dbt_project of the same project, by id. */
     dbt_project_id?: string;
   } | null;
+  /** Notification channels that receive the alert when it fires. */
   channel_ids?: Array<string> | null;
-  /** References a escalation_policy of the same project, by id. */
+  /** Escalation policy followed while an alert of this rule stays unacknowledged. References a escalation_policy of the same project, by id. */
   escalation_policy_id?: string | null;
+  /** When false, the rule is kept but never evaluated. */
   enabled?: boolean | null;
+  /** String key/value labels. The reconciler marks what it manages with its own labels. */
   labels?: {
     [key: string]: string;
   } | null;
@@ -110,79 +132,89 @@ export interface AlertRuleUpdate {
 
 /** API key: As the API returns it. */
 export interface ApiKey {
-  /** Set by the server. */
+  /** Server-assigned identifier. Set by the server. */
   id: string;
-  /** Set by the server. */
+  /** Id of the project the resource belongs to. Set by the server. */
   project_id: string;
-  /** Immutable: a change replaces the resource. */
+  /** Unique within the project. Changing it replaces the key. Immutable: a change replaces the resource. */
   name: string;
-  /** Immutable: a change replaces the resource. */
+  /** What the key may do: read-only (GET), read-write (also create, update, delete and trigger) or admin. Changing it replaces the key. Immutable: a change replaces the resource. */
   permission_level: "read-only" | "read-write" | "admin";
   /** The key value; present only in the create response. Sensitive. Set by the server. */
   key?: string;
   /** First characters of the key, to recognise it. Set by the server. */
   key_prefix: string;
-  /** Set by the server. */
+  /** When the key last authenticated a request; null if never. Set by the server. */
   last_used_at: string | null;
-  /** Set by the server. */
+  /** When the resource was created (RFC 3339, UTC). Set by the server. */
   created_at: string;
 }
 
 /** API key: Create request body. */
 export interface ApiKeyCreate {
-  /** Immutable: a change replaces the resource. */
+  /** Unique within the project. Changing it replaces the key. Immutable: a change replaces the resource. */
   name: string;
-  /** Immutable: a change replaces the resource. */
+  /** What the key may do: read-only (GET), read-write (also create, update, delete and trigger) or admin. Changing it replaces the key. Immutable: a change replaces the resource. */
   permission_level: "read-only" | "read-write" | "admin";
 }
 
 /** API key: PATCH body (fields given replace the stored ones). */
 export interface ApiKeyUpdate {
-  /** Immutable: a change replaces the resource. */
+  /** Unique within the project. Changing it replaces the key. Immutable: a change replaces the resource. */
   name?: string;
-  /** Immutable: a change replaces the resource. */
+  /** What the key may do: read-only (GET), read-write (also create, update, delete and trigger) or admin. Changing it replaces the key. Immutable: a change replaces the resource. */
   permission_level?: "read-only" | "read-write" | "admin";
 }
 
 /** Classification: As the API returns it. */
 export interface Classification {
-  /** Set by the server. */
+  /** Server-assigned identifier. Set by the server. */
   id: string;
-  /** Set by the server. */
+  /** Id of the project the resource belongs to. Set by the server. */
   project_id: string;
+  /** Unique within the project. */
   name: string;
-  /** Default: "". */
+  /** Free text. Default: "". */
   description: string;
+  /** How sensitive the classified columns are: public, internal, confidential or restricted. */
   sensitivity: "public" | "internal" | "confidential" | "restricted";
   /** A column is classified when every given pattern (regular expressions, case-insensitive) matches. Default: []. */
   column_matchers: Array<{
+    /** Case-insensitive regular expression searched in the column name. */
     column_pattern: string;
+    /** Optional case-insensitive regular expression searched in the table name or schema.table. */
     table_pattern?: string;
+    /** Optional case-insensitive regular expression that must match the whole column type. */
     data_type?: string;
   }>;
-  /** Default: {}. */
+  /** String key/value labels. The reconciler marks what it manages with its own labels. Default: {}. */
   labels: {
     [key: string]: string;
   };
-  /** Set by the server. */
+  /** When the resource was created (RFC 3339, UTC). Set by the server. */
   created_at: string;
-  /** Set by the server. */
+  /** When the resource was last changed (RFC 3339, UTC). Set by the server. */
   updated_at: string;
 }
 
 /** Classification: Create request body. */
 export interface ClassificationCreate {
+  /** Unique within the project. */
   name: string;
-  /** Default: "". */
+  /** Free text. Default: "". */
   description?: string;
+  /** How sensitive the classified columns are: public, internal, confidential or restricted. */
   sensitivity: "public" | "internal" | "confidential" | "restricted";
   /** A column is classified when every given pattern (regular expressions, case-insensitive) matches. Default: []. */
   column_matchers?: Array<{
+    /** Case-insensitive regular expression searched in the column name. */
     column_pattern: string;
+    /** Optional case-insensitive regular expression searched in the table name or schema.table. */
     table_pattern?: string;
+    /** Optional case-insensitive regular expression that must match the whole column type. */
     data_type?: string;
   }>;
-  /** Default: {}. */
+  /** String key/value labels. The reconciler marks what it manages with its own labels. Default: {}. */
   labels?: {
     [key: string]: string;
   };
@@ -190,15 +222,22 @@ export interface ClassificationCreate {
 
 /** Classification: PATCH body (fields given replace the stored ones). */
 export interface ClassificationUpdate {
+  /** Unique within the project. */
   name?: string;
+  /** Free text. */
   description?: string | null;
+  /** How sensitive the classified columns are: public, internal, confidential or restricted. */
   sensitivity?: "public" | "internal" | "confidential" | "restricted";
   /** A column is classified when every given pattern (regular expressions, case-insensitive) matches. */
   column_matchers?: Array<{
+    /** Case-insensitive regular expression searched in the column name. */
     column_pattern: string;
+    /** Optional case-insensitive regular expression searched in the table name or schema.table. */
     table_pattern?: string;
+    /** Optional case-insensitive regular expression that must match the whole column type. */
     data_type?: string;
   }> | null;
+  /** String key/value labels. The reconciler marks what it manages with its own labels. */
   labels?: {
     [key: string]: string;
   } | null;
@@ -206,9 +245,9 @@ export interface ClassificationUpdate {
 
 /** Connector: As the API returns it. */
 export interface Connector {
-  /** Set by the server. */
+  /** Server-assigned identifier. Set by the server. */
   id: string;
-  /** Set by the server. */
+  /** Id of the project the resource belongs to. Set by the server. */
   project_id: string;
   /** Unique within the project. */
   name: string;
@@ -216,10 +255,15 @@ export interface Connector {
   connector_type: "postgresql" | "mysql" | "sqlserver" | "snowflake" | "bigquery" | "salesforce" | "s3" | "rest_api";
   /** Where the source is. Default: {}. */
   config: {
+    /** Host name or address of the source. */
     host?: string;
+    /** TCP port of the source. */
     port?: number;
+    /** Database to connect to. */
     database?: string;
+    /** Default schema for table names given without one. */
     schema?: string;
+    /** TLS use, as in libpq: disable, prefer, require or verify-full. */
     ssl_mode?: "disable" | "prefer" | "require" | "verify-full";
     /** Source-specific settings not covered above. */
     extra?: {
@@ -228,13 +272,14 @@ export interface Connector {
   };
   /** How to log in to the source. The password is write-only. Default: {}. */
   credentials: {
+    /** User name to log in with. */
     username?: string;
   };
   /** Tables to replicate, as schema.table or table. Default: []. */
   selected_tables: Array<string>;
   /** Five-field cron expression (UTC) for automatic syncs; absent means manual only. */
   schedule?: string;
-  /** Default: {}. */
+  /** String key/value labels. The reconciler marks what it manages with its own labels. Default: {}. */
   labels: {
     [key: string]: string;
   };
@@ -242,9 +287,9 @@ export interface Connector {
   status: "created" | "active" | "syncing" | "error" | "paused";
   /** When the last sync finished, succeeded or failed (status says which); null before the first. Set by the server. */
   last_sync_at: string | null;
-  /** Set by the server. */
+  /** When the resource was created (RFC 3339, UTC). Set by the server. */
   created_at: string;
-  /** Set by the server. */
+  /** When the resource was last changed (RFC 3339, UTC). Set by the server. */
   updated_at: string;
 }
 
@@ -256,10 +301,15 @@ export interface ConnectorCreate {
   connector_type: "postgresql" | "mysql" | "sqlserver" | "snowflake" | "bigquery" | "salesforce" | "s3" | "rest_api";
   /** Where the source is. Default: {}. */
   config?: {
+    /** Host name or address of the source. */
     host?: string;
+    /** TCP port of the source. */
     port?: number;
+    /** Database to connect to. */
     database?: string;
+    /** Default schema for table names given without one. */
     schema?: string;
+    /** TLS use, as in libpq: disable, prefer, require or verify-full. */
     ssl_mode?: "disable" | "prefer" | "require" | "verify-full";
     /** Source-specific settings not covered above. */
     extra?: {
@@ -268,6 +318,7 @@ export interface ConnectorCreate {
   };
   /** How to log in to the source. The password is write-only. Default: {}. */
   credentials?: {
+    /** User name to log in with. */
     username?: string;
     /** Write-only: never returned. Omitted from a PATCH, the stored value is kept. Write-only secret: never returned. */
     password?: string;
@@ -276,7 +327,7 @@ export interface ConnectorCreate {
   selected_tables?: Array<string>;
   /** Five-field cron expression (UTC) for automatic syncs; absent means manual only. */
   schedule?: string;
-  /** Default: {}. */
+  /** String key/value labels. The reconciler marks what it manages with its own labels. Default: {}. */
   labels?: {
     [key: string]: string;
   };
@@ -290,10 +341,15 @@ export interface ConnectorUpdate {
   connector_type?: "postgresql" | "mysql" | "sqlserver" | "snowflake" | "bigquery" | "salesforce" | "s3" | "rest_api";
   /** Where the source is. */
   config?: {
+    /** Host name or address of the source. */
     host?: string;
+    /** TCP port of the source. */
     port?: number;
+    /** Database to connect to. */
     database?: string;
+    /** Default schema for table names given without one. */
     schema?: string;
+    /** TLS use, as in libpq: disable, prefer, require or verify-full. */
     ssl_mode?: "disable" | "prefer" | "require" | "verify-full";
     /** Source-specific settings not covered above. */
     extra?: {
@@ -302,6 +358,7 @@ export interface ConnectorUpdate {
   } | null;
   /** How to log in to the source. The password is write-only. */
   credentials?: {
+    /** User name to log in with. */
     username?: string;
     /** Write-only: never returned. Omitted from a PATCH, the stored value is kept. Write-only secret: never returned. */
     password?: string;
@@ -310,6 +367,7 @@ export interface ConnectorUpdate {
   selected_tables?: Array<string> | null;
   /** Five-field cron expression (UTC) for automatic syncs; absent means manual only. */
   schedule?: string | null;
+  /** String key/value labels. The reconciler marks what it manages with its own labels. */
   labels?: {
     [key: string]: string;
   } | null;
@@ -317,14 +375,15 @@ export interface ConnectorUpdate {
 
 /** dbt project: As the API returns it. */
 export interface DbtProject {
-  /** Set by the server. */
+  /** Server-assigned identifier. Set by the server. */
   id: string;
-  /** Set by the server. */
+  /** Id of the project the resource belongs to. Set by the server. */
   project_id: string;
+  /** Unique within the project. */
   name: string;
   /** Git URL of the dbt project. */
   repository: string;
-  /** Default: "main". */
+  /** Git branch the project is built from. Default: "main". */
   branch: string;
   /** Path of dbt_project.yml inside the repository. Default: "". */
   subdirectory: string;
@@ -332,36 +391,39 @@ export interface DbtProject {
   target: string;
   /** Declared models; names are unique within the project. Default: []. */
   models: Array<{
+    /** Model name, a SQL identifier; unique within the project. */
     name: string;
-    /** Default: "view". */
+    /** How dbt builds the model: view, table, incremental or ephemeral. Default: "view". */
     materialization: "view" | "table" | "incremental" | "ephemeral";
     /** Names of other models of this project. Default: []. */
     depends_on: Array<string>;
     /** Connector tables this model reads. Default: []. */
     sources: Array<{
-      /** References a connector of the same project, by id. */
+      /** The connector whose table the model reads. References a connector of the same project, by id. */
       connector_id: string;
+      /** The table read, as schema.table or table. */
       table: string;
     }>;
   }>;
-  /** Default: {}. */
+  /** String key/value labels. The reconciler marks what it manages with its own labels. Default: {}. */
   labels: {
     [key: string]: string;
   };
   /** Status of the latest run: null before the first, running while it runs (a second run is then 409), then succeeded or failed. cancelled is reserved. Set by the server. */
   last_run_status: "running" | "succeeded" | "failed" | "cancelled" | null;
-  /** Set by the server. */
+  /** When the resource was created (RFC 3339, UTC). Set by the server. */
   created_at: string;
-  /** Set by the server. */
+  /** When the resource was last changed (RFC 3339, UTC). Set by the server. */
   updated_at: string;
 }
 
 /** dbt project: Create request body. */
 export interface DbtProjectCreate {
+  /** Unique within the project. */
   name: string;
   /** Git URL of the dbt project. */
   repository: string;
-  /** Default: "main". */
+  /** Git branch the project is built from. Default: "main". */
   branch?: string;
   /** Path of dbt_project.yml inside the repository. Default: "". */
   subdirectory?: string;
@@ -369,19 +431,21 @@ export interface DbtProjectCreate {
   target?: string;
   /** Declared models; names are unique within the project. Default: []. */
   models?: Array<{
+    /** Model name, a SQL identifier; unique within the project. */
     name: string;
-    /** Default: "view". */
+    /** How dbt builds the model: view, table, incremental or ephemeral. Default: "view". */
     materialization?: "view" | "table" | "incremental" | "ephemeral";
     /** Names of other models of this project. Default: []. */
     depends_on?: Array<string>;
     /** Connector tables this model reads. Default: []. */
     sources?: Array<{
-      /** References a connector of the same project, by id. */
+      /** The connector whose table the model reads. References a connector of the same project, by id. */
       connector_id: string;
+      /** The table read, as schema.table or table. */
       table: string;
     }>;
   }>;
-  /** Default: {}. */
+  /** String key/value labels. The reconciler marks what it manages with its own labels. Default: {}. */
   labels?: {
     [key: string]: string;
   };
@@ -389,9 +453,11 @@ export interface DbtProjectCreate {
 
 /** dbt project: PATCH body (fields given replace the stored ones). */
 export interface DbtProjectUpdate {
+  /** Unique within the project. */
   name?: string;
   /** Git URL of the dbt project. */
   repository?: string;
+  /** Git branch the project is built from. */
   branch?: string | null;
   /** Path of dbt_project.yml inside the repository. */
   subdirectory?: string | null;
@@ -399,18 +465,21 @@ export interface DbtProjectUpdate {
   target?: string | null;
   /** Declared models; names are unique within the project. */
   models?: Array<{
+    /** Model name, a SQL identifier; unique within the project. */
     name: string;
-    /** Default: "view". */
+    /** How dbt builds the model: view, table, incremental or ephemeral. Default: "view". */
     materialization?: "view" | "table" | "incremental" | "ephemeral";
     /** Names of other models of this project. Default: []. */
     depends_on?: Array<string>;
     /** Connector tables this model reads. Default: []. */
     sources?: Array<{
-      /** References a connector of the same project, by id. */
+      /** The connector whose table the model reads. References a connector of the same project, by id. */
       connector_id: string;
+      /** The table read, as schema.table or table. */
       table: string;
     }>;
   }> | null;
+  /** String key/value labels. The reconciler marks what it manages with its own labels. */
   labels?: {
     [key: string]: string;
   } | null;
@@ -418,43 +487,49 @@ export interface DbtProjectUpdate {
 
 /** Escalation policy: As the API returns it. */
 export interface EscalationPolicy {
-  /** Set by the server. */
+  /** Server-assigned identifier. Set by the server. */
   id: string;
-  /** Set by the server. */
+  /** Id of the project the resource belongs to. Set by the server. */
   project_id: string;
+  /** Unique within the project. */
   name: string;
-  /** Default: "". */
+  /** Free text. Default: "". */
   description: string;
+  /** Notification steps, in order; each fires after its delay while the alert stays unacknowledged. */
   steps: Array<{
     /** Minutes after the alert fires (unacknowledged) before this step notifies. */
     delay_minutes: number;
+    /** Notification channels notified by this step. */
     channel_ids: Array<string>;
   }>;
   /** How many times the whole sequence repeats. Default: 0. */
   repeat: number;
-  /** Default: {}. */
+  /** String key/value labels. The reconciler marks what it manages with its own labels. Default: {}. */
   labels: {
     [key: string]: string;
   };
-  /** Set by the server. */
+  /** When the resource was created (RFC 3339, UTC). Set by the server. */
   created_at: string;
-  /** Set by the server. */
+  /** When the resource was last changed (RFC 3339, UTC). Set by the server. */
   updated_at: string;
 }
 
 /** Escalation policy: Create request body. */
 export interface EscalationPolicyCreate {
+  /** Unique within the project. */
   name: string;
-  /** Default: "". */
+  /** Free text. Default: "". */
   description?: string;
+  /** Notification steps, in order; each fires after its delay while the alert stays unacknowledged. */
   steps: Array<{
     /** Minutes after the alert fires (unacknowledged) before this step notifies. */
     delay_minutes: number;
+    /** Notification channels notified by this step. */
     channel_ids: Array<string>;
   }>;
   /** How many times the whole sequence repeats. Default: 0. */
   repeat?: number;
-  /** Default: {}. */
+  /** String key/value labels. The reconciler marks what it manages with its own labels. Default: {}. */
   labels?: {
     [key: string]: string;
   };
@@ -462,15 +537,20 @@ export interface EscalationPolicyCreate {
 
 /** Escalation policy: PATCH body (fields given replace the stored ones). */
 export interface EscalationPolicyUpdate {
+  /** Unique within the project. */
   name?: string;
+  /** Free text. */
   description?: string | null;
+  /** Notification steps, in order; each fires after its delay while the alert stays unacknowledged. */
   steps?: Array<{
     /** Minutes after the alert fires (unacknowledged) before this step notifies. */
     delay_minutes: number;
+    /** Notification channels notified by this step. */
     channel_ids: Array<string>;
   }>;
   /** How many times the whole sequence repeats. */
   repeat?: number | null;
+  /** String key/value labels. The reconciler marks what it manages with its own labels. */
   labels?: {
     [key: string]: string;
   } | null;
@@ -478,47 +558,49 @@ export interface EscalationPolicyUpdate {
 
 /** Infrastructure resource: As the API returns it. */
 export interface InfrastructureResource {
-  /** Set by the server. */
+  /** Server-assigned identifier. Set by the server. */
   id: string;
-  /** Set by the server. */
+  /** Id of the project the resource belongs to. Set by the server. */
   project_id: string;
+  /** Unique within the project. */
   name: string;
-  /** Immutable: a change replaces the resource. */
+  /** What is provisioned: warehouse, bucket, cluster, database or network. Changing it replaces the resource. Immutable: a change replaces the resource. */
   resource_type: "warehouse" | "bucket" | "cluster" | "database" | "network";
-  /** Immutable: a change replaces the resource. */
+  /** Cloud or platform it is provisioned on. Changing it replaces the resource. Immutable: a change replaces the resource. */
   provider: "aws" | "gcp" | "azure" | "snowflake" | "databricks";
-  /** Immutable: a change replaces the resource. */
+  /** Region of the provider, e.g. us-east-1. Changing it replaces the resource. Immutable: a change replaces the resource. */
   region: string;
   /** Provider settings such as size or storage_class, as strings. Default: {}. */
   config: {
     [key: string]: string;
   };
-  /** Default: {}. */
+  /** String key/value labels. The reconciler marks what it manages with its own labels. Default: {}. */
   labels: {
     [key: string]: string;
   };
   /** pending until an infrastructure apply provisions it: pending -> provisioning -> provisioned; an apply of a changed resource: provisioned -> updating -> provisioned; failed when an apply is interrupted (the next apply retries). deleting is reserved: DELETE removes the resource at once and the next plan deprovisions it. Set by the server. */
   status: "pending" | "provisioning" | "provisioned" | "updating" | "deleting" | "failed";
-  /** Set by the server. */
+  /** When the resource was created (RFC 3339, UTC). Set by the server. */
   created_at: string;
-  /** Set by the server. */
+  /** When the resource was last changed (RFC 3339, UTC). Set by the server. */
   updated_at: string;
 }
 
 /** Infrastructure resource: Create request body. */
 export interface InfrastructureResourceCreate {
+  /** Unique within the project. */
   name: string;
-  /** Immutable: a change replaces the resource. */
+  /** What is provisioned: warehouse, bucket, cluster, database or network. Changing it replaces the resource. Immutable: a change replaces the resource. */
   resource_type: "warehouse" | "bucket" | "cluster" | "database" | "network";
-  /** Immutable: a change replaces the resource. */
+  /** Cloud or platform it is provisioned on. Changing it replaces the resource. Immutable: a change replaces the resource. */
   provider: "aws" | "gcp" | "azure" | "snowflake" | "databricks";
-  /** Immutable: a change replaces the resource. */
+  /** Region of the provider, e.g. us-east-1. Changing it replaces the resource. Immutable: a change replaces the resource. */
   region: string;
   /** Provider settings such as size or storage_class, as strings. Default: {}. */
   config?: {
     [key: string]: string;
   };
-  /** Default: {}. */
+  /** String key/value labels. The reconciler marks what it manages with its own labels. Default: {}. */
   labels?: {
     [key: string]: string;
   };
@@ -526,17 +608,19 @@ export interface InfrastructureResourceCreate {
 
 /** Infrastructure resource: PATCH body (fields given replace the stored ones). */
 export interface InfrastructureResourceUpdate {
+  /** Unique within the project. */
   name?: string;
-  /** Immutable: a change replaces the resource. */
+  /** What is provisioned: warehouse, bucket, cluster, database or network. Changing it replaces the resource. Immutable: a change replaces the resource. */
   resource_type?: "warehouse" | "bucket" | "cluster" | "database" | "network";
-  /** Immutable: a change replaces the resource. */
+  /** Cloud or platform it is provisioned on. Changing it replaces the resource. Immutable: a change replaces the resource. */
   provider?: "aws" | "gcp" | "azure" | "snowflake" | "databricks";
-  /** Immutable: a change replaces the resource. */
+  /** Region of the provider, e.g. us-east-1. Changing it replaces the resource. Immutable: a change replaces the resource. */
   region?: string;
   /** Provider settings such as size or storage_class, as strings. */
   config?: {
     [key: string]: string;
   } | null;
+  /** String key/value labels. The reconciler marks what it manages with its own labels. */
   labels?: {
     [key: string]: string;
   } | null;
@@ -544,47 +628,51 @@ export interface InfrastructureResourceUpdate {
 
 /** Masking policy: As the API returns it. */
 export interface MaskingPolicy {
-  /** Set by the server. */
+  /** Server-assigned identifier. Set by the server. */
   id: string;
-  /** Set by the server. */
+  /** Id of the project the resource belongs to. Set by the server. */
   project_id: string;
+  /** Unique within the project. */
   name: string;
-  /** Default: "". */
+  /** Free text. Default: "". */
   description: string;
-  /** References a classification of the same project, by id. */
+  /** The classification whose columns are masked. References a classification of the same project, by id. */
   classification_id: string;
+  /** How masked columns are shown: redact (a fixed mask), hash (a stable hash), partial (only part of the value kept) or nullify (null). The discovered schema of a connector names the method that applies to each classified column. */
   method: "redact" | "hash" | "partial" | "nullify";
   /** For method partial: trailing characters left visible. Default: 4. */
   partial_visible_chars: number;
-  /** Default: []. */
+  /** Roles that see the columns unmasked. Default: []. */
   exempt_roles: Array<"read-only" | "read-write" | "admin">;
-  /** Default: true. */
+  /** When false, the policy is kept but not applied. Default: true. */
   enabled: boolean;
-  /** Default: {}. */
+  /** String key/value labels. The reconciler marks what it manages with its own labels. Default: {}. */
   labels: {
     [key: string]: string;
   };
-  /** Set by the server. */
+  /** When the resource was created (RFC 3339, UTC). Set by the server. */
   created_at: string;
-  /** Set by the server. */
+  /** When the resource was last changed (RFC 3339, UTC). Set by the server. */
   updated_at: string;
 }
 
 /** Masking policy: Create request body. */
 export interface MaskingPolicyCreate {
+  /** Unique within the project. */
   name: string;
-  /** Default: "". */
+  /** Free text. Default: "". */
   description?: string;
-  /** References a classification of the same project, by id. */
+  /** The classification whose columns are masked. References a classification of the same project, by id. */
   classification_id: string;
+  /** How masked columns are shown: redact (a fixed mask), hash (a stable hash), partial (only part of the value kept) or nullify (null). The discovered schema of a connector names the method that applies to each classified column. */
   method: "redact" | "hash" | "partial" | "nullify";
   /** For method partial: trailing characters left visible. Default: 4. */
   partial_visible_chars?: number;
-  /** Default: []. */
+  /** Roles that see the columns unmasked. Default: []. */
   exempt_roles?: Array<"read-only" | "read-write" | "admin">;
-  /** Default: true. */
+  /** When false, the policy is kept but not applied. Default: true. */
   enabled?: boolean;
-  /** Default: {}. */
+  /** String key/value labels. The reconciler marks what it manages with its own labels. Default: {}. */
   labels?: {
     [key: string]: string;
   };
@@ -592,15 +680,21 @@ export interface MaskingPolicyCreate {
 
 /** Masking policy: PATCH body (fields given replace the stored ones). */
 export interface MaskingPolicyUpdate {
+  /** Unique within the project. */
   name?: string;
+  /** Free text. */
   description?: string | null;
-  /** References a classification of the same project, by id. */
+  /** The classification whose columns are masked. References a classification of the same project, by id. */
   classification_id?: string;
+  /** How masked columns are shown: redact (a fixed mask), hash (a stable hash), partial (only part of the value kept) or nullify (null). The discovered schema of a connector names the method that applies to each classified column. */
   method?: "redact" | "hash" | "partial" | "nullify";
   /** For method partial: trailing characters left visible. */
   partial_visible_chars?: number | null;
+  /** Roles that see the columns unmasked. */
   exempt_roles?: Array<"read-only" | "read-write" | "admin"> | null;
+  /** When false, the policy is kept but not applied. */
   enabled?: boolean | null;
+  /** String key/value labels. The reconciler marks what it manages with its own labels. */
   labels?: {
     [key: string]: string;
   } | null;
@@ -608,49 +702,57 @@ export interface MaskingPolicyUpdate {
 
 /** Notification channel: As the API returns it. */
 export interface NotificationChannel {
-  /** Set by the server. */
+  /** Server-assigned identifier. Set by the server. */
   id: string;
-  /** Set by the server. */
+  /** Id of the project the resource belongs to. Set by the server. */
   project_id: string;
+  /** Unique within the project. */
   name: string;
-  /** Immutable: a change replaces the resource. */
+  /** webhook and slack POST JSON to config.url; email goes to config.email_addresses. Changing it replaces the channel. Immutable: a change replaces the resource. */
   type: "webhook" | "slack" | "email";
   /** webhook: url (+ optional signing_secret); slack: slack_webhook_url (+ optional slack_channel); email: email_addresses. */
   config: {
+    /** webhook and slack: the URL notifications are POSTed to. */
     url?: string;
+    /** slack: the channel to post in, e.g. #data-alerts. */
     slack_channel?: string;
+    /** email: the recipients. */
     email_addresses?: Array<string>;
   };
-  /** Default: true. */
+  /** When false, nothing is delivered to the channel. Default: true. */
   enabled: boolean;
-  /** Default: {}. */
+  /** String key/value labels. The reconciler marks what it manages with its own labels. Default: {}. */
   labels: {
     [key: string]: string;
   };
-  /** Set by the server. */
+  /** When the resource was created (RFC 3339, UTC). Set by the server. */
   created_at: string;
-  /** Set by the server. */
+  /** When the resource was last changed (RFC 3339, UTC). Set by the server. */
   updated_at: string;
 }
 
 /** Notification channel: Create request body. */
 export interface NotificationChannelCreate {
+  /** Unique within the project. */
   name: string;
-  /** Immutable: a change replaces the resource. */
+  /** webhook and slack POST JSON to config.url; email goes to config.email_addresses. Changing it replaces the channel. Immutable: a change replaces the resource. */
   type: "webhook" | "slack" | "email";
   /** webhook: url (+ optional signing_secret); slack: slack_webhook_url (+ optional slack_channel); email: email_addresses. */
   config: {
+    /** webhook and slack: the URL notifications are POSTed to. */
     url?: string;
     /** Write-only HMAC key for webhook signatures. Write-only secret: never returned. */
     signing_secret?: string;
     /** Write-only: it grants posting rights. Write-only secret: never returned. */
     slack_webhook_url?: string;
+    /** slack: the channel to post in, e.g. #data-alerts. */
     slack_channel?: string;
+    /** email: the recipients. */
     email_addresses?: Array<string>;
   };
-  /** Default: true. */
+  /** When false, nothing is delivered to the channel. Default: true. */
   enabled?: boolean;
-  /** Default: {}. */
+  /** String key/value labels. The reconciler marks what it manages with its own labels. Default: {}. */
   labels?: {
     [key: string]: string;
   };
@@ -658,20 +760,26 @@ export interface NotificationChannelCreate {
 
 /** Notification channel: PATCH body (fields given replace the stored ones). */
 export interface NotificationChannelUpdate {
+  /** Unique within the project. */
   name?: string;
-  /** Immutable: a change replaces the resource. */
+  /** webhook and slack POST JSON to config.url; email goes to config.email_addresses. Changing it replaces the channel. Immutable: a change replaces the resource. */
   type?: "webhook" | "slack" | "email";
   /** webhook: url (+ optional signing_secret); slack: slack_webhook_url (+ optional slack_channel); email: email_addresses. */
   config?: {
+    /** webhook and slack: the URL notifications are POSTed to. */
     url?: string;
     /** Write-only HMAC key for webhook signatures. Write-only secret: never returned. */
     signing_secret?: string;
     /** Write-only: it grants posting rights. Write-only secret: never returned. */
     slack_webhook_url?: string;
+    /** slack: the channel to post in, e.g. #data-alerts. */
     slack_channel?: string;
+    /** email: the recipients. */
     email_addresses?: Array<string>;
   };
+  /** When false, nothing is delivered to the channel. */
   enabled?: boolean | null;
+  /** String key/value labels. The reconciler marks what it manages with its own labels. */
   labels?: {
     [key: string]: string;
   } | null;
@@ -679,12 +787,13 @@ export interface NotificationChannelUpdate {
 
 /** Pipeline: As the API returns it. */
 export interface Pipeline {
-  /** Set by the server. */
+  /** Server-assigned identifier. Set by the server. */
   id: string;
-  /** Set by the server. */
+  /** Id of the project the resource belongs to. Set by the server. */
   project_id: string;
+  /** Unique within the project. */
   name: string;
-  /** Default: "". */
+  /** Free text. Default: "". */
   description: string;
   /** Five-field cron expression (UTC); absent means manual only. */
   schedule?: string;
@@ -692,7 +801,9 @@ export interface Pipeline {
   enabled: boolean;
   /** Steps; depends_on names other steps of this pipeline. */
   steps: Array<{
+    /** Step name, unique within the pipeline; depends_on refers to it. */
     name: string;
+    /** connector_sync runs a sync of connector_id; dbt_run runs dbt_project_id; notification notifies channel_id. */
     type: "connector_sync" | "dbt_run" | "notification";
     /** For connector_sync steps. References a connector of the same project, by id. */
     connector_id?: string;
@@ -700,25 +811,26 @@ export interface Pipeline {
     dbt_project_id?: string;
     /** For notification steps. References a notification_channel of the same project, by id. */
     channel_id?: string;
-    /** Default: []. */
+    /** Names of the steps that must succeed before this one runs. Default: []. */
     depends_on: Array<string>;
   }>;
-  /** Default: {}. */
+  /** String key/value labels. The reconciler marks what it manages with its own labels. Default: {}. */
   labels: {
     [key: string]: string;
   };
   /** Status of the latest run: null before the first, running while it runs (a second run is then 409), then succeeded or failed. cancelled is reserved. Set by the server. */
   last_run_status: "running" | "succeeded" | "failed" | "cancelled" | null;
-  /** Set by the server. */
+  /** When the resource was created (RFC 3339, UTC). Set by the server. */
   created_at: string;
-  /** Set by the server. */
+  /** When the resource was last changed (RFC 3339, UTC). Set by the server. */
   updated_at: string;
 }
 
 /** Pipeline: Create request body. */
 export interface PipelineCreate {
+  /** Unique within the project. */
   name: string;
-  /** Default: "". */
+  /** Free text. Default: "". */
   description?: string;
   /** Five-field cron expression (UTC); absent means manual only. */
   schedule?: string;
@@ -726,7 +838,9 @@ export interface PipelineCreate {
   enabled?: boolean;
   /** Steps; depends_on names other steps of this pipeline. */
   steps: Array<{
+    /** Step name, unique within the pipeline; depends_on refers to it. */
     name: string;
+    /** connector_sync runs a sync of connector_id; dbt_run runs dbt_project_id; notification notifies channel_id. */
     type: "connector_sync" | "dbt_run" | "notification";
     /** For connector_sync steps. References a connector of the same project, by id. */
     connector_id?: string;
@@ -734,10 +848,10 @@ export interface PipelineCreate {
     dbt_project_id?: string;
     /** For notification steps. References a notification_channel of the same project, by id. */
     channel_id?: string;
-    /** Default: []. */
+    /** Names of the steps that must succeed before this one runs. Default: []. */
     depends_on?: Array<string>;
   }>;
-  /** Default: {}. */
+  /** String key/value labels. The reconciler marks what it manages with its own labels. Default: {}. */
   labels?: {
     [key: string]: string;
   };
@@ -745,7 +859,9 @@ export interface PipelineCreate {
 
 /** Pipeline: PATCH body (fields given replace the stored ones). */
 export interface PipelineUpdate {
+  /** Unique within the project. */
   name?: string;
+  /** Free text. */
   description?: string | null;
   /** Five-field cron expression (UTC); absent means manual only. */
   schedule?: string | null;
@@ -753,7 +869,9 @@ export interface PipelineUpdate {
   enabled?: boolean | null;
   /** Steps; depends_on names other steps of this pipeline. */
   steps?: Array<{
+    /** Step name, unique within the pipeline; depends_on refers to it. */
     name: string;
+    /** connector_sync runs a sync of connector_id; dbt_run runs dbt_project_id; notification notifies channel_id. */
     type: "connector_sync" | "dbt_run" | "notification";
     /** For connector_sync steps. References a connector of the same project, by id. */
     connector_id?: string;
@@ -761,9 +879,10 @@ export interface PipelineUpdate {
     dbt_project_id?: string;
     /** For notification steps. References a notification_channel of the same project, by id. */
     channel_id?: string;
-    /** Default: []. */
+    /** Names of the steps that must succeed before this one runs. Default: []. */
     depends_on?: Array<string>;
   }>;
+  /** String key/value labels. The reconciler marks what it manages with its own labels. */
   labels?: {
     [key: string]: string;
   } | null;
@@ -781,9 +900,9 @@ export interface Project {
   labels: {
     [key: string]: string;
   };
-  /** Set by the server. */
+  /** When the resource was created (RFC 3339, UTC). Set by the server. */
   created_at: string;
-  /** Set by the server. */
+  /** When the resource was last changed (RFC 3339, UTC). Set by the server. */
   updated_at: string;
 }
 
@@ -813,8 +932,9 @@ export interface ProjectUpdate {
 
 /** SSO provider: As the API returns it. */
 export interface SsoProvider {
-  /** Set by the server. */
+  /** Server-assigned identifier. Set by the server. */
   id: string;
+  /** Unique within the tenant; shown on the sign-in choice. */
   name: string;
   /** oidc: any OpenID Connect provider; google: Google sign-in (OIDC, issuer https://accounts.google.com unless set); saml: SAML 2.0 with signed assertions. Immutable: a change replaces the resource. */
   protocol: "oidc" | "google" | "saml";
@@ -846,14 +966,15 @@ export interface SsoProvider {
   labels: {
     [key: string]: string;
   };
-  /** Set by the server. */
+  /** When the resource was created (RFC 3339, UTC). Set by the server. */
   created_at: string;
-  /** Set by the server. */
+  /** When the resource was last changed (RFC 3339, UTC). Set by the server. */
   updated_at: string;
 }
 
 /** SSO provider: Create request body. */
 export interface SsoProviderCreate {
+  /** Unique within the tenant; shown on the sign-in choice. */
   name: string;
   /** oidc: any OpenID Connect provider; google: Google sign-in (OIDC, issuer https://accounts.google.com unless set); saml: SAML 2.0 with signed assertions. Immutable: a change replaces the resource. */
   protocol: "oidc" | "google" | "saml";
@@ -891,6 +1012,7 @@ export interface SsoProviderCreate {
 
 /** SSO provider: PATCH body (fields given replace the stored ones). */
 export interface SsoProviderUpdate {
+  /** Unique within the tenant; shown on the sign-in choice. */
   name?: string;
   /** oidc: any OpenID Connect provider; google: Google sign-in (OIDC, issuer https://accounts.google.com unless set); saml: SAML 2.0 with signed assertions. Immutable: a change replaces the resource. */
   protocol?: "oidc" | "google" | "saml";
@@ -928,12 +1050,13 @@ export interface SsoProviderUpdate {
 
 /** User: As the API returns it. */
 export interface User {
-  /** Set by the server. */
+  /** Server-assigned identifier. Set by the server. */
   id: string;
   /** Login name; compared case-insensitively. Immutable: a change replaces the resource. */
   email: string;
-  /** Default: "". */
+  /** Display name. Default: "". */
   name: string;
+  /** What the user may do: read-only (GET), read-write (also create, update, delete and trigger) or admin (also users, API keys and project settings). */
   role: "read-only" | "read-write" | "admin";
   /** invited until the invitation is accepted; disabled users cannot log in (set with disabled). Set by the server. */
   status: "invited" | "active" | "disabled";
@@ -941,9 +1064,9 @@ export interface User {
   disabled: boolean;
   /** One-time invitation token, present only in the create response of a user created without a password. Redeem it at POST /auth/invitations/accept. Sensitive. Set by the server. */
   invitation_token?: string;
-  /** Set by the server. */
+  /** When the resource was created (RFC 3339, UTC). Set by the server. */
   created_at: string;
-  /** Set by the server. */
+  /** When the resource was last changed (RFC 3339, UTC). Set by the server. */
   updated_at: string;
 }
 
@@ -951,8 +1074,9 @@ export interface User {
 export interface UserCreate {
   /** Login name; compared case-insensitively. Immutable: a change replaces the resource. */
   email: string;
-  /** Default: "". */
+  /** Display name. Default: "". */
   name?: string;
+  /** What the user may do: read-only (GET), read-write (also create, update, delete and trigger) or admin (also users, API keys and project settings). */
   role: "read-only" | "read-write" | "admin";
   /** Write-only. Given by an admin, the user is active at once; omitted, the answer carries a one-time invitation_token. Write-only secret: never returned. */
   password?: string;
@@ -964,7 +1088,9 @@ export interface UserCreate {
 export interface UserUpdate {
   /** Login name; compared case-insensitively. Immutable: a change replaces the resource. */
   email?: string;
+  /** Display name. */
   name?: string | null;
+  /** What the user may do: read-only (GET), read-write (also create, update, delete and trigger) or admin (also users, API keys and project settings). */
   role?: "read-only" | "read-write" | "admin";
   /** Write-only. Given by an admin, the user is active at once; omitted, the answer carries a one-time invitation_token. Write-only secret: never returned. */
   password?: string;
@@ -974,44 +1100,71 @@ export interface UserUpdate {
 
 /** Alert: As the API returns it. */
 export interface Alert {
+  /** Server-assigned identifier. */
   id: string;
+  /** Id of the project the resource belongs to. */
   project_id: string;
+  /** The rule that fired the alert. */
   alert_rule_id: string;
+  /** The rule's severity when the alert fired. */
   severity: "info" | "warning" | "critical";
+  /** firing when fired; acknowledge moves it to acknowledged; resolve ends it (a resolved alert cannot be acknowledged: 409 conflict). */
   status: "firing" | "acknowledged" | "resolved";
+  /** What happened, in words: the resource, the run and the measured value against the threshold. */
   message: string;
+  /** The connector, pipeline or dbt project the alert is about; null when it is about none. */
   resource_id: string | null;
+  /** When the alert fired. */
   fired_at: string;
+  /** When the alert was acknowledged; null until then. */
   acknowledged_at: string | null;
+  /** Who acknowledged it (user email or API key name); null until then. */
   acknowledged_by: string | null;
+  /** When the alert was resolved; null until then. */
   resolved_at: string | null;
+  /** Who resolved it (user email or API key name); null until then. */
   resolved_by: string | null;
   [key: string]: unknown;
 }
 
 /** Audit log entry: As the API returns it. */
 export interface AuditLogEntry {
+  /** Identifier of the entry. */
   id: string;
+  /** When the request was handled. */
   timestamp: string;
+  /** The project the change was made in; null for tenant-level changes (users, SSO providers). */
   project_id: string | null;
+  /** Who made the request. */
   actor: {
+    /** user, api_key, or anonymous (e.g. a failed login). */
     type?: "user" | "api_key" | "anonymous";
+    /** Id of the user or API key; null when anonymous. */
     id?: string | null;
+    /** Email of the user or name of the API key; null when anonymous. */
     name?: string | null;
     [key: string]: unknown;
   };
   /** <resource_type>.<verb>, e.g. connector.create, auth.login */
   action: string;
+  /** Kind of the resource changed, e.g. connector. */
   resource_type: string;
+  /** Id of the resource changed; null when the request failed before one existed. */
   resource_id: string | null;
+  /** Name of the resource changed, when it has one. */
   resource_name: string | null;
+  /** The X-Request-Id of the request, to match it with logs and error responses. */
   request_id: string;
+  /** success for a 2xx or 3xx answer, failure otherwise. */
   outcome: "success" | "failure";
+  /** The HTTP status of the answer. */
   status_code: number;
   /** { field: { before, after } }; secret values appear as "(redacted)". */
   diff: {
     [key: string]: {
+      /** The field before the change (secrets shown as (redacted)). */
       before?: unknown;
+      /** The field after the change (secrets shown as (redacted)). */
       after?: unknown;
       [key: string]: unknown;
     };
@@ -1021,6 +1174,7 @@ export interface AuditLogEntry {
 
 /** Connection test: As the API returns it. */
 export interface ConnectionTest {
+  /** True when the source accepted the connection and the credentials. */
   success: boolean;
   /** Human-readable result: the count of accessible tables, or why the connection failed (host unreachable, authentication failed, database does not exist, timeout). */
   message: string;
@@ -1029,21 +1183,31 @@ export interface ConnectionTest {
 
 /** Discovered schema: As the API returns it. */
 export interface DiscoveredSchema {
+  /** The connector whose source was read. */
   connector_id: string;
   /** When the tables were last read from the source; null before the first successful discovery. */
   discovered_at: string | null;
   /** Why the last discovery failed (tables are then the last ones found); null when it succeeded. */
   error: string | null;
+  /** Tables found, with their columns. */
   tables: Array<{
+    /** Schema of the table. */
     schema?: string;
+    /** Table name. */
     name?: string;
+    /** Columns in ordinal order. */
     columns?: Array<{
+      /** Column name. */
       name?: string;
+      /** Column type as the source reports it. */
       type?: string;
+      /** True when the column accepts null. */
       nullable?: boolean;
       /** Name of the project classification whose column matcher matches this column (absent when none does). */
       classification?: string;
+      /** The classification that matches the column, when one does. */
       classification_id?: string;
+      /** Sensitivity of that classification. */
       sensitivity?: "public" | "internal" | "confidential" | "restricted";
       /** Method of the enabled masking policy of that classification; null when it has none. */
       masking?: "redact" | "hash" | "partial" | "nullify" | null;
@@ -1056,19 +1220,31 @@ export interface DiscoveredSchema {
 
 /** Infrastructure apply: As the API returns it. */
 export interface InfrastructureApply {
+  /** The infrastructure_apply run; its progress is in the project runs. */
   run_id: string;
+  /** running while the changes are applied; succeeded at once when the plan had no changes. */
   status: "queued" | "running" | "succeeded" | "failed" | "cancelled";
+  /** When the apply started. */
   started_at: string;
+  /** The plan applied. */
   plan_id: string;
+  /** The changes of the plan being applied. */
   changes: Array<{
+    /** create, update or delete. */
     action?: "create" | "update" | "delete";
+    /** The infrastructure resource. */
     resource_id?: string;
+    /** Its name. */
     name?: string;
+    /** Its resource_type. */
     resource_type?: string;
+    /** Updates: the fields that differ from what is provisioned. */
     changed_fields?: Array<string>;
+    /** What is provisioned; null for a create. */
     before?: {
       [key: string]: unknown;
     } | null;
+    /** What will be provisioned; null for a delete. */
     after?: {
       [key: string]: unknown;
     } | null;
@@ -1083,19 +1259,31 @@ export interface InfrastructurePlan {
   plan_id: string;
   /** SHA-256 of the configured and provisioned states the plan was computed from. */
   fingerprint: string;
+  /** The project planned. */
   project_id: string;
+  /** When the plan was computed. */
   generated_at: string;
+  /** How many resources each action touches. */
   summary: {
+    /** Resources to provision. */
     create?: number;
+    /** Provisioned resources whose configuration changed. */
     update?: number;
+    /** Provisioned resources no longer configured. */
     delete?: number;
+    /** Provisioned resources that already match. */
     unchanged?: number;
     [key: string]: unknown;
   };
+  /** One entry per resource to create, update or delete. */
   changes: Array<{
+    /** create, update or delete. */
     action?: "create" | "update" | "delete";
+    /** The infrastructure resource. */
     resource_id?: string;
+    /** Its name. */
     name?: string;
+    /** Its resource_type. */
     resource_type?: string;
     /** Top-level fields that differ (update); every field for create and delete. */
     changed_fields?: Array<string>;
@@ -1114,16 +1302,25 @@ export interface InfrastructurePlan {
 
 /** Lineage graph: As the API returns it. */
 export interface LineageGraph {
+  /** The dbt project. */
   dbt_project_id: string;
+  /** Source tables and models. */
   nodes: Array<{
+    /** Node id, referenced by edges: source.<connector_id>.<table> or model.<name>. */
     id?: string;
+    /** source for a connector table, model for a declared model. */
     type?: "source" | "model";
+    /** Table name (sources) or model name (models). */
     name?: string;
+    /** Sources: the connector of the table; null for models. */
     connector_id?: string | null;
     [key: string]: unknown;
   }>;
+  /** Reads: an edge from a source or model to the model that reads it. */
   edges: Array<{
+    /** Id of the node read. */
     from?: string;
+    /** Id of the model that reads it. */
     to?: string;
     [key: string]: unknown;
   }>;
@@ -1132,12 +1329,19 @@ export interface LineageGraph {
 
 /** Model: As the API returns it. */
 export interface Model {
+  /** Model name. */
   name: string;
+  /** The dbt project that declares the model. */
   dbt_project_id: string;
+  /** How dbt builds the model: view, table, incremental or ephemeral. */
   materialization: string;
+  /** Names of the models this model reads. */
   depends_on: Array<string>;
+  /** Connector tables this model reads. */
   sources: Array<{
+    /** The connector of the table. */
     connector_id?: string;
+    /** The table, as schema.table or table. */
     table?: string;
     [key: string]: unknown;
   }>;
@@ -1146,8 +1350,11 @@ export interface Model {
 
 /** Run: As the API returns it. */
 export interface Run {
+  /** Server-assigned identifier. */
   id: string;
+  /** Id of the project the resource belongs to. */
   project_id: string;
+  /** What ran: connector_sync, pipeline, dbt_run or infrastructure_apply. */
   run_type: "connector_sync" | "pipeline" | "dbt_run" | "infrastructure_apply";
   /** The connector, pipeline or dbt project that ran (the project, for an infrastructure apply). */
   resource_id: string;
@@ -1159,7 +1366,9 @@ export interface Run {
   parent_run_id: string | null;
   /** True when the work was simulated (every connector type but postgresql, dbt builds, infrastructure provisioning): results are deterministic, not measured. */
   simulated: boolean;
+  /** When the run started. */
   started_at: string;
+  /** When the run ended; null while it runs. */
   finished_at: string | null;
   /** finished_at - started_at. */
   duration_seconds: number | null;
@@ -1169,50 +1378,79 @@ export interface Run {
   plan_id: string | null;
   /** Connector syncs: one entry per table, with its row count. */
   tables: Array<{
+    /** The table synced. */
     table: string;
+    /** pending, running, completed, failed, or skipped. */
     status: "pending" | "running" | "completed" | "failed" | "skipped";
+    /** Rows synced; null until the table completes. */
     rows: number | null;
+    /** When the table started; null while pending. */
     started_at: string | null;
+    /** When the table ended; null until then. */
     finished_at: string | null;
+    /** finished_at - started_at. */
     duration_seconds: number | null;
+    /** Why the table failed; null otherwise. */
     error: string | null;
     [key: string]: unknown;
   }>;
   /** Pipeline runs: one entry per step, in declaration order. */
   steps: Array<{
+    /** Id of the step within the pipeline. */
     step_id: string;
+    /** Name of the step. */
     step_name: string;
+    /** connector_sync, dbt_run or notification. */
     step_type: "connector_sync" | "dbt_run" | "notification";
+    /** pending, running, completed, failed, or skipped (when a step it depends on failed). */
     status: "pending" | "running" | "completed" | "failed" | "skipped";
+    /** When the step started; null while pending. */
     started_at: string | null;
+    /** When the step ended; null until then. */
     finished_at: string | null;
+    /** finished_at - started_at. */
     duration_seconds: number | null;
     /** The connector sync or dbt run this step started. */
     run_id: string | null;
+    /** Why the step failed or was skipped; null otherwise. */
     error: string | null;
     [key: string]: unknown;
   }>;
   /** dbt runs: one entry per declared model, in build (topological) order. */
   models: Array<{
+    /** The model built. */
     name: string;
+    /** How it was built: view, table, incremental or ephemeral. */
     materialization: string;
+    /** pending, running, completed, failed, or skipped (when a model it reads failed). */
     status: "pending" | "running" | "completed" | "failed" | "skipped";
+    /** When the build started; null while pending. */
     started_at: string | null;
+    /** When the build ended; null until then. */
     finished_at: string | null;
     /** The model's simulated build time (at time scale 1). */
     duration_seconds: number | null;
+    /** Why the build failed or was skipped; null otherwise. */
     error: string | null;
     [key: string]: unknown;
   }>;
   /** Infrastructure applies: one entry per change of the plan. */
   changes: Array<{
+    /** The infrastructure resource changed. */
     resource_id: string;
+    /** Its name. */
     name: string;
+    /** create, update or delete. */
     action: "create" | "update" | "delete";
+    /** pending, running, completed, failed, or skipped. */
     status: "pending" | "running" | "completed" | "failed" | "skipped";
+    /** When the change started; null while pending. */
     started_at: string | null;
+    /** When the change ended; null until then. */
     finished_at: string | null;
+    /** finished_at - started_at. */
     duration_seconds: number | null;
+    /** Why the change failed; null otherwise. */
     error: string | null;
     [key: string]: unknown;
   }>;
@@ -1221,9 +1459,11 @@ export interface Run {
 
 /** Run trigger: As the API returns it. */
 export interface RunTrigger {
+  /** The run created; GET its runs list to follow it. */
   run_id: string;
   /** running right after the trigger. */
   status: "queued" | "running" | "succeeded" | "failed" | "cancelled";
+  /** When the run started. */
   started_at: string;
   [key: string]: unknown;
 }
