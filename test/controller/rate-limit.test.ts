@@ -66,7 +66,12 @@ test('a 429 in one run pauses the endpoint for the next runs too; 429s and 5xx a
   await waitFor('the 429', () => limitedAt > 0, 10_000);
   // Runs go on every 300 ms, but none sends the paused request before the Retry-After has passed.
   await waitFor('a converged run after the pause', () => Date.parse(ctl.status().last_run?.finished_at ?? '') > limitedAt + 2_000 && ctl.status().last_run?.result === 'converged', 20_000, () => ctl.status().last_run);
-  const duringPause = connectorLists.filter((at) => at > limitedAt && at < limitedAt + 1_900);
+  // The example has two projects whose connector lists a run sends together: the other project's
+  // list may already be on the wire when the 429 comes back, so it can reach the proxy just after.
+  // That one is allowed; any list sent later in the pause would be a run that ignored it.
+  const inFlightAt429 = connectorLists.filter((at) => at > limitedAt && at <= limitedAt + 250);
+  expect(inFlightAt429.length).toBeLessThanOrEqual(1);
+  const duringPause = connectorLists.filter((at) => at > limitedAt + 250 && at < limitedAt + 1_900);
   expect(duringPause).toEqual([]);
   expect(connectorLists.filter((at) => at >= limitedAt + 1_900).length).toBeGreaterThan(0);
   expect(ctl.status().runs).toBeGreaterThan(runsBefore);
