@@ -7,6 +7,7 @@ import { attributePath, diagnose, diagnoseAll, error, fieldName, placeablePath, 
 import { ListCache } from './list-cache.js';
 import { ProviderError, ResourceHandler, writeOnlyConflicts, writeOnlySet } from './resource.js';
 import { dataSourceSpecs, providerSchemaMessage, resourceSpecs, schemaMessage } from './schema.js';
+import type { StaticMethod } from './static-responses.js';
 import { validateConfig } from './validate.js';
 import { decodeDynamic, encodeDynamic, isTfObject, type DynamicValue, type TfObject, type TfValue } from './values.js';
 
@@ -65,6 +66,29 @@ function unary(name: string, fn: (req: any) => Promise<Record<string, unknown>> 
   };
 }
 
+/**
+ * The answers that depend only on the kinds; `npm run build` encodes them into
+ * dist/provider/static-responses.json (see static-responses.ts) so start-ups skip this.
+ */
+export function staticResponses(specs = resourceSpecs(), dataSpecs = dataSourceSpecs()): Record<StaticMethod, Record<string, unknown>> {
+  // get_provider_schema_optional stays false: every start-up is asked for the schema, which is
+  // served from the build's encoding and starts loading the implementation for what follows.
+  const server_capabilities = { plan_destroy: false, get_provider_schema_optional: false };
+  return {
+    GetMetadata: {
+      server_capabilities,
+      resources: [...specs.keys()].map((type_name) => ({ type_name })),
+      data_sources: [...dataSpecs.keys()].map((type_name) => ({ type_name })),
+    },
+    GetProviderSchema: {
+      provider: providerSchemaMessage(),
+      resource_schemas: Object.fromEntries([...specs.values()].map((s) => [s.typeName, schemaMessage(s)])),
+      data_source_schemas: Object.fromEntries([...dataSpecs.values()].map((s) => [s.typeName, schemaMessage(s)])),
+      server_capabilities,
+    },
+  };
+}
+
 export function providerImplementation(onStop: () => void) {
   const specs = resourceSpecs();
   let client: DataPlatformClient | undefined;
@@ -88,23 +112,15 @@ export function providerImplementation(onStop: () => void) {
     if (!h) throw new ProviderError(`unknown data source ${typeName}`);
     return h;
   };
+  const canned = staticResponses(specs, dataSpecs);
   const obj = (v: DynamicValue | undefined): TfObject | null => {
     const value = decodeDynamic(v);
     return isTfObject(value) ? value : null;
   };
 
   return {
-    GetMetadata: unary('GetMetadata', () => ({
-      server_capabilities: { plan_destroy: false, get_provider_schema_optional: false },
-      resources: [...specs.keys()].map((type_name) => ({ type_name })),
-      data_sources: [...dataSpecs.keys()].map((type_name) => ({ type_name })),
-    })),
-    GetProviderSchema: unary('GetProviderSchema', () => ({
-      provider: providerSchemaMessage(),
-      resource_schemas: Object.fromEntries([...specs.values()].map((s) => [s.typeName, schemaMessage(s)])),
-      data_source_schemas: Object.fromEntries([...dataSpecs.values()].map((s) => [s.typeName, schemaMessage(s)])),
-      server_capabilities: { plan_destroy: false, get_provider_schema_optional: false },
-    })),
+    GetMetadata: unary('GetMetadata', () => canned.GetMetadata),
+    GetProviderSchema: unary('GetProviderSchema', () => canned.GetProviderSchema),
     ValidateProviderConfig: unary('ValidateProviderConfig', () => ({ diagnostics: [] })),
     ValidateResourceConfig: unary('ValidateResourceConfig', (req) => {
       const h = handler(req.type_name);

@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import { pluginCertificate } from './cert.js';
 import { loadDefinitions } from './proto.js';
+import { readStaticResponses } from './static-responses.js';
 
 type Call = grpc.ServerUnaryCall<any, any>;
 type Callback = grpc.sendUnaryData<any>;
@@ -31,15 +32,28 @@ export async function serveProvider(env: NodeJS.ProcessEnv = process.env): Promi
     process.exit(0);
   };
   const defs = grpc.loadPackageDefinition(loadDefinitions()) as any;
-  // The handlers and what they import load after the handshake line (started right after it,
-  // while Terraform connects); each RPC waits for them.
+  // The implementation (client, kinds, validation: most of the bundle) is a chunk of its own.
+  // Each RPC that needs it waits for it; it starts loading once the first answer is out, so the
+  // schema answer below, which does not need it, is never delayed by its compilation.
   let implementation: Promise<Handlers> | undefined;
   const load = () => (implementation ??= import('./provider.js').then((m) => m.providerImplementation(() => undefined) as Handlers));
-  const methods = Object.keys(defs.tfplugin6.Provider.service as object);
+  const preload = () => setImmediate(() => void load().catch((err: Error) => process.stderr.write(`[dataplatform-provider] cannot load: ${err.stack ?? err.message}\n`)));
+  const service = defs.tfplugin6.Provider.service as grpc.ServiceDefinition;
   const lazy: Handlers = Object.fromEntries(
-    methods.map((name) => [name, (call: Call, callback: Callback) => void load().then((h) => h[name](call, callback), (err: Error) => callback({ code: grpc.status.INTERNAL, details: err.message }))]),
+    Object.keys(service).map((name) => [name, (call: Call, callback: Callback) => void load().then((h) => h[name](call, callback), (err: Error) => callback({ code: grpc.status.INTERNAL, details: err.message }))]),
   );
-  server.addService(defs.tfplugin6.Provider.service, lazy);
+  // The schema answers, already encoded by the build (see static-responses.ts).
+  const canned = readStaticResponses();
+  if ('unusable' in canned) process.stderr.write(`[dataplatform-provider] computing the schema at start-up: ${canned.unusable}\n`);
+  else {
+    for (const [name, bytes] of canned.responses) {
+      lazy[name] = (_call: Call, callback: Callback) => {
+        callback(null, bytes);
+        preload();
+      };
+    }
+  }
+  server.addService(passEncodedAnswers(service), lazy);
   server.addService(defs.plugin.GRPCController.service, {
     Shutdown: (_call: Call, callback: Callback) => {
       callback(null, {});
@@ -53,5 +67,11 @@ export async function serveProvider(env: NodeJS.ProcessEnv = process.env): Promi
   process.on('SIGINT', () => undefined); // Terraform forwards Ctrl-C; it stops us through StopProvider/Shutdown.
   process.on('exit', cleanup);
   process.stdout.write(`1|6|unix|${socket}|grpc|${certDerB64}\n`);
-  setImmediate(() => void load().catch((err: Error) => process.stderr.write(`[dataplatform-provider] cannot load: ${err.stack ?? err.message}\n`)));
+}
+
+/** The service, with answers given as Buffers sent as they are (already encoded). */
+function passEncodedAnswers(service: grpc.ServiceDefinition): grpc.ServiceDefinition {
+  return Object.fromEntries(
+    Object.entries(service).map(([name, method]) => [name, { ...method, responseSerialize: (value: unknown) => (Buffer.isBuffer(value) ? value : method.responseSerialize(value)) }]),
+  ) as grpc.ServiceDefinition;
 }
