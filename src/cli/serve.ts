@@ -1,7 +1,9 @@
 import { Command, Option } from 'commander';
 import { join } from 'node:path';
 import { startService, openServiceContext } from '../service/server.js';
+import { DEFAULT_OPTIONS } from '../service/context.js';
 import { ensureTenantWithAdmin } from '../service/bootstrap.js';
+import { checkSmtpUrl, redactedSmtpUrl } from '../service/runtime/smtp.js';
 import { readStdin } from './stdin.js';
 import { startDemoController } from './demo-controller.js';
 
@@ -38,6 +40,8 @@ export function serveCommand(): Command {
     .option('--source-query-timeout <seconds>', 'how long one statement of a sync (a table\'s row count) may run on the source', positive('--source-query-timeout'), 300)
     .option('--demo', 'bootstrap a "demo" tenant (admin@demo.local / demo-password) unless DP_BOOTSTRAP_* say otherwise; local use only', false)
     .option('--outbound-ca-file <file>', 'PEM CA trusted (besides the system CAs) for outbound HTTPS: webhook and Slack notifications')
+    .option('--smtp-url <url>', 'send email channels through this SMTP server (smtp://user:password@host:587, smtps://...; env DP_SMTP_URL) instead of the email_outbox table', (v: string) => checkSmtpUrl(v, '--smtp-url'))
+    .option('--smtp-from <address>', 'sender of notification emails', DEFAULT_OPTIONS.smtpFrom)
     .option('--reconcile <dir>', 'also run the controller in this process: keep the bootstrapped tenant equal to the YAML in <dir> (edit a file and it is applied)')
     .option('--reconcile-interval <duration>', 'time between the controller\'s runs with --reconcile', '2s')
     .option('--controller-listen <host:port>', 'status page of the controller with --reconcile', '127.0.0.1:9090')
@@ -59,6 +63,8 @@ export function serveCommand(): Command {
         sourceTimeout: opts.sourceTimeout,
         sourceQueryTimeout: opts.sourceQueryTimeout,
         outboundCaFile: opts.outboundCaFile,
+        smtpUrl: opts.smtpUrl ?? (process.env.DP_SMTP_URL ? checkSmtpUrl(process.env.DP_SMTP_URL, 'DP_SMTP_URL') : undefined),
+        smtpFrom: opts.smtpFrom,
       });
       const demo: Partial<typeof DEMO> = opts.demo ? DEMO : {};
       const slug = process.env.DP_BOOTSTRAP_TENANT || demo.slug;
@@ -77,6 +83,8 @@ export function serveCommand(): Command {
         lines.push(`Docs:     https://localhost:${service.port}/api/docs`, 'No tenant bootstrapped: set DP_BOOTSTRAP_TENANT, DP_BOOTSTRAP_EMAIL and DP_BOOTSTRAP_PASSWORD, or run `dpctl tenant create`.');
       }
       if (service.tls.certPath) lines.push(`CA file:  ${service.tls.certPath} (self-signed; pass it to clients)`);
+      const { smtpUrl } = service.ctx.options;
+      lines.push(`Email:    ${smtpUrl ? `sent through ${redactedSmtpUrl(smtpUrl)}` : 'written to the email_outbox table (no --smtp-url)'}`);
       let controller: Awaited<ReturnType<typeof startDemoController>> | undefined;
       if (opts.reconcile) {
         if (!(slug && email && password)) throw new Error('--reconcile needs a bootstrapped tenant: use --demo or set DP_BOOTSTRAP_TENANT, DP_BOOTSTRAP_EMAIL and DP_BOOTSTRAP_PASSWORD');

@@ -33,6 +33,10 @@ export interface ServiceOptions {
   sourceQueryTimeout: number;
   /** PEM CA file trusted, besides the system CAs, for outbound HTTPS (webhook and Slack deliveries). */
   outboundCaFile?: string;
+  /** SMTP server for email channels (`smtp://user:password@host:587`, `smtps://...`); without it email goes to the `email_outbox` table. */
+  smtpUrl?: string;
+  /** Sender of notification emails. */
+  smtpFrom: string;
   /** Seconds between WebSocket stream heartbeats (ping and credential re-check); default 30. */
   streamHeartbeatSeconds?: number;
 }
@@ -47,6 +51,7 @@ export const DEFAULT_OPTIONS: Omit<ServiceOptions, 'dataDir'> = {
   logLevel: 'info',
   clock: Date.now,
   timeScale: 1,
+  smtpFrom: 'Data Platform <dataplatform@localhost>',
   sourceTimeout: 5,
   sourceQueryTimeout: 300,
 };

@@ -4,6 +4,7 @@ import { fetch } from 'undici';
 import { outboundAgent } from '../outbound.js';
 import type { StoredResource } from '../store/resources.js';
 import { newId } from '../ids.js';
+import { sendMail } from './smtp.js';
 import type { Runtime } from './runtime.js';
 
 /**
@@ -12,7 +13,8 @@ import type { Runtime } from './runtime.js';
  * - webhook: POST of the JSON event to config.url; with a signing_secret, the header
  *   `X-Dataplatform-Signature: sha256=<hex HMAC-SHA256 of the exact body bytes>`.
  * - slack: POST `{text, channel?, event}` to the (write-only) slack_webhook_url.
- * - email: no SMTP; the message is written to the `email_outbox` table, which is the delivery.
+ * - email: sent through the SMTP server of `--smtp-url` (smtp.ts); without one, written to the
+ *   `email_outbox` table, which is then the delivery.
  *
  * HTTP deliveries are retried (p-retry) on network errors, timeouts, 429 and 5xx, with an
  * exponential backoff (BACKOFF_MS at time scale 1, divided by the time scale), each attempt
@@ -72,10 +74,15 @@ export function summary(event: NotificationEvent): string {
   return String(event.message ?? event.type);
 }
 
+/** How every delivery is retried: RETRIES more attempts, exponential backoff scaled by the time scale. */
+export function retryOptions(rt: Runtime) {
+  const scale = rt.ctx.options.timeScale;
+  return { retries: RETRIES, factor: 2, minTimeout: Math.max(1, BACKOFF_MS / scale), maxTimeout: Math.max(1, (BACKOFF_MS * 8) / scale), randomize: false };
+}
+
 /** POSTs JSON with retries; resolves to the final answer, or throws HttpFailure after the last attempt. */
 async function postJson(rt: Runtime, url: string, body: string, headers: Record<string, string>): Promise<{ status: number; attempts: number }> {
   let attempts = 0;
-  const scale = rt.ctx.options.timeScale;
   const result = await pRetry(
     async () => {
       attempts++;
@@ -100,7 +107,7 @@ async function postJson(rt: Runtime, url: string, body: string, headers: Record<
       if (res.status === 429 || res.status >= 500) throw failure;
       throw new AbortError(failure);
     },
-    { retries: RETRIES, factor: 2, minTimeout: Math.max(1, BACKOFF_MS / scale), maxTimeout: Math.max(1, (BACKOFF_MS * 8) / scale), randomize: false },
+    retryOptions(rt),
   ).catch((err: unknown) => {
     const failure = err instanceof HttpFailure ? err : ((err as { originalError?: unknown }).originalError ?? err);
     if (failure instanceof HttpFailure) throw Object.assign(failure, { attempts });
@@ -147,17 +154,19 @@ async function send(rt: Runtime, channel: StoredResource, event: NotificationEve
   if (type === 'email') {
     const recipients = (config.email_addresses as string[] | undefined) ?? [];
     if (!recipients.length) return { success: false, message: 'config.email_addresses is empty', attempts: 0 };
+    const mail = { to: recipients, subject: summary(event), text: JSON.stringify(event, null, 2) };
+    if (rt.ctx.options.smtpUrl) return sendMail(rt, mail);
     await rt.ctx.db.run('INSERT INTO email_outbox (id, tenant_id, project_id, channel_id, recipients, subject, body, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)', [
       newId('eml'),
       channel.tenantId,
       channel.projectId,
       channel.id,
       JSON.stringify(recipients),
-      summary(event),
-      JSON.stringify(event, null, 2),
+      mail.subject,
+      mail.text,
       rt.now(),
     ]);
-    return { success: true, message: `Queued in the email outbox for ${recipients.join(', ')} (no SMTP: the outbox is the delivery)`, attempts: 1 };
+    return { success: true, message: `Queued in the email outbox for ${recipients.join(', ')} (no SMTP configured: the outbox is the delivery)`, attempts: 1 };
   }
   return { success: false, message: `unknown channel type ${type}`, attempts: 0 };
 }

@@ -1,0 +1,100 @@
+import nodemailer from 'nodemailer';
+import pRetry, { AbortError } from 'p-retry';
+import { outboundCas } from '../outbound.js';
+import { REQUEST_TIMEOUT_MS, retryOptions, type DeliveryResult } from './notifications.js';
+import type { Runtime } from './runtime.js';
+
+/**
+ * Email channels over SMTP, when the service has `--smtp-url` (or DP_SMTP_URL):
+ * `smtp://[user:password@]host[:port]` (STARTTLS when the server offers it) or `smtps://...`
+ * (TLS from the start). The server's certificate is checked against the system CAs plus
+ * `--outbound-ca-file`. Each step of the conversation is bounded by REQUEST_TIMEOUT_MS, and
+ * failures that may pass (no connection, a timeout, a 4xx "try again later" reply) are retried
+ * like HTTP deliveries; a 5xx reply (unknown mailbox, refused sender) is final.
+ */
+
+export interface Mail {
+  to: string[];
+  subject: string;
+  text: string;
+}
+
+/** What nodemailer's errors carry. */
+interface SmtpError extends Error {
+  code?: string;
+  responseCode?: number;
+  response?: string;
+}
+
+class MailFailure extends Error {
+  constructor(
+    message: string,
+    readonly statusCode?: number,
+  ) {
+    super(message);
+  }
+}
+
+/** `url` when it is an smtp:// or smtps:// URL with a host; otherwise an error naming `source` (never echoing a password). */
+export function checkSmtpUrl(url: string, source: string): string {
+  const example = 'smtp://user:password@host:587 or smtps://host:465';
+  let parsed: URL;
+  try {
+    parsed = new URL(url);
+  } catch {
+    throw new Error(`${source} is not a URL: give ${example}`);
+  }
+  if (parsed.protocol !== 'smtp:' && parsed.protocol !== 'smtps:') throw new Error(`${source} must start with smtp:// or smtps://, got ${parsed.protocol}//: give ${example}`);
+  if (!parsed.hostname) throw new Error(`${source} has no host: give ${example}`);
+  return url;
+}
+
+/** The URL as it may be shown: without its password. */
+export function redactedSmtpUrl(url: string): string {
+  const parsed = new URL(url);
+  if (parsed.password) parsed.password = '***';
+  return parsed.toString();
+}
+
+function transport(rt: Runtime) {
+  const ca = outboundCas({ caFile: rt.ctx.options.outboundCaFile });
+  return nodemailer.createTransport({
+    url: rt.ctx.options.smtpUrl,
+    connectionTimeout: REQUEST_TIMEOUT_MS,
+    greetingTimeout: REQUEST_TIMEOUT_MS,
+    socketTimeout: REQUEST_TIMEOUT_MS,
+    ...(ca ? { tls: { ca } } : {}),
+  });
+}
+
+/** Sends one mail through the configured SMTP server; throws MailFailure (with attempts) after the last attempt. */
+export async function sendMail(rt: Runtime, mail: Mail): Promise<DeliveryResult> {
+  const from = rt.ctx.options.smtpFrom;
+  const host = new URL(rt.ctx.options.smtpUrl!).host;
+  let attempts = 0;
+  const smtp = transport(rt);
+  try {
+    const info = await pRetry(async () => {
+      attempts++;
+      try {
+        return await smtp.sendMail({ from, to: mail.to, subject: mail.subject, text: mail.text });
+      } catch (err) {
+        const e = err as SmtpError;
+        const reason = e.responseCode ? `${host} answered ${e.response ?? e.responseCode}` : `SMTP to ${host} failed: ${e.code ? `${e.code} ` : ''}${e.message}`;
+        const failure = new MailFailure(reason, e.responseCode);
+        // 4xx: the server asks to try again later; 5xx and bad credentials will not change.
+        if (e.code === 'EAUTH' || (e.responseCode !== undefined && e.responseCode >= 500)) throw new AbortError(failure);
+        throw failure;
+      }
+    }, retryOptions(rt));
+    const code = Number(/^\d{3}/.exec(info.response)?.[0]) || undefined;
+    const rejected = (info.rejected as unknown[]).map(String);
+    const message = `Sent by SMTP via ${host} to ${(info.accepted as unknown[]).map(String).join(', ')}${rejected.length ? `; refused for ${rejected.join(', ')}` : ''}: ${info.response}`;
+    return { success: true, message, ...(code ? { status_code: code } : {}), attempts };
+  } catch (err) {
+    const failure = err instanceof MailFailure ? err : new MailFailure((err as Error).message);
+    throw Object.assign(failure, { attempts });
+  } finally {
+    smtp.close();
+  }
+}
