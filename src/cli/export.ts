@@ -1,7 +1,6 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { Command } from 'commander';
-import { adoptExitCode, adoptJson, adoptResources, exportResources, renderAdopt, renderDocuments } from '../engine/index.js';
 import { engineOptions, guarded, makeClient, withCommon, withConnection, type CommonOpts } from './plan.js';
 
 interface ExportOpts extends Pick<CommonOpts, 'url' | 'apiKey' | 'caFile' | 'insecure'> {
@@ -26,7 +25,8 @@ export function exportCommand(): Command {
         if (opts.allProjects && opts.project.length) throw new Error('--project and --all-projects exclude each other');
         const concurrency = Number(opts.concurrency);
         if (!Number.isInteger(concurrency) || concurrency < 1 || concurrency > 64) throw new Error(`--concurrency must be an integer from 1 to 64, got ${opts.concurrency}`);
-        const client = makeClient(opts);
+        const { exportResources, renderDocuments } = await import('../engine/index.js');
+        const client = await makeClient(opts);
         try {
           const result = await exportResources(client, { projects: opts.project, allProjects: opts.allProjects, users: opts.users, concurrency });
           for (const w of result.warnings) process.stderr.write(`warning: ${w}\n`);
@@ -56,9 +56,10 @@ export function adoptCommand(): Command {
     .option('--dry-run', 'check and report only', false)
     .action((path: string, opts: CommonOpts & { trustSecrets: boolean; dryRun: boolean }) =>
       guarded(async () => {
-        const client = makeClient(opts);
+        const { adoptResources, adoptJson, renderAdopt, adoptExitCode } = await import('../engine/index.js');
+        const client = await makeClient(opts);
         try {
-          const result = await adoptResources(client, [path], { ...engineOptions(path, opts), trustSecrets: opts.trustSecrets, dryRun: opts.dryRun });
+          const result = await adoptResources(client, [path], { ...(await engineOptions(path, opts)), trustSecrets: opts.trustSecrets, dryRun: opts.dryRun });
           process.stdout.write(opts.output === 'json' ? `${JSON.stringify(adoptJson(result), null, 2)}\n` : renderAdopt(result));
           return adoptExitCode(result);
         } finally {

@@ -1,20 +1,11 @@
 import { Command, Option } from 'commander';
-import { clientConfigFromEnv, DataPlatformClient, type ClientConfig } from '../client/index.js';
-import {
-  applyJson,
-  defaultSourceId,
-  detectDrift,
-  driftJson,
-  EngineConfigError,
-  hasChanges,
-  planJson,
-  preparePlan,
-  renderApplySummary,
-  renderDrift,
-  renderPlan,
-  applyPlan,
-  type EngineOptions,
-} from '../engine/index.js';
+import type { ClientConfig, DataPlatformClient } from '../client/index.js';
+import type { EngineOptions } from '../engine/index.js';
+
+// The client and the engine load when a command runs, so `dpctl --help` and the commands that
+// do not need them start without them.
+const loadClient = () => import('../client/index.js');
+const loadEngine = () => import('../engine/index.js');
 
 export interface CommonOpts {
   url?: string;
@@ -50,7 +41,8 @@ export function withCommon(cmd: Command): Command {
     .option('--spec-operations', 'plan with only the operations the spec documents (a service run with --strict-spec)', false);
 }
 
-export function makeClient(opts: Pick<CommonOpts, 'url' | 'apiKey' | 'caFile' | 'insecure'>, extra: Partial<ClientConfig> = {}): DataPlatformClient {
+export async function makeClient(opts: Pick<CommonOpts, 'url' | 'apiKey' | 'caFile' | 'insecure'>, extra: Partial<ClientConfig> = {}): Promise<DataPlatformClient> {
+  const { DataPlatformClient, clientConfigFromEnv } = await loadClient();
   const overrides: Partial<ClientConfig> = { ...extra };
   if (opts.url) overrides.url = opts.url;
   if (opts.apiKey) Object.assign(overrides, { apiKey: opts.apiKey, email: undefined, password: undefined });
@@ -59,7 +51,8 @@ export function makeClient(opts: Pick<CommonOpts, 'url' | 'apiKey' | 'caFile' | 
   return new DataPlatformClient(clientConfigFromEnv({ ...process.env, ...(opts.url ? { DATAPLATFORM_URL: opts.url } : {}) }, overrides));
 }
 
-export function engineOptions(path: string, opts: CommonOpts): EngineOptions {
+export async function engineOptions(path: string, opts: CommonOpts): Promise<EngineOptions> {
+  const { defaultSourceId } = await loadEngine();
   const concurrency = Number(opts.concurrency);
   if (!Number.isInteger(concurrency) || concurrency < 1 || concurrency > 64) throw new Error(`--concurrency must be an integer from 1 to 64, got ${opts.concurrency}`);
   return {
@@ -78,7 +71,7 @@ export async function guarded(fn: () => Promise<number>): Promise<void> {
   try {
     process.exitCode = await fn();
   } catch (err) {
-    if (err instanceof EngineConfigError) process.stderr.write(`${err.errors.join('\n')}\ninvalid: ${err.errors.length} error${err.errors.length === 1 ? '' : 's'}\n`);
+    if (err instanceof (await loadEngine()).EngineConfigError) process.stderr.write(`${err.errors.join('\n')}\ninvalid: ${err.errors.length} error${err.errors.length === 1 ? '' : 's'}\n`);
     else process.stderr.write(`dpctl: ${(err as Error).message}\n`);
     process.exitCode = 1;
   }
@@ -93,9 +86,10 @@ export function planCommand(): Command {
     .option('--allow-mass-delete', 'allow pruning more than max(5, 20%) of the managed resources', false)
     .action((path: string, opts: CommonOpts) =>
       guarded(async () => {
-        const client = makeClient(opts);
+        const { preparePlan, planJson, renderPlan, hasChanges } = await loadEngine();
+        const client = await makeClient(opts);
         try {
-          const { plan } = await preparePlan(client, [path], engineOptions(path, opts));
+          const { plan } = await preparePlan(client, [path], await engineOptions(path, opts));
           print(opts.output === 'json' ? `${JSON.stringify(planJson(plan), null, 2)}\n` : renderPlan(plan, { colour: !!process.stdout.isTTY }));
           return plan.errors.length ? 1 : hasChanges(plan) ? 2 : 0;
         } finally {
@@ -112,9 +106,10 @@ export function applyCommand(): Command {
     .option('--allow-mass-delete', 'allow pruning more than max(5, 20%) of the managed resources', false)
     .action((path: string, opts: CommonOpts) =>
       guarded(async () => {
-        const client = makeClient(opts);
+        const { preparePlan, planJson, renderPlan, applyPlan, applyJson, renderApplySummary } = await loadEngine();
+        const client = await makeClient(opts);
         try {
-          const engine = engineOptions(path, opts);
+          const engine = await engineOptions(path, opts);
           const { plan, documents, state, secrets } = await preparePlan(client, [path], engine);
           const json = opts.output === 'json';
           if (!json) print(renderPlan(plan, { colour: !!process.stdout.isTTY }));
@@ -158,9 +153,10 @@ export function driftCommand(): Command {
   return withCommon(new Command('drift').description('Report resources changed or deleted by hand, and unmanaged extras, in the config\'s projects'))
     .action((path: string, opts: CommonOpts) =>
       guarded(async () => {
-        const client = makeClient(opts);
+        const { detectDrift, driftJson, renderDrift } = await loadEngine();
+        const client = await makeClient(opts);
         try {
-          const engine = engineOptions(path, opts);
+          const engine = await engineOptions(path, opts);
           const { plan, drift } = await detectDrift(client, [path], engine);
           print(opts.output === 'json' ? `${JSON.stringify(driftJson(plan.sourceId, drift, plan.errors), null, 2)}\n` : renderDrift(drift));
           for (const e of opts.output === 'json' ? [] : plan.errors) process.stderr.write(`error: ${e}\n`);

@@ -1,11 +1,8 @@
 import { Command, Option } from 'commander';
 import { join } from 'node:path';
-import { startService, openServiceContext } from '../service/server.js';
 import { DEFAULT_OPTIONS } from '../service/context.js';
-import { ensureTenantWithAdmin } from '../service/bootstrap.js';
-import { checkSmtpUrl, redactedSmtpUrl } from '../service/runtime/smtp.js';
+import { checkSmtpUrl, redactedSmtpUrl } from '../service/smtp-url.js';
 import { readStdin } from './stdin.js';
-import { startDemoController } from './demo-controller.js';
 
 const int = (name: string) => (value: string) => {
   const n = Number(value);
@@ -47,6 +44,8 @@ export function serveCommand(): Command {
     .option('--controller-listen <host:port>', 'status page of the controller with --reconcile', '127.0.0.1:9090')
     .addOption(new Option('--log-level <level>', 'log level').choices(['fatal', 'error', 'warn', 'info', 'debug', 'silent']).default('info'))
     .action(async (opts) => {
+      // The service loads when it runs: other commands and --help start without it.
+      const [{ startService }, { ensureTenantWithAdmin }, { startDemoController }] = await Promise.all([import('../service/server.js'), import('../service/bootstrap.js'), import('./demo-controller.js')]);
       const service = await startService({
         port: opts.port,
         host: opts.host,
@@ -117,6 +116,7 @@ export function tenantCommand(): Command {
     .action(async (slug: string, opts) => {
       const password = process.env.DP_ADMIN_PASSWORD || (await readStdin()).trim();
       if (!password) throw new Error('give the admin password in DP_ADMIN_PASSWORD or on stdin');
+      const [{ openServiceContext }, { ensureTenantWithAdmin }] = await Promise.all([import('../service/server.js'), import('../service/bootstrap.js')]);
       const ctx = await openServiceContext({ dataDir: opts.dataDir, databaseUrl: opts.databaseUrl ?? process.env.DP_DATABASE_URL });
       try {
         if (await ctx.tenants.bySlug(slug)) throw new Error(`tenant "${slug}" already exists`);

@@ -1,5 +1,4 @@
 import { Command } from 'commander';
-import { formatConfigError, loadConfig, projectLayout, resolveSecrets, sortErrors } from '../config/index.js';
 
 /** `dpctl validate <path...>`: every error of every file, before anything is sent anywhere. */
 export function validateCommand(): Command {
@@ -8,7 +7,8 @@ export function validateCommand(): Command {
     .argument('<paths...>', 'YAML files or directories (*.yaml, *.yml)')
     .option('--allow-undeclared-projects', 'metadata.project may name a project that exists on the server without a Project document', false)
     .option('--check-secrets', 'also read every secretRef (environment variables, files) and check the values', false)
-    .action((paths: string[], opts: { allowUndeclaredProjects: boolean; checkSecrets: boolean }) => {
+    .action(async (paths: string[], opts: { allowUndeclaredProjects: boolean; checkSecrets: boolean }) => {
+      const { formatConfigError, loadConfig, projectLayout, resolveSecrets, sortErrors } = await import('../config/index.js');
       const { config, errors } = loadConfig(paths, { allowUndeclaredProjects: opts.allowUndeclaredProjects });
       if (opts.checkSecrets) errors.push(...resolveSecrets(config.documents).errors);
       const all = sortErrors(errors, config.files);

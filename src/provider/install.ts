@@ -2,7 +2,7 @@ import { chmodSync, existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { PROVIDER_HOST, PROVIDER_NAMESPACE, PROVIDER_TYPE } from './schema.js';
+import { PROVIDER_HOST, PROVIDER_NAMESPACE, PROVIDER_TYPE } from './address.js';
 
 export const PROVIDER_VERSION = '0.1.0';
 

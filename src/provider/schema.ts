@@ -3,11 +3,9 @@ import { kind, writableKinds } from '../kinds/index.js';
 import { fillDefaults } from '../engine/diff.js';
 import { UNKNOWN, isTfObject, type TfObject, type TfValue } from './values.js';
 
-/** Terraform provider address parts. The mirror host is ours: no registry serves it. */
-export const PROVIDER_HOST = 'registry.terraform.io';
-export const PROVIDER_NAMESPACE = 'dataplatform';
-export const PROVIDER_TYPE = 'dataplatform';
-export const PROVIDER_SOURCE = `${PROVIDER_NAMESPACE}/${PROVIDER_TYPE}`;
+import { PROVIDER_TYPE } from './address.js';
+
+export { PROVIDER_HOST, PROVIDER_NAMESPACE, PROVIDER_SOURCE, PROVIDER_TYPE } from './address.js';
 
 export type Primitive = 'string' | 'number' | 'bool';
 

@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { checkSmtpUrl, redactedSmtpUrl } from '../../../src/service/runtime/smtp.js';
+import { checkSmtpUrl, redactedSmtpUrl } from '../../../src/service/smtp-url.js';
 import { loadOrCreateTls } from '../../../src/service/tls.js';
 import { startTestService, type TestService, type TestTenant } from '../../support/service.js';
 import { smtpReceiver } from './smtp-receiver.js';

@@ -1,0 +1,152 @@
+import { existsSync, mkdirSync, readFileSync, statSync } from 'node:fs';
+import { basename, join, resolve } from 'node:path';
+import type { Logger } from 'pino';
+import { FileTokenStore, type ClientConfig } from '../client/index.js';
+import { makeClient, type CommonOpts } from '../cli/plan.js';
+import { startController } from './controller.js';
+import { parseDuration } from './duration.js';
+import { createElector, type ElectorOptions } from './leader/index.js';
+import { advertiseUrl, parseAdvertiseUrl, parseListen } from './server.js';
+import { DirectorySource } from './source/directory.js';
+import { GitSource } from './source/git.js';
+import type { ConfigSource } from './source/types.js';
+
+/** What `dpctl controller` does once its options are parsed (cli.ts); loaded only when it runs. */
+
+export interface ControllerOpts extends Pick<CommonOpts, 'url' | 'apiKey' | 'caFile' | 'insecure'> {
+  source: string;
+  sourceType: 'auto' | 'git' | 'dir';
+  branch: string;
+  path: string;
+  interval: string;
+  mode: 'apply' | 'drift';
+  prune: boolean;
+  allowMassDelete: boolean;
+  listen: string;
+  advertiseUrl?: string;
+  stateDir: string;
+  webhookSecret?: string;
+  webhookSecretFile?: string;
+  suspend: boolean;
+  leaderElection: 'none' | 'lock' | 'lease';
+  lockFile?: string;
+  leaseName: string;
+  leaseNamespace?: string;
+  leaseSeconds: string;
+  identity?: string;
+  apiKeyFile?: string;
+  passwordFile?: string;
+  sourceId?: string;
+  concurrency: string;
+  adopt: boolean;
+  allowUndeclaredProjects: boolean;
+  specOperations: boolean;
+  logLevel: string;
+}
+
+/** A mounted secret file's content, without the trailing newline editors and `kubectl create secret` leave. */
+function readSecretFile(path: string, what: string): string {
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch (err) {
+    throw new Error(`${what} ${path}: ${(err as NodeJS.ErrnoException).code === 'ENOENT' ? 'no such file' : (err as Error).message}`);
+  }
+  const value = text.replace(/\r?\n$/, '');
+  if (!value) throw new Error(`${what} ${path} is empty`);
+  return value;
+}
+
+/** A local directory that is not a git repository is a plain directory source; anything else goes through git. */
+function isPlainDirectory(source: string): boolean {
+  if (/^[a-z][a-z0-9+.-]*:/i.test(source) || /^[^/]+@[^/]+:/.test(source)) return false;
+  if (!existsSync(source) || !statSync(source).isDirectory()) return false;
+  const bare = existsSync(join(source, 'HEAD')) && existsSync(join(source, 'objects'));
+  return !existsSync(join(source, '.git')) && !bare;
+}
+
+/** The ownership label value: as `dpctl apply <dir>` would pick it, so the controller can take over from it. */
+function defaultSourceId(source: string, path: string, plain: boolean): string {
+  if (path && path !== '.') return basename(resolve('/', path));
+  if (plain) return basename(resolve(source));
+  return basename(source.replace(/\/+$/, '')).replace(/\.git$/, '') || 'root';
+}
+
+/** The namespace a pod runs in (the service account's file), else `default`. */
+function podNamespace(): string {
+  try {
+    return readFileSync('/var/run/secrets/kubernetes.io/serviceaccount/namespace', 'utf8').trim() || 'default';
+  } catch {
+    return process.env.POD_NAMESPACE || 'default';
+  }
+}
+
+export async function startFromOptions(opts: ControllerOpts, log: Logger) {
+  const intervalMs = parseDuration(opts.interval, '--interval');
+  const concurrency = Number(opts.concurrency);
+  if (!Number.isInteger(concurrency) || concurrency < 1 || concurrency > 64) throw new Error(`--concurrency must be an integer from 1 to 64, got ${opts.concurrency}`);
+  const leaseSeconds = Number(opts.leaseSeconds);
+  if (!Number.isInteger(leaseSeconds) || leaseSeconds < 1) throw new Error(`--lease-seconds must be a whole number of seconds >= 1, got ${opts.leaseSeconds}`);
+  const listen = parseListen(opts.listen);
+  const explicitAdvertise = opts.advertiseUrl === undefined ? undefined : parseAdvertiseUrl(opts.advertiseUrl);
+  // Read at every publication: with --listen ...:0 the port is known once the listener is up.
+  let listenerUrl: string | undefined;
+  const advertise = () => advertiseUrl({ explicit: explicitAdvertise, podIp: process.env.POD_IP, listenPort: listen.port, listenerUrl });
+  const stateDir = resolve(opts.stateDir ?? process.env.DPCTL_STATE_DIR ?? '.dpctl-controller');
+  mkdirSync(stateDir, { recursive: true, mode: 0o700 });
+
+  const webhookSecretFile = opts.webhookSecretFile ?? process.env.DPCTL_WEBHOOK_SECRET_FILE;
+  const webhookSecret = opts.webhookSecret ?? (webhookSecretFile ? readSecretFile(webhookSecretFile, '--webhook-secret-file') : undefined) ?? (process.env.DPCTL_WEBHOOK_SECRET || undefined);
+
+  // Credentials: flags, then files (mounted secrets), then DATAPLATFORM_* variables.
+  const apiKeyFile = opts.apiKeyFile ?? (process.env.DATAPLATFORM_API_KEY_FILE || undefined);
+  const passwordFile = opts.passwordFile ?? (process.env.DATAPLATFORM_PASSWORD_FILE || undefined);
+  const connection = { ...opts, apiKey: opts.apiKey ?? (apiKeyFile ? readSecretFile(apiKeyFile, '--api-key-file') : undefined) };
+  const extra: Partial<ClientConfig> = {};
+  if (passwordFile) extra.password = readSecretFile(passwordFile, '--password-file');
+  const usesApiKey = !!connection.apiKey || (!!process.env.DATAPLATFORM_API_KEY?.trim() && !passwordFile);
+  // A password login's refresh token rotates on every refresh and a spent one revokes the session: keep it across restarts.
+  if (!usesApiKey) extra.tokenStore = new FileTokenStore(join(stateDir, 'tokens.json'));
+  if (usesApiKey && passwordFile) throw new Error('give either an API key or a password file, not both');
+  const client = await makeClient(connection, extra);
+
+  const plain = opts.sourceType === 'dir' || (opts.sourceType === 'auto' && isPlainDirectory(opts.source));
+  const source: ConfigSource = plain
+    ? new DirectorySource(opts.path && opts.path !== '.' ? join(opts.source, opts.path) : opts.source, { snapshotDir: join(stateDir, 'dir') })
+    : new GitSource({ url: opts.source, branch: opts.branch, path: opts.path, stateDir });
+
+  const electorOptions: ElectorOptions =
+    opts.leaderElection === 'lock'
+      ? { kind: 'lock', path: resolve(opts.lockFile ?? join(stateDir, 'leader.lock')), identity: opts.identity, leaseSeconds, advertise }
+      : opts.leaderElection === 'lease'
+        ? { kind: 'lease', namespace: opts.leaseNamespace ?? podNamespace(), name: opts.leaseName, identity: opts.identity, leaseSeconds, advertise }
+        : { kind: 'none' };
+  const elector = createElector(electorOptions, { log: (message) => log.info({ election: opts.leaderElection }, message) });
+
+  const controller = await startController({
+    source,
+    client,
+    mode: opts.mode,
+    intervalMs,
+    listen,
+    onListen: (url) => (listenerUrl = url),
+    webhookSecret,
+    suspended: opts.suspend,
+    elector,
+    logger: log,
+    engine: {
+      sourceId: opts.sourceId ?? defaultSourceId(opts.source, opts.path, plain),
+      concurrency,
+      prune: opts.prune,
+      allowMassDelete: opts.allowMassDelete,
+      adopt: opts.adopt,
+      allowUndeclaredProjects: opts.allowUndeclaredProjects,
+      specOperations: opts.specOperations,
+    },
+  });
+  log.info(
+    { source: source.description, mode: opts.mode, interval_ms: intervalMs, status: controller.url ? `${controller.url}/status` : null, webhook: webhookSecret ? 'on' : 'off', leader_election: elector.description, advertise_url: opts.leaderElection === 'none' ? null : (advertise() ?? null), state_dir: stateDir },
+    'controller started',
+  );
+  return controller;
+}
