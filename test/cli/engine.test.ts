@@ -161,7 +161,7 @@ test('on a terminal, apply shows colour and a [done/total] status line; off a te
     });
     let out = '';
     child.stdout.on('data', (d) => (out += d));
-    child.once('exit', (code) => resolve({ code, out }));
+    child.once('close', (code) => resolve({ code, out }));
   });
   expect(onTty.code, onTty.out).toBe(0);
   expect(onTty.out).toContain('\x1b['); // colour

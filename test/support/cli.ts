@@ -29,7 +29,7 @@ export async function startServe(args: string[], env: Record<string, string> = {
       }
     };
     child.stderr!.on('data', check);
-    child.once('exit', (code) => {
+    child.once('close', (code) => {
       clearTimeout(timer);
       reject(new Error(`dpctl serve exited with ${code}:\n${err}`));
     });
@@ -42,7 +42,8 @@ export async function startServe(args: string[], env: Record<string, string> = {
     stop: (signal = 'SIGTERM') =>
       new Promise((resolve) => {
         if (child.exitCode !== null) return resolve(child.exitCode);
-        child.once('exit', (code) => resolve(code));
+        // After 'close' the last output lines are in stderr() / stdout() too.
+        child.once('close', (code) => resolve(code));
         child.kill(signal);
       }),
   };
@@ -57,6 +58,7 @@ export function runDpctl(args: string[], options: { env?: Record<string, string>
     child.stdout.on('data', (d) => (stdout += d));
     child.stderr.on('data', (d) => (stderr += d));
     child.stdin.end(options.input ?? '');
-    child.once('exit', (code) => resolve({ code, stdout, stderr }));
+    // 'close', not 'exit': the output pipes may still hold data when the process has exited.
+    child.once('close', (code) => resolve({ code, stdout, stderr }));
   });
 }

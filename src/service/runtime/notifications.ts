@@ -4,6 +4,7 @@ import { fetch } from 'undici';
 import { outboundAgent } from '../outbound.js';
 import type { StoredResource } from '../store/resources.js';
 import { newId } from '../ids.js';
+import { REQUEST_TIMEOUT_MS, retryOptions, type DeliveryResult } from './delivery-policy.js';
 import { sendMail } from './smtp.js';
 import type { Runtime } from './runtime.js';
 
@@ -17,14 +18,10 @@ import type { Runtime } from './runtime.js';
  *   `email_outbox` table, which is then the delivery.
  *
  * HTTP deliveries are retried (p-retry) on network errors, timeouts, 429 and 5xx, with an
- * exponential backoff (BACKOFF_MS at time scale 1, divided by the time scale), each attempt
- * bounded by REQUEST_TIMEOUT_MS. Every delivery, successful or not, is a row of
- * `notification_deliveries`. HTTPS trusts the system CAs plus `--outbound-ca-file`, for
- * receivers behind a private CA or a TLS-inspecting proxy.
+ * exponential backoff (delivery-policy.ts), each attempt bounded by REQUEST_TIMEOUT_MS. Every
+ * delivery, successful or not, is a row of `notification_deliveries`. HTTPS trusts the system
+ * CAs plus `--outbound-ca-file`, for receivers behind a private CA or a TLS-inspecting proxy.
  */
-export const REQUEST_TIMEOUT_MS = 5_000;
-export const RETRIES = 2;
-export const BACKOFF_MS = 500;
 
 export interface NotificationEvent {
   /** alert_fired, alert_escalated, test, pipeline_notification */
@@ -33,13 +30,6 @@ export interface NotificationEvent {
   timestamp: string;
   alert?: Record<string, unknown>;
   [key: string]: unknown;
-}
-
-export interface DeliveryResult {
-  success: boolean;
-  message: string;
-  status_code?: number;
-  attempts: number;
 }
 
 export interface DeliveryRecord {
@@ -72,12 +62,6 @@ export function summary(event: NotificationEvent): string {
   if (alert) return `[${String(alert.severity).toUpperCase()}] ${alert.status === 'firing' ? '' : `(${alert.status}) `}${alert.message}`;
   if (event.type === 'test') return 'Test notification from the data platform';
   return String(event.message ?? event.type);
-}
-
-/** How every delivery is retried: RETRIES more attempts, exponential backoff scaled by the time scale. */
-export function retryOptions(rt: Runtime) {
-  const scale = rt.ctx.options.timeScale;
-  return { retries: RETRIES, factor: 2, minTimeout: Math.max(1, BACKOFF_MS / scale), maxTimeout: Math.max(1, (BACKOFF_MS * 8) / scale), randomize: false };
 }
 
 /** POSTs JSON with retries; resolves to the final answer, or throws HttpFailure after the last attempt. */

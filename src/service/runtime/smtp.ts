@@ -1,7 +1,7 @@
 import nodemailer from 'nodemailer';
 import pRetry, { AbortError } from 'p-retry';
 import { outboundCas } from '../outbound.js';
-import { REQUEST_TIMEOUT_MS, retryOptions, type DeliveryResult } from './notifications.js';
+import { REQUEST_TIMEOUT_MS, retryOptions, type DeliveryResult } from './delivery-policy.js';
 import type { Runtime } from './runtime.js';
 
 /**
