@@ -53,7 +53,7 @@ function run(args: string[], env: Record<string, string>) {
   let out = '';
   child.stdout!.on('data', (d) => (out += d));
   child.stderr!.on('data', (d) => (out += d));
-  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  const exited = new Promise<number | null>((resolve) => child.once('close', (code) => resolve(code)));
   const logs = () => out.split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as Record<string, any>);
   const url = waitFor('the status listener', () => logs().find((l) => l.msg === 'status listener up')?.url as string | undefined, 20_000, () => out);
   const status = async () => (await fetch(`${await url}/status`)).json();
@@ -128,7 +128,7 @@ describe('credentials from mounted files', () => {
     let out = '';
     c.stdout.on('data', (d) => (out += d));
     c.stderr.on('data', (d) => (out += d));
-    const code = await new Promise<number | null>((resolve) => c.once('exit', resolve));
+    const code = await new Promise<number | null>((resolve) => c.once('close', resolve));
     expect(code).toBe(1);
     expect(out).toContain('give either an API key or a password file, not both');
     expect(out).not.toContain(key);
@@ -139,7 +139,7 @@ describe('credentials from mounted files', () => {
     let out = '';
     c.stdout.on('data', (d) => (out += d));
     c.stderr.on('data', (d) => (out += d));
-    const code = await new Promise<number | null>((resolve) => c.once('exit', resolve));
+    const code = await new Promise<number | null>((resolve) => c.once('close', resolve));
     expect(code).toBe(1);
     expect(out).toMatch(/--api-key-file.*\/nonexistent\/dpctl\/key/);
     expect(out).not.toMatch(/\n\s+at /);

@@ -48,7 +48,7 @@ function startController(args: string[], env: Record<string, string>): Controlle
   let err = '';
   child.stdout!.on('data', (d) => (out += d));
   child.stderr!.on('data', (d) => (err += d));
-  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  const exited = new Promise<number | null>((resolve) => child.once('close', (code) => resolve(code)));
   const logs = () =>
     out
       .split('\n')
