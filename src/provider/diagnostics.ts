@@ -1,4 +1,5 @@
 import { AmbiguousCreateError, AmbiguousRequestError, ApiError, DataPlatformError, NetworkError } from '../client/index.js';
+import { kind } from '../kinds/index.js';
 import { UNTRUSTED_CERTIFICATE_HINT } from '../client/transport.js';
 import { ProviderError } from './resource.js';
 import { apiField, type AttrSpec } from './schema.js';
@@ -74,8 +75,17 @@ export function placeablePath(path: (string | number)[]): { steps: Step[] } {
 export function hint(err: unknown): string | undefined {
   if (err instanceof AmbiguousCreateError) {
     const id = err.scope === 'project' ? `${err.projectId}/${err.identity.value}` : err.identity.value;
+    const once = kind(err.kind).onceFields;
+    if (once.length) {
+      return (
+        `Terraform did not record this ${err.kind}, and its ${once.join(', ')} is shown only when it is created, so an existing one cannot be ` +
+        `taken into the state with it. Check whether ${err.kind} ${JSON.stringify(err.identity.value)} exists; if it does, ` +
+        `delete it through the API, then run terraform apply again.`
+      );
+    }
     return (
-      `Terraform did not record this ${err.kind}. Run terraform apply again: if the first request did create it, the service refuses ` +
+      `Terraform did not record this ${err.kind}, and the provider could not find out whether it was created (looking it up by ` +
+      `${err.identity.field} failed too). Run terraform apply again: if the first request did create it, the service refuses ` +
       `a second ${err.kind} with the same ${err.identity.field} (409 conflict), so nothing is duplicated; then import it with ` +
       `terraform import <resource address> ${id}.`
     );

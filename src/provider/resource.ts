@@ -1,4 +1,4 @@
-import { ApiError, type DataPlatformClient, type DynamicResourceClient } from '../client/index.js';
+import { AmbiguousCreateError, ApiError, type DataPlatformClient, type DynamicResourceClient } from '../client/index.js';
 import { deepEqual, diffResource, normalize } from '../engine/diff.js';
 import { valuesAt } from '../kinds/index.js';
 import { ListCache } from './list-cache.js';
@@ -251,7 +251,7 @@ export class ResourceHandler {
     if (prior === null) {
       const body = objectToApi(writable, planned);
       if (config) injectWriteOnly(writable, config, body);
-      return api.create(body);
+      return this.create(api, body);
     }
     const patch: Record<string, unknown> = {};
     for (const a of writable) {
@@ -266,6 +266,25 @@ export class ResourceHandler {
       if (!tfEqual(prior[version] ?? null, planned[version] ?? null)) injectWriteOnly([a], config, patch);
     }
     return Object.keys(patch).length ? api.update(prior.id as string, patch) : api.get(prior.id as string);
+  }
+
+  /**
+   * A create whose outcome is unknown (cut off, or a 5xx after it reached the service) is never
+   * sent again blindly: like the engine, look the object up by its name first and take it if it
+   * is there. Not for kinds with a value shown only in the create answer (an API key's `key`):
+   * it would be lost, so the error stands and its hint says what to do.
+   */
+  private async create(api: DynamicResourceClient, body: Record<string, unknown>): Promise<Record<string, unknown>> {
+    try {
+      return await api.create(body);
+    } catch (err) {
+      if (!(err instanceof AmbiguousCreateError) || this.d.onceFields.length) throw err;
+      // When even the lookup fails, nobody knows: the error stands.
+      const found = await api.findByName(err.identity.value).catch(() => {
+        throw err;
+      });
+      return found ?? api.create(body);
+    }
   }
 
   private async remove(prior: TfObject) {

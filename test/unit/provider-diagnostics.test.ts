@@ -46,11 +46,23 @@ describe('diagnostics for API errors say what to do', () => {
     });
     const d = diagnose(err);
     expect(d.summary).toMatch(/^Creating notification_channel name="oncall" in project prj_1 may or may not have been applied: server says 503/);
-    expect(d.detail).toContain('Terraform did not record this notification_channel. Run terraform apply again');
+    expect(d.detail).toContain('Terraform did not record this notification_channel, and the provider could not find out whether it was created (looking it up by name failed too). Run terraform apply again');
     expect(d.detail).toContain('refuses a second notification_channel with the same name (409 conflict), so nothing is duplicated');
     expect(d.detail).toContain('terraform import <resource address> prj_1/oncall');
     const tenant = new AmbiguousCreateError({ ...info('POST', '/projects'), cause, create: { kind: 'project', scope: 'tenant', identity: { field: 'name', value: 'analytics' } } });
     expect(diagnose(tenant).detail).toContain('terraform import <resource address> analytics.');
+  });
+
+  it('an API key that may have been created: not to be imported (its value is shown only at creation), deleted and created again', () => {
+    const err = new AmbiguousCreateError({
+      ...info('POST', '/projects/{id}/api-keys'),
+      cause: apiError(503, 'POST', '/projects/{id}/api-keys'),
+      create: { kind: 'api_key', scope: 'project', projectId: 'prj_1', identity: { field: 'name', value: 'ci' } },
+    });
+    const detail = diagnose(err).detail;
+    expect(detail).toContain('Terraform did not record this api_key, and its key is shown only when it is created');
+    expect(detail).toContain('Check whether api_key "ci" exists; if it does, delete it through the API, then run terraform apply again.');
+    expect(detail).not.toContain('terraform import');
   });
 
   it('an update that may have happened: plan again, the provider reads it back', () => {

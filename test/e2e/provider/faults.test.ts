@@ -43,55 +43,60 @@ describe.skipIf(testStore() === 'postgres' || !haveTerraform)('provider under 42
     ws?.close();
   });
 
-  it('waits out 429s, retries GETs answered 503, never re-sends a create answered 503; the next apply converges without duplicates', { timeout: 120_000 }, async () => {
-    // First apply: the first request of every method and path is rate limited (Retry-After: 1);
-    // the second create of a channel gets a 503 without reaching the service.
+  it('waits out 429s, retries GETs answered 503, never re-sends a create answered 503 before looking it up by name; converges in one apply', { timeout: 120_000 }, async () => {
+    // The first request of every method and path is rate limited (Retry-After: 1); the second
+    // create of a channel to arrive gets a 503 without reaching the service.
     proxy.inject(({ method, path, n }) => (n === 1 ? RATE_LIMITED : method === 'POST' && CHANNELS.test(path) && n === 2 ? UNAVAILABLE : 'forward'));
-    const first = await ws.tf(['apply', '-auto-approve', '-input=false'], [1]);
+    expect(await ws.apply()).toContain('Apply complete! Resources: 5 added, 0 changed, 0 destroyed.');
     projectId = (await api<{ data: any[] }>('GET', '/projects')).data.find((p) => p.name === 'faults').id;
-    const created = await channelNames();
-    expect(created).toHaveLength(3);
-    const missing = NAMES.find((n) => !created.includes(n))!;
-    // Every 429 was waited out and sent again, the 503'd create was not: 4 creates + 1 retry.
-    const posts = seen('POST', CHANNELS);
-    expect(posts.map((r) => r.fault).sort()).toEqual(['forward', 'forward', 'forward', JSON.stringify(RATE_LIMITED), JSON.stringify(UNAVAILABLE)].sort());
-    expect(seen('POST', /^\/api\/v1\/projects$/).map((r) => r.fault)).toEqual([JSON.stringify(RATE_LIMITED), 'forward']);
-    // What failed, and what to do.
-    expect(first.out).toContain(`Error: Creating notification_channel name="${missing}" in project ${projectId} may or may not have been applied: injected fault (HTTP 503 internal_error on POST /projects/{id}/notification-channels`);
-    expect(first.out.match(/^Error: /gm)).toHaveLength(1);
-    const out = flat(first.out);
-    expect(out).toContain('It was not re-sent; check the current state before trying again');
-    expect(out).toContain('Terraform did not record this notification_channel. Run terraform apply again: if the first request did create it, the service refuses a second notification_channel with the same name (409 conflict), so nothing is duplicated');
-    expect(out).toContain(`terraform import <resource address> ${projectId}/${missing}`);
-
-    // Second apply: refresh reads under 429s and 503s on GETs (each retried), then the missing create.
-    proxy.inject(({ method, n }) => (n === 1 ? RATE_LIMITED : method === 'GET' && n === 2 ? UNAVAILABLE : 'forward'));
-    expect(await ws.apply()).toContain('Apply complete! Resources: 1 added, 0 changed, 0 destroyed.');
-    expect(proxy.seen.filter((r) => r.method === 'GET' && r.fault === JSON.stringify(UNAVAILABLE)).length).toBeGreaterThan(0);
-    expect(proxy.seen.filter((r) => r.fault === JSON.stringify(RATE_LIMITED)).length).toBeGreaterThan(1);
     expect(await channelNames()).toEqual(NAMES);
     expect((await api<{ data: any[] }>('GET', '/projects')).data.filter((p) => p.name === 'faults')).toHaveLength(1);
-    proxy.inject(() => 'forward');
+    // 4 creates, the retry of the 429, and the create sent again only after the lookup found nothing.
+    const posts = seen('POST', CHANNELS);
+    expect(posts.map((r) => r.fault).sort()).toEqual([JSON.stringify(RATE_LIMITED), JSON.stringify(UNAVAILABLE), 'forward', 'forward', 'forward', 'forward'].sort());
+    // After the 503, the channels were listed (the lookup), and a create came after that (the one
+    // sent again; the other creates may arrive around the 503, as they run in parallel).
+    const unavailableAt = proxy.seen.findIndex((r) => r.fault === JSON.stringify(UNAVAILABLE));
+    const lookup = proxy.seen.findIndex((r, i) => i > unavailableAt && r.method === 'GET' && CHANNELS.test(r.path.split('?')[0]) && r.fault === 'forward');
+    const lastCreate = proxy.seen.map((r) => r.method === 'POST' && CHANNELS.test(r.path.split('?')[0])).lastIndexOf(true);
+    expect(lookup).toBeGreaterThan(unavailableAt);
+    expect(lastCreate).toBeGreaterThan(lookup);
+    expect(seen('POST', /^\/api\/v1\/projects$/).map((r) => r.fault)).toEqual([JSON.stringify(RATE_LIMITED), 'forward']);
+
+    // A refresh under 429s and 503s on GETs (each retried) plans nothing.
+    proxy.inject(({ method, n }) => (n === 1 ? RATE_LIMITED : method === 'GET' && n === 2 ? UNAVAILABLE : 'forward'));
     expect((await ws.plan()).code).toBe(0);
+    expect(proxy.seen.filter((r) => r.method === 'GET' && r.fault === JSON.stringify(UNAVAILABLE)).length).toBeGreaterThan(0);
+    expect(proxy.seen.filter((r) => r.fault === JSON.stringify(RATE_LIMITED)).length).toBeGreaterThan(1);
+    proxy.inject(() => 'forward');
   });
 
-  it('a create that reached the service but was answered 503: refused as a duplicate next time, with the import that fixes it', { timeout: 120_000 }, async () => {
+  it('a create that reached the service but was answered 503: found by name and taken into the state, not duplicated', { timeout: 120_000 }, async () => {
     ws.write('late.tf', channel('late', 'late'));
     proxy.inject(({ method, path }) => (method === 'POST' && CHANNELS.test(path) ? { forwardThenStatus: 503 } : 'forward'));
-    const first = await ws.tf(['apply', '-auto-approve', '-input=false'], [1]);
-    expect(first.out).toContain('Error: Creating notification_channel name="late"');
+    expect(await ws.apply()).toContain('Apply complete! Resources: 1 added, 0 changed, 0 destroyed.');
+    expect(seen('POST', CHANNELS).map((r) => r.fault)).toEqual([JSON.stringify({ forwardThenStatus: 503 })]);
     expect(await channelNames()).toEqual([...NAMES, 'late'].sort());
-
     proxy.inject(() => 'forward');
-    const second = await ws.tf(['apply', '-auto-approve', '-input=false'], [1]);
-    expect(second.out).toContain('Error: A notification channel with name "late" already exists in this project');
-    expect(flat(second.out)).toContain('import it with terraform import <resource address> <project_id>/<name>');
-    expect(await channelNames()).toEqual([...NAMES, 'late'].sort());
+    expect((await ws.plan()).code).toBe(0);
+    const state = await ws.show();
+    const late = state.values.root_module.resources.find((r: any) => r.address === 'dataplatform_notification_channel.late');
+    const live = (await api<{ data: any[] }>('GET', `/projects/${projectId}/notification-channels?limit=100`)).data.find((c) => c.name === 'late');
+    expect(late.values.id).toBe(live.id);
+  });
 
-    const imported = await ws.tf(['import', '-input=false', 'dataplatform_notification_channel.late', `${projectId}/late`]);
+  it('a channel made by hand with the name of a new resource: 409 with the import that fixes it', { timeout: 120_000 }, async () => {
+    await api('POST', `/projects/${projectId}/notification-channels`, { name: 'by-hand', type: 'email', config: { email_addresses: ['by-hand@example.com'] } }, 201);
+    ws.write('by-hand.tf', channel('by_hand', 'by-hand'));
+    const refused = await ws.tf(['apply', '-auto-approve', '-input=false'], [1]);
+    expect(refused.out).toContain('Error: A notification channel with name "by-hand" already exists in this project');
+    expect(flat(refused.out)).toContain('import it with terraform import <resource address> <project_id>/<name>');
+    expect(await channelNames()).toEqual([...NAMES, 'by-hand', 'late'].sort());
+
+    const imported = await ws.tf(['import', '-input=false', 'dataplatform_notification_channel.by_hand', `${projectId}/by-hand`]);
     expect(imported.out).toContain('Import successful!');
     expect((await ws.plan()).code).toBe(0);
-    expect(await channelNames()).toEqual([...NAMES, 'late'].sort());
+    expect(await channelNames()).toEqual([...NAMES, 'by-hand', 'late'].sort());
   });
 
   it('gives up on endless 429s and 503s with what to do', { timeout: 120_000 }, async () => {
@@ -109,6 +114,6 @@ describe.skipIf(testStore() === 'postgres' || !haveTerraform)('provider under 42
 
     proxy.inject(() => 'forward');
     expect((await ws.plan()).code).toBe(0);
-    expect(await channelNames()).toEqual([...NAMES, 'late'].sort());
+    expect(await channelNames()).toEqual([...NAMES, 'by-hand', 'late'].sort());
   });
 });
