@@ -117,7 +117,7 @@ export async function startController(options: ControllerOptions): Promise<Runni
       leader: { elected: false, identity: elector.identity, election: elector.description },
       started_at: iso(Date.now()),
     },
-    revision: { fetched: null, applied: null, invalid: null, fetch_error: null, last_fetch_at: null },
+    revision: { fetched: null, applied: null, converged: null, invalid: null, fetch_error: null, last_fetch_at: null },
     last_run: null,
     runs: 0,
     resources: [],
@@ -316,6 +316,7 @@ export async function startController(options: ControllerOptions): Promise<Runni
         outcome = { result: status.revision.invalid ? 'invalid' : 'error', errors: status.revision.invalid?.errors ?? [status.revision.fetch_error ?? 'no revision yet'], summary: {} };
       } else {
         outcome = await reconcileRevision(lastGood, signal);
+        if (outcome.result === 'converged' || outcome.result === 'in-sync') status.revision.converged = { id: lastGood.id, summary: lastGood.summary ?? null, at: iso(Date.now()) };
         // The newest commit is invalid: the run applied the last good one, and says so.
         if (status.revision.invalid) outcome = { ...outcome, result: outcome.result === 'converged' || outcome.result === 'in-sync' ? 'invalid' : outcome.result, errors: [...status.revision.invalid.errors, ...outcome.errors] };
       }

@@ -27,6 +27,7 @@ export class ControllerMetrics {
   readonly fetchErrors = new Counter({ name: 'dpctl_controller_fetch_errors_total', help: 'Source fetches that failed', registers: [this.registry] });
   readonly webhooks = new Counter({ name: 'dpctl_controller_webhooks_total', help: 'Webhook calls, by outcome', labelNames: ['outcome'], registers: [this.registry] });
   private readonly revisionInfo = new Gauge({ name: 'dpctl_controller_applied_revision_info', help: 'The revision in force (last one that passed validation)', labelNames: ['revision', 'source'], registers: [this.registry] });
+  private readonly convergedInfo = new Gauge({ name: 'dpctl_controller_converged_revision_info', help: 'The last revision a run fully applied (apply mode) or found in sync (drift mode)', labelNames: ['revision', 'source'], registers: [this.registry] });
   private readonly lastRun = new Gauge({ name: 'dpctl_controller_last_run_timestamp_seconds', help: 'When the last reconcile run finished', registers: [this.registry] });
   private readonly leader = new Gauge({ name: 'dpctl_controller_leader', help: '1 while this replica holds leadership', registers: [this.registry] });
   private readonly suspended = new Gauge({ name: 'dpctl_controller_suspended', help: '1 while reconciling is suspended', registers: [this.registry] });
@@ -58,6 +59,8 @@ export class ControllerMetrics {
     this.driftTotal.set(status.drift.length);
     this.revisionInfo.reset();
     if (status.revision.applied) this.revisionInfo.set({ revision: status.revision.applied.id, source: status.controller.source }, 1);
+    this.convergedInfo.reset();
+    if (status.revision.converged) this.convergedInfo.set({ revision: status.revision.converged.id, source: status.controller.source }, 1);
     if (status.last_run) this.lastRun.set(Date.parse(status.last_run.finished_at) / 1000);
     this.leader.set(status.controller.leader.elected ? 1 : 0);
     this.suspended.set(status.controller.suspended ? 1 : 0);

@@ -42,6 +42,8 @@ export interface ControllerStatus {
     fetched: RevisionInfo | null;
     /** The last revision that passed validation: the one in force. */
     applied: RevisionInfo | null;
+    /** The last revision a run fully applied (apply mode) or found in sync (drift mode). */
+    converged: RevisionInfo | null;
     /** Set while the newest revision fails validation: not applied. */
     invalid: { id: string; summary: string | null; errors: string[] } | null;
     fetch_error: string | null;
@@ -98,6 +100,7 @@ ${dl([
   ['Leader election', `${esc(s.controller.leader.election)}: ${esc(s.controller.leader.identity)}`],
   ['Revision in force', `<span id="revision">${rev(s.revision.applied)}</span>`],
   ['Newest revision', rev(s.revision.fetched)],
+  ['Last converged revision', `<span id="converged-revision">${rev(s.revision.converged)}</span>`],
   ['Last run', run ? `<span id="last-run" class="result-${esc(run.result)}">${esc(run.result)}</span> at ${esc(run.finished_at)} (${esc(run.duration_ms)} ms, ${esc(run.trigger)})` : '<span id="last-run">none yet</span>'],
   ['Resources', [...counts].map(([k, v]) => `${esc(k)}: ${v}`).join(', ') || '0'],
   ['Drift', `<span id="drift-count">${s.drift.length}</span>`],

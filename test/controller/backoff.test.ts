@@ -49,6 +49,9 @@ test('a failing resource backs off exponentially without blocking the rest; it i
   expect(row('hash-emails')).toMatchObject({ state: 'skipped' });
   expect(row('orders-db').state).toBe('applied');
   expect(status.resources.filter((r) => r.state === 'applied').length).toBeGreaterThan(15);
+  // In force, but not fully applied: no revision has converged yet.
+  expect(status.revision.applied).not.toBeNull();
+  expect(status.revision.converged).toBeNull();
 
   // Runs every 300 ms, but the classifications are not tried again for 2 s.
   const tried = creates();
@@ -70,4 +73,5 @@ test('a failing resource backs off exponentially without blocking the rest; it i
   await waitFor('convergence', () => ctl.status().last_run?.result === 'converged', 20_000, () => ctl.status().resources.filter((r) => r.state !== 'in-sync'));
   expect(row('pii-email').state).toBe('applied');
   expect(row('hash-emails').state).toBe('applied');
+  expect(ctl.status().revision.converged?.id).toBe(ctl.status().revision.applied?.id);
 });

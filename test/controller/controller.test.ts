@@ -85,6 +85,7 @@ describe('apply mode, following a git branch', () => {
   test('commit config: it is applied; /readyz turns ready; the status lists every resource', async () => {
     const status = await converged(good);
     expect(status.revision.applied).toMatchObject({ id: good, summary: 'the platform' });
+    expect(status.revision.converged).toMatchObject({ id: good, summary: 'the platform' });
     expect(status.resources).toHaveLength(25);
     expect(status.resources.every((r) => r.state === 'applied' || r.state === 'in-sync')).toBe(true);
     expect((await find(t, 'connectors', 'orders-db')).labels['dpctl.dev/managed-by']).toBe('platform');
@@ -117,6 +118,7 @@ describe('apply mode, following a git branch', () => {
     const bad = repo.commit('broken');
     const status = await waitFor('the invalid revision reported', () => ctl.status().revision.invalid?.id === bad && ctl.status().last_run?.result === 'invalid' && ctl.status());
     expect(status.revision.applied?.id).toBe(good);
+    expect(status.revision.converged?.id).toBe(good);
     expect(status.revision.invalid!.errors[0]).toMatch(/^platform\/analytics\/broken\.yaml:\d+:\d+: /);
     expect(status.last_run!.errors[0]).toBe(status.revision.invalid!.errors[0]);
     const page = await (await http(ctl, '/status', { headers: { accept: 'text/html' } })).text();
@@ -128,6 +130,7 @@ describe('apply mode, following a git branch', () => {
     const metrics = parseMetrics(await (await http(ctl, '/metrics')).text());
     expect(sum(metrics, 'dpctl_controller_invalid_revisions_total')).toBe(1);
     expect(metrics.find((s) => s.name === 'dpctl_controller_applied_revision_info')?.labels).toContain(`revision="${good}"`);
+    expect(metrics.find((s) => s.name === 'dpctl_controller_converged_revision_info')?.labels).toContain(`revision="${good}"`);
 
     // The fix is applied.
     good = repo.remove('platform/analytics/broken.yaml').commit('fix');

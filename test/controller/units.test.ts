@@ -154,7 +154,7 @@ describe('controller building blocks', () => {
     const hostile = '<script>alert("x")</script>';
     const status: ControllerStatus = {
       controller: { mode: 'apply', source: `git ${hostile}`, source_id: hostile, interval_ms: 30_000, prune: false, suspended: false, ready: true, leader: { elected: true, identity: hostile, election: 'none' }, started_at: '2026-01-01T00:00:00.000Z' },
-      revision: { fetched: { id: 'abc', summary: hostile, at: '2026-01-01T00:00:00.000Z' }, applied: { id: 'abc', summary: hostile, at: '2026-01-01T00:00:00.000Z' }, invalid: { id: 'def', summary: null, errors: [`a.yaml:1:1: ${hostile}`] }, fetch_error: null, last_fetch_at: null },
+      revision: { fetched: { id: 'abc', summary: hostile, at: '2026-01-01T00:00:00.000Z' }, applied: { id: 'abc', summary: hostile, at: '2026-01-01T00:00:00.000Z' }, converged: null, invalid: { id: 'def', summary: null, errors: [`a.yaml:1:1: ${hostile}`] }, fetch_error: null, last_fetch_at: null },
       last_run: null,
       runs: 0,
       resources: [{ kind: 'connector', yaml_kind: 'Connector', project: hostile, name: hostile, id: null, action: 'create', state: 'failed', detail: hostile }],
