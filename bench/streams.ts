@@ -50,29 +50,18 @@ async function clients() {
   const firstAt = new Map<string, number>();
   const firstArrival: number[] = [];
   const queued: number[] = [];
-  interface Sub { openedAt: number; got: Set<string>; latencies: number[]; dup: number; ws: WebSocket }
+  interface Sub { openedAt: number; received: [at: number, data: Buffer][]; got: Set<string>; latencies: number[]; dup: number; ws: WebSocket }
   const subs = await Promise.all(
     Array.from(
       { length: Number(arg('count')) },
       () =>
         new Promise<Sub>((resolve, reject) => {
           const ws = new WebSocket(arg('url'), { ca, lookup: localhostLookup } as WebSocket.ClientOptions);
-          const sub: Sub = { openedAt: 0, got: new Set(), latencies: [], dup: 0, ws };
-          ws.on('message', (data) => {
-            const now = Date.now();
-            const m = JSON.parse(String(data));
-            const k = `${m.step_id}:${m.status}`;
-            if (sub.got.has(k)) sub.dup++;
-            sub.got.add(k);
-            const at = Date.parse(m.timestamp);
-            let first = firstAt.get(k);
-            if (first === undefined) firstAt.set(k, (first = now));
-            if (at >= sub.openedAt) {
-              sub.latencies.push(now - at);
-              if (first === now) firstArrival.push(now - at);
-              queued.push(now - first);
-            }
-          });
+          const sub: Sub = { openedAt: 0, received: [], got: new Set(), latencies: [], dup: 0, ws };
+          // Only the receive time is taken here: parsing now would delay the other sockets'
+          // copies of the same update in this process and count the load generator's work as
+          // delivery latency. Messages are decoded when the results are collected.
+          ws.on('message', (data: Buffer) => sub.received.push([Date.now(), data]));
           ws.once('open', () => {
             sub.openedAt = Date.now();
             resolve(sub);
@@ -81,10 +70,32 @@ async function clients() {
         }),
     ),
   );
+  /** Decodes what every subscriber received, in arrival order across the process. */
+  const decode = () => {
+    const all = subs.flatMap((sub) => sub.received.map(([now, data]) => ({ sub, now, m: JSON.parse(String(data)) })));
+    all.sort((a, b) => a.now - b.now);
+    for (const { sub, now, m } of all) {
+      const k = `${m.step_id}:${m.status}`;
+      if (sub.got.has(k)) sub.dup++;
+      sub.got.add(k);
+      const at = Date.parse(m.timestamp);
+      let first = firstAt.get(k);
+      const isFirst = first === undefined;
+      if (first === undefined) firstAt.set(k, (first = now));
+      if (at >= sub.openedAt) {
+        sub.latencies.push(now - at);
+        if (isFirst) firstArrival.push(now - at);
+        queued.push(now - first);
+      }
+    }
+    for (const sub of subs) sub.received = [];
+  };
   process.send!({ subs: [], firstArrival: [], queued: [] } satisfies ClientReport);
   process.on('message', (msg: { type: string; expected?: string[] }) => {
-    if (msg.type === 'collect')
+    if (msg.type === 'collect') {
+      decode();
       process.send!({ subs: subs.map((s) => ({ missing: msg.expected!.filter((k) => !s.got.has(k)).length, dup: s.dup, latencies: s.latencies })), firstArrival, queued } satisfies ClientReport);
+    }
     if (msg.type === 'stop') {
       for (const s of subs) s.ws.terminate();
       process.exit(0);

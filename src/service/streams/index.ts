@@ -7,6 +7,7 @@ import { ApiError, notFound, unauthorized } from '../errors.js';
 import { runtimeOf } from '../runtime/runtime.js';
 import type { RunData, StepResult } from '../runtime/runs.js';
 import { createEventBus, type EventBus, type StreamEvent } from './bus.js';
+import { encodeText, writeText, type EncodedText } from './frames.js';
 
 /**
  * The spec's WebSocket streams (section 4, messages in section 6), documented in the README
@@ -108,14 +109,13 @@ export async function registerStreams(app: FastifyInstance, ctx: ServiceContext)
     for (const c of connections) if (c.tenantId === event.tenantId) c.onEvent(event);
   });
 
-  // One event goes to many sockets: serialised and UTF-8 encoded once.
-  const serialised = new WeakMap<object, Buffer>();
-  const sendOptions = { binary: false, compress: false, fin: true };
+  // One event goes to many sockets: serialised and framed once.
+  const encoded = new WeakMap<object, EncodedText>();
   const send = (c: Connection, msg: object) => {
     if (c.socket.readyState !== c.socket.OPEN) return;
-    let data = serialised.get(msg);
-    if (data === undefined) serialised.set(msg, (data = Buffer.from(JSON.stringify(msg))));
-    c.socket.send(data, sendOptions);
+    let text = encoded.get(msg);
+    if (text === undefined) encoded.set(msg, (text = encodeText(msg)));
+    writeText(c.socket, text);
   };
   const closeWith = (c: Connection, code: number, reason: string) => {
     if (c.socket.readyState === c.socket.OPEN || c.socket.readyState === c.socket.CONNECTING) c.socket.close(code, reason);
