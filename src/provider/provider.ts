@@ -48,6 +48,22 @@ export function providerClientConfig(config: TfObject | null, env: NodeJS.Proces
   return out;
 }
 
+/**
+ * Settings in the provider block that contradict each other. The environment only fills what the
+ * block leaves out, so a conflict between the block and a variable is not one; two credentials in
+ * the block are a mistake Terraform should point at, not one to settle silently.
+ */
+export function providerConfigConflicts(config: TfObject | null): { attribute: string; summary: string; detail: string }[] {
+  const c = config ?? {};
+  const out: { attribute: string; summary: string; detail: string }[] = [];
+  if (present(c.api_key)) {
+    for (const name of ['email', 'password'] as const)
+      if (present(c[name])) out.push({ attribute: name, summary: `give either api_key or email and password, not both`, detail: `The provider block sets api_key and ${name}. Remove api_key to sign in with email and password, or remove ${name} to use the API key.` });
+  }
+  if (c.insecure === true && present(c.ca_file)) out.push({ attribute: 'insecure', summary: 'give either ca_file or insecure = true, not both', detail: 'ca_file makes the provider trust that CA; insecure = true turns certificate checks off. Keep ca_file.' });
+  return out;
+}
+
 type Call = grpc.ServerUnaryCall<any, any>;
 type Callback = grpc.sendUnaryData<any>;
 
@@ -121,7 +137,9 @@ export function providerImplementation(onStop: () => void) {
   return {
     GetMetadata: unary('GetMetadata', () => canned.GetMetadata),
     GetProviderSchema: unary('GetProviderSchema', () => canned.GetProviderSchema),
-    ValidateProviderConfig: unary('ValidateProviderConfig', () => ({ diagnostics: [] })),
+    ValidateProviderConfig: unary('ValidateProviderConfig', (req) => ({
+      diagnostics: providerConfigConflicts(obj(req.config)).map((c) => ({ ...error(c.summary, c.detail), attribute: { steps: [{ attribute_name: c.attribute }] } })),
+    })),
     ValidateResourceConfig: unary('ValidateResourceConfig', (req) => {
       const h = handler(req.type_name);
       const config = obj(req.config);

@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { ClientConfigError, DataPlatformClient } from '../../src/client/index.js';
-import { providerClientConfig, providerImplementation } from '../../src/provider/provider.js';
-import { encodeDynamic, type TfObject } from '../../src/provider/values.js';
+import { providerClientConfig, providerConfigConflicts, providerImplementation } from '../../src/provider/provider.js';
+import { encodeDynamic, UNKNOWN, type TfObject } from '../../src/provider/values.js';
 
 /**
  * The provider block (as Terraform sends it: every attribute present, null when not set) and the
@@ -190,5 +190,23 @@ describe('provider block attributes and DATAPLATFORM_* variables', () => {
         expect((await rpc(providerImplementation(() => undefined), 'ConfigureProvider', { config: encodeDynamic(block()) })).diagnostics).toEqual([]);
       });
     });
+  });
+});
+
+describe('providerConfigConflicts (ValidateProviderConfig)', () => {
+  it('names each attribute that contradicts another one in the block', () => {
+    expect(providerConfigConflicts(block({ api_key: 'dpk_block', email: 'a@example.com', password: 'pw' })).map((c) => c.attribute)).toEqual(['email', 'password']);
+    expect(providerConfigConflicts(block({ ca_file: '/ca.pem', insecure: true })).map((c) => c.attribute)).toEqual(['insecure']);
+  });
+
+  it('leaves alone what the block does not set twice: one credential, blanks, unknowns, insecure = false, the environment', () => {
+    for (const config of [null, block({ api_key: 'dpk_block' }), block({ email: 'a@example.com', password: 'pw' }), block({ api_key: ' ', email: 'a@example.com' }), block({ ca_file: '/ca.pem', insecure: false }), { ...block({ email: 'a@example.com' }), api_key: UNKNOWN } as TfObject])
+      expect(providerConfigConflicts(config), JSON.stringify(config)).toEqual([]);
+  });
+
+  it('never repeats a value in its messages', () => {
+    const text = JSON.stringify(providerConfigConflicts(block({ api_key: 'dpk_secret_value', password: 'secret-password' })));
+    expect(text).not.toContain('dpk_secret_value');
+    expect(text).not.toContain('secret-password');
   });
 });

@@ -78,4 +78,30 @@ describe.skipIf(testStore() === 'postgres' || !haveTerraform)('provider block co
     expect((await ws.plan()).code).toBe(0);
     expect((await client.resources('notification_channel', { projectId }).listAll()).map((c) => c.name).sort()).toEqual(['by_key', 'insecure']);
   });
+
+  it('two credentials, or a CA file with insecure = true, in the block: refused at the attribute by validate and by plan', { timeout: 60_000 }, async () => {
+    ws.write('main.tf', config(`  endpoint = "${endpoint}"
+  api_key  = "dpk_in_the_block"
+  email    = "someone@example.com"
+  ca_file  = "${svc.service.tls.certPath}"
+  insecure = true
+`, ['by_key']));
+    const validate = await ws.tf(['validate'], [1]);
+    expect(validate.out).toContain('Error: give either api_key or email and password, not both');
+    expect(validate.out).toMatch(/on main\.tf line (\d+), in provider "dataplatform":\n\s*\1:\s+email\s+= "someone@example.com"/);
+    expect(validate.out).toContain('Error: give either ca_file or insecure = true, not both');
+    expect(validate.out).toMatch(/on main\.tf line (\d+), in provider "dataplatform":\n\s*\1:\s+insecure = true/);
+    expect(validate.out).not.toContain('dpk_in_the_block');
+
+    // The key from a variable is unknown to validate but known to plan, which refuses it there.
+    ws.write('main.tf', config(`  endpoint = "${endpoint}"
+  api_key  = var.api_key
+  password = "a-password"
+  ca_file  = "${svc.service.tls.certPath}"
+`, ['by_key']));
+    const plan = await ws.tf(['plan', '-input=false'], [1]);
+    expect(plan.out).toContain('Error: give either api_key or email and password, not both');
+    expect(flat(plan.out)).toContain('The provider block sets api_key and password.');
+    expect(plan.out).not.toContain(key.key);
+  });
 });
