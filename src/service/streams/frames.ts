@@ -8,7 +8,8 @@ import type { WebSocket } from 'ws';
  * ws's own `send()` frames every copy again and writes header and payload as two writes under
  * cork/uncork. Fanning one update out to 500 subscribers made enough of that short-lived garbage
  * survive into V8's old generation that incremental marking ran during the fan-outs and doubled
- * the delivery tail (`npm run bench:streams`: p99 43-65 ms before, 30-40 ms after).
+ * the delivery tail (`npm run bench:streams`: p99 over 50 ms in about half the runs before, up to
+ * 65 ms; 30-45 ms in eleven of eleven after).
  */
 const { Sender } = createRequire(import.meta.url)('ws') as { Sender: { frame(data: Buffer, options: object): Buffer[] } };
 
