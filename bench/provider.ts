@@ -129,9 +129,11 @@ function startupOnce(clientCert: string): Promise<number> {
  * as Terraform makes it (our client certificate, the provider's from the handshake line), and
  * the provider's handlers loaded (they load after the handshake).
  */
+let Provider: any;
+
 function startupToSchemaOnce(client: { certPem: string; keyPem: string }): Promise<number> {
-  // Terraform's client is compiled in; ours is made before the clock starts.
-  const Provider = (grpc.loadPackageDefinition(loadDefinitions()) as any).tfplugin6.Provider;
+  // Terraform's client is compiled in; ours is made once, before any clock starts.
+  Provider ??= (grpc.loadPackageDefinition(loadDefinitions()) as any).tfplugin6.Provider;
   return new Promise((resolve, reject) => {
     const t0 = performance.now();
     const child = spawn(process.execPath, [PROVIDER_ENTRY], { env: { PATH: process.env.PATH, TF_PLUGIN_MAGIC_COOKIE: 'd602bf8f470bc67ca7faa0386276bbdd4330efaf76d1a219cb4d6991ca9872b2', PLUGIN_CLIENT_CERT: client.certPem }, stdio: ['ignore', 'pipe', 'inherit'] });

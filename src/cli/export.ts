@@ -1,7 +1,7 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { Command } from 'commander';
-import { engineOptions, guarded, makeClient, withCommon, withConnection, type CommonOpts } from './plan.js';
+import { engineOptions, guarded, makeClient, parseConcurrency, withCommon, withConnection, type CommonOpts } from './plan.js';
 
 interface ExportOpts extends Pick<CommonOpts, 'url' | 'apiKey' | 'caFile' | 'insecure'> {
   project: string[];
@@ -23,8 +23,7 @@ export function exportCommand(): Command {
       guarded(async () => {
         if (!opts.allProjects && !opts.project.length) throw new Error('say which projects: --project <name> (repeatable) or --all-projects');
         if (opts.allProjects && opts.project.length) throw new Error('--project and --all-projects exclude each other');
-        const concurrency = Number(opts.concurrency);
-        if (!Number.isInteger(concurrency) || concurrency < 1 || concurrency > 64) throw new Error(`--concurrency must be an integer from 1 to 64, got ${opts.concurrency}`);
+        const concurrency = parseConcurrency(opts.concurrency);
         const { exportResources, renderDocuments } = await import('../engine/index.js');
         const client = await makeClient(opts);
         try {

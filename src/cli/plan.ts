@@ -51,10 +51,16 @@ export async function makeClient(opts: Pick<CommonOpts, 'url' | 'apiKey' | 'caFi
   return new DataPlatformClient(clientConfigFromEnv({ ...process.env, ...(opts.url ? { DATAPLATFORM_URL: opts.url } : {}) }, overrides));
 }
 
+/** `--concurrency` as a number: an integer from 1 to 64. */
+export function parseConcurrency(value: string): number {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 1 || n > 64) throw new Error(`--concurrency must be an integer from 1 to 64, got ${value}`);
+  return n;
+}
+
 export async function engineOptions(path: string, opts: CommonOpts): Promise<EngineOptions> {
   const { defaultSourceId } = await loadEngine();
-  const concurrency = Number(opts.concurrency);
-  if (!Number.isInteger(concurrency) || concurrency < 1 || concurrency > 64) throw new Error(`--concurrency must be an integer from 1 to 64, got ${opts.concurrency}`);
+  const concurrency = parseConcurrency(opts.concurrency);
   return {
     sourceId: opts.sourceId ?? defaultSourceId(path),
     concurrency,

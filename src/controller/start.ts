@@ -2,7 +2,7 @@ import { existsSync, mkdirSync, readFileSync, statSync } from 'node:fs';
 import { basename, join, resolve } from 'node:path';
 import type { Logger } from 'pino';
 import { FileTokenStore, type ClientConfig } from '../client/index.js';
-import { makeClient, type CommonOpts } from '../cli/plan.js';
+import { makeClient, parseConcurrency, type CommonOpts } from '../cli/plan.js';
 import { startController } from './controller.js';
 import { parseDuration } from './duration.js';
 import { createElector, type ElectorOptions } from './leader/index.js';
@@ -83,8 +83,7 @@ function podNamespace(): string {
 
 export async function startFromOptions(opts: ControllerOpts, log: Logger) {
   const intervalMs = parseDuration(opts.interval, '--interval');
-  const concurrency = Number(opts.concurrency);
-  if (!Number.isInteger(concurrency) || concurrency < 1 || concurrency > 64) throw new Error(`--concurrency must be an integer from 1 to 64, got ${opts.concurrency}`);
+  const concurrency = parseConcurrency(opts.concurrency);
   const leaseSeconds = Number(opts.leaseSeconds);
   if (!Number.isInteger(leaseSeconds) || leaseSeconds < 1) throw new Error(`--lease-seconds must be a whole number of seconds >= 1, got ${opts.leaseSeconds}`);
   const listen = parseListen(opts.listen);

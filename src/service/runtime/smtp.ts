@@ -1,4 +1,5 @@
-import nodemailer from 'nodemailer';
+import nodemailer, { type Transporter } from 'nodemailer';
+import type SMTPTransport from 'nodemailer/lib/smtp-transport/index.js';
 import pRetry, { AbortError } from 'p-retry';
 import { outboundCas } from '../outbound.js';
 import { REQUEST_TIMEOUT_MS, retryOptions, type DeliveryResult } from './delivery-policy.js';
@@ -35,15 +36,24 @@ class MailFailure extends Error {
   }
 }
 
-function transport(rt: Runtime) {
+// One transport per service (it reads the CA file once); without `pool` it opens a connection
+// per mail and holds none between them, so it never needs closing.
+type SmtpTransporter = Transporter<SMTPTransport.SentMessageInfo>;
+const transports = new WeakMap<Runtime['ctx'], SmtpTransporter>();
+
+function transport(rt: Runtime): SmtpTransporter {
+  let smtp = transports.get(rt.ctx);
+  if (smtp) return smtp;
   const ca = outboundCas({ caFile: rt.ctx.options.outboundCaFile });
-  return nodemailer.createTransport({
+  smtp = nodemailer.createTransport({
     url: rt.ctx.options.smtpUrl,
     connectionTimeout: REQUEST_TIMEOUT_MS,
     greetingTimeout: REQUEST_TIMEOUT_MS,
     socketTimeout: REQUEST_TIMEOUT_MS,
     ...(ca ? { tls: { ca } } : {}),
   });
+  transports.set(rt.ctx, smtp);
+  return smtp;
 }
 
 /** Sends one mail through the configured SMTP server; throws MailFailure (with attempts) after the last attempt. */
@@ -73,7 +83,5 @@ export async function sendMail(rt: Runtime, mail: Mail): Promise<DeliveryResult>
   } catch (err) {
     const failure = err instanceof MailFailure ? err : new MailFailure((err as Error).message);
     throw Object.assign(failure, { attempts });
-  } finally {
-    smtp.close();
   }
 }
