@@ -15,9 +15,16 @@ interface ExtraCas {
   caPems?: (string | undefined)[];
 }
 
+/** `--outbound-ca-file` is read once, like the agents built from it are kept: not on every delivery. */
+const caFiles = new Map<string, string>();
+
 function extraPems(options: ExtraCas): string[] {
   const pems = (options.caPems ?? []).filter((pem): pem is string => !!pem);
-  if (options.caFile) pems.push(readFileSync(options.caFile, 'utf8'));
+  if (options.caFile) {
+    let pem = caFiles.get(options.caFile);
+    if (pem === undefined) caFiles.set(options.caFile, (pem = readFileSync(options.caFile, 'utf8')));
+    pems.push(pem);
+  }
   return pems;
 }
 
