@@ -13,7 +13,7 @@ export interface CommonOpts {
   caFile?: string;
   insecure?: boolean;
   sourceId?: string;
-  output: 'text' | 'json';
+  output: 'text' | 'json' | 'markdown';
   concurrency: string;
   allowUndeclaredProjects: boolean;
   adopt: boolean;
@@ -31,10 +31,11 @@ export function withConnection(cmd: Command): Command {
     .option('--insecure', 'skip TLS certificate verification (DATAPLATFORM_INSECURE=1)');
 }
 
-export function withCommon(cmd: Command): Command {
+/** `outputs`: the --output choices of the command (markdown only where a report fits a PR comment). */
+export function withCommon(cmd: Command, outputs: CommonOpts['output'][] = ['text', 'json']): Command {
   return withConnection(cmd.argument('<path>', 'YAML file or directory (read recursively)'))
     .option('--source-id <id>', 'ownership label value (default: the config directory name)')
-    .addOption(new Option('--output <format>', 'output format').choices(['text', 'json']).default('text'))
+    .addOption(new Option('--output <format>', 'output format').choices(outputs).default('text'))
     .option('--concurrency <n>', 'parallel API calls', '4')
     .option('--allow-undeclared-projects', 'metadata.project may name a project that exists on the server without a Project document', false)
     .option('--adopt', 'take ownership of existing resources the config declares that dpctl did not create', false)
@@ -85,18 +86,34 @@ export async function guarded(fn: () => Promise<number>): Promise<void> {
 
 const print = (s: string) => process.stdout.write(s);
 
+/**
+ * With --output markdown, an invalid config is also printed as markdown on stdout (and still on
+ * stderr, exit 1): CI posts stdout as the PR comment, and that is the failure a PR's author must
+ * see there. Other failures (credentials, network) are the pipeline's, and stay in its log.
+ */
+async function markdownOnConfigError<T>(command: 'plan' | 'drift', output: CommonOpts['output'], fn: () => Promise<T>): Promise<T> {
+  try {
+    return await fn();
+  } catch (err) {
+    const { EngineConfigError, renderConfigErrorsMarkdown } = await loadEngine();
+    if (output === 'markdown' && err instanceof EngineConfigError) print(renderConfigErrorsMarkdown(command, err.errors));
+    throw err;
+  }
+}
+
 /** `dpctl plan <path>`: 0 in sync, 2 changes, 1 error. */
 export function planCommand(): Command {
-  return withCommon(new Command('plan').description('Show what apply would change (observes with list calls; changes nothing)'))
+  return withCommon(new Command('plan').description('Show what apply would change (observes with list calls; changes nothing)'), ['text', 'json', 'markdown'])
     .option('--prune', 'also plan deleting managed resources that left the config', false)
     .option('--allow-mass-delete', 'allow pruning more than max(5, 20%) of the managed resources', false)
     .action((path: string, opts: CommonOpts) =>
       guarded(async () => {
-        const { preparePlan, planJson, renderPlan, hasChanges } = await loadEngine();
+        const { preparePlan, planJson, renderPlan, renderPlanMarkdown, hasChanges } = await loadEngine();
         const client = await makeClient(opts);
         try {
-          const { plan } = await preparePlan(client, [path], await engineOptions(path, opts));
-          print(opts.output === 'json' ? `${JSON.stringify(planJson(plan), null, 2)}\n` : renderPlan(plan, { colour: !!process.stdout.isTTY }));
+          const { plan } = await markdownOnConfigError('plan', opts.output, async () => preparePlan(client, [path], await engineOptions(path, opts)));
+          if (opts.output === 'json') print(`${JSON.stringify(planJson(plan), null, 2)}\n`);
+          else print(opts.output === 'markdown' ? renderPlanMarkdown(plan) : renderPlan(plan, { colour: !!process.stdout.isTTY }));
           return plan.errors.length ? 1 : hasChanges(plan) ? 2 : 0;
         } finally {
           await client.close();
@@ -156,16 +173,18 @@ function progressPrinter(total: number): { line: (text: string) => void; end: ()
 
 /** `dpctl drift <path>`: 0 none, 2 drift, 1 error. */
 export function driftCommand(): Command {
-  return withCommon(new Command('drift').description('Report resources changed or deleted by hand, and unmanaged extras, in the config\'s projects'))
+  return withCommon(new Command('drift').description('Report resources changed or deleted by hand, and unmanaged extras, in the config\'s projects'), ['text', 'json', 'markdown'])
     .action((path: string, opts: CommonOpts) =>
       guarded(async () => {
-        const { detectDrift, driftJson, renderDrift } = await loadEngine();
+        const { detectDrift, driftJson, renderDrift, renderDriftMarkdown } = await loadEngine();
         const client = await makeClient(opts);
         try {
           const engine = await engineOptions(path, opts);
-          const { plan, drift } = await detectDrift(client, [path], engine);
-          print(opts.output === 'json' ? `${JSON.stringify(driftJson(plan.sourceId, drift, plan.errors), null, 2)}\n` : renderDrift(drift));
-          for (const e of opts.output === 'json' ? [] : plan.errors) process.stderr.write(`error: ${e}\n`);
+          const { plan, drift } = await markdownOnConfigError('drift', opts.output, () => detectDrift(client, [path], engine));
+          if (opts.output === 'json') print(`${JSON.stringify(driftJson(plan.sourceId, drift, plan.errors), null, 2)}\n`);
+          else print(opts.output === 'markdown' ? renderDriftMarkdown(plan.sourceId, drift, plan.errors) : renderDrift(drift));
+          // JSON and markdown carry the errors themselves.
+          for (const e of opts.output === 'text' ? plan.errors : []) process.stderr.write(`error: ${e}\n`);
           return plan.errors.length ? 1 : drift.length ? 2 : 0;
         } finally {
           await client.close();
