@@ -1,7 +1,31 @@
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
 import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import type { ServiceContext } from './context.js';
+import { tenantSlugFromHost } from './tenants.js';
+import { DOCS_CSS, DOCS_SCRIPT, PRODUCT_MARK_SVG } from './docs/assets.js';
+
+const TITLE = 'Data Platform Management API';
+const DOCS_PREFIX = '/api/docs';
+
+/** What a reader needs before the first call; Swagger UI renders it (Markdown) under the title. */
+const INTRO =
+  'Configure this tenant of the data platform: projects, connectors, infrastructure, dbt projects, pipelines and their runs, ' +
+  'alerting, governance and users. All paths below are relative to `/api/v1` on this host.\n\n' +
+  'Every operation except signing in needs an `Authorization: Bearer <token>` header. The token is either an access token from ' +
+  '`POST /api/v1/auth/login` with your email and password (the sign-in form at the top of the interactive reference, `/api/docs`, does that for you), or a ' +
+  'project API key (`dpk_...`, created by an admin with `POST /projects/{id}/api-keys`); **Authorize** takes either one pasted.\n\n' +
+  'The machine-readable description is the [OpenAPI document](' + DOCS_PREFIX + '/openapi.json).';
+
+/**
+ * Swagger UI calls this in the browser: @fastify/swagger-ui copies the function's source into its
+ * initializer script, where `ui` is the Swagger UI instance. It must stay self-contained (no
+ * imports, no constants from this module); the event name is UI_READY_EVENT of docs/assets.ts.
+ */
+declare const ui: unknown;
+function announceSwaggerUi() {
+  document.dispatchEvent(new CustomEvent('dataplatform:swagger-ui-ready', { detail: ui }));
+}
 
 /**
  * OpenAPI 3.1 generated from the route schemas (which come from schemas/), and the
@@ -16,9 +40,11 @@ export async function registerDocs(app: FastifyInstance, ctx: ServiceContext) {
     openapi: {
       openapi: '3.1.0',
       info: {
-        title: 'Data Platform Management API',
+        title: TITLE,
         version: 'v1',
         description:
+          INTRO +
+          '\n\n### About this implementation\n\n' +
           'Reference implementation. Operations marked `x-extension: true` are our documented additions to the spec; ' +
           'start the service with `--strict-spec` to serve only the documented surface. ' +
           'WebSocket streams (not listed as operations): `wss://<tenant host>/api/v1/ws/pipelines/{pipelineId}/runs/{runId}` sends ' +
@@ -50,10 +76,43 @@ export async function registerDocs(app: FastifyInstance, ctx: ServiceContext) {
     refResolver: { buildLocalReference: (json, _baseUri, _fragment, i) => (typeof json.$id === 'string' ? json.$id : `def-${i}`) },
   });
   await app.register(swaggerUi, {
-    routePrefix: '/api/docs',
-    uiConfig: { persistAuthorization: true, tryItOutEnabled: true, displayOperationId: false },
+    routePrefix: DOCS_PREFIX,
+    uiConfig: {
+      persistAuthorization: true,
+      tryItOutEnabled: true,
+      displayOperationId: false,
+      // BaseLayout is StandaloneLayout without its top bar (the Fastify logo and the "Explore" URL box).
+      layout: 'BaseLayout',
+      onComplete: announceSwaggerUi,
+    },
+    // Only shown in StandaloneLayout's top bar; given anyway so the initializer does not carry Fastify's logo.
+    logo: { type: 'image/svg+xml', content: PRODUCT_MARK_SVG },
+    theme: {
+      title: TITLE,
+      favicon: [{ filename: 'favicon.svg', rel: 'icon', type: 'image/svg+xml', sizes: 'any', content: PRODUCT_MARK_SVG }],
+      css: [{ filename: 'dataplatform.css', content: DOCS_CSS }],
+      js: [{ filename: 'dataplatform-login.js', content: DOCS_SCRIPT }],
+    },
+    uiHooks: { preHandler: async (req: FastifyRequest) => resolveDocsTenant(req, ctx) },
+    // The page's document (not /openapi.json, which stays the same on every host) names the tenant.
+    transformSpecification: (spec, req) => withTenantTitle(spec, req),
     staticCSP: false,
   });
-  app.get('/api/docs/openapi.json', { schema: { hide: true } }, async () => app.swagger());
-  void ctx;
+  app.get(`${DOCS_PREFIX}/openapi.json`, { schema: { hide: true } }, async () => app.swagger());
+}
+
+/**
+ * The docs routes skip the tenant lookup of every other route (they are served on any host),
+ * so the document the page loads finds its tenant here, only to put the name in the title.
+ */
+async function resolveDocsTenant(req: FastifyRequest, ctx: ServiceContext) {
+  if (!/\/(json|yaml)$/.test(req.routeOptions.url ?? '')) return;
+  const slug = tenantSlugFromHost(req.headers.host, ctx.options.baseDomain);
+  req.tenant = slug ? await ctx.tenants.bySlug(slug) : undefined;
+}
+
+/** Gets a deep clone (transformSpecificationClone defaults to true), so it may be changed. */
+function withTenantTitle(spec: Readonly<Record<string, any>>, req: FastifyRequest): Record<string, any> {
+  if (req.tenant) spec.info.title = `${TITLE} \u2014 ${req.tenant.name}`;
+  return spec;
 }
