@@ -207,7 +207,7 @@ async function main() {
       DATAPLATFORM_CA_FILE: service.tls.certPath,
     };
     const mirror = join(work, 'mirror');
-    installProvider({ dir: mirror });
+    await installProvider({ dir: mirror });
     writeFileSync(env.TF_CLI_CONFIG_FILE!, `provider_installation {\n  filesystem_mirror {\n    path    = "${mirror}"\n    include = ["${PROVIDER_HOST}/${PROVIDER_SOURCE}"]\n  }\n  direct {\n    exclude = ["${PROVIDER_HOST}/${PROVIDER_SOURCE}"]\n  }\n}\n`);
     const tfDir = join(work, 'tf');
     mkdirSync(tfDir);

@@ -1,17 +1,54 @@
-// Bundles the Terraform provider plugin into dist/provider/provider.mjs (what the installed
-// launcher runs). Split into chunks so a start-up compiles only what it runs before the
-// handshake (gRPC and the protocol); the provider itself (client, kinds, validation) is a
-// chunk loaded right after, while Terraform connects.
-import { readdirSync, rmSync } from 'node:fs';
+// Bundles the Terraform provider plugin into dist/provider/provider.mjs (and its chunks): the
+// files of the provider release (src/provider/release.ts zips them with a launcher). The bundle
+// is self-contained: the kind files and the encoded schema answers are inlined, so it reads
+// nothing from schemas/, dist/ or node_modules and runs wherever it is copied.
+// Split into chunks so a start-up compiles only what it runs before the handshake (gRPC and the
+// protocol); the provider itself (client, kinds, validation) is a chunk loaded right after,
+// while Terraform connects.
+import { readdirSync, readFileSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
 import { build } from 'esbuild';
 
-// Chunks sit beside the entry (src/kinds finds schemas/ two directories up from its file);
-// those of earlier builds go first.
+// 1. The schema answers, encoded once (see src/provider/static-responses.ts), from the compiled
+//    sources `tsc` wrote just before.
+const { staticResponses } = await import('../dist/provider/provider.js');
+const { loadDefinitions } = await import('../dist/provider/proto.js');
+const { STATIC_METHODS, STATIC_RESPONSES_PATH, writeStaticResponses } = await import('../dist/provider/static-responses.js');
+const { kindSchemaFiles } = await import('../dist/kinds/schema-files.js');
+const service = loadDefinitions()['tfplugin6.Provider'];
+const answers = staticResponses();
+writeStaticResponses(Object.fromEntries(STATIC_METHODS.map((m) => [m, service[m].responseSerialize(answers[m])])));
+
+// 2. Modules replaced in the bundle by their inlined data (same exports as the originals).
+const inlined = {
+  'schema-files.ts': [
+    `export const SCHEMAS_DIR = '(inlined in the provider bundle)';`,
+    `const FILES = ${JSON.stringify(kindSchemaFiles())};`,
+    'export function kindSchemaFiles() { return FILES; }',
+    'export function parseKindSchemaFile(text) { return JSON.parse(text); }',
+  ].join('\n'),
+  'static-responses.ts': [
+    `export const STATIC_METHODS = ${JSON.stringify(STATIC_METHODS)};`,
+    `const FILE = ${readFileSync(STATIC_RESPONSES_PATH, 'utf8').trim()};`,
+    'export function readStaticResponses() {',
+    '  return { responses: new Map(STATIC_METHODS.map((m) => [m, Buffer.from(FILE.responses[m], "base64")])) };',
+    '}',
+  ].join('\n'),
+};
+const inlineData = {
+  name: 'inline-data',
+  setup(b) {
+    const filter = /[\\/]src[\\/](kinds[\\/]schema-files|provider[\\/]static-responses)\.ts$/;
+    b.onLoad({ filter }, (args) => ({ contents: inlined[args.path.split(/[\\/]/).pop()], loader: 'js' }));
+  },
+};
+
+// 3. The bundle. Chunks of earlier builds go first.
 const CHUNK_PREFIX = 'provider.';
 for (const file of readdirSync('dist/provider', { withFileTypes: true })) {
-  if (file.name.startsWith(CHUNK_PREFIX) && file.name.endsWith('.mjs')) rmSync(`dist/provider/${file.name}`);
+  if (file.name.startsWith(CHUNK_PREFIX) && file.name.endsWith('.mjs')) rmSync(join('dist/provider', file.name));
 }
-await build({
+const result = await build({
   entryPoints: { provider: 'src/provider/main.ts' },
   bundle: true,
   splitting: true,
@@ -22,18 +59,11 @@ await build({
   chunkNames: `${CHUNK_PREFIX}[name]-[hash]`,
   outExtension: { '.js': '.mjs' },
   logLevel: 'warning',
-  metafile: process.argv.includes('--metafile'),
+  metafile: true,
+  plugins: [inlineData],
   // CommonJS dependencies call require(); ESM output has none, so each file gets one.
   banner: { js: "import { createRequire as __dpCreateRequire } from 'node:module'; const require = __dpCreateRequire(import.meta.url);" },
-}).then((result) => {
-  if (result.metafile) for (const [file, out] of Object.entries(result.metafile.outputs)) console.log(`${(out.bytes / 1024).toFixed(0).padStart(6)} KB  ${file}`);
 });
-
-// The schema answers, encoded once (see src/provider/static-responses.ts), from the compiled
-// sources `tsc` wrote just before.
-const { staticResponses } = await import('../dist/provider/provider.js');
-const { loadDefinitions } = await import('../dist/provider/proto.js');
-const { STATIC_METHODS, writeStaticResponses } = await import('../dist/provider/static-responses.js');
-const service = loadDefinitions()['tfplugin6.Provider'];
-const answers = staticResponses();
-writeStaticResponses(Object.fromEntries(STATIC_METHODS.map((m) => [m, service[m].responseSerialize(answers[m])])));
+if (process.argv.includes('--metafile')) {
+  for (const [file, out] of Object.entries(result.metafile.outputs)) console.log(`${(out.bytes / 1024).toFixed(0).padStart(6)} KB  ${file}`);
+}

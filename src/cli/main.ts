@@ -4,13 +4,16 @@ import { validateCommand } from './validate.js';
 import { applyCommand, driftCommand, planCommand } from './plan.js';
 import { adoptCommand, exportCommand } from './export.js';
 import { providerCommand } from './provider.js';
+import { initCommand } from './init.js';
 import { controllerCommand } from '../controller/cli.js';
+import { PACKAGE_VERSION } from '../version.js';
 
 const program = new Command('dpctl')
   .description('Manage a data platform as code: the reference service, plans and applies, the controller, the Terraform provider')
-  .version('0.1.0')
+  .version(PACKAGE_VERSION)
   .addCommand(serveCommand())
   .addCommand(tenantCommand())
+  .addCommand(initCommand())
   .addCommand(validateCommand())
   .addCommand(planCommand())
   .addCommand(applyCommand())

@@ -1,22 +1,16 @@
-import { readdirSync, readFileSync } from 'node:fs';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { describeKind, type KindDescriptor } from './descriptor.js';
-import type { KindSchemaFile } from './schema-types.js';
+import { kindSchemaFiles, parseKindSchemaFile } from './schema-files.js';
 
 export type { KindDescriptor, Reference } from './descriptor.js';
 export type { JsonSchema, Operation, PermissionLevel } from './schema-types.js';
 export * from './walk.js';
 
-/** schemas/ sits at the package root, two levels above both src/kinds and dist/kinds. */
-export const SCHEMAS_DIR = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'schemas');
+export { SCHEMAS_DIR } from './schema-files.js';
 
 function loadKinds(): Map<string, KindDescriptor> {
-  const dir = join(SCHEMAS_DIR, 'kinds');
   const kinds = new Map<string, KindDescriptor>();
-  for (const file of readdirSync(dir).filter((f) => f.endsWith('.schema.json')).sort()) {
-    const parsed = JSON.parse(readFileSync(join(dir, file), 'utf8')) as KindSchemaFile;
-    const descriptor = describeKind(parsed);
+  for (const { text } of kindSchemaFiles()) {
+    const descriptor = describeKind(parseKindSchemaFile(text));
     kinds.set(descriptor.kind, descriptor);
   }
   return kinds;

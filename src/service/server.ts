@@ -20,6 +20,7 @@ import { loadOrCreateTls, type TlsMaterial } from './tls.js';
 import { createPlainHttpGuard } from './plain-http-guard.js';
 import { DEFAULT_OPTIONS, type ServiceContext, type ServiceOptions } from './context.js';
 import { registerDocs } from './docs.js';
+import { registerProviderMirror } from './provider-mirror.js';
 import { registerRoutes } from './routes/index.js';
 import { registerStreams } from './streams/index.js';
 
@@ -190,6 +191,7 @@ export async function startService(partial: Partial<ServiceOptions> & { dataDir:
   });
 
   await registerDocs(app, ctx);
+  registerProviderMirror(app);
   await registerRoutes(app, ctx);
   const streams = await registerStreams(app, ctx);
   await app.ready();

@@ -60,7 +60,7 @@ export class TerraformWorkspace {
     const root = mkdtempSync(join(tmpdir(), 'dp-tf-'));
     mkdirSync(join(root, 'work'));
     const mirror = join(root, 'mirror');
-    installProvider({ dir: mirror });
+    await installProvider({ dir: mirror });
     const cliConfig = writeCliConfig(join(root, 'cli.tfrc'), mirror);
     const env: NodeJS.ProcessEnv = {
       PATH: process.env.PATH,

@@ -1,0 +1,65 @@
+import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { basename, dirname, join, resolve } from 'node:path';
+import { PACKAGE_VERSION } from '../../version.js';
+import { packageFields, scaffold, type InitFormat, type ScaffoldOptions } from './templates.js';
+
+/** What installing the package leaves in a directory; `dpctl init` still counts it as empty. */
+const LEFT_BY_INSTALL = new Set(['.git', 'node_modules', 'package.json', 'package-lock.json']);
+const PACKAGE_NAME = 'dataplatform-as-code';
+
+export interface InitOptions {
+  format: InitFormat;
+  force: boolean;
+  /** The version spec of this package in the new package.json (default ^<version>, or what package.json already has). */
+  packageSpec?: string;
+}
+
+export interface InitResult {
+  dir: string;
+  written: string[];
+  overwritten: string[];
+}
+
+/**
+ * Writes a configuration repository into `dir`. A directory holding anything but what `git init`
+ * and `npm install` leave is refused unless `force`, naming the files that would be overwritten;
+ * an existing package.json is merged (its dependency spec for this package is kept), never
+ * replaced.
+ */
+export function initRepository(target: string, options: InitOptions): InitResult {
+  const dir = resolve(target);
+  const pkgPath = join(dir, 'package.json');
+  const existingPkg = existsSync(pkgPath) ? (JSON.parse(readFileSync(pkgPath, 'utf8')) as Record<string, any>) : undefined;
+  const o: ScaffoldOptions = {
+    format: options.format,
+    packageName: PACKAGE_NAME,
+    packageSpec: options.packageSpec ?? existingPkg?.dependencies?.[PACKAGE_NAME] ?? `^${PACKAGE_VERSION}`,
+    providerVersion: PACKAGE_VERSION,
+    repoName: existingPkg?.name ?? (basename(dir).replace(/[^a-z0-9._-]/gi, '-').toLowerCase() || 'platform-config'),
+  };
+  const files = scaffold(o);
+  const overwritten = [...files.keys()].filter((p) => existsSync(join(dir, p)));
+  const others = existsSync(dir) ? readdirSync(dir).filter((f) => !LEFT_BY_INSTALL.has(f)) : [];
+  if (others.length > 0 && !options.force) {
+    const what = overwritten.length ? `it would overwrite ${overwritten.join(', ')}` : `it holds ${others.slice(0, 5).join(', ')}${others.length > 5 ? ', ...' : ''}`;
+    throw new Error(`${dir} is not empty (${what}); use --force to write there anyway`);
+  }
+  for (const [path, content] of files) {
+    mkdirSync(dirname(join(dir, path)), { recursive: true });
+    writeFileSync(join(dir, path), content);
+  }
+  writeFileSync(pkgPath, `${JSON.stringify(mergePackage(existingPkg, o), null, 2)}\n`);
+  return { dir, written: [...files.keys(), 'package.json'].sort(), overwritten };
+}
+
+function mergePackage(existing: Record<string, any> | undefined, o: ScaffoldOptions): Record<string, unknown> {
+  const fields = packageFields(o);
+  const pkg = existing ?? { name: o.repoName, version: '0.0.0', private: true };
+  return {
+    ...pkg,
+    type: 'module',
+    scripts: { ...fields.scripts, ...(pkg.scripts ?? {}) },
+    dependencies: { ...fields.dependencies, ...(pkg.dependencies ?? {}) },
+    ...(Object.keys(fields.devDependencies).length ? { devDependencies: { ...fields.devDependencies, ...(pkg.devDependencies ?? {}) } } : {}),
+  };
+}
