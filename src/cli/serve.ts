@@ -3,6 +3,8 @@ import { join } from 'node:path';
 import { DEFAULT_OPTIONS } from '../service/context.js';
 import { checkSmtpUrl, redactedSmtpUrl } from '../service/smtp-url.js';
 import { readStdin } from './stdin.js';
+import type { RunningService } from '../service/server.js';
+import type { startDemoController } from './demo-controller.js';
 
 const int = (name: string) => (value: string) => {
   const n = Number(value);
@@ -15,6 +17,69 @@ const positive = (name: string) => (value: string) => {
   if (!Number.isFinite(n) || n <= 0) throw new Error(`${name} must be a number above 0, got "${value}"`);
   return n;
 };
+
+/**
+ * Longest a stop may take before the process exits anyway: the service drains in-flight requests
+ * for up to 10 s, the demo controller first finishes the changes it has in flight. A stop that
+ * hangs past this must still free the port.
+ */
+const STOP_DEADLINE_MS = 20_000;
+
+/**
+ * Runs `close` once on SIGTERM, SIGINT or (under a package-manager script) the death of the
+ * parent, then exits: 0 when everything closed, 1 when closing failed or outlived the deadline.
+ * Repeated signals are ignored rather than forcing an exit: when the script's shell execs node
+ * (bash, or a shell that does), one Ctrl-C arrives twice, from the terminal and forwarded by npm,
+ * and the second must not cut the clean close short. The deadline bounds the wait instead.
+ */
+function stopOnSignals(close: () => Promise<void>): void {
+  let stopping = false;
+  const stop = (why: string) => {
+    if (stopping) return;
+    stopping = true;
+    process.stderr.write(`${why}: draining in-flight requests and closing the store\n`);
+    setTimeout(() => {
+      process.stderr.write(`Not stopped after ${STOP_DEADLINE_MS / 1000} s: exiting without closing cleanly\n`);
+      process.exit(1);
+    }, STOP_DEADLINE_MS).unref();
+    close().then(
+      () => process.exit(0),
+      (err: Error) => {
+        process.stderr.write(`Stopping failed: ${err.message}\n`);
+        process.exit(1);
+      },
+    );
+  };
+  process.on('SIGTERM', () => stop('SIGTERM'));
+  process.on('SIGINT', () => stop('SIGINT'));
+  watchParent(() => stop('Parent process (the npm script) exited'));
+}
+
+/**
+ * Stops the service when the process between it and npm goes away. npm runs a script as
+ * `sh -c '<script>'` and, on SIGTERM or SIGINT, forwards the signal to that shell only. dash
+ * (Debian's and Ubuntu's sh) keeps itself as node's parent and does not pass signals on, so a
+ * `kill <npm pid>` (a process manager, an IDE's stop button, a CI step) killed the shell, npm
+ * exited, and this process lived on re-parented to init, holding the port and the SQLite file.
+ * (Ctrl-C is not affected: the terminal signals the whole foreground group, node included.)
+ * The parent's death is the one notice that reaches us whatever the shell does: stdin is the
+ * terminal (it never ends), npm opens no IPC channel and Node has no PR_SET_PDEATHSIG, so the
+ * parent pid is polled (process.ppid is a getppid() per read; it changes to init or a subreaper
+ * when the parent dies). Only under a package-manager script (npm_lifecycle_event; yarn and
+ * pnpm set it too): a `dpctl serve` started with nohup or `&` from a shell that then exits is
+ * meant to outlive that shell.
+ */
+function watchParent(onExit: () => void): void {
+  const parent = process.ppid;
+  if (!process.env.npm_lifecycle_event || parent <= 1) return;
+  const timer = setInterval(() => {
+    if (process.ppid === parent) return;
+    clearInterval(timer);
+    onExit();
+  }, 500);
+  // The check never keeps the process alive by itself: the listeners do.
+  timer.unref();
+}
 
 /** The demo tenant of `npm start`: a well-known password is fine on a laptop, never elsewhere. */
 const DEMO = { slug: 'demo', email: 'admin@demo.local', password: 'demo-password' };
@@ -44,64 +109,69 @@ export function serveCommand(): Command {
     .option('--controller-listen <host:port>', 'status page of the controller with --reconcile', '127.0.0.1:9090')
     .addOption(new Option('--log-level <level>', 'log level').choices(['fatal', 'error', 'warn', 'info', 'debug', 'silent']).default('info'))
     .action(async (opts) => {
-      // The service loads when it runs: other commands and --help start without it.
-      const [{ startService }, { ensureTenantWithAdmin }, { startDemoController }] = await Promise.all([import('../service/server.js'), import('../service/bootstrap.js'), import('./demo-controller.js')]);
-      const service = await startService({
-        port: opts.port,
-        host: opts.host,
-        dataDir: opts.dataDir,
-        databaseUrl: opts.databaseUrl ?? process.env.DP_DATABASE_URL,
-        tlsCert: opts.tlsCert,
-        tlsKey: opts.tlsKey,
-        baseDomain: opts.baseDomain,
-        rateLimit: opts.rateLimit,
-        accessTokenTtl: opts.accessTokenTtl,
-        strictSpec: opts.strictSpec,
-        logLevel: opts.logLevel,
-        timeScale: opts.timeScale,
-        sourceTimeout: opts.sourceTimeout,
-        sourceQueryTimeout: opts.sourceQueryTimeout,
-        outboundCaFile: opts.outboundCaFile,
-        smtpUrl: opts.smtpUrl ?? (process.env.DP_SMTP_URL ? checkSmtpUrl(process.env.DP_SMTP_URL, 'DP_SMTP_URL') : undefined),
-        smtpFrom: opts.smtpFrom,
-      });
-      const demo: Partial<typeof DEMO> = opts.demo ? DEMO : {};
-      const slug = process.env.DP_BOOTSTRAP_TENANT || demo.slug;
-      const email = process.env.DP_BOOTSTRAP_EMAIL || demo.email;
-      const password = process.env.DP_BOOTSTRAP_PASSWORD || demo.password;
-      const lines = [`Data Platform reference service listening on https://${opts.host}:${service.port} (HTTPS only)`];
-      if (slug && email && password) {
-        const { created } = await ensureTenantWithAdmin(service.ctx, slug, email, password);
-        lines.push(
-          `Tenant "${slug}" ${created ? 'created' : 'ready'}; admin ${email}`,
-          `API:      ${service.baseUrl(slug)}`,
-          `Docs:     https://${slug}.localhost:${service.port}/api/docs`,
-          `Login:    curl --cacert ${service.tls.certPath} -X POST ${service.baseUrl(slug)}/auth/login -H 'Content-Type: application/json' -d '{"email":"${email}","password":"${password === DEMO.password ? password : '...'}"}'`,
-        );
-      } else {
-        lines.push(`Docs:     https://localhost:${service.port}/api/docs`, 'No tenant bootstrapped: set DP_BOOTSTRAP_TENANT, DP_BOOTSTRAP_EMAIL and DP_BOOTSTRAP_PASSWORD, or run `dpctl tenant create`.');
-      }
-      if (service.tls.certPath) lines.push(`CA file:  ${service.tls.certPath} (self-signed; pass it to clients)`);
-      const { smtpUrl } = service.ctx.options;
-      lines.push(`Email:    ${smtpUrl ? `sent through ${redactedSmtpUrl(smtpUrl)}` : 'written to the email_outbox table (no --smtp-url)'}`);
+      let service: RunningService | undefined;
       let controller: Awaited<ReturnType<typeof startDemoController>> | undefined;
-      if (opts.reconcile) {
-        if (!(slug && email && password)) throw new Error('--reconcile needs a bootstrapped tenant: use --demo or set DP_BOOTSTRAP_TENANT, DP_BOOTSTRAP_EMAIL and DP_BOOTSTRAP_PASSWORD');
-        controller = await startDemoController({ service, slug, email, password, dir: opts.reconcile, stateDir: join(opts.dataDir, 'controller'), interval: opts.reconcileInterval, listen: opts.controllerListen, logLevel: opts.logLevel });
-        lines.push(
-          `Controller: reconciling ${controller.dir} into tenant "${slug}" every ${opts.reconcileInterval}; edit a YAML file there and it is applied`,
-          `Status:   ${controller.url}/status`,
-        );
-      }
-      process.stderr.write(lines.join('\n') + '\n');
-      const stop = async (signal: string) => {
-        process.stderr.write(`${signal}: draining in-flight requests and closing the store\n`);
+      const startup = start();
+      // Installed before startup completes, so that a stop during it (the parent dying while
+      // the controller starts) still waits for what is being opened and closes it.
+      stopOnSignals(async () => {
+        await startup.catch(() => undefined);
         await controller?.stop();
-        await service.close();
-        process.exit(0);
-      };
-      process.once('SIGTERM', () => void stop('SIGTERM'));
-      process.once('SIGINT', () => void stop('SIGINT'));
+        await service?.close();
+      });
+      await startup;
+
+      async function start(): Promise<void> {
+        // The service loads when it runs: other commands and --help start without it.
+        const [{ startService }, { ensureTenantWithAdmin }, { startDemoController }] = await Promise.all([import('../service/server.js'), import('../service/bootstrap.js'), import('./demo-controller.js')]);
+        service = await startService({
+          port: opts.port,
+          host: opts.host,
+          dataDir: opts.dataDir,
+          databaseUrl: opts.databaseUrl ?? process.env.DP_DATABASE_URL,
+          tlsCert: opts.tlsCert,
+          tlsKey: opts.tlsKey,
+          baseDomain: opts.baseDomain,
+          rateLimit: opts.rateLimit,
+          accessTokenTtl: opts.accessTokenTtl,
+          strictSpec: opts.strictSpec,
+          logLevel: opts.logLevel,
+          timeScale: opts.timeScale,
+          sourceTimeout: opts.sourceTimeout,
+          sourceQueryTimeout: opts.sourceQueryTimeout,
+          outboundCaFile: opts.outboundCaFile,
+          smtpUrl: opts.smtpUrl ?? (process.env.DP_SMTP_URL ? checkSmtpUrl(process.env.DP_SMTP_URL, 'DP_SMTP_URL') : undefined),
+          smtpFrom: opts.smtpFrom,
+        });
+        const demo: Partial<typeof DEMO> = opts.demo ? DEMO : {};
+        const slug = process.env.DP_BOOTSTRAP_TENANT || demo.slug;
+        const email = process.env.DP_BOOTSTRAP_EMAIL || demo.email;
+        const password = process.env.DP_BOOTSTRAP_PASSWORD || demo.password;
+        const lines = [`Data Platform reference service listening on https://${opts.host}:${service.port} (HTTPS only)`];
+        if (slug && email && password) {
+          const { created } = await ensureTenantWithAdmin(service.ctx, slug, email, password);
+          lines.push(
+            `Tenant "${slug}" ${created ? 'created' : 'ready'}; admin ${email}`,
+            `API:      ${service.baseUrl(slug)}`,
+            `Docs:     https://${slug}.localhost:${service.port}/api/docs`,
+            `Login:    curl --cacert ${service.tls.certPath} -X POST ${service.baseUrl(slug)}/auth/login -H 'Content-Type: application/json' -d '{"email":"${email}","password":"${password === DEMO.password ? password : '...'}"}'`,
+          );
+        } else {
+          lines.push(`Docs:     https://localhost:${service.port}/api/docs`, 'No tenant bootstrapped: set DP_BOOTSTRAP_TENANT, DP_BOOTSTRAP_EMAIL and DP_BOOTSTRAP_PASSWORD, or run `dpctl tenant create`.');
+        }
+        if (service.tls.certPath) lines.push(`CA file:  ${service.tls.certPath} (self-signed; pass it to clients)`);
+        const { smtpUrl } = service.ctx.options;
+        lines.push(`Email:    ${smtpUrl ? `sent through ${redactedSmtpUrl(smtpUrl)}` : 'written to the email_outbox table (no --smtp-url)'}`);
+        if (opts.reconcile) {
+          if (!(slug && email && password)) throw new Error('--reconcile needs a bootstrapped tenant: use --demo or set DP_BOOTSTRAP_TENANT, DP_BOOTSTRAP_EMAIL and DP_BOOTSTRAP_PASSWORD');
+          controller = await startDemoController({ service, slug, email, password, dir: opts.reconcile, stateDir: join(opts.dataDir, 'controller'), interval: opts.reconcileInterval, listen: opts.controllerListen, logLevel: opts.logLevel });
+          lines.push(
+            `Controller: reconciling ${controller.dir} into tenant "${slug}" every ${opts.reconcileInterval}; edit a YAML file there and it is applied`,
+            `Status:   ${controller.url}/status`,
+          );
+        }
+        process.stderr.write(lines.join('\n') + '\n');
+      }
     });
 }
 

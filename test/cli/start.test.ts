@@ -1,8 +1,10 @@
-import { spawn } from 'node:child_process';
-import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { cpSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import Database from 'better-sqlite3';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { TestHttp } from '../support/http.js';
 
 /**
@@ -41,11 +43,16 @@ async function until<T>(what: string, check: () => Promise<T | undefined>, timeo
   }
 }
 
-beforeAll(async () => {
-  cpSync(join(ROOT, 'examples', 'platform'), examples, { recursive: true });
+/** The environment of a newcomer's shell: no secrets or bootstrap settings of ours leak into the demo. */
+function cleanEnv(): NodeJS.ProcessEnv {
   const env = { ...process.env };
   for (const name of Object.keys(env)) if (/_PASSWORD$|_SECRET$|_WEBHOOK_URL$|^DP_BOOTSTRAP_/.test(name)) delete env[name];
-  child = spawn(process.execPath, startCommand(), { cwd: ROOT, env, stdio: ['ignore', 'ignore', 'pipe'] });
+  return env;
+}
+
+beforeAll(async () => {
+  cpSync(join(ROOT, 'examples', 'platform'), examples, { recursive: true });
+  child = spawn(process.execPath, startCommand(), { cwd: ROOT, env: cleanEnv(), stdio: ['ignore', 'ignore', 'pipe'] });
   child.stderr!.on('data', (d) => (stderr += d));
   await until('the start banner', async () => (/Status: +http/.test(stderr) ? true : undefined));
   api = stderr.match(/API: +(https:\/\/\S+)/)![1];
@@ -101,4 +108,119 @@ describe('npm start', () => {
     child.kill('SIGTERM');
     expect(await exited).toBe(0);
   });
+});
+
+/**
+ * Live (not zombie) processes of a process group, with their command lines. /proc on Linux; elsewhere
+ * kill(-pgid, 0) only says whether the group has any member left.
+ */
+function groupMembers(pgid: number): string[] {
+  try {
+    process.kill(-pgid, 0);
+  } catch {
+    return [];
+  }
+  if (!existsSync('/proc/self/stat')) return [`(process group ${pgid} is not empty)`];
+  const members: string[] = [];
+  for (const pid of readdirSync('/proc').filter((d) => /^\d+$/.test(d))) {
+    try {
+      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+      // Fields after the command name "(...)": state, ppid, pgrp.
+      const [state, ppid, pgrp] = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      if (Number(pgrp) !== pgid || state === 'Z') continue;
+      members.push(`${pid} (parent ${ppid}): ${readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').join(' ').trim()}`);
+    } catch {
+      // Exited while being read.
+    }
+  }
+  return members;
+}
+
+/** How a connection to the port ends: 'ECONNREFUSED' once nothing listens on it. */
+const connectOutcome = (port: number) =>
+  new Promise<string>((resolve) => {
+    const socket = connect(port, '127.0.0.1');
+    socket.once('connect', () => {
+      socket.destroy();
+      resolve('connected');
+    });
+    socket.once('error', (err: NodeJS.ErrnoException) => resolve(err.code ?? err.message));
+  });
+
+/**
+ * Stopping `npm start` as people do: Ctrl-C in its terminal (SIGINT to the whole foreground process
+ * group) and `kill <npm pid>` from a process manager, an IDE's stop button or a CI step (SIGTERM to npm
+ * alone; npm forwards it to the `sh -c` running the script, which on dash neither execs node nor passes
+ * the signal on). Either way nothing of it may outlive npm by more than a moment: no process left in the
+ * group, the port free for the next `npm start`, the SQLite store closed (its WAL checkpointed away).
+ */
+describe('stopping npm start', () => {
+  let npm: ChildProcess | undefined;
+  let agent: TestHttp | undefined;
+  let dir: string | undefined;
+
+  afterEach(async () => {
+    // A failed run must not leave a server behind for the rest of the suite.
+    if (npm?.pid && groupMembers(npm.pid).length) process.kill(-npm.pid, 'SIGKILL');
+    await agent?.close();
+    if (dir) rmSync(dir, { recursive: true, force: true });
+    npm = agent = dir = undefined;
+  });
+
+  async function stopAndCheck(stop: (npmPid: number) => void): Promise<void> {
+    dir = mkdtempSync(join(tmpdir(), 'dp-stop-'));
+    const dataDir = join(dir, 'data');
+    // `npm start -- ...` appends to the script's own options and the later ones win (commander):
+    // port 0 so that parallel tests never collide (the banner says which port it got), a throwaway data dir.
+    npm = spawn('npm', ['start', '--', '--port', '0', '--data-dir', dataDir, '--controller-listen', '127.0.0.1:0', '--log-level', 'warn'], {
+      cwd: ROOT,
+      env: { ...cleanEnv(), npm_config_update_notifier: 'false' },
+      // Its own process group (as a shell gives a foreground job), so a signal reaches only npm's tree.
+      detached: true,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    const pid = npm.pid!;
+    let output = '';
+    npm.stdout!.on('data', (d) => (output += d));
+    npm.stderr!.on('data', (d) => (output += d));
+    const exited = new Promise<NodeJS.Signals | number | null>((resolve) => npm!.once('exit', (code, signal) => resolve(signal ?? code)));
+
+    const deadline = Date.now() + 40_000;
+    while (!/Status: +http/.test(output)) {
+      if (Date.now() > deadline || npm.exitCode !== null) throw new Error(`npm start did not come up\n${output}`);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    const port = Number(output.match(/listening on https:\/\/[^\s:]+:(\d+)/)![1]);
+    agent = new TestHttp(output.match(/CA file: +(\S+)/)![1]);
+    // The service answers (and the client keeps its connection open, as a browser tab would).
+    const login = await agent.call('POST', `${output.match(/API: +(https:\/\/\S+)/)![1]}/auth/login`, { body: { email: 'admin@demo.local', password: 'demo-password' } });
+    expect(login.status).toBe(200);
+
+    const stoppedAt = Date.now();
+    stop(pid);
+    const timeout = new Promise<'still running'>((r) => setTimeout(() => r('still running'), 5_000));
+    expect(await Promise.race([exited, timeout])).not.toBe('still running');
+
+    // npm may exit a moment before the service has closed: it waits only for the shell.
+    let left = groupMembers(pid);
+    while (left.length && Date.now() - stoppedAt < 8_000) {
+      await new Promise((r) => setTimeout(r, 100));
+      left = groupMembers(pid);
+    }
+    expect(left, `processes of npm start still running 8 s after the signal\n${output}`).toEqual([]);
+    expect(await connectOutcome(port)).toBe('ECONNREFUSED');
+    expect(output).toMatch(/draining in-flight requests and closing the store/);
+    // Closed, not killed: the last connection's close checkpoints the WAL into the database and removes it.
+    expect(existsSync(join(dataDir, 'dataplatform.sqlite-wal'))).toBe(false);
+    const db = new Database(join(dataDir, 'dataplatform.sqlite'));
+    try {
+      expect(db.pragma('integrity_check', { simple: true })).toBe('ok');
+    } finally {
+      db.close();
+    }
+  }
+
+  it('stops on SIGTERM to the npm process alone', () => stopAndCheck((pid) => process.kill(pid, 'SIGTERM')), 60_000);
+
+  it('stops on Ctrl-C (SIGINT to the process group)', () => stopAndCheck((pid) => process.kill(-pid, 'SIGINT')), 60_000);
 });
