@@ -23,6 +23,12 @@ const program = new Command('dpctl')
   .addCommand(providerCommand())
   .addCommand(controllerCommand());
 
+// `dpctl ... | head`: a reader that closes early is not an error.
+process.stdout.on('error', (err: NodeJS.ErrnoException) => {
+  if (err.code === 'EPIPE') process.exit(0);
+  throw err;
+});
+
 program.parseAsync(process.argv).catch((err: Error) => {
   process.stderr.write(`dpctl: ${err.message}\n`);
   process.exit(1);

@@ -57,7 +57,8 @@ function mergePackage(existing: Record<string, any> | undefined, o: ScaffoldOpti
   const pkg = existing ?? { name: o.repoName, version: '0.0.0', private: true };
   return {
     ...pkg,
-    type: 'module',
+    // The cdktf app imports this package, which is ES modules only.
+    ...(o.format === 'cdktf' ? { type: 'module' } : {}),
     scripts: { ...fields.scripts, ...(pkg.scripts ?? {}) },
     dependencies: { ...fields.dependencies, ...(pkg.dependencies ?? {}) },
     ...(Object.keys(fields.devDependencies).length ? { devDependencies: { ...fields.devDependencies, ...(pkg.devDependencies ?? {}) } } : {}),

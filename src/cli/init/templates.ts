@@ -32,7 +32,7 @@ export function scaffold(o: ScaffoldOptions): Map<string, string> {
     files.set(`platform/${PROJECT}/sources.yaml`, yamlSources(o));
     files.set('.vscode/settings.json', vscodeSettings(o));
   } else if (o.format === 'cdktf') {
-    files.set('cdktf.json', `${JSON.stringify({ language: 'typescript', app: 'npx tsx main.ts', projectId: o.repoName, sendCrashReports: 'false', terraformProviders: [], terraformModules: [], context: {} }, null, 2)}\n`);
+    files.set('cdktf.json', `${JSON.stringify({ language: 'typescript', app: 'tsx main.ts', projectId: o.repoName, sendCrashReports: 'false', terraformProviders: [], terraformModules: [], context: {} }, null, 2)}\n`);
     files.set('main.ts', cdktfMain(o));
     files.set('tsconfig.json', `${JSON.stringify({ compilerOptions: { target: 'ES2022', module: 'NodeNext', moduleResolution: 'NodeNext', strict: true, skipLibCheck: true, noEmit: true }, include: ['*.ts'] }, null, 2)}\n`);
   } else {
@@ -238,12 +238,12 @@ resource "dataplatform_connector" "orders" {
   }
   credentials = {
     username = "replicator"
+    # Write-only: never kept in the plan or the state; bump the version to send a new password.
+    password_wo         = var.orders_db_password
+    password_wo_version = 1
   }
-  # Write-only: never stored in the state; bump the version to send a new password.
-  password_wo         = var.orders_db_password
-  password_wo_version = 1
-  selected_tables     = ["public.orders", "public.customers"]
-  schedule            = "0 * * * *"
+  selected_tables = ["public.orders", "public.customers"]
+  schedule        = "0 * * * *"
 }
 
 resource "dataplatform_notification_channel" "email" {
