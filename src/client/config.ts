@@ -47,7 +47,7 @@ export interface ClientConfig {
   retry?: Partial<RetryOptions>;
   /**
    * Retry a PATCH after an ambiguous failure (5xx, connection lost after sending). Off by
-   * default: see the README ("Retries").
+   * default: see docs/guides/client.md ("Retries").
    */
   retryPatch?: boolean;
   /** Per-request timeout for the answer's headers and for body inactivity (default 60 s). */

@@ -9,7 +9,7 @@ import type { TlsConnectOptions } from './transport.js';
  * The spec's WebSocket streams (section 4) as async iterables that reconnect.
  *
  * The service refuses a connection before the upgrade with an ordinary error answer (401, 404,
- * 429) and, once connected, closes with a code (see the README's "Streams (WebSocket)"):
+ * 429) and, once connected, closes with a code (see docs/guides/streams.md):
  * 1001 (shutting down) and lost connections are reconnected with backoff; 4401 renews a user's
  * token and reconnects; 4403 / 4404 and refusals end the stream with an error.
  */

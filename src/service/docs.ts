@@ -51,7 +51,7 @@ export async function registerDocs(app: FastifyInstance, ctx: ServiceContext) {
           '`step_update` messages {type, step_id, step_name, status, duration_seconds, timestamp}; `wss://<tenant host>/api/v1/ws/alerts` sends ' +
           '{type: alert_fired | alert_acknowledged | alert_resolved, alert, timestamp}. Both authenticate with the `token` query parameter only ' +
           '(access token or API key); refusals are HTTP 401/404/426 before the upgrade; close codes 4401 (credential revoked or expired), ' +
-          '4403 (no longer allowed), 4404 (pipeline deleted), 1001 (server shutting down), 1011 (server error). See the README, "Streams (WebSocket)".',
+          '4403 (no longer allowed), 4404 (pipeline deleted), 1001 (server shutting down), 1011 (server error). See docs/guides/streams.md in the package.',
       },
       servers: [{ url: '/api/v1', description: 'This tenant host' }],
       components: { securitySchemes: { bearerAuth: { type: 'http', scheme: 'bearer', description: 'An access token from /auth/login or an API key' } } },

@@ -114,8 +114,10 @@ describe('dpctl --help', () => {
     { args: ['drift'], usage: 'dpctl drift [options] <path>', flags: COMMON, not: ['--prune', '--allow-mass-delete'] },
     { args: ['export'], usage: 'dpctl export [options]', flags: [...CONNECTION, '--project <name>', '--all-projects', '--users', '--out <dir>'] },
     { args: ['adopt'], usage: 'dpctl adopt [options] <path>', flags: [...COMMON, '--trust-secrets', '--dry-run'] },
-    { args: ['provider'], usage: 'dpctl provider [options] [command]', flags: ['install [options]'] },
-    { args: ['provider', 'install'], usage: 'dpctl provider install [options]', flags: ['--dir <mirror>'] },
+    { args: ['init'], usage: 'dpctl init [options] [dir]', flags: ['--format <format>', '--force', '--package-spec <spec>'], not: ['--url <url>'] },
+    { args: ['provider'], usage: 'dpctl provider [options] [command]', flags: ['package [options]', 'install [options]'] },
+    { args: ['provider', 'package'], usage: 'dpctl provider package [options]', flags: ['--out <dir>'] },
+    { args: ['provider', 'install'], usage: 'dpctl provider install [options]', flags: ['--dir <mirror>', '--from <release>', '--platform <os_arch...>'] },
     { args: ['controller'], usage: 'dpctl controller [options]', flags: [...CONNECTION, '--source <git-url-or-dir>', '--mode <mode>', '--interval <duration>', '--prune', '--allow-mass-delete', '--leader-election <kind>'] },
   ];
   test.concurrent.each(cases)('dpctl $args --help: exit 0, usage line and its real flags', async ({ args, usage, flags, not }) => {

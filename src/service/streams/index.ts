@@ -10,8 +10,8 @@ import { createEventBus, type EventBus, type StreamEvent } from './bus.js';
 import { encodeText, writeText, type EncodedText } from './frames.js';
 
 /**
- * The spec's WebSocket streams (section 4, messages in section 6), documented in the README
- * ("Streams (WebSocket)"):
+ * The spec's WebSocket streams (section 4, messages in section 6), documented in
+ * docs/guides/streams.md:
  *
  * - `GET /api/v1/ws/pipelines/{pipelineId}/runs/{runId}`: `step_update` messages of one pipeline run.
  * - `GET /api/v1/ws/alerts`: `alert_fired` / `alert_acknowledged` / `alert_resolved` messages.

@@ -219,6 +219,9 @@ describe.skipIf(testStore() === 'postgres' || !haveTerraform)('from the packed p
     const init = await dpctl(['init', app, '--format', 'cdktf'], team, baseEnv);
     expect(init.code, init.out).toBe(0);
     const env = { ...tenantEnv('cdk'), PATH: `${baseEnv.PATH}:${BIN}`, TF_VAR_ORDERS_DB_PASSWORD: 'orders-pw' };
+    // The package's type declarations: the app type-checks against them (strict, NodeNext).
+    const types = await run(join(BIN, 'tsc'), ['-p', 'tsconfig.json'], app, env);
+    expect(types.code, types.out).toBe(0);
     expect((await dpctl(['provider', 'install'], app, env)).code).toBe(0);
     // The package's own scripts, as the scaffold wrote them (deploy carries --skip-provider-lock).
     const deploy = await run('npm', ['run', 'deploy', '--', '--no-color'], app, env);

@@ -1,0 +1,91 @@
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { INIT_FORMATS, scaffold } from '../../src/cli/init/templates.js';
+import { loadConfig } from '../../src/config/index.js';
+import { runDpctl } from '../support/cli.js';
+
+/**
+ * `dpctl init` as a user runs it (the built CLI). The full path of each format (install from the
+ * tarball, validate, apply, cdktf deploy, terraform apply) is test/e2e/package/from-package.test.ts;
+ * here: what it writes, what it refuses, and the example platform being valid.
+ */
+describe('dpctl init', () => {
+  const roots: string[] = [];
+  const fresh = () => {
+    const dir = mkdtempSync(join(tmpdir(), 'dp-init-'));
+    roots.push(dir);
+    return dir;
+  };
+  afterAll(() => {
+    for (const r of roots) rmSync(r, { recursive: true, force: true });
+  });
+
+  it('writes the yaml repository into an empty directory, and its platform is valid', async () => {
+    const dir = join(fresh(), 'team-config');
+    const r = await runDpctl(['init', dir]);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).toContain(`wrote a yaml configuration repository in ${dir}`);
+    for (const f of ['.gitignore', 'README.md', '.github/workflows/platform.yml', 'package.json', 'platform/projects.yaml', 'platform/starter/sources.yaml', '.vscode/settings.json']) {
+      expect(r.stdout).toContain(`  ${f}\n`);
+    }
+    const pkg = JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8'));
+    expect(pkg).toMatchObject({ name: 'team-config', private: true, dependencies: { 'dataplatform-as-code': '^0.1.0' }, scripts: { validate: 'dpctl validate platform' } });
+    const { config, errors } = loadConfig([join(dir, 'platform')]);
+    expect(errors).toEqual([]);
+    expect(config.documents.map((d) => d.yamlKind).sort()).toEqual(['AlertRule', 'Connector', 'NotificationChannel', 'Project']);
+    const workflow = readFileSync(join(dir, '.github/workflows/platform.yml'), 'utf8');
+    expect(workflow).toContain('npx dpctl plan platform --output markdown > plan.md');
+    expect(workflow).toContain('gh pr comment');
+    expect(readFileSync(join(dir, '.gitignore'), 'utf8')).toMatch(/^\*\.tfstate$/m);
+  });
+
+  it('counts what git init and npm install leave as empty, and merges package.json keeping its dependency spec', async () => {
+    const dir = fresh();
+    mkdirSync(join(dir, '.git'));
+    mkdirSync(join(dir, 'node_modules'));
+    writeFileSync(join(dir, 'package-lock.json'), '{}');
+    writeFileSync(join(dir, 'package.json'), JSON.stringify({ name: 'ours', scripts: { test: 'true' }, dependencies: { 'dataplatform-as-code': 'file:../x.tgz' } }));
+    const r = await runDpctl(['init', dir, '--format', 'cdktf']);
+    expect(r.code, r.stderr).toBe(0);
+    const pkg = JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8'));
+    expect(pkg.name).toBe('ours');
+    expect(pkg.type).toBe('module');
+    expect(pkg.scripts).toMatchObject({ test: 'true', deploy: 'cdktf deploy platform --auto-approve --skip-provider-lock' });
+    expect(pkg.dependencies).toMatchObject({ 'dataplatform-as-code': 'file:../x.tgz', cdktf: expect.any(String), constructs: expect.any(String) });
+    expect(readFileSync(join(dir, 'main.ts'), 'utf8')).toContain("from 'dataplatform-as-code/cdktf'");
+  });
+
+  it('refuses a non-empty directory, naming what it would overwrite; --force writes and says what it overwrote', async () => {
+    const dir = fresh();
+    writeFileSync(join(dir, 'main.tf'), '# mine\n');
+    writeFileSync(join(dir, 'notes.txt'), 'mine\n');
+    const refused = await runDpctl(['init', dir, '--format', 'hcl']);
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toBe(`dpctl: ${dir} is not empty (it would overwrite main.tf); use --force to write there anyway\n`);
+    expect(readFileSync(join(dir, 'main.tf'), 'utf8')).toBe('# mine\n');
+    const other = fresh();
+    writeFileSync(join(other, 'notes.txt'), 'mine\n');
+    expect((await runDpctl(['init', other])).stderr).toContain('is not empty (it holds notes.txt)');
+    const forced = await runDpctl(['init', dir, '--format', 'hcl', '--force']);
+    expect(forced.code, forced.stderr).toBe(0);
+    expect(forced.stdout).toContain('  main.tf (overwritten)\n');
+    expect(readFileSync(join(dir, 'main.tf'), 'utf8')).toContain('source  = "dataplatform/dataplatform"');
+    expect(readFileSync(join(dir, 'notes.txt'), 'utf8')).toBe('mine\n');
+  });
+
+  it('an unknown format is refused with the choices', async () => {
+    const r = await runDpctl(['init', fresh(), '--format', 'pulumi']);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toContain("argument 'pulumi' is invalid. Allowed choices are yaml, cdktf, hcl.");
+  });
+
+  it('every format has the common files and its own, none written twice', () => {
+    for (const format of INIT_FORMATS) {
+      const files = scaffold({ format, packageName: 'dataplatform-as-code', packageSpec: '^1.0.0', providerVersion: '1.0.0', repoName: 'r' });
+      expect([...files.keys()], format).toEqual(expect.arrayContaining(['.gitignore', 'README.md', '.github/workflows/platform.yml']));
+      expect(files.get('README.md'), format).toContain('# r');
+    }
+  });
+});
