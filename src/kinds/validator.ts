@@ -1,6 +1,7 @@
 import { Ajv2020, type ErrorObject, type ValidateFunction } from 'ajv/dist/2020.js';
 import addFormats from 'ajv-formats';
 import { cronError } from './cron.js';
+import { documentPatternError, safeRegexError } from './safe-regex.js';
 import { formatPath } from './walk.js';
 
 /** Our keywords that only annotate (they drive surfaces, not validation). */
@@ -12,7 +13,8 @@ const ANNOTATIONS = [
 
 /**
  * An Ajv instance that knows our keywords. `x-format` is a real check: cron expressions
- * and regular expressions are validated with a message a user can act on.
+ * and regular expressions (RE2 syntax, see safe-regex.ts) are validated with a message a user
+ * can act on.
  */
 export function createAjv(options: { coerceTypes?: boolean; useDefaults?: boolean } = {}) {
   const ajv = new Ajv2020({
@@ -29,16 +31,11 @@ export function createAjv(options: { coerceTypes?: boolean; useDefaults?: boolea
     type: 'string',
     schemaType: 'string',
     errors: true,
-    validate: function check(format: string, value: string) {
+    validate: function check(format: string, value: string, _parent?: unknown, cxt?: { instancePath: string; rootData: unknown }) {
       let message: string | null = null;
       if (format === 'cron') message = cronError(value);
-      if (format === 'regex') {
-        try {
-          new RegExp(value);
-        } catch (err) {
-          message = `is not a valid regular expression: ${(err as Error).message}`;
-        }
-      }
+      // Checked with the engine that will run it (RE2 semantics, bounded size), not V8's RegExp.
+      if (format === 'regex') message = cxt && typeof cxt.rootData === 'object' && cxt.rootData ? documentPatternError(value, cxt.rootData, cxt.instancePath) : safeRegexError(value);
       if (message) (check as unknown as { errors: Partial<ErrorObject>[] }).errors = [{ keyword: 'x-format', message, params: {} }];
       return message === null;
     },

@@ -7,17 +7,17 @@ export class DataClassificationColumnMatchersOutputReference extends cdk.Complex
     super(parent, attribute, isFromSet, index);
   }
 
-  /** Case-insensitive regular expression searched in the column name. Set by the server. */
+  /** Case-insensitive regular expression (RE2 syntax) searched in the column name. Set by the server. */
   get columnPattern() {
     return this.getStringAttribute('column_pattern');
   }
 
-  /** Optional case-insensitive regular expression searched in the table name or schema.table. Set by the server. */
+  /** Optional case-insensitive regular expression (RE2 syntax) searched in the table name or schema.table. Set by the server. */
   get tablePattern() {
     return this.getStringAttribute('table_pattern');
   }
 
-  /** Optional case-insensitive regular expression that must match the whole column type. Set by the server. */
+  /** Optional case-insensitive regular expression (RE2 syntax) that must match the whole column type. Set by the server. */
   get dataType() {
     return this.getStringAttribute('data_type');
   }
@@ -100,7 +100,7 @@ export class DataClassification extends cdk.TerraformDataSource {
     return this.getStringAttribute('sensitivity');
   }
 
-  /** A column is classified when every given pattern (regular expressions, case-insensitive) matches. Set by the server. */
+  /** A column is classified when every given pattern matches. Patterns are case-insensitive regular expressions in RE2 syntax (no backreferences or lookaround; matching takes linear time), at most 512 characters and 1,000 compiled instructions each. At most 100 matchers. Set by the server. */
   private readonly _columnMatchersRef = new DataClassificationColumnMatchersList(this, 'column_matchers', false);
   get columnMatchers() {
     return this._columnMatchersRef;

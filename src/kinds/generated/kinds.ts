@@ -178,13 +178,13 @@ export interface Classification {
   description: string;
   /** How sensitive the classified columns are: public, internal, confidential or restricted. */
   sensitivity: "public" | "internal" | "confidential" | "restricted";
-  /** A column is classified when every given pattern (regular expressions, case-insensitive) matches. Default: []. */
+  /** A column is classified when every given pattern matches. Patterns are case-insensitive regular expressions in RE2 syntax (no backreferences or lookaround; matching takes linear time), at most 512 characters and 1,000 compiled instructions each. At most 100 matchers. Default: []. */
   column_matchers: Array<{
-    /** Case-insensitive regular expression searched in the column name. */
+    /** Case-insensitive regular expression (RE2 syntax) searched in the column name. */
     column_pattern: string;
-    /** Optional case-insensitive regular expression searched in the table name or schema.table. */
+    /** Optional case-insensitive regular expression (RE2 syntax) searched in the table name or schema.table. */
     table_pattern?: string;
-    /** Optional case-insensitive regular expression that must match the whole column type. */
+    /** Optional case-insensitive regular expression (RE2 syntax) that must match the whole column type. */
     data_type?: string;
   }>;
   /** String key/value labels. The reconciler marks what it manages with its own labels. Default: {}. */
@@ -205,13 +205,13 @@ export interface ClassificationCreate {
   description?: string;
   /** How sensitive the classified columns are: public, internal, confidential or restricted. */
   sensitivity: "public" | "internal" | "confidential" | "restricted";
-  /** A column is classified when every given pattern (regular expressions, case-insensitive) matches. Default: []. */
+  /** A column is classified when every given pattern matches. Patterns are case-insensitive regular expressions in RE2 syntax (no backreferences or lookaround; matching takes linear time), at most 512 characters and 1,000 compiled instructions each. At most 100 matchers. Default: []. */
   column_matchers?: Array<{
-    /** Case-insensitive regular expression searched in the column name. */
+    /** Case-insensitive regular expression (RE2 syntax) searched in the column name. */
     column_pattern: string;
-    /** Optional case-insensitive regular expression searched in the table name or schema.table. */
+    /** Optional case-insensitive regular expression (RE2 syntax) searched in the table name or schema.table. */
     table_pattern?: string;
-    /** Optional case-insensitive regular expression that must match the whole column type. */
+    /** Optional case-insensitive regular expression (RE2 syntax) that must match the whole column type. */
     data_type?: string;
   }>;
   /** String key/value labels. The reconciler marks what it manages with its own labels. Default: {}. */
@@ -228,13 +228,13 @@ export interface ClassificationUpdate {
   description?: string | null;
   /** How sensitive the classified columns are: public, internal, confidential or restricted. */
   sensitivity?: "public" | "internal" | "confidential" | "restricted";
-  /** A column is classified when every given pattern (regular expressions, case-insensitive) matches. */
+  /** A column is classified when every given pattern matches. Patterns are case-insensitive regular expressions in RE2 syntax (no backreferences or lookaround; matching takes linear time), at most 512 characters and 1,000 compiled instructions each. At most 100 matchers. */
   column_matchers?: Array<{
-    /** Case-insensitive regular expression searched in the column name. */
+    /** Case-insensitive regular expression (RE2 syntax) searched in the column name. */
     column_pattern: string;
-    /** Optional case-insensitive regular expression searched in the table name or schema.table. */
+    /** Optional case-insensitive regular expression (RE2 syntax) searched in the table name or schema.table. */
     table_pattern?: string;
-    /** Optional case-insensitive regular expression that must match the whole column type. */
+    /** Optional case-insensitive regular expression (RE2 syntax) that must match the whole column type. */
     data_type?: string;
   }> | null;
   /** String key/value labels. The reconciler marks what it manages with its own labels. */

@@ -1,11 +1,20 @@
+import { setImmediate as nextTurn } from 'node:timers/promises';
+import { compileSafeRegex, type SafeRegex } from '../../kinds/safe-regex.js';
 import type { StoredResource } from '../store/resources.js';
 import type { Runtime } from './runtime.js';
 import type { DiscoveredSchema } from './connectors.js';
 
 interface Matcher {
-  column: RegExp;
-  table?: RegExp;
-  dataType?: RegExp;
+  column: SafeRegex;
+  table?: SafeRegex;
+  dataType?: SafeRegex;
+}
+
+interface ColumnMarks {
+  classification: string;
+  classification_id: string;
+  sensitivity: string;
+  masking: string | null;
 }
 
 interface Classification {
@@ -16,22 +25,42 @@ interface Classification {
   masking: string | null;
 }
 
-const regex = (pattern: string, anchored = false): RegExp | undefined => {
+/**
+ * RE2 semantics (linear time), so a stored `(a+)+$` cannot pin the event loop on every read. A
+ * pattern saved before patterns were checked with RE2 and that it refuses is skipped.
+ */
+const regex = (pattern: string, whole = false): SafeRegex | undefined => {
   try {
-    return new RegExp(anchored ? `^(?:${pattern})$` : pattern, 'i');
+    return compileSafeRegex(pattern, { whole });
   } catch {
     return undefined;
   }
 };
+
+/** Work between two turns of the event loop: linear matching still adds up over 100,000 columns. */
+const SLICE_MS = 10;
+
+/** A pause point for long loops: gives the event loop a turn once SLICE_MS has been spent. */
+function slicer(): () => Promise<void> | undefined {
+  let since = performance.now();
+  return () => {
+    if (performance.now() - since < SLICE_MS) return undefined;
+    return nextTurn().then(() => {
+      since = performance.now();
+    });
+  };
+}
 
 /**
  * Marks the columns of a discovered schema that the project's classifications match, with the
  * masking method of the first enabled masking policy of that classification. A matcher matches a
  * column when its column_pattern matches the column name, its table_pattern (when given)
  * matches the table name or schema.table, and its data_type (when given) matches the whole type;
- * all are case-insensitive regular expressions (column and table patterns search, data_type is
- * anchored). The first classification (in creation order) that matches wins. Marks are computed
- * on every read and not stored, so they follow classification changes at once.
+ * all are case-insensitive RE2 regular expressions (column and table patterns search, data_type
+ * must match the whole type). The first classification (in creation order) that matches wins.
+ * Marks are computed on every read and not stored, so they follow classification changes at
+ * once. Compiling and matching yield to the event loop every SLICE_MS, so a big schema or many
+ * classifications slow only this request.
  */
 export async function classifySchema(rt: Runtime, connector: StoredResource, schema: DiscoveredSchema): Promise<DiscoveredSchema> {
   const { tenantId, projectId } = connector;
@@ -40,27 +69,37 @@ export async function classifySchema(rt: Runtime, connector: StoredResource, sch
     rt.ctx.resources.list({ tenantId, projectId, kind: 'masking_policy', limit: 10_000 }),
   ]);
   if (!classRows.length) return schema;
-  const classes: Classification[] = classRows.map((c) => {
+  const pause = slicer();
+  const classes: Classification[] = [];
+  for (const c of classRows) {
+    await pause();
     const policy = policyRows.find((p) => p.data.enabled !== false && p.data.classification_id === c.id);
-    const matchers = ((c.data.column_matchers as { column_pattern: string; table_pattern?: string; data_type?: string }[]) ?? []).flatMap((m): Matcher[] => {
-      const column = regex(m.column_pattern);
-      const table = m.table_pattern ? regex(m.table_pattern) : undefined;
-      const dataType = m.data_type ? regex(m.data_type, true) : undefined;
-      if (!column || (m.table_pattern && !table) || (m.data_type && !dataType)) return [];
-      return [{ column, table, dataType }];
-    });
-    return { id: c.id, name: c.name, sensitivity: String(c.data.sensitivity), matchers, masking: policy ? String(policy.data.method) : null };
+    classes.push({ id: c.id, name: c.name, sensitivity: String(c.data.sensitivity), matchers: compileMatchers(c), masking: policy ? String(policy.data.method) : null });
+  }
+  const tables: DiscoveredSchema['tables'] = [];
+  for (const t of schema.tables) {
+    // The marks are extra response fields that the stored column type does not have.
+    const columns: (typeof t.columns[number] & Partial<ColumnMarks>)[] = [];
+    for (const col of t.columns) {
+      await pause();
+      const found = classes.find((c) =>
+        c.matchers.some((m) => m.column.test(col.name) && (!m.table || m.table.test(t.name) || m.table.test(`${t.schema}.${t.name}`)) && (!m.dataType || m.dataType.test(col.type))),
+      );
+      columns.push(found ? { ...col, classification: found.name, classification_id: found.id, sensitivity: found.sensitivity, masking: found.masking } : col);
+    }
+    tables.push({ ...t, columns });
+  }
+  return { ...schema, tables };
+}
+
+/** A classification's matchers; one with a pattern that does not compile never matches. */
+function compileMatchers(c: StoredResource): Matcher[] {
+  const stored = (c.data.column_matchers as { column_pattern: string; table_pattern?: string; data_type?: string }[] | undefined) ?? [];
+  return stored.flatMap((m): Matcher[] => {
+    const column = regex(m.column_pattern);
+    const table = m.table_pattern ? regex(m.table_pattern) : undefined;
+    const dataType = m.data_type ? regex(m.data_type, true) : undefined;
+    if (!column || (m.table_pattern && !table) || (m.data_type && !dataType)) return [];
+    return [{ column, table, dataType }];
   });
-  return {
-    ...schema,
-    tables: schema.tables.map((t) => ({
-      ...t,
-      columns: t.columns.map((col) => {
-        const found = classes.find((c) =>
-          c.matchers.some((m) => m.column.test(col.name) && (!m.table || m.table.test(t.name) || m.table.test(`${t.schema}.${t.name}`)) && (!m.dataType || m.dataType.test(col.type))),
-        );
-        return found ? { ...col, classification: found.name, classification_id: found.id, sensitivity: found.sensitivity, masking: found.masking } : col;
-      }),
-    })),
-  };
 }
