@@ -4,6 +4,7 @@ import { validateCommand } from './validate.js';
 import { applyCommand, driftCommand, planCommand } from './plan.js';
 import { adoptCommand, exportCommand } from './export.js';
 import { providerCommand } from './provider.js';
+import { secretsCommand } from './secrets.js';
 import { initCommand } from './init.js';
 import { controllerCommand } from '../controller/cli.js';
 import { PACKAGE_VERSION } from '../version.js';
@@ -21,6 +22,7 @@ const program = new Command('dpctl')
   .addCommand(exportCommand())
   .addCommand(adoptCommand())
   .addCommand(providerCommand())
+  .addCommand(secretsCommand())
   .addCommand(controllerCommand());
 
 // `dpctl ... | head`: a reader that closes early is not an error.

@@ -91,6 +91,7 @@ export function serveCommand(): Command {
     .option('--host <host>', 'address to listen on', '127.0.0.1')
     .option('--data-dir <dir>', 'where the SQLite database and the generated certificate live', '.dpctl-data')
     .option('--database-url <url>', 'use PostgreSQL (postgres://...) instead of the data dir\'s SQLite')
+    .option('--secrets-key-file <file>', 'base64 32-byte master key that encrypts write-only values at rest (env DP_SECRETS_KEY; default: generated into <data-dir>/secrets.key, or the database with --database-url)')
     .option('--tls-cert <file>', 'PEM certificate to serve instead of a generated self-signed one')
     .option('--tls-key <file>', 'PEM private key for --tls-cert')
     .option('--base-domain <domain>', 'tenants are also served at <slug>.<domain>')
@@ -131,6 +132,8 @@ export function serveCommand(): Command {
           databaseUrl: opts.databaseUrl ?? process.env.DP_DATABASE_URL,
           tlsCert: opts.tlsCert,
           tlsKey: opts.tlsKey,
+          secretsKeyFile: opts.secretsKeyFile,
+          secretsKey: process.env.DP_SECRETS_KEY,
           baseDomain: opts.baseDomain,
           rateLimit: opts.rateLimit,
           accessTokenTtl: opts.accessTokenTtl,
@@ -183,11 +186,12 @@ export function tenantCommand(): Command {
     .requiredOption('--admin-email <email>', 'email of the first admin')
     .option('--data-dir <dir>', 'data dir of the service', '.dpctl-data')
     .option('--database-url <url>', 'PostgreSQL URL, when the service uses one')
+    .option('--secrets-key-file <file>', 'the service\'s secrets key file, when it uses one (env DP_SECRETS_KEY)')
     .action(async (slug: string, opts) => {
       const password = process.env.DP_ADMIN_PASSWORD || (await readStdin()).trim();
       if (!password) throw new Error('give the admin password in DP_ADMIN_PASSWORD or on stdin');
       const [{ openServiceContext }, { ensureTenantWithAdmin }] = await Promise.all([import('../service/server.js'), import('../service/bootstrap.js')]);
-      const ctx = await openServiceContext({ dataDir: opts.dataDir, databaseUrl: opts.databaseUrl ?? process.env.DP_DATABASE_URL });
+      const ctx = await openServiceContext({ dataDir: opts.dataDir, databaseUrl: opts.databaseUrl ?? process.env.DP_DATABASE_URL, secretsKeyFile: opts.secretsKeyFile, secretsKey: process.env.DP_SECRETS_KEY });
       try {
         if (await ctx.tenants.bySlug(slug)) throw new Error(`tenant "${slug}" already exists`);
         await ensureTenantWithAdmin(ctx, slug, opts.adminEmail, password);

@@ -39,6 +39,10 @@ export interface ServiceOptions {
   smtpFrom: string;
   /** Seconds between WebSocket stream heartbeats (ping and credential re-check); default 30. */
   streamHeartbeatSeconds?: number;
+  /** File holding the base64 of the 32-byte master key that seals write-only values at rest (docs/security.md). */
+  secretsKeyFile?: string;
+  /** The master key itself, base64 (env DP_SECRETS_KEY); without it or the file, a key is generated on first start. */
+  secretsKey?: string;
 }
 
 export const DEFAULT_OPTIONS: Omit<ServiceOptions, 'dataDir'> = {

@@ -1,14 +1,16 @@
 import { readFileSync } from 'node:fs';
 import { rootCertificates } from 'node:tls';
-import { Agent } from 'undici';
+import { Agent, buildConnector } from 'undici';
+import type { EgressPolicy } from './egress.js';
 
 /**
  * TLS from the service to the outside (notification deliveries over HTTPS and SMTP, identity providers): the
  * system CAs plus `--outbound-ca-file` and any CA a resource brings (an SSO provider's
  * `ca_certificate`), so a receiver behind a private CA works without touching the process-wide
- * trust store. One agent per distinct set of extra CAs, kept for the life of the process.
+ * trust store. Every agent connects through the service's egress policy (egress.ts). One agent
+ * per policy and distinct set of extra CAs, kept as long as the policy.
  */
-const agents = new Map<string, Agent>();
+const agents = new WeakMap<EgressPolicy, Map<string, Agent>>();
 
 interface ExtraCas {
   caFile?: string;
@@ -34,12 +36,29 @@ export function outboundCas(options: ExtraCas): string[] | undefined {
   return pems.length ? [...rootCertificates, ...pems] : undefined;
 }
 
-/** The agent trusting these extra CAs (PEM texts and the `--outbound-ca-file`); undefined: the default one. */
-export function outboundAgent(options: ExtraCas): Agent | undefined {
+/**
+ * undici's connector with the policy's `lookup` (host names: only permitted addresses are
+ * connected to) and a check of literal IP hosts, which net connects to without any lookup.
+ */
+function egressConnector(egress: EgressPolicy, ca: string[] | undefined): buildConnector.connector {
+  const connect = buildConnector({ ...(ca ? { ca } : {}), lookup: egress.lookup });
+  return (options, callback) => {
+    try {
+      egress.checkLiteral(options.hostname);
+    } catch (err) {
+      return callback(err as Error, null);
+    }
+    return connect(options, callback);
+  };
+}
+
+/** The agent for outbound HTTP(S) under this egress policy, trusting these extra CAs (PEM texts and the `--outbound-ca-file`). */
+export function outboundAgent(egress: EgressPolicy, options: ExtraCas = {}): Agent {
   const pems = extraPems(options);
-  if (!pems.length) return undefined;
   const key = pems.join('\n');
-  let agent = agents.get(key);
-  if (!agent) agents.set(key, (agent = new Agent({ connect: { ca: [...rootCertificates, ...pems] } })));
+  let byCas = agents.get(egress);
+  if (!byCas) agents.set(egress, (byCas = new Map()));
+  let agent = byCas.get(key);
+  if (!agent) byCas.set(key, (agent = new Agent({ connect: egressConnector(egress, pems.length ? [...rootCertificates, ...pems] : undefined) })));
   return agent;
 }

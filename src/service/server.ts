@@ -9,6 +9,7 @@ import { PERMISSION_RANK } from '../kinds/index.js';
 import { openDb, type Db } from './store/db.js';
 import { migrate } from './store/migrations.js';
 import { ResourceStore } from './store/resources.js';
+import { describeOrigin, openSecrets, sealClearSecrets } from './secrets/index.js';
 import { AuthService } from './auth/auth-service.js';
 import { TenantStore, tenantSlugFromHost } from './tenants.js';
 import { AuditLog } from './audit.js';
@@ -31,6 +32,8 @@ export interface RunningService {
   tls: TlsMaterial;
   /** `https://<tenant>.localhost:<port>/api/v1` */
   baseUrl(tenantSlug: string): string;
+  /** The background sealing of secrets written in clear by older versions: resolves to the rows sealed. */
+  secretsMigration: Promise<number>;
   close(): Promise<void>;
 }
 
@@ -72,15 +75,35 @@ export async function openServiceContext(partial: Partial<ServiceOptions> & { da
   mkdirSync(options.dataDir, { recursive: true });
   const db = await openDb({ databaseUrl: options.databaseUrl, sqlitePath: join(options.dataDir, 'dataplatform.sqlite') });
   await migrate(db);
+  // A wrong or missing secrets key stops start-up here with a message, the store closed.
+  const secrets = await openSecrets(db, options).catch(async (err) => {
+    await db.close();
+    throw err;
+  });
   return {
     options,
     db,
-    resources: new ResourceStore(db),
+    resources: new ResourceStore(db, secrets.cipher),
     auth: new AuthService(db, { accessTokenTtl: options.accessTokenTtl, clock: options.clock }),
     tenants: new TenantStore(db),
     audit: new AuditLog(db),
     cursors: new Cursors(await cursorKey(db)),
   };
+}
+
+/** Seals secrets left in clear by older versions, in the background; warns when PostgreSQL keeps its own key. */
+function startSecretsMigration(app: FastifyInstance, ctx: ServiceContext): { done: Promise<number>; stop: () => void } {
+  const { options } = ctx;
+  if (options.databaseUrl && !options.secretsKeyFile && !options.secretsKey) {
+    app.log.warn(`Secrets at rest are sealed with ${describeOrigin('database')}: a dump of the whole database holds the key. Give every replica the same --secrets-key-file or DP_SECRETS_KEY (docs/security.md).`);
+  }
+  const abort = new AbortController();
+  const done = sealClearSecrets(ctx.db, ctx.resources.cipher, abort.signal);
+  done.then(
+    (sealed) => sealed && app.log.info({ sealed }, 'secrets written in clear by an older version are now encrypted'),
+    (err) => app.log.error({ err }, 'encrypting secrets stored in clear failed; they stay readable and it is retried at the next start'),
+  );
+  return { done, stop: () => abort.abort() };
 }
 
 export async function startService(partial: Partial<ServiceOptions> & { dataDir: string }): Promise<RunningService> {
@@ -209,6 +232,7 @@ export async function startService(partial: Partial<ServiceOptions> & { dataDir:
   });
   const port = (guard.address() as AddressInfo).port;
   ctx.options.port = port;
+  const secretsMigration = startSecretsMigration(app, ctx);
 
   let closing: Promise<void> | undefined;
   return {
@@ -217,6 +241,7 @@ export async function startService(partial: Partial<ServiceOptions> & { dataDir:
     port,
     tls,
     baseUrl: (slug) => `https://${slug}.localhost:${port}/api/v1`,
+    secretsMigration: secretsMigration.done,
     close: () =>
       (closing ??= (async () => {
         guard.close();
@@ -227,6 +252,8 @@ export async function startService(partial: Partial<ServiceOptions> & { dataDir:
         while (inFlight > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
         for (const s of sockets) s.destroy();
         await app.close();
+        secretsMigration.stop();
+        await secretsMigration.done.catch(() => undefined);
         await db.close();
       })()),
   };

@@ -6,6 +6,7 @@ import { tokenResponse } from './auth.js';
 import { SsoFlows, type SsoFlow } from '../sso/flows.js';
 import { assertProtocol, loadGoogleProvider, loadProvider, type SsoProvider } from '../sso/provider.js';
 import { beginOidc, finishOidc } from '../sso/oidc.js';
+import { egressPolicy } from '../egress.js';
 import { finishSaml, newSamlRequestId, samlLoginUrl, samlMetadata } from '../sso/saml.js';
 import { auditProvisioning, signInVerified } from '../sso/sign-in.js';
 import type { VerifiedIdentity } from '../sso/oidc.js';
@@ -48,7 +49,7 @@ const unknownState = (loginPath: string) =>
 
 export function registerSsoRoutes(app: FastifyInstance, ctx: ServiceContext) {
   const flows = new SsoFlows(ctx.db, ctx.options.clock);
-  const oc = { clock: ctx.options.clock, outboundCaFile: ctx.options.outboundCaFile };
+  const oc = { clock: ctx.options.clock, egress: egressPolicy(ctx.options), outboundCaFile: ctx.options.outboundCaFile };
 
   /** Starts a flow: the state (and the nonce, PKCE verifier or SAML request id) go to the database, the browser goes to the IdP. */
   async function begin(req: FastifyRequest, reply: FastifyReply, p: SsoProvider, redirectUri: string) {

@@ -2,6 +2,7 @@ import type { Queryable } from '../store/db.js';
 import type { StoredResource } from '../store/resources.js';
 import { conflict, notFound } from '../errors.js';
 import { Stopped, type Runtime } from './runtime.js';
+import { egressPolicy } from '../egress.js';
 import { guarded, inProject, insertRun, pendingUnit, RunRecorder, runningRunOf, skipPending, updateResource, type RunData, type TableResult, type Trigger } from './runs.js';
 import {
   countRows,
@@ -39,7 +40,7 @@ export async function testConnector(rt: Runtime, connector: StoredResource): Pro
   const timeout = rt.ctx.options.sourceTimeout;
   if (!isReal(s)) return { success: true, message: simulatedTest(s) };
   try {
-    return { success: true, message: await testPostgres(s, timeout) };
+    return { success: true, message: await testPostgres(s, timeout, egressPolicy(rt.ctx.options)) };
   } catch (err) {
     return { success: false, message: describeError(err, s, timeout) };
   }
@@ -73,7 +74,7 @@ export async function discoverSchema(rt: Runtime, connector: StoredResource): Pr
   const previous = previousRow?.data as StoredDiscovery | undefined;
   let stored: StoredDiscovery;
   try {
-    const tables = isReal(s) ? await discoverPostgres(s, timeout) : simulatedDiscovery(s);
+    const tables = isReal(s) ? await discoverPostgres(s, timeout, egressPolicy(rt.ctx.options)) : simulatedDiscovery(s);
     stored = { discovered_at: rt.now(), error: null, tables };
   } catch (err) {
     stored = { discovered_at: previous?.discovered_at ?? null, error: describeError(err, s, timeout), tables: previous?.tables ?? [] };
@@ -140,7 +141,7 @@ async function runSync(rt: Runtime, rec: RunRecorder, connector: StoredResource)
   try {
     if (isReal(s)) {
       // Only calls to the source are wrapped: a failure of the service's own store is not the source's fault.
-      const client = await source(s, timeout, () => connectPostgres(s, timeout, rec.signal), rec.signal);
+      const client = await source(s, timeout, () => connectPostgres(s, timeout, egressPolicy(rt.ctx.options), rec.signal), rec.signal);
       const queryTimeout = rt.ctx.options.sourceQueryTimeout;
       const onAbort = () => void client.end().catch(() => undefined);
       rec.signal.addEventListener('abort', onAbort, { once: true });

@@ -2,6 +2,7 @@ import { createHmac } from 'node:crypto';
 import pRetry, { AbortError } from 'p-retry';
 import { fetch } from 'undici';
 import { outboundAgent } from '../outbound.js';
+import { EgressDenied, egressPolicy } from '../egress.js';
 import type { StoredResource } from '../store/resources.js';
 import { newId } from '../ids.js';
 import { REQUEST_TIMEOUT_MS, retryOptions, type DeliveryResult } from './delivery-policy.js';
@@ -21,6 +22,8 @@ import type { Runtime } from './runtime.js';
  * exponential backoff (delivery-policy.ts), each attempt bounded by REQUEST_TIMEOUT_MS. Every
  * delivery, successful or not, is a row of `notification_deliveries`. HTTPS trusts the system
  * CAs plus `--outbound-ca-file`, for receivers behind a private CA or a TLS-inspecting proxy.
+ * Every connection goes through the egress policy (egress.ts): a refused receiver is a failed
+ * delivery, not retried.
  */
 
 export interface NotificationEvent {
@@ -78,10 +81,12 @@ async function postJson(rt: Runtime, url: string, body: string, headers: Record<
           headers: { 'content-type': 'application/json', 'user-agent': 'dataplatform-notifier/1', ...headers },
           signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS),
           redirect: 'manual',
-          dispatcher: outboundAgent({ caFile: rt.ctx.options.outboundCaFile }),
+          dispatcher: outboundAgent(egressPolicy(rt.ctx.options), { caFile: rt.ctx.options.outboundCaFile }),
         });
       } catch (err) {
         const e = err as Error & { cause?: { code?: string; message?: string } };
+        // The egress policy's refusal will not change on a retry: reported as it is, once.
+        if (e.cause instanceof EgressDenied) throw new AbortError(new HttpFailure(e.cause.message));
         const reason = e.name === 'TimeoutError' ? `no answer within ${REQUEST_TIMEOUT_MS / 1000} s` : (e.cause?.code ?? e.cause?.message ?? e.message);
         throw new HttpFailure(`request to ${new URL(url).host} failed: ${reason}`);
       }

@@ -2,6 +2,7 @@ import nodemailer, { type Transporter } from 'nodemailer';
 import type SMTPTransport from 'nodemailer/lib/smtp-transport/index.js';
 import pRetry, { AbortError } from 'p-retry';
 import { outboundCas } from '../outbound.js';
+import { EgressDenied, egressPolicy } from '../egress.js';
 import { REQUEST_TIMEOUT_MS, retryOptions, type DeliveryResult } from './delivery-policy.js';
 import type { Runtime } from './runtime.js';
 
@@ -45,12 +46,23 @@ function transport(rt: Runtime): SmtpTransporter {
   let smtp = transports.get(rt.ctx);
   if (smtp) return smtp;
   const ca = outboundCas({ caFile: rt.ctx.options.outboundCaFile });
+  const egress = egressPolicy(rt.ctx.options);
   smtp = nodemailer.createTransport({
     url: rt.ctx.options.smtpUrl,
     connectionTimeout: REQUEST_TIMEOUT_MS,
     greetingTimeout: REQUEST_TIMEOUT_MS,
     socketTimeout: REQUEST_TIMEOUT_MS,
     ...(ca ? { tls: { ca } } : {}),
+    // The connection is opened through the egress policy (resolved once, checked, connected to
+    // that address); nodemailer then speaks SMTP on it and does the TLS (smtps, STARTTLS) itself.
+    getSocket: (options, callback) => {
+      const secure = options.secure ?? Number(options.port) === 465;
+      const port = Number(options.port) || (secure ? 465 : 587);
+      egress.connect(options.host || 'localhost', port, REQUEST_TIMEOUT_MS).then(
+        (connection) => callback(null, { connection }),
+        (err: Error) => callback(err),
+      );
+    },
   });
   transports.set(rt.ctx, smtp);
   return smtp;
@@ -69,6 +81,7 @@ export async function sendMail(rt: Runtime, mail: Mail): Promise<DeliveryResult>
         return await smtp.sendMail({ from, to: mail.to, subject: mail.subject, text: mail.text });
       } catch (err) {
         const e = err as SmtpError;
+        if (err instanceof EgressDenied) throw new AbortError(new MailFailure(err.message));
         const reason = e.responseCode ? `${host} answered ${e.response ?? e.responseCode}` : `SMTP to ${host} failed: ${e.code ? `${e.code} ` : ''}${e.message}`;
         const failure = new MailFailure(reason, e.responseCode);
         // 4xx: the server asks to try again later; 5xx and bad credentials will not change.

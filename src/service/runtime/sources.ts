@@ -1,5 +1,7 @@
 import { createHash } from 'node:crypto';
+import { isIP } from 'node:net';
 import pg from 'pg';
+import { EgressDenied, type EgressPolicy } from '../egress.js';
 import type { StoredResource } from '../store/resources.js';
 
 /**
@@ -67,7 +69,7 @@ function where(s: SourceSettings) {
 
 /** Turns a driver or server error into a sentence for the user. */
 export function describeError(err: unknown, s: SourceSettings, timeoutSeconds: number): string {
-  if (err instanceof SourceError) return err.message;
+  if (err instanceof SourceError || err instanceof EgressDenied) return err.message;
   const e = err as { code?: string; message?: string };
   const message = e.message ?? String(err);
   switch (e.code) {
@@ -104,11 +106,12 @@ export function describeError(err: unknown, s: SourceSettings, timeoutSeconds: n
   return `Connection to ${where(s)} failed: ${message}`;
 }
 
-function clientConfig(s: SourceSettings, timeoutSeconds: number, ssl: pg.ClientConfig['ssl']): pg.ClientConfig {
+function clientConfig(s: SourceSettings, address: string, timeoutSeconds: number, ssl: pg.ClientConfig['ssl']): pg.ClientConfig {
   const password = s.password ?? '';
   return {
     // Every parameter is explicit, so nothing comes from the service's PG* environment or ~/.pgpass.
-    host: s.host,
+    // `address` is the one the egress policy checked: pg connects to it, never resolving the name again.
+    host: address,
     port: s.port ?? 5432,
     database: s.database || s.username,
     user: s.username,
@@ -123,12 +126,17 @@ function clientConfig(s: SourceSettings, timeoutSeconds: number, ssl: pg.ClientC
  * Connects to a postgresql source within the timeout. ssl_mode as libpq: disable (plain),
  * prefer (TLS when the server offers it, else plain; the default), require (TLS, any
  * certificate), verify-full (TLS, certificate checked against the host name).
+ * The host is resolved once and checked by the egress policy before any packet is sent (pg
+ * takes no `lookup`): a denied host answers the same, at once, whether its port is open or not.
  */
-export async function connectPostgres(s: SourceSettings, timeoutSeconds: number, signal?: AbortSignal): Promise<pg.Client> {
+export async function connectPostgres(s: SourceSettings, timeoutSeconds: number, egress: EgressPolicy, signal?: AbortSignal): Promise<pg.Client> {
   if (!s.host) throw new SourceError('config.host is not set');
   if (!s.username) throw new SourceError('credentials.username is not set');
+  const address = await egress.resolve(s.host, Math.max(1, Math.round(timeoutSeconds * 1000)));
+  // The certificate is checked against (and SNI names) the host the user gave, not the address.
+  const servername = isIP(s.host) ? {} : { servername: s.host };
   const attempt = async (ssl: pg.ClientConfig['ssl']) => {
-    const client = new pg.Client(clientConfig(s, timeoutSeconds, ssl));
+    const client = new pg.Client(clientConfig(s, address, timeoutSeconds, ssl));
     client.on('error', () => undefined);
     const onAbort = () => void client.end().catch(() => undefined);
     signal?.addEventListener('abort', onAbort, { once: true });
@@ -144,10 +152,10 @@ export async function connectPostgres(s: SourceSettings, timeoutSeconds: number,
   };
   const mode = s.sslMode ?? 'prefer';
   if (mode === 'disable') return attempt(false);
-  if (mode === 'require') return attempt({ rejectUnauthorized: false });
-  if (mode === 'verify-full') return attempt({ rejectUnauthorized: true, servername: s.host });
+  if (mode === 'require') return attempt({ rejectUnauthorized: false, ...servername });
+  if (mode === 'verify-full') return attempt({ rejectUnauthorized: true, host: s.host, ...servername } as pg.ClientConfig['ssl']);
   try {
-    return await attempt({ rejectUnauthorized: false });
+    return await attempt({ rejectUnauthorized: false, ...servername });
   } catch (err) {
     if (/does not support SSL/i.test((err as Error).message)) return attempt(false);
     throw err;
@@ -155,8 +163,8 @@ export async function connectPostgres(s: SourceSettings, timeoutSeconds: number,
 }
 
 /** Runs fn on a connection that is closed afterwards, and when `signal` aborts. */
-export async function withPostgres<T>(s: SourceSettings, timeoutSeconds: number, signal: AbortSignal | undefined, fn: (c: pg.Client) => Promise<T>): Promise<T> {
-  const client = await connectPostgres(s, timeoutSeconds, signal);
+export async function withPostgres<T>(s: SourceSettings, timeoutSeconds: number, egress: EgressPolicy, signal: AbortSignal | undefined, fn: (c: pg.Client) => Promise<T>): Promise<T> {
+  const client = await connectPostgres(s, timeoutSeconds, egress, signal);
   const onAbort = () => void client.end().catch(() => undefined);
   signal?.addEventListener('abort', onAbort, { once: true });
   try {
@@ -174,8 +182,8 @@ async function schemaExists(c: pg.Client, schema: string): Promise<boolean> {
 }
 
 /** The connection test: connect, check the schema, count the tables the user can see in it. */
-export async function testPostgres(s: SourceSettings, timeoutSeconds: number): Promise<string> {
-  return withPostgres(s, timeoutSeconds, undefined, async (c) => {
+export async function testPostgres(s: SourceSettings, timeoutSeconds: number, egress: EgressPolicy): Promise<string> {
+  return withPostgres(s, timeoutSeconds, egress, undefined, async (c) => {
     await setStatementTimeout(c, timeoutSeconds);
     const version = String((await c.query('SHOW server_version')).rows[0].server_version).split(' ')[0];
     if (!(await schemaExists(c, s.schema))) throw new SourceError(`Connected to ${where(s)}/${s.database ?? s.username}, but schema "${s.schema}" does not exist`);
@@ -195,8 +203,8 @@ export interface DiscoveredTable {
 const schemasOf = (s: SourceSettings) => [...new Set([s.schema, ...s.selectedTables.map((t) => splitTable(t, s.schema).schema)])];
 
 /** Tables and columns (information_schema) of the connector's schemas that the user can see. */
-export async function discoverPostgres(s: SourceSettings, timeoutSeconds: number): Promise<DiscoveredTable[]> {
-  return withPostgres(s, timeoutSeconds, undefined, async (c) => {
+export async function discoverPostgres(s: SourceSettings, timeoutSeconds: number, egress: EgressPolicy): Promise<DiscoveredTable[]> {
+  return withPostgres(s, timeoutSeconds, egress, undefined, async (c) => {
     await setStatementTimeout(c, timeoutSeconds);
     const schemas = schemasOf(s);
     const tables = await c.query<{ table_schema: string; table_name: string }>(

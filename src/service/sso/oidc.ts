@@ -1,6 +1,7 @@
 import * as oidc from 'openid-client';
 import { fetch as undiciFetch, type Agent } from 'undici';
 import { outboundAgent } from '../outbound.js';
+import { EgressPolicy } from '../egress.js';
 import { ApiError, unauthorized, unprocessable } from '../errors.js';
 import { GOOGLE_ISSUER, type SsoProvider } from './provider.js';
 
@@ -10,13 +11,17 @@ export interface VerifiedIdentity {
   email: string;
 }
 
-/** How the service reaches identity providers: its clock (injectable in tests) and the extra CA of `--outbound-ca-file`. */
+/** How the service reaches identity providers: its clock (injectable in tests), its egress policy and the extra CA of `--outbound-ca-file`. */
 export interface OidcContext {
   clock: () => number;
+  /** Every request to the IdP (discovery, keys, token, userinfo) connects through it; unset: the default policy. */
+  egress?: EgressPolicy;
   outboundCaFile?: string;
 }
 
-/** openid-client's fetch through an agent that trusts extra CAs. */
+const DEFAULT_POLICY = new EgressPolicy();
+
+/** openid-client's fetch through an agent under the egress policy (and trusting extra CAs). */
 function fetchThrough(dispatcher: Agent): oidc.CustomFetch {
   return (url, options) => undiciFetch(url, { ...options, dispatcher } as never) as unknown as Promise<Response>;
 }
@@ -33,7 +38,7 @@ function rootCause(err: unknown): string {
 }
 
 /** Reads the IdP's discovery document. The service's clock (injectable in tests) is the one ID tokens are checked against. */
-async function configure(p: SsoProvider, { clock, outboundCaFile }: OidcContext): Promise<oidc.Configuration> {
+async function configure(p: SsoProvider, { clock, egress, outboundCaFile }: OidcContext): Promise<oidc.Configuration> {
   const issuer = p.issuer ?? (p.protocol === 'google' ? GOOGLE_ISSUER : undefined);
   if (!issuer || !p.client_id) throw unprocessable(`SSO provider "${p.name}" needs issuer and client_id`);
   const metadata: Partial<oidc.ClientMetadata> = { [oidc.clockSkew]: Math.round((clock() - Date.now()) / 1000) };
@@ -41,8 +46,7 @@ async function configure(p: SsoProvider, { clock, outboundCaFile }: OidcContext)
   // Signature checks on the ID token even though it comes straight from the token endpoint over TLS
   // (OIDC allows skipping them there): a proxy or a compromised route must not be able to forge one.
   const options: oidc.DiscoveryRequestOptions = { execute: [oidc.enableNonRepudiationChecks] };
-  const agent = outboundAgent({ caFile: outboundCaFile, caPems: [p.ca_certificate] });
-  if (agent) options[oidc.customFetch] = fetchThrough(agent);
+  options[oidc.customFetch] = fetchThrough(outboundAgent(egress ?? DEFAULT_POLICY, { caFile: outboundCaFile, caPems: [p.ca_certificate] }));
   try {
     return await oidc.discovery(new URL(issuer), p.client_id, metadata, auth, options);
   } catch (err) {

@@ -1,4 +1,5 @@
 import type { Db, Queryable, SqlValue } from './db.js';
+import type { SecretCipher } from '../secrets/cipher.js';
 
 /** One stored resource of any kind. `data` is exactly what the API returns; secrets live apart. */
 export interface StoredResource {
@@ -25,18 +26,6 @@ interface Row {
   secrets: string | null;
 }
 
-const fromRow = (r: Row): StoredResource => ({
-  seq: Number(r.seq),
-  id: r.id,
-  tenantId: r.tenant_id,
-  projectId: r.project_id,
-  kind: r.kind,
-  parentId: r.parent_id,
-  name: r.name,
-  data: JSON.parse(r.data),
-  secrets: r.secrets ? JSON.parse(r.secrets) : null,
-});
-
 export interface ListQuery {
   tenantId: string;
   projectId: string;
@@ -51,9 +40,34 @@ export interface ListQuery {
 
 const COLUMNS = 'seq, id, tenant_id, project_id, kind, parent_id, name, data, secrets';
 
-/** Generic persistence for every kind: the service never has a table per kind. */
+/**
+ * Generic persistence for every kind: the service never has a table per kind. Write-only
+ * values (`secrets`) are sealed by the cipher on every write and opened on read, so they are
+ * never in clear in the database files.
+ */
 export class ResourceStore {
-  constructor(private readonly db: Db) {}
+  constructor(
+    private readonly db: Db,
+    readonly cipher: SecretCipher,
+  ) {}
+
+  private fromRow(r: Row): StoredResource {
+    return {
+      seq: Number(r.seq),
+      id: r.id,
+      tenantId: r.tenant_id,
+      projectId: r.project_id,
+      kind: r.kind,
+      parentId: r.parent_id,
+      name: r.name,
+      data: JSON.parse(r.data),
+      secrets: r.secrets ? this.cipher.open(r.secrets, r.tenant_id, r.id) : null,
+    };
+  }
+
+  private sealed(r: Pick<StoredResource, 'tenantId' | 'id' | 'secrets'>): string | null {
+    return r.secrets ? this.cipher.seal(r.secrets, r.tenantId, r.id) : null;
+  }
 
   private jsonField(field: string): string {
     if (!/^[a-z_]+$/.test(field)) throw new Error(`bad filter field ${field}`);
@@ -78,7 +92,7 @@ export class ResourceStore {
 
   async list(query: ListQuery, q: Queryable = this.db): Promise<StoredResource[]> {
     const { sql, params } = this.listSql(COLUMNS, query);
-    return (await q.all<Row>(sql, params)).map(fromRow);
+    return (await q.all<Row>(sql, params)).map((r) => this.fromRow(r));
   }
 
   /**
@@ -99,7 +113,7 @@ export class ResourceStore {
       `SELECT ${COLUMNS} FROM resources WHERE id = ? AND tenant_id = ? AND project_id = ? AND kind = ?`,
       [id, tenantId, projectId, kind],
     );
-    return row && fromRow(row);
+    return row && this.fromRow(row);
   }
 
   async getByName(tenantId: string, projectId: string, kind: string, name: string, q: Queryable = this.db) {
@@ -107,14 +121,14 @@ export class ResourceStore {
       `SELECT ${COLUMNS} FROM resources WHERE tenant_id = ? AND project_id = ? AND kind = ? AND name = ?`,
       [tenantId, projectId, kind, name],
     );
-    return row && fromRow(row);
+    return row && this.fromRow(row);
   }
 
   async insert(r: Omit<StoredResource, 'seq'>, q: Queryable = this.db): Promise<void> {
     const now = String(r.data.created_at ?? new Date().toISOString());
     await q.run(
       'INSERT INTO resources (id, tenant_id, project_id, kind, parent_id, name, data, secrets, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)',
-      [r.id, r.tenantId, r.projectId, r.kind, r.parentId, r.name, JSON.stringify(r.data), r.secrets ? JSON.stringify(r.secrets) : null, now, now],
+      [r.id, r.tenantId, r.projectId, r.kind, r.parentId, r.name, JSON.stringify(r.data), this.sealed(r), now, now],
     );
   }
 
@@ -122,7 +136,7 @@ export class ResourceStore {
     await q.run('UPDATE resources SET name = ?, data = ?, secrets = ?, updated_at = ? WHERE id = ?', [
       r.name,
       JSON.stringify(r.data),
-      r.secrets ? JSON.stringify(r.secrets) : null,
+      this.sealed(r),
       String(r.data.updated_at ?? new Date().toISOString()),
       r.id,
     ]);
@@ -152,6 +166,6 @@ export class ResourceStore {
       `SELECT ${COLUMNS} FROM resources WHERE tenant_id = ? AND project_id = ? AND kind IN (${marks}) ORDER BY seq`,
       [tenantId, projectId, ...kinds],
     );
-    return rows.map(fromRow);
+    return rows.map((r) => this.fromRow(r));
   }
 }
