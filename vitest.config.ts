@@ -20,7 +20,7 @@ export default defineConfig({
         extends: true,
         test: {
           name: 'postgres',
-          include: ['test/integration/**/*.test.ts'],
+          include: ['test/integration/**/*.test.ts', 'test/abuse/**/*.test.ts'],
           exclude: ['test/integration/openapi/**'],
           globalSetup: ['test/support/postgres-global-setup.ts'],
           env: { DP_TEST_STORE: 'postgres' },
