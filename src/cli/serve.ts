@@ -2,6 +2,7 @@ import { Command, Option } from 'commander';
 import { join } from 'node:path';
 import { DEFAULT_OPTIONS } from '../service/context.js';
 import { checkSmtpUrl, redactedSmtpUrl } from '../service/smtp-url.js';
+import { parseCidrList } from '../service/egress.js';
 import { readStdin } from './stdin.js';
 import type { RunningService } from '../service/server.js';
 import type { startDemoController } from './demo-controller.js';
@@ -105,6 +106,8 @@ export function serveCommand(): Command {
     .option('--outbound-ca-file <file>', 'PEM CA trusted (besides the system CAs) for outbound HTTPS: webhook and Slack notifications')
     .option('--smtp-url <url>', 'send email channels through this SMTP server (smtp://user:password@host:587, smtps://...; env DP_SMTP_URL) instead of the email_outbox table', (v: string) => checkSmtpUrl(v, '--smtp-url'))
     .option('--smtp-from <address>', 'sender of notification emails', DEFAULT_OPTIONS.smtpFrom)
+    .option('--egress-deny <cidrs>', 'CIDRs no outbound connection (connector sources, webhooks, Slack, SMTP, SSO) may reach, comma-separated; "default" = link-local/metadata and private ranges, "none" = nothing (env DP_EGRESS_DENY; default: "default")', (v: string) => parseCidrList(v, '--egress-deny'))
+    .option('--egress-allow <cidrs>', 'CIDRs allowed again inside denied ones (the most specific range decides), comma-separated (env DP_EGRESS_ALLOW)', (v: string) => parseCidrList(v, '--egress-allow'))
     .option('--reconcile <dir>', 'also run the controller in this process: keep the bootstrapped tenant equal to the YAML in <dir> (edit a file and it is applied)')
     .option('--reconcile-interval <duration>', 'time between the controller\'s runs with --reconcile', '2s')
     .option('--controller-listen <host:port>', 'status page of the controller with --reconcile', '127.0.0.1:9090')
@@ -145,6 +148,8 @@ export function serveCommand(): Command {
           outboundCaFile: opts.outboundCaFile,
           smtpUrl: opts.smtpUrl ?? (process.env.DP_SMTP_URL ? checkSmtpUrl(process.env.DP_SMTP_URL, 'DP_SMTP_URL') : undefined),
           smtpFrom: opts.smtpFrom,
+          egressDeny: opts.egressDeny ?? (process.env.DP_EGRESS_DENY ? parseCidrList(process.env.DP_EGRESS_DENY, 'DP_EGRESS_DENY') : undefined),
+          egressAllow: opts.egressAllow ?? (process.env.DP_EGRESS_ALLOW ? parseCidrList(process.env.DP_EGRESS_ALLOW, 'DP_EGRESS_ALLOW') : undefined),
         });
         const demo: Partial<typeof DEMO> = opts.demo ? DEMO : {};
         const slug = process.env.DP_BOOTSTRAP_TENANT || demo.slug;

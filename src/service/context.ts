@@ -39,6 +39,10 @@ export interface ServiceOptions {
   smtpFrom: string;
   /** Seconds between WebSocket stream heartbeats (ping and credential re-check); default 30. */
   streamHeartbeatSeconds?: number;
+  /** CIDRs every outbound connection is refused to (egress.ts; `default` stands for the built-in list); unset: that list. */
+  egressDeny?: string[];
+  /** CIDRs allowed again inside denied ranges (the most specific range decides); unset: none. */
+  egressAllow?: string[];
   /** File holding the base64 of the 32-byte master key that seals write-only values at rest (docs/security.md). */
   secretsKeyFile?: string;
   /** The master key itself, base64 (env DP_SECRETS_KEY); without it or the file, a key is generated on first start. */

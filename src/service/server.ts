@@ -19,6 +19,7 @@ import { ApiError, forbidden, unauthorized } from './errors.js';
 import { newRequestId, nowIso } from './ids.js';
 import { loadOrCreateTls, type TlsMaterial } from './tls.js';
 import { createPlainHttpGuard } from './plain-http-guard.js';
+import { egressPolicy } from './egress.js';
 import { DEFAULT_OPTIONS, type ServiceContext, type ServiceOptions } from './context.js';
 import { registerDocs } from './docs.js';
 import { registerProviderMirror } from './provider-mirror.js';
@@ -72,6 +73,8 @@ function toApiError(err: FastifyError | ApiError | Error): ApiError {
 /** Opens the store (migrating it) and builds what routes and the CLI's admin commands share. */
 export async function openServiceContext(partial: Partial<ServiceOptions> & { dataDir: string }): Promise<ServiceContext> {
   const options: ServiceOptions = { ...DEFAULT_OPTIONS, ...partial };
+  // A bad --egress-deny/--egress-allow range stops start-up here, before the store is opened.
+  egressPolicy(options);
   mkdirSync(options.dataDir, { recursive: true });
   const db = await openDb({ databaseUrl: options.databaseUrl, sqlitePath: join(options.dataDir, 'dataplatform.sqlite') });
   await migrate(db);
