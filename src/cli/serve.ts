@@ -106,6 +106,8 @@ export function serveCommand(): Command {
     .option('--outbound-ca-file <file>', 'PEM CA trusted (besides the system CAs) for outbound HTTPS: webhook and Slack notifications')
     .option('--smtp-url <url>', 'send email channels through this SMTP server (smtp://user:password@host:587, smtps://...; env DP_SMTP_URL) instead of the email_outbox table', (v: string) => checkSmtpUrl(v, '--smtp-url'))
     .option('--smtp-from <address>', 'sender of notification emails', DEFAULT_OPTIONS.smtpFrom)
+    .option('--no-metrics', 'do not serve GET /metrics (Prometheus: event-loop delay, process metrics; no tenant data)')
+    .option('--metrics-token <token>', 'GET /metrics asks for "Authorization: Bearer <token>" (env DP_METRICS_TOKEN; default: open)')
     .option('--egress-deny <cidrs>', 'CIDRs no outbound connection (connector sources, webhooks, Slack, SMTP, SSO) may reach, comma-separated; "default" = link-local/metadata and private ranges, "none" = nothing (env DP_EGRESS_DENY; default: "default")', (v: string) => parseCidrList(v, '--egress-deny'))
     .option('--egress-allow <cidrs>', 'CIDRs allowed again inside denied ones (the most specific range decides), comma-separated (env DP_EGRESS_ALLOW)', (v: string) => parseCidrList(v, '--egress-allow'))
     .option('--reconcile <dir>', 'also run the controller in this process: keep the bootstrapped tenant equal to the YAML in <dir> (edit a file and it is applied)')
@@ -148,6 +150,8 @@ export function serveCommand(): Command {
           outboundCaFile: opts.outboundCaFile,
           smtpUrl: opts.smtpUrl ?? (process.env.DP_SMTP_URL ? checkSmtpUrl(process.env.DP_SMTP_URL, 'DP_SMTP_URL') : undefined),
           smtpFrom: opts.smtpFrom,
+          metrics: opts.metrics,
+          metricsToken: opts.metricsToken ?? (process.env.DP_METRICS_TOKEN || undefined),
           egressDeny: opts.egressDeny ?? (process.env.DP_EGRESS_DENY ? parseCidrList(process.env.DP_EGRESS_DENY, 'DP_EGRESS_DENY') : undefined),
           egressAllow: opts.egressAllow ?? (process.env.DP_EGRESS_ALLOW ? parseCidrList(process.env.DP_EGRESS_ALLOW, 'DP_EGRESS_ALLOW') : undefined),
         });

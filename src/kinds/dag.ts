@@ -9,7 +9,46 @@ export type DagProblem =
   | { type: 'missing'; index: number; name: string; dependency: string }
   | { type: 'cycle'; index: number; name: string; cycle: string[] };
 
-/** Finds the first problem of a graph, in declaration order, so the message names one node. */
+/**
+ * Depth-first walk over the graph with an explicit stack (a 10,000-long chain would overflow the
+ * call stack if recursive), visiting each node and edge once: O(nodes + edges). `onCycle` gets the
+ * path when a dependency leads back to a node still being visited; returning true stops the walk.
+ * Nodes are finished (`onDone`) dependencies first, roots in declaration order.
+ */
+function walkDag(nodes: DagNode[], byIndex: Map<string, number>, onDone: (index: number) => void, onCycle?: (root: number, path: number[]) => boolean): void {
+  const state = new Uint8Array(nodes.length); // 0 new, 1 visiting, 2 done
+  const path: number[] = [];
+  const next: number[] = []; // next[k]: which dependency of path[k] to look at
+  for (let root = 0; root < nodes.length; root++) {
+    if (state[root]) continue;
+    state[root] = 1;
+    path.push(root);
+    next.push(0);
+    while (path.length) {
+      const top = path.length - 1;
+      const node = path[top];
+      const deps = nodes[node].dependsOn;
+      if (next[top] < deps.length) {
+        const dep = byIndex.get(deps[next[top]++]);
+        if (dep === undefined || state[dep] === 2) continue;
+        if (state[dep] === 1) {
+          if (onCycle?.(root, [...path.slice(path.lastIndexOf(dep)), dep])) return;
+          continue;
+        }
+        state[dep] = 1;
+        path.push(dep);
+        next.push(0);
+        continue;
+      }
+      state[node] = 2;
+      path.pop();
+      next.pop();
+      onDone(node);
+    }
+  }
+}
+
+/** Finds the first problem of a graph, in declaration order, so the message names one node. Linear in nodes + edges. */
 export function checkDag(nodes: DagNode[]): DagProblem | null {
   const byName = new Map<string, number>();
   for (const [index, node] of nodes.entries()) {
@@ -21,26 +60,12 @@ export function checkDag(nodes: DagNode[]): DagProblem | null {
       if (!byName.has(dependency)) return { type: 'missing', index, name: node.name, dependency };
     }
   }
-  const state = new Map<string, 'visiting' | 'done'>();
-  const stack: string[] = [];
-  const visit = (name: string): string[] | null => {
-    if (state.get(name) === 'done') return null;
-    if (state.get(name) === 'visiting') return [...stack.slice(stack.indexOf(name)), name];
-    state.set(name, 'visiting');
-    stack.push(name);
-    for (const dep of nodes[byName.get(name)!].dependsOn) {
-      const cycle = visit(dep);
-      if (cycle) return cycle;
-    }
-    stack.pop();
-    state.set(name, 'done');
-    return null;
-  };
-  for (const [index, node] of nodes.entries()) {
-    const cycle = visit(node.name);
-    if (cycle) return { type: 'cycle', index, name: node.name, cycle };
-  }
-  return null;
+  let problem: DagProblem | null = null;
+  walkDag(nodes, byName, () => undefined, (root, path) => {
+    problem = { type: 'cycle', index: root, name: nodes[root].name, cycle: path.map((i) => nodes[i].name) };
+    return true;
+  });
+  return problem;
 }
 
 /** The field and message a DAG problem is reported at: `steps[2].depends_on`, naming the node. */
@@ -63,17 +88,21 @@ export function dagProblems(dags: { field: string; noun: string }[], body: Recor
   return out;
 }
 
-/** Dependencies first; ties keep declaration order. Assumes checkDag found nothing. */
+/**
+ * Dependencies first; ties keep declaration order. Assumes checkDag found nothing (a missing
+ * dependency is ignored). Linear in nodes + edges, with no recursion.
+ */
 export function topologicalOrder(nodes: DagNode[]): string[] {
-  const done = new Set<string>();
-  const order: string[] = [];
-  const byName = new Map(nodes.map((n) => [n.name, n]));
-  const visit = (name: string) => {
-    if (done.has(name)) return;
-    done.add(name);
-    for (const dep of byName.get(name)?.dependsOn ?? []) visit(dep);
-    order.push(name);
-  };
-  for (const node of nodes) visit(node.name);
+  return topologicalIndexes(nodes).map((i) => nodes[i].name);
+}
+
+/** topologicalOrder as indexes into `nodes`. */
+export function topologicalIndexes(nodes: DagNode[]): number[] {
+  const byName = new Map<string, number>();
+  nodes.forEach((n, i) => {
+    if (!byName.has(n.name)) byName.set(n.name, i);
+  });
+  const order: number[] = [];
+  walkDag(nodes, byName, (i) => order.push(i));
   return order;
 }

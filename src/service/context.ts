@@ -39,6 +39,10 @@ export interface ServiceOptions {
   smtpFrom: string;
   /** Seconds between WebSocket stream heartbeats (ping and credential re-check); default 30. */
   streamHeartbeatSeconds?: number;
+  /** Serve GET /metrics (Prometheus: event-loop delay, process); default true. */
+  metrics?: boolean;
+  /** When set, GET /metrics asks for `Authorization: Bearer <metricsToken>`. */
+  metricsToken?: string;
   /** CIDRs every outbound connection is refused to (egress.ts; `default` stands for the built-in list); unset: that list. */
   egressDeny?: string[];
   /** CIDRs allowed again inside denied ranges (the most specific range decides); unset: none. */

@@ -23,6 +23,7 @@ import { egressPolicy } from './egress.js';
 import { DEFAULT_OPTIONS, type ServiceContext, type ServiceOptions } from './context.js';
 import { registerDocs } from './docs.js';
 import { registerProviderMirror } from './provider-mirror.js';
+import { registerMetrics } from './metrics.js';
 import { registerRoutes } from './routes/index.js';
 import { registerStreams } from './streams/index.js';
 
@@ -218,6 +219,7 @@ export async function startService(partial: Partial<ServiceOptions> & { dataDir:
 
   await registerDocs(app, ctx);
   registerProviderMirror(app);
+  const metrics = options.metrics === false ? undefined : registerMetrics(app, { token: options.metricsToken });
   await registerRoutes(app, ctx);
   const streams = await registerStreams(app, ctx);
   await app.ready();
@@ -255,6 +257,7 @@ export async function startService(partial: Partial<ServiceOptions> & { dataDir:
         while (inFlight > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
         for (const s of sockets) s.destroy();
         await app.close();
+        metrics?.stop();
         secretsMigration.stop();
         await secretsMigration.done.catch(() => undefined);
         await db.close();

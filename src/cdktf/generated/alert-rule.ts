@@ -107,7 +107,7 @@ export interface AlertRuleConfig extends cdk.TerraformMetaArguments {
   readonly condition: AlertRuleCondition;
   /** What the rule watches; empty watches every run of the project. Default: {}. */
   readonly target?: AlertRuleTarget;
-  /** Notification channels that receive the alert when it fires. Default: []. */
+  /** Notification channels that receive the alert when it fires. At most 50 (more is 422 unprocessable_entity). Default: []. */
   readonly channelIds?: string[];
   /** Escalation policy followed while an alert of this rule stays unacknowledged. */
   readonly escalationPolicyId?: string;
@@ -285,7 +285,7 @@ export class AlertRule extends cdk.TerraformResource {
     return this._targetRef;
   }
 
-  /** Notification channels that receive the alert when it fires. Default: []. */
+  /** Notification channels that receive the alert when it fires. At most 50 (more is 422 unprocessable_entity). Default: []. */
   get channelIds() {
     return this.getListAttribute('channel_ids');
   }

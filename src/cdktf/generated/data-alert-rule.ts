@@ -129,7 +129,7 @@ export class DataAlertRule extends cdk.TerraformDataSource {
     return this._targetRef;
   }
 
-  /** Notification channels that receive the alert when it fires. Set by the server. */
+  /** Notification channels that receive the alert when it fires. At most 50 (more is 422 unprocessable_entity). Set by the server. */
   get channelIds() {
     return this.getListAttribute('channel_ids');
   }

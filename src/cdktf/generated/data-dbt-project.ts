@@ -49,7 +49,7 @@ export class DataDbtProjectModelsOutputReference extends cdk.ComplexObject {
     return this.getListAttribute('depends_on');
   }
 
-  /** Connector tables this model reads. Set by the server. */
+  /** Connector tables this model reads. At most 100 (more is 422 unprocessable_entity). Set by the server. */
   private readonly _sourcesRef = new DataDbtProjectModelsSourcesList(this, 'sources', false);
   get sources() {
     return this._sourcesRef;
@@ -143,7 +143,7 @@ export class DataDbtProject extends cdk.TerraformDataSource {
     return this.getStringAttribute('target');
   }
 
-  /** Declared models; names are unique within the project. Set by the server. */
+  /** Declared models; names are unique within the project. At most 1000 (more is 422 unprocessable_entity). Set by the server. */
   private readonly _modelsRef = new DataDbtProjectModelsList(this, 'models', false);
   get models() {
     return this._modelsRef;

@@ -12,7 +12,7 @@ export class DataEscalationPolicyStepsOutputReference extends cdk.ComplexObject 
     return this.getNumberAttribute('delay_minutes');
   }
 
-  /** Notification channels notified by this step. Set by the server. */
+  /** Notification channels notified by this step. At most 50 (more is 422 unprocessable_entity). Set by the server. */
   get channelIds() {
     return this.getListAttribute('channel_ids');
   }
@@ -90,7 +90,7 @@ export class DataEscalationPolicy extends cdk.TerraformDataSource {
     return this.getStringAttribute('description');
   }
 
-  /** Notification steps, in order; each fires after its delay while the alert stays unacknowledged. Set by the server. */
+  /** Notification steps, in order; each fires after its delay while the alert stays unacknowledged. At most 50 (more is 422 unprocessable_entity). Set by the server. */
   private readonly _stepsRef = new DataEscalationPolicyStepsList(this, 'steps', false);
   get steps() {
     return this._stepsRef;

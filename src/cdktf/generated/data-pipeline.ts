@@ -120,7 +120,7 @@ export class DataPipeline extends cdk.TerraformDataSource {
     return this.getBooleanAttribute('enabled');
   }
 
-  /** Steps; depends_on names other steps of this pipeline. Set by the server. */
+  /** Steps; depends_on names other steps of this pipeline. At most 500 (more is 422 unprocessable_entity). Set by the server. */
   private readonly _stepsRef = new DataPipelineStepsList(this, 'steps', false);
   get steps() {
     return this._stepsRef;

@@ -34,7 +34,7 @@ export interface AlertRule {
     /** Watch this dbt project only. References a dbt_project of the same project, by id. */
     dbt_project_id?: string;
   };
-  /** Notification channels that receive the alert when it fires. Default: []. */
+  /** Notification channels that receive the alert when it fires. At most 50 (more is 422 unprocessable_entity). Default: []. */
   channel_ids: Array<string>;
   /** Escalation policy followed while an alert of this rule stays unacknowledged. References a escalation_policy of the same project, by id. */
   escalation_policy_id?: string;
@@ -78,7 +78,7 @@ export interface AlertRuleCreate {
     /** Watch this dbt project only. References a dbt_project of the same project, by id. */
     dbt_project_id?: string;
   };
-  /** Notification channels that receive the alert when it fires. Default: []. */
+  /** Notification channels that receive the alert when it fires. At most 50 (more is 422 unprocessable_entity). Default: []. */
   channel_ids?: Array<string>;
   /** Escalation policy followed while an alert of this rule stays unacknowledged. References a escalation_policy of the same project, by id. */
   escalation_policy_id?: string;
@@ -118,7 +118,7 @@ export interface AlertRuleUpdate {
     /** Watch this dbt project only. References a dbt_project of the same project, by id. */
     dbt_project_id?: string;
   } | null;
-  /** Notification channels that receive the alert when it fires. */
+  /** Notification channels that receive the alert when it fires. At most 50 (more is 422 unprocessable_entity). */
   channel_ids?: Array<string> | null;
   /** Escalation policy followed while an alert of this rule stays unacknowledged. References a escalation_policy of the same project, by id. */
   escalation_policy_id?: string | null;
@@ -389,7 +389,7 @@ export interface DbtProject {
   subdirectory: string;
   /** dbt target (profile output) to run against. Default: "prod". */
   target: string;
-  /** Declared models; names are unique within the project. Default: []. */
+  /** Declared models; names are unique within the project. At most 1000 (more is 422 unprocessable_entity). Default: []. */
   models: Array<{
     /** Model name, a SQL identifier; unique within the project. */
     name: string;
@@ -397,7 +397,7 @@ export interface DbtProject {
     materialization: "view" | "table" | "incremental" | "ephemeral";
     /** Names of other models of this project. Default: []. */
     depends_on: Array<string>;
-    /** Connector tables this model reads. Default: []. */
+    /** Connector tables this model reads. At most 100 (more is 422 unprocessable_entity). Default: []. */
     sources: Array<{
       /** The connector whose table the model reads. References a connector of the same project, by id. */
       connector_id: string;
@@ -429,7 +429,7 @@ export interface DbtProjectCreate {
   subdirectory?: string;
   /** dbt target (profile output) to run against. Default: "prod". */
   target?: string;
-  /** Declared models; names are unique within the project. Default: []. */
+  /** Declared models; names are unique within the project. At most 1000 (more is 422 unprocessable_entity). Default: []. */
   models?: Array<{
     /** Model name, a SQL identifier; unique within the project. */
     name: string;
@@ -437,7 +437,7 @@ export interface DbtProjectCreate {
     materialization?: "view" | "table" | "incremental" | "ephemeral";
     /** Names of other models of this project. Default: []. */
     depends_on?: Array<string>;
-    /** Connector tables this model reads. Default: []. */
+    /** Connector tables this model reads. At most 100 (more is 422 unprocessable_entity). Default: []. */
     sources?: Array<{
       /** The connector whose table the model reads. References a connector of the same project, by id. */
       connector_id: string;
@@ -463,7 +463,7 @@ export interface DbtProjectUpdate {
   subdirectory?: string | null;
   /** dbt target (profile output) to run against. */
   target?: string | null;
-  /** Declared models; names are unique within the project. */
+  /** Declared models; names are unique within the project. At most 1000 (more is 422 unprocessable_entity). */
   models?: Array<{
     /** Model name, a SQL identifier; unique within the project. */
     name: string;
@@ -471,7 +471,7 @@ export interface DbtProjectUpdate {
     materialization?: "view" | "table" | "incremental" | "ephemeral";
     /** Names of other models of this project. Default: []. */
     depends_on?: Array<string>;
-    /** Connector tables this model reads. Default: []. */
+    /** Connector tables this model reads. At most 100 (more is 422 unprocessable_entity). Default: []. */
     sources?: Array<{
       /** The connector whose table the model reads. References a connector of the same project, by id. */
       connector_id: string;
@@ -495,11 +495,11 @@ export interface EscalationPolicy {
   name: string;
   /** Free text. Default: "". */
   description: string;
-  /** Notification steps, in order; each fires after its delay while the alert stays unacknowledged. */
+  /** Notification steps, in order; each fires after its delay while the alert stays unacknowledged. At most 50 (more is 422 unprocessable_entity). */
   steps: Array<{
     /** Minutes after the alert fires (unacknowledged) before this step notifies. */
     delay_minutes: number;
-    /** Notification channels notified by this step. */
+    /** Notification channels notified by this step. At most 50 (more is 422 unprocessable_entity). */
     channel_ids: Array<string>;
   }>;
   /** How many times the whole sequence repeats. Default: 0. */
@@ -520,11 +520,11 @@ export interface EscalationPolicyCreate {
   name: string;
   /** Free text. Default: "". */
   description?: string;
-  /** Notification steps, in order; each fires after its delay while the alert stays unacknowledged. */
+  /** Notification steps, in order; each fires after its delay while the alert stays unacknowledged. At most 50 (more is 422 unprocessable_entity). */
   steps: Array<{
     /** Minutes after the alert fires (unacknowledged) before this step notifies. */
     delay_minutes: number;
-    /** Notification channels notified by this step. */
+    /** Notification channels notified by this step. At most 50 (more is 422 unprocessable_entity). */
     channel_ids: Array<string>;
   }>;
   /** How many times the whole sequence repeats. Default: 0. */
@@ -541,11 +541,11 @@ export interface EscalationPolicyUpdate {
   name?: string;
   /** Free text. */
   description?: string | null;
-  /** Notification steps, in order; each fires after its delay while the alert stays unacknowledged. */
+  /** Notification steps, in order; each fires after its delay while the alert stays unacknowledged. At most 50 (more is 422 unprocessable_entity). */
   steps?: Array<{
     /** Minutes after the alert fires (unacknowledged) before this step notifies. */
     delay_minutes: number;
-    /** Notification channels notified by this step. */
+    /** Notification channels notified by this step. At most 50 (more is 422 unprocessable_entity). */
     channel_ids: Array<string>;
   }>;
   /** How many times the whole sequence repeats. */
@@ -799,7 +799,7 @@ export interface Pipeline {
   schedule?: string;
   /** A disabled pipeline keeps its definition but is not scheduled, and a run trigger is 409 conflict. Default: true. */
   enabled: boolean;
-  /** Steps; depends_on names other steps of this pipeline. */
+  /** Steps; depends_on names other steps of this pipeline. At most 500 (more is 422 unprocessable_entity). */
   steps: Array<{
     /** Step name, unique within the pipeline; depends_on refers to it. */
     name: string;
@@ -836,7 +836,7 @@ export interface PipelineCreate {
   schedule?: string;
   /** A disabled pipeline keeps its definition but is not scheduled, and a run trigger is 409 conflict. Default: true. */
   enabled?: boolean;
-  /** Steps; depends_on names other steps of this pipeline. */
+  /** Steps; depends_on names other steps of this pipeline. At most 500 (more is 422 unprocessable_entity). */
   steps: Array<{
     /** Step name, unique within the pipeline; depends_on refers to it. */
     name: string;
@@ -867,7 +867,7 @@ export interface PipelineUpdate {
   schedule?: string | null;
   /** A disabled pipeline keeps its definition but is not scheduled, and a run trigger is 409 conflict. */
   enabled?: boolean | null;
-  /** Steps; depends_on names other steps of this pipeline. */
+  /** Steps; depends_on names other steps of this pipeline. At most 500 (more is 422 unprocessable_entity). */
   steps?: Array<{
     /** Step name, unique within the pipeline; depends_on refers to it. */
     name: string;

@@ -1,6 +1,8 @@
 import { conflict } from '../errors.js';
 import type { KindBehaviour, Draft } from './types.js';
 import type { StoredResource } from '../store/resources.js';
+import { KINDS } from '../../kinds/index.js';
+import { withItemCaps } from './item-caps.js';
 
 const apiKey: KindBehaviour = {
   async beforeCreate(draft, w) {
@@ -75,9 +77,17 @@ const project: KindBehaviour = {
   visibleToKey: (actor, resource) => resource.id === actor.projectId,
 };
 
-export const BEHAVIOURS: Record<string, KindBehaviour> = {
+const OWN: Record<string, KindBehaviour> = {
   api_key: apiKey,
   user,
   project,
 };
+
+/** What each kind does beyond generic CRUD: its own hooks, and the caps its schema sets on its lists (x-max-items). */
+export const BEHAVIOURS: Record<string, KindBehaviour> = Object.fromEntries(
+  [...KINDS.values()].flatMap((d) => {
+    const behaviour = withItemCaps(d, OWN[d.kind]);
+    return behaviour ? [[d.kind, behaviour]] : [];
+  }),
+);
 export type { KindBehaviour, Draft, WriteContext } from './types.js';

@@ -1,7 +1,7 @@
 import type { Queryable } from '../store/db.js';
 import { ApiError, conflict, notFound } from '../errors.js';
 import { Stopped, type Runtime } from './runtime.js';
-import { guarded, inProject, insertRun, pendingUnit, RunRecorder, runningRunOf, updateResource, type RunData, type StepResult, type Trigger, type UnitStatus } from './runs.js';
+import { guarded, inProject, insertRun, pendingUnit, RunRecorder, runningRunOf, updateResource, type RunData, type StepResult, type Trigger, } from './runs.js';
 import { startConnectorSync, type Started } from './connectors.js';
 import { startDbtRun } from './dbt.js';
 import { deliver } from './notifications.js';
@@ -40,7 +40,7 @@ export async function startPipelineRun(rt: Runtime, o: StartPipeline): Promise<S
     return { stored, declared };
   });
   const done = rt.execute(stored.id, (signal) => {
-    const rec = new RunRecorder(rt, stored, signal);
+    const rec = new RunRecorder(rt, stored, signal, { progress: 'coalesced' });
     return guarded(rec, () => runPipeline(rt, rec, declared), (q) => settlePipeline(rt, q, rec));
   });
   return { run: structuredClone(stored.data as RunData), done };
@@ -55,81 +55,105 @@ function stepUpdate(rt: Runtime, rec: RunRecorder, step: StepResult) {
   });
 }
 
+/** Steps of one run that execute at the same time, at most (independent steps run concurrently). */
+export const STEP_CONCURRENCY = 10;
+
+/** Resolves on the next turn of the event loop, after pending I/O: long runs give way to requests. */
+const nextTurn = () => new Promise<void>((resolve) => setImmediate(resolve));
+
+/** Runs one step (a sync, a dbt run or a notification); the error that failed it, or null. */
+async function executeStep(rt: Runtime, rec: RunRecorder, step: DeclaredStep, result: StepResult): Promise<string | null> {
+  const { tenantId, projectId } = rec.stored;
+  if (step.type === 'notification') {
+    // Sent through the channel (notifications.ts); a failed delivery (after retries) fails the step.
+    const channel = await rt.ctx.resources.get(tenantId, projectId, 'notification_channel', step.channel_id ?? '');
+    if (!channel) return `notification channel ${step.channel_id} does not exist`;
+    if (channel.data.enabled === false) return `notification channel "${channel.name}" is disabled`;
+    rec.check();
+    const sent = await deliver(rt, channel, {
+      type: 'pipeline_notification',
+      project_id: projectId,
+      timestamp: rt.now(),
+      message: `Pipeline run ${rec.id}: step ${step.name}`,
+      pipeline_id: rec.stored.parentId,
+      run_id: rec.id,
+      step_name: step.name,
+      steps: rec.data.steps.map((s) => ({ step_name: s.step_name, status: s.status, error: s.error })),
+    });
+    return sent.success ? null : `notification to "${channel.name}" failed: ${sent.message}`;
+  }
+  let started: Started;
+  try {
+    started =
+      step.type === 'connector_sync'
+        ? await startConnectorSync(rt, { tenantId, projectId, connectorId: step.connector_id!, trigger: 'pipeline', parentRunId: rec.id })
+        : await startDbtRun(rt, { tenantId, projectId, dbtProjectId: step.dbt_project_id!, trigger: 'pipeline', parentRunId: rec.id });
+  } catch (err) {
+    if (err instanceof ApiError) return err.message;
+    throw err;
+  }
+  result.run_id = started.run.id;
+  await rec.save();
+  const child = await started.done;
+  if (!child) throw new Stopped();
+  return child.status === 'succeeded' ? null : `${step.type === 'connector_sync' ? 'connector sync' : 'dbt run'} ${child.id} failed: ${child.error}`;
+}
+
 /**
  * Runs the steps as a DAG: a step starts as soon as every step it depends on has completed, so
- * independent steps run concurrently; a step whose dependency failed or was skipped is skipped.
+ * independent steps run concurrently (up to STEP_CONCURRENCY); a step whose dependency failed or
+ * was skipped is skipped. Linear in steps + dependencies (Kahn's algorithm: each step counts its
+ * unfinished dependencies), and every step starts on a turn of the event loop of its own.
  */
 async function runPipeline(rt: Runtime, rec: RunRecorder, declared: DeclaredStep[]): Promise<RunData> {
   const results = rec.data.steps;
   const index = new Map(declared.map((s, i) => [s.name, i]));
-  const outcomes = new Map<string, Promise<UnitStatus>>();
+  const dependents: number[][] = declared.map(() => []);
+  const waiting = declared.map((s, i) => {
+    for (const d of s.depends_on ?? []) dependents[index.get(d)!].push(i);
+    return (s.depends_on ?? []).length;
+  });
+  const ready = declared.flatMap((_, i) => (waiting[i] === 0 ? [i] : []));
 
-  const execute = async (step: DeclaredStep, result: StepResult): Promise<string | null> => {
-    const { tenantId, projectId } = rec.stored;
-    if (step.type === 'notification') {
-      // Sent through the channel (notifications.ts); a failed delivery (after retries) fails the step.
-      const channel = await rt.ctx.resources.get(tenantId, projectId, 'notification_channel', step.channel_id ?? '');
-      if (!channel) return `notification channel ${step.channel_id} does not exist`;
-      if (channel.data.enabled === false) return `notification channel "${channel.name}" is disabled`;
-      rec.check();
-      const sent = await deliver(rt, channel, {
-        type: 'pipeline_notification',
-        project_id: projectId,
-        timestamp: rt.now(),
-        message: `Pipeline run ${rec.id}: step ${step.name}`,
-        pipeline_id: rec.stored.parentId,
-        run_id: rec.id,
-        step_name: step.name,
-        steps: rec.data.steps.map((s) => ({ step_name: s.step_name, status: s.status, error: s.error })),
-      });
-      return sent.success ? null : `notification to "${channel.name}" failed: ${sent.message}`;
-    }
-    let started: Started;
-    try {
-      started =
-        step.type === 'connector_sync'
-          ? await startConnectorSync(rt, { tenantId, projectId, connectorId: step.connector_id!, trigger: 'pipeline', parentRunId: rec.id })
-          : await startDbtRun(rt, { tenantId, projectId, dbtProjectId: step.dbt_project_id!, trigger: 'pipeline', parentRunId: rec.id });
-    } catch (err) {
-      if (err instanceof ApiError) return err.message;
-      throw err;
-    }
-    result.run_id = started.run.id;
-    await rec.save();
-    const child = await started.done;
-    if (!child) throw new Stopped();
-    return child.status === 'succeeded' ? null : `${step.type === 'connector_sync' ? 'connector sync' : 'dbt run'} ${child.id} failed: ${child.error}`;
-  };
-
-  const run = (i: number): Promise<UnitStatus> => {
+  const runStep = async (i: number): Promise<void> => {
+    await nextTurn();
     const step = declared[i];
-    let outcome = outcomes.get(step.name);
-    if (outcome) return outcome;
-    outcome = (async (): Promise<UnitStatus> => {
-      const deps = step.depends_on ?? [];
-      const depStatus = await Promise.all(deps.map((d) => run(index.get(d)!)));
-      const result = results[i];
-      const blocked = deps.findIndex((_, k) => depStatus[k] !== 'completed');
-      if (blocked >= 0) {
-        rec.check();
-        result.status = 'skipped';
-        result.error = `step ${deps[blocked]} ${depStatus[blocked]}`;
-        await rec.save();
-        stepUpdate(rt, rec, result);
-        return 'skipped';
-      }
-      await rec.begin(result);
+    const result = results[i];
+    const blocked = (step.depends_on ?? []).find((d) => results[index.get(d)!].status !== 'completed');
+    if (blocked !== undefined) {
+      rec.check();
+      result.status = 'skipped';
+      result.error = `step ${blocked} ${results[index.get(blocked)!].status}`;
+      await rec.save();
       stepUpdate(rt, rec, result);
-      const error = await execute(step, result);
-      await rec.end(result, error ? 'failed' : 'completed', error);
-      stepUpdate(rt, rec, result);
-      return result.status;
-    })();
-    outcomes.set(step.name, outcome);
-    return outcome;
+      return;
+    }
+    await rec.begin(result);
+    stepUpdate(rt, rec, result);
+    const error = await executeStep(rt, rec, step, result);
+    await rec.end(result, error ? 'failed' : 'completed', error);
+    stepUpdate(rt, rec, result);
   };
 
-  await Promise.all(declared.map((_, i) => run(i)));
+  await new Promise<void>((resolve, reject) => {
+    let next = 0;
+    let running = 0;
+    let finished = 0;
+    const pump = () => {
+      if (finished === declared.length) return resolve();
+      while (running < STEP_CONCURRENCY && next < ready.length) {
+        const i = ready[next++];
+        running++;
+        runStep(i).then(() => {
+          running--;
+          finished++;
+          for (const j of dependents[i]) if (--waiting[j] === 0) ready.push(j);
+          pump();
+        }, reject);
+      }
+    };
+    pump();
+  });
   const failed = results.filter((s) => s.status === 'failed');
   const error = failed.length ? failed.map((s) => `step ${s.step_name} failed: ${s.error}`).join('; ') : null;
   return rec.finish(error ? 'failed' : 'succeeded', error, (q) => settlePipeline(rt, q, rec));
