@@ -97,6 +97,12 @@ export function serveCommand(): Command {
     .option('--tls-key <file>', 'PEM private key for --tls-cert')
     .option('--base-domain <domain>', 'tenants are also served at <slug>.<domain>')
     .option('--rate-limit <n>', 'requests per minute per tenant per endpoint', int('--rate-limit'), 600)
+    .option('--anonymous-rate-limit <n>', 'requests per minute per source address per anonymous endpoint (login, refresh, SSO, invitations)', int('--anonymous-rate-limit'), DEFAULT_OPTIONS.anonymousRateLimit)
+    .option('--login-lock-after <n>', 'failed sign-ins per account and address before back-off (1 s, doubling)', positive('--login-lock-after'), DEFAULT_OPTIONS.loginLockAfter)
+    .option('--login-address-lock-after <n>', 'failed sign-ins or refreshes per address, across accounts, before back-off', positive('--login-address-lock-after'), DEFAULT_OPTIONS.loginAddressLockAfter)
+    .option('--login-account-lock-after <n>', 'failed sign-ins per account, across addresses, before back-off (locks of 60 s at most)', positive('--login-account-lock-after'), DEFAULT_OPTIONS.loginAccountLockAfter)
+    .option('--login-max-lock <seconds>', 'longest sign-in lock', positive('--login-max-lock'), DEFAULT_OPTIONS.loginMaxLockSeconds)
+    .option('--trust-proxy <addresses>', 'proxies (addresses/CIDRs, comma-separated; env DP_TRUST_PROXY) whose X-Forwarded-For names the client for per-address limits')
     .option('--access-token-ttl <seconds>', 'access-token lifetime', int('--access-token-ttl'), 3600)
     .option('--strict-spec', 'serve only the spec\'s documented surface (no extensions)', false)
     .option('--time-scale <factor>', 'run simulated work (dbt models, simulated syncs, provisioning) this many times faster', positive('--time-scale'), 1)
@@ -141,6 +147,12 @@ export function serveCommand(): Command {
           secretsKey: process.env.DP_SECRETS_KEY,
           baseDomain: opts.baseDomain,
           rateLimit: opts.rateLimit,
+          anonymousRateLimit: opts.anonymousRateLimit,
+          loginLockAfter: Math.ceil(opts.loginLockAfter),
+          loginAddressLockAfter: Math.ceil(opts.loginAddressLockAfter),
+          loginAccountLockAfter: Math.ceil(opts.loginAccountLockAfter),
+          loginMaxLockSeconds: Math.ceil(opts.loginMaxLock),
+          trustProxy: opts.trustProxy ?? process.env.DP_TRUST_PROXY,
           accessTokenTtl: opts.accessTokenTtl,
           strictSpec: opts.strictSpec,
           logLevel: opts.logLevel,

@@ -39,6 +39,18 @@ export interface ServiceOptions {
   smtpFrom: string;
   /** Seconds between WebSocket stream heartbeats (ping and credential re-check); default 30. */
   streamHeartbeatSeconds?: number;
+  /** Requests per minute per source address per anonymous endpoint (login, refresh, SSO, invitations); never the tenant's quota. */
+  anonymousRateLimit: number;
+  /** Failed sign-ins per account and source address before exponential back-off (docs/security.md). */
+  loginLockAfter: number;
+  /** Failed sign-ins (and failed refreshes) per source address, across accounts, before back-off. */
+  loginAddressLockAfter: number;
+  /** Failed sign-ins per account, across addresses, before back-off (locks of at most 60 s). */
+  loginAccountLockAfter: number;
+  /** Longest sign-in lock, in seconds. */
+  loginMaxLockSeconds: number;
+  /** Proxies whose X-Forwarded-For names the client (Fastify trustProxy: addresses/CIDRs, comma-separated); unset: the socket's peer. */
+  trustProxy?: string;
   /** Serve GET /metrics (Prometheus: event-loop delay, process); default true. */
   metrics?: boolean;
   /** When set, GET /metrics asks for `Authorization: Bearer <metricsToken>`. */
@@ -66,6 +78,11 @@ export const DEFAULT_OPTIONS: Omit<ServiceOptions, 'dataDir'> = {
   smtpFrom: 'Data Platform <dataplatform@localhost>',
   sourceTimeout: 5,
   sourceQueryTimeout: 300,
+  anonymousRateLimit: 600,
+  loginLockAfter: 5,
+  loginAddressLockAfter: 20,
+  loginAccountLockAfter: 100,
+  loginMaxLockSeconds: 900,
 };
 
 /** What every route handler can reach. */
@@ -85,6 +102,8 @@ export interface RouteSettings {
   public?: boolean;
   /** Served on any host, no tenant needed (docs). */
   tenantless?: boolean;
+  /** Open to anonymous clients (login, refresh, SSO): counted per source address, never against the tenant's quota. */
+  anonymous?: boolean;
   permission?: PermissionLevel;
   /** Recorded in the audit log, success or failure. */
   audit?: { resourceType: string; action: string };

@@ -14,6 +14,8 @@ export class RateLimiter {
     private readonly db: Db,
     private readonly perMinute: number,
     private readonly clock: () => number,
+    /** Says whose quota it is in the 429 message (the per-address budget of anonymous endpoints uses this class too). */
+    private readonly whose = '',
   ) {}
 
   async hit(tenantId: string, endpoint: string): Promise<void> {
@@ -27,7 +29,7 @@ export class RateLimiter {
     this.sweep(windowStart);
     if (Number(row?.count ?? 0) > this.perMinute) {
       const retryAfter = Math.max(1, windowStart + WINDOW_SECONDS - nowSeconds);
-      throw new ApiError('rate_limited', `Rate limit of ${this.perMinute} requests per minute exceeded for ${endpoint}; retry in ${retryAfter} s`, undefined, 429, {
+      throw new ApiError('rate_limited', `Rate limit of ${this.perMinute} requests per minute exceeded for ${endpoint}${this.whose}; retry in ${retryAfter} s`, undefined, 429, {
         'Retry-After': String(retryAfter),
       });
     }

@@ -15,6 +15,7 @@ import { TenantStore, tenantSlugFromHost } from './tenants.js';
 import { AuditLog } from './audit.js';
 import { Cursors } from './pagination.js';
 import { RateLimiter } from './rate-limit.js';
+import { clientAddress } from './auth/client-address.js';
 import { ApiError, forbidden, unauthorized } from './errors.js';
 import { newRequestId, nowIso } from './ids.js';
 import { loadOrCreateTls, type TlsMaterial } from './tls.js';
@@ -114,6 +115,8 @@ export async function startService(partial: Partial<ServiceOptions> & { dataDir:
   const ctx = await openServiceContext(partial);
   const { options, db } = ctx;
   const rateLimiter = new RateLimiter(db, options.rateLimit, options.clock);
+  // Anonymous endpoints have a budget per source address, so an anonymous burst never spends the quota of the tenant's users.
+  const anonymousLimiter = new RateLimiter(db, options.anonymousRateLimit, options.clock, ' from this address');
   const tls = await loadOrCreateTls({ certFile: options.tlsCert, keyFile: options.tlsKey, dataDir: options.dataDir, baseDomain: options.baseDomain });
 
   const bodyAjv = createAjv({ useDefaults: true });
@@ -121,6 +124,8 @@ export async function startService(partial: Partial<ServiceOptions> & { dataDir:
   const app = Fastify({
     https: { cert: tls.cert, key: tls.key, SNICallback: tls.SNICallback },
     bodyLimit: options.bodyLimit,
+    // req.ip (per-address limits) is the socket's peer unless the peer is a proxy named here.
+    trustProxy: options.trustProxy ?? false,
     genReqId: () => newRequestId(),
     // Our onResponse hook writes one line per request with tenant and actor instead.
     logController: new LogController({ disableRequestLogging: true }),
@@ -172,7 +177,9 @@ export async function startService(partial: Partial<ServiceOptions> & { dataDir:
         throw forbidden(`This operation needs ${settings.permission} permission; the ${req.actor.type === 'api_key' ? 'API key' : 'user'} has ${req.actor.level}`);
       }
     }
-    await rateLimiter.hit(tenant.id, `${req.method} ${req.routeOptions.url ?? '(unmatched)'}`);
+    const endpoint = `${req.method} ${req.routeOptions.url ?? '(unmatched)'}`;
+    if (settings.anonymous) await anonymousLimiter.hit(`address:${clientAddress(req.ip)}`, endpoint);
+    else await rateLimiter.hit(tenant.id, endpoint);
   });
 
   app.addHook('onSend', async (req, reply, payload) => {

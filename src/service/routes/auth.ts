@@ -1,8 +1,10 @@
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { ServiceContext } from '../context.js';
 import { errorResponses } from './crud.js';
-import { unauthorized } from '../errors.js';
+import { ApiError, unauthorized } from '../errors.js';
 import { nowIso } from '../ids.js';
+import { LoginThrottle, loginThrottlePolicies, type Attempt } from '../auth/login-throttle.js';
+import { clientAddress } from '../auth/client-address.js';
 
 export const tokenResponse = {
   type: 'object',
@@ -14,11 +16,44 @@ export const tokenResponse = {
   },
 };
 
+/** Each lock a failed attempt started goes to the tenant's audit log: who was guessed, from where, for how long. */
+async function auditLocks(ctx: ServiceContext, req: FastifyRequest, attempt: Attempt, account: string | null, address: string, action: string) {
+  for (const lock of attempt.locks) {
+    await ctx.audit.record({
+      tenantId: req.tenant!.id,
+      projectId: null,
+      actor: { type: 'anonymous', id: null, name: account },
+      action,
+      resourceType: 'login_throttle',
+      resourceId: null,
+      resourceName: address,
+      requestId: req.id,
+      statusCode: 401,
+      diff: { scope: { before: null, after: lock.scope }, failures: { before: null, after: lock.failures }, locked_seconds: { before: null, after: lock.seconds } },
+      timestamp: nowIso(ctx.options.clock),
+    });
+  }
+}
+
+/** Runs a sign-in check under the throttle: refused before `check` when locked; a 401 stays counted, a success is taken back. */
+async function throttled<T>(attempt: Attempt, check: () => Promise<T>, onFailure: () => Promise<void>): Promise<T> {
+  let result: T;
+  try {
+    result = await check();
+  } catch (err) {
+    if (err instanceof ApiError && err.code === 'unauthorized') await onFailure();
+    throw err;
+  }
+  await attempt.succeeded();
+  return result;
+}
+
 export function registerAuthRoutes(app: FastifyInstance, ctx: ServiceContext) {
+  const throttle = new LoginThrottle(ctx.db, loginThrottlePolicies(ctx.options), ctx.options.clock);
   app.post(
     '/api/v1/auth/login',
     {
-      config: { settings: { public: true, audit: { resourceType: 'session', action: 'auth.login' } } },
+      config: { settings: { public: true, anonymous: true, audit: { resourceType: 'session', action: 'auth.login' } } },
       schema: {
         tags: ['Authentication'],
         summary: 'Log in with email and password',
@@ -30,8 +65,11 @@ export function registerAuthRoutes(app: FastifyInstance, ctx: ServiceContext) {
     },
     async (req) => {
       const { email, password } = req.body as { email: string; password: string };
-      req.auditDetails = { actor: { type: 'anonymous', id: null, name: email.toLowerCase() } };
-      const { tokens, userId } = await ctx.auth.login(req.tenant!.id, email, password);
+      const account = email.trim().toLowerCase();
+      req.auditDetails = { actor: { type: 'anonymous', id: null, name: account } };
+      const address = clientAddress(req.ip);
+      const attempt = await throttle.admit(throttle.loginKeys(req.tenant!.id, account, address));
+      const { tokens, userId } = await throttled(attempt, () => ctx.auth.login(req.tenant!.id, email, password), () => auditLocks(ctx, req, attempt, account, address, 'login.throttled'));
       req.auditDetails = { actor: { type: 'user', id: userId, name: email.toLowerCase() }, resourceId: userId };
       return tokens;
     },
@@ -40,7 +78,7 @@ export function registerAuthRoutes(app: FastifyInstance, ctx: ServiceContext) {
   app.post(
     '/api/v1/auth/refresh',
     {
-      config: { settings: { public: true } },
+      config: { settings: { public: true, anonymous: true } },
       schema: {
         tags: ['Authentication'],
         summary: 'Exchange a refresh token for a new token pair (single use)',
@@ -50,14 +88,19 @@ export function registerAuthRoutes(app: FastifyInstance, ctx: ServiceContext) {
         response: { 200: tokenResponse, ...errorResponses },
       },
     },
-    async (req) => ctx.auth.refresh(req.tenant!.id, (req.body as { refresh_token: string }).refresh_token),
+    async (req) => {
+      const address = clientAddress(req.ip);
+      const attempt = await throttle.admit(throttle.refreshKeys(address));
+      const refresh = () => ctx.auth.refresh(req.tenant!.id, (req.body as { refresh_token: string }).refresh_token);
+      return throttled(attempt, refresh, () => auditLocks(ctx, req, attempt, null, address, 'refresh.throttled'));
+    },
   );
 
   if (ctx.options.strictSpec) return;
   app.post(
     '/api/v1/auth/invitations/accept',
     {
-      config: { settings: { public: true, audit: { resourceType: 'user', action: 'user.accept_invitation' } } },
+      config: { settings: { public: true, anonymous: true, audit: { resourceType: 'user', action: 'user.accept_invitation' } } },
       schema: {
         tags: ['Authentication'],
         summary: 'Set the password of an invited user with the one-time invitation token',

@@ -39,7 +39,7 @@ const samlCallbackBody = {
   required: ['SAMLResponse'],
   properties: { SAMLResponse: { type: 'string', minLength: 1, description: 'Base64 SAML Response (HTTP-POST binding)' }, RelayState: { type: 'string', description: 'The state this service sent' } },
 };
-const signInAudit: RouteSettings = { public: true, audit: { resourceType: 'session', action: 'auth.sso_login' } };
+const signInAudit: RouteSettings = { public: true, anonymous: true, audit: { resourceType: 'session', action: 'auth.sso_login' } };
 
 /** The public origin the browser used: the tenant's host, so the callback lands on the same tenant. */
 const apiBase = (req: FastifyRequest) => `https://${req.headers.host}/api/v1`;
@@ -92,7 +92,7 @@ export function registerSsoRoutes(app: FastifyInstance, ctx: ServiceContext) {
     scope.get(
       '/api/v1/auth/sso/:provider_id/login',
       {
-        config: { settings: { public: true } },
+        config: { settings: { public: true, anonymous: true } },
         schema: {
           tags: ['Authentication'],
           summary: 'Single sign-on: redirect the browser to the identity provider (OIDC or SAML)',
@@ -171,7 +171,7 @@ export function registerSsoRoutes(app: FastifyInstance, ctx: ServiceContext) {
       scope.get(
         '/api/v1/auth/sso/:provider_id/saml-metadata',
         {
-          config: { settings: { public: true } },
+          config: { settings: { public: true, anonymous: true } },
           schema: {
             tags: ['Authentication'],
             summary: 'SAML service provider metadata of a SAML provider (entity id and ACS URL), for IdPs that import it',
@@ -195,7 +195,7 @@ export function registerSsoRoutes(app: FastifyInstance, ctx: ServiceContext) {
     scope.get(
       '/api/v1/auth/google/login',
       {
-        config: { settings: { public: true } },
+        config: { settings: { public: true, anonymous: true } },
         schema: {
           tags: ['Authentication'],
           summary: 'Google sign-in: redirect the browser to Google (the tenant\'s SSO provider with protocol google)',

@@ -155,6 +155,15 @@ CREATE TABLE sso_identities (
 CREATE INDEX sso_identities_user ON sso_identities (user_id);
 `,
   },
+  {
+    // Failed sign-in throttle (src/service/auth/login-throttle.ts): one row per hashed key (account and
+    // address, address, account), times in epoch milliseconds; expired rows are deleted via the index.
+    id: 5,
+    sql: `
+CREATE TABLE login_throttle (key TEXT PRIMARY KEY, failures INTEGER NOT NULL, locked_until BIGINT NOT NULL, attempt_id TEXT NOT NULL, expires_at BIGINT NOT NULL);
+CREATE INDEX login_throttle_expiry ON login_throttle (expires_at);
+`,
+  },
 ];
 
 export async function migrate(db: Db): Promise<void> {
