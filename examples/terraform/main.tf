@@ -12,9 +12,10 @@ terraform {
 
 provider "dataplatform" {}
 
+# Not "analytics": the demo tenant of `npm start` already has that project.
 variable "project_name" {
   type    = string
-  default = "analytics"
+  default = "tf-analytics"
 }
 
 variable "project_description" {
@@ -33,10 +34,20 @@ variable "sync_schedule" {
   default = "0  2 * * *"
 }
 
+# Give it with TF_VAR_db_password. Ephemeral and sent as a write-only argument, so it is never
+# in the plan or the state (Terraform 1.11 or later).
 variable "db_password" {
   type      = string
   sensitive = true
+  ephemeral = true
   default   = "change-me"
+}
+
+# Write-only values are not stored, so Terraform cannot see them change: raise this number to
+# send a new db_password.
+variable "db_password_version" {
+  type    = number
+  default = 1
 }
 
 variable "alert_severity" {
@@ -59,8 +70,9 @@ resource "dataplatform_connector" "orders" {
     database = "orders"
   }
   credentials = {
-    username = "reader"
-    password = var.db_password
+    username            = "reader"
+    password_wo         = var.db_password
+    password_wo_version = var.db_password_version
   }
   selected_tables = ["public.orders", "public.customers"]
   schedule        = var.sync_schedule

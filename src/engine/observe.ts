@@ -106,8 +106,11 @@ export async function observe(client: DataPlatformClient, documents: ConfigDocum
       state.listed.add(collectionKey(job.descriptor.kind, job.project));
     } catch (err) {
       // A kind the config does not use, that this credential may not read: not fatal for drift and prune.
+      // A kind it uses but may not read (users or SSO providers with a project API key) is planned
+      // as absent and never pruned (not in `listed`): writing a kind needs at least the permission
+      // to read it, so each create is refused by the service, per resource, instead of the whole plan.
       const used = documents.some((d) => d.descriptor.kind === job.descriptor.kind);
-      if (!used && err instanceof ApiError && (err.status === 403 || err.status === 404)) {
+      if (err instanceof ApiError && (err.status === 403 || (!used && err.status === 404))) {
         state.warnings.push(`cannot list ${job.descriptor.kind}${job.project ? ` in project ${job.project}` : ''}: ${err.serverMessage}`);
         return;
       }

@@ -38,7 +38,7 @@ export interface JsonSchema {
   /** The value is the id of a resource of this kind in the same project. */
   'x-ref'?: string;
   /** Extra string formats checked by our validator: cron (five fields), regex. */
-  'x-format'?: 'cron' | 'regex';
+  'x-format'?: 'cron' | 'regex' | 'name';
   /** Value of a computed field when the resource is created. */
   'x-initial'?: unknown;
   /** An array of { name, depends_on } items that must form a DAG; the value names an item in messages. */

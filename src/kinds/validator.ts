@@ -2,6 +2,8 @@ import { Ajv2020, type ErrorObject, type ValidateFunction } from 'ajv/dist/2020.
 import addFormats from 'ajv-formats';
 import { cronError } from './cron.js';
 import { documentPatternError, safeRegexError } from './safe-regex.js';
+import { nameError } from './names.js';
+import { isTimestamp } from './timestamps.js';
 import { formatPath } from './walk.js';
 
 /** Our keywords that only annotate (they drive surfaces, not validation). */
@@ -25,6 +27,8 @@ export function createAjv(options: { coerceTypes?: boolean; useDefaults?: boolea
     removeAdditional: false,
   });
   (addFormats as unknown as (a: Ajv2020) => void)(ajv);
+  // Stricter than ajv-formats: no leap seconds or years the store cannot order (see timestamps.ts).
+  ajv.addFormat('date-time', { type: 'string', validate: isTimestamp });
   for (const keyword of ANNOTATIONS) ajv.addKeyword({ keyword, schemaType: ['boolean', 'string', 'array', 'object'] });
   ajv.addKeyword({
     keyword: 'x-format',
@@ -34,6 +38,7 @@ export function createAjv(options: { coerceTypes?: boolean; useDefaults?: boolea
     validate: function check(format: string, value: string, _parent?: unknown, cxt?: { instancePath: string; rootData: unknown }) {
       let message: string | null = null;
       if (format === 'cron') message = cronError(value);
+      if (format === 'name') message = nameError(value);
       // Checked with the engine that will run it (RE2 semantics, bounded size), not V8's RegExp.
       if (format === 'regex') message = cxt && typeof cxt.rootData === 'object' && cxt.rootData ? documentPatternError(value, cxt.rootData, cxt.instancePath) : safeRegexError(value);
       if (message) (check as unknown as { errors: Partial<ErrorObject>[] }).errors = [{ keyword: 'x-format', message, params: {} }];

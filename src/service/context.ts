@@ -96,6 +96,9 @@ export interface ServiceContext {
   cursors: Cursors;
 }
 
+/** An API key reaches its own project (its object and what is in it) or, for tenant-level data, nothing. */
+export type KeyReach = 'own-project' | 'never';
+
 /** Per-route settings read by the cross-cutting hooks. */
 export interface RouteSettings {
   /** No bearer token needed (login, refresh, invitations, docs). */
@@ -105,6 +108,8 @@ export interface RouteSettings {
   /** Open to anonymous clients (login, refresh, SSO): counted per source address, never against the tenant's quota. */
   anonymous?: boolean;
   permission?: PermissionLevel;
+  /** What an API key may reach here; unset means never (see auth/key-reach.ts). */
+  keys?: KeyReach;
   /** Recorded in the audit log, success or failure. */
   audit?: { resourceType: string; action: string };
 }

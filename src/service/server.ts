@@ -20,6 +20,7 @@ import { ApiError, forbidden, unauthorized } from './errors.js';
 import { newRequestId, nowIso } from './ids.js';
 import { loadOrCreateTls, type TlsMaterial } from './tls.js';
 import { createPlainHttpGuard } from './plain-http-guard.js';
+import { assertKeyMayReach } from './auth/key-reach.js';
 import { egressPolicy } from './egress.js';
 import { DEFAULT_OPTIONS, type ServiceContext, type ServiceOptions } from './context.js';
 import { registerDocs } from './docs.js';
@@ -176,6 +177,7 @@ export async function startService(partial: Partial<ServiceOptions> & { dataDir:
       if (settings.permission && PERMISSION_RANK[req.actor.level] < PERMISSION_RANK[settings.permission]) {
         throw forbidden(`This operation needs ${settings.permission} permission; the ${req.actor.type === 'api_key' ? 'API key' : 'user'} has ${req.actor.level}`);
       }
+      assertKeyMayReach(req.actor, settings.keys, { method: req.method, url: req.routeOptions.url, params: req.params });
     }
     const endpoint = `${req.method} ${req.routeOptions.url ?? '(unmatched)'}`;
     if (settings.anonymous) await anonymousLimiter.hit(`address:${clientAddress(req.ip)}`, endpoint);

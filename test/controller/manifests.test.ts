@@ -71,6 +71,10 @@ function loadManifests(): { manifests: Manifest[]; kustomization: any } {
 }
 
 const { manifests, kustomization } = loadManifests();
+/** The example Secrets (placeholders): shown for their names and keys, never applied by kustomization.yaml. */
+const EXAMPLE_FILES = ['secret.example.yaml'];
+const isExample = (m: Manifest) => EXAMPLE_FILES.some((f) => m.file.startsWith(`controller/deploy/${f}:`));
+const applied = manifests.filter((m) => !isExample(m));
 const all = (kind: string) => manifests.filter((m) => m.doc.kind === kind).map((m) => m.doc);
 const one = <T = any>(kind: string): T => {
   const found = all(kind);
@@ -148,8 +152,16 @@ describe('controller/deploy manifests', () => {
       // kustomize sets the namespace: a hard-coded one would split the objects across namespaces.
       if (m.doc.kind !== 'Namespace') expect(m.doc.metadata.namespace, `${m.file}: metadata.namespace`).toBeUndefined();
     }
-    const files = readdirSync(DEPLOY).filter((f) => /\.ya?ml$/.test(f) && f !== 'kustomization.yaml');
+    const files = readdirSync(DEPLOY).filter((f) => /\.ya?ml$/.test(f) && f !== 'kustomization.yaml' && !EXAMPLE_FILES.includes(f));
     expect([...kustomization.resources].sort()).toEqual(files.sort());
+  });
+
+  it('never apply the placeholder Secrets: the example stays beside them, outside kustomization.yaml', () => {
+    for (const f of EXAMPLE_FILES) expect(existsSync(join(DEPLOY, f)), f).toBe(true);
+    expect(kustomization.resources).not.toContain('secret.example.yaml');
+    expect(applied.filter((m) => m.doc.kind === 'Secret').map((m) => m.file)).toEqual([]);
+    // Still, every Secret the Deployment names is shown in the example, with the keys it reads.
+    expect(all('Secret').map((s) => s.metadata.name).sort()).toEqual(['dpctl-config-secrets', 'dpctl-controller-credentials']);
     expect(kustomization.namespace).toBe(one('Namespace').metadata.name);
     expect(kustomization.images.map((i: any) => i.name)).toContain(container.image!.split(':')[0]);
   });
@@ -160,7 +172,8 @@ describe('controller/deploy manifests', () => {
     const rendered = execFileSync(kubectl!, ['kustomize', DEPLOY], { encoding: 'utf8' });
     const docs = parseAllDocuments(rendered).map((d) => d.toJS());
     const ids = (list: any[]) => list.map((d) => `${d.kind}/${d.metadata.name}`).sort();
-    expect(ids(docs)).toEqual(ids(manifests.map((m) => m.doc)));
+    expect(ids(docs)).toEqual(ids(applied.map((m) => m.doc)));
+    expect(docs.filter((d) => d.kind === 'Secret')).toEqual([]);
     const namespace = one('Namespace').metadata.name;
     for (const d of docs) if (d.kind !== 'Namespace') expect(d.metadata.namespace, `${d.kind}/${d.metadata.name}`).toBe(namespace);
     const image = docs.find((d) => d.kind === 'Deployment').spec.template.spec.containers[0].image as string;

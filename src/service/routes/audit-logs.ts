@@ -4,7 +4,8 @@ import { kind } from '../../kinds/index.js';
 import { errorResponses, pageQuerySchema, pageSchema } from './crud.js';
 import { resolveProject } from './scope.js';
 import { toPage } from '../pagination.js';
-import { forbidden, invalid } from '../errors.js';
+import { invalid } from '../errors.js';
+import { toStoredTimestamp } from '../../kinds/timestamps.js';
 import type { SqlValue } from '../store/db.js';
 
 interface AuditRow {
@@ -48,7 +49,8 @@ function registerAuditLogRoute(app: FastifyInstance, ctx: ServiceContext, level:
   app.get(
     tenantWide ? '/api/v1/audit-logs' : '/api/v1/projects/:id/audit-logs',
     {
-      config: { settings: { permission: tenantWide ? 'admin' : 'read-only' } },
+      // The tenant's log shows every project and user: not for a key bound to one project.
+      config: { settings: { permission: tenantWide ? 'admin' : 'read-only', keys: tenantWide ? 'never' : 'own-project' } },
       schema: {
         tags: ['Governance'],
         summary: tenantWide ? 'Query the audit log of the whole tenant (admin users)' : 'Query the audit log of a project',
@@ -59,11 +61,12 @@ function registerAuditLogRoute(app: FastifyInstance, ctx: ServiceContext, level:
       },
     },
     async (req) => {
-      if (tenantWide && req.actor!.type === 'api_key') throw forbidden('API keys are limited to their project; the tenant audit log needs an admin user token');
       const projectId = tenantWide ? null : await resolveProject(ctx, req);
       const query = req.query as Record<string, string> & { limit: number; cursor?: string };
       // Compared as instants: the same time can be written with different offsets.
-      if (query.since && query.until && Date.parse(query.since) >= Date.parse(query.until)) throw invalid('until', 'must be after since');
+      const since = query.since ? toStoredTimestamp(query.since) : undefined;
+      const until = query.until ? toStoredTimestamp(query.until) : undefined;
+      if (since && until && since >= until) throw invalid('until', 'must be after since');
       const filterKey = JSON.stringify(Object.keys(FILTERS).map((k) => query[k] ?? null));
       const scope = `${req.tenant!.id}:${projectId ?? '*'}:audit:${filterKey}`;
       const afterSeq = ctx.cursors.decode(scope, query.cursor);
@@ -77,8 +80,8 @@ function registerAuditLogRoute(app: FastifyInstance, ctx: ServiceContext, level:
       if (query.actor) add('(actor_id = ? OR actor_name = ?)', query.actor, query.actor);
       if (query.resource_type) add('resource_type = ?', query.resource_type);
       if (query.outcome) add('outcome = ?', query.outcome);
-      if (query.since) add('ts >= ?', new Date(query.since).toISOString());
-      if (query.until) add('ts < ?', new Date(query.until).toISOString());
+      if (since) add('ts >= ?', since);
+      if (until) add('ts < ?', until);
       sql += ' ORDER BY seq LIMIT ?';
       params.push(query.limit + 1);
       const rows = await ctx.db.all<AuditRow>(sql, params);

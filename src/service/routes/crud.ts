@@ -3,7 +3,7 @@ import { KINDS, formatPath, valuesAt, deleteAt, setAt, type KindDescriptor, type
 import { normalizeCron } from '../../kinds/cron.js';
 import { dagProblems } from '../../kinds/dag.js';
 import { createAjv, toFieldErrors } from '../../kinds/validator.js';
-import type { ServiceContext, RouteSettings } from '../context.js';
+import type { ServiceContext, RouteSettings, KeyReach } from '../context.js';
 import { ApiError, conflict, forbidden, notFound, unprocessable, unauthorized } from '../errors.js';
 import { newId, nowIso } from '../ids.js';
 import { toJsonPage, DEFAULT_LIMIT, MAX_LIMIT } from '../pagination.js';
@@ -188,6 +188,9 @@ export function registerKindRoutes(app: FastifyInstance, ctx: ServiceContext, d:
   const idParam = { resourceId: { type: 'string', description: `${d.title} id` } };
   const projectParam = { id: { type: 'string', description: 'Project id' } };
 
+  // A key reaches what is in its project, and of the tenant-level kinds only what visibleToKey
+  // shows it (its own project); the rest of the tenant (users, SSO providers) is not for keys.
+  const keys: KeyReach = d.scope === 'project' || behaviour.visibleToKey ? 'own-project' : 'never';
   const scopeOf = (req: FastifyRequest) => (d.scope === 'project' ? resolveProject(ctx, req) : Promise.resolve(''));
   const visible = (req: FastifyRequest, r: StoredResource) => !(req.actor?.type === 'api_key' && behaviour.visibleToKey && !behaviour.visibleToKey(req.actor, r));
   const load = async (req: FastifyRequest, projectId: string) => {
@@ -236,8 +239,8 @@ export function registerKindRoutes(app: FastifyInstance, ctx: ServiceContext, d:
         } as Record<string, unknown>,
       };
     };
-    const readSettings: RouteSettings = { permission: d.readPermission };
-    const writeSettings = (op: string): RouteSettings => ({ permission: d.writePermission, audit: { resourceType: d.kind, action: `${d.kind}.${op}` } });
+    const readSettings: RouteSettings = { permission: d.readPermission, keys };
+    const writeSettings = (op: string): RouteSettings => ({ permission: d.writePermission, keys, audit: { resourceType: d.kind, action: `${d.kind}.${op}` } });
 
     if (d.operations.includes('list')) {
       const r = route('list', readSettings);

@@ -52,7 +52,7 @@ export function registerNotificationRoutes(app: FastifyInstance, ctx: ServiceCon
   app.post(
     '/api/v1/projects/:id/notification-channels/:channelId/test',
     {
-      config: { settings: { permission: 'read-write', audit: { resourceType: 'notification_channel', action: 'notification_channel.test' } } },
+      config: { settings: { permission: 'read-write', keys: 'own-project', audit: { resourceType: 'notification_channel', action: 'notification_channel.test' } } },
       schema: {
         tags: ['Notification channel'],
         operationId: 'test_notification_channel',
@@ -77,7 +77,7 @@ export function registerNotificationRoutes(app: FastifyInstance, ctx: ServiceCon
   app.get(
     '/api/v1/projects/:id/notification-channels/:channelId/deliveries',
     {
-      config: { settings: { permission: 'read-only' } },
+      config: { settings: { permission: 'read-only', keys: 'own-project' } },
       schema: {
         tags: ['Notification channel'],
         operationId: 'list_notification_deliveries',

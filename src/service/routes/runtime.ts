@@ -35,8 +35,8 @@ export function registerRuntimeRoutes(app: FastifyInstance, ctx: ServiceContext)
   const runSchema = kind('run').responseSchema;
   const triggerSchema = kind('run_trigger').responseSchema;
   const strict = ctx.options.strictSpec;
-  const write = (resourceType: string, action: string): { settings: RouteSettings } => ({ settings: { permission: 'read-write', audit: { resourceType, action } } });
-  const read: { settings: RouteSettings } = { settings: { permission: 'read-only' } };
+  const write = (resourceType: string, action: string): { settings: RouteSettings } => ({ settings: { permission: 'read-write', keys: 'own-project', audit: { resourceType, action } } });
+  const read: { settings: RouteSettings } = { settings: { permission: 'read-only', keys: 'own-project' } };
 
   /** The project and the resource named by a path parameter, or 404. */
   const load = async (req: FastifyRequest, resourceKind: string, param: string) => {

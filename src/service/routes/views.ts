@@ -32,7 +32,7 @@ export function registerViewRoutes(app: FastifyInstance, ctx: ServiceContext) {
     app.get(
       path,
       {
-        config: { settings: { permission: 'read-only' } },
+        config: { settings: { permission: 'read-only', keys: 'own-project' } },
         schema: { tags: [tag], operationId: `list_${parentKind}_runs`, summary: 'List run history, newest last', params: params('id', param), querystring: pageQuerySchema, response: { 200: pageSchema(kind('run').responseSchema), ...errorResponses } },
       },
       async (req) => {
@@ -50,7 +50,7 @@ export function registerViewRoutes(app: FastifyInstance, ctx: ServiceContext) {
   app.get(
     '/api/v1/projects/:id/pipelines/:pipelineId/runs/:runId',
     {
-      config: { settings: { permission: 'read-only' } },
+      config: { settings: { permission: 'read-only', keys: 'own-project' } },
       schema: { tags: ['Pipeline'], operationId: 'get_pipeline_run', summary: 'Get run details and step status', params: params('id', 'pipelineId', 'runId'), response: { 200: kind('run').responseSchema, ...errorResponses } },
     },
     async (req) => {
@@ -65,7 +65,7 @@ export function registerViewRoutes(app: FastifyInstance, ctx: ServiceContext) {
   app.get(
     '/api/v1/projects/:id/dbt-projects/:dbtId/models',
     {
-      config: { settings: { permission: 'read-only' } },
+      config: { settings: { permission: 'read-only', keys: 'own-project' } },
       schema: { tags: ['dbt project'], operationId: 'list_dbt_models', summary: 'List models, dependencies first', params: params('id', 'dbtId'), querystring: pageQuerySchema, response: { 200: pageSchema(kind('model').responseSchema), ...errorResponses } },
     },
     async (req) => {
@@ -85,7 +85,7 @@ export function registerViewRoutes(app: FastifyInstance, ctx: ServiceContext) {
   app.get(
     '/api/v1/projects/:id/dbt-projects/:dbtId/lineage',
     {
-      config: { settings: { permission: 'read-only' } },
+      config: { settings: { permission: 'read-only', keys: 'own-project' } },
       schema: { tags: ['dbt project'], operationId: 'get_dbt_lineage', summary: 'Get the lineage graph (DAG)', params: params('id', 'dbtId'), response: { 200: kind('lineage_graph').responseSchema, ...errorResponses } },
     },
     async (req) => {
@@ -111,7 +111,7 @@ export function registerViewRoutes(app: FastifyInstance, ctx: ServiceContext) {
   app.get(
     '/api/v1/projects/:id/alerts',
     {
-      config: { settings: { permission: 'read-only' } },
+      config: { settings: { permission: 'read-only', keys: 'own-project' } },
       schema: {
         tags: ['Monitoring'],
         summary: 'List alerts; filter by status and severity',
@@ -140,7 +140,7 @@ export function registerViewRoutes(app: FastifyInstance, ctx: ServiceContext) {
     app.post(
       `/api/v1/projects/:id/alerts/:alertId/${verb}`,
       {
-        config: { settings: { permission: 'read-write', audit: { resourceType: 'alert', action: `alert.${verb}` } } },
+        config: { settings: { permission: 'read-write', keys: 'own-project', audit: { resourceType: 'alert', action: `alert.${verb}` } } },
         schema: { tags: ['Monitoring'], operationId: `${verb}_alert`, summary: `${verb[0].toUpperCase()}${verb.slice(1)} an alert`, params: params('id', 'alertId'), response: { 200: alertSchema, ...errorResponses } },
       },
       async (req) => {

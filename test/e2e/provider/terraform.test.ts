@@ -103,6 +103,8 @@ describe.skipIf(testStore() === 'postgres' || !haveTerraform)('terraform provide
     vars.alert_severity = 'critical';
     vars.project_description = 'changed';
     vars.db_password = 'second-secret';
+    // db_password is write-only: a new value is sent when its version changes.
+    vars.db_password_version = '2';
     const out = await apply();
     expect(out).toContain('0 added, 3 changed, 0 destroyed');
     expect((await byName('alert-rules', 'orders-sync-failures')).severity).toBe('critical');
