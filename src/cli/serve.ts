@@ -95,6 +95,12 @@ export function serveCommand(): Command {
     .option('--secrets-key-file <file>', 'base64 32-byte master key that encrypts write-only values at rest (env DP_SECRETS_KEY; default: generated into <data-dir>/secrets.key, or the database with --database-url)')
     .option('--tls-cert <file>', 'PEM certificate to serve instead of a generated self-signed one')
     .option('--tls-key <file>', 'PEM private key for --tls-cert')
+    .addOption(new Option('--tls-cert-cache <n>', 'most per-tenant TLS certificates kept in memory (least recently used dropped)').env('DP_TLS_CERT_CACHE').argParser(int('--tls-cert-cache')).default(DEFAULT_OPTIONS.tlsCertCacheSize))
+    .addOption(new Option('--handshake-timeout <seconds>', 'a new connection\'s wait for its first byte, then for the end of the TLS handshake').env('DP_HANDSHAKE_TIMEOUT').argParser(positive('--handshake-timeout')).default(DEFAULT_OPTIONS.handshakeTimeout))
+    .addOption(new Option('--headers-timeout <seconds>', 'from the handshake to the first request\'s headers, and from any request\'s start to its last header').env('DP_HEADERS_TIMEOUT').argParser(positive('--headers-timeout')).default(DEFAULT_OPTIONS.headersTimeout))
+    .addOption(new Option('--request-timeout <seconds>', 'from a request\'s start to the end of its body').env('DP_REQUEST_TIMEOUT').argParser(positive('--request-timeout')).default(DEFAULT_OPTIONS.requestTimeout))
+    .addOption(new Option('--keep-alive-timeout <seconds>', 'how long an idle keep-alive connection stays open').env('DP_KEEP_ALIVE_TIMEOUT').argParser(positive('--keep-alive-timeout')).default(DEFAULT_OPTIONS.keepAliveTimeout))
+    .addOption(new Option('--max-connections-per-address <n>', 'open connections per client address (IPv4, IPv6 /64), streams included; 0 = no cap; raise it behind a proxy').env('DP_MAX_CONNECTIONS_PER_ADDRESS').argParser(int('--max-connections-per-address')).default(DEFAULT_OPTIONS.maxConnectionsPerAddress))
     .option('--base-domain <domain>', 'tenants are also served at <slug>.<domain>')
     .option('--rate-limit <n>', 'requests per minute per tenant per endpoint', int('--rate-limit'), 600)
     .option('--anonymous-rate-limit <n>', 'requests per minute per source address per anonymous endpoint (login, refresh, SSO, invitations)', int('--anonymous-rate-limit'), DEFAULT_OPTIONS.anonymousRateLimit)
@@ -143,6 +149,12 @@ export function serveCommand(): Command {
           databaseUrl: opts.databaseUrl ?? process.env.DP_DATABASE_URL,
           tlsCert: opts.tlsCert,
           tlsKey: opts.tlsKey,
+          tlsCertCacheSize: opts.tlsCertCache,
+          handshakeTimeout: opts.handshakeTimeout,
+          headersTimeout: opts.headersTimeout,
+          requestTimeout: opts.requestTimeout,
+          keepAliveTimeout: opts.keepAliveTimeout,
+          maxConnectionsPerAddress: opts.maxConnectionsPerAddress,
           secretsKeyFile: opts.secretsKeyFile,
           secretsKey: process.env.DP_SECRETS_KEY,
           baseDomain: opts.baseDomain,

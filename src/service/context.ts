@@ -39,6 +39,18 @@ export interface ServiceOptions {
   smtpFrom: string;
   /** Seconds between WebSocket stream heartbeats (ping and credential re-check); default 30. */
   streamHeartbeatSeconds?: number;
+  /** Seconds a new connection may take to send its first byte, and then to finish the TLS handshake (docs/security.md). */
+  handshakeTimeout: number;
+  /** Seconds from the handshake to the first request's headers, and from any request's start to its last header. */
+  headersTimeout: number;
+  /** Seconds from a request's start to the end of its body (at least headersTimeout). */
+  requestTimeout: number;
+  /** Seconds an idle keep-alive connection stays open between requests. */
+  keepAliveTimeout: number;
+  /** Open connections per source address (IPv4, or IPv6 /64), WebSocket streams included; 0 for no cap. */
+  maxConnectionsPerAddress: number;
+  /** Most per-host TLS certificates (one per tenant host name) kept in memory. */
+  tlsCertCacheSize: number;
   /** Requests per minute per source address per anonymous endpoint (login, refresh, SSO, invitations); never the tenant's quota. */
   anonymousRateLimit: number;
   /** Failed sign-ins per account and source address before exponential back-off (docs/security.md). */
@@ -78,6 +90,12 @@ export const DEFAULT_OPTIONS: Omit<ServiceOptions, 'dataDir'> = {
   smtpFrom: 'Data Platform <dataplatform@localhost>',
   sourceTimeout: 5,
   sourceQueryTimeout: 300,
+  handshakeTimeout: 10,
+  headersTimeout: 20,
+  requestTimeout: 60,
+  keepAliveTimeout: 5,
+  maxConnectionsPerAddress: 256,
+  tlsCertCacheSize: 500,
   anonymousRateLimit: 600,
   loginLockAfter: 5,
   loginAddressLockAfter: 20,

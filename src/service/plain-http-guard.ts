@@ -1,21 +1,45 @@
 import net from 'node:net';
 import type { Server } from 'node:https';
 import { newRequestId } from './ids.js';
+import { AddressCounter, addressKey } from './connection-limits.js';
 
 /** First byte of every TLS connection (a handshake record). */
 const TLS_HANDSHAKE = 0x16;
+
+export interface GuardLimits {
+  /** Milliseconds a new connection may stay silent (no ClientHello, no plain-HTTP bytes). */
+  handshakeTimeoutMs: number;
+  /** Open connections per source address (IPv4, or IPv6 /64); 0 for no cap. */
+  maxPerAddress: number;
+}
 
 /**
  * Listens on the port itself and hands TLS connections to the HTTPS server. Anything
  * else (plain HTTP) gets a clear answer in the spec's error envelope instead of a
  * TLS alert that an HTTP client shows as gibberish.
+ *
+ * Every connection of the service passes here, so this is where connections per source address
+ * are counted (until the socket closes, whatever the HTTPS server or a WebSocket did with it in
+ * between) and where a socket that never says anything is closed.
  */
-export function createPlainHttpGuard(https: Server): net.Server {
-  return net.createServer({ pauseOnConnect: false }, (socket) => {
+export function createPlainHttpGuard(https: Server, limits: GuardLimits): net.Server & { perAddress: AddressCounter } {
+  const perAddress = new AddressCounter(limits.maxPerAddress);
+  const guard = net.createServer({ pauseOnConnect: false }, (socket) => {
     socket.once('error', () => socket.destroy());
+    const key = addressKey(socket.remoteAddress);
+    if (!perAddress.tryAcquire(key)) {
+      // Over the cap: closed at once, before it costs a TLS handshake.
+      socket.destroy();
+      return;
+    }
+    // The raw socket closes when the TLS socket wrapping it does, so this covers both stages.
+    socket.once('close', () => perAddress.release(key));
+    socket.setTimeout(limits.handshakeTimeoutMs, () => socket.destroy());
     socket.once('data', (first: Buffer) => {
       socket.pause();
       socket.unshift(first);
+      // The HTTPS server's handshake and header timeouts take over from here.
+      socket.setTimeout(0);
       if (first[0] === TLS_HANDSHAKE) {
         https.emit('connection', socket);
         return;
@@ -31,6 +55,9 @@ export function createPlainHttpGuard(https: Server): net.Server {
           'Connection: close\r\n\r\n' +
           body,
       );
+      // A client that never reads the answer must not hold the socket open.
+      socket.setTimeout(limits.handshakeTimeoutMs, () => socket.destroy());
     });
   });
+  return Object.assign(guard, { perAddress });
 }

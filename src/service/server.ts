@@ -20,6 +20,7 @@ import { ApiError, forbidden, unauthorized } from './errors.js';
 import { newRequestId, nowIso } from './ids.js';
 import { loadOrCreateTls, type TlsMaterial } from './tls.js';
 import { createPlainHttpGuard } from './plain-http-guard.js';
+import { clientErrorHandler, connectionLimits, enforceHttpTimeouts, httpsTimeoutOptions } from './connection-limits.js';
 import { assertKeyMayReach } from './auth/key-reach.js';
 import { egressPolicy } from './egress.js';
 import { DEFAULT_OPTIONS, type ServiceContext, type ServiceOptions } from './context.js';
@@ -118,12 +119,21 @@ export async function startService(partial: Partial<ServiceOptions> & { dataDir:
   const rateLimiter = new RateLimiter(db, options.rateLimit, options.clock);
   // Anonymous endpoints have a budget per source address, so an anonymous burst never spends the quota of the tenant's users.
   const anonymousLimiter = new RateLimiter(db, options.anonymousRateLimit, options.clock, ' from this address');
-  const tls = await loadOrCreateTls({ certFile: options.tlsCert, keyFile: options.tlsKey, dataDir: options.dataDir, baseDomain: options.baseDomain });
+  // A certificate (and key) is issued only for a tenant's host name: any client can name any host.
+  const issuable = async (name: string) => {
+    const slug = tenantSlugFromHost(name, options.baseDomain);
+    return name === options.baseDomain || (!!slug && !!(await ctx.tenants.bySlug(slug)));
+  };
+  const tls = await loadOrCreateTls({ certFile: options.tlsCert, keyFile: options.tlsKey, dataDir: options.dataDir, baseDomain: options.baseDomain, issuable, certCacheSize: options.tlsCertCacheSize });
+  const limits = connectionLimits(options);
 
   const bodyAjv = createAjv({ useDefaults: true });
   const queryAjv = createAjv({ coerceTypes: true, useDefaults: true });
   const app = Fastify({
-    https: { cert: tls.cert, key: tls.key, SNICallback: tls.SNICallback },
+    https: { cert: tls.cert, key: tls.key, SNICallback: tls.SNICallback, ...httpsTimeoutOptions(limits) },
+    keepAliveTimeout: limits.keepAliveTimeoutMs,
+    requestTimeout: limits.requestTimeoutMs,
+    clientErrorHandler: clientErrorHandler(limits),
     bodyLimit: options.bodyLimit,
     // req.ip (per-address limits) is the socket's peer unless the peer is a proxy named here.
     trustProxy: options.trustProxy ?? false,
@@ -235,7 +245,8 @@ export async function startService(partial: Partial<ServiceOptions> & { dataDir:
 
   const https = app.server as HttpsServer;
   const sockets = new Set<Socket>();
-  const guard = createPlainHttpGuard(https);
+  enforceHttpTimeouts(https, limits);
+  const guard = createPlainHttpGuard(https, limits);
   guard.on('connection', (s: Socket) => {
     sockets.add(s);
     s.on('close', () => sockets.delete(s));

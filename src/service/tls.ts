@@ -4,6 +4,7 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { createSecureContext, type SecureContext } from 'node:tls';
 import * as x509 from '@peculiar/x509';
+import { LRUCache } from 'lru-cache';
 
 x509.cryptoProvider.set(webcrypto as unknown as Crypto);
 
@@ -17,7 +18,19 @@ export interface TlsMaterial {
   certPath: string;
   /** Issues a certificate per host name (<tenant>.localhost) when we own the CA. */
   SNICallback?: (servername: string, cb: (err: Error | null, ctx?: SecureContext) => void) => void;
+  /** What the per-host certificates cost so far (absent with given files). */
+  certStats?: () => CertStats;
 }
+
+export interface CertStats {
+  /** Certificates (each with its own key) issued since start. */
+  issued: number;
+  /** Certificates kept now, at most the cache size. */
+  cached: number;
+}
+
+/** Default for the most per-host certificates kept: each costs ~50 KB of memory (mostly OpenSSL's) and ~7 ms of CPU to issue. */
+export const DEFAULT_CERT_CACHE_SIZE = 500;
 
 const toPem = (der: ArrayBuffer, label: string) =>
   `-----BEGIN ${label}-----\n${Buffer.from(der).toString('base64').replace(/(.{64})/g, '$1\n').replace(/\n$/, '')}\n-----END ${label}-----\n`;
@@ -91,28 +104,61 @@ async function issueLeaf(ca: KeyedCert, hostname: string): Promise<{ cert: strin
   return { cert: cert.toString('pem') + '\n', key: toPem(await webcrypto.subtle.exportKey('pkcs8', keys.privateKey), 'PRIVATE KEY') };
 }
 
-/** Given files win; otherwise our local CA (created once in the data dir) issues certificates per host. */
-export async function loadOrCreateTls(options: { certFile?: string; keyFile?: string; dataDir: string; baseDomain?: string }): Promise<TlsMaterial> {
+export interface TlsOptions {
+  certFile?: string;
+  keyFile?: string;
+  dataDir: string;
+  baseDomain?: string;
+  /**
+   * Whether a host name under ours deserves its own certificate (the service: it is a tenant's).
+   * Without it every such name does; either way at most `certCacheSize` are kept.
+   */
+  issuable?: (hostname: string) => Promise<boolean>;
+  /** Most per-host certificates kept; the least recently used is dropped (and issued again if asked). */
+  certCacheSize?: number;
+}
+
+/**
+ * Given files win; otherwise our local CA (created once in the data dir) issues certificates per
+ * host. A TLS client names any host it likes before it has any credential, so a name gets a key
+ * and certificate only when `issuable` says so, and the cache of them is bounded: any other name
+ * is answered with the default (localhost) certificate, which costs nothing.
+ */
+export async function loadOrCreateTls(options: TlsOptions): Promise<TlsMaterial> {
   if (options.certFile || options.keyFile) {
     if (!options.certFile || !options.keyFile) throw new Error('--tls-cert and --tls-key go together');
     return { cert: readFileSync(options.certFile, 'utf8'), key: readFileSync(options.keyFile, 'utf8'), certPath: options.certFile };
   }
   const ca = await loadOrCreateCa(join(options.dataDir, 'tls'));
   const fallback = await issueLeaf(ca, 'localhost');
-  const ours = (name: string) => name === 'localhost' || name.endsWith('.localhost') || (!!options.baseDomain && (name === options.baseDomain || name.endsWith(`.${options.baseDomain}`)));
-  const contexts = new Map<string, Promise<SecureContext>>();
+  const ours = (name: string) => name.endsWith('.localhost') || (!!options.baseDomain && (name === options.baseDomain || name.endsWith(`.${options.baseDomain}`)));
+  const contexts = new LRUCache<string, Promise<SecureContext>>({ max: Math.max(1, options.certCacheSize ?? DEFAULT_CERT_CACHE_SIZE) });
+  let issued = 0;
+  const contextFor = async (name: string): Promise<SecureContext | undefined> => {
+    if (!contexts.has(name) && options.issuable && !(await options.issuable(name))) return undefined;
+    let pending = contexts.get(name);
+    if (!pending) {
+      issued++;
+      pending = issueLeaf(ca, name).then(({ cert, key }) => createSecureContext({ cert, key }));
+      contexts.set(name, pending);
+      // A failed issue is not cached: the next handshake tries again.
+      pending.catch(() => contexts.get(name) === pending && contexts.delete(name));
+    }
+    return pending;
+  };
   return {
     ...fallback,
     certPath: ca.path,
+    certStats: () => ({ issued, cached: contexts.size }),
     SNICallback(servername, cb) {
       const name = servername.toLowerCase();
+      // `localhost` and names that are not ours get the default certificate.
       if (!ours(name)) return cb(null, undefined);
-      let pending = contexts.get(name);
-      if (!pending) {
-        pending = issueLeaf(ca, name).then(({ cert, key }) => createSecureContext({ cert, key }));
-        contexts.set(name, pending);
-      }
-      pending.then((ctx) => cb(null, ctx), (err: Error) => cb(err));
+      contextFor(name).then(
+        (ctx) => cb(null, ctx),
+        // A failing lookup or issue still completes the handshake, with the default certificate.
+        () => cb(null, undefined),
+      );
     },
   };
 }
