@@ -2,7 +2,6 @@ import { Command, Option } from 'commander';
 import { join } from 'node:path';
 import { DEFAULT_OPTIONS } from '../service/context.js';
 import { checkSmtpUrl, redactedSmtpUrl } from '../service/smtp-url.js';
-import { parseCidrList } from '../service/egress.js';
 import { readStdin } from './stdin.js';
 import type { RunningService } from '../service/server.js';
 import type { startDemoController } from './demo-controller.js';
@@ -120,8 +119,8 @@ export function serveCommand(): Command {
     .option('--smtp-from <address>', 'sender of notification emails', DEFAULT_OPTIONS.smtpFrom)
     .option('--no-metrics', 'do not serve GET /metrics (Prometheus: event-loop delay, process metrics; no tenant data)')
     .option('--metrics-token <token>', 'GET /metrics asks for "Authorization: Bearer <token>" (env DP_METRICS_TOKEN; default: open)')
-    .option('--egress-deny <cidrs>', 'CIDRs no outbound connection (connector sources, webhooks, Slack, SMTP, SSO) may reach, comma-separated; "default" = link-local/metadata and private ranges, "none" = nothing (env DP_EGRESS_DENY; default: "default")', (v: string) => parseCidrList(v, '--egress-deny'))
-    .option('--egress-allow <cidrs>', 'CIDRs allowed again inside denied ones (the most specific range decides), comma-separated (env DP_EGRESS_ALLOW)', (v: string) => parseCidrList(v, '--egress-allow'))
+    .option('--egress-deny <cidrs>', 'CIDRs no outbound connection (connector sources, webhooks, Slack, SMTP, SSO) may reach, comma-separated; "default" = link-local/metadata and private ranges, "none" = nothing (env DP_EGRESS_DENY; default: "default")')
+    .option('--egress-allow <cidrs>', 'CIDRs allowed again inside denied ones (the most specific range decides), comma-separated (env DP_EGRESS_ALLOW)')
     .option('--reconcile <dir>', 'also run the controller in this process: keep the bootstrapped tenant equal to the YAML in <dir> (edit a file and it is applied)')
     .option('--reconcile-interval <duration>', 'time between the controller\'s runs with --reconcile', '2s')
     .option('--controller-listen <host:port>', 'status page of the controller with --reconcile', '127.0.0.1:9090')
@@ -141,7 +140,12 @@ export function serveCommand(): Command {
 
       async function start(): Promise<void> {
         // The service loads when it runs: other commands and --help start without it.
-        const [{ startService }, { ensureTenantWithAdmin }, { startDemoController }] = await Promise.all([import('../service/server.js'), import('../service/bootstrap.js'), import('./demo-controller.js')]);
+        const [{ startService }, { ensureTenantWithAdmin }, { startDemoController }, { parseCidrList }] = await Promise.all([
+          import('../service/server.js'),
+          import('../service/bootstrap.js'),
+          import('./demo-controller.js'),
+          import('../service/egress.js'),
+        ]);
         service = await startService({
           port: opts.port,
           host: opts.host,
@@ -176,8 +180,8 @@ export function serveCommand(): Command {
           smtpFrom: opts.smtpFrom,
           metrics: opts.metrics,
           metricsToken: opts.metricsToken ?? (process.env.DP_METRICS_TOKEN || undefined),
-          egressDeny: opts.egressDeny ?? (process.env.DP_EGRESS_DENY ? parseCidrList(process.env.DP_EGRESS_DENY, 'DP_EGRESS_DENY') : undefined),
-          egressAllow: opts.egressAllow ?? (process.env.DP_EGRESS_ALLOW ? parseCidrList(process.env.DP_EGRESS_ALLOW, 'DP_EGRESS_ALLOW') : undefined),
+          egressDeny: cidrs(parseCidrList, opts.egressDeny, '--egress-deny', 'DP_EGRESS_DENY'),
+          egressAllow: cidrs(parseCidrList, opts.egressAllow, '--egress-allow', 'DP_EGRESS_ALLOW'),
         });
         const demo: Partial<typeof DEMO> = opts.demo ? DEMO : {};
         const slug = process.env.DP_BOOTSTRAP_TENANT || demo.slug;
@@ -234,4 +238,11 @@ export function tenantCommand(): Command {
       }
     });
   return tenant;
+}
+
+/** A CIDR list from its flag, else its environment variable, checked (parse: egress.ts, loaded with the service). */
+function cidrs(parse: (text: string, source: string) => string[], flag: string | undefined, flagName: string, envName: string): string[] | undefined {
+  if (flag !== undefined) return parse(flag, flagName);
+  const env = process.env[envName];
+  return env ? parse(env, envName) : undefined;
 }

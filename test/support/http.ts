@@ -24,6 +24,12 @@ export interface CallOptions {
   body?: unknown;
   /** Raw body text (for malformed JSON tests). */
   raw?: string;
+  /**
+   * Accept the service's default certificate for any host name (still signed by our CA): the
+   * service issues certificates only for tenants' host names, so a request to a made-up tenant
+   * host needs this to get as far as its 404.
+   */
+  anyHostCertificate?: boolean;
   headers?: Record<string, string>;
   query?: Record<string, string | number | undefined>;
 }
@@ -31,8 +37,10 @@ export interface CallOptions {
 /** A small HTTPS client for black-box tests: real TLS, our CA, tenant hosts on loopback. */
 export class TestHttp {
   readonly agent: Agent;
+  private readonly anyHostAgent: Agent;
   constructor(caFile: string) {
     this.agent = new Agent({ connect: { ca: readFileSync(caFile), lookup: localhostLookup }, connections: 32 });
+    this.anyHostAgent = new Agent({ connect: { ca: readFileSync(caFile), lookup: localhostLookup, checkServerIdentity: () => undefined }, connections: 4 });
   }
 
   async call<T = any>(method: string, url: string, opts: CallOptions = {}): Promise<HttpResponse<T>> {
@@ -46,7 +54,7 @@ export class TestHttp {
       body = JSON.stringify(opts.body);
       headers['content-type'] ??= 'application/json';
     }
-    const res = await request(u, { method: method as 'GET', headers, body, dispatcher: this.agent });
+    const res = await request(u, { method: method as 'GET', headers, body, dispatcher: opts.anyHostCertificate ? this.anyHostAgent : this.agent });
     const text = await res.body.text();
     let parsed: unknown = undefined;
     try {
@@ -57,7 +65,7 @@ export class TestHttp {
     return { status: res.statusCode, headers: res.headers as HttpResponse['headers'], body: parsed as T, text };
   }
 
-  close() {
-    return this.agent.close();
+  async close() {
+    await Promise.all([this.agent.close(), this.anyHostAgent.close()]);
   }
 }

@@ -48,11 +48,13 @@ export async function startPipelineRun(rt: Runtime, o: StartPipeline): Promise<S
 
 /** The spec's pipeline stream message (section 6), for the stream worker. */
 function stepUpdate(rt: Runtime, rec: RunRecorder, step: StepResult) {
-  rt.events.emit('step_update', rec.stored.tenantId, {
+  const event = {
     pipeline_id: rec.stored.parentId,
     run_id: rec.id,
     message: { type: 'step_update', step_id: step.step_id, step_name: step.step_name, status: step.status, duration_seconds: step.duration_seconds, timestamp: rt.now() },
-  });
+  };
+  // Sent once the step's new state is stored (progress writes are coalesced): see afterWrite.
+  rec.afterWrite(() => rt.events.emit('step_update', rec.stored.tenantId, event));
 }
 
 /** Steps of one run that execute at the same time, at most (independent steps run concurrently). */

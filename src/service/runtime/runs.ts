@@ -122,6 +122,8 @@ export class RunRecorder {
   private chain: Promise<void> = Promise.resolve();
   private flushTimer?: NodeJS.Timeout;
   private lastWriteMs = 0;
+  /** Announcements of changes not yet written (coalesced progress); see afterWrite. */
+  private unannounced: Array<() => void> = [];
 
   constructor(
     readonly rt: Runtime,
@@ -153,13 +155,26 @@ export class RunRecorder {
     return Promise.resolve();
   }
 
+  /**
+   * Runs `announce` (an event about the change just saved) once that change is in the store:
+   * at once with 'each' progress (save already wrote it), after the next write when coalesced.
+   * A subscriber catches up from the stored run and then follows events, so an event must never
+   * go out before the state it describes is stored (or a late subscriber misses it on both).
+   */
+  afterWrite(announce: () => void): void {
+    if (this.options.progress !== 'coalesced') announce();
+    else this.unannounced.push(announce);
+  }
+
   /** Writes `taken` (a copy made at the save), or a copy of the run as it is when the write starts. */
   private write(taken?: StoredResource): Promise<void> {
     const write = this.chain.then(async () => {
       if (this.signal.aborted) return;
       const started = performance.now();
+      const announced = this.unannounced.splice(0);
       const snapshot = taken ?? structuredClone(this.stored);
       await this.rt.ctx.resources.update(snapshot);
+      for (const announce of announced) announce();
       this.rt.events.emit('run_update', snapshot.tenantId, snapshot.data);
       this.lastWriteMs = performance.now() - started;
     });
@@ -196,6 +211,7 @@ export class RunRecorder {
     this.flushTimer = undefined;
     await this.chain;
     this.check();
+    const announced = this.unannounced.splice(0);
     const data = this.data;
     data.status = status;
     data.error = error;
@@ -213,6 +229,7 @@ export class RunRecorder {
       if ((err as { code?: string }).code !== 'resource_not_found') throw err;
       await this.rt.ctx.db.run('DELETE FROM meta WHERE key = ?', [META.run(this.id)]);
     }
+    for (const announce of announced) announce();
     this.rt.events.emit('run_update', tenantId, data);
     return structuredClone(data);
   }

@@ -26,7 +26,13 @@ const expectNoSecretPaths = (d: KindDescriptor, body: Record<string, unknown>) =
   for (const path of d.secretPaths) expect(valuesAt(body, path), `${path.join('.')} in ${JSON.stringify(body)}`).toEqual([]);
 };
 
-const rowOf = (id: string) => svc.service.ctx.db.get<{ data: string; secrets: string | null }>('SELECT data, secrets FROM resources WHERE id = ?', [id]);
+const rowOf = (id: string) => svc.service.ctx.db.get<{ data: string; secrets: string | null; tenant_id: string }>('SELECT data, secrets, tenant_id FROM resources WHERE id = ?', [id]);
+/** The write-only values of a row as stored: sealed at rest (docs/security.md), opened with the service's key. */
+async function storedSecrets(id: string) {
+  const row = (await rowOf(id))!;
+  expect(row.secrets).toMatch(/^enc:v1:/);
+  return svc.service.ctx.resources.cipher.open(row.secrets!, row.tenant_id, id);
+}
 
 describe('fixtures cover the model', () => {
   it('has one example for every writable kind and no example for anything else', () => {
@@ -122,24 +128,22 @@ describe('secrets', () => {
       body: { name: 'secret-conn', connector_type: 'snowflake', credentials: { username: 'loader', password: SECRETS.connectorPassword } },
     });
     expect(created.credentials).toEqual({ username: 'loader' });
-    let row = await rowOf(created.id);
-    expect(JSON.parse(row!.secrets!)).toEqual({ credentials: { password: SECRETS.connectorPassword } });
+    const row = await rowOf(created.id);
+    expect(await storedSecrets(created.id)).toEqual({ credentials: { password: SECRETS.connectorPassword } });
     expect(row!.data).not.toContain(SECRETS.connectorPassword);
+    expect(row!.secrets).not.toContain(SECRETS.connectorPassword);
 
     const patched = await svc.ok(t, 'PATCH', `${base}/${created.id}`, { body: { credentials: { username: 'loader2' } } });
     expect(patched.credentials).toEqual({ username: 'loader2' });
-    row = await rowOf(created.id);
-    expect(JSON.parse(row!.secrets!)).toEqual({ credentials: { password: SECRETS.connectorPassword } });
+    expect(await storedSecrets(created.id)).toEqual({ credentials: { password: SECRETS.connectorPassword } });
 
     const changed = await svc.ok(t, 'PATCH', `${base}/${created.id}`, { body: { credentials: { username: 'loader2', password: 'brand-new-pw-1' } } });
     expect(JSON.stringify(changed)).not.toContain('brand-new-pw-1');
-    row = await rowOf(created.id);
-    expect(JSON.parse(row!.secrets!)).toEqual({ credentials: { password: 'brand-new-pw-1' } });
+    expect(await storedSecrets(created.id)).toEqual({ credentials: { password: 'brand-new-pw-1' } });
 
     const unrelated = await svc.ok(t, 'PATCH', `${base}/${created.id}`, { body: { labels: { a: 'b' } } });
     expect(unrelated.credentials).toEqual({ username: 'loader2' });
-    row = await rowOf(created.id);
-    expect(JSON.parse(row!.secrets!)).toEqual({ credentials: { password: 'brand-new-pw-1' } });
+    expect(await storedSecrets(created.id)).toEqual({ credentials: { password: 'brand-new-pw-1' } });
 
     for (const res of [await svc.call(t, 'GET', `${base}/${created.id}`), await svc.call(t, 'GET', base)]) {
       expect(res.text).not.toContain('brand-new-pw-1');
@@ -154,13 +158,13 @@ describe('secrets', () => {
     expect(slack.body.config).toEqual({ slack_channel: '#alerts' });
     const hook = await svc.ok(t, 'POST', base, { body: { name: 'hook-secret', type: 'webhook', config: { url: 'https://example.com/h', signing_secret: SECRETS.signingSecret } } });
     expect(hook.config).toEqual({ url: 'https://example.com/h' });
-    expect(JSON.parse((await rowOf(slack.body.id))!.secrets!)).toEqual({ config: { slack_webhook_url: SECRETS.slackWebhook } });
-    expect(JSON.parse((await rowOf(hook.id))!.secrets!)).toEqual({ config: { signing_secret: SECRETS.signingSecret } });
+    expect(await storedSecrets(slack.body.id)).toEqual({ config: { slack_webhook_url: SECRETS.slackWebhook } });
+    expect(await storedSecrets(hook.id)).toEqual({ config: { signing_secret: SECRETS.signingSecret } });
 
     // Changing the channel name on its own keeps the stored Slack URL.
     const renamed = await svc.ok(t, 'PATCH', `${base}/${slack.body.id}`, { body: { config: { slack_channel: '#ops' } } });
     expect(renamed.config).toEqual({ slack_channel: '#ops' });
-    expect(JSON.parse((await rowOf(slack.body.id))!.secrets!)).toEqual({ config: { slack_webhook_url: SECRETS.slackWebhook } });
+    expect(await storedSecrets(slack.body.id)).toEqual({ config: { slack_webhook_url: SECRETS.slackWebhook } });
 
     for (const path of [base, `${base}/${slack.body.id}`, `${base}/${hook.id}`]) {
       const res = await svc.call(t, 'GET', path);

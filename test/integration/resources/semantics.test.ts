@@ -238,8 +238,8 @@ describe('integrity under concurrent writes', () => {
       ]);
       const final = await svc.ok(t, 'GET', `${base}/${c.id}`);
       expect(final).toMatchObject({ labels: { round: String(i) }, selected_tables: ['orders'], credentials: { username: 'u2' } });
-      const row = await svc.service.ctx.db.get<{ secrets: string }>('SELECT secrets FROM resources WHERE id = ?', [c.id]);
-      expect(JSON.parse(row!.secrets)).toEqual({ credentials: { password: 'pw-after' } });
+      const row = await svc.service.ctx.db.get<{ secrets: string; tenant_id: string }>('SELECT secrets, tenant_id FROM resources WHERE id = ?', [c.id]);
+      expect(svc.service.ctx.resources.cipher.open(row!.secrets, row!.tenant_id, c.id)).toEqual({ credentials: { password: 'pw-after' } });
     }
   });
 
