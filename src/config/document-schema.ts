@@ -77,6 +77,18 @@ const stripDefault = (s: JsonSchema | undefined): JsonSchema => {
   return out;
 };
 
+/**
+ * The service answers a list over its `x-max-items` cap with 422 (a check of its own, not JSON
+ * Schema's); in YAML the same cap is an ordinary `maxItems`, so `dpctl validate` and editors
+ * flag it before any apply.
+ */
+function capsAsMaxItems(node: JsonSchema): void {
+  const cap = (node as Record<string, unknown>)['x-max-items'];
+  if (typeof cap === 'number') (node as Record<string, unknown>).maxItems = cap;
+  const children = [...Object.values(node.properties ?? {}), ...(node.items ? [node.items] : []), ...(node.allOf ?? []), ...(node.then ? [node.then] : [])];
+  for (const child of children) capsAsMaxItems(child);
+}
+
 /** The spec of a kind in YAML: its create schema without identity and labels, references renamed, secrets as refs. */
 export function specSchema(layout: KindLayout): JsonSchema {
   const d = layout.descriptor;
@@ -96,6 +108,7 @@ export function specSchema(layout: KindLayout): JsonSchema {
     if (name === '*') parent.items = replacement;
     else parent.properties![name] = replacement;
   }
+  capsAsMaxItems(spec);
   // Deepest first, so a rename never changes the path of another one still to do.
   const renames = [...layout.renames].sort((a, b) => b.parent.length - a.parent.length);
   for (const rename of renames) {

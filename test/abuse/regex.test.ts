@@ -132,8 +132,13 @@ describe('patterns refused when saved, the field named', () => {
     );
   });
 
-  it('101 matchers', async () => {
+  it('101 matchers: over the cap, 422 like every list a tenant grows', async () => {
     const column_matchers = Array.from({ length: 101 }, (_, i) => ({ column_pattern: `c${i}` }));
-    await expectRefused(attempt({ name: 'many', sensitivity: 'internal', column_matchers }), 'column_matchers', /more than 100 items/);
+    const { result: res, probe } = await attempt({ name: 'many', sensitivity: 'internal', column_matchers });
+    expect(res.status, res.text).toBe(422);
+    expect(res.body.error.code).toBe('unprocessable_entity');
+    expect(res.body.error.details).toEqual([{ field: 'column_matchers', message: expect.stringMatching(/100/) }]);
+    expect(probe.failures).toEqual([]);
+    expect(probe.max).toBeLessThan(BYSTANDER_MAX_MS);
   });
 });

@@ -47,7 +47,8 @@ export async function startDbtRun(rt: Runtime, o: StartDbt): Promise<Started> {
     return { stored, declared };
   });
   const done = rt.execute(stored.id, (signal) => {
-    const rec = new RunRecorder(rt, stored, signal);
+    // Coalesced: a run of 1,000 models would otherwise write the whole run 2,000 times (quadratic).
+    const rec = new RunRecorder(rt, stored, signal, { progress: 'coalesced' });
     return guarded(rec, () => runDbt(rt, rec, declared), (q) => settleDbt(rt, q, rec));
   });
   return { run: structuredClone(stored.data as RunData), done };
