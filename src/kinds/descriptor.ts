@@ -39,6 +39,11 @@ export interface KindDescriptor {
   /** Top-level arrays whose items (name + depends_on) must form a DAG, with the noun used in messages. */
   dags: { field: string; noun: string }[];
   normalizers: { path: FieldPath; rule: NonNullable<JsonSchema['x-normalize']> | 'cron' }[];
+  /**
+   * The top-level field holding the kind's cron schedule (`x-format: cron`), if any: the service
+   * keeps the next due time of every such resource in its `schedules` table and starts its runs.
+   */
+  scheduleField?: string;
   /** Request body for create: computed fields removed. */
   createSchema: JsonSchema;
   /** Request body for PATCH: like create, nothing required, no top-level defaults. */
@@ -154,6 +159,7 @@ export function describeKind(file: KindSchemaFile): KindDescriptor {
     readOnlyKind: !!file['x-read-only-kind'],
     deletedWithParent: !!file['x-deleted-with-parent'],
     schema: file,
+    scheduleField: Object.keys(props).find((n) => props[n]['x-format'] === 'cron'),
     dags: Object.entries(props).filter(([, p]) => p['x-dag']).map(([field, p]) => ({ field, noun: String(p['x-dag']) })),
     computedFields: top((p) => !!p['x-computed']),
     immutableFields: top((p) => !!p['x-immutable']),

@@ -90,7 +90,7 @@ export async function openServiceContext(partial: Partial<ServiceOptions> & { da
   return {
     options,
     db,
-    resources: new ResourceStore(db, secrets.cipher),
+    resources: new ResourceStore(db, secrets.cipher, { nowMs: () => options.clock(), timeScale: options.timeScale }),
     auth: new AuthService(db, { accessTokenTtl: options.accessTokenTtl, clock: options.clock }),
     tenants: new TenantStore(db),
     audit: new AuditLog(db),

@@ -1,5 +1,6 @@
 import type { FastifyInstance } from 'fastify';
-import { CronExpressionParser } from 'cron-parser';
+import { latestTickAt, nextTickAfter } from '../../kinds/cron.js';
+import { SCHEDULED_KINDS, putSchedule, scheduleOf } from '../store/schedules.js';
 import { ApiError } from '../errors.js';
 import type { Runtime } from './runtime.js';
 import { startConnectorSync } from './connectors.js';
@@ -11,15 +12,25 @@ import { escalate } from './escalation.js';
  * The scheduler loop of one service process. Every SCHEDULER_INTERVAL_MS (at time scale 1;
  * divided by the time scale, at least MIN_INTERVAL_MS) it looks at the service clock and:
  *
- * 1. starts the runs whose cron `schedule` had a tick since the previous look (connectors,
- *    and pipelines that are `enabled`), with `trigger: schedule`. Each (resource, tick) is
- *    claimed first with an INSERT into `schedule_ticks` (primary key resource_id + tick,
- *    ON CONFLICT DO NOTHING): of several replicas on one PostgreSQL database only the one whose
- *    insert went in starts the run. The row records the outcome: `started` (run_id) or
- *    `skipped` (detail: e.g. the connector is still syncing, the pipeline is still running).
- *    If the clock moved past several ticks between two looks, only the latest one runs.
- *    Ticks that passed while the service was down are not back-filled: the first look after a
- *    start only considers ticks after the start. A tick before the resource was created is ignored.
+ * 1. starts the runs whose cron `schedule` is due (connectors, and pipelines that are `enabled`:
+ *    every kind with an `x-format: cron` field, see store/schedules.ts), with `trigger: schedule`.
+ *    It never looks at a resource that is not due: each scheduled resource has a row in
+ *    `schedules` with its next tick and due time (tick + a stable spread of 0-59 s), and a look
+ *    reads `WHERE next_due_at <= now ORDER BY next_due_at LIMIT SCHEDULE_BATCH`, in batches, yielding
+ *    to the event loop between batches and whenever a batch has run for SLICE_MS.
+ *    A due row is claimed by moving it to its next tick (`UPDATE ... WHERE tick = <the tick read>`:
+ *    of several replicas only one moves it), then the tick is claimed once more as before with an
+ *    INSERT into `schedule_ticks` (primary key resource_id + tick, ON CONFLICT DO NOTHING) that
+ *    records the outcome: `started` (run_id) or `skipped` (detail: e.g. the connector is still
+ *    syncing, the pipeline is still running).
+ *    If the clock moved past several ticks since the row's tick, only the latest one runs.
+ *    Ticks that were due while the service was down are not back-filled: the first look after a
+ *    start only runs ticks due after the start. A tick before the resource was created (or before its
+ *    schedule was last changed) is never due.
+ *    Claimed ticks go through a bounded queue (RunQueue): at most MAX_STARTING_PER_TENANT run starts
+ *    of one tenant and MAX_STARTING overall at a time; at most MAX_QUEUED ticks wait, and at most
+ *    MAX_QUEUED_PER_TENANT of one tenant, whose further due rows stay due (unclaimed) for a later look,
+ *    so one tenant's wave cannot hold the queue.
  * 2. evaluates the enabled `freshness_minutes` alert rules;
  * 3. escalates firing alerts (escalation.ts).
  *
@@ -27,28 +38,133 @@ import { escalate } from './escalation.js';
  */
 export const SCHEDULER_INTERVAL_MS = 5_000;
 export const MIN_INTERVAL_MS = 20;
+/** Due rows read per query. */
+export const SCHEDULE_BATCH = 100;
+/** A look yields to the event loop after this much synchronous work (cron arithmetic on cache misses). */
+export const SLICE_MS = 10;
+/** Run starts in progress at once: per tenant, and overall. */
+export const MAX_STARTING_PER_TENANT = 10;
+export const MAX_STARTING = 100;
+/** Claimed ticks waiting to start: overall, and per tenant. */
+export const MAX_QUEUED = 1_000;
+export const MAX_QUEUED_PER_TENANT = 200;
 
 /** The latest tick of a five-field UTC cron expression at or before `atMs`. */
 export function latestTick(expression: string, atMs: number): number {
-  return CronExpressionParser.parse(expression, { tz: 'UTC', currentDate: new Date(atMs + 1) })
-    .prev()
-    .getTime();
+  return latestTickAt(expression, atMs);
 }
 
-interface ScheduledRow {
-  id: string;
+interface DueRow {
+  resource_id: string;
   tenant_id: string;
   project_id: string;
-  kind: 'connector' | 'pipeline';
-  data: string;
+  kind: string;
+  expression: string;
+  tick: number;
+  offset_ms: number;
+  data: string | null;
+}
+
+interface Job {
+  id: string;
+  tenantId: string;
+  projectId: string;
+  kind: string;
+  tick: string;
+}
+
+type Starter = (rt: Runtime, o: { tenantId: string; projectId: string; trigger: 'schedule'; id: string }) => Promise<{ run: { id: string } }>;
+
+/** How a due tick of each scheduled kind starts its run. */
+const STARTERS: Record<string, Starter> = {
+  connector: (rt, o) => startConnectorSync(rt, { ...o, connectorId: o.id }),
+  pipeline: (rt, o) => startPipelineRun(rt, { ...o, pipelineId: o.id }),
+};
+
+const yieldToLoop = () => new Promise<void>((resolve) => setImmediate(resolve));
+
+/** The bounded queue of claimed ticks, with per-tenant and global limits on starts in progress. */
+class RunQueue {
+  private readonly pending: Job[] = [];
+  private running = 0;
+  private readonly perTenant = new Map<string, { queued: number; running: number }>();
+  private idleWaiters: (() => void)[] = [];
+  cleared = false;
+
+  constructor(private readonly fire: (job: Job) => Promise<void>) {}
+
+  get size(): number {
+    return this.pending.length + this.running;
+  }
+
+  private counts(tenantId: string) {
+    let c = this.perTenant.get(tenantId);
+    if (!c) this.perTenant.set(tenantId, (c = { queued: 0, running: 0 }));
+    return c;
+  }
+
+  accepts(tenantId: string): boolean {
+    if (this.size >= MAX_QUEUED) return false;
+    const c = this.perTenant.get(tenantId);
+    return !c || c.queued + c.running < MAX_QUEUED_PER_TENANT;
+  }
+
+  /** Tenants that may not queue more now (excluded from the next due query). */
+  saturated(): string[] {
+    return [...this.perTenant].filter(([, c]) => c.queued + c.running >= MAX_QUEUED_PER_TENANT).map(([t]) => t);
+  }
+
+  push(job: Job): void {
+    this.pending.push(job);
+    this.counts(job.tenantId).queued++;
+    this.pump();
+  }
+
+  private pump(): void {
+    for (let i = 0; i < this.pending.length && this.running < MAX_STARTING; ) {
+      const job = this.pending[i];
+      const c = this.counts(job.tenantId);
+      if (c.running >= MAX_STARTING_PER_TENANT) {
+        i++;
+        continue;
+      }
+      this.pending.splice(i, 1);
+      c.queued--;
+      c.running++;
+      this.running++;
+      void this.fire(job).finally(() => {
+        c.running--;
+        this.running--;
+        if (c.queued + c.running === 0) this.perTenant.delete(job.tenantId);
+        this.pump();
+      });
+    }
+    if (this.size === 0) for (const w of this.idleWaiters.splice(0)) w();
+  }
+
+  /** Drops what waits, resolves when what started is done. */
+  async clear(): Promise<void> {
+    this.cleared = true;
+    for (const job of this.pending.splice(0)) this.counts(job.tenantId).queued--;
+    if (this.size === 0) return;
+    await new Promise<void>((resolve) => this.idleWaiters.push(resolve));
+  }
+
+  /** Resolves when nothing waits or starts (tests). */
+  idle(): Promise<void> {
+    if (this.size === 0) return Promise.resolve();
+    return new Promise<void>((resolve) => this.idleWaiters.push(resolve));
+  }
 }
 
 export class Scheduler {
   readonly alerting: Alerting;
   private timer?: NodeJS.Timeout;
   private running?: Promise<void>;
-  private lastLook = 0;
+  private backfill?: Promise<void>;
+  private startedAt = 0;
   private stopped = false;
+  readonly queue = new RunQueue((job) => this.fireTick(job));
 
   constructor(readonly rt: Runtime) {
     this.alerting = new Alerting(rt);
@@ -59,8 +175,9 @@ export class Scheduler {
   }
 
   start(): void {
-    this.lastLook = this.rt.nowMs();
+    this.startedAt = this.rt.nowMs();
     this.rt.events.on('run_update', this.alerting.onRunUpdate);
+    this.backfill = this.backfillSchedules().catch((err) => this.rt.log?.error({ err }, 'schedule backfill failed'));
     this.timer = setInterval(() => void this.tick(), this.intervalMs);
     this.timer.unref();
   }
@@ -75,60 +192,131 @@ export class Scheduler {
   }
 
   private async look(): Promise<void> {
-    const now = this.rt.nowMs();
-    const since = this.lastLook;
-    if (now > since) {
-      this.lastLook = now;
-      await this.runSchedules(since, now);
-    }
+    await this.runSchedules(this.rt.nowMs());
     if (this.stopped) return;
     await this.checkFreshness();
     if (this.stopped) return;
     await escalate(this.rt, (p) => this.alerting.track(p));
   }
 
-  private async runSchedules(since: number, now: number): Promise<void> {
-    const rows = await this.rt.ctx.db.all<ScheduledRow>(`SELECT id, tenant_id, project_id, kind, data FROM resources WHERE kind IN ('connector', 'pipeline') AND data LIKE '%"schedule"%'`);
-    for (const row of rows) {
-      if (this.stopped || this.rt.stopped) return;
-      const data = JSON.parse(row.data) as Record<string, unknown>;
-      if (typeof data.schedule !== 'string' || !data.schedule) continue;
-      if (row.kind === 'pipeline' && data.enabled === false) continue;
-      if (row.kind === 'connector' && data.status === 'paused') continue;
-      let tick: number;
-      try {
-        tick = latestTick(data.schedule, now);
-      } catch {
-        continue; // validated on write; an old invalid one is not scheduled
+  /** Claims and queues the due ticks, in batches, never reading a row that is not due. */
+  private async runSchedules(now: number): Promise<void> {
+    let slice = performance.now();
+    for (;;) {
+      if (this.stopped || this.rt.stopped || this.queue.size >= MAX_QUEUED) return;
+      const saturated = this.queue.saturated();
+      const rows = await this.rt.ctx.db.all<DueRow>(
+        `SELECT s.resource_id, s.tenant_id, s.project_id, s.kind, s.expression, s.tick, s.offset_ms, r.data FROM schedules s LEFT JOIN resources r ON r.id = s.resource_id WHERE s.next_due_at <= ?${
+          saturated.length ? ` AND s.tenant_id NOT IN (${saturated.map(() => '?').join(', ')})` : ''
+        } ORDER BY s.next_due_at LIMIT ?`,
+        [now, ...saturated, SCHEDULE_BATCH],
+      );
+      for (const row of rows) {
+        if (this.stopped || this.rt.stopped) return;
+        if (!this.queue.accepts(row.tenant_id)) continue; // stays due for a later look
+        await this.claimDue(row, now);
+        if (performance.now() - slice > SLICE_MS) {
+          await yieldToLoop();
+          slice = performance.now();
+        }
       }
-      if (tick <= since) continue;
-      const created = Date.parse(String(data.created_at ?? ''));
-      if (Number.isFinite(created) && tick < created) continue;
-      await this.fireTick(row, new Date(tick).toISOString());
+      if (rows.length < SCHEDULE_BATCH) return;
+      await yieldToLoop();
+      slice = performance.now();
     }
   }
 
-  private async fireTick(row: ScheduledRow, tick: string): Promise<void> {
+  /** Moves a due row to its next tick (the claim across replicas) and queues the latest due tick. */
+  private async claimDue(row: DueRow, now: number): Promise<void> {
+    const { db } = this.rt.ctx;
+    if (row.data === null) return void (await db.run('DELETE FROM schedules WHERE resource_id = ?', [row.resource_id])); // its resource is gone
+    const tick = Number(row.tick);
+    const offset = Number(row.offset_ms);
+    let latest: number;
+    let next: number;
+    try {
+      next = nextTickAfter(row.expression, tick);
+      latest = tick;
+      if (next + offset <= now) {
+        // The clock moved past several ticks: only the latest due one runs.
+        latest = latestTickAt(row.expression, now - offset);
+        next = nextTickAfter(row.expression, latest);
+      }
+    } catch {
+      await db.run('DELETE FROM schedules WHERE resource_id = ?', [row.resource_id]); // validated on write; an old invalid one is not scheduled
+      return;
+    }
+    const claim = await db.run('UPDATE schedules SET tick = ?, next_due_at = ? WHERE resource_id = ? AND tick = ?', [next, next + offset, row.resource_id, tick]);
+    if (claim.changes !== 1) return; // another replica moved it, or the schedule was just changed
+    if (latest + offset <= this.startedAt) return; // due while the service was down: not back-filled
+    const data = JSON.parse(row.data) as Record<string, unknown>;
+    if (data.enabled === false || data.status === 'paused') return;
+    const created = Date.parse(String(data.created_at ?? ''));
+    if (Number.isFinite(created) && latest < created) return;
+    this.queue.push({ id: row.resource_id, tenantId: row.tenant_id, projectId: row.project_id, kind: row.kind, tick: new Date(latest).toISOString() });
+  }
+
+  private async fireTick(job: Job): Promise<void> {
     const { rt } = this;
+    if (this.stopped || rt.stopped) return;
     const claim = await rt.ctx.db.run(
       'INSERT INTO schedule_ticks (resource_id, tick, tenant_id, project_id, kind, instance_id, outcome, run_id, detail, claimed_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (resource_id, tick) DO NOTHING',
-      [row.id, tick, row.tenant_id, row.project_id, row.kind, rt.instanceId, 'claimed', null, null, rt.now()],
+      [job.id, job.tick, job.tenantId, job.projectId, job.kind, rt.instanceId, 'claimed', null, null, rt.now()],
     );
     if (claim.changes !== 1) return; // another replica has this tick
     let outcome: 'started' | 'skipped' | 'failed';
     let runId: string | null = null;
     let detail: string | null = null;
     try {
-      const o = { tenantId: row.tenant_id, projectId: row.project_id, trigger: 'schedule' as const };
-      const started = row.kind === 'connector' ? await startConnectorSync(rt, { ...o, connectorId: row.id }) : await startPipelineRun(rt, { ...o, pipelineId: row.id });
+      const starter = STARTERS[job.kind];
+      if (!starter) throw new Error(`no scheduled run for kind ${job.kind}`);
+      const started = await starter(rt, { tenantId: job.tenantId, projectId: job.projectId, trigger: 'schedule', id: job.id });
       outcome = 'started';
       runId = started.run.id;
     } catch (err) {
-      if (!(err instanceof ApiError)) rt.log?.error({ err, resourceId: row.id, tick }, 'scheduled run could not start');
+      if (!(err instanceof ApiError)) rt.log?.error({ err, resourceId: job.id, tick: job.tick }, 'scheduled run could not start');
       outcome = err instanceof ApiError ? 'skipped' : 'failed';
       detail = (err as Error).message;
     }
-    await rt.ctx.db.run('UPDATE schedule_ticks SET outcome = ?, run_id = ?, detail = ? WHERE resource_id = ? AND tick = ?', [outcome, runId, detail, row.id, tick]);
+    await rt.ctx.db
+      .run('UPDATE schedule_ticks SET outcome = ?, run_id = ?, detail = ? WHERE resource_id = ? AND tick = ?', [outcome, runId, detail, job.id, job.tick])
+      .catch((err) => rt.log?.error({ err, resourceId: job.id }, 'schedule tick outcome not recorded'));
+  }
+
+  /**
+   * Rows for resources written before the `schedules` table existed (migration 6): read in batches
+   * by seq, each batch yielding to the event loop, once per database (a `meta` mark). A row the store
+   * wrote meanwhile wins (ON CONFLICT DO NOTHING).
+   */
+  private async backfillSchedules(): Promise<void> {
+    const { db } = this.rt.ctx;
+    const MARK = 'schedules_backfilled';
+    if (await db.get('SELECT value FROM meta WHERE key = ?', [MARK])) return;
+    const kinds = [...SCHEDULED_KINDS.keys()];
+    if (kinds.length) {
+      let after = 0;
+      for (;;) {
+        if (this.stopped || this.rt.stopped) return;
+        const rows = await db.all<{ seq: number; id: string; tenant_id: string; project_id: string; kind: string; data: string }>(
+          `SELECT seq, id, tenant_id, project_id, kind, data FROM resources WHERE seq > ? AND kind IN (${kinds.map(() => '?').join(', ')}) ORDER BY seq LIMIT 200`,
+          [after, ...kinds],
+        );
+        let slice = performance.now();
+        for (const r of rows) {
+          after = Number(r.seq);
+          const expression = scheduleOf(r.kind, JSON.parse(r.data) as Record<string, unknown>);
+          if (!expression) continue;
+          await putSchedule(db, { id: r.id, tenantId: r.tenant_id, projectId: r.project_id, kind: r.kind }, expression, this.rt.nowMs(), this.rt.ctx.options.timeScale, true);
+          if (performance.now() - slice > SLICE_MS) {
+            await yieldToLoop();
+            slice = performance.now();
+          }
+        }
+        if (rows.length < 200) break;
+        await yieldToLoop();
+      }
+    }
+    await db.run('INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO NOTHING', [MARK, this.rt.now()]);
   }
 
   private async checkFreshness(): Promise<void> {
@@ -145,6 +333,8 @@ export class Scheduler {
     if (this.timer) clearInterval(this.timer);
     this.rt.events.off('run_update', this.alerting.onRunUpdate);
     await this.running;
+    await this.backfill;
+    await this.queue.clear();
     await this.alerting.idle();
   }
 }

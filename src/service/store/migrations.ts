@@ -164,6 +164,26 @@ CREATE TABLE login_throttle (key TEXT PRIMARY KEY, failures INTEGER NOT NULL, lo
 CREATE INDEX login_throttle_expiry ON login_throttle (expires_at);
 `,
   },
+  {
+    // Due times of cron schedules (src/service/store/schedules.ts, runtime/scheduler.ts): one row per scheduled
+    // resource, times in epoch milliseconds; the scheduler reads only the due rows through schedules_due.
+    // Rows of resources written before this migration are back-filled by the scheduler, in batches, on start.
+    id: 6,
+    sql: `
+CREATE TABLE schedules (
+  resource_id TEXT PRIMARY KEY,
+  tenant_id TEXT NOT NULL,
+  project_id TEXT NOT NULL,
+  kind TEXT NOT NULL,
+  expression TEXT NOT NULL,
+  tick BIGINT NOT NULL,
+  offset_ms BIGINT NOT NULL,
+  next_due_at BIGINT NOT NULL
+);
+CREATE INDEX schedules_due ON schedules (next_due_at);
+CREATE INDEX schedules_project ON schedules (tenant_id, project_id);
+`,
+  },
 ];
 
 export async function migrate(db: Db): Promise<void> {

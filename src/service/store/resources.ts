@@ -1,5 +1,12 @@
 import type { Db, Queryable, SqlValue } from './db.js';
 import type { SecretCipher } from '../secrets/cipher.js';
+import { SCHEDULED_KINDS, putSchedule, removeSchedule, scheduleOf } from './schedules.js';
+
+/** What the store needs to keep the `schedules` table (store/schedules.ts): the service clock and time scale. */
+export interface ScheduleClock {
+  nowMs: () => number;
+  timeScale: number;
+}
 
 /** One stored resource of any kind. `data` is exactly what the API returns; secrets live apart. */
 export interface StoredResource {
@@ -49,7 +56,24 @@ export class ResourceStore {
   constructor(
     private readonly db: Db,
     readonly cipher: SecretCipher,
+    private readonly clock: ScheduleClock = { nowMs: Date.now, timeScale: 1 },
   ) {}
+
+  /**
+   * Keeps the resource's `schedules` row in step with its data: set when a schedule appears or
+   * changes (the next tick after now), removed when it is cleared. A write that leaves the schedule
+   * as it was (a sync updating the connector's status) touches nothing, so the next due time stands.
+   */
+  private async syncSchedule(r: Pick<StoredResource, 'id' | 'tenantId' | 'projectId' | 'kind' | 'data'>, q: Queryable, isNew: boolean): Promise<void> {
+    if (!SCHEDULED_KINDS.has(r.kind)) return;
+    const expression = scheduleOf(r.kind, r.data);
+    if (!isNew) {
+      const current = await q.get<{ expression: string }>('SELECT expression FROM schedules WHERE resource_id = ?', [r.id]);
+      if ((current?.expression ?? null) === expression) return;
+    }
+    if (expression) await putSchedule(q, r, expression, this.clock.nowMs(), this.clock.timeScale);
+    else if (!isNew) await removeSchedule(q, r.id);
+  }
 
   private fromRow(r: Row): StoredResource {
     return {
@@ -130,6 +154,7 @@ export class ResourceStore {
       'INSERT INTO resources (id, tenant_id, project_id, kind, parent_id, name, data, secrets, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)',
       [r.id, r.tenantId, r.projectId, r.kind, r.parentId, r.name, JSON.stringify(r.data), this.sealed(r), now, now],
     );
+    await this.syncSchedule(r, q, true);
   }
 
   async update(r: StoredResource, q: Queryable = this.db): Promise<void> {
@@ -140,21 +165,27 @@ export class ResourceStore {
       String(r.data.updated_at ?? new Date().toISOString()),
       r.id,
     ]);
+    await this.syncSchedule(r, q, false);
   }
 
   async delete(id: string, q: Queryable = this.db): Promise<void> {
     await q.run('DELETE FROM resources WHERE id = ?', [id]);
+    await removeSchedule(q, id);
   }
 
   /** What a resource made and owns (runs, a discovered schema), deleted with it. */
   async deleteChildren(tenantId: string, parentId: string, kinds: string[], q: Queryable = this.db): Promise<void> {
     if (kinds.length === 0) return;
+    if (kinds.some((k) => SCHEDULED_KINDS.has(k))) {
+      await q.run(`DELETE FROM schedules WHERE resource_id IN (SELECT id FROM resources WHERE tenant_id = ? AND parent_id = ? AND kind IN (${kinds.map(() => '?').join(', ')}))`, [tenantId, parentId, ...kinds]);
+    }
     await q.run(`DELETE FROM resources WHERE tenant_id = ? AND parent_id = ? AND kind IN (${kinds.map(() => '?').join(', ')})`, [tenantId, parentId, ...kinds]);
   }
 
   /** Everything inside a project, for cascading deletes. */
   async deleteProjectContents(tenantId: string, projectId: string, q: Queryable = this.db): Promise<void> {
     await q.run('DELETE FROM resources WHERE tenant_id = ? AND project_id = ?', [tenantId, projectId]);
+    await q.run('DELETE FROM schedules WHERE tenant_id = ? AND project_id = ?', [tenantId, projectId]);
     await q.run('DELETE FROM api_key_hashes WHERE tenant_id = ? AND project_id = ?', [tenantId, projectId]);
   }
 
