@@ -8,6 +8,7 @@ import { conflict, notFound } from '../errors.js';
 import { nowIso } from '../ids.js';
 import { topologicalOrder } from '../../kinds/dag.js';
 import { runtimeOf } from '../runtime/runtime.js';
+import { afterAlertTransition } from '../runtime/alerts.js';
 
 interface DeclaredModel {
   name: string;
@@ -136,7 +137,7 @@ export function registerViewRoutes(app: FastifyInstance, ctx: ServiceContext) {
     },
   );
 
-  const transition = (verb: 'acknowledge' | 'resolve', from: string[], to: string) =>
+  const transition = (verb: 'acknowledge' | 'resolve', from: string[], to: 'acknowledged' | 'resolved') =>
     app.post(
       `/api/v1/projects/:id/alerts/:alertId/${verb}`,
       {
@@ -159,6 +160,7 @@ export function registerViewRoutes(app: FastifyInstance, ctx: ServiceContext) {
           alert.data[`${to}_at`] = nowIso(ctx.options.clock);
           alert.data[`${to}_by`] = req.actor!.name;
           await ctx.resources.update(alert, q);
+          await afterAlertTransition(q, alert.data, to);
           req.auditDetails!.diff = { status: { before: before.status, after: to } };
           return alert.data;
         });

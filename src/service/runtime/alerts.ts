@@ -1,8 +1,9 @@
-import type { StoredResource } from '../store/resources.js';
+import type { Queryable } from '../store/db.js';
 import { newId } from '../ids.js';
 import type { Runtime } from './runtime.js';
 import { inProject, type RunData } from './runs.js';
 import { notifyChannels } from './notifications.js';
+import { slicer } from './slices.js';
 
 /**
  * Alert rules (schemas/kinds/alert_rule.schema.json), evaluated when a run ends (run_failed,
@@ -42,6 +43,18 @@ export async function enabledRules(rt: Runtime, tenantId: string, projectId: str
 }
 
 export const DEFAULT_WINDOW_MINUTES = 60;
+
+/**
+ * Bookkeeping of an alert's transition, in its transaction: an acknowledged alert escalates no more,
+ * and a resolved one frees its (rule, resource) for the next alert.
+ */
+export async function afterAlertTransition(q: Queryable, alert: Record<string, unknown>, to: 'acknowledged' | 'resolved'): Promise<void> {
+  await q.run('DELETE FROM escalations_due WHERE alert_id = ?', [String(alert.id)]);
+  if (to === 'resolved') await q.run('DELETE FROM open_alerts WHERE rule_id = ? AND resource_key = ? AND alert_id = ?', [String(alert.alert_rule_id), String(alert.resource_id ?? ''), String(alert.id)]);
+}
+
+/** Connectors read per query by a freshness look. */
+const FRESHNESS_PAGE = 500;
 
 /**
  * What a finished run says against one rule: the alert message, or null when it does not match.
@@ -123,38 +136,58 @@ export class Alerting {
     return ids.size;
   }
 
-  /** Freshness rules (scheduler loop): a connector whose last sync (or creation, never synced) is older than the threshold. */
-  async checkFreshness(tenantId: string, projectId: string, rule: RuleData): Promise<void> {
-    const targets = targetsOf(rule);
-    const connectors = targets.length
-      ? (await Promise.all(targets.map((id) => this.rt.ctx.resources.get(tenantId, projectId, 'connector', id)))).filter((c): c is StoredResource => !!c)
-      : await this.rt.ctx.resources.list({ tenantId, projectId, kind: 'connector', limit: 10_000 });
+  /**
+   * Freshness rules (scheduler loop): a connector whose last sync (or creation, never synced) is
+   * older than the threshold. Connectors of the project are read in pages by seq as stored JSON (no
+   * secrets opened), in slices (slices.ts); those with an open alert of this rule are skipped
+   * from one read of open_alerts, so a look is linear in the project's connectors.
+   */
+  async checkFreshness(tenantId: string, projectId: string, rule: RuleData, stopped: () => boolean = () => false): Promise<void> {
     const now = this.rt.nowMs();
-    for (const c of connectors) {
-      if (c.data.status === 'syncing') continue;
-      const since = Date.parse(String(c.data.last_sync_at ?? c.data.created_at ?? ''));
-      if (!Number.isFinite(since)) continue;
+    const alerted = new Set((await this.rt.ctx.db.all<{ resource_key: string }>('SELECT resource_key FROM open_alerts WHERE rule_id = ?', [rule.id])).map((r) => r.resource_key));
+    const check = async (c: Record<string, unknown>) => {
+      if (c.status === 'syncing' || alerted.has(String(c.id))) return;
+      const since = Date.parse(String(c.last_sync_at ?? c.created_at ?? ''));
+      if (!Number.isFinite(since)) return;
       const minutes = Math.floor((now - since) / 60_000);
       const { operator, threshold } = rule.condition;
-      if (!compare(minutes, operator, threshold)) continue;
-      const when = c.data.last_sync_at ? `last synced ${minutes} minutes ago` : `never synced (created ${minutes} minutes ago)`;
-      await this.fire(tenantId, projectId, rule, c.id, `Connector "${c.name}" ${when} (${OPS[operator]} ${threshold} minutes)`);
+      if (!compare(minutes, operator, threshold)) return;
+      const when = c.last_sync_at ? `last synced ${minutes} minutes ago` : `never synced (created ${minutes} minutes ago)`;
+      await this.fire(tenantId, projectId, rule, String(c.id), `Connector "${String(c.name)}" ${when} (${OPS[operator]} ${threshold} minutes)`);
+    };
+    const targets = targetsOf(rule);
+    if (targets.length) {
+      for (const id of targets) {
+        const c = await this.rt.ctx.resources.get(tenantId, projectId, 'connector', id);
+        if (c) await check(c.data);
+      }
+      return;
+    }
+    const slice = slicer();
+    for (let afterSeq = 0; !stopped(); ) {
+      const page = await this.rt.ctx.resources.listJson({ tenantId, projectId, kind: 'connector', afterSeq, limit: FRESHNESS_PAGE });
+      for (const row of page) {
+        await check(JSON.parse(row.data) as Record<string, unknown>);
+        await slice();
+      }
+      if (page.length < FRESHNESS_PAGE) return;
+      afterSeq = page[page.length - 1].seq;
     }
   }
 
-  /** Fires an alert unless one of the same rule and resource is firing or acknowledged. Returns it when fired. */
+  /**
+   * Fires an alert unless one of the same rule and resource is firing or acknowledged. Returns it when fired.
+   * The (rule, resource) is claimed in open_alerts first (one indexed row, across replicas), so the check
+   * costs the same with 10 open alerts or 100,000.
+   */
   async fire(tenantId: string, projectId: string, rule: RuleData, resourceId: string | null, message: string): Promise<Record<string, unknown> | undefined> {
     const rt = this.rt;
+    const id = newId('alert');
     let alert: Record<string, unknown> | undefined;
     try {
       alert = await inProject(rt, tenantId, projectId, async (q) => {
-        // The project lock serialises this check-then-insert across replicas.
         if (!(await rt.ctx.resources.exists(tenantId, projectId, 'alert_rule', rule.id, q))) return undefined;
-        for (const status of ['firing', 'acknowledged']) {
-          const open = await rt.ctx.resources.list({ tenantId, projectId, kind: 'alert', parentId: rule.id, where: { status }, limit: 10_000 }, q);
-          if (open.some((a) => (a.data.resource_id ?? null) === resourceId)) return undefined;
-        }
-        const id = newId('alert');
+        if (!(await this.claimOpen(q, tenantId, projectId, rule.id, resourceId ?? '', id))) return undefined;
         const now = rt.now();
         const data: Record<string, unknown> = {
           id,
@@ -171,6 +204,8 @@ export class Alerting {
           resolved_by: null,
         };
         await rt.ctx.resources.insert({ id, tenantId, projectId, kind: 'alert', parentId: rule.id, name: id, data, secrets: null }, q);
+        // Looked at by the scheduler from now on (escalation.ts), never by a scan of firing alerts.
+        if (rule.escalation_policy_id) await q.run('INSERT INTO escalations_due (alert_id, tenant_id, project_id, next_due_at) VALUES (?, ?, ?, ?)', [id, tenantId, projectId, rt.nowMs()]);
         return data;
       });
     } catch (err) {
@@ -181,5 +216,23 @@ export class Alerting {
     rt.events.emit('alert_update', tenantId, alert);
     if (rule.channel_ids?.length) void this.track(notifyChannels(rt, tenantId, projectId, rule.channel_ids, { type: 'alert_fired', alert, project_id: projectId, timestamp: rt.now() }));
     return alert;
+  }
+
+  /**
+   * Claims (rule, resource) for alert `alertId`, in the transaction that inserts it: true when no other
+   * alert of them is open. A row left by an alert that was resolved or deleted since is taken over. The
+   * project lock of the transaction serialises claims of one rule across replicas, and a claim rolled
+   * back with its insert leaves nothing behind.
+   */
+  private async claimOpen(q: Queryable, tenantId: string, projectId: string, ruleId: string, resourceKey: string, alertId: string): Promise<boolean> {
+    const { resources } = this.rt.ctx;
+    const inserted = await q.run('INSERT INTO open_alerts (rule_id, resource_key, alert_id, tenant_id) VALUES (?, ?, ?, ?) ON CONFLICT (rule_id, resource_key) DO NOTHING', [ruleId, resourceKey, alertId, tenantId]);
+    if (inserted.changes === 1) return true;
+    const row = await q.get<{ alert_id: string }>('SELECT alert_id FROM open_alerts WHERE rule_id = ? AND resource_key = ?', [ruleId, resourceKey]);
+    if (!row) return false;
+    const open = await resources.get(tenantId, projectId, 'alert', row.alert_id, q);
+    if (open && (open.data.status === 'firing' || open.data.status === 'acknowledged')) return false;
+    const taken = await q.run('UPDATE open_alerts SET alert_id = ? WHERE rule_id = ? AND resource_key = ? AND alert_id = ?', [alertId, ruleId, resourceKey, row.alert_id]);
+    return taken.changes === 1;
   }
 }

@@ -1,4 +1,4 @@
-import { setImmediate as nextTurn } from 'node:timers/promises';
+import { slicer } from './slices.js';
 import { compileSafeRegex, type SafeRegex } from '../../kinds/safe-regex.js';
 import type { StoredResource } from '../store/resources.js';
 import type { Runtime } from './runtime.js';
@@ -36,20 +36,6 @@ const regex = (pattern: string, whole = false): SafeRegex | undefined => {
     return undefined;
   }
 };
-
-/** Work between two turns of the event loop: linear matching still adds up over 100,000 columns. */
-const SLICE_MS = 10;
-
-/** A pause point for long loops: gives the event loop a turn once SLICE_MS has been spent. */
-function slicer(): () => Promise<void> | undefined {
-  let since = performance.now();
-  return () => {
-    if (performance.now() - since < SLICE_MS) return undefined;
-    return nextTurn().then(() => {
-      since = performance.now();
-    });
-  };
-}
 
 /**
  * Marks the columns of a discovered schema that the project's classifications match, with the

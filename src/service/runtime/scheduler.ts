@@ -7,6 +7,8 @@ import { startConnectorSync } from './connectors.js';
 import { startPipelineRun } from './pipelines.js';
 import { Alerting, type RuleData } from './alerts.js';
 import { escalate } from './escalation.js';
+import { backfillOnce } from './backfill.js';
+import { slicer, yieldToLoop } from './slices.js';
 
 /**
  * The scheduler loop of one service process. Every SCHEDULER_INTERVAL_MS (at time scale 1;
@@ -17,7 +19,7 @@ import { escalate } from './escalation.js';
  *    It never looks at a resource that is not due: each scheduled resource has a row in
  *    `schedules` with its next tick and due time (tick + a stable spread of 0-59 s), and a look
  *    reads `WHERE next_due_at <= now ORDER BY next_due_at LIMIT SCHEDULE_BATCH`, in batches, yielding
- *    to the event loop between batches and whenever a batch has run for SLICE_MS.
+ *    to the event loop between batches and in slices (slices.ts).
  *    A due row is claimed by moving it to its next tick (`UPDATE ... WHERE tick = <the tick read>`:
  *    of several replicas only one moves it), then the tick is claimed once more as before with an
  *    INSERT into `schedule_ticks` (primary key resource_id + tick, ON CONFLICT DO NOTHING) that
@@ -31,8 +33,8 @@ import { escalate } from './escalation.js';
  *    of one tenant and MAX_STARTING overall at a time; at most MAX_QUEUED ticks wait, and at most
  *    MAX_QUEUED_PER_TENANT of one tenant, whose further due rows stay due (unclaimed) for a later look,
  *    so one tenant's wave cannot hold the queue.
- * 2. evaluates the enabled `freshness_minutes` alert rules;
- * 3. escalates firing alerts (escalation.ts).
+ * 2. evaluates the enabled `freshness_minutes` alert rules, once per minute of the service clock;
+ * 3. escalates the firing alerts that are due (escalation.ts), never scanning the others.
  *
  * Alert rules on runs are evaluated when a run ends (the runtime's `run_update` event).
  */
@@ -40,14 +42,14 @@ export const SCHEDULER_INTERVAL_MS = 5_000;
 export const MIN_INTERVAL_MS = 20;
 /** Due rows read per query. */
 export const SCHEDULE_BATCH = 100;
-/** A look yields to the event loop after this much synchronous work (cron arithmetic on cache misses). */
-export const SLICE_MS = 10;
 /** Run starts in progress at once: per tenant, and overall. */
 export const MAX_STARTING_PER_TENANT = 10;
 export const MAX_STARTING = 100;
 /** Claimed ticks waiting to start: overall, and per tenant. */
 export const MAX_QUEUED = 1_000;
 export const MAX_QUEUED_PER_TENANT = 200;
+/** Alert rules read per query by a freshness look. */
+const RULE_PAGE = 100;
 
 /** The latest tick of a five-field UTC cron expression at or before `atMs`. */
 export function latestTick(expression: string, atMs: number): number {
@@ -71,6 +73,8 @@ interface Job {
   projectId: string;
   kind: string;
   tick: string;
+  /** Where the claim moved the schedule row from and to, so a tick dropped at shutdown can be handed back. */
+  claimed: { tick: number; offset: number; movedTo: number };
 }
 
 type Starter = (rt: Runtime, o: { tenantId: string; projectId: string; trigger: 'schedule'; id: string }) => Promise<{ run: { id: string } }>;
@@ -81,7 +85,6 @@ const STARTERS: Record<string, Starter> = {
   pipeline: (rt, o) => startPipelineRun(rt, { ...o, pipelineId: o.id }),
 };
 
-const yieldToLoop = () => new Promise<void>((resolve) => setImmediate(resolve));
 
 /** The bounded queue of claimed ticks, with per-tenant and global limits on starts in progress. */
 class RunQueue {
@@ -142,12 +145,13 @@ class RunQueue {
     if (this.size === 0) for (const w of this.idleWaiters.splice(0)) w();
   }
 
-  /** Drops what waits, resolves when what started is done. */
-  async clear(): Promise<void> {
+  /** Drops what waits (returned), resolves when what started is done. */
+  async clear(): Promise<Job[]> {
     this.cleared = true;
-    for (const job of this.pending.splice(0)) this.counts(job.tenantId).queued--;
-    if (this.size === 0) return;
-    await new Promise<void>((resolve) => this.idleWaiters.push(resolve));
+    const dropped = this.pending.splice(0);
+    for (const job of dropped) this.counts(job.tenantId).queued--;
+    if (this.size > 0) await new Promise<void>((resolve) => this.idleWaiters.push(resolve));
+    return dropped;
   }
 
   /** Resolves when nothing waits or starts (tests). */
@@ -164,6 +168,8 @@ export class Scheduler {
   private backfill?: Promise<void>;
   private startedAt = 0;
   private stopped = false;
+  /** The service-clock minute freshness rules were last looked at. */
+  private freshnessMinute = -1;
   readonly queue = new RunQueue((job) => this.fireTick(job));
 
   constructor(readonly rt: Runtime) {
@@ -177,7 +183,10 @@ export class Scheduler {
   start(): void {
     this.startedAt = this.rt.nowMs();
     this.rt.events.on('run_update', this.alerting.onRunUpdate);
-    this.backfill = this.backfillSchedules().catch((err) => this.rt.log?.error({ err }, 'schedule backfill failed'));
+    this.backfill = Promise.all([
+      this.backfillSchedules().catch((err) => this.rt.log?.error({ err }, 'schedule backfill failed')),
+      this.backfillAlerts().catch((err) => this.rt.log?.error({ err }, 'alert backfill failed')),
+    ]).then(() => undefined);
     this.timer = setInterval(() => void this.tick(), this.intervalMs);
     this.timer.unref();
   }
@@ -196,12 +205,12 @@ export class Scheduler {
     if (this.stopped) return;
     await this.checkFreshness();
     if (this.stopped) return;
-    await escalate(this.rt, (p) => this.alerting.track(p));
+    await escalate(this.rt, (p) => this.alerting.track(p), () => this.stopped);
   }
 
   /** Claims and queues the due ticks, in batches, never reading a row that is not due. */
   private async runSchedules(now: number): Promise<void> {
-    let slice = performance.now();
+    const slice = slicer();
     for (;;) {
       if (this.stopped || this.rt.stopped || this.queue.size >= MAX_QUEUED) return;
       const saturated = this.queue.saturated();
@@ -215,14 +224,10 @@ export class Scheduler {
         if (this.stopped || this.rt.stopped) return;
         if (!this.queue.accepts(row.tenant_id)) continue; // stays due for a later look
         await this.claimDue(row, now);
-        if (performance.now() - slice > SLICE_MS) {
-          await yieldToLoop();
-          slice = performance.now();
-        }
+        await slice();
       }
       if (rows.length < SCHEDULE_BATCH) return;
       await yieldToLoop();
-      slice = performance.now();
     }
   }
 
@@ -253,12 +258,12 @@ export class Scheduler {
     if (data.enabled === false || data.status === 'paused') return;
     const created = Date.parse(String(data.created_at ?? ''));
     if (Number.isFinite(created) && latest < created) return;
-    this.queue.push({ id: row.resource_id, tenantId: row.tenant_id, projectId: row.project_id, kind: row.kind, tick: new Date(latest).toISOString() });
+    this.queue.push({ id: row.resource_id, tenantId: row.tenant_id, projectId: row.project_id, kind: row.kind, tick: new Date(latest).toISOString(), claimed: { tick: latest, offset, movedTo: next } });
   }
 
   private async fireTick(job: Job): Promise<void> {
     const { rt } = this;
-    if (this.stopped || rt.stopped) return;
+    if (this.stopped || rt.stopped) return this.handBack([job]);
     const claim = await rt.ctx.db.run(
       'INSERT INTO schedule_ticks (resource_id, tick, tenant_id, project_id, kind, instance_id, outcome, run_id, detail, claimed_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (resource_id, tick) DO NOTHING',
       [job.id, job.tick, job.tenantId, job.projectId, job.kind, rt.instanceId, 'claimed', null, null, rt.now()],
@@ -283,59 +288,86 @@ export class Scheduler {
       .catch((err) => rt.log?.error({ err, resourceId: job.id }, 'schedule tick outcome not recorded'));
   }
 
-  /**
-   * Rows for resources written before the `schedules` table existed (migration 6): read in batches
-   * by seq, each batch yielding to the event loop, once per database (a `meta` mark). A row the store
-   * wrote meanwhile wins (ON CONFLICT DO NOTHING).
-   */
-  private async backfillSchedules(): Promise<void> {
+  /** Rows for resources written before the `schedules` table existed (migration 6). A row the store wrote meanwhile wins. */
+  private backfillSchedules(): Promise<void> {
     const { db } = this.rt.ctx;
-    const MARK = 'schedules_backfilled';
-    if (await db.get('SELECT value FROM meta WHERE key = ?', [MARK])) return;
-    const kinds = [...SCHEDULED_KINDS.keys()];
-    if (kinds.length) {
-      let after = 0;
-      for (;;) {
-        if (this.stopped || this.rt.stopped) return;
-        const rows = await db.all<{ seq: number; id: string; tenant_id: string; project_id: string; kind: string; data: string }>(
-          `SELECT seq, id, tenant_id, project_id, kind, data FROM resources WHERE seq > ? AND kind IN (${kinds.map(() => '?').join(', ')}) ORDER BY seq LIMIT 200`,
-          [after, ...kinds],
-        );
-        let slice = performance.now();
-        for (const r of rows) {
-          after = Number(r.seq);
-          const expression = scheduleOf(r.kind, JSON.parse(r.data) as Record<string, unknown>);
-          if (!expression) continue;
-          await putSchedule(db, { id: r.id, tenantId: r.tenant_id, projectId: r.project_id, kind: r.kind }, expression, this.rt.nowMs(), this.rt.ctx.options.timeScale, true);
-          if (performance.now() - slice > SLICE_MS) {
-            await yieldToLoop();
-            slice = performance.now();
-          }
-        }
-        if (rows.length < 200) break;
-        await yieldToLoop();
-      }
-    }
-    await db.run('INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO NOTHING', [MARK, this.rt.now()]);
+    return backfillOnce(
+      db,
+      'schedules_backfilled',
+      [...SCHEDULED_KINDS.keys()],
+      async (r) => {
+        const expression = scheduleOf(r.kind, JSON.parse(r.data) as Record<string, unknown>);
+        if (expression) await putSchedule(db, { id: r.id, tenantId: r.tenant_id, projectId: r.project_id, kind: r.kind }, expression, this.rt.nowMs(), this.rt.ctx.options.timeScale, true);
+      },
+      () => this.stopped || this.rt.stopped,
+    );
   }
 
+  /** open_alerts and escalations_due rows for alerts fired before migration 7. */
+  private backfillAlerts(): Promise<void> {
+    const { db } = this.rt.ctx;
+    return backfillOnce(
+      db,
+      'alerts_backfilled',
+      ['alert'],
+      async (r) => {
+        const alert = JSON.parse(r.data) as Record<string, unknown>;
+        if (alert.status !== 'firing' && alert.status !== 'acknowledged') return;
+        await db.run('INSERT INTO open_alerts (rule_id, resource_key, alert_id, tenant_id) VALUES (?, ?, ?, ?) ON CONFLICT (rule_id, resource_key) DO NOTHING', [r.parent_id, String(alert.resource_id ?? ''), r.id, r.tenant_id]);
+        // A row for every firing alert: the first look drops those whose rule has no policy.
+        if (alert.status === 'firing') await db.run('INSERT INTO escalations_due (alert_id, tenant_id, project_id, next_due_at) VALUES (?, ?, ?, ?) ON CONFLICT (alert_id) DO NOTHING', [r.id, r.tenant_id, r.project_id, this.rt.nowMs()]);
+      },
+      () => this.stopped || this.rt.stopped,
+    );
+  }
+
+  /**
+   * Freshness rules, at most once per minute of the service clock (they count whole minutes): the
+   * enabled freshness_minutes rules are paged by seq through the resources_kind index, and each
+   * rule's look is linear in its project's connectors (alerts.ts).
+   */
   private async checkFreshness(): Promise<void> {
-    const rows = await this.rt.ctx.db.all<{ tenant_id: string; project_id: string; data: string }>(`SELECT tenant_id, project_id, data FROM resources WHERE kind = 'alert_rule' AND data LIKE '%freshness_minutes%'`);
-    for (const row of rows) {
-      const rule = JSON.parse(row.data) as RuleData;
-      if (rule.enabled === false || rule.condition?.metric !== 'freshness_minutes') continue;
-      await this.alerting.checkFreshness(row.tenant_id, row.project_id, rule);
+    const minute = Math.floor(this.rt.nowMs() / 60_000);
+    if (minute === this.freshnessMinute) return;
+    this.freshnessMinute = minute;
+    for (let after = 0; ; ) {
+      const rows = await this.rt.ctx.db.all<{ seq: number; tenant_id: string; project_id: string; data: string }>(
+        `SELECT seq, tenant_id, project_id, data FROM resources WHERE kind = 'alert_rule' AND seq > ? AND data LIKE '%freshness_minutes%' ORDER BY seq LIMIT ${RULE_PAGE}`,
+        [after],
+      );
+      for (const row of rows) {
+        if (this.stopped) return;
+        await yieldToLoop();
+        const rule = JSON.parse(row.data) as RuleData;
+        if (rule.enabled === false || rule.condition?.metric !== 'freshness_minutes') continue;
+        await this.alerting.checkFreshness(row.tenant_id, row.project_id, rule, () => this.stopped);
+      }
+      if (rows.length < RULE_PAGE) return;
+      after = Number(rows[rows.length - 1].seq);
     }
   }
-
   async stop(): Promise<void> {
     this.stopped = true;
     if (this.timer) clearInterval(this.timer);
     this.rt.events.off('run_update', this.alerting.onRunUpdate);
     await this.running;
     await this.backfill;
-    await this.queue.clear();
+    await this.handBack(await this.queue.clear());
     await this.alerting.idle();
+  }
+
+  /**
+   * Ticks claimed but not started when this instance stops go back to due (unless the schedule
+   * changed meanwhile), so another replica runs them; a single instance that restarts does not (ticks
+   * due while it was down are not back-filled).
+   */
+  private async handBack(jobs: Job[]): Promise<void> {
+    for (const job of jobs) {
+      const { tick, offset, movedTo } = job.claimed;
+      await this.rt.ctx.db
+        .run('UPDATE schedules SET tick = ?, next_due_at = ? WHERE resource_id = ? AND tick = ?', [tick, tick + offset, job.id, movedTo])
+        .catch((err) => this.rt.log?.error({ err, resourceId: job.id }, 'a claimed schedule tick could not be handed back'));
+    }
   }
 }
 

@@ -184,6 +184,21 @@ CREATE INDEX schedules_due ON schedules (next_due_at);
 CREATE INDEX schedules_project ON schedules (tenant_id, project_id);
 `,
   },
+  {
+    // Alerting without scans (src/service/runtime/alerts.ts, escalation.ts). open_alerts: the one firing or
+    // acknowledged alert of a (rule, resource), claimed on insert across replicas ('' for no resource); a row
+    // whose alert was resolved or deleted is taken over by the next alert. escalations_due: when a firing alert
+    // with an escalation policy next needs a look (epoch ms). resources_kind: background work (freshness
+    // rules, back-fills) pages one kind across tenants by seq without reading the others.
+    // Rows for alerts fired before this migration are back-filled on start (runtime/alerting-backfill.ts).
+    id: 7,
+    sql: `
+CREATE TABLE open_alerts (rule_id TEXT NOT NULL, resource_key TEXT NOT NULL, alert_id TEXT NOT NULL, tenant_id TEXT NOT NULL, PRIMARY KEY (rule_id, resource_key));
+CREATE TABLE escalations_due (alert_id TEXT PRIMARY KEY, tenant_id TEXT NOT NULL, project_id TEXT NOT NULL, next_due_at BIGINT NOT NULL);
+CREATE INDEX escalations_due_at ON escalations_due (next_due_at);
+CREATE INDEX resources_kind ON resources (kind, seq);
+`,
+  },
 ];
 
 export async function migrate(db: Db): Promise<void> {

@@ -1,11 +1,12 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
-import { startTestService, type TestService, type TestTenant } from '../../support/service.js';
+import { startTestService, testStore, type TestService, type TestTenant } from '../../support/service.js';
 import { BYSTANDER_MAX_MS, whileServingOther } from '../../abuse/support.js';
 import { runtimeOf } from '../../../src/service/runtime/runtime.js';
 import { schedulerOf } from '../../../src/service/runtime/scheduler.js';
 import { newId } from '../../../src/service/ids.js';
 import { eventually, type Run } from '../runtime/helpers.js';
+
 
 /**
  * Issue 18: sparse schedules must not cost the service anything while nothing is due. The old
@@ -160,4 +161,53 @@ describe('next due times follow the schedule', () => {
     const ticks = await svc.service.ctx.db.all<{ tick: string; outcome: string }>('SELECT tick, outcome FROM schedule_ticks WHERE resource_id = ?', [c.id]);
     expect(ticks).toEqual([{ tick: '2026-03-01T11:00:00.000Z', outcome: 'started' }]);
   });
+});
+
+describe.skipIf(testStore() !== 'postgres')('ticks claimed but not started when a replica stops', () => {
+  const hour = Date.parse('2026-03-01T11:00:00Z');
+  let now = hour - 30 * 60_000;
+  let a: TestService;
+  let b: TestService;
+
+  beforeAll(async () => {
+    a = await startTestService({ clock: () => now });
+    b = await startTestService({ clock: () => now, databaseUrl: a.service.ctx.options.databaseUrl });
+  });
+  afterAll(async () => {
+    await b?.close();
+    await a?.close();
+  });
+
+  it('go back to due, and the other replica runs them: none is lost, none runs twice', async () => {
+    const t = await a.tenant();
+    const project = await a.project(t, 'handback');
+    const COUNT = 300;
+    for (let i = 0; i < COUNT; i += 25) {
+      await Promise.all(
+        Array.from({ length: Math.min(25, COUNT - i) }, (_, j) =>
+          a.ok(t, 'POST', `/projects/${project.id}/connectors`, { body: { name: `c${i + j}`, connector_type: 'salesforce', selected_tables: ['Account'], schedule: '0 * * * *' } }),
+        ),
+      );
+    }
+    now = hour + 60_000; // every spread (0-59 s) has passed
+    const onA = schedulerOf(runtimeOf(a.service.ctx));
+    // A claims up to 200 of the tenant's ticks and starts them 10 at a time; it stops with most still queued.
+    await onA.tick();
+    await onA.stop();
+    const { db } = a.service.ctx;
+    const n = async (sql: string, params: (string | number)[] = []) => Number((await db.get<{ n: number }>(sql, params))!.n);
+    const firedOnA = await n('SELECT COUNT(*) AS n FROM schedule_ticks');
+    expect(firedOnA).toBeGreaterThan(0);
+    expect(firedOnA).toBeLessThan(COUNT);
+    // Only the ticks that fired moved on; the rest (claimed and handed back, or never claimed) are due again.
+    expect(await n('SELECT COUNT(*) AS n FROM schedules WHERE tick = ?', [hour])).toBe(COUNT - firedOnA);
+    const onB = schedulerOf(runtimeOf(b.service.ctx));
+    await eventually(async () => {
+      await onB.tick();
+      await onB.queue.idle();
+      return (await n('SELECT COUNT(*) AS n FROM schedule_ticks')) === COUNT;
+    });
+    expect(await n('SELECT COUNT(DISTINCT resource_id) AS n FROM schedule_ticks WHERE tick = ?', [new Date(hour).toISOString()])).toBe(COUNT);
+    expect(await n('SELECT COUNT(*) AS n FROM schedules WHERE tick = ?', [hour])).toBe(0);
+  }, 120_000);
 });
