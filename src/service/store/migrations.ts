@@ -190,7 +190,7 @@ CREATE INDEX schedules_project ON schedules (tenant_id, project_id);
     // whose alert was resolved or deleted is taken over by the next alert. escalations_due: when a firing alert
     // with an escalation policy next needs a look (epoch ms). resources_kind: background work (freshness
     // rules, back-fills) pages one kind across tenants by seq without reading the others.
-    // Rows for alerts fired before this migration are back-filled on start (runtime/alerting-backfill.ts).
+    // Rows for alerts fired before this migration are back-filled once on start (runtime/backfill.ts).
     id: 7,
     sql: `
 CREATE TABLE open_alerts (rule_id TEXT NOT NULL, resource_key TEXT NOT NULL, alert_id TEXT NOT NULL, tenant_id TEXT NOT NULL, PRIMARY KEY (rule_id, resource_key));
