@@ -45,13 +45,14 @@ export async function resealRows(db: Db, cipher: SecretCipher, options: ResealOp
 }
 
 async function resealChunk(db: Db, cipher: SecretCipher, rows: { id: string; tenant_id: string; secrets: string }[]): Promise<number> {
-  // Sealed before the transaction opens, so SQLite's write lock is held only for the updates.
+  // Sealed before the write, so SQLite's write lock is held only for the update.
   const next = rows.map((r) => cipher.seal(cipher.open(r.secrets, r.tenant_id, r.id), r.tenant_id, r.id));
-  return db.tx(async (q) => {
-    let changed = 0;
-    for (const [i, r] of rows.entries()) changed += (await q.run('UPDATE resources SET secrets = ? WHERE id = ? AND secrets = ?', [next[i], r.id, r.secrets])).changes;
-    return changed;
-  });
+  // One statement per chunk (a round trip per row made PostgreSQL cost 1.7 ms a row). VALUES columns
+  // are column1..3 in both SQLite and PostgreSQL; `secrets = column2` is the compare-and-set.
+  const values = rows.map(() => '(?, ?, ?)').join(', ');
+  const params = rows.flatMap((r, i) => [r.id, r.secrets, next[i]]);
+  const { changes } = await db.run(`UPDATE resources SET secrets = v.column3 FROM (VALUES ${values}) AS v WHERE resources.id = v.column1 AND resources.secrets = v.column2`, params);
+  return changes;
 }
 
 /**
