@@ -1,3 +1,4 @@
+import { isDeepStrictEqual } from 'node:util';
 import type { Queryable } from '../store/db.js';
 import type { StoredResource } from '../store/resources.js';
 import { conflict, notFound } from '../errors.js';
@@ -59,6 +60,9 @@ interface StoredDiscovery {
   tables: DiscoveredTable[];
 }
 
+/** How long an unchanged discovery is answered as stored instead of written again. */
+const UNCHANGED_DISCOVERY_MS = 60_000;
+
 /** Discovered schemas are stored as rows of their own (kind discovered_schema, parent the connector), apart from the connector's API view. */
 const discoveryId = (connectorId: string) => `dsc_${connectorId}`;
 
@@ -78,6 +82,11 @@ export async function discoverSchema(rt: Runtime, connector: StoredResource): Pr
     stored = { discovered_at: rt.now(), error: null, tables };
   } catch (err) {
     stored = { discovered_at: previous?.discovered_at ?? null, error: describeError(err, s, timeout), tables: previous?.tables ?? [] };
+  }
+  // The same tables found again within a minute of the stored discovery: answered as stored, so polling
+  // this GET costs the source a read but the database no write (at most one a minute per connector).
+  if (previous && previous.error === null && stored.error === null && rt.nowMs() - Date.parse(String(previous.discovered_at)) < UNCHANGED_DISCOVERY_MS && isDeepStrictEqual(previous.tables, stored.tables)) {
+    return { connector_id: connector.id, ...previous };
   }
   const data = { connector_id: connector.id, ...stored };
   await inProject(rt, tenantId, projectId, async (q) => {
