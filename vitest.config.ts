@@ -1,5 +1,11 @@
-import { availableParallelism } from 'node:os';
+import { mkdtempSync } from 'node:fs';
+import { availableParallelism, tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { defineConfig } from 'vitest/config';
+
+// dpctl's parse cache (docs/guides/reconciler.md) goes to a directory of this run, never the user's ~/.cache;
+// every worker and every CLI child process inherits it.
+process.env.DPCTL_CACHE_DIR ??= mkdtempSync(join(tmpdir(), 'dp-test-cache-'));
 
 /**
  * Two projects: everything on the embedded SQLite store, and the API suite again on a

@@ -1,56 +1,86 @@
 /**
- * Benchmark of the reconciler engine (`npm run bench:engine`).
+ * Benchmark of `dpctl plan` as a user runs it (`npm run bench:engine`; BENCH_SIZES and
+ * BENCH_BACKENDS narrow it, e.g. `BENCH_SIZES=10000 BENCH_BACKENDS=sqlite npm run bench:engine`).
  *
- *   a) apply of 1,000 new resources: 10 projects x 100 connectors (plus the 10 projects),
- *      from a config directory written to a temp dir. Goal: under 15 s.
- *   b) a no-op plan over 10,000 resources: 100 projects x 100 connectors, seeded through the
- *      API with 32 concurrent creates of the same client, labelled as managed by the config's
- *      source (so they are owned). Goals: at most one list call per 100 resources per kind per
- *      project (plus the project list), and under 5 s wall (config load + observe + plan).
- *
- * The service runs in a child process (this file, forked with --role=service): SQLite in a
- * temp data dir, rate limit 10,000,000/min, log level silent. The engine runs in this process,
- * so its peak RSS (process.resourceUsage().maxRSS, the whole process so far) is the engine's.
- * API calls come from client.stats(). It is a report: it exits 0 once it has printed.
+ * For each size (1k, 10k, 100k: `size / 100` projects of 100 connectors each, plus the
+ * projects; "10k" is the issue's 10,100 resources) and database (SQLite, PostgreSQL):
+ *   - a service is started as a user starts it, `node bin/dpctl.js serve` in a child process
+ *     (`--database-url` of a throwaway PostgreSQL for the postgres backend), rate limit lifted;
+ *   - the config directory is written (one file per project) and the live resources are seeded
+ *     through the API (parallel creates, labelled as owned by the config's source), so the plan
+ *     has no changes;
+ *   - the measured command is exactly `node bin/dpctl.js plan <dir>` in a fresh process, with
+ *     DATAPLATFORM_URL / _EMAIL / _PASSWORD / _CA_FILE in its environment, exit 0 required
+ *     ("No changes"). Two variants:
+ *       fresh: `--no-cache` (nothing reused from an earlier run);
+ *       cached: the persistent parse/validation cache filled by a first run (DPCTL_CACHE_DIR in a
+ *       temp dir), as on a developer's machine or a CI runner with a cached ~/.cache;
+ *   - the baseline (the floor) is a small node script that reads every file of the same
+ *     directory and parses it with the `yaml` package (parseAllDocuments + toJS), nothing else.
+ * Each pair runs A B A B in fresh processes (bench/lib/alternate.ts), the ratio is the median of
+ * the per-pair ratios, peak RSS is the kernel's figure for the plan process.
  */
-import { fork } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { dirname, join } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import { alternate, type Alternated, type Command } from './lib/alternate.js';
+import { benchBackends, benchSizes, machine, machineLoad, report, seconds, type BenchRow } from './lib/report.js';
 
+const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
+const DPCTL = join(ROOT, 'bin', 'dpctl.js');
 const TENANT = 'bench';
 const EMAIL = `admin@${TENANT}.test`;
 const PASSWORD = 'correct-horse-battery';
+const SOURCE = 'platform';
+const PER_PROJECT = 100;
 
-interface Ready {
-  port: number;
-  caPath: string;
+export interface RunningServe {
+  url: string;
+  caFile: string;
+  stop(): Promise<void>;
 }
 
-async function runService() {
-  const { startService } = await import('../src/service/server.js');
-  const { ensureTenantWithAdmin } = await import('../src/service/bootstrap.js');
-  const dataDir = mkdtempSync(join(tmpdir(), 'dp-bench-engine-'));
-  const service = await startService({ port: 0, logLevel: 'silent', rateLimit: 10_000_000, dataDir });
-  await ensureTenantWithAdmin(service.ctx, TENANT, EMAIL, PASSWORD);
-  process.on('disconnect', () => process.exit(1));
-  process.on('message', (msg: { type: string }) => {
-    if (msg.type === 'stop') {
-      void service
-        .close()
-        .finally(() => rmSync(dataDir, { recursive: true, force: true }))
-        .finally(() => process.send!({ type: 'stopped' }, () => process.exit(0)));
-    }
+/** `dpctl serve` in a child process, as a user starts it; resolves once it listens. */
+export async function startServe(options: { databaseUrl?: string } = {}): Promise<RunningServe> {
+  const dataDir = mkdtempSync(join(tmpdir(), 'dp-bench-engine-data-'));
+  const args = [DPCTL, 'serve', '--port', '0', '--data-dir', dataDir, '--rate-limit', '1000000000', '--log-level', 'silent', ...(options.databaseUrl ? ['--database-url', options.databaseUrl] : [])];
+  const child: ChildProcess = spawn(process.execPath, args, {
+    env: { ...process.env, DP_BOOTSTRAP_TENANT: TENANT, DP_BOOTSTRAP_EMAIL: EMAIL, DP_BOOTSTRAP_PASSWORD: PASSWORD },
+    stdio: ['ignore', 'pipe', 'pipe'],
   });
-  process.send!({ type: 'ready', ready: { port: service.port, caPath: service.tls.certPath } satisfies Ready });
+  let output = '';
+  const port = await new Promise<number>((resolve, reject) => {
+    const onData = (d: Buffer) => {
+      output += d.toString();
+      const m = /listening on https:\/\/[^:]+:(\d+)/.exec(output);
+      if (m && output.includes(`Tenant "${TENANT}"`)) resolve(Number(m[1]));
+    };
+    child.stdout!.on('data', onData);
+    child.stderr!.on('data', onData);
+    child.once('exit', (code) => reject(new Error(`dpctl serve exited (${code}) before it was ready:\n${output}`)));
+  });
+  return {
+    url: `https://${TENANT}.localhost:${port}`,
+    caFile: join(dataDir, 'tls', 'ca.pem'),
+    async stop() {
+      const exited = new Promise((r) => (child.exitCode !== null ? r(null) : child.once('exit', r)));
+      child.kill('SIGTERM');
+      await exited;
+      rmSync(dataDir, { recursive: true, force: true });
+    },
+  };
 }
+
+const projectName = (p: number) => `proj-${String(p).padStart(4, '0')}`;
+const connectorName = (i: number) => `conn-${String(i).padStart(3, '0')}`;
 
 function connectorDoc(project: string, i: number): string {
   return `apiVersion: dataplatform/v1
 kind: Connector
 metadata:
-  name: conn-${String(i).padStart(3, '0')}
+  name: ${connectorName(i)}
   project: ${project}
   labels: { team: data }
 spec:
@@ -61,105 +91,177 @@ spec:
 `;
 }
 
-/** A config directory: one file per project (its Project document and its connectors). */
-function writeConfig(root: string, prefix: string, projects: number, perProject: number): string {
-  mkdirSync(root, { recursive: true });
+/** The config directory (named after the source id): one file per project, its Project document and its connectors. */
+export function writeConfig(root: string, projects: number): string {
+  const dir = join(root, SOURCE);
+  mkdirSync(dir, { recursive: true });
   for (let p = 0; p < projects; p++) {
-    const name = `${prefix}-${String(p).padStart(3, '0')}`;
+    const name = projectName(p);
     const docs = [`apiVersion: dataplatform/v1\nkind: Project\nmetadata:\n  name: ${name}\nspec:\n  description: bench\n`];
-    for (let i = 0; i < perProject; i++) docs.push(connectorDoc(name, i));
-    writeFileSync(join(root, `${name}.yaml`), docs.join('---\n'));
+    for (let i = 0; i < PER_PROJECT; i++) docs.push(connectorDoc(name, i));
+    writeFileSync(join(dir, `${name}.yaml`), docs.join('---\n'));
   }
-  return root;
+  return dir;
 }
 
-const mb = () => Math.round(process.resourceUsage().maxRSS / 1024);
-const totalCalls = (stats: { byEndpoint: Record<string, { calls: number }> }) => Object.values(stats.byEndpoint).reduce((n, e) => n + e.calls, 0);
-
-async function main() {
-  const child = fork(fileURLToPath(import.meta.url), ['--role=service'], { execArgv: process.execArgv, stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
-  const ready = await new Promise<Ready>((resolve, reject) => {
-    child.once('exit', (code) => reject(new Error(`service exited (${code}) before it was ready`)));
-    child.on('message', (m: { type: string; ready?: Ready }) => m.type === 'ready' && resolve(m.ready!));
-  });
+/** Creates the live resources the config declares, owned by its source, through the API (parallel creates). */
+export async function seed(serve: RunningServe, projects: number): Promise<number> {
+  const { readFileSync } = await import('node:fs');
   const { DataPlatformClient } = await import('../src/client/index.js');
-  const { reconcile, preparePlan, mapLimit, MANAGED_BY_LABEL } = await import('../src/engine/index.js');
-  const client = new DataPlatformClient({ url: `https://${TENANT}.localhost:${ready.port}`, email: EMAIL, password: PASSWORD, ca: readFileSync(ready.caPath) });
-  const work = mkdtempSync(join(tmpdir(), 'dp-bench-engine-cfg-'));
-  const rows: string[][] = [];
-  let breakdown = '';
+  const { mapLimit, MANAGED_BY_LABEL } = await import('../src/engine/index.js');
+  const client = new DataPlatformClient({ url: serve.url, email: EMAIL, password: PASSWORD, ca: readFileSync(serve.caFile) });
+  const t0 = performance.now();
   try {
-    // (a) apply of 1,000 new resources.
-    {
-      const dir = writeConfig(join(work, 'apply'), 'apply', 10, 100);
-      client.resetStats();
-      const t0 = performance.now();
-      const r = await reconcile(client, [dir], { sourceId: 'apply', concurrency: 8 });
-      const wall = (performance.now() - t0) / 1000;
-      if (!r.result?.converged) throw new Error(`apply did not converge: ${r.plan.errors.join('; ')} ${r.result?.outcomes.filter((o) => o.status !== 'done').slice(0, 3).map((o) => o.message).join('; ')}`);
-      const calls = totalCalls(client.stats());
-      rows.push(['a) apply, 10 projects x 100 connectors (new)', String(r.plan.summary.create), String(calls), wall.toFixed(2), String(mb()), '< 15 s', wall < 15 ? 'PASS' : 'FAIL']);
-    }
-    // (b) no-op plan over 10,000 owned resources.
-    {
-      const source = 'noop';
-      const dir = writeConfig(join(work, source), source, 100, 100);
-      const seedStart = performance.now();
-      const projectIds = await mapLimit(Array.from({ length: 100 }, (_, p) => p), 16, async (p) => (await client.projects.create({ name: `${source}-${String(p).padStart(3, '0')}`, description: 'bench', labels: { [MANAGED_BY_LABEL]: source } })).id);
-      const jobs = projectIds.flatMap((id, p) => Array.from({ length: 100 }, (_, i) => ({ id, i, p })));
-      await mapLimit(jobs, 32, async ({ id, i }) =>
-        client.resources('connector', { projectId: id }).create({
-          name: `conn-${String(i).padStart(3, '0')}`, connector_type: 'postgresql', config: { host: `db-${i}.internal`, port: 5432, database: 'shop' },
-          selected_tables: ['public.orders', 'public.customers'], schedule: '*/15 * * * *', labels: { team: 'data', [MANAGED_BY_LABEL]: source },
-        }),
-      );
-      const seedWall = (performance.now() - seedStart) / 1000;
-      client.resetStats();
-      const t0 = performance.now();
-      const { plan } = await preparePlan(client, [dir], { sourceId: source, concurrency: 8 });
-      const wall = (performance.now() - t0) / 1000;
-      const stats = client.stats();
-      // Where the time goes (the same steps again, timed one by one).
-      const { loadConfig, resolveSecrets } = await import('../src/config/index.js');
-      const { observe, makePlan } = await import('../src/engine/index.js');
-      let t = performance.now();
-      const { config } = loadConfig([dir]);
-      const tLoad = performance.now() - t;
-      t = performance.now();
-      const state = await observe(client, config.documents, { allKinds: false, concurrency: 8, sourceId: source });
-      const tObserve = performance.now() - t;
-      t = performance.now();
-      makePlan(config.documents, state, resolveSecrets(config.documents).secrets, { sourceId: source, prune: false, allowMassDelete: false, adopt: false, specOperations: false });
-      const tPlan = performance.now() - t;
-      breakdown = `b) breakdown: load+validate config ${(tLoad / 1000).toFixed(2)} s, observe ${(tObserve / 1000).toFixed(2)} s, diff+plan ${(tPlan / 1000).toFixed(2)} s`;
-      const changed = plan.changes.filter((c) => c.action !== 'no-op').length;
-      if (plan.errors.length || changed) throw new Error(`the no-op plan is not empty: ${changed} changes, errors: ${plan.errors.slice(0, 3).join('; ')}`);
-      const calls = totalCalls(stats);
-      const lists = Object.entries(stats.byEndpoint).filter(([k]) => k.startsWith('GET ')).reduce((n, [, e]) => n + e.calls, 0);
-      const resources = plan.summary['no-op'];
-      // One page per 100 resources of each (kind, project) collection, plus the project list.
-      const projectsListed = 100 + 10; // this benchmark's projects and scenario a's
-      const allowed = 100 * Math.ceil(100 / 100) + Math.ceil(projectsListed / 100);
-      const ok = wall < 5 && lists <= allowed;
-      rows.push([`b) no-op plan, 100 projects x 100 connectors (owned; seeded in ${seedWall.toFixed(1)} s)`, String(resources), `${calls} (${lists} lists; allowed ${allowed} = resources/100 + project pages)`, wall.toFixed(2), String(mb()), '< 5 s, <= 1 list per 100', ok ? 'PASS' : 'FAIL']);
-    }
+    const ids = await mapLimit(Array.from({ length: projects }, (_, p) => p), 16, async (p) => (await client.projects.create({ name: projectName(p), description: 'bench', labels: { [MANAGED_BY_LABEL]: SOURCE } })).id);
+    const jobs = ids.flatMap((id) => Array.from({ length: PER_PROJECT }, (_, i) => ({ id, i })));
+    await mapLimit(jobs, 32, async ({ id, i }) =>
+      client.resources('connector', { projectId: id }).create({
+        name: connectorName(i), connector_type: 'postgresql', config: { host: `db-${i}.internal`, port: 5432, database: 'shop' },
+        selected_tables: ['public.orders', 'public.customers'], schedule: '*/15 * * * *', labels: { team: 'data', [MANAGED_BY_LABEL]: SOURCE },
+      }),
+    );
   } finally {
     await client.close();
-    rmSync(work, { recursive: true, force: true });
-    const exited = new Promise((r) => child.once('exit', r));
-    child.send({ type: 'stop' });
-    await exited;
   }
-  const header = ['scenario', 'resources', 'API calls', 'wall s', 'peak RSS MB', 'goal', 'result'];
-  const all = [header, ...rows];
-  const widths = header.map((_, i) => Math.max(...all.map((r) => r[i].length)));
-  const line = (r: string[]) => `| ${r.map((c, i) => c.padEnd(widths[i])).join(' | ')} |`;
-  console.log(line(header));
-  console.log(`|${widths.map((w) => '-'.repeat(w + 2)).join('|')}|`);
-  for (const r of rows) console.log(line(r));
-  if (breakdown) console.log(`\n${breakdown}`);
-  console.log(`\nnode ${process.version}; service in a child process on SQLite; peak RSS is this (engine) process's maximum so far.`);
+  return performance.now() - t0;
 }
 
-if (process.argv.includes('--role=service')) await runService();
-else await main();
+/** The floor: read and parse every YAML file of the directory with the `yaml` package, nothing else. */
+const PARSE_ONLY = `
+import { readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { parseAllDocuments } from 'yaml';
+const dir = process.argv[1];
+let n = 0;
+for (const f of readdirSync(dir).sort()) {
+  if (!/\\.ya?ml$/.test(f)) continue;
+  for (const doc of parseAllDocuments(readFileSync(join(dir, f), 'utf8'))) if (doc.toJS() !== null) n++;
+}
+if (!n) process.exit(1);
+`;
+
+export function userEnv(serve: RunningServe, extra: NodeJS.ProcessEnv = {}): NodeJS.ProcessEnv {
+  return { DATAPLATFORM_URL: serve.url, DATAPLATFORM_EMAIL: EMAIL, DATAPLATFORM_PASSWORD: PASSWORD, DATAPLATFORM_CA_FILE: serve.caFile, ...extra };
+}
+
+interface Measured {
+  backend: string;
+  resources: number;
+  fresh: Alternated;
+  cached: Alternated;
+}
+
+/** A database of its own per size on the throwaway server. */
+async function createDatabase(url: string, name: string): Promise<string> {
+  const pg = (await import('pg')).default;
+  const admin = new pg.Client({ connectionString: url });
+  await admin.connect();
+  try {
+    await admin.query(`CREATE DATABASE ${name}`);
+  } finally {
+    await admin.end();
+  }
+  return url.replace(/\/[^/]*$/, `/${name}`);
+}
+
+async function main() {
+  const sizes = benchSizes([1_000, 10_000, 100_000]).sort((a, b) => a - b);
+  const backends = benchBackends();
+  const measured: Measured[] = [];
+  const notes: string[] = [];
+  const started = performance.now();
+  const work = mkdtempSync(join(tmpdir(), 'dp-bench-engine-'));
+  try {
+    for (const backend of backends) {
+      const { startThrowawayPostgres } = await import('../test/support/postgres-server.js');
+      const pg = backend === 'postgres' ? await startThrowawayPostgres({ fsync: 'off', synchronous_commit: 'off', full_page_writes: 'off' }) : undefined;
+      try {
+        for (const size of sizes) {
+          const projects = Math.max(1, Math.round(size / PER_PROJECT));
+          const resources = projects * (PER_PROJECT + 1);
+          const big = resources > 50_000;
+          const runs = big ? 3 : 5;
+          const serve = await startServe({ databaseUrl: pg ? await createDatabase(pg.url, `bench_${size}`) : undefined });
+          const root = join(work, `${backend}-${size}`);
+          try {
+            const dir = writeConfig(root, projects);
+            const seedMs = await seed(serve, projects);
+            const env = userEnv(serve, { DPCTL_CACHE_DIR: join(root, 'cache') });
+            const parse: Command = { name: 'bare YAML parse', cmd: process.execPath, args: ['--input-type=module', '-e', PARSE_ONLY, dir], cwd: ROOT };
+            const fresh: Command = { name: 'dpctl plan --no-cache', cmd: process.execPath, args: [DPCTL, 'plan', '--no-cache', dir], cwd: root, env };
+            // The warm-up run fills the cache; every measured run reads it.
+            const cached: Command = { name: 'dpctl plan (cache filled)', cmd: process.execPath, args: [DPCTL, 'plan', dir], cwd: root, env };
+            const a = await alternate(fresh, parse, { runs, warmup: big ? 0 : 1 });
+            const c = await alternate(cached, parse, { runs, warmup: 1 });
+            measured.push({ backend, resources, fresh: a, cached: c });
+            notes.push(`${backend} ${resources.toLocaleString('en-US')} resources: seeded in ${seconds(seedMs)}; fresh plan ${seconds(a.a.minMs)}..${seconds(a.a.maxMs)}, cached ${seconds(c.a.minMs)}..${seconds(c.a.maxMs)}, bare parse ${seconds(a.b.minMs)}..${seconds(a.b.maxMs)} (min..max)`);
+          } finally {
+            await serve.stop();
+            rmSync(root, { recursive: true, force: true });
+          }
+        }
+      } finally {
+        await pg?.stop();
+      }
+    }
+  } finally {
+    rmSync(work, { recursive: true, force: true });
+  }
+  const rows: BenchRow[] = [];
+  for (const m of measured) {
+    // Memory per resource: the growth of peak RSS from the next smaller size (Node's own ~50 MB is no resource's).
+    const smaller = measured.filter((x) => x.backend === m.backend && x.resources < m.resources).pop();
+    const perResource = (pick: (x: Measured) => Alternated) => {
+      const peak = pick(m).a.medianPeakMb;
+      const base = smaller ? pick(smaller).a.medianPeakMb : null;
+      return peak === null || base === null ? null : ((peak - base) * 1024) / (m.resources - smaller!.resources);
+    };
+    rows.push(row('dpctl plan, no changes, fresh process, --no-cache', m.backend, m.resources, m.fresh, perResource((x) => x.fresh), freshGoal(m.resources)));
+    rows.push(row('dpctl plan, no changes, fresh process, cache filled', m.backend, m.resources, m.cached, perResource((x) => x.cached), cachedGoal(m.resources)));
+  }
+  report(rows);
+  console.log(`\n${notes.join('\n')}`);
+  console.log(`\n${machine()}; bench wall ${seconds(performance.now() - started)}. Each figure is the median of fresh processes alternated with the baseline (A B A B); ratio = median of per-pair ratios; peak MB = kernel max RSS of the dpctl process; KB/resource = growth of peak RSS per added resource from the next smaller size (needs two sizes).`);
+}
+
+interface Goal {
+  text: string;
+  met: (a: Alternated, kbPerResource: number | null) => boolean;
+}
+
+const MAX_KB_PER_RESOURCE = 3;
+
+function freshGoal(resources: number): Goal {
+  const maxS = resources <= 11_000 ? 2 : resources <= 101_000 ? 10 : Infinity;
+  const gb = resources >= 50_000;
+  return {
+    text: `< ${maxS} s, <= 1.3x parse, <= ${MAX_KB_PER_RESOURCE} KB/resource${gb ? ', < 1 GB' : ''}`,
+    met: (a, kb) => a.a.medianMs < maxS * 1000 && a.ratio <= 1.3 && (kb === null || kb <= MAX_KB_PER_RESOURCE) && (!gb || (a.a.medianPeakMb ?? 0) < 1024),
+  };
+}
+
+function cachedGoal(resources: number): Goal {
+  const maxS = resources <= 11_000 ? 1 : Infinity;
+  return {
+    text: `${Number.isFinite(maxS) ? `< ${maxS} s, ` : ''}<= 1.3x parse, <= ${MAX_KB_PER_RESOURCE} KB/resource`,
+    met: (a, kb) => a.a.medianMs < maxS * 1000 && a.ratio <= 1.3 && (kb === null || kb <= MAX_KB_PER_RESOURCE),
+  };
+}
+
+function row(scenario: string, backend: string, resources: number, a: Alternated, kb: number | null, goal: Goal): BenchRow {
+  return {
+    bench: 'engine',
+    scenario,
+    backend,
+    size: resources,
+    product: `${seconds(a.a.medianMs)}${kb === null ? '' : `, ${kb.toFixed(1)} KB/resource`}`,
+    baseline: `bare YAML parse ${seconds(a.b.medianMs)}`,
+    ratio: a.ratio,
+    peakMb: a.a.medianPeakMb,
+    goal: goal.text,
+    met: goal.met(a, kb),
+    load: machineLoad(),
+  };
+}
+
+if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) await main();

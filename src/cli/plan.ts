@@ -20,6 +20,8 @@ export interface CommonOpts {
   specOperations: boolean;
   prune?: boolean;
   allowMassDelete?: boolean;
+  /** false with --no-cache. */
+  cache?: boolean;
 }
 
 /** Target and credential options (no config path). */
@@ -39,7 +41,8 @@ export function withCommon(cmd: Command, outputs: CommonOpts['output'][] = ['tex
     .option('--concurrency <n>', 'parallel API calls', '4')
     .option('--allow-undeclared-projects', 'metadata.project may name a project that exists on the server without a Project document', false)
     .option('--adopt', 'take ownership of existing resources the config declares that dpctl did not create', false)
-    .option('--spec-operations', 'plan with only the operations the spec documents (a service run with --strict-spec)', false);
+    .option('--spec-operations', 'plan with only the operations the spec documents (a service run with --strict-spec)', false)
+    .option('--no-cache', 'do not use the parse/validation cache (DPCTL_CACHE_DIR, else $XDG_CACHE_HOME/dpctl or ~/.cache/dpctl)');
 }
 
 export async function makeClient(opts: Pick<CommonOpts, 'url' | 'apiKey' | 'caFile' | 'insecure'>, extra: Partial<ClientConfig> = {}): Promise<DataPlatformClient> {
@@ -60,9 +63,11 @@ export function parseConcurrency(value: string): number {
 }
 
 export async function engineOptions(path: string, opts: CommonOpts): Promise<EngineOptions> {
-  const { defaultSourceId } = await loadEngine();
+  const [{ defaultSourceId }, { ConfigParseCache, PersistentParseCache }] = await Promise.all([loadEngine(), import('../config/index.js')]);
   const concurrency = parseConcurrency(opts.concurrency);
   return {
+    // Valid files parsed and validated by an earlier run are not parsed again (see docs/guides/reconciler.md).
+    ...(opts.cache === false ? {} : { parseCache: new ConfigParseCache({ persistent: new PersistentParseCache() }) }),
     sourceId: opts.sourceId ?? defaultSourceId(path),
     concurrency,
     allowUndeclaredProjects: opts.allowUndeclaredProjects,

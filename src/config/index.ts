@@ -5,6 +5,7 @@
  */
 export { loadConfig, type LoadOptions, type LoadResult } from './load.js';
 export { ConfigParseCache } from './parse-cache.js';
+export { PersistentParseCache, defaultCacheDir, cacheMaxBytes } from './persistent-cache.js';
 export { toApiBody } from './api-body.js';
 export { resolveSecrets, trimOneNewline, type ResolvedSecrets, type SecretOptions } from './secrets.js';
 export { checkReferences, declaredLookup, firstOf, resolveReferences, applyReferences, type ReferenceLookup } from './references.js';

@@ -1,11 +1,12 @@
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { dirname, isAbsolute, join, posix, relative, resolve, sep } from 'node:path';
 import { LineCounter, parseAllDocuments, type Document } from 'yaml';
-import type { ErrorObject, ValidateFunction } from 'ajv';
+import type { ErrorObject } from 'ajv';
 import { formatPath, kind as kindNamed, valuesAt } from '../kinds/index.js';
 import { dagProblems } from '../kinds/dag.js';
-import { createAjv, toFieldErrors } from '../kinds/validator.js';
-import { buildDocumentSchema } from './document-schema.js';
+import { toFieldErrors } from '../kinds/validator.js';
+import { validate as validateDocument } from './generated/document-validator.js';
+import { fastParseDocuments } from './fast-yaml.js';
 import { sortErrors, type ConfigError, type SourceLocation } from './errors.js';
 import {
   LABELS_FIELD,
@@ -20,10 +21,10 @@ import {
   yamlToApiPath,
   type KindLayout,
 } from './layout.js';
-import { locationOf, subjectOf, type ConfigDocument, type DocumentSecret, type LoadedConfig, type SecretRef } from './model.js';
+import { locationOf, subjectOf, type ConfigDocument, type DocumentReference, type DocumentSecret, type LoadedConfig, type SecretRef } from './model.js';
 import { documentLocation, keyLocation, valueLocation, walkLocations, type YamlSource } from './positions.js';
 import { checkReferences, declaredLookup, firstOf, type ReferenceLookup } from './references.js';
-import type { ConfigParseCache, FileResult, Identified } from './parse-cache.js';
+import { defineLazy, type ConfigParseCache, type FileResult, type Identified } from './parse-cache.js';
 
 export interface LoadOptions {
   /** File names in messages are relative to this directory (default: the working directory). */
@@ -47,12 +48,11 @@ export interface LoadResult {
 
 const YAML_FILE = /\.ya?ml$/i;
 
-let compiled: ValidateFunction | undefined;
-/** The generated document schema (the same as schemas/document.schema.json, which a test keeps in step). */
-function validator(): ValidateFunction {
-  compiled ??= createAjv().compile(buildDocumentSchema());
-  return compiled;
-}
+/**
+ * The document schema's validator (the same schema as schemas/document.schema.json, which a test
+ * keeps in step), generated at build time as ajv standalone code: nothing is compiled at start-up.
+ */
+const validator = () => validateDocument as ((value: unknown) => boolean) & { errors?: ErrorObject[] | null };
 
 /** YAML files under a directory, recursively; hidden entries and node_modules are skipped. */
 function listYamlFiles(dir: string): string[] {
@@ -115,7 +115,7 @@ export function loadConfig(paths: string | string[], options: LoadOptions = {}):
       errors.push({ file, message: `cannot be read: ${(err as Error).message}` });
       continue;
     }
-    const parse = () => loadFile(file, absolutePath, text);
+    const parse = () => loadFile(file, absolutePath, text, options.cache);
     const result = options.cache ? options.cache.lookup(file, absolutePath, text, parse) : parse();
     errors.push(...result.errors);
     identified.push(...result.identified);
@@ -167,11 +167,107 @@ export function loadConfig(paths: string | string[], options: LoadOptions = {}):
     }
   }
 
+  options.cache?.persistent?.settle();
   return { config: { files: fileOrder, documents }, errors: sortErrors(errors, fileOrder) };
 }
 
-/** Parses one file and checks each of its documents on its own. */
-function loadFile(file: string, absolutePath: string, text: string): FileResult {
+/**
+ * Parses one file and checks each of its documents on its own.
+ *
+ * The common case, a file without errors, takes the fast path: values from the persistent cache
+ * (valid documents of a file with the same text, schema and version) or from js-yaml
+ * (fast-yaml.ts), checked with the generated validator, with positions computed only if someone
+ * asks for one (an error found later: a reference, a secret, a duplicate). A file with any
+ * problem, or any YAML the fast path leaves alone, is loaded the full way (`yaml` with positions),
+ * so errors read exactly the same whichever path a file took.
+ */
+function loadFile(file: string, absolutePath: string, text: string, cache?: ConfigParseCache): FileResult {
+  const persistent = cache?.persistent;
+  const key = persistent?.keyOf(text);
+  const cached = key ? persistent!.read(key) : undefined;
+  if (cached) {
+    const result = loadFileFast(file, absolutePath, text, cached, true);
+    if (result) return result;
+  }
+  const values = fastParseDocuments(text);
+  if (values) {
+    const result = loadFileFast(file, absolutePath, text, values, false);
+    if (result) {
+      if (key) persistent!.write(key, values);
+      return result;
+    }
+  }
+  return loadFileFull(file, absolutePath, text);
+}
+
+/** Positions of a file's documents, parsed with `yaml` the first time one is asked for. */
+function lazySources(file: string, text: string): (index: number) => YamlSource {
+  let docs: Document.Parsed[] | undefined;
+  let lineCounter: LineCounter;
+  return (index) => {
+    if (!docs) {
+      lineCounter = new LineCounter();
+      docs = [...parseAllDocuments(text, { lineCounter, merge: true })] as Document.Parsed[];
+    }
+    return { file, doc: docs[index], lineCounter };
+  };
+}
+
+/**
+ * The fast path: every document valid, or undefined (the caller loads the file the full way).
+ * `validated`: the values come from the persistent cache, where only valid documents go.
+ */
+function loadFileFast(file: string, absolutePath: string, text: string, values: unknown[], validated: boolean): FileResult | undefined {
+  const out: FileResult = { errors: [], identified: [], documents: [], drafts: [] };
+  const sources = lazySources(file, text);
+  for (let index = 0; index < values.length; index++) {
+    const value = values[index];
+    if (value === null || value === undefined) continue;
+    if (!isRecord(value)) return undefined;
+    const layout = typeof value.kind === 'string' ? layoutByYamlKind(value.kind) : undefined;
+    if (!layout) return undefined;
+    if (!validated) {
+      if (inlineSecrets(layout, value).length) return undefined;
+      if (!validator()(value)) return undefined;
+    }
+    const meta = value.metadata as Record<string, unknown>;
+    const name = meta.name;
+    const project = typeof meta.project === 'string' ? meta.project : undefined;
+    if (typeof name !== 'string' || (layout.projectScoped && project === undefined)) return undefined;
+    const src = () => sources(index);
+    out.identified.push(identify(layout, name, project, src));
+    out.documents.push(buildDocument(src, layout, value, index, absolutePath, file));
+  }
+  return out;
+}
+
+/** Secrets written inline (a value where a { secretRef } belongs), as spec paths. */
+function inlineSecrets(layout: KindLayout, value: Record<string, unknown>): (string | number)[][] {
+  const found: (string | number)[][] = [];
+  if (!isRecord(value.spec)) return found;
+  for (const pattern of layout.secretPaths) {
+    for (const f of valuesAt(value.spec, apiToYamlPath(layout, pattern) as string[])) {
+      if (f.value === undefined || isRecord(f.value)) continue;
+      found.push(['spec', ...f.path]);
+    }
+  }
+  return found;
+}
+
+function identify(layout: KindLayout, name: string, project: string | undefined, src: () => YamlSource): Identified {
+  const identified = {
+    layout,
+    name,
+    project: layout.projectScoped ? project : undefined,
+    key: identityKey(layout, layout.projectScoped ? project : undefined, name),
+  } as Identified;
+  defineLazy(identified, 'nameLocation', () => valueLocation(src(), ['metadata', 'name']));
+  if (project !== undefined && layout.projectScoped) defineLazy(identified, 'projectLocation', () => valueLocation(src(), ['metadata', 'project']));
+  return identified;
+}
+
+/** The full path: `yaml` with positions, every check with its message. */
+function loadFileFull(file: string, absolutePath: string, text: string): FileResult {
   const out: FileResult = { errors: [], identified: [], documents: [], drafts: [] };
   const lineCounter = new LineCounter();
   const docs: Document.Parsed[] = [...parseAllDocuments(text, { lineCounter, merge: true })];
@@ -234,17 +330,8 @@ function checkDocument(src: YamlSource, value: unknown, index: number, absoluteP
   };
 
   // Secrets written inline: one clear message, and nothing else about them.
-  const suppressed: (string | number)[][] = [];
-  if (layout && isRecord(value.spec)) {
-    for (const pattern of layout.secretPaths) {
-      for (const found of valuesAt(value.spec, apiToYamlPath(layout, pattern) as string[])) {
-        if (found.value === undefined || isRecord(found.value)) continue;
-        const parts = ['spec', ...found.path];
-        suppressed.push(parts);
-        report(parts, valueLocation(src, parts), `is a secret and is never written inline: use ${SECRET_REF_HINT}`);
-      }
-    }
-  }
+  const suppressed = layout ? inlineSecrets(layout, value) : [];
+  for (const parts of suppressed) report(parts, valueLocation(src, parts), `is a secret and is never written inline: use ${SECRET_REF_HINT}`);
 
   const validate = validator();
   if (!validate(value)) {
@@ -270,19 +357,10 @@ function checkDocument(src: YamlSource, value: unknown, index: number, absoluteP
 
   let identified: Identified | undefined;
   const project = typeof meta.project === 'string' ? meta.project : undefined;
-  if (layout && name !== undefined && (!layout.projectScoped || project !== undefined)) {
-    identified = {
-      layout,
-      name,
-      project: layout.projectScoped ? project : undefined,
-      key: identityKey(layout, layout.projectScoped ? project : undefined, name),
-      nameLocation: valueLocation(src, ['metadata', 'name']),
-      ...(project !== undefined && layout.projectScoped ? { projectLocation: valueLocation(src, ['metadata', 'project']) } : {}),
-    };
-  }
+  if (layout && name !== undefined && (!layout.projectScoped || project !== undefined)) identified = identify(layout, name, project, () => src);
   if (!layout || name === undefined || !isRecord(value.metadata)) return { errors, identified };
   // Built for an invalid document too, so its references are still checked; only valid ones are loaded.
-  const document = buildDocument(src, layout, value, index, absolutePath);
+  const document = buildDocument(() => src, layout, value, index, absolutePath, src.file);
   return { errors, identified, document, valid: errors.length === 0 };
 }
 
@@ -331,7 +409,8 @@ function refine(layout: KindLayout | undefined, value: Record<string, unknown>, 
   return message;
 }
 
-function buildDocument(src: YamlSource, layout: KindLayout, value: Record<string, unknown>, index: number, absolutePath: string): ConfigDocument {
+/** The document's model. Its positions (location, locations, those of references and secrets) are computed when first read. */
+function buildDocument(src: () => YamlSource, layout: KindLayout, value: Record<string, unknown>, index: number, absolutePath: string, file: string): ConfigDocument {
   const d = layout.descriptor;
   const meta = value.metadata as Record<string, unknown>;
   const name = meta.name as string;
@@ -341,17 +420,20 @@ function buildDocument(src: YamlSource, layout: KindLayout, value: Record<string
   const body: Record<string, unknown> = { [d.identity]: name, ...spec };
   if (layout.hasLabels && meta.labels !== undefined) body[LABELS_FIELD] = structuredClone(labels);
 
-  const locations = new Map<string, SourceLocation>();
-  walkLocations(src, (path, loc) => {
-    const [top, ...rest] = path;
-    let field: string | undefined;
-    if (path.length === 0) field = '';
-    else if (top === 'spec' && rest.length) field = formatPath(yamlToApiPath(layout, rest));
-    else if (top === 'metadata' && rest[0] === 'name' && rest.length === 1) field = d.identity;
-    else if (top === 'metadata' && rest[0] === 'labels') field = formatPath([LABELS_FIELD, ...rest.slice(1)]);
-    if (field !== undefined && !locations.has(field)) locations.set(field, loc);
-  });
-  const doc: ConfigDocument = {
+  const fieldLocations = () => {
+    const locations = new Map<string, SourceLocation>();
+    walkLocations(src(), (path, loc) => {
+      const [top, ...rest] = path;
+      let field: string | undefined;
+      if (path.length === 0) field = '';
+      else if (top === 'spec' && rest.length) field = formatPath(yamlToApiPath(layout, rest));
+      else if (top === 'metadata' && rest[0] === 'name' && rest.length === 1) field = d.identity;
+      else if (top === 'metadata' && rest[0] === 'labels') field = formatPath([LABELS_FIELD, ...rest.slice(1)]);
+      if (field !== undefined && !locations.has(field)) locations.set(field, loc);
+    });
+    return locations;
+  };
+  const doc = {
     descriptor: d,
     layout,
     yamlKind: layout.yamlKind,
@@ -362,26 +444,27 @@ function buildDocument(src: YamlSource, layout: KindLayout, value: Record<string
     body,
     references: [],
     secrets: [],
-    location: documentLocation(src),
-    locations,
-    source: { file: src.file, absolutePath, index },
-  };
-  const where = (field: string) => locationOf(doc, field);
+  } as unknown as ConfigDocument;
+  defineLazy(doc, 'location', () => documentLocation(src()));
+  defineLazy(doc, 'locations', fieldLocations);
+  doc.source = { file, absolutePath, index };
+  const where = (field: string) => () => locationOf(doc, field);
 
   const references = doc.references;
   for (const ref of d.references) {
     for (const found of valuesAt(body, ref.path)) {
       if (typeof found.value !== 'string') continue;
       const field = formatPath(found.path);
-      references.push({
+      const reference = {
         path: found.path,
         field,
         yamlField: formatPath(['spec', ...apiToYamlPath(layout, found.path)]),
         kind: ref.kind,
         yamlKind: kindNamed(ref.kind).yamlKind ?? ref.kind,
         name: found.value,
-        location: where(field),
-      });
+      } as DocumentReference;
+      defineLazy(reference, 'location', where(field));
+      references.push(reference);
     }
   }
   const secrets: DocumentSecret[] = doc.secrets;
@@ -391,15 +474,16 @@ function buildDocument(src: YamlSource, layout: KindLayout, value: Record<string
       const ref = found.value.secretRef as SecretRef;
       if (!('env' in ref ? typeof ref.env === 'string' : typeof ref.file === 'string')) continue;
       const field = formatPath(found.path);
-      secrets.push({
+      const secret = {
         path: found.path,
         field,
         yamlField: formatPath(['spec', ...apiToYamlPath(layout, found.path)]),
         ref: 'env' in ref ? { env: ref.env } : { file: ref.file },
-        location: where(`${field}.secretRef.${'env' in ref ? 'env' : 'file'}`),
-        baseDir: dirname(absolutePath),
-        displayFile: 'file' in ref ? (isAbsolute(ref.file) ? ref.file : posix.join(posix.dirname(src.file), ref.file)) : undefined,
-      });
+      } as DocumentSecret;
+      defineLazy(secret, 'location', where(`${field}.secretRef.${'env' in ref ? 'env' : 'file'}`));
+      secret.baseDir = dirname(absolutePath);
+      secret.displayFile = 'file' in ref ? (isAbsolute(ref.file) ? ref.file : posix.join(posix.dirname(file), ref.file)) : undefined;
+      secrets.push(secret);
     }
   }
   return doc;

@@ -3,6 +3,32 @@ import { dirname } from 'node:path';
 import type { ConfigError, SourceLocation } from './errors.js';
 import type { KindLayout } from './layout.js';
 import type { ConfigDocument } from './model.js';
+import type { PersistentParseCache } from './persistent-cache.js';
+
+/**
+ * Defines `key` on `obj` as computed on first read (then a plain value). Positions are lazy: the
+ * fast path parses without them, and most loads never ask for one.
+ */
+export function defineLazy<T extends object, K extends keyof T>(obj: T, key: K, compute: () => T[K]): void {
+  const settle = (value: T[K]) => Object.defineProperty(obj, key, { value, enumerable: true, writable: true, configurable: true });
+  Object.defineProperty(obj, key, {
+    enumerable: true,
+    configurable: true,
+    get() {
+      const value = compute();
+      settle(value);
+      return value;
+    },
+    set: settle,
+  });
+}
+
+/** A copy of `obj` with `changes`, lazy properties kept lazy (a spread would compute them). */
+function withChanges<T extends object>(obj: T, changes: Partial<T>): T {
+  const copy = Object.defineProperties({}, Object.getOwnPropertyDescriptors(obj)) as T;
+  for (const [k, v] of Object.entries(changes)) Object.defineProperty(copy, k, { value: v, enumerable: true, writable: true, configurable: true });
+  return copy;
+}
 
 /** What is known of a document even when it is invalid: enough for duplicate, project and reference checks. */
 export interface Identified {
@@ -35,9 +61,18 @@ export interface FileResult {
  * Entries unused in the last two loads are dropped, so the cache holds about two revisions.
  */
 export class ConfigParseCache {
+  /**
+   * Also keeps valid files' documents on disk, across processes (`dpctl plan` and friends): see
+   * persistent-cache.ts. Without it, the cache lives as long as this object.
+   */
+  readonly persistent?: PersistentParseCache;
   private entries = new Map<string, { result: FileResult; absolutePath: string }>();
   private previous = new Set<string>();
   private current = new Set<string>();
+
+  constructor(options: { persistent?: PersistentParseCache } = {}) {
+    this.persistent = options.persistent;
+  }
 
   /** Starts a load: what the load before the previous one used becomes evictable. */
   beginLoad(): void {
@@ -66,10 +101,10 @@ export class ConfigParseCache {
 /** The same file's results as if read at `absolutePath`. Documents are never mutated after loading, so sharing the rest is safe. */
 function rebase(result: FileResult, absolutePath: string): FileResult {
   const baseDir = dirname(absolutePath);
-  const move = (doc: ConfigDocument): ConfigDocument => ({
-    ...doc,
-    source: { ...doc.source, absolutePath },
-    secrets: doc.secrets.map((s) => ({ ...s, baseDir })),
-  });
+  const move = (doc: ConfigDocument): ConfigDocument =>
+    withChanges(doc, {
+      source: { ...doc.source, absolutePath },
+      secrets: doc.secrets.map((s) => withChanges(s, { baseDir })),
+    });
   return { ...result, documents: result.documents.map(move), drafts: result.drafts.map(move) };
 }

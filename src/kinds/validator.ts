@@ -1,48 +1,73 @@
-import { Ajv2020, type ErrorObject, type ValidateFunction } from 'ajv/dist/2020.js';
-import addFormats from 'ajv-formats';
-import { cronError } from './cron.js';
-import { documentPatternError, safeRegexError } from './safe-regex.js';
-import { nameError } from './names.js';
-import { isTimestamp } from './timestamps.js';
+import { createRequire } from 'node:module';
+import type { Ajv2020 as Ajv2020Class, ErrorObject, ValidateFunction } from 'ajv/dist/2020.js';
+import type { KeywordCxt } from 'ajv';
+import type * as Codegen from 'ajv/dist/compile/codegen/index.js';
 import { formatPath } from './walk.js';
+import { xFormatError } from './x-format.js';
+import { isTimestamp } from './timestamps.js';
 
 /** Our keywords that only annotate (they drive surfaces, not validation). */
-const ANNOTATIONS = [
+export const ANNOTATIONS = [
   'x-kind', 'x-yaml-kind', 'x-collection', 'x-scope', 'x-identity', 'x-operations', 'x-spec-operations',
   'x-write-permission', 'x-read-permission', 'x-read-only-kind', 'x-deleted-with-parent', 'x-computed', 'x-immutable', 'x-secret',
   'x-sensitive', 'x-once', 'x-ref', 'x-normalize', 'x-extension', 'x-initial', 'x-dag',
 ];
 
+// Ajv itself (about 0.1 s to load) is loaded on the first createAjv: the CLI validates YAML with
+// validators generated at build time (src/config/generated/) and never needs it on that path.
+const require = createRequire(import.meta.url);
+const loadAjv = () => ({
+  Ajv2020: (require('ajv/dist/2020.js') as typeof import('ajv/dist/2020.js')).Ajv2020,
+  addFormats: require('ajv-formats') as (a: Ajv2020Class) => void,
+  codegen: require('ajv/dist/compile/codegen/index.js') as typeof Codegen,
+  names: (require('ajv/dist/compile/names.js') as { default: typeof import('ajv/dist/compile/names.js').default }).default,
+});
+
+export interface StandaloneCode {
+  /** Identifier of the generated module's value holding the formats (`formats` of src/kinds/formats.ts). */
+  formats: string;
+  /** Identifier of the generated module's value holding xFormatError (src/kinds/x-format.ts). */
+  xFormat: string;
+}
+
 /**
- * An Ajv instance that knows our keywords. `x-format` is a real check: cron expressions
+ * An Ajv instance that knows our keywords. `x-format` is a real check: cron expressions, names
  * and regular expressions (RE2 syntax, see safe-regex.ts) are validated with a message a user
- * can act on.
+ * can act on. It is defined with `code` calling xFormatError, so the same definition works in
+ * schemas compiled here and in standalone code generated at build time (`standalone`: the names
+ * that the generated module imports the formats and xFormatError as).
  */
-export function createAjv(options: { coerceTypes?: boolean; useDefaults?: boolean } = {}) {
+export function createAjv(options: { coerceTypes?: boolean; useDefaults?: boolean; standalone?: StandaloneCode } = {}) {
+  const { Ajv2020, addFormats, codegen, names } = loadAjv();
+  const { _, strConcat } = codegen;
+  const standalone = options.standalone;
   const ajv = new Ajv2020({
     allErrors: true,
     strict: false,
     coerceTypes: options.coerceTypes ?? false,
     useDefaults: options.useDefaults ?? false,
     removeAdditional: false,
+    ...(standalone ? { code: { source: true, esm: true, formats: new codegen.Name(standalone.formats) } } : {}),
   });
-  (addFormats as unknown as (a: Ajv2020) => void)(ajv);
+  addFormats(ajv);
   // Stricter than ajv-formats: no leap seconds or years the store cannot order (see timestamps.ts).
+  // (The same definition as src/kinds/formats.ts, which standalone code imports.)
   ajv.addFormat('date-time', { type: 'string', validate: isTimestamp });
   for (const keyword of ANNOTATIONS) ajv.addKeyword({ keyword, schemaType: ['boolean', 'string', 'array', 'object'] });
   ajv.addKeyword({
     keyword: 'x-format',
     type: 'string',
     schemaType: 'string',
-    errors: true,
-    validate: function check(format: string, value: string, _parent?: unknown, cxt?: { instancePath: string; rootData: unknown }) {
-      let message: string | null = null;
-      if (format === 'cron') message = cronError(value);
-      if (format === 'name') message = nameError(value);
-      // Checked with the engine that will run it (RE2 semantics, bounded size), not V8's RegExp.
-      if (format === 'regex') message = cxt && typeof cxt.rootData === 'object' && cxt.rootData ? documentPatternError(value, cxt.rootData, cxt.instancePath) : safeRegexError(value);
-      if (message) (check as unknown as { errors: Partial<ErrorObject>[] }).errors = [{ keyword: 'x-format', message, params: {} }];
-      return message === null;
+    error: {
+      message: ({ params }) => params.message as Codegen.Code,
+      params: () => _`{}`,
+    },
+    code(cxt: KeywordCxt) {
+      const { gen, data, schema, it } = cxt;
+      const check = gen.scopeValue('func', { ref: xFormatError, ...(standalone ? { code: new codegen.Name(standalone.xFormat) } : {}) });
+      const message = gen.const('xFormatMessage', _`${check}(${schema as string}, ${data}, ${names.rootData}, ${strConcat(names.instancePath, it.errorPath)})`);
+      cxt.setParams({ message });
+      cxt.fail(_`${message} !== null`);
     },
   });
   return ajv;

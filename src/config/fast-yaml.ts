@@ -1,0 +1,90 @@
+import { Document as YamlDocument, isScalar } from 'yaml';
+import { constructFromEvents, defineScalarTag, EVENT_ID, getScalarValue, mapTag, NOT_RESOLVED, parseEvents, Schema, seqTag, strTag, type Event, type ScalarEvent } from 'js-yaml';
+
+/**
+ * The fast path of YAML loading. The `yaml` package (the reference: its errors, positions and
+ * values are what users see) takes about 0.15 ms per document; js-yaml's event parser about a
+ * tenth of that. So every file is first read with js-yaml, restricted to what both agree on:
+ *
+ * - scalars resolve exactly as the `yaml` package's YAML 1.2 core schema does (its own tag tests
+ *   and resolvers are used), quoted and block scalars are strings;
+ * - anything where the two libraries could differ is not taken: anchors, aliases, merge keys,
+ *   tags, directives, keys that are not plain strings (null, booleans, numbers, collections).
+ *   For those, and for every syntax error, the caller reads the file with `yaml` as before.
+ *
+ * A differential test (test/unit/config/fast-yaml.test.ts) holds the two to the same values.
+ */
+
+const PLAIN = 1;
+const YAML_CORE_TAGS = new YamlDocument(null, { version: '1.2' }).schema.tags.filter((t) => t.test && t.resolve);
+const NON_STRING_FIRST = /^[~nNtTfF0-9+\-.]/;
+/** A plain scalar that `yaml` would not read as a string. */
+const resolvesToNonString = (text: string) => text === '' || (NON_STRING_FIRST.test(text) && YAML_CORE_TAGS.some((t) => t.test!.test(text)));
+
+const noError = () => undefined;
+const coreScalar = defineScalarTag<unknown>('tag:dpctl.dev,2024:yaml-core', {
+  implicit: true,
+  implicitFirstChars: null,
+  resolve(source) {
+    for (const tag of YAML_CORE_TAGS) {
+      if (!tag.test!.test(source)) continue;
+      const value = (tag.resolve as (s: string, onError: () => void, options: object) => unknown)(source, noError, {});
+      return isScalar(value) ? value.value : value;
+    }
+    return NOT_RESOLVED;
+  },
+  identify: () => false,
+});
+const SCHEMA = new Schema([strTag, seqTag, mapTag, coreScalar]);
+
+/** Why a file is left to the full parser, or undefined when the events are in the common subset. */
+function unsupported(events: Event[], text: string): string | undefined {
+  // Per open collection: for a mapping, whether the next node is a key.
+  const keyNext: boolean[] = [];
+  for (const e of events) {
+    if (e.type === EVENT_ID.DOCUMENT) {
+      if (e.directives.length) return 'directive';
+      continue;
+    }
+    if (e.type === EVENT_ID.POP) {
+      keyNext.pop();
+      continue;
+    }
+    if (e.type === EVENT_ID.ALIAS) return 'alias';
+    if (e.anchorStart !== -1) return 'anchor';
+    if (e.tagStart !== -1) return 'tag';
+    const top = keyNext.length - 1;
+    const isKey = top >= 0 && keyNext[top];
+    if (top >= 0 && keyNext[top] !== undefined) keyNext[top] = !keyNext[top];
+    if (isKey) {
+      if (e.type !== EVENT_ID.SCALAR) return 'collection key';
+      if ((e as ScalarEvent).style === PLAIN) {
+        const key = e.valueStart === -1 ? '' : getScalarValue(text, e as ScalarEvent);
+        if (key === '<<' || resolvesToNonString(key)) return 'non-string key';
+      }
+    }
+    if (e.type === EVENT_ID.MAPPING) keyNext.push(true);
+    else if (e.type === EVENT_ID.SEQUENCE) keyNext.push(undefined as unknown as boolean);
+  }
+  return undefined;
+}
+
+/**
+ * The documents of a file as plain values (null for an empty document), in order, or undefined
+ * when the file must be read with the `yaml` package (a syntax error, or a construct outside the
+ * common subset).
+ */
+export function fastParseDocuments(text: string): unknown[] | undefined {
+  let events: Event[];
+  try {
+    events = parseEvents(text, {});
+  } catch {
+    return undefined;
+  }
+  if (unsupported(events, text)) return undefined;
+  try {
+    return constructFromEvents(events, { source: text, schema: SCHEMA });
+  } catch {
+    return undefined;
+  }
+}
