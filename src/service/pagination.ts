@@ -58,11 +58,23 @@ export function toJsonPage(rows: { seq: number; data: string }[], limit: number,
   return `{"data":[${pageRows.map((r) => r.data).join(',')}]${next},"has_more":${hasMore}}`;
 }
 
-/** Builds the spec's envelope from `limit + 1` rows fetched in sequence order. */
-export function toPage<R extends { seq: number }, T>(rows: R[], limit: number, scope: string, cursors: Cursors, map: (r: R) => T): Page<T> {
+/**
+ * Rows a filtered list examines per request, at most. A filter that matches little (an action
+ * that never happened, a rare severity) would otherwise read a tenant's whole history to fill one
+ * page; instead the page ends where the window does, possibly short or empty, with has_more and a
+ * cursor to go on from there.
+ */
+export const SCAN_WINDOW = 10_000;
+
+/**
+ * Builds the spec's envelope from `limit + 1` rows fetched in sequence order. `scannedTo`: the
+ * last sequence number a bounded scan examined (see SCAN_WINDOW), when rows lie beyond it.
+ */
+export function toPage<R extends { seq: number }, T>(rows: R[], limit: number, scope: string, cursors: Cursors, map: (r: R) => T, scannedTo?: number): Page<T> {
   const hasMore = rows.length > limit;
   const pageRows = hasMore ? rows.slice(0, limit) : rows;
-  const page: Page<T> = { data: pageRows.map(map), has_more: hasMore };
+  const page: Page<T> = { data: pageRows.map(map), has_more: hasMore || scannedTo !== undefined };
   if (hasMore) page.next_cursor = cursors.encode(scope, pageRows[pageRows.length - 1].seq);
+  else if (scannedTo !== undefined) page.next_cursor = cursors.encode(scope, scannedTo);
   return page;
 }

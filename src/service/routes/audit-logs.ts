@@ -3,7 +3,7 @@ import type { ServiceContext } from '../context.js';
 import { kind } from '../../kinds/index.js';
 import { errorResponses, pageQuerySchema, pageSchema } from './crud.js';
 import { resolveProject } from './scope.js';
-import { toPage } from '../pagination.js';
+import { SCAN_WINDOW, toPage } from '../pagination.js';
 import { invalid } from '../errors.js';
 import { toStoredTimestamp } from '../../kinds/timestamps.js';
 import type { SqlValue } from '../store/db.js';
@@ -70,8 +70,10 @@ function registerAuditLogRoute(app: FastifyInstance, ctx: ServiceContext, level:
       const filterKey = JSON.stringify(Object.keys(FILTERS).map((k) => query[k] ?? null));
       const scope = `${req.tenant!.id}:${projectId ?? '*'}:audit:${filterKey}`;
       const afterSeq = ctx.cursors.decode(scope, query.cursor);
-      let sql = `SELECT * FROM audit_logs WHERE tenant_id = ?${tenantWide ? '' : ' AND project_id = ?'} AND seq > ?`;
-      const params: SqlValue[] = tenantWide ? [req.tenant!.id, afterSeq] : [req.tenant!.id, projectId, afterSeq];
+      const scoped = `FROM audit_logs WHERE tenant_id = ?${tenantWide ? '' : ' AND project_id = ?'} AND seq > ?`;
+      const scopeParams: SqlValue[] = tenantWide ? [req.tenant!.id, afterSeq] : [req.tenant!.id, projectId, afterSeq];
+      let sql = `SELECT * ${scoped}`;
+      const params: SqlValue[] = [...scopeParams];
       const add = (clause: string, ...values: SqlValue[]) => {
         sql += ` AND ${clause}`;
         params.push(...values);
@@ -82,6 +84,10 @@ function registerAuditLogRoute(app: FastifyInstance, ctx: ServiceContext, level:
       if (query.outcome) add('outcome = ?', query.outcome);
       if (since) add('ts >= ?', since);
       if (until) add('ts < ?', until);
+      // A filtered page examines at most SCAN_WINDOW entries (an index-only walk finds where they end).
+      const filtered = params.length > scopeParams.length;
+      const windowEnd = filtered ? (await ctx.db.get<{ seq: number }>(`SELECT seq ${scoped} ORDER BY seq LIMIT 1 OFFSET ${SCAN_WINDOW - 1}`, scopeParams))?.seq : undefined;
+      if (windowEnd !== undefined) add('seq <= ?', Number(windowEnd));
       sql += ' ORDER BY seq LIMIT ?';
       params.push(query.limit + 1);
       const rows = await ctx.db.all<AuditRow>(sql, params);
@@ -98,7 +104,7 @@ function registerAuditLogRoute(app: FastifyInstance, ctx: ServiceContext, level:
         outcome: r.outcome,
         status_code: Number(r.status_code),
         diff: r.diff ? JSON.parse(r.diff) : null,
-      }));
+      }), windowEnd === undefined || rows.length > query.limit ? undefined : Number(windowEnd));
     },
   );
 }

@@ -189,7 +189,8 @@ CREATE INDEX schedules_project ON schedules (tenant_id, project_id);
     // acknowledged alert of a (rule, resource), claimed on insert across replicas ('' for no resource); a row
     // whose alert was resolved or deleted is taken over by the next alert. escalations_due: when a firing alert
     // with an escalation policy next needs a look (epoch ms). resources_kind: background work (freshness
-    // rules, back-fills) pages one kind across tenants by seq without reading the others.
+    // rules, back-fills) pages one kind across tenants by seq without reading the others. audit_logs_tenant: the
+    // tenant-wide audit log in seq order without sorting every project's entries.
     // Rows for alerts fired before this migration are back-filled once on start (runtime/backfill.ts).
     id: 7,
     sql: `
@@ -197,6 +198,7 @@ CREATE TABLE open_alerts (rule_id TEXT NOT NULL, resource_key TEXT NOT NULL, ale
 CREATE TABLE escalations_due (alert_id TEXT PRIMARY KEY, tenant_id TEXT NOT NULL, project_id TEXT NOT NULL, next_due_at BIGINT NOT NULL);
 CREATE INDEX escalations_due_at ON escalations_due (next_due_at);
 CREATE INDEX resources_kind ON resources (kind, seq);
+CREATE INDEX audit_logs_tenant ON audit_logs (tenant_id, seq);
 `,
   },
 ];
