@@ -1,61 +1,68 @@
 /**
- * Load benchmark of the reference service (`npm run bench:service`).
+ * Load benchmark of the reference service (`npm run bench:service`), SQLite against PostgreSQL.
  *
- * Scenarios, all over HTTPS with keep-alive connections, measured with autocannon:
- *   a) a bare Fastify 5 route returning a small JSON list: the baseline. Same TLS code
- *      path as the service (loadOrCreateTls: local CA, ECDSA P-256 leaf per SNI name).
- *   b) GET  /api/v1/projects/{id}/connectors?limit=100 on the real service, API key as
- *      Bearer, with SEED_CONNECTORS (> 100) connectors in the project.
- *   c) POST /api/v1/projects/{id}/connectors, a unique name per request.
- *   d) (b) at a fixed offered rate of 500 req/s (autocannon overallRate) for its p99.
- *   e) a bare Fastify 5 route sending the same payload as (b): 100 connector-shaped
- *      objects (~50 KB), serialised by Fastify. The throughput goal compares b with e;
- *      b / a is printed for reference, but there it mostly measures payload size.
- *      autocannon's rate limit is per connection per second: each connection sends its
- *      share back-to-back when the second starts, then idles. So (d) is the latency of
- *      `connections` concurrent requests in bursts, harsher than a smooth 500 req/s.
+ * For each size of benchSizes() (connectors the tenant's project holds: 1k, 10k, 100k) and each
+ * backend of benchBackends(), one service runs in its own child process (this file, forked with
+ * `--role=service`), over real HTTPS, with a tenant, a project seeded with that many connectors
+ * (straight into the store, in transactions of 1,000, in the child: the seeding is not what is
+ * measured) and a read-write API key, used as a user uses it (`Authorization: Bearer dpk_...`).
+ * autocannon, in this process, measures:
  *
- * Latencies in the table are exact percentiles over every 2xx response time (autocannon's
- * 'response' event). autocannon's own histogram is printed too: it keeps whole ms, counts
- * non-2xx responses by default, and with a rate it applies a coordinated-omission
- * correction whose expected interval is Math.ceil(1 / rate) = 1 ms (lib/run.js), which
- * adds synthetic samples below each real one. The p99 goal must hold on both.
+ *   list   GET  /api/v1/projects/{id}/connectors?limit=100 (a full first page, has_more)
+ *   create POST /api/v1/projects/{id}/connectors, a unique name per request (the connector has a
+ *          yearly schedule, so its `schedules` row is written too, and nothing becomes due)
+ *   bare   a bare Fastify 5 route (same TLS material, no hooks, no database) sending the very
+ *          bytes of the service's list page, prebuilt: what the list costs above the framework
  *
- * Goals: b's throughput >= 40 % of e's (same payload); d's p99 < 25 ms.
+ * in short alternated rounds: list on SQLite, list on PostgreSQL, bare, list on SQLite, ...; then
+ * create on SQLite, create on PostgreSQL, ... Each ratio (PostgreSQL / SQLite, list / bare) is the
+ * median of the per-round ratios, so a machine that slows down mid-run slows both sides of a pair.
+ * Throughput is responses per second over the round; p99 is exact over every 2xx response.
  *
- * Each server runs in its own child process (this file, forked with a role argument) so
- * autocannon in this process never shares an event loop with the server it measures. The
- * service runs on SQLite in a temp data dir, rate limit 10,000,000/min, log level silent.
- * The reads (b, d) run before the writes (c), so the list is measured on the seeded
- * project, not on one that the create scenario has grown.
+ * Durability, stated side by side because it decides what a commit costs:
+ *   SQLite:     WAL, synchronous=NORMAL (src/service/store/sqlite.ts): a commit does not wait for
+ *               an fsync; the WAL is synced at checkpoints. A crash of the OS can lose the last commits.
+ *   PostgreSQL: fsync=on, synchronous_commit=off: a commit does not wait for its WAL flush; the WAL
+ *               writer flushes within wal_writer_delay (200 ms, at most 3x that). The same promise.
+ * BENCH_PG_SYNC=on measures PostgreSQL with synchronous_commit=on instead (every commit flushed).
+ *
+ * The PostgreSQL server is a throwaway one (test/support/postgres-server.ts), one database per
+ * size, max_connections 200; the service's pool is its own default.
  *
  * Environment:
- *   BENCH_SECONDS         seconds per scenario (default 10)
- *   BENCH_WARMUP_SECONDS  unmeasured warm-up before each scenario (default 2; 0 = none)
+ *   BENCH_SIZES           e.g. 1000,10000 (default 1000,10000,100000)
+ *   BENCH_BACKENDS        e.g. sqlite (default sqlite,postgres)
+ *   BENCH_SECONDS         seconds per measured round (default 5)
+ *   BENCH_ROUNDS          alternated rounds per scenario (default 3)
+ *   BENCH_WARMUP_SECONDS  unmeasured warm-up of each target before its rounds (default 2)
  *   BENCH_CONNECTIONS     concurrent connections (default 10)
- *   BENCH_CPU_PROF        a directory: the service process runs with --cpu-prof into it
- *   BENCH_ONLY            e.g. "b" or "b,d": run only these scenarios (for profiling)
+ *   BENCH_PG_SYNC         synchronous_commit for PostgreSQL (default off, see above)
+ *   BENCH_VERBOSE=1       every round's figures
  *
- * It is a report: it always exits 0 once it has printed, whatever the goals say.
+ * It is a report: it exits 0 once it has printed, whatever the goals say.
  */
 import { fork, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { cpus, loadavg, release, tmpdir, totalmem } from 'node:os';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { TLSSocket } from 'node:tls';
 import autocannon from 'autocannon';
+import pg from 'pg';
+import { benchBackends, benchSizes, machine, machineLoad, report, type BenchRow } from './lib/report.js';
+import { median } from './lib/alternate.js';
 
-const TENANT = 'bench';
-/** SNI and Host name; `<tenant>.localhost` gets its own leaf certificate from the local CA. */
-const SERVER_NAME = `${TENANT}.localhost`;
-const SEED_CONNECTORS = 150;
+const THIS_FILE = fileURLToPath(import.meta.url);
+export const TENANT = 'bench';
+export const OTHER_TENANT = 'other';
+export const hostOf = (tenant: string) => `${tenant}.localhost`;
 const LIST_LIMIT = 100;
-const FIXED_RATE = 500;
-const GOAL_LIST_RATIO = 0.4;
-const GOAL_P99_MS = 25;
+const GOAL_LIST_PG = 0.8;
+const GOAL_CREATE_PG = 0.5;
+const GOAL_LIST_BARE = 0.4;
+const SEED_BATCH = 1_000;
 
-const envNumber = (name: string, fallback: number, min: number) => {
+export const envNumber = (name: string, fallback: number, min: number) => {
   const raw = process.env[name];
   if (raw === undefined || raw === '') return fallback;
   const n = Number(raw);
@@ -63,13 +70,33 @@ const envNumber = (name: string, fallback: number, min: number) => {
   return n;
 };
 
-const connectorBody = (name: string) => ({
+export const DURABILITY = {
+  sqlite: 'WAL, synchronous=NORMAL',
+  postgres: (sync: string) => `fsync=on, synchronous_commit=${sync}`,
+};
+
+/** PostgreSQL settings of the benches: the durability above, and room for several services' pools. */
+export const pgSettings = (sync = process.env.BENCH_PG_SYNC || 'off') => ({ fsync: 'on', synchronous_commit: sync, max_connections: '200' });
+
+/** A fresh database on the throwaway server, so every service starts empty. */
+export async function freshDatabase(adminUrl: string, name: string): Promise<string> {
+  const client = new pg.Client({ connectionString: adminUrl });
+  await client.connect();
+  await client.query(`DROP DATABASE IF EXISTS ${name}`);
+  await client.query(`CREATE DATABASE ${name}`);
+  await client.end();
+  const url = new URL(adminUrl);
+  url.pathname = `/${name}`;
+  return url.toString();
+}
+
+const connectorBody = (name: string, schedule: string) => ({
   name,
   connector_type: 'postgresql',
   config: { host: 'db.internal', port: 5432, database: 'shop', schema: 'public', ssl_mode: 'require' },
   credentials: { username: 'replicator', password: 'bench-secret-password' },
   selected_tables: ['public.orders', 'public.customers'],
-  schedule: '*/15 * * * *',
+  schedule,
   labels: { team: 'data', env: 'bench' },
 });
 
@@ -77,49 +104,71 @@ const connectorBody = (name: string) => ({
 // Server side (child processes)
 // ---------------------------------------------------------------------------------------
 
-interface Ready {
+/** What a service child holds. */
+export interface ServiceChildConfig {
+  /** PostgreSQL database URL; SQLite in a temp data dir when absent. */
+  databaseUrl?: string;
+  /** Connectors seeded in the `bench` tenant's project. */
+  connectors: number;
+  /**
+   * Schedules of the seeded connectors: none (the service bench), or a mix by weight
+   * (the scheduler bench), e.g. { '*\/15 * * * *': 1, '0 * * * *': 4, '0 0 1 1 *': 95 }.
+   */
+  scheduleMix?: Record<string, number>;
+  /** Connector type of the seeded connectors (default postgresql; the scheduler bench uses a simulated one). */
+  connectorType?: string;
+  /** Connectors in the `other` tenant's project (0: no other tenant). */
+  otherConnectors?: number;
+}
+
+export interface Ready {
   port: number;
   caPath: string;
   projectId?: string;
   apiKey?: string;
+  otherProjectId?: string;
+  otherApiKey?: string;
+  seedMs?: number;
 }
 
-type ToChild = { id: number; type: 'cpu' | 'stop' };
-type Reply = { id: number; cpu?: NodeJS.CpuUsage };
+type ToChild = { id: number; type: 'cpu' | 'stop' | 'ticks' };
+type Reply = { id: number; cpu?: NodeJS.CpuUsage; rssMb?: number; maxRssMb?: number; ticks?: number };
 type FromChild = { type: 'ready'; ready: Ready } | Reply;
 
 /** Answers the parent's requests (CPU usage, stop) and exits with it. */
-function serveParent(ready: Ready, close: () => Promise<void>) {
+function serveParent(ready: Ready, close: () => Promise<void>, ticks?: () => Promise<number>) {
   process.on('disconnect', () => process.exit(1));
   process.on('message', (msg: ToChild) => {
-    if (msg.type === 'cpu') process.send!({ id: msg.id, cpu: process.cpuUsage() } satisfies FromChild);
+    if (msg.type === 'cpu') {
+      process.send!({ id: msg.id, cpu: process.cpuUsage(), rssMb: Math.round(process.memoryUsage().rss / 2 ** 20), maxRssMb: Math.round(process.resourceUsage().maxRSS / 1024) } satisfies FromChild);
+    }
+    if (msg.type === 'ticks') {
+      (ticks ?? (async () => 0))().then(
+        (n) => process.send!({ id: msg.id, ticks: n } satisfies FromChild),
+        () => process.send!({ id: msg.id, ticks: -1 } satisfies FromChild),
+      );
+    }
     if (msg.type === 'stop') {
       close()
         .catch((err) => console.error('[bench] close failed:', err))
-        // process.exit (not a signal) so --cpu-prof writes its profile.
         .finally(() => process.send!({ id: msg.id } satisfies FromChild, () => process.exit(0)));
     }
   });
   process.send!({ type: 'ready', ready } satisfies FromChild);
 }
 
-/** (a) Plain Fastify: no hooks, no schemas, no database; the service's TLS material. */
+/** A bare Fastify 5 server on the service's TLS material: GET /page sends the file BENCH_PAGE_FILE as it is. */
 async function runBareServer() {
   const { default: Fastify } = await import('fastify');
   const { loadOrCreateTls } = await import('../src/service/tls.js');
   const dataDir = mkdtempSync(join(tmpdir(), 'dp-bench-bare-'));
   const tls = await loadOrCreateTls({ dataDir });
   const app = Fastify({ https: { cert: tls.cert, key: tls.key, SNICallback: tls.SNICallback }, logger: false });
-  const items = Array.from({ length: 10 }, (_, i) => ({ id: `itm_${i}`, name: `item-${i}` }));
-  app.get('/items', async () => ({ data: items, has_more: false }));
-  // The same payload as the service's list page: LIST_LIMIT connector-shaped objects, serialised by Fastify.
-  const now = new Date().toISOString();
-  const page = Array.from({ length: LIST_LIMIT }, (_, i) => ({
-    id: `con_${i.toString().padStart(16, '0')}`, project_id: 'prj_0000000000000000', ...connectorBody(`bench-${i}`),
-    labels: {}, status: 'created', last_sync_at: null, created_at: now, updated_at: now,
-  }));
-  for (const c of page) delete (c as { credentials: { password?: string } }).credentials.password;
-  app.get('/page', async () => ({ data: page, next_cursor: 'x'.repeat(80), has_more: true }));
+  const page = readFileSync(process.env.BENCH_PAGE_FILE!, 'utf8');
+  app.get('/page', async (_req, reply) => {
+    reply.type('application/json');
+    return page;
+  });
   await app.listen({ port: 0, host: '127.0.0.1' });
   const port = (app.server.address() as { port: number }).port;
   serveParent({ port, caPath: tls.certPath }, async () => {
@@ -128,43 +177,81 @@ async function runBareServer() {
   });
 }
 
-/** (b-d) The real service with a tenant, a project, a read-write API key and seeded connectors. */
+/** The real service: tenant `bench` with a project, a read-write API key and the seeded connectors; optionally tenant `other`. */
 async function runServiceServer() {
+  const config = JSON.parse(process.env.BENCH_SERVICE_CONFIG!) as ServiceChildConfig;
   const { startService } = await import('../src/service/server.js');
   const { ensureTenantWithAdmin } = await import('../src/service/bootstrap.js');
+  const { newId, nowIso } = await import('../src/service/ids.js');
   const { TestHttp } = await import('../test/support/http.js');
   const dataDir = mkdtempSync(join(tmpdir(), 'dp-bench-service-'));
-  const service = await startService({ port: 0, logLevel: 'silent', rateLimit: 10_000_000, dataDir });
+  const service = await startService({ port: 0, logLevel: 'silent', rateLimit: 10_000_000, dataDir, databaseUrl: config.databaseUrl });
+  const { ctx } = service;
   const http = new TestHttp(service.tls.certPath);
-  const base = service.baseUrl(TENANT);
-  const ok = async (method: string, path: string, token: string, body: unknown, expected: number) => {
-    const res = await http.call(method, `${base}${path}`, { token, body });
-    if (res.status !== expected) throw new Error(`${method} ${path}: expected ${expected}, got ${res.status}: ${res.text}`);
-    return res.body;
+
+  const setUpTenant = async (slug: string, seed: number, mix: Record<string, number> | undefined) => {
+    const base = service.baseUrl(slug);
+    const ok = async (method: string, path: string, token: string, body: unknown, expected: number) => {
+      const res = await http.call(method, `${base}${path}`, { token, body });
+      if (res.status !== expected) throw new Error(`${method} ${path}: expected ${expected}, got ${res.status}: ${res.text}`);
+      return res.body;
+    };
+    const email = `admin@${slug}.test`;
+    const password = 'correct-horse-battery';
+    await ensureTenantWithAdmin(ctx, slug, email, password);
+    const login = await ok('POST', '/auth/login', '', { email, password }, 200);
+    const project = await ok('POST', '/projects', login.access_token, { name: 'bench' }, 201);
+    const key = await ok('POST', `/projects/${project.id}/api-keys`, login.access_token, { name: 'bench-key', permission_level: 'read-write' }, 201);
+    if (seed > 0) {
+      // One connector through the API as the template (its stored form: defaults, sealed secrets), the rest straight into the store.
+      const expressions = mix ? Object.entries(mix).flatMap(([expr, weight]) => Array<string>(weight).fill(expr)) : ['0 0 1 1 *'];
+      const type = config.connectorType ?? 'postgresql';
+      const body = { ...connectorBody('seed-0', expressions[0]), connector_type: type, ...(type === 'postgresql' ? {} : { config: undefined, credentials: undefined, selected_tables: ['Account'] }) };
+      if (!mix) delete (body as { schedule?: string }).schedule;
+      const template = await ok('POST', `/projects/${project.id}/connectors`, key.key, body, 201);
+      const tenantId = (await ctx.tenants.bySlug(slug))!.id;
+      const stored = (await ctx.resources.get(tenantId, project.id, 'connector', template.id))!;
+      for (let i = 1; i < seed; i += SEED_BATCH) {
+        await ctx.db.tx(async (q) => {
+          for (let j = i; j < Math.min(seed, i + SEED_BATCH); j++) {
+            const id = newId('connector');
+            const name = `seed-${j}`;
+            const now = nowIso();
+            const data: Record<string, unknown> = { ...stored.data, id, name, created_at: now, updated_at: now };
+            if (mix) data.schedule = expressions[j % expressions.length];
+            await ctx.resources.insert({ id, tenantId, projectId: project.id, kind: 'connector', parentId: '', name, data, secrets: stored.secrets }, q);
+          }
+        });
+      }
+    }
+    return { projectId: project.id as string, apiKey: key.key as string };
   };
-  const email = `admin@${TENANT}.test`;
-  const password = 'correct-horse-battery';
-  await ensureTenantWithAdmin(service.ctx, TENANT, email, password);
-  const login = await ok('POST', '/auth/login', '', { email, password }, 200);
-  const project = await ok('POST', '/projects', login.access_token, { name: 'bench' }, 201);
-  const key = await ok('POST', `/projects/${project.id}/api-keys`, login.access_token, { name: 'bench-key', permission_level: 'read-write' }, 201);
-  for (let i = 0; i < SEED_CONNECTORS; i++) await ok('POST', `/projects/${project.id}/connectors`, key.key, connectorBody(`seed-${String(i).padStart(4, '0')}`), 201);
-  serveParent({ port: service.port, caPath: service.tls.certPath, projectId: project.id, apiKey: key.key }, async () => {
-    await http.close();
-    await service.close();
-    rmSync(dataDir, { recursive: true, force: true });
-  });
+
+  const started = performance.now();
+  const main = await setUpTenant(TENANT, config.connectors, config.scheduleMix);
+  const other = config.otherConnectors ? await setUpTenant(OTHER_TENANT, config.otherConnectors, undefined) : undefined;
+  const seedMs = performance.now() - started;
+  if (ctx.db.dialect === 'postgres') await ctx.db.run('ANALYZE');
+  await http.close();
+  serveParent(
+    { port: service.port, caPath: service.tls.certPath, ...main, otherProjectId: other?.projectId, otherApiKey: other?.apiKey, seedMs },
+    async () => {
+      await service.close();
+      rmSync(dataDir, { recursive: true, force: true });
+    },
+    async () => Number((await ctx.db.get<{ n: number }>('SELECT COUNT(*) AS n FROM schedule_ticks'))?.n ?? 0),
+  );
 }
 
 // ---------------------------------------------------------------------------------------
 // Client side (this process)
 // ---------------------------------------------------------------------------------------
 
-class ServerProcess {
+export class ServerProcess {
   private nextId = 0;
   private readonly pending = new Map<number, (msg: Reply) => void>();
   private constructor(
-    private readonly child: ChildProcess,
+    readonly child: ChildProcess,
     readonly ready: Ready,
     readonly ca: Buffer,
   ) {
@@ -176,11 +263,8 @@ class ServerProcess {
     });
   }
 
-  static start(role: 'bare' | 'service', extraExecArgv: string[] = []): Promise<ServerProcess> {
-    const child = fork(fileURLToPath(import.meta.url), [`--role=${role}`], {
-      execArgv: [...process.execArgv, ...extraExecArgv],
-      stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
-    });
+  static start(role: 'bare' | 'service', env: Record<string, string> = {}): Promise<ServerProcess> {
+    const child = fork(THIS_FILE, [`--role=${role}`], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'], env: { ...process.env, ...env } });
     return new Promise((resolvePromise, reject) => {
       const onExit = (code: number | null) => reject(new Error(`${role} server exited (code ${code}) before it was ready`));
       child.once('exit', onExit);
@@ -195,6 +279,10 @@ class ServerProcess {
     });
   }
 
+  static service(config: ServiceChildConfig): Promise<ServerProcess> {
+    return ServerProcess.start('service', { BENCH_SERVICE_CONFIG: JSON.stringify(config) });
+  }
+
   private ask(type: ToChild['type']): Promise<Reply> {
     const id = ++this.nextId;
     return new Promise((resolvePromise) => {
@@ -203,8 +291,13 @@ class ServerProcess {
     });
   }
 
-  async cpu(): Promise<NodeJS.CpuUsage> {
-    return (await this.ask('cpu')).cpu ?? { user: 0, system: 0 };
+  async usage(): Promise<{ cpuMs: number; rssMb: number; maxRssMb: number }> {
+    const r = await this.ask('cpu');
+    return { cpuMs: r.cpu ? (r.cpu.user + r.cpu.system) / 1000 : 0, rssMb: r.rssMb ?? 0, maxRssMb: r.maxRssMb ?? 0 };
+  }
+
+  async ticks(): Promise<number> {
+    return (await this.ask('ticks')).ticks ?? -1;
   }
 
   async stop(): Promise<void> {
@@ -215,12 +308,11 @@ class ServerProcess {
 }
 
 /**
- * autocannon 8 calls tls.connect({ ...tlsOptions, rejectUnauthorized: false }) (lib/httpClient.js),
- * so it never rejects a certificate itself. We still give it our CA (tlsOptions.ca) and the
- * SNI name, which makes Node verify the chain and host name and set socket.authorized; this
- * hook checks that on every handshake and kills any connection that did not verify. It wraps
- * the client's `conn` property (set on each (re)connect), an autocannon internal: if that ever
- * changes, no handshakes are observed and the report says "not verified" instead of passing.
+ * autocannon 8 calls tls.connect({ ...tlsOptions, rejectUnauthorized: false }), so it never rejects
+ * a certificate itself. We give it our CA and the SNI name, which makes Node verify the chain and
+ * host name and set socket.authorized; this hook checks that on every handshake and kills any
+ * connection that did not verify (it wraps the client's `conn` property, an autocannon internal:
+ * if that changes, no handshakes are observed and the run counts as not clean).
  */
 class TlsVerification {
   handshakes = 0;
@@ -248,93 +340,58 @@ class TlsVerification {
       },
     });
   };
-
-  describe(): string {
-    if (this.handshakes === 0) return 'NOT VERIFIED (no TLS handshake observed)';
-    const failed = [...this.failures].map(([why, n]) => `${n}x ${why}`).join(', ');
-    return `${this.verified}/${this.handshakes} handshakes verified against the local CA for ${SERVER_NAME}${failed ? `; FAILED: ${failed}` : ''}`;
-  }
 }
 
-interface Scenario {
-  id: 'a' | 'b' | 'c' | 'd' | 'e';
-  label: string;
-  target: ServerProcess;
+export interface Target {
+  name: string;
+  server: ServerProcess;
   method: 'GET' | 'POST';
   path: string;
+  tenantHost: string;
   headers: Record<string, string>;
-  /** A fresh body per request (autocannon setupRequest). */
+  /** A fresh body per request. */
   body?: () => string;
   expectedStatus: number;
-  overallRate?: number;
   verifyBody?: (body: string) => boolean;
 }
 
-interface Measured {
-  scenario: Scenario;
-  result: autocannon.Result;
-  /** Exact percentiles (ms) of every 2xx response time, from autocannon's per-response events. */
+export interface Measured {
+  reqPerSec: number;
   p50: number;
   p99: number;
   count2xx: number;
-  /** Responses per second over the run (all statuses), autocannon's per-second average. */
-  reqPerSec: number;
-  errors: number;
-  errorMessages: Map<string, number>;
-  /** First body seen for each unexpected status. */
-  unexpected: Map<number, string>;
-  tls: TlsVerification;
-  clientCpuPct: number;
+  /** Service process CPU over the round, % of one core. */
   serverCpuPct: number;
-  /** Busy CPU of everything else on the machine during the run (% of a core), when known. */
-  otherCpuPct?: number;
-}
-
-/** Machine-wide busy CPU time in ms from /proc/stat (Linux), to show what other processes took during a run. */
-function machineBusyMs(): number | undefined {
-  try {
-    const fields = readFileSync('/proc/stat', 'utf8').split('\n', 1)[0].trim().split(/\s+/).slice(1).map(Number);
-    const [user, nice, system, , , irq, softirq, steal] = fields;
-    return ((user + nice + system + irq + softirq + (steal ?? 0)) * 1000) / 100; // USER_HZ is 100 on Linux
-  } catch {
-    return undefined;
-  }
+  clean: boolean;
+  problem?: string;
 }
 
 const percentile = (sorted: Float64Array, q: number) => (sorted.length ? sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))] : NaN);
-const cpuMs = (u: NodeJS.CpuUsage) => (u.user + u.system) / 1000;
 
-async function measure(scenario: Scenario, seconds: number, connections: number): Promise<Measured> {
-  const { target } = scenario;
-  const port = target.ready.port;
+export async function measure(target: Target, seconds: number, connections: number): Promise<Measured> {
   const tls = new TlsVerification();
   const latencies: number[] = [];
-  const errorMessages = new Map<string, number>();
   const unexpected = new Map<number, string>();
-  const body = scenario.body;
-
-  const serverCpuBefore = await target.cpu();
-  const clientCpuBefore = process.cpuUsage();
-  const machineBefore = machineBusyMs();
+  const errors = new Map<string, number>();
+  const body = target.body;
+  const before = await target.server.usage();
   const started = performance.now();
   const instance = autocannon({
-    // Connect to loopback by IP; the tenant travels in Host and in SNI (servername).
-    url: `https://127.0.0.1:${port}${scenario.path}`,
+    url: `https://127.0.0.1:${target.server.ready.port}${target.path}`,
     connections,
     duration: seconds,
     timeout: 10,
-    servername: SERVER_NAME,
-    tlsOptions: { ca: target.ca },
+    servername: target.tenantHost,
+    tlsOptions: { ca: target.server.ca },
     setupClient: tls.watch,
-    overallRate: scenario.overallRate,
-    verifyBody: scenario.verifyBody,
-    headers: { host: `${SERVER_NAME}:${port}`, ...scenario.headers },
+    verifyBody: target.verifyBody,
+    headers: { host: `${target.tenantHost}:${target.server.ready.port}`, ...target.headers },
     requests: [
       {
-        method: scenario.method,
+        method: target.method,
         ...(body ? { setupRequest: (req) => ({ ...req, body: body() }) } : {}),
         onResponse: (status, responseBody) => {
-          if (status !== scenario.expectedStatus && !unexpected.has(status)) unexpected.set(status, responseBody.slice(0, 300));
+          if (status !== target.expectedStatus && !unexpected.has(status)) unexpected.set(status, responseBody.slice(0, 300));
         },
       },
     ],
@@ -342,225 +399,208 @@ async function measure(scenario: Scenario, seconds: number, connections: number)
   instance.on('response', (_client, statusCode, _bytes, ms) => {
     if (statusCode >= 200 && statusCode < 300) latencies.push(ms);
   });
-  instance.on('reqError', (err) => errorMessages.set(err.message, (errorMessages.get(err.message) ?? 0) + 1));
+  instance.on('reqError', (err) => errors.set(err.message, (errors.get(err.message) ?? 0) + 1));
   const result = await instance;
   const wallMs = performance.now() - started;
-  const clientCpu = process.cpuUsage(clientCpuBefore);
-  const machineAfter = machineBusyMs();
-  const serverCpuAfter = await target.cpu();
-  const serverMs = cpuMs(serverCpuAfter) - cpuMs(serverCpuBefore);
-
+  const after = await target.server.usage();
   const sorted = Float64Array.from(latencies).sort();
+  const clean =
+    result.non2xx === 0 && result.errors === 0 && result.mismatches === 0 && latencies.length > 0 && tls.handshakes > 0 && tls.failures.size === 0 && (result.statusCodeStats[String(target.expectedStatus)]?.count ?? 0) === latencies.length;
+  const problem = clean
+    ? undefined
+    : `${target.name}: non-2xx ${result.non2xx}, errors ${result.errors}, mismatches ${result.mismatches}, TLS ${tls.verified}/${tls.handshakes}${[...unexpected].map(([s, t]) => `; status ${s}: ${t}`).join('')}${[...errors].map(([m, n]) => `; ${n}x ${m}`).join('')}`;
   return {
-    scenario,
-    result,
+    // Every response over the wall time of the round (autocannon's per-second average drops partial seconds).
+    reqPerSec: result.requests.total / (wallMs / 1000),
     p50: percentile(sorted, 0.5),
     p99: percentile(sorted, 0.99),
     count2xx: latencies.length,
-    reqPerSec: result.requests.average,
-    errors: result.errors,
-    errorMessages,
-    unexpected,
-    tls,
-    clientCpuPct: (cpuMs(clientCpu) / wallMs) * 100,
-    serverCpuPct: (serverMs / wallMs) * 100,
-    otherCpuPct:
-      machineBefore === undefined || machineAfter === undefined ? undefined : (Math.max(0, machineAfter - machineBefore - serverMs - cpuMs(clientCpu)) / wallMs) * 100,
+    serverCpuPct: ((after.cpuMs - before.cpuMs) / wallMs) * 100,
+    clean,
+    problem,
   };
 }
 
-/** A clean run: every response had the expected status, no errors, bodies as expected, TLS verified. */
-const isClean = (m: Measured) =>
-  m.result.non2xx === 0 &&
-  m.errors === 0 &&
-  m.result.mismatches === 0 &&
-  (m.result.statusCodeStats[String(m.scenario.expectedStatus)]?.count ?? 0) === m.count2xx &&
-  m.count2xx > 0 &&
-  m.tls.handshakes > 0 &&
-  m.tls.failures.size === 0;
-
-function printTable(rows: Measured[]) {
-  const header = ['scenario', 'req/s', 'p50 ms', 'p99 ms', 'non-2xx', 'errors'];
-  const body = rows.map((m) => [
-    `${m.scenario.id}) ${m.scenario.label}`,
-    m.reqPerSec.toFixed(0),
-    m.p50.toFixed(2),
-    m.p99.toFixed(2),
-    String(m.result.non2xx),
-    String(m.errors),
-  ]);
-  const widths = header.map((h, i) => Math.max(h.length, ...body.map((r) => r[i].length)));
-  const line = (cells: string[]) => `| ${cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]) : c.padStart(widths[i]))).join(' | ')} |`;
-  console.log(line(header));
-  console.log(`|${widths.map((w, i) => (i === 0 ? `:${'-'.repeat(w + 1)}` : `${'-'.repeat(w + 1)}:`)).join('|')}|`);
-  for (const r of body) console.log(line(r));
-}
-
-function printDetails(m: Measured) {
-  const r = m.result;
-  const codes = Object.entries(r.statusCodeStats)
-    .map(([code, { count }]) => `${code}x${count}`)
-    .join(' ');
-  console.log(`${m.scenario.id}) ${m.scenario.method} ${m.scenario.path}`);
-  console.log(
-    `   ${r.requests.total} responses in ${r.duration}s (${m.count2xx} 2xx); status codes: ${codes || '(none)'}; mismatched bodies: ${r.mismatches}; timeouts: ${r.timeouts}`,
-  );
-  console.log(
-    `   latency exact 2xx: p50 ${m.p50.toFixed(2)} p99 ${m.p99.toFixed(2)} ms | autocannon histogram (whole ms${m.scenario.overallRate ? ', its coordinated-omission correction' : ''}): p50 ${r.latency.p50} p99 ${r.latency.p99} max ${r.latency.max} ms`,
-  );
-  const other = m.otherCpuPct === undefined ? '' : `, other processes on the machine ${m.otherCpuPct.toFixed(0)}%${m.otherCpuPct > 20 ? ' (NOISY: numbers are pessimistic)' : ''}`;
-  console.log(`   CPU: server process ${m.serverCpuPct.toFixed(0)}% of a core, autocannon (this process) ${m.clientCpuPct.toFixed(0)}%${other}`);
-  console.log(`   TLS: ${m.tls.describe()}`);
-  for (const [message, n] of m.errorMessages) console.log(`   error ${n}x: ${message}`);
-  for (const [status, text] of m.unexpected) console.log(`   unexpected status ${status}, first body: ${text}`);
-}
-
-/** One request through undici with real certificate verification, before each scenario: a 401 here would make the run worthless. */
-async function preflight(scenario: Scenario): Promise<string | undefined> {
+/** One request through undici with real certificate verification: a 401 here would make the run worthless. */
+async function fetchOnce(target: Target): Promise<{ status: number; text: string }> {
   const { TestHttp } = await import('../test/support/http.js');
-  const http = new TestHttp(scenario.target.ready.caPath);
+  const http = new TestHttp(target.server.ready.caPath);
   try {
-    const res = await http.call(scenario.method, `https://${SERVER_NAME}:${scenario.target.ready.port}${scenario.path}`, {
-      headers: scenario.headers,
-      raw: scenario.body?.(),
-    });
-    if (res.status !== scenario.expectedStatus) return `expected ${scenario.expectedStatus}, got ${res.status}: ${res.text.slice(0, 300)}`;
-    if (scenario.verifyBody && !scenario.verifyBody(res.text)) return `unexpected body: ${res.text.slice(0, 300)}`;
-    return undefined;
-  } catch (err) {
-    return `request failed: ${(err as Error).message}`;
+    const res = await http.call(target.method, `https://${target.tenantHost}:${target.server.ready.port}${target.path}`, { headers: target.headers, raw: target.body?.() });
+    return { status: res.status, text: res.text };
   } finally {
     await http.close();
   }
 }
 
+async function preflight(target: Target): Promise<void> {
+  const res = await fetchOnce(target);
+  if (res.status !== target.expectedStatus) throw new Error(`${target.name}: expected ${target.expectedStatus}, got ${res.status}: ${res.text.slice(0, 300)}`);
+  if (target.verifyBody && !target.verifyBody(res.text)) throw new Error(`${target.name}: unexpected body: ${res.text.slice(0, 300)}`);
+}
+
+/**
+ * Measures the targets in alternation, A B C A B C ..., `rounds` times, after one warm-up each.
+ * Returns each target's rounds.
+ */
+async function alternated(targets: Target[], o: { rounds: number; seconds: number; warmup: number; connections: number; verbose: boolean }): Promise<Measured[][]> {
+  for (const t of targets) await preflight(t);
+  if (o.warmup > 0) for (const t of targets) await measure(t, o.warmup, o.connections);
+  const out: Measured[][] = targets.map(() => []);
+  for (let r = 0; r < o.rounds; r++) {
+    for (const [i, t] of targets.entries()) {
+      const m = await measure(t, o.seconds, o.connections);
+      out[i].push(m);
+      if (o.verbose) console.log(`  round ${r + 1} ${t.name}: ${m.reqPerSec.toFixed(0)} req/s, p50 ${m.p50.toFixed(1)} ms, p99 ${m.p99.toFixed(1)} ms, service CPU ${m.serverCpuPct.toFixed(0)}%${m.clean ? '' : ' NOT CLEAN'}`);
+    }
+  }
+  return out;
+}
+
+const fmtRate = (n: number) => `${Math.round(n).toLocaleString('en-US')} req/s`;
+const fmtMs = (n: number) => `p99 ${n < 10 ? n.toFixed(1) : Math.round(n)} ms`;
+const pairRatio = (a: Measured[], b: Measured[], f: (m: Measured) => number) => median(a.map((m, i) => f(m) / f(b[i])));
+const med = (ms: Measured[], f: (m: Measured) => number) => median(ms.map(f));
+
 async function main() {
-  const seconds = envNumber('BENCH_SECONDS', 10, 1);
+  const sizes = benchSizes();
+  const backends = benchBackends();
+  const seconds = envNumber('BENCH_SECONDS', 5, 1);
+  const rounds = envNumber('BENCH_ROUNDS', 3, 1);
   const warmup = envNumber('BENCH_WARMUP_SECONDS', 2, 0);
   const connections = envNumber('BENCH_CONNECTIONS', 10, 1);
-  const profileDir = process.env.BENCH_CPU_PROF ? resolve(process.env.BENCH_CPU_PROF) : undefined;
-  const only = new Set((process.env.BENCH_ONLY ?? 'a,b,c,d,e').split(',').map((s) => s.trim()));
+  const verbose = process.env.BENCH_VERBOSE === '1';
+  const pgSync = process.env.BENCH_PG_SYNC || 'off';
+  const o = { rounds, seconds, warmup, connections, verbose };
 
-  const cpu = cpus();
-  console.log('Data Platform Management API: service benchmark');
-  console.log(
-    `machine: ${cpu.length} cores (${cpu[0]?.model ?? 'unknown'}), ${(totalmem() / 2 ** 30).toFixed(1)} GiB, ${process.platform} ${release()}, node ${process.version}, load avg ${loadavg()
-      .map((l) => l.toFixed(2))
-      .join(' ')}`,
-  );
-  console.log(`settings: ${seconds}s per scenario after ${warmup}s warm-up, ${connections} connections, HTTP/1.1 keep-alive over TLS, autocannon in this process, each server in its own child process`);
+  console.log('Data Platform Management API: service benchmark (bench/service.ts)');
+  console.log(`machine: ${machine()}, load ${machineLoad()}`);
+  console.log(`settings: sizes ${sizes.join(', ')}; ${backends.join(' and ')}; ${rounds} alternated rounds of ${seconds} s per target after ${warmup} s warm-up; ${connections} connections, HTTP/1.1 keep-alive over TLS; autocannon here, each server in its own child process`);
+  console.log(`durability: SQLite ${DURABILITY.sqlite} | PostgreSQL ${DURABILITY.postgres(pgSync)}`);
   console.log('');
 
-  const measured: Measured[] = [];
+  const rows: BenchRow[] = [];
   const problems: string[] = [];
-  const run = async (scenario: Scenario) => {
-    const failure = await preflight(scenario);
-    if (failure) problems.push(`${scenario.id}) preflight: ${failure}`);
-    process.stdout.write(`running ${scenario.id}) ${scenario.label}${failure ? ' (PREFLIGHT FAILED, measuring anyway)' : ''} ... `);
-    if (warmup > 0) {
-      const w = await measure(scenario, warmup, connections);
-      if (!isClean(w)) problems.push(`${scenario.id}) warm-up was not clean: non-2xx ${w.result.non2xx}, errors ${w.errors}, mismatches ${w.result.mismatches}`);
-    }
-    const m = await measure(scenario, seconds, connections);
-    console.log(`${m.reqPerSec.toFixed(0)} req/s`);
-    measured.push(m);
-  };
+  const { startThrowawayPostgres } = await import('../test/support/postgres-server.js');
+  const pgServer = backends.includes('postgres') ? await startThrowawayPostgres(pgSettings(pgSync)) : undefined;
+  const pageDir = mkdtempSync(join(tmpdir(), 'dp-bench-page-'));
+  try {
+    for (const size of sizes) {
+      const servers = new Map<'sqlite' | 'postgres', ServerProcess>();
+      let bare: ServerProcess | undefined;
+      try {
+        for (const backend of backends) {
+          const started = performance.now();
+          const databaseUrl = backend === 'postgres' ? await freshDatabase(pgServer!.url, `bench_${size}`) : undefined;
+          const server = await ServerProcess.service({ databaseUrl, connectors: size });
+          servers.set(backend, server);
+          console.log(`${backend}, ${size.toLocaleString('en-US')} connectors: service ready in ${((performance.now() - started) / 1000).toFixed(1)} s (seeding ${((server.ready.seedMs ?? 0) / 1000).toFixed(1)} s)`);
+        }
+        const listTarget = (backend: 'sqlite' | 'postgres', s: ServerProcess): Target => ({
+          name: `list ${backend}`,
+          server: s,
+          method: 'GET',
+          path: `/api/v1/projects/${s.ready.projectId}/connectors?limit=${LIST_LIMIT}`,
+          tenantHost: hostOf(TENANT),
+          headers: { authorization: `Bearer ${s.ready.apiKey}` },
+          expectedStatus: 200,
+          verifyBody: (b) => b.startsWith('{"data":[{') && b.includes('"has_more":true') && b.split('"id":"con_').length - 1 === LIST_LIMIT,
+        });
+        const lists = [...servers].map(([backend, s]) => listTarget(backend, s));
+        // The bare route sends the bytes of the first backend's list page.
+        const page = await fetchOnce(lists[0]);
+        const pageFile = join(pageDir, `page-${size}.json`);
+        writeFileSync(pageFile, page.text);
+        bare = await ServerProcess.start('bare', { BENCH_PAGE_FILE: pageFile });
+        const bareTarget: Target = { name: 'bare', server: bare, method: 'GET', path: '/page', tenantHost: hostOf(TENANT), headers: {}, expectedStatus: 200, verifyBody: (b) => b.length === page.text.length };
 
-  // (a) the baseline, alone on the machine.
-  if (only.has('a')) {
-    const bare = await ServerProcess.start('bare');
-    try {
-      await run({ id: 'a', label: 'bare Fastify GET (10-item JSON list)', target: bare, method: 'GET', path: '/items', headers: {}, expectedStatus: 200, verifyBody: (b) => b.startsWith('{"data":[') });
-      if (only.has('e')) await run({ id: 'e', label: `bare Fastify GET (same ${LIST_LIMIT}-connector page)`, target: bare, method: 'GET', path: '/page', headers: {}, expectedStatus: 200, verifyBody: (b) => b.split('"id":"con_').length - 1 === LIST_LIMIT });
-    } finally {
-      await bare.stop();
-    }
-  }
-
-  // (b-d) the service.
-  if (only.has('b') || only.has('c') || only.has('d')) {
-    const service = await ServerProcess.start('service', profileDir ? ['--cpu-prof', '--cpu-prof-dir', profileDir] : []);
-    try {
-      const { projectId, apiKey } = service.ready;
-      const auth = { authorization: `Bearer ${apiKey}` };
-      const listPath = `/api/v1/projects/${projectId}/connectors?limit=${LIST_LIMIT}`;
-      // A full page of the seeded connectors (LIST_LIMIT items; has_more because SEED_CONNECTORS > LIST_LIMIT).
-      const fullPage = (b: string) => b.startsWith('{"data":[{') && b.includes('"has_more":true') && b.split('"id":"con_').length - 1 === LIST_LIMIT;
-      const list: Omit<Scenario, 'id' | 'label'> = { target: service, method: 'GET', path: listPath, headers: auth, expectedStatus: 200, verifyBody: fullPage };
-      if (only.has('b')) await run({ ...list, id: 'b', label: `service GET connectors?limit=${LIST_LIMIT}` });
-      if (only.has('d')) await run({ ...list, id: 'd', label: `service GET connectors @ ${FIXED_RATE} req/s`, overallRate: FIXED_RATE });
-      if (only.has('c')) {
+        console.log(`list (GET connectors?limit=${LIST_LIMIT}, ${page.text.length.toLocaleString('en-US')} bytes), alternated: ${[...lists, bareTarget].map((t) => t.name).join(', ')}`);
+        const listRuns = await alternated([...lists, bareTarget], o);
         const runTag = Date.now().toString(36);
         let n = 0;
-        await run({
-          id: 'c',
-          label: 'service POST connectors (create)',
-          target: service,
+        const creates: Target[] = [...servers].map(([backend, s]) => ({
+          name: `create ${backend}`,
+          server: s,
           method: 'POST',
-          path: `/api/v1/projects/${projectId}/connectors`,
-          headers: { ...auth, 'content-type': 'application/json' },
-          body: () => JSON.stringify(connectorBody(`load-${runTag}-${++n}`)),
+          path: `/api/v1/projects/${s.ready.projectId}/connectors`,
+          tenantHost: hostOf(TENANT),
+          headers: { authorization: `Bearer ${s.ready.apiKey}`, 'content-type': 'application/json' },
+          body: () => JSON.stringify(connectorBody(`load-${runTag}-${++n}`, '0 0 1 1 *')),
           expectedStatus: 201,
-        });
+        }));
+        console.log(`create (POST connectors), alternated: ${creates.map((t) => t.name).join(', ')}`);
+        const createRuns = await alternated(creates, o);
+        const load = machineLoad();
+
+        for (const [i, runs] of [...listRuns, ...createRuns].entries()) for (const m of runs) if (!m.clean) problems.push(`${size}: ${m.problem ?? `target ${i} not clean`}`);
+        const peak = async (s: ServerProcess) => (await s.usage()).maxRssMb;
+        const bareRuns = listRuns[listRuns.length - 1];
+        const sqliteAt = backends.indexOf('sqlite');
+        const pgAt = backends.indexOf('postgres');
+        for (const [i, backend] of backends.entries()) {
+          const ratio = pairRatio(listRuns[i], bareRuns, (m) => m.reqPerSec);
+          rows.push({
+            bench: 'service', scenario: `GET connectors?limit=${LIST_LIMIT} vs bare Fastify, same bytes`, backend, size,
+            product: `${fmtRate(med(listRuns[i], (m) => m.reqPerSec))}, ${fmtMs(med(listRuns[i], (m) => m.p99))}`,
+            baseline: `bare ${fmtRate(med(bareRuns, (m) => m.reqPerSec))}`, ratio, peakMb: await peak(servers.get(backend)!),
+            goal: backend === 'sqlite' ? `>= ${GOAL_LIST_BARE}x` : '-', met: backend === 'sqlite' ? ratio >= GOAL_LIST_BARE : null, load,
+          });
+        }
+        if (sqliteAt >= 0 && pgAt >= 0) {
+          const durability = `PG ${DURABILITY.postgres(pgSync)} vs SQLite ${DURABILITY.sqlite}`;
+          const [l, c] = [listRuns, createRuns];
+          const rate = (runs: Measured[][], what: string, goal: number) => {
+            const ratio = pairRatio(runs[pgAt], runs[sqliteAt], (m) => m.reqPerSec);
+            rows.push({
+              bench: 'service', scenario: `${what} req/s, PostgreSQL / SQLite (${durability})`, backend: 'postgres', size,
+              product: fmtRate(med(runs[pgAt], (m) => m.reqPerSec)), baseline: `SQLite ${fmtRate(med(runs[sqliteAt], (m) => m.reqPerSec))}`,
+              ratio, peakMb: null, goal: `>= ${goal}x`, met: ratio >= goal, load,
+            });
+          };
+          const p99 = (runs: Measured[][], what: string) => {
+            rows.push({
+              bench: 'service', scenario: `${what} p99, PostgreSQL / SQLite`, backend: 'postgres', size,
+              product: fmtMs(med(runs[pgAt], (m) => m.p99)), baseline: `SQLite ${fmtMs(med(runs[sqliteAt], (m) => m.p99))}`,
+              ratio: pairRatio(runs[pgAt], runs[sqliteAt], (m) => m.p99), peakMb: null, goal: '-', met: null, load,
+            });
+          };
+          rate(l, `GET connectors?limit=${LIST_LIMIT}`, GOAL_LIST_PG);
+          p99(l, `GET connectors?limit=${LIST_LIMIT}`);
+          rate(c, 'POST connectors (create)', GOAL_CREATE_PG);
+          p99(c, 'POST connectors (create)');
+        } else {
+          for (const [i, backend] of backends.entries()) {
+            rows.push({
+              bench: 'service', scenario: 'POST connectors (create)', backend, size, product: `${fmtRate(med(createRuns[i], (m) => m.reqPerSec))}, ${fmtMs(med(createRuns[i], (m) => m.p99))}`,
+              baseline: '-', ratio: null, peakMb: null, goal: '-', met: null, load,
+            });
+          }
+        }
+        const cpu = [...listRuns.slice(0, -1), ...createRuns].map((runs, i) => `${i < backends.length ? 'list' : 'create'} ${backends[i % backends.length]} ${Math.round(med(runs, (m) => m.serverCpuPct))}%`);
+        console.log(`  service process CPU (median of rounds, % of one core): ${cpu.join(', ')}`);
+      } finally {
+        await bare?.stop().catch(() => undefined);
+        for (const s of servers.values()) await s.stop().catch(() => undefined);
       }
-    } finally {
-      await service.stop();
     }
+  } finally {
+    rmSync(pageDir, { recursive: true, force: true });
+    await pgServer?.stop();
   }
-
-  measured.sort((x, y) => x.scenario.id.localeCompare(y.scenario.id));
   console.log('');
-  printTable(measured);
+  report(rows);
   console.log('');
-  console.log('req/s: autocannon average of per-second samples; p50/p99: exact, over every 2xx response; non-2xx and errors (incl. timeouts) must be 0.');
-  console.log('');
-  for (const m of measured) printDetails(m);
-  for (const m of measured) if (!isClean(m)) problems.push(`${m.scenario.id}) run was not clean (see details): its numbers do not count`);
-
-  const by = (id: Scenario['id']) => measured.find((m) => m.scenario.id === id);
-  const a = by('a');
-  const b = by('b');
-  const d = by('d');
-  console.log('');
-  console.log('goals:');
-  // The goal compares like with like: a bare route sending the same 100-connector page (e).
-  // Against the tiny 10-item route (a) the ratio mostly measures payload size; it is printed for reference.
-  const e = by('e');
-  if (e && b) {
-    const ratio = b.reqPerSec / e.reqPerSec;
-    const pass = isClean(e) && isClean(b) && ratio >= GOAL_LIST_RATIO;
-    console.log(
-      `  [${pass ? 'PASS' : 'FAIL'}] list throughput >= ${GOAL_LIST_RATIO * 100}% of a bare route with the same payload: ${b.reqPerSec.toFixed(0)} / ${e.reqPerSec.toFixed(0)} req/s = ${(ratio * 100).toFixed(1)}%${isClean(e) && isClean(b) ? '' : ' (a run was not clean)'}`,
-    );
-  } else console.log('  [SKIP] list throughput vs same-payload bare route (needs b and e)');
-  if (a && b) {
-    const ratio = b.reqPerSec / a.reqPerSec;
-    console.log(`  [INFO] vs the 10-item bare route (different payload, ~50 KB vs ~0.3 KB): ${b.reqPerSec.toFixed(0)} / ${a.reqPerSec.toFixed(0)} req/s = ${(ratio * 100).toFixed(1)}%`);
-  }
-  if (d) {
-    const achieved = d.reqPerSec;
-    const rateOk = achieved >= FIXED_RATE * 0.95;
-    // Both the exact p99 and autocannon's own (coordinated-omission corrected) p99 must hold.
-    const pass = isClean(d) && rateOk && d.p99 < GOAL_P99_MS && d.result.latency.p99 < GOAL_P99_MS;
-    console.log(
-      `  [${pass ? 'PASS' : 'FAIL'}] p99 < ${GOAL_P99_MS} ms at ${FIXED_RATE} req/s: p99 ${d.p99.toFixed(2)} ms exact, ${d.result.latency.p99} ms autocannon; achieved ${achieved.toFixed(0)} req/s${rateOk ? '' : ' (offered rate not reached)'}${isClean(d) ? '' : ' (run was not clean)'}`,
-    );
-    console.log(
-      `         note: autocannon's overallRate lets each connection send its per-second quota back-to-back at the start of each second, so this is the p99 of ${connections} concurrent requests during those bursts, not of a smooth ${FIXED_RATE} req/s arrival.`,
-    );
-  } else console.log('  [SKIP] p99 at fixed rate (needs d)');
+  console.log(`Ratios are medians of per-round ratios (rounds alternated). req/s: every response over the round's wall time; p99: exact, over every 2xx. Durability: SQLite ${DURABILITY.sqlite}; PostgreSQL ${DURABILITY.postgres(pgSync)}.`);
   if (problems.length) {
-    console.log('');
-    console.log('PROBLEMS:');
+    console.log('\nPROBLEMS (their rounds do not count as clean):');
     for (const p of problems) console.log(`  - ${p}`);
   }
-  if (profileDir) console.log(`\nCPU profile of the service process written to ${profileDir} (open in Chrome DevTools > Performance, or speedscope).`);
 }
 
 const role = process.argv.find((arg) => arg.startsWith('--role='))?.slice('--role='.length);
 if (role === 'bare') await runBareServer();
 else if (role === 'service') await runServiceServer();
-else {
+else if (resolve(process.argv[1] ?? '') === THIS_FILE) {
   try {
     await main();
   } catch (err) {

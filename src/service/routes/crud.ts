@@ -149,10 +149,16 @@ async function checkNotReferenced(ctx: ServiceContext, d: KindDescriptor, existi
  * already) and says whether it still exists. Every write inside a project locks the project, so
  * what a write checks in its transaction (references, "still in use", the project itself) cannot
  * be invalidated by a concurrent write before it commits.
+ *
+ * `share`: the create of a kind that references nothing takes a shared lock. It checks nothing
+ * another write could invalidate except the project's existence (the shared lock still excludes a
+ * project delete or change, which lock it exclusively) and its name (the unique index decides), and
+ * nothing can reference it before it commits; so such creates in one project run side by side
+ * instead of one at a time, and every other write still excludes them and each other.
  */
-export async function lockRow(ctx: ServiceContext, q: Queryable, tenantId: string, id: string): Promise<boolean> {
+export async function lockRow(ctx: ServiceContext, q: Queryable, tenantId: string, id: string, mode: 'update' | 'share' = 'update'): Promise<boolean> {
   const sql = 'SELECT 1 AS ok FROM resources WHERE id = ? AND tenant_id = ?';
-  return !!(await q.get(ctx.db.dialect === 'postgres' ? `${sql} FOR UPDATE` : sql, [id, tenantId]));
+  return !!(await q.get(ctx.db.dialect === 'postgres' ? `${sql} ${mode === 'share' ? 'FOR SHARE' : 'FOR UPDATE'}` : sql, [id, tenantId]));
 }
 
 export function initialComputed(d: KindDescriptor, id: string, projectId: string, now: string): Record<string, unknown> {
@@ -211,12 +217,20 @@ export function registerKindRoutes(app: FastifyInstance, ctx: ServiceContext, d:
     throw forbidden(`API keys are limited to their project; ${verb} ${d.title.toLowerCase()}s needs a user token`);
   };
   /** `existing`: the resource an update or delete is about; a tenant-level one is locked itself. */
+  // A create of a kind without references shares the project lock (see lockRow).
+  const createLock = d.references.length === 0 ? 'share' : 'update';
   const writeTx = async <T>(req: FastifyRequest, projectId: string, existing: StoredResource | null, fn: (w: Parameters<NonNullable<typeof behaviour.beforeCreate>>[1]) => Promise<T>) =>
     ctx.db.tx(async (q) => {
-      // A key revoked or a session ended while this request was in flight must not write.
-      if (!(await ctx.auth.stillValid(req.actor!, q))) throw unauthorized('Credential was revoked during the request');
-      if (d.scope === 'project' && !(await lockRow(ctx, q, req.tenant!.id, projectId))) throw notFound('Project');
-      if (d.scope !== 'project' && existing && !(await lockRow(ctx, q, req.tenant!.id, existing.id))) throw notFound(d.title);
+      // A key revoked or a session ended while this request was in flight must not write. The two
+      // checks are independent reads, issued together (one round trip on PostgreSQL, pipelined),
+      // and answered in the same order as before: revoked first, then the missing row.
+      const lock =
+        d.scope === 'project' ? lockRow(ctx, q, req.tenant!.id, projectId, existing ? 'update' : createLock) : existing ? lockRow(ctx, q, req.tenant!.id, existing.id) : Promise.resolve(true);
+      const [valid, locked] = await Promise.allSettled([ctx.auth.stillValid(req.actor!, q), lock]);
+      if (valid.status === 'rejected') throw valid.reason;
+      if (!valid.value) throw unauthorized('Credential was revoked during the request');
+      if (locked.status === 'rejected') throw locked.reason;
+      if (!locked.value) throw d.scope === 'project' ? notFound('Project') : notFound(d.title);
       return fn({ ctx, req, tenantId: req.tenant!.id, projectId, actor: req.actor!, q });
     });
 
@@ -278,19 +292,22 @@ export function registerKindRoutes(app: FastifyInstance, ctx: ServiceContext, d:
           draft.data = { ...initialComputed(d, id, projectId, now), ...draft.data };
           const identity = String(draft.data[d.identity]);
           req.auditDetails = { projectId: projectId || null, resourceName: identity };
+          const taken = () => conflict(`${a[0].toUpperCase()}${a.slice(1)} with ${d.identity} "${identity}" already exists${d.scope === 'project' ? ' in this project' : ''}`);
           const extras = await writeTx(req, projectId, null, async (w) => {
             await checkReferences(ctx, d, tenantId, projectId, draft.data, w.q);
-            if (await ctx.resources.getByName(tenantId, projectId, d.kind, identity, w.q)) {
-              throw conflict(`${a[0].toUpperCase()}${a.slice(1)} with ${d.identity} "${identity}" already exists${d.scope === 'project' ? ' in this project' : ''}`);
-            }
+            // A kind whose beforeCreate writes (a key's hash, a password) checks the name first, so a
+            // duplicate does no work; the others let the insert itself say the name is taken.
+            if (behaviour.beforeCreate && (await ctx.resources.getByName(tenantId, projectId, d.kind, identity, w.q))) throw taken();
             const shownOnce = await behaviour.beforeCreate?.(draft, w);
             draft.data = ordered(d, draft.data);
+            let created: boolean;
             try {
-              await ctx.resources.insert({ id, tenantId, projectId, kind: d.kind, parentId: '', name: identity, data: draft.data, secrets: draft.secrets }, w.q);
+              created = await ctx.resources.create({ id, tenantId, projectId, kind: d.kind, parentId: '', name: identity, data: draft.data, secrets: draft.secrets }, w.q);
             } catch (err) {
-              if (isUniqueViolation(err)) throw conflict(`${a[0].toUpperCase()}${a.slice(1)} with ${d.identity} "${identity}" already exists`);
+              if (isUniqueViolation(err)) throw taken();
               throw err;
             }
+            if (!created) throw taken();
             return shownOnce ?? {};
           });
           req.auditDetails = { projectId: projectId || (d.kind === 'project' ? id : null), resourceId: id, resourceName: identity, diff: auditDiff(null, draft.data, draft.secrets ? mergeSecrets(null, draft.secrets).changed : []) };

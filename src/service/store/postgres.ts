@@ -7,11 +7,25 @@ function renumber(sql: string): string {
   return sql.replace(/\?/g, () => `$${++n}`);
 }
 
-const cache = new Map<string, string>();
-const toPg = (sql: string) => {
+/**
+ * Each distinct statement is renumbered once and, when it has parameters, sent as a named
+ * (prepared) statement: a connection parses and plans it on first use only, so the hot
+ * statements (authentication, lists, inserts) skip PostgreSQL's parse and plan each time.
+ * The set of statements is fixed by the code (values always go in parameters), so the map stays small.
+ */
+interface Prepared {
+  text: string;
+  name: string;
+}
+const cache = new Map<string, Prepared>();
+const toPg = (sql: string): Prepared => {
   let out = cache.get(sql);
-  if (out === undefined) cache.set(sql, (out = renumber(sql)));
+  if (out === undefined) cache.set(sql, (out = { text: renumber(sql), name: `dp_${cache.size}` }));
   return out;
+};
+const config = (sql: string, params: SqlValue[]): pg.QueryConfig => {
+  const p = toPg(sql);
+  return params.length ? { name: p.name, text: p.text, values: params } : { text: p.text };
 };
 
 // BIGINT columns (sequences, counters) come back as JS numbers: ours stay far below 2^53.
@@ -20,13 +34,13 @@ pg.types.setTypeParser(20, (v) => Number(v));
 function queryable(client: pg.Pool | pg.PoolClient): Queryable {
   return {
     async all<T>(sql: string, params: SqlValue[] = []) {
-      return (await client.query(toPg(sql), params)).rows as T[];
+      return (await client.query(config(sql, params))).rows as T[];
     },
     async get<T>(sql: string, params: SqlValue[] = []) {
-      return (await client.query(toPg(sql), params)).rows[0] as T | undefined;
+      return (await client.query(config(sql, params))).rows[0] as T | undefined;
     },
     async run(sql: string, params: SqlValue[] = []) {
-      return { changes: (await client.query(toPg(sql), params)).rowCount ?? 0 };
+      return { changes: (await client.query(config(sql, params))).rowCount ?? 0 };
     },
   };
 }
@@ -34,8 +48,14 @@ function queryable(client: pg.Pool | pg.PoolClient): Queryable {
 /** Any fixed number: the advisory lock that serialises migrations across replicas. */
 const MIGRATION_LOCK = 4242_0001;
 
+/** Connections per service process (DP_PG_POOL_MAX overrides): each request holds at most one at a time. */
+const POOL_MAX = Number(process.env.DP_PG_POOL_MAX) > 0 ? Number(process.env.DP_PG_POOL_MAX) : 10;
+
 export async function openPostgres(url: string): Promise<Db> {
-  const pool = new pg.Pool({ connectionString: url, max: 10 });
+  // pipeline: statements issued together on one connection (a transaction's BEGIN and its first
+  // statement, or two independent checks) are written at once instead of one round trip each; the
+  // server still runs them in order, each with its own result or error, exactly as if awaited in turn.
+  const pool = new pg.Pool({ connectionString: url, max: POOL_MAX, pipeline: true } as pg.PoolConfig);
   // Fail at start-up, not on the first request, when the database is unreachable.
   (await pool.connect()).release();
   return {
@@ -45,8 +65,13 @@ export async function openPostgres(url: string): Promise<Db> {
     async tx(fn) {
       const client = await pool.connect();
       try {
-        await client.query('BEGIN');
+        // BEGIN goes out together with the transaction's first statement (pipelined) instead of one
+        // round trip before it. BEGIN fails only on a broken connection, where the statements behind
+        // it fail too; it is awaited before COMMIT is sent.
+        const begin = client.query('BEGIN');
+        begin.catch(() => undefined);
         const result = await fn(queryable(client));
+        await begin;
         await client.query('COMMIT');
         return result;
       } catch (err) {

@@ -1,6 +1,7 @@
 import type { Db, Queryable, SqlValue } from './db.js';
 import type { SecretCipher } from '../secrets/cipher.js';
-import { SCHEDULED_KINDS, putSchedule, removeSchedule, scheduleOf } from './schedules.js';
+import { SCHEDULED_KINDS, putSchedule, removeSchedule, scheduleOf, spreadMs } from './schedules.js';
+import { nextTickAfter } from '../../kinds/cron.js';
 
 /** What the store needs to keep the `schedules` table (store/schedules.ts): the service clock and time scale. */
 export interface ScheduleClock {
@@ -155,6 +156,40 @@ export class ResourceStore {
       [r.id, r.tenantId, r.projectId, r.kind, r.parentId, r.name, JSON.stringify(r.data), this.sealed(r), now, now],
     );
     await this.syncSchedule(r, q, true);
+  }
+
+  /**
+   * A new resource through the API: inserted unless its kind already has one of that name in the
+   * project (the `resources_identity` index; ON CONFLICT DO NOTHING, so a taken name is an answer,
+   * not an error that aborts the transaction). Returns false when the name is taken. On PostgreSQL
+   * the schedule row goes in the same statement (one round trip); its values are putSchedule's.
+   */
+  async create(r: Omit<StoredResource, 'seq'>, q: Queryable = this.db): Promise<boolean> {
+    const now = String(r.data.created_at ?? new Date().toISOString());
+    const params: SqlValue[] = [r.id, r.tenantId, r.projectId, r.kind, r.parentId, r.name, JSON.stringify(r.data), this.sealed(r), now, now];
+    const insert =
+      'INSERT INTO resources (id, tenant_id, project_id, kind, parent_id, name, data, secrets, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (tenant_id, project_id, kind, name) DO NOTHING';
+    const expression = scheduleOf(r.kind, r.data);
+    if (this.db.dialect === 'postgres' && expression) {
+      let tick: number | undefined;
+      try {
+        tick = nextTickAfter(expression, this.clock.nowMs());
+      } catch {
+        // An expression that does not parse gets no row (putSchedule's rule); validation refuses those anyway.
+      }
+      if (tick !== undefined) {
+        const offset = spreadMs(r.id, this.clock.timeScale);
+        const row = await q.get<{ resource_id: string }>(
+          `WITH created AS (${insert} RETURNING id) INSERT INTO schedules (resource_id, tenant_id, project_id, kind, expression, tick, offset_ms, next_due_at) SELECT id, ?, ?, ?, ?, ?, ?, ? FROM created RETURNING resource_id`,
+          [...params, r.tenantId, r.projectId, r.kind, expression, tick, offset, tick + offset],
+        );
+        return !!row;
+      }
+    }
+    const { changes } = await q.run(insert, params);
+    if (changes === 0) return false;
+    await this.syncSchedule(r, q, true);
+    return true;
   }
 
   async update(r: StoredResource, q: Queryable = this.db): Promise<void> {

@@ -1,0 +1,82 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startTestService, type TestService, type TestTenant } from '../../support/service.js';
+
+/**
+ * Issue 18, the create path on PostgreSQL: a create is one transaction of three round trips (BEGIN with
+ * the credential check and a shared project lock, one insert that also writes the schedule row, COMMIT).
+ * Creates of a kind without references run side by side in one project; these are the answers that
+ * must not change because of it, on both stores.
+ */
+let svc: TestService;
+let t: TestTenant;
+
+beforeAll(async () => {
+  svc = await startTestService();
+  t = await svc.tenant();
+});
+afterAll(() => svc?.close());
+
+const connector = (name: string, schedule?: string) => ({ name, connector_type: 'salesforce', selected_tables: ['Account'], ...(schedule ? { schedule } : {}) });
+
+describe('the create path', () => {
+  it('of 20 concurrent creates with one name, one is created and 19 are 409 with the usual message; no orphan schedule rows', async () => {
+    const { id: projectId } = await svc.project(t);
+    const answers = await Promise.all(Array.from({ length: 20 }, () => svc.call(t, 'POST', `/projects/${projectId}/connectors`, { body: connector('same', '0 * * * *') })));
+    expect(answers.filter((a) => a.status === 201)).toHaveLength(1);
+    const conflicts = answers.filter((a) => a.status === 409);
+    expect(conflicts).toHaveLength(19);
+    for (const c of conflicts) expect(c.body.error).toMatchObject({ code: 'conflict', message: 'A connector with name "same" already exists in this project' });
+    const created = answers.find((a) => a.status === 201)!.body;
+    const rows = await svc.service.ctx.db.all<{ resource_id: string }>('SELECT resource_id FROM schedules WHERE project_id = ?', [projectId]);
+    expect(rows.map((r) => r.resource_id)).toEqual([created.id]);
+  });
+
+  it('many concurrent creates with distinct names all land, each with its schedule row, listed in creation order', async () => {
+    const { id: projectId } = await svc.project(t);
+    const names = Array.from({ length: 40 }, (_, i) => `c${i}`);
+    const answers = await Promise.all(names.map((n, i) => svc.call(t, 'POST', `/projects/${projectId}/connectors`, { body: connector(n, i % 2 ? '*/15 * * * *' : undefined) })));
+    expect(answers.map((a) => a.status)).toEqual(names.map(() => 201));
+    const page = await svc.ok(t, 'GET', `/projects/${projectId}/connectors?limit=100`);
+    expect(page.data.map((c: { name: string }) => c.name).sort()).toEqual([...names].sort());
+    const scheduled = await svc.service.ctx.db.all<{ resource_id: string; expression: string }>('SELECT resource_id, expression FROM schedules WHERE project_id = ?', [projectId]);
+    expect(scheduled.map((r) => r.resource_id).sort()).toEqual(answers.filter((_, i) => i % 2).map((a) => a.body.id).sort());
+    expect(new Set(scheduled.map((r) => r.expression))).toEqual(new Set(['*/15 * * * *']));
+  });
+
+  it('a name conflict on a kind with a create behaviour (API keys) does no work: 409, and no second key hash', async () => {
+    const { id: projectId } = await svc.project(t);
+    await svc.ok(t, 'POST', `/projects/${projectId}/api-keys`, { body: { name: 'ci', permission_level: 'read-only' } });
+    const again = await svc.call(t, 'POST', `/projects/${projectId}/api-keys`, { body: { name: 'ci', permission_level: 'admin' } });
+    expect(again.status).toBe(409);
+    expect(again.body.error.message).toBe('An api key with name "ci" already exists in this project');
+    const hashes = await svc.service.ctx.db.get<{ n: number }>('SELECT COUNT(*) AS n FROM api_key_hashes WHERE project_id = ?', [projectId]);
+    expect(Number(hashes!.n)).toBe(1);
+  });
+
+  it('creates racing a project delete leave nothing behind: every create is 201 (then deleted with the project) or 404', async () => {
+    const { id: projectId } = await svc.project(t);
+    await svc.ok(t, 'POST', `/projects/${projectId}/connectors`, { body: connector('first', '0 * * * *') });
+    const creates = Array.from({ length: 30 }, (_, i) => svc.call(t, 'POST', `/projects/${projectId}/connectors`, { body: connector(`r${i}`, '0 * * * *') }));
+    const deletion = svc.call(t, 'DELETE', `/projects/${projectId}`);
+    const answers = await Promise.all(creates);
+    expect((await deletion).status).toBe(204);
+    for (const a of answers) expect([201, 404]).toContain(a.status);
+    const left = await svc.service.ctx.db.get<{ n: number }>('SELECT COUNT(*) AS n FROM resources WHERE project_id = ?', [projectId]);
+    const schedules = await svc.service.ctx.db.get<{ n: number }>('SELECT COUNT(*) AS n FROM schedules WHERE project_id = ?', [projectId]);
+    expect([Number(left!.n), Number(schedules!.n)]).toEqual([0, 0]);
+  });
+
+  it('a create that references another resource still waits for a delete of it: never a dangling reference', async () => {
+    const { id: projectId } = await svc.project(t);
+    const base = `/projects/${projectId}`;
+    for (let round = 0; round < 5; round++) {
+      const c = await svc.ok(t, 'POST', `${base}/classifications`, { body: { name: `pii-${round}`, sensitivity: 'internal' } });
+      const create = svc.call(t, 'POST', `${base}/masking-policies`, { body: { name: `mask-${round}`, classification_id: c.id, method: 'hash' } });
+      const remove = svc.call(t, 'DELETE', `${base}/classifications/${c.id}`);
+      const [created, removed] = await Promise.all([create, remove]);
+      // Either order is fine (201 then 409, or 204 then 422), but never both: a policy on a deleted classification.
+      expect([created.status, removed.status]).toContainEqual(created.status === 201 ? 409 : 422);
+      expect(created.status === 201 && removed.status === 204).toBe(false);
+    }
+  });
+});
