@@ -11,7 +11,7 @@ import type { StoredResource } from '../store/resources.js';
 import type { Queryable } from '../store/db.js';
 import { auditDiff } from '../audit.js';
 import { BEHAVIOURS, type Draft } from '../behaviours/index.js';
-import { resolveProject } from './scope.js';
+import { assertProjectExists, projectInReach, resolveProject } from './scope.js';
 
 export const ERROR_REF = { $ref: 'ErrorEnvelope#' };
 export const errorResponses = { '4xx': ERROR_REF, '5xx': ERROR_REF };
@@ -260,7 +260,8 @@ export function registerKindRoutes(app: FastifyInstance, ctx: ServiceContext, d:
       const r = route('list', readSettings);
       if (r)
         app.get(base.path, { ...r, schema: { ...r.schema, summary: `List ${d.title.toLowerCase()}s`, params: params(false), querystring: pageQuerySchema, response: { 200: pageSchema(d.responseSchema), ...errorResponses } } }, async (req, reply) => {
-          const projectId = await scopeOf(req);
+          // Rows of the project prove it exists: only an empty page asks the store (one round trip fewer per list).
+          const projectId = d.scope === 'project' ? projectInReach(req) : '';
           const { limit, cursor } = req.query as { limit: number; cursor?: string };
           const scope = `${req.tenant!.id}:${projectId}:${d.kind}`;
           const afterSeq = ctx.cursors.decode(scope, cursor);
@@ -270,6 +271,7 @@ export function registerKindRoutes(app: FastifyInstance, ctx: ServiceContext, d:
                 .filter((x): x is StoredResource => !!x && x.seq > afterSeq)
                 .map((x) => ({ seq: x.seq, data: JSON.stringify(x.data) }))
             : await ctx.resources.listJson({ tenantId: req.tenant!.id, projectId, kind: d.kind, afterSeq, limit: limit + 1 });
+          if (d.scope === 'project' && rows.length === 0) await assertProjectExists(ctx, req, projectId);
           reply.type('application/json');
           return toJsonPage(rows, limit, scope, ctx.cursors);
         });

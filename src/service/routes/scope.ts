@@ -9,6 +9,17 @@ import type { Actor } from '../auth/actor.js';
  * caller's reach is "not found", never "forbidden", so its existence is not revealed.
  */
 export async function resolveProject(ctx: ServiceContext, req: FastifyRequest): Promise<string> {
+  const projectId = projectInReach(req);
+  await assertProjectExists(ctx, req, projectId);
+  return projectId;
+}
+
+/**
+ * The project of the request as far as the caller's reach says, without asking the store whether
+ * it exists: for a read that can tell from its own result (a list with rows in the project proves
+ * it exists; only an empty one needs assertProjectExists), saving a round trip.
+ */
+export function projectInReach(req: FastifyRequest): string {
   const actor = req.actor as Actor;
   const fromPath = (req.params as { id?: string }).id;
   let projectId = fromPath;
@@ -17,6 +28,9 @@ export async function resolveProject(ctx: ServiceContext, req: FastifyRequest): 
     projectId = actor.projectId!;
   }
   if (actor.projectId && actor.projectId !== projectId) throw notFound('Project');
-  if (!(await ctx.resources.exists(req.tenant!.id, '', 'project', projectId))) throw notFound('Project');
   return projectId;
+}
+
+export async function assertProjectExists(ctx: ServiceContext, req: FastifyRequest, projectId: string): Promise<void> {
+  if (!(await ctx.resources.exists(req.tenant!.id, '', 'project', projectId))) throw notFound('Project');
 }
