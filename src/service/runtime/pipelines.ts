@@ -48,13 +48,9 @@ export async function startPipelineRun(rt: Runtime, o: StartPipeline): Promise<S
 
 /** The spec's pipeline stream message (section 6), for the stream worker. */
 function stepUpdate(rt: Runtime, rec: RunRecorder, step: StepResult) {
-  const event = {
-    pipeline_id: rec.stored.parentId,
-    run_id: rec.id,
-    message: { type: 'step_update', step_id: step.step_id, step_name: step.step_name, status: step.status, duration_seconds: step.duration_seconds, timestamp: rt.now() },
-  };
-  // Sent once the step's new state is stored (progress writes are coalesced): see afterWrite.
-  rec.afterWrite(() => rt.events.emit('step_update', rec.stored.tenantId, event));
+  const message = { type: 'step_update', step_id: step.step_id, step_name: step.step_name, status: step.status, duration_seconds: step.duration_seconds, timestamp: rt.now() };
+  // Sent at once, numbered; the write that stores the step's state follows (see RunRecorder.announce).
+  rec.announce((seq) => rt.events.emit('step_update', rec.stored.tenantId, { pipeline_id: rec.stored.parentId, run_id: rec.id, seq, message }));
 }
 
 /** Steps of one run that execute at the same time, at most (independent steps run concurrently). */

@@ -122,8 +122,10 @@ export class RunRecorder {
   private chain: Promise<void> = Promise.resolve();
   private flushTimer?: NodeJS.Timeout;
   private lastWriteMs = 0;
-  /** Announcements of changes not yet written (coalesced progress); see afterWrite. */
-  private unannounced: Array<() => void> = [];
+  /** The number of the last event announced about this run (coalesced progress); see announce. */
+  private seq = 0;
+  /** The highest of those numbers that a finished write has stored. */
+  private storedSeq = 0;
 
   constructor(
     readonly rt: Runtime,
@@ -156,14 +158,27 @@ export class RunRecorder {
   }
 
   /**
-   * Runs `announce` (an event about the change just saved) once that change is in the store:
-   * at once with 'each' progress (save already wrote it), after the next write when coalesced.
-   * A subscriber catches up from the stored run and then follows events, so an event must never
-   * go out before the state it describes is stored (or a late subscriber misses it on both).
+   * Announces a change just made to the run: `emit` sends its event at once, with a number.
+   *
+   * With 'each' progress, save already wrote the change: the number is undefined (nothing to
+   * wait for). Coalesced, the change reaches the store with the next write, up to
+   * PROGRESS_MIN_MS or more later; sending the event only after that write would delay every
+   * stream message by as much. So the event goes out now, numbered (1, 2, ... per run), and
+   * each write that stores changes is followed by `run_stored` (tenantId, { parent_id, run_id,
+   * seq }): every event numbered up to seq is in the store from then on. A stream subscriber
+   * catches up from the stored run plus the events announced and not yet stored (the streams
+   * keep those until their run_stored, see streams/index.ts), so an event sent before its state
+   * is stored is never missed by a late subscriber.
    */
-  afterWrite(announce: () => void): void {
-    if (this.options.progress !== 'coalesced') announce();
-    else this.unannounced.push(announce);
+  announce(emit: (seq: number | undefined) => void): void {
+    emit(this.options.progress === 'coalesced' ? ++this.seq : undefined);
+  }
+
+  /** After a write that stored the events numbered up to `upTo`: tells the streams (see announce). */
+  private markStored(tenantId: string, upTo: number): void {
+    if (upTo <= this.storedSeq) return;
+    this.storedSeq = upTo;
+    this.rt.events.emit('run_stored', tenantId, { parent_id: this.stored.parentId, run_id: this.id, seq: upTo });
   }
 
   /** Writes `taken` (a copy made at the save), or a copy of the run as it is when the write starts. */
@@ -171,10 +186,11 @@ export class RunRecorder {
     const write = this.chain.then(async () => {
       if (this.signal.aborted) return;
       const started = performance.now();
-      const announced = this.unannounced.splice(0);
+      // Every event announced so far describes a change the snapshot holds.
+      const upTo = this.seq;
       const snapshot = taken ?? structuredClone(this.stored);
       await this.rt.ctx.resources.update(snapshot);
-      for (const announce of announced) announce();
+      this.markStored(snapshot.tenantId, upTo);
       this.rt.events.emit('run_update', snapshot.tenantId, snapshot.data);
       this.lastWriteMs = performance.now() - started;
     });
@@ -211,7 +227,7 @@ export class RunRecorder {
     this.flushTimer = undefined;
     await this.chain;
     this.check();
-    const announced = this.unannounced.splice(0);
+    const upTo = this.seq;
     const data = this.data;
     data.status = status;
     data.error = error;
@@ -229,7 +245,7 @@ export class RunRecorder {
       if ((err as { code?: string }).code !== 'resource_not_found') throw err;
       await this.rt.ctx.db.run('DELETE FROM meta WHERE key = ?', [META.run(this.id)]);
     }
-    for (const announce of announced) announce();
+    this.markStored(tenantId, upTo);
     this.rt.events.emit('run_update', tenantId, data);
     return structuredClone(data);
   }

@@ -6,9 +6,14 @@ import type { ServiceContext } from '../context.js';
 /**
  * One event for the WebSocket streams. `message` is exactly what subscribers are sent;
  * the other fields only route it (tenant, and the pipeline run or the project).
+ *
+ * A step_update with a `seq` describes a change that may not be stored yet; `run_stored` says
+ * that every step_update of that run numbered up to its `seq` now is (RunRecorder.announce).
+ * It travels the same way, after them, and is never sent to a subscriber.
  */
 export type StreamEvent =
-  | { kind: 'step_update'; tenantId: string; pipelineId: string; runId: string; message: Record<string, unknown> }
+  | { kind: 'step_update'; tenantId: string; pipelineId: string; runId: string; seq?: number; message: Record<string, unknown> }
+  | { kind: 'run_stored'; tenantId: string; pipelineId: string; runId: string; seq: number }
   | { kind: 'alert'; tenantId: string; projectId: string; message: Record<string, unknown> };
 
 export interface EventBus {
