@@ -6,6 +6,7 @@
 // protocol); the provider itself (client, kinds, validation) is a chunk loaded right after,
 // while Terraform connects.
 import { readdirSync, readFileSync, rmSync } from 'node:fs';
+import { builtinModules } from 'node:module';
 import { join } from 'node:path';
 import { build } from 'esbuild';
 
@@ -27,6 +28,8 @@ const inlined = {
     'export function kindSchemaFiles() { return FILES; }',
     'export function parseKindSchemaFile(text) { return JSON.parse(text); }',
   ].join('\n'),
+  // Read from package.json beside dist/ at load; the release has no package.json.
+  'version.ts': `export const PACKAGE_VERSION = ${JSON.stringify(JSON.parse(readFileSync('package.json', 'utf8')).version)};`,
   'static-responses.ts': [
     `export const STATIC_METHODS = ${JSON.stringify(STATIC_METHODS)};`,
     `const FILE = ${readFileSync(STATIC_RESPONSES_PATH, 'utf8').trim()};`,
@@ -38,8 +41,24 @@ const inlined = {
 const inlineData = {
   name: 'inline-data',
   setup(b) {
-    const filter = /[\\/]src[\\/](kinds[\\/]schema-files|provider[\\/]static-responses)\.ts$/;
+    const filter = /[\\/]src[\\/](kinds[\\/]schema-files|provider[\\/]static-responses|version)\.ts$/;
     b.onLoad({ filter }, (args) => ({ contents: inlined[args.path.split(/[\\/]/).pop()], loader: 'js' }));
+  },
+};
+
+// A module that loads a CommonJS dependency lazily through its own `require`
+// (`const require = createRequire(import.meta.url)`) would leave that dependency out of the bundle
+// (esbuild bundles calls of the free `require` only) and fail where the bundle is copied. Without
+// that line its require() calls are the free one, which esbuild bundles (still loaded lazily, on
+// the first call).
+const ownRequire = /^const require = createRequire\(import\.meta\.url\);$/m;
+const bundleLazyRequires = {
+  name: 'bundle-lazy-requires',
+  setup(b) {
+    b.onLoad({ filter: /[\\/]src[\\/].*\.ts$/ }, (args) => {
+      const text = readFileSync(args.path, 'utf8');
+      return ownRequire.test(text) ? { contents: text.replace(ownRequire, ''), loader: 'ts' } : undefined;
+    });
   },
 };
 
@@ -60,10 +79,20 @@ const result = await build({
   outExtension: { '.js': '.mjs' },
   logLevel: 'warning',
   metafile: true,
-  plugins: [inlineData],
+  plugins: [inlineData, bundleLazyRequires],
   // CommonJS dependencies call require(); ESM output has none, so each file gets one.
   banner: { js: "import { createRequire as __dpCreateRequire } from 'node:module'; const require = __dpCreateRequire(import.meta.url);" },
 });
+// 4. Self-contained means no require() of a package is left: the launcher runs the bundle with
+//    no node_modules beside it. (Calls only: ajv's code generator holds require("...") in strings.)
+const builtins = new Set(builtinModules);
+const leaks = Object.keys(result.metafile.outputs).flatMap((file) =>
+  [...readFileSync(file, 'utf8').matchAll(/(?<![\w$.'"`])require\(\s*["']([^"']+)["']\s*\)/g)].map((m) => m[1]).filter((name) => !name.startsWith('node:') && !builtins.has(name.split('/')[0])).map((name) => `${file}: require("${name}")`),
+);
+if (leaks.length) {
+  console.error(`build-provider: the bundle would load packages from node_modules, which the release does not ship:\n  ${[...new Set(leaks)].join('\n  ')}`);
+  process.exit(1);
+}
 if (process.argv.includes('--metafile')) {
   for (const [file, out] of Object.entries(result.metafile.outputs)) console.log(`${(out.bytes / 1024).toFixed(0).padStart(6)} KB  ${file}`);
 }

@@ -3,29 +3,41 @@ import type { DynamicResourceClient } from '../client/index.js';
 type Item = Record<string, unknown> & { id: string };
 
 interface Entry {
+  /** When the entry was made (its listing, if any, is at most this old). */
   at: number;
+  /** The last read the entry served. */
+  last: number;
   /** Reads of this collection seen in the window (the first is a plain GET). */
   reads: number;
   list?: Promise<Item[]>;
 }
 
-/** How long a list serves reads. Terraform refreshes a run's resources within a few seconds. */
-export const LIST_CACHE_TTL_MS = 5_000;
+/**
+ * How long after the last read a listing keeps serving reads. Terraform reads a block's instances
+ * together (`-parallelism` at a time), but on a busy machine or against a slow service they can
+ * take longer than this in all; a window counted from the listing would list them again.
+ */
+export const LIST_CACHE_IDLE_MS = 5_000;
+/** The oldest a listing may be and still serve a read. */
+export const LIST_CACHE_MAX_AGE_MS = 120_000;
 
 /**
  * Lets one list call serve many reads of one run. Terraform starts a provider process per
  * command and refreshes every resource with its own ReadResource call; per (kind, project)
  * the first read is a plain GET (a single resource costs one call, not a whole listing), and
  * once a second read comes within the window the collection is listed (pages of 100) and
- * serves every further read and lookup by name. Any write of that kind by this process drops
- * the entry, so a read never sees a list older than our own change.
+ * serves every further read and lookup by name while reads keep coming (each within
+ * LIST_CACHE_IDLE_MS of the one before, up to LIST_CACHE_MAX_AGE_MS after the entry was made).
+ * Any write of that kind by this process drops the entry, so a read never sees
+ * a list older than our own change.
  */
 export class ListCache {
   private readonly entries = new Map<string, Entry>();
 
   constructor(
-    private readonly ttlMs = LIST_CACHE_TTL_MS,
+    private readonly idleMs = LIST_CACHE_IDLE_MS,
     private readonly now: () => number = Date.now,
+    private readonly maxAgeMs = LIST_CACHE_MAX_AGE_MS,
   ) {}
 
   private key(kind: string, projectId: string | null) {
@@ -34,8 +46,10 @@ export class ListCache {
 
   private entry(kind: string, projectId: string | null): Entry {
     const key = this.key(kind, projectId);
+    const now = this.now();
     let e = this.entries.get(key);
-    if (!e || this.now() - e.at > this.ttlMs) this.entries.set(key, (e = { at: this.now(), reads: 0 }));
+    if (!e || now - e.last > this.idleMs || now - e.at > this.maxAgeMs) this.entries.set(key, (e = { at: now, last: now, reads: 0 }));
+    e.last = now;
     return e;
   }
 

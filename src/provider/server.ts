@@ -1,4 +1,4 @@
-import { mkdtempSync, rmSync } from 'node:fs';
+import { appendFileSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import * as grpc from '@grpc/grpc-js';
@@ -53,7 +53,8 @@ export async function serveProvider(env: NodeJS.ProcessEnv = process.env): Promi
       };
     }
   }
-  server.addService(passEncodedAnswers(service), lazy);
+  const statsFile = env.DATAPLATFORM_PROVIDER_STATS;
+  server.addService(passEncodedAnswers(service), statsFile ? recordStats(lazy, statsFile) : lazy);
   server.addService(defs.plugin.GRPCController.service, {
     Shutdown: (_call: Call, callback: Callback) => {
       callback(null, {});
@@ -67,6 +68,34 @@ export async function serveProvider(env: NodeJS.ProcessEnv = process.env): Promi
   process.on('SIGINT', () => undefined); // Terraform forwards Ctrl-C; it stops us through StopProvider/Shutdown.
   process.on('exit', cleanup);
   process.stdout.write(`1|6|unix|${socket}|grpc|${certDerB64}\n`);
+}
+
+/**
+ * For benchmarks (bench/provider.ts): with DATAPLATFORM_PROVIDER_STATS naming a file, the process
+ * counts and times its RPCs and, at exit, appends one JSON line to that file: its CPU time
+ * (process.cpuUsage), its life, and per method the calls and the time from request to answer.
+ * Without the variable nothing is wrapped or recorded.
+ */
+function recordStats(handlers: Handlers, file: string): Handlers {
+  const rpcs: Record<string, { calls: number; ms: number }> = {};
+  process.on('exit', () => {
+    const cpu = process.cpuUsage();
+    appendFileSync(file, `${JSON.stringify({ pid: process.pid, lifeMs: Math.round(process.uptime() * 1000), cpuMs: Math.round((cpu.user + cpu.system) / 1000), rpcs })}\n`);
+  });
+  return Object.fromEntries(
+    Object.entries(handlers).map(([name, fn]) => [
+      name,
+      (call: Call, callback: Callback) => {
+        const t0 = performance.now();
+        fn(call, (err, value) => {
+          const r = (rpcs[name] ??= { calls: 0, ms: 0 });
+          r.calls++;
+          r.ms += performance.now() - t0;
+          callback(err, value);
+        });
+      },
+    ]),
+  );
 }
 
 /** The service, with answers given as Buffers sent as they are (already encoded). */
