@@ -94,6 +94,7 @@ export function serveCommand(): Command {
     .option('--secrets-key-file <file>', 'base64 32-byte master key that encrypts write-only values at rest (env DP_SECRETS_KEY; default: generated into <data-dir>/secrets.key, or the database with --database-url)')
     .option('--tls-cert <file>', 'PEM certificate to serve instead of a generated self-signed one')
     .option('--tls-key <file>', 'PEM private key for --tls-cert')
+    .addOption(new Option('--run-history <n>', 'runs kept per connector, pipeline or dbt project; the oldest finished ones are deleted as new ones start (0: keep all)').env('DP_RUN_HISTORY').argParser(int('--run-history')).default(DEFAULT_OPTIONS.runHistory))
     .addOption(new Option('--tls-cert-cache <n>', 'most per-tenant TLS certificates kept in memory (least recently used dropped)').env('DP_TLS_CERT_CACHE').argParser(int('--tls-cert-cache')).default(DEFAULT_OPTIONS.tlsCertCacheSize))
     .addOption(new Option('--handshake-timeout <seconds>', 'a new connection\'s wait for its first byte, then for the end of the TLS handshake').env('DP_HANDSHAKE_TIMEOUT').argParser(positive('--handshake-timeout')).default(DEFAULT_OPTIONS.handshakeTimeout))
     .addOption(new Option('--headers-timeout <seconds>', 'from the handshake to the first request\'s headers, and from any request\'s start to its last header').env('DP_HEADERS_TIMEOUT').argParser(positive('--headers-timeout')).default(DEFAULT_OPTIONS.headersTimeout))
@@ -154,6 +155,7 @@ export function serveCommand(): Command {
           tlsCert: opts.tlsCert,
           tlsKey: opts.tlsKey,
           tlsCertCacheSize: opts.tlsCertCache,
+          runHistory: opts.runHistory,
           handshakeTimeout: opts.handshakeTimeout,
           headersTimeout: opts.headersTimeout,
           requestTimeout: opts.requestTimeout,

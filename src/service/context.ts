@@ -51,6 +51,8 @@ export interface ServiceOptions {
   maxConnectionsPerAddress: number;
   /** Most per-host TLS certificates (one per tenant host name) kept in memory. */
   tlsCertCacheSize: number;
+  /** Runs kept per connector, pipeline or dbt project (the oldest finished ones go when a run starts); 0 keeps every run. */
+  runHistory: number;
   /** Requests per minute per source address per anonymous endpoint (login, refresh, SSO, invitations); never the tenant's quota. */
   anonymousRateLimit: number;
   /** Failed sign-ins per account and source address before exponential back-off (docs/security.md). */
@@ -96,6 +98,7 @@ export const DEFAULT_OPTIONS: Omit<ServiceOptions, 'dataDir'> = {
   keepAliveTimeout: 5,
   maxConnectionsPerAddress: 256,
   tlsCertCacheSize: 500,
+  runHistory: 1_000,
   anonymousRateLimit: 600,
   loginLockAfter: 5,
   loginAddressLockAfter: 20,

@@ -89,7 +89,25 @@ export async function insertRun(rt: Runtime, q: Queryable, r: NewRun): Promise<S
   const stored: Omit<StoredResource, 'seq'> = { id, tenantId: r.tenantId, projectId: r.projectId, kind: 'run', parentId: r.parentId, name: id, data, secrets: null };
   await rt.ctx.resources.insert(stored, q);
   await q.run('INSERT INTO meta (key, value) VALUES (?, ?)', [META.run(id), JSON.stringify({ instance: rt.instanceId, tenant_id: r.tenantId, project_id: r.projectId })]);
+  await pruneHistory(rt, q, r);
   return { ...stored, seq: 0 };
+}
+
+/**
+ * Keeps a resource's run history to the newest `runHistory` runs (--run-history): the finished
+ * runs older than those are deleted as a new one starts, with two statements on the listing index
+ * (find the cut, delete below it), so a run's cost does not grow with the history, and neither
+ * does anything that looks at a resource's runs (the running-run check, failure counts, lists).
+ */
+async function pruneHistory(rt: Runtime, q: Queryable, r: NewRun): Promise<void> {
+  const keep = rt.ctx.options.runHistory;
+  if (!keep) return;
+  const scope = 'tenant_id = ? AND project_id = ? AND kind = ? AND parent_id = ?';
+  const params = [r.tenantId, r.projectId, 'run', r.parentId];
+  const cut = await q.get<{ seq: number }>(`SELECT seq FROM resources WHERE ${scope} ORDER BY seq DESC LIMIT 1 OFFSET ${keep}`, params);
+  if (!cut) return;
+  const status = rt.ctx.db.dialect === 'sqlite' ? "json_extract(data, '$.status')" : "(data::jsonb ->> 'status')";
+  await q.run(`DELETE FROM resources WHERE ${scope} AND seq <= ? AND ${status} <> 'running'`, [...params, Number(cut.seq)]);
 }
 
 /** Is there a run of this resource still running? (Callers hold the project lock.) */
