@@ -37,10 +37,21 @@ export const targetsOf = (rule: RuleData): string[] => Object.values(rule.target
 const KIND_OF_RUN: Record<string, string> = { connector_sync: 'connector', pipeline: 'pipeline', dbt_run: 'dbt_project' };
 const LABEL: Record<string, string> = { connector: 'Connector', pipeline: 'Pipeline', dbt_project: 'dbt project' };
 
+/** The project's enabled rules, every one of them (read in pages as stored JSON: a single 10,000-row read dropped the rest). */
 export async function enabledRules(rt: Runtime, tenantId: string, projectId: string): Promise<RuleData[]> {
-  const rows = await rt.ctx.resources.list({ tenantId, projectId, kind: 'alert_rule', limit: 10_000 });
-  return rows.map((r) => r.data as unknown as RuleData).filter((r) => r.enabled !== false);
+  const rules: RuleData[] = [];
+  for (let afterSeq = 0; ; ) {
+    const page = await rt.ctx.resources.listJson({ tenantId, projectId, kind: 'alert_rule', afterSeq, limit: RULE_PAGE });
+    for (const row of page) {
+      const rule = JSON.parse(row.data) as RuleData;
+      if (rule.enabled !== false) rules.push(rule);
+    }
+    if (page.length < RULE_PAGE) return rules;
+    afterSeq = page[page.length - 1].seq;
+  }
 }
+
+const RULE_PAGE = 1_000;
 
 export const DEFAULT_WINDOW_MINUTES = 60;
 
