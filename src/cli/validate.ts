@@ -7,9 +7,12 @@ export function validateCommand(): Command {
     .argument('<paths...>', 'YAML files or directories (*.yaml, *.yml)')
     .option('--allow-undeclared-projects', 'metadata.project may name a project that exists on the server without a Project document', false)
     .option('--check-secrets', 'also read every secretRef (environment variables, files) and check the values', false)
-    .action(async (paths: string[], opts: { allowUndeclaredProjects: boolean; checkSecrets: boolean }) => {
-      const { formatConfigError, loadConfig, projectLayout, resolveSecrets, sortErrors } = await import('../config/index.js');
-      const { config, errors } = loadConfig(paths, { allowUndeclaredProjects: opts.allowUndeclaredProjects });
+    .option('--no-cache', 'do not use the parse/validation cache (DPCTL_CACHE_DIR, else $XDG_CACHE_HOME/dpctl or ~/.cache/dpctl)')
+    .action(async (paths: string[], opts: { allowUndeclaredProjects: boolean; checkSecrets: boolean; cache?: boolean }) => {
+      const { ConfigParseCache, PersistentParseCache, formatConfigError, loadConfig, projectLayout, resolveSecrets, sortErrors } = await import('../config/index.js');
+      // Valid files parsed and validated by an earlier run (validate, plan, apply...) are not parsed again; files with errors never come from the cache.
+      const cache = opts.cache === false ? undefined : new ConfigParseCache({ persistent: new PersistentParseCache(), memory: false });
+      const { config, errors } = loadConfig(paths, { allowUndeclaredProjects: opts.allowUndeclaredProjects, cache });
       if (opts.checkSecrets) errors.push(...resolveSecrets(config.documents).errors);
       const all = sortErrors(errors, config.files);
       if (all.length) {

@@ -1,6 +1,6 @@
 import { AmbiguousRequestError, ApiError } from './errors.js';
 import type { ClientEvent } from './events.js';
-import type { Credentials, HttpCore } from './http.js';
+import { combineSignals, type Credentials, type HttpCore } from './http.js';
 import type { TokenStore, Tokens } from './token-store.js';
 
 interface TokenResponse {
@@ -90,19 +90,29 @@ export class PasswordCredentials implements Credentials {
     return true;
   }
 
+  /**
+   * Logs in now (or takes the stored tokens) unless tokens are held. Unlike token(), `signal`
+   * stops the login itself (its retries included), not only the wait: a caller that gives up on
+   * it leaves nothing running. Calls made meanwhile join it.
+   */
+  async prefetch(signal?: AbortSignal): Promise<void> {
+    if (this.#tokens) return;
+    await this.startRenewal(undefined, signal);
+  }
+
   /** Joins the renewal in flight, or starts one unless the refused token was already replaced. */
-  private startRenewal(refused: string | undefined): Promise<void> {
+  private startRenewal(refused: string | undefined, signal?: AbortSignal): Promise<void> {
     if (this.#renewal) return this.#renewal;
     if (this.#tokens && refused !== undefined && this.#tokens.accessToken !== refused) return Promise.resolve();
     if (this.#tokens && refused === undefined) return Promise.resolve();
-    const run = this.renewNow().finally(() => {
+    const run = this.renewNow(combineSignals(this.clientSignal, signal)).finally(() => {
       if (this.#renewal === run) this.#renewal = undefined;
     });
     this.#renewal = run;
     return run;
   }
 
-  private async renewNow(): Promise<void> {
+  private async renewNow(signal: AbortSignal | undefined): Promise<void> {
     if (!this.#storeLoaded) {
       this.#storeLoaded = true;
       const stored = await this.store?.load();
@@ -126,7 +136,7 @@ export class PasswordCredentials implements Credentials {
           // A refresh token is single use: after an unclear outcome it may be spent, and
           // presenting it again would revoke the session. Never re-sent; log in instead.
           idempotent: false,
-          signal: this.clientSignal,
+          signal,
         });
         this.emit({ type: 'auth', action: 'refresh' });
         await this.adopt(res.body);
@@ -144,7 +154,7 @@ export class PasswordCredentials implements Credentials {
       auth: false,
       // A repeated login only opens another session: safe to re-send.
       idempotent: true,
-      signal: this.clientSignal,
+      signal,
     });
     this.emit({ type: 'auth', action: 'login' });
     await this.adopt(res.body);

@@ -1,4 +1,4 @@
-import type { Agent } from 'undici';
+import type { Agent } from './undici.js';
 import { KINDS } from '../kinds/index.js';
 import { ApiKeyCredentials, PasswordCredentials } from './auth.js';
 import { apiBase, clientConfigFromEnv, DEFAULT_RETRY, validateConfig, type ClientConfig } from './config.js';
@@ -204,6 +204,15 @@ export class DataPlatformClient {
 
   private async post<T>(route: string, params: Record<string, string>, body: unknown, options: CallOptions): Promise<T> {
     return (await this.request<T>({ method: 'POST', route, params, ...(body === undefined ? {} : { body }), signal: options.signal })).body;
+  }
+
+  /**
+   * Logs in now instead of at the first call (email and password; nothing to do for an API key,
+   * or when tokens are held or stored). A caller with other work first (dpctl parses the config)
+   * lets the login overlap it. `signal` stops the login, retries included.
+   */
+  async login(options: CallOptions = {}): Promise<void> {
+    await this.#core.prefetchCredentials(options.signal);
   }
 
   /** Any call, by route pattern, with the same auth, retries, pauses, errors and counting. */

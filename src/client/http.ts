@@ -1,5 +1,5 @@
 import pRetry, { AbortError } from 'p-retry';
-import { request, type Dispatcher } from 'undici';
+import { request, type Dispatcher } from './undici.js';
 import type { RetryOptions } from './config.js';
 import {
   AmbiguousCreateError,
@@ -57,6 +57,11 @@ export interface Credentials {
   renew(refused: string, signal?: AbortSignal): Promise<boolean>;
   /** Values that must never appear in a message. */
   secrets(): string[];
+  /**
+   * Obtains a credential now, ahead of the first call (a login), stopping when `signal` aborts.
+   * Absent: nothing to obtain (an API key).
+   */
+  prefetch?(signal?: AbortSignal): Promise<void>;
 }
 
 export interface CoreOptions {
@@ -83,7 +88,7 @@ export function formatRoute(route: string, params: Record<string, string> = {}):
 const retryable = new WeakSet<Error>();
 const freeRetry = new WeakSet<Error>();
 
-function combineSignals(a?: AbortSignal, b?: AbortSignal): AbortSignal | undefined {
+export function combineSignals(a?: AbortSignal, b?: AbortSignal): AbortSignal | undefined {
   if (!a || !b) return a ?? b;
   if (typeof AbortSignal.any === 'function') return AbortSignal.any([a, b]);
   // Node 20.0-20.2 have no AbortSignal.any.
@@ -271,6 +276,11 @@ export class HttpCore {
   /** The credential to send now (logs in first when needed). Streams put it in their URL. */
   token(signal?: AbortSignal): Promise<string> {
     return this.requireCredentials().token(signal);
+  }
+
+  /** Obtains the credential now (see Credentials.prefetch). */
+  async prefetchCredentials(signal?: AbortSignal): Promise<void> {
+    await this.requireCredentials().prefetch?.(signal);
   }
 
   /** After `refused` got a 401: renews it; false when it cannot be renewed (an API key). */

@@ -1,4 +1,4 @@
-import WebSocket from 'ws';
+import type WebSocket from 'ws';
 import type { Alert, Run } from '../kinds/generated/kinds.js';
 import { ApiError, DataPlatformError } from './errors.js';
 import type { ClientEvent } from './events.js';
@@ -215,7 +215,11 @@ export class EventStream<T> implements AsyncIterable<T> {
   }
 
   /** One connection, from the handshake to the close. */
-  private connectOnce(token: string, onOpen: () => void): Promise<Outcome> {
+  private async connectOnce(token: string, onOpen: () => void): Promise<Outcome> {
+    // `ws` loads with the first stream: the CLI's plans and applies never open one.
+    const { default: WebSocket } = await import('ws');
+    // Closed while it loaded: run() stops on this outcome.
+    if (this.#ended) return { type: 'closed', code: 1000, reason: '', opened: false };
     const url = new URL(this.ctx.core.url({ route: this.path }).replace(/^http/, 'ws'));
     url.searchParams.set('token', token);
     // What the error shows: the URL without its token.

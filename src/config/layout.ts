@@ -96,8 +96,12 @@ export function declarableLayouts(): KindLayout[] {
   return declarableKinds().map(layoutOf);
 }
 
+let byYamlKind: Map<string, KindLayout> | undefined;
+
+/** Asked once per document: the layouts by YAML kind are built once (the kinds are fixed at build time). */
 export function layoutByYamlKind(yamlKind: string): KindLayout | undefined {
-  return declarableLayouts().find((l) => l.yamlKind === yamlKind);
+  byYamlKind ??= new Map(declarableLayouts().map((l) => [l.yamlKind, l]));
+  return byYamlKind.get(yamlKind);
 }
 
 /** The kind that holds projects (what metadata.project names). */
@@ -134,6 +138,8 @@ export function yamlToApiPath(layout: KindLayout, path: (string | number)[]): (s
 
 /** Renames the keys of a YAML spec value into API field names (a deep copy; values unchanged). */
 export function specToApi(layout: KindLayout, value: unknown, path: (string | number)[] = []): unknown {
+  // Nothing to rename (most kinds): the same copy, without a path and three rename lookups per key.
+  if (!layout.renames.length) return copyJson(value);
   if (Array.isArray(value)) return value.map((item, i) => specToApi(layout, item, [...path, i]));
   if (value === null || typeof value !== 'object') return value;
   const out: Record<string, unknown> = {};
@@ -143,6 +149,15 @@ export function specToApi(layout: KindLayout, value: unknown, path: (string | nu
     const api = renameAt(layout, patternOf(path), key, 'yaml')?.api ?? key;
     out[api] = specToApi(layout, child, [...path, api]);
   }
+  return out;
+}
+
+/** A deep copy of parsed YAML or JSON data (objects, arrays, scalars), key by key as specToApi copies. */
+function copyJson(value: unknown): unknown {
+  if (Array.isArray(value)) return value.map(copyJson);
+  if (value === null || typeof value !== 'object') return value;
+  const out: Record<string, unknown> = {};
+  for (const key of Object.keys(value)) out[key] = copyJson((value as Record<string, unknown>)[key]);
   return out;
 }
 

@@ -409,6 +409,12 @@ function refine(layout: KindLayout | undefined, value: Record<string, unknown>, 
   return message;
 }
 
+/** A copy of metadata.labels: flat (string values, as in every valid document) by spread, anything else by structuredClone. */
+function copyLabels(labels: Record<string, unknown>): Record<string, string> {
+  for (const k in labels) if (labels[k] !== null && typeof labels[k] === 'object') return structuredClone(labels) as Record<string, string>;
+  return { ...labels } as Record<string, string>;
+}
+
 /** The document's model. Its positions (location, locations, those of references and secrets) are computed when first read. */
 function buildDocument(src: () => YamlSource, layout: KindLayout, value: Record<string, unknown>, index: number, absolutePath: string, file: string): ConfigDocument {
   const d = layout.descriptor;
@@ -418,7 +424,7 @@ function buildDocument(src: () => YamlSource, layout: KindLayout, value: Record<
   const labels = (isRecord(meta.labels) ? meta.labels : {}) as Record<string, string>;
   const spec = (isRecord(value.spec) ? specToApi(layout, value.spec) : {}) as Record<string, unknown>;
   const body: Record<string, unknown> = { [d.identity]: name, ...spec };
-  if (layout.hasLabels && meta.labels !== undefined) body[LABELS_FIELD] = structuredClone(labels);
+  if (layout.hasLabels && meta.labels !== undefined) body[LABELS_FIELD] = copyLabels(labels);
 
   const fieldLocations = () => {
     const locations = new Map<string, SourceLocation>();
@@ -440,7 +446,7 @@ function buildDocument(src: () => YamlSource, layout: KindLayout, value: Record<
     name,
     identity: { field: d.identity, value: name },
     project,
-    labels: structuredClone(labels),
+    labels: copyLabels(labels),
     body,
     references: [],
     secrets: [],

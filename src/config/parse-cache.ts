@@ -5,26 +5,59 @@ import type { KindLayout } from './layout.js';
 import type { ConfigDocument } from './model.js';
 import type { PersistentParseCache } from './persistent-cache.js';
 
+/** Where an object keeps the computations of its lazy properties not read yet (not enumerable: invisible to copies and comparisons). */
+const PENDING = Symbol('dpctl.lazy');
+type Pending = Record<PropertyKey, () => unknown>;
+
+/** One getter/setter pair per property name, shared by every object (a closure pair per object and property was most of a document's size). */
+const accessors = new Map<PropertyKey, PropertyDescriptor>();
+function accessorFor(key: PropertyKey): PropertyDescriptor {
+  let accessor = accessors.get(key);
+  if (!accessor) {
+    accessor = {
+      enumerable: true,
+      configurable: true,
+      get(this: Record<PropertyKey, unknown> & { [PENDING]?: Pending }) {
+        const compute = this[PENDING]?.[key];
+        const value = compute ? compute() : undefined;
+        settle(this, key, value);
+        return value;
+      },
+      set(this: Record<PropertyKey, unknown>, value: unknown) {
+        settle(this, key, value);
+      },
+    };
+    accessors.set(key, accessor);
+  }
+  return accessor;
+}
+
+/**
+ * The value becomes a plain property of the object that read it. Its computation stays in the
+ * table (copies of the object, which share the table, may still need it; positions are rarely read).
+ */
+function settle(obj: Record<PropertyKey, unknown>, key: PropertyKey, value: unknown): void {
+  Object.defineProperty(obj, key, { value, enumerable: true, writable: true, configurable: true });
+}
+
 /**
  * Defines `key` on `obj` as computed on first read (then a plain value). Positions are lazy: the
  * fast path parses without them, and most loads never ask for one.
  */
 export function defineLazy<T extends object, K extends keyof T>(obj: T, key: K, compute: () => T[K]): void {
-  const settle = (value: T[K]) => Object.defineProperty(obj, key, { value, enumerable: true, writable: true, configurable: true });
-  Object.defineProperty(obj, key, {
-    enumerable: true,
-    configurable: true,
-    get() {
-      const value = compute();
-      settle(value);
-      return value;
-    },
-    set: settle,
-  });
+  const target = obj as T & { [PENDING]?: Pending };
+  let pending = target[PENDING];
+  if (!pending) {
+    pending = {};
+    Object.defineProperty(target, PENDING, { value: pending, enumerable: false, writable: false, configurable: true });
+  }
+  pending[key as PropertyKey] = compute;
+  Object.defineProperty(target, key, accessorFor(key as PropertyKey));
 }
 
 /** A copy of `obj` with `changes`, lazy properties kept lazy (a spread would compute them). */
 function withChanges<T extends object>(obj: T, changes: Partial<T>): T {
+  // The copy shares the table of computations and computes its lazy properties for itself.
   const copy = Object.defineProperties({}, Object.getOwnPropertyDescriptors(obj)) as T;
   for (const [k, v] of Object.entries(changes)) Object.defineProperty(copy, k, { value: v, enumerable: true, writable: true, configurable: true });
   return copy;
@@ -66,12 +99,19 @@ export class ConfigParseCache {
    * persistent-cache.ts. Without it, the cache lives as long as this object.
    */
   readonly persistent?: PersistentParseCache;
+  /** Whether parsed files are also kept in this object for a later load (false: a command that loads once). */
+  private readonly memory: boolean;
   private entries = new Map<string, { result: FileResult; absolutePath: string }>();
   private previous = new Set<string>();
   private current = new Set<string>();
 
-  constructor(options: { persistent?: PersistentParseCache } = {}) {
+  /**
+   * `memory: false` (with `persistent`): nothing is kept in this object, only on disk; for a
+   * process that loads once (dpctl plan), which would otherwise hold every file's parse twice.
+   */
+  constructor(options: { persistent?: PersistentParseCache; memory?: boolean } = {}) {
     this.persistent = options.persistent;
+    this.memory = options.memory ?? true;
   }
 
   /** Starts a load: what the load before the previous one used becomes evictable. */
@@ -88,6 +128,7 @@ export class ConfigParseCache {
   }
 
   lookup(file: string, absolutePath: string, text: string, parse: () => FileResult): FileResult {
+    if (!this.memory) return parse();
     const key = `${file}\0${createHash('sha256').update(text).digest('hex')}`;
     this.current.add(key);
     const hit = this.entries.get(key);

@@ -43,6 +43,11 @@ export interface EngineOptions extends Partial<PlanOptions> {
   cwd?: string;
   /** Reuses the parse of unchanged files across loads (the controller plans the same files every run). */
   parseCache?: ConfigParseCache;
+  /**
+   * The live projects, listed since before the config was loaded (listProjects): awaited once the
+   * config is valid. With a config error it is never awaited (the caller aborts it).
+   */
+  projects?: Promise<Record<string, unknown>[]>;
 }
 
 export interface Prepared {
@@ -67,7 +72,7 @@ export async function preparePlan(client: DataPlatformClient, paths: string[], o
   const all = sortErrors([...errors, ...resolved.errors], config.files);
   if (all.length) throw new EngineConfigError(all.map(formatConfigError));
   const prune = options.prune ?? false;
-  const state = await observe(client, config.documents, { allKinds: options.allKinds ?? prune, concurrency: options.concurrency ?? 4, sourceId: options.sourceId });
+  const state = await observe(client, config.documents, { allKinds: options.allKinds ?? prune, concurrency: options.concurrency ?? 4, sourceId: options.sourceId, projects: options.projects });
   const plan = makePlan(config.documents, state, resolved.secrets, {
     sourceId: options.sourceId,
     prune,

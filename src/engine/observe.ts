@@ -30,7 +30,17 @@ export interface LiveState {
 
 /** Identity values compare as the API does (lowercased when the kind normalises its identity). */
 export function identityKey(d: KindDescriptor, value: string): string {
-  return d.normalizers.some((n) => n.path.length === 1 && n.path[0] === d.identity && n.rule === 'lowercase') ? value.trim().toLowerCase() : value;
+  return lowercaseIdentity(d) ? value.trim().toLowerCase() : value;
+}
+
+const lowercased = new WeakMap<KindDescriptor, boolean>();
+function lowercaseIdentity(d: KindDescriptor): boolean {
+  let lower = lowercased.get(d);
+  if (lower === undefined) {
+    lower = d.normalizers.some((n) => n.path.length === 1 && n.path[0] === d.identity && n.rule === 'lowercase');
+    lowercased.set(d, lower);
+  }
+  return lower;
 }
 
 export function resourceKey(d: KindDescriptor, project: string | undefined, identity: string): string {
@@ -59,7 +69,10 @@ export interface ObserveOptions {
   concurrency: number;
   /** With allKinds: also list inside projects labelled as managed by this source (a pruned project takes its contents with it). */
   sourceId?: string;
+  /** Every live project, when the caller started listing them earlier (dpctl does, before it parses the config); else listed here. */
+  projects?: Promise<Record<string, unknown>[]>;
 }
+
 
 /**
  * Lists all projects, then, for each project the config names that exists, every kind the
@@ -74,7 +87,7 @@ export async function observe(client: DataPlatformClient, documents: ConfigDocum
     state.byId.set(object.id, r);
   };
   const projectKind = declarableKinds().find((d) => d.kind === 'project')!;
-  for await (const p of client.resourcesOf('project').iterate()) {
+  for (const p of await (options.projects ?? client.resourcesOf('project').listAll())) {
     const obj = p as LiveObject;
     state.projects.set(String(obj.name), obj);
     add(projectKind, undefined, undefined, obj);

@@ -1,4 +1,5 @@
-import { ConfigValidationError, declaredLookup, firstOf, formatConfigError, subjectOf, toApiBody, type ConfigDocument, type ReferenceLookup, type ResolvedSecrets } from '../config/index.js';
+import { ConfigValidationError, declaredLookup, firstOf, formatConfigError, subjectOf, type ConfigDocument, type ReferenceLookup, type ResolvedSecrets } from '../config/index.js';
+import { toApiBodyShared } from '../config/api-body.js';
 import { valuesAt, type KindDescriptor, type Operation } from '../kinds/index.js';
 import {
   diffResource,
@@ -148,12 +149,12 @@ export function makePlan(documents: ConfigDocument[], state: LiveState, secrets:
       continue;
     }
     const ops = opsOf(d, options.specOperations);
-    const existing = live(doc);
     const key = docKey(doc);
-    const base = { kind: d.kind, yamlKind: doc.yamlKind, project: doc.project, name: doc.name, key, doc, live: existing, id: existing?.object.id, reasons: [], notes: [], patchFields: [] };
+    const existing = state.resources.get(key);
     let body: Record<string, unknown>;
     try {
-      body = toApiBody(doc, lookup, secrets);
+      // Read only (the diff changes nothing): nested parts are shared with the document, not copied.
+      body = toApiBodyShared(doc, lookup, secrets);
     } catch (err) {
       if (err instanceof ConfigValidationError) plan.errors.push(...err.errors.map(formatConfigError));
       else plan.errors.push(`${subjectOf(doc)}: ${(err as Error).message}`);
@@ -180,7 +181,10 @@ export function makePlan(documents: ConfigDocument[], state: LiveState, secrets:
       if (doc.secrets.length) labels[SECRETS_SHA_LABEL] = secretsFingerprint(key, secretValues(doc, secrets));
       body[LABELS_FIELD] = labels;
     }
-    const change: PlannedChange = { ...base, action: 'no-op', changes: [], ownership, labels };
+    const change: PlannedChange = {
+      kind: d.kind, yamlKind: doc.yamlKind, project: doc.project, name: doc.name, key, doc, live: existing, id: existing?.object.id,
+      reasons: [], notes: [], patchFields: [], action: 'no-op', changes: [], ownership, labels,
+    };
     if (!hasLabels(d) && doc.secrets.length) {
       change.notes.push(`${doc.secrets.map((s) => s.field).join(', ')}: write-only and this kind has no labels to hold a fingerprint, so set on create only (never compared)`);
     }
@@ -219,12 +223,11 @@ export function makePlan(documents: ConfigDocument[], state: LiveState, secrets:
   }
 
   // A replaced resource gets a new id: whatever references the old one is replaced too (delete first, re-create after).
-  const liveKeyOf = new Map<string, string>();
-  for (const [k, r] of state.resources) liveKeyOf.set(r.object.id, k);
   let grew = true;
   while (grew) {
     grew = false;
     const replacedIds = new Map(plan.changes.filter((c) => c.action === 'replace' && c.id).map((c) => [c.id!, c]));
+    if (!replacedIds.size) break;
     for (const [k, r] of state.resources) {
       const refs = liveReferences(r).filter((id) => replacedIds.has(id));
       if (!refs.length) continue;
