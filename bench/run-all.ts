@@ -9,7 +9,8 @@
  * Environment (passed on to every bench):
  *   BENCH_SIZES=1000,10000     narrow the sizes (default: each bench's own, 1k/10k/100k for most)
  *   BENCH_BACKENDS=sqlite      narrow the databases (default: sqlite and postgres)
- *   BENCH_ONLY=engine,service  run only these benches
+ *   BENCH_ONLY=engine,service  run only these benches; the rows of the others are kept from the last
+ *                              run (docs/guides/benchmark-results.json), each with its own date
  *   BENCH_NO_WRITE=1           print the table, write no file
  * A bench that fails is reported in the table as failed, and the others still run.
  */
@@ -24,6 +25,23 @@ const ROOT = resolve(fileURLToPath(new URL('..', import.meta.url)));
 
 /** In the order they run: the cheap ones first, so a short run still says something. */
 const BENCHES = ['scheduler', 'service', 'engine', 'streams', 'provider'] as const;
+
+const RESULTS_JSON = join(ROOT, 'docs', 'guides', 'benchmark-results.json');
+
+interface StoredRow extends BenchRow {
+  /** When the row was measured (YYYY-MM-DD). */
+  date: string;
+}
+
+/** Rows of the benches this run did not run, from the last run that did. */
+function keptRows(ran: readonly string[]): StoredRow[] {
+  if (!existsSync(RESULTS_JSON)) return [];
+  try {
+    return (JSON.parse(readFileSync(RESULTS_JSON, 'utf8')) as StoredRow[]).filter((r) => !ran.includes(r.bench));
+  } catch {
+    return [];
+  }
+}
 
 const README_START = '<!-- bench:results:start -->';
 const README_END = '<!-- bench:results:end -->';
@@ -83,17 +101,21 @@ async function main() {
       timings.push(`${bench} ${Math.round(seconds)} s`);
       if (code !== 0) failures.push(failedRow(bench, code));
     }
-    const rows = [...readRows(resultsFile), ...failures];
-    const narrowed = ['BENCH_SIZES', 'BENCH_BACKENDS', 'BENCH_ONLY'].filter((k) => process.env[k]).map((k) => `${k}=${process.env[k]}`);
     const date = new Date().toISOString().slice(0, 10);
+    const measured: StoredRow[] = [...readRows(resultsFile), ...failures].map((r) => ({ ...r, date }));
+    const kept = keptRows(chosen);
+    const rows: StoredRow[] = [...measured, ...kept].sort((a, b) => BENCHES.indexOf(a.bench as (typeof BENCHES)[number]) - BENCHES.indexOf(b.bench as (typeof BENCHES)[number]));
+    const narrowed = ['BENCH_SIZES', 'BENCH_BACKENDS', 'BENCH_ONLY'].filter((k) => process.env[k]).map((k) => `${k}=${process.env[k]}`);
     const header = [
       `Measured ${date} on ${machine()} with \`${narrowed.length ? `${narrowed.join(' ')} ` : ''}npm run bench\` (${timings.join(', ')}).`,
+      ...(kept.length ? [`Rows of ${[...new Set(kept.map((r) => `${r.bench} (${r.date})`))].join(', ')} are from an earlier run.`] : []),
       'Every product figure is the real user command or API call in a fresh process (or over HTTPS to a service in its own process), alternated with its baseline (A B A B); the ratio is the median of the per-pair ratios. "load" is the 1-minute load average when the row was measured: the machine is shared. Scenarios and baselines: [benchmarks.md](benchmarks.md).',
     ].join('\n');
     const markdown = page(rows, header);
     console.log(`\n${markdown}`);
     if (!process.env.BENCH_NO_WRITE) {
       writeFileSync(join(ROOT, 'docs', 'guides', 'benchmark-results.md'), `# Benchmark results\n\n${markdown}`);
+      writeFileSync(RESULTS_JSON, `${JSON.stringify(rows, null, 1)}\n`);
       updateReadme(page(rows, header.replace('[benchmarks.md](benchmarks.md)', '[docs/guides/benchmarks.md](docs/guides/benchmarks.md)')));
     }
   } finally {
