@@ -1,10 +1,8 @@
-import { spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { pathToFileURL } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
-import { DPCTL } from '../support/cli.js';
+import { packageImportTracer } from '../support/package-imports.js';
 
 /**
  * What `dpctl plan` loads at start-up (issue 18: a plan of 10,100 resources in < 1 s with the
@@ -12,35 +10,24 @@ import { DPCTL } from '../support/cli.js';
  * (streams load it when they open), nor the service. And a config error still exits at once, with
  * the login that was started before the parse abandoned, even against a service that does not answer.
  */
+const tracer = packageImportTracer();
 const dir = mkdtempSync(join(tmpdir(), 'dp-plan-imports-'));
-const hooks = join(dir, 'hooks.mjs');
-writeFileSync(
-  hooks,
-  `export async function resolve(specifier, context, next) {
-  const result = await next(specifier, context);
-  const m = /\\/node_modules\\/((?:@[^/]+\\/)?[^/]+)\\//.exec(result.url);
-  if (m) process.stderr.write('loaded-package ' + m[1] + '\\n');
-  return result;
-}
-`,
-);
-const register = join(dir, 'register.mjs');
-writeFileSync(register, `import { register } from 'node:module';\nregister(${JSON.stringify(pathToFileURL(hooks).href)});\n`);
 const config = join(dir, 'platform');
 mkdirSync(config);
 writeFileSync(join(config, 'p.yaml'), 'apiVersion: dataplatform/v1\nkind: Project\nmetadata:\n  name: p1\nspec:\n  nope: 1\n');
-afterAll(() => rmSync(dir, { recursive: true, force: true }));
+afterAll(() => {
+  tracer.close();
+  rmSync(dir, { recursive: true, force: true });
+});
 
 describe('dpctl plan start-up', () => {
   it('loads the client and the engine, not ws or the service; a config error exits at once though the service is unreachable', () => {
     const started = Date.now();
-    const run = spawnSync(process.execPath, ['--import', register, DPCTL, 'plan', '--no-cache', config], {
-      encoding: 'utf8',
-      // Nothing listens on port 1: a login left running would retry for seconds.
-      env: { ...process.env, DATAPLATFORM_URL: 'https://acme.localhost:1', DATAPLATFORM_EMAIL: 'a@example.com', DATAPLATFORM_PASSWORD: 'correct-horse', DATAPLATFORM_API_KEY: '', DATAPLATFORM_CA_FILE: '', DATAPLATFORM_INSECURE: '' },
+    // Nothing listens on port 1: a login left running would retry for seconds.
+    const { run, packages } = tracer.run(['plan', '--no-cache', config], {
+      DATAPLATFORM_URL: 'https://acme.localhost:1', DATAPLATFORM_EMAIL: 'a@example.com', DATAPLATFORM_PASSWORD: 'correct-horse', DATAPLATFORM_API_KEY: '', DATAPLATFORM_CA_FILE: '', DATAPLATFORM_INSECURE: '',
     });
     const elapsed = Date.now() - started;
-    const packages = new Set(run.stderr.split('\n').flatMap((line) => (line.startsWith('loaded-package ') ? [line.slice('loaded-package '.length)] : [])));
     expect(run.status, run.stderr).toBe(1);
     expect(run.stderr).toContain('p.yaml:6:3: Project/p1: spec.nope: is not a known field');
     expect(packages.has('undici') && packages.has('yaml') && packages.has('commander'), run.stderr).toBe(true);

@@ -1,4 +1,5 @@
 import type { Queryable } from '../store/db.js';
+import { jsonField } from '../store/resources.js';
 import { newId } from '../ids.js';
 import type { Runtime } from './runtime.js';
 import { inProject, type RunData } from './runs.js';
@@ -146,7 +147,7 @@ export class Alerting {
   private async failedRuns(tenantId: string, run: RunData, minutes: number): Promise<number> {
     const { db } = this.rt.ctx;
     const since = new Date(this.rt.nowMs() - minutes * 60_000).toISOString();
-    const field = (name: string) => (db.dialect === 'sqlite' ? `json_extract(data, '$.${name}')` : `(data::jsonb ->> '${name}')`);
+    const field = (name: string) => jsonField(db, name);
     const row = await db.get<{ n: number }>(
       `SELECT COUNT(*) AS n FROM resources WHERE tenant_id = ? AND project_id = ? AND kind = 'run' AND parent_id = ? AND id <> ? AND ${field('status')} = 'failed' AND ${field('finished_at')} >= ?`,
       [tenantId, run.project_id, run.resource_id, run.id, since],

@@ -1,6 +1,6 @@
 import type { Run } from '../../kinds/generated/kinds.js';
 import type { Queryable } from '../store/db.js';
-import type { StoredResource } from '../store/resources.js';
+import { jsonField, type StoredResource } from '../store/resources.js';
 import { lockRow } from '../routes/crud.js';
 import { newId } from '../ids.js';
 import { notFound } from '../errors.js';
@@ -106,8 +106,7 @@ async function pruneHistory(rt: Runtime, q: Queryable, r: NewRun): Promise<void>
   const params = [r.tenantId, r.projectId, 'run', r.parentId];
   const cut = await q.get<{ seq: number }>(`SELECT seq FROM resources WHERE ${scope} ORDER BY seq DESC LIMIT 1 OFFSET ${keep}`, params);
   if (!cut) return;
-  const status = rt.ctx.db.dialect === 'sqlite' ? "json_extract(data, '$.status')" : "(data::jsonb ->> 'status')";
-  await q.run(`DELETE FROM resources WHERE ${scope} AND seq <= ? AND ${status} <> 'running'`, [...params, Number(cut.seq)]);
+  await q.run(`DELETE FROM resources WHERE ${scope} AND seq <= ? AND ${jsonField(rt.ctx.db, 'status')} <> 'running'`, [...params, Number(cut.seq)]);
 }
 
 /** Is there a run of this resource still running? (Callers hold the project lock.) */

@@ -1,5 +1,6 @@
 import type { Db } from '../store/db.js';
 import type { SecretCipher } from './cipher.js';
+import { yieldToLoop } from '../runtime/slices.js';
 
 /** Rows of seq range examined per query: bounded work per step, whatever the store's size or how sparse secrets are. */
 export const RESEAL_WINDOW = 1000;
@@ -17,7 +18,6 @@ export interface ResealOptions {
   onProgress?: (p: { resealed: number; seq: number; maxSeq: number }) => void;
 }
 
-const yieldToLoop = () => new Promise<void>((resolve) => setImmediate(resolve));
 
 /**
  * Reseals the `secrets` column of every selected row under the cipher's primary key, one seq

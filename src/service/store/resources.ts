@@ -48,6 +48,12 @@ export interface ListQuery {
 
 const COLUMNS = 'seq, id, tenant_id, project_id, kind, parent_id, name, data, secrets';
 
+/** SQL for a top-level field of a resource's stored `data`, as text, in the store's dialect. */
+export function jsonField(db: Pick<Db, 'dialect'>, field: string): string {
+  if (!/^[a-z_]+$/.test(field)) throw new Error(`bad filter field ${field}`);
+  return db.dialect === 'sqlite' ? `json_extract(data, '$.${field}')` : `(data::jsonb ->> '${field}')`;
+}
+
 /**
  * Generic persistence for every kind: the service never has a table per kind. Write-only
  * values (`secrets`) are sealed by the cipher on every write and opened on read, so they are
@@ -95,8 +101,7 @@ export class ResourceStore {
   }
 
   private jsonField(field: string): string {
-    if (!/^[a-z_]+$/.test(field)) throw new Error(`bad filter field ${field}`);
-    return this.db.dialect === 'sqlite' ? `json_extract(data, '$.${field}')` : `(data::jsonb ->> '${field}')`;
+    return jsonField(this.db, field);
   }
 
   private listSql(columns: string, query: ListQuery): { sql: string; params: SqlValue[] } {
