@@ -1,4 +1,4 @@
-import type { JsonSchema, KindSchemaFile, Operation, PermissionLevel } from './schema-types.js';
+import type { HealthRuleKeyword, JsonSchema, KindSchemaFile, Operation, PermissionLevel } from './schema-types.js';
 import { walkProperties, type FieldPath } from './walk.js';
 
 export interface Reference {
@@ -44,6 +44,8 @@ export interface KindDescriptor {
    * keeps the next due time of every such resource in its `schedules` table and starts its runs.
    */
   scheduleField?: string;
+  /** How its state maps to health (`x-health`); kinds without one are healthy once they exist. */
+  health?: HealthRuleKeyword;
   /** Request body for create: computed fields removed. */
   createSchema: JsonSchema;
   /** Request body for PATCH: like create, nothing required, no top-level defaults. */
@@ -159,6 +161,7 @@ export function describeKind(file: KindSchemaFile): KindDescriptor {
     readOnlyKind: !!file['x-read-only-kind'],
     deletedWithParent: !!file['x-deleted-with-parent'],
     schema: file,
+    health: file['x-health'],
     scheduleField: Object.keys(props).find((n) => props[n]['x-format'] === 'cron'),
     dags: Object.entries(props).filter(([, p]) => p['x-dag']).map(([field, p]) => ({ field, noun: String(p['x-dag']) })),
     computedFields: top((p) => !!p['x-computed']),

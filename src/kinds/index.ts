@@ -4,6 +4,7 @@ import { kindSchemaFiles, parseKindSchemaFile } from './schema-files.js';
 export type { KindDescriptor, Reference } from './descriptor.js';
 export type { JsonSchema, Operation, PermissionLevel } from './schema-types.js';
 export * from './walk.js';
+export * from './health.js';
 
 export { SCHEMAS_DIR } from './schema-files.js';
 

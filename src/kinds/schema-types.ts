@@ -64,4 +64,20 @@ export interface KindSchemaFile extends JsonSchema {
   'x-read-permission'?: PermissionLevel;
   'x-read-only-kind'?: boolean;
   'x-deleted-with-parent'?: boolean;
+  'x-health'?: HealthRuleKeyword;
+}
+
+/**
+ * How a kind's state maps to health (`x-health`): which values of `field` are healthy,
+ * progressing, degraded or suspended, and which field says why (the platform's message).
+ * `null` in a list stands for a field that is null or absent (a pipeline that never ran).
+ */
+export interface HealthRuleKeyword {
+  field: string;
+  healthy?: (string | null)[];
+  progressing?: (string | null)[];
+  degraded?: (string | null)[];
+  suspended?: (string | null)[];
+  /** Field holding the platform's reason (an error message), shown when not healthy. */
+  message?: string;
 }

@@ -299,6 +299,11 @@ export class Connector extends cdk.TerraformResource {
     return this.getStringAttribute('last_sync_at');
   }
 
+  /** Why the latest sync failed (the source's message); null before the first sync and after a successful one. Set by the server. */
+  get lastError() {
+    return this.getStringAttribute('last_error');
+  }
+
   /** When the resource was created (RFC 3339, UTC). Set by the server. */
   get createdAt() {
     return this.getStringAttribute('created_at');

@@ -136,6 +136,11 @@ export class DataPipeline extends cdk.TerraformDataSource {
     return this.getStringAttribute('last_run_status');
   }
 
+  /** The error of the latest run when it failed; null otherwise. Set by the server. */
+  get lastError() {
+    return this.getStringAttribute('last_error');
+  }
+
   /** When the resource was created (RFC 3339, UTC). Set by the server. */
   get createdAt() {
     return this.getStringAttribute('created_at');

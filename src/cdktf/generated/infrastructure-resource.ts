@@ -156,6 +156,11 @@ export class InfrastructureResource extends cdk.TerraformResource {
     return this.getStringAttribute('status');
   }
 
+  /** Why the latest provisioning of this resource failed (the cloud's message); null once it is provisioned. Set by the server. */
+  get lastError() {
+    return this.getStringAttribute('last_error');
+  }
+
   /** When the resource was created (RFC 3339, UTC). Set by the server. */
   get createdAt() {
     return this.getStringAttribute('created_at');

@@ -287,6 +287,8 @@ export interface Connector {
   status: "created" | "active" | "syncing" | "error" | "paused";
   /** When the last sync finished, succeeded or failed (status says which); null before the first. Set by the server. */
   last_sync_at: string | null;
+  /** Why the latest sync failed (the source's message); null before the first sync and after a successful one. Set by the server. */
+  last_error: string | null;
   /** When the resource was created (RFC 3339, UTC). Set by the server. */
   created_at: string;
   /** When the resource was last changed (RFC 3339, UTC). Set by the server. */
@@ -411,6 +413,8 @@ export interface DbtProject {
   };
   /** Status of the latest run: null before the first, running while it runs (a second run is then 409), then succeeded or failed. cancelled is reserved. Set by the server. */
   last_run_status: "running" | "succeeded" | "failed" | "cancelled" | null;
+  /** The error of the latest run when it failed; null otherwise. Set by the server. */
+  last_error: string | null;
   /** When the resource was created (RFC 3339, UTC). Set by the server. */
   created_at: string;
   /** When the resource was last changed (RFC 3339, UTC). Set by the server. */
@@ -580,6 +584,8 @@ export interface InfrastructureResource {
   };
   /** pending until an infrastructure apply provisions it: pending -> provisioning -> provisioned; an apply of a changed resource: provisioned -> updating -> provisioned; failed when an apply is interrupted (the next apply retries). deleting is reserved: DELETE removes the resource at once and the next plan deprovisions it. Set by the server. */
   status: "pending" | "provisioning" | "provisioned" | "updating" | "deleting" | "failed";
+  /** Why the latest provisioning of this resource failed (the cloud's message); null once it is provisioned. Set by the server. */
+  last_error: string | null;
   /** When the resource was created (RFC 3339, UTC). Set by the server. */
   created_at: string;
   /** When the resource was last changed (RFC 3339, UTC). Set by the server. */
@@ -820,6 +826,8 @@ export interface Pipeline {
   };
   /** Status of the latest run: null before the first, running while it runs (a second run is then 409), then succeeded or failed. cancelled is reserved. Set by the server. */
   last_run_status: "running" | "succeeded" | "failed" | "cancelled" | null;
+  /** The error of the latest run when it failed; null otherwise. Set by the server. */
+  last_error: string | null;
   /** When the resource was created (RFC 3339, UTC). Set by the server. */
   created_at: string;
   /** When the resource was last changed (RFC 3339, UTC). Set by the server. */

@@ -101,5 +101,6 @@ async function runDbt(rt: Runtime, rec: RunRecorder, declared: DeclaredModel[]):
 async function settleDbt(rt: Runtime, q: Queryable, rec: RunRecorder): Promise<void> {
   await updateResource(rt, q, rec.stored.tenantId, rec.stored.projectId, 'dbt_project', rec.stored.parentId, (d) => {
     d.last_run_status = rec.data.status;
+    d.last_error = rec.data.status === 'failed' ? rec.data.error : null;
   });
 }

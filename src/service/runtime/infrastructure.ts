@@ -6,6 +6,7 @@ import { conflict } from '../errors.js';
 import { META, type Runtime } from './runtime.js';
 import { guarded, inProject, insertRun, pendingUnit, RunRecorder, runningRunOf, secondsBetween, updateResource, type ChangeResult, type RunData } from './runs.js';
 import { hash32 } from './sources.js';
+import { regionProblem } from './cloud-regions.js';
 
 /**
  * Infrastructure plan and apply. Desired: the infrastructure resources as configured through the
@@ -156,6 +157,7 @@ export async function applyInfrastructure(rt: Runtime, o: { tenantId: string; pr
       const status = action === 'create' ? 'provisioning' : action === 'update' ? 'updating' : 'provisioned';
       if (r.data.status === status) continue;
       r.data.status = status;
+      r.data.last_error = null;
       await rt.ctx.resources.update(r, q);
     }
     if (!changes.length) {
@@ -179,30 +181,42 @@ export async function applyInfrastructure(rt: Runtime, o: { tenantId: string; pr
 }
 
 async function runApply(rt: Runtime, rec: RunRecorder, plan: Plan): Promise<RunData> {
+  const failures = await Promise.all(plan.changes.map((change, i) => applyChange(rt, rec, change, rec.data.changes[i])));
+  const failed = failures.filter((f): f is string => f !== null);
+  if (!failed.length) return rec.finish('succeeded', null);
+  return rec.finish('failed', `${failed.length} of ${plan.changes.length} changes failed: ${failed.join('; ')}`);
+}
+
+/**
+ * One change of an apply: simulated work, then the snapshot and the resource's status change
+ * together. A change the simulated cloud refuses (an unknown region) leaves the snapshot as it
+ * was, so the next plan proposes it again, and marks the resource failed with the reason.
+ * Returns the failure, or null.
+ */
+async function applyChange(rt: Runtime, rec: RunRecorder, change: PlannedChange, unit: ChangeResult): Promise<string | null> {
   const { tenantId, projectId } = rec.stored;
-  await Promise.all(
-    plan.changes.map(async (change, i) => {
-      const unit = rec.data.changes[i];
-      await rec.begin(unit);
-      const seconds = changeSeconds(change);
-      await rt.simulate(seconds, rec.signal);
-      rec.check();
-      await inProject(rt, tenantId, projectId, async (q) => {
-        await changeSnapshot(rt, q, tenantId, projectId, (s) => {
-          if (change.action === 'delete') delete s.resources[change.resource_id];
-          else s.resources[change.resource_id] = change.after!;
-          s.applied_at = rt.now();
-        });
-        if (change.action !== 'delete') {
-          await updateResource(rt, q, tenantId, projectId, 'infrastructure_resource', change.resource_id, (d) => {
-            d.status = 'provisioned';
-          });
-        }
+  await rec.begin(unit);
+  const problem = change.after ? regionProblem(String(change.after.provider), String(change.after.region)) : null;
+  // A refusal comes quickly: the cloud checks the request before it provisions anything.
+  const seconds = problem ? 1 : changeSeconds(change);
+  await rt.simulate(seconds, rec.signal);
+  rec.check();
+  await inProject(rt, tenantId, projectId, async (q) => {
+    if (!problem) {
+      await changeSnapshot(rt, q, tenantId, projectId, (s) => {
+        if (change.action === 'delete') delete s.resources[change.resource_id];
+        else s.resources[change.resource_id] = change.after!;
+        s.applied_at = rt.now();
       });
-      await rec.end(unit, 'completed', null, seconds);
-    }),
-  );
-  return rec.finish('succeeded', null);
+    }
+    if (change.action !== 'delete') {
+      await updateResource(rt, q, tenantId, projectId, 'infrastructure_resource', change.resource_id, (d) => {
+        Object.assign(d, problem ? { status: 'failed', last_error: problem } : { status: 'provisioned', last_error: null });
+      });
+    }
+  });
+  await rec.end(unit, problem ? 'failed' : 'completed', problem, seconds);
+  return problem && `${change.name}: ${problem}`;
 }
 
 /** After an apply failed or was interrupted: what it was provisioning or updating is failed (the next apply retries it). */
@@ -211,7 +225,7 @@ export async function failResources(rt: Runtime, q: Queryable, rec: { stored: St
   for (const c of rec.data.changes) {
     if (c.action === 'delete' || c.status === 'completed') continue;
     await updateResource(rt, q, tenantId, projectId, 'infrastructure_resource', c.resource_id, (d) => {
-      if (d.status === 'provisioning' || d.status === 'updating') d.status = 'failed';
+      if (d.status === 'provisioning' || d.status === 'updating') Object.assign(d, { status: 'failed', last_error: rec.data.error ?? 'the infrastructure apply was interrupted' });
     });
   }
 }

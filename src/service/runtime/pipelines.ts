@@ -160,5 +160,6 @@ async function runPipeline(rt: Runtime, rec: RunRecorder, declared: DeclaredStep
 async function settlePipeline(rt: Runtime, q: Queryable, rec: RunRecorder): Promise<void> {
   await updateResource(rt, q, rec.stored.tenantId, rec.stored.projectId, 'pipeline', rec.stored.parentId, (d) => {
     d.last_run_status = rec.data.status;
+    d.last_error = rec.data.status === 'failed' ? rec.data.error : null;
   });
 }

@@ -77,14 +77,14 @@ async function interrupt(rt: Runtime, claim: Claim): Promise<void> {
       switch (data.run_type) {
         case 'connector_sync':
           await updateResource(rt, q, tenantId, projectId, 'connector', run.parentId, (d) => {
-            if (d.status === 'syncing') d.status = 'error';
+            if (d.status === 'syncing') Object.assign(d, { status: 'error', last_error: INTERRUPTED });
             d.last_sync_at = now;
           });
           break;
         case 'pipeline':
         case 'dbt_run':
           await updateResource(rt, q, tenantId, projectId, data.run_type === 'pipeline' ? 'pipeline' : 'dbt_project', run.parentId, (d) => {
-            if (d.last_run_status === 'running') d.last_run_status = 'failed';
+            if (d.last_run_status === 'running') Object.assign(d, { last_run_status: 'failed', last_error: INTERRUPTED });
           });
           break;
         case 'infrastructure_apply':

@@ -238,12 +238,13 @@ describe('POST .../connectors/{id}/sync', () => {
     expect(run.error).toMatch(/^1 of 3 tables failed: shop\.missing_table: table "shop\.missing_table" does not exist/);
     const after = await svc.ok(t, 'GET', `${p}/${c.id}`);
     expect(after.status).toBe('error');
+    expect(after.last_error).toBe(run.error);
     expect(after.last_sync_at).toBe(run.finished_at);
     // error -> syncing -> active once the selection is fixed.
     await svc.ok(t, 'PATCH', `${p}/${c.id}`, { body: { selected_tables: ['shop.orders'] } }, 200);
     const fixed = await svc.ok(t, 'POST', `${p}/${c.id}/sync`);
     expect((await waitForRun(svc, t, `${p}/${c.id}/runs/${fixed.run_id}`)).status).toBe('succeeded');
-    expect((await svc.ok(t, 'GET', `${p}/${c.id}`)).status).toBe('active');
+    expect(await svc.ok(t, 'GET', `${p}/${c.id}`)).toMatchObject({ status: 'active', last_error: null });
   });
 
   it('an unreachable source fails the run, every table skipped', async () => {

@@ -173,3 +173,33 @@ describe('infrastructure plan and apply', () => {
     expect(actions).toContain('infrastructure_resource.apply 409');
   });
 });
+
+describe('a provisioning the simulated cloud refuses', () => {
+  it('fails that change with the reason on the resource (last_error), provisions the rest, and is planned again until fixed', async () => {
+    const pid = (await svc.project(t, 'runtime-infra-failure')).id;
+    const at = `/projects/${pid}/infrastructure`;
+    const bad = await svc.ok(t, 'POST', at, { body: { name: 'lake', resource_type: 'bucket', provider: 'aws', region: 'mars-1' } });
+    const good = await svc.ok(t, 'POST', at, { body: { name: 'net', resource_type: 'network', provider: 'azure', region: 'westeurope' } });
+    expect(bad.last_error).toBeNull();
+    const started = await svc.ok(t, 'POST', `${at}/apply`, { body: {} });
+    const run = await waitForRun(svc, t, `${at}/runs/${started.run_id}`);
+    expect(run.status).toBe('failed');
+    expect(run.error).toMatch(/^1 of 2 changes failed: lake: aws has no region "mars-1"/);
+    expect(run.changes.map((c) => [c.name, c.status])).toEqual([
+      ['lake', 'failed'],
+      ['net', 'completed'],
+    ]);
+    const failed = await svc.ok(t, 'GET', `${at}/${bad.id}`);
+    expect([failed.status, failed.last_error]).toEqual(['failed', expect.stringMatching(/aws has no region "mars-1"/)]);
+    expect((await svc.ok(t, 'GET', `${at}/${good.id}`)).status).toBe('provisioned');
+    // Nothing was provisioned for it: the next plan proposes it again.
+    const again = await svc.ok<Plan>(t, 'POST', `${at}/plan`, {}, 200);
+    expect(again.changes.map((c) => [c.action, c.name])).toEqual([['create', 'lake']]);
+    // The region cannot change in place: the fix is a new resource in a known region.
+    await svc.ok(t, 'DELETE', `${at}/${bad.id}`);
+    const fixed = await svc.ok(t, 'POST', at, { body: { name: 'lake', resource_type: 'bucket', provider: 'aws', region: 'eu-west-1' } });
+    const second = await svc.ok(t, 'POST', `${at}/apply`, { body: {} });
+    expect((await waitForRun(svc, t, `${at}/runs/${second.run_id}`)).status).toBe('succeeded');
+    expect(await svc.ok(t, 'GET', `${at}/${fixed.id}`)).toMatchObject({ status: 'provisioned', last_error: null });
+  });
+});

@@ -154,7 +154,7 @@ describe('POST .../pipelines/{id}/run', () => {
     }
     expect(step(failed, 'transform').error).toBe('step sync_broken failed');
     expect(step(failed, 'notify_done').error).toBe('step transform skipped');
-    expect((await svc.ok(t, 'GET', `${base}/pipelines/${failing.id}`)).last_run_status).toBe('failed');
+    expect(await svc.ok(t, 'GET', `${base}/pipelines/${failing.id}`)).toMatchObject({ last_run_status: 'failed', last_error: failed.error });
     expect((await svc.ok(t, 'GET', `${base}/connectors/${ids.broken}`)).status).toBe('error');
   });
 
@@ -235,7 +235,7 @@ describe('POST .../dbt-projects/{id}/run', () => {
     expect(run.models[0].error).toBe('source shop.orders: connector "shop-broken" is in error (its last sync failed)');
     expect(run.models[2].error).toBe('upstream model stg_bad failed');
     expect(run.error).toBe('1 of 3 models failed: stg_bad: source shop.orders: connector "shop-broken" is in error (its last sync failed)');
-    expect((await svc.ok(t, 'GET', `${base}/dbt-projects/${dbt.id}`)).last_run_status).toBe('failed');
+    expect(await svc.ok(t, 'GET', `${base}/dbt-projects/${dbt.id}`)).toMatchObject({ last_run_status: 'failed', last_error: run.error });
   });
 
   it('one run at a time (409), run history paginated, reads for read-only, triggers for read-write', async () => {

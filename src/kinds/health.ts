@@ -1,0 +1,33 @@
+import type { KindDescriptor } from './descriptor.js';
+
+/**
+ * Health of a live resource, derived from its kind's `x-health` rule (one function for every
+ * kind and surface). Argo CD's vocabulary: healthy, progressing (still getting there), degraded
+ * (the platform says it does not work), suspended (paused on purpose), unknown (a state value
+ * the rule does not list: a newer service than this model).
+ */
+export type Health = 'healthy' | 'progressing' | 'degraded' | 'suspended' | 'unknown';
+
+export interface HealthStatus {
+  health: Health;
+  /** Why it is not healthy: the platform's message when it gives one, else the state value. */
+  reason?: string;
+}
+
+const ORDER: Exclude<Health, 'unknown'>[] = ['degraded', 'progressing', 'suspended', 'healthy'];
+
+/** The health of `object`, a resource of kind `d` as the API returns it. */
+export function healthOf(d: KindDescriptor, object: Record<string, unknown>): HealthStatus {
+  const rule = d.health;
+  if (!rule) return { health: 'healthy' };
+  const raw = object[rule.field];
+  const value = raw === undefined ? null : raw;
+  const health = ORDER.find((h) => (rule[h] ?? []).includes(value as string | null)) ?? 'unknown';
+  if (health === 'healthy') return { health };
+  const message = rule.message ? object[rule.message] : undefined;
+  const state = `${rule.field} is ${value === null ? 'not set' : String(value)}`;
+  return { health, reason: typeof message === 'string' && message && health !== 'progressing' ? `${state}: ${message}` : state };
+}
+
+/** True when nothing more is expected to happen by itself: healthy, degraded or suspended. */
+export const isSettled = (h: Health) => h !== 'progressing';
