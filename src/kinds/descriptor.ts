@@ -1,4 +1,4 @@
-import type { HealthRuleKeyword, JsonSchema, KindSchemaFile, Operation, PermissionLevel } from './schema-types.js';
+import type { HealthRuleKeyword, JsonSchema, KindSchemaFile, Operation, PermissionLevel, ProvisioningKeyword } from './schema-types.js';
 import { walkProperties, type FieldPath } from './walk.js';
 
 export interface Reference {
@@ -46,6 +46,10 @@ export interface KindDescriptor {
   scheduleField?: string;
   /** How its state maps to health (`x-health`); kinds without one are healthy once they exist. */
   health?: HealthRuleKeyword;
+  /** `x-test-action`: the item sub-path that tests its connection (dpctl apply --test-connections, the provider's run_setup_tests). */
+  testAction?: string;
+  /** `x-provisioning`: provisioned by a project-wide plan and apply, which dpctl and the provider run and wait for. */
+  provisioning?: ProvisioningKeyword;
   /** Request body for create: computed fields removed. */
   createSchema: JsonSchema;
   /** Request body for PATCH: like create, nothing required, no top-level defaults. */
@@ -162,6 +166,8 @@ export function describeKind(file: KindSchemaFile): KindDescriptor {
     deletedWithParent: !!file['x-deleted-with-parent'],
     schema: file,
     health: file['x-health'],
+    testAction: file['x-test-action'],
+    provisioning: file['x-provisioning'],
     scheduleField: Object.keys(props).find((n) => props[n]['x-format'] === 'cron'),
     dags: Object.entries(props).filter(([, p]) => p['x-dag']).map(([field, p]) => ({ field, noun: String(p['x-dag']) })),
     computedFields: top((p) => !!p['x-computed']),

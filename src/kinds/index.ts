@@ -2,7 +2,7 @@ import { describeKind, type KindDescriptor } from './descriptor.js';
 import { kindSchemaFiles, parseKindSchemaFile } from './schema-files.js';
 
 export type { KindDescriptor, Reference } from './descriptor.js';
-export type { JsonSchema, Operation, PermissionLevel } from './schema-types.js';
+export type { HealthRuleKeyword, JsonSchema, Operation, PermissionLevel, ProvisioningKeyword } from './schema-types.js';
 export * from './walk.js';
 export * from './health.js';
 

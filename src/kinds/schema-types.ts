@@ -65,6 +65,21 @@ export interface KindSchemaFile extends JsonSchema {
   'x-read-only-kind'?: boolean;
   'x-deleted-with-parent'?: boolean;
   'x-health'?: HealthRuleKeyword;
+  /** POST {item}/{this} tests the resource's connection: `{ success, message }` (connectors' `test`). */
+  'x-test-action'?: string;
+  /** Resources of the kind are provisioned by a project-wide plan and apply: see ProvisioningKeyword. */
+  'x-provisioning'?: ProvisioningKeyword;
+}
+
+/**
+ * Sub-paths of the kind's collection: POST {collection}/{plan} computes the plan, POST
+ * {collection}/{apply} `{plan_id}` applies exactly that plan (409 when stale or when an apply runs),
+ * GET {collection}/{runs}/{runId} reads the apply's run with a result per change.
+ */
+export interface ProvisioningKeyword {
+  plan: string;
+  apply: string;
+  runs: string;
 }
 
 /**

@@ -9,7 +9,7 @@ import { isTimestamp } from './timestamps.js';
 /** Our keywords that only annotate (they drive surfaces, not validation). */
 export const ANNOTATIONS = [
   'x-kind', 'x-yaml-kind', 'x-collection', 'x-scope', 'x-identity', 'x-operations', 'x-spec-operations',
-  'x-write-permission', 'x-read-permission', 'x-read-only-kind', 'x-deleted-with-parent', 'x-health', 'x-computed', 'x-immutable', 'x-secret',
+  'x-write-permission', 'x-read-permission', 'x-read-only-kind', 'x-deleted-with-parent', 'x-health', 'x-test-action', 'x-provisioning', 'x-computed', 'x-immutable', 'x-secret',
   'x-sensitive', 'x-once', 'x-ref', 'x-normalize', 'x-extension', 'x-initial', 'x-dag',
 ];
 
