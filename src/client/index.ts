@@ -23,4 +23,17 @@ export { FileTokenStore, MemoryTokenStore, type TokenStore, type Tokens } from '
 export { localhostLookup } from './transport.js';
 export { EventStream, StreamsClient, StreamClosedError, type StepUpdate, type AlertEvent, type StreamOptions, type PipelineRunStreamOptions } from './streams.js';
 export { parseRetryAfter } from './rate-gate.js';
+export { testConnectionOf, type ConnectionTestResult } from './actions.js';
+export {
+  provisionProject,
+  provisioningRoutes,
+  failedChanges,
+  ProvisioningTimeout,
+  ProvisioningRefused,
+  type ProvisionOptions,
+  type ProvisionResult,
+  type ProvisioningPlan,
+  type ProvisioningRun,
+  type ProvisioningChange,
+} from './provisioning.js';
 export * from '../kinds/generated/kinds.js';
