@@ -6,6 +6,8 @@ import { adoptCommand, exportCommand } from './export.js';
 import { providerCommand } from './provider.js';
 import { secretsCommand } from './secrets.js';
 import { initCommand } from './init.js';
+import { runCommand } from './run.js';
+import { alertsCommand } from './alerts.js';
 import { controllerCommand } from '../controller/cli.js';
 import { PACKAGE_VERSION } from '../version.js';
 
@@ -21,6 +23,8 @@ const program = new Command('dpctl')
   .addCommand(driftCommand())
   .addCommand(exportCommand())
   .addCommand(adoptCommand())
+  .addCommand(runCommand())
+  .addCommand(alertsCommand())
   .addCommand(providerCommand())
   .addCommand(secretsCommand())
   .addCommand(controllerCommand());
