@@ -2,6 +2,7 @@ import { setFlagsFromString } from 'node:v8';
 import { Command, Option } from 'commander';
 import type { ClientConfig, DataPlatformClient } from '../client/index.js';
 import type { EngineOptions } from '../engine/index.js';
+import { parseDuration } from '../controller/duration.js';
 
 // The client and the engine load when a command runs, so `dpctl --help` and the commands that
 // do not need them start without them.
@@ -144,7 +145,7 @@ async function markdownOnConfigError<T>(command: 'plan' | 'drift', output: Commo
   }
 }
 
-/** `dpctl plan <path>`: 0 in sync, 2 changes, 1 error. */
+/** `dpctl plan <path>`: 0 in sync, 2 changes (the platform's pending provisioning included), 1 error. */
 export function planCommand(): Command {
   return withCommon(new Command('plan').description('Show what apply would change (observes with list calls; changes nothing)'), ['text', 'json', 'markdown'])
     .option('--prune', 'also plan deleting managed resources that left the config', false)
@@ -153,11 +154,14 @@ export function planCommand(): Command {
       guarded(async () => {
         const { client, projects, close } = await connect(opts);
         try {
-          const { preparePlan, planJson, renderPlan, renderPlanMarkdown, hasChanges } = await loadEngine();
-          const { plan } = await markdownOnConfigError('plan', opts.output, async () => preparePlan(client, [path], await engineOptions(path, opts, projects)));
-          if (opts.output === 'json') print(`${JSON.stringify(planJson(plan), null, 2)}\n`);
-          else print(opts.output === 'markdown' ? renderPlanMarkdown(plan) : renderPlan(plan, { colour: !!process.stdout.isTTY }));
-          return plan.errors.length ? 1 : hasChanges(plan) ? 2 : 0;
+          const engine = await loadEngine();
+          const { plan, state } = await markdownOnConfigError('plan', opts.output, async () => engine.preparePlan(client, [path], await engineOptions(path, opts, projects)));
+          const previews = plan.errors.length ? [] : await engine.previewProvisioning(client, plan, state);
+          if (opts.output === 'json') print(`${JSON.stringify({ ...engine.planJson(plan), provisioning: engine.provisioningPreviewJson(previews), health: engine.planHealthJson(plan) }, null, 2)}\n`);
+          else if (opts.output === 'markdown') print(engine.renderPlanMarkdown(plan));
+          else print(engine.renderPlan(plan, { colour: !!process.stdout.isTTY, sections: engine.renderProvisioningPreview(previews) + engine.renderPlanHealth(plan) }));
+          const provisions = previews.some((p) => p.expected.length);
+          return plan.errors.length ? 1 : engine.hasChanges(plan) || provisions ? 2 : 0;
         } finally {
           await close();
         }
@@ -165,30 +169,43 @@ export function planCommand(): Command {
     );
 }
 
-/** `dpctl apply <path>`: 0 only when everything converged. */
+interface ApplyOpts extends CommonOpts {
+  wait: boolean;
+  waitTimeout: string;
+  testConnections: boolean;
+}
+
+/** `dpctl apply <path>`: 0 only when everything converged, was provisioned, passed its tests and is healthy. */
 export function applyCommand(): Command {
-  return withCommon(new Command('apply').description('Plan, then make the platform match the config'))
+  return withCommon(new Command('apply').description('Plan, make the platform match the config, provision and wait until it works'))
     .option('--prune', 'delete managed resources (label dpctl.dev/managed-by = source id) that left the config', false)
     .option('--allow-mass-delete', 'allow pruning more than max(5, 20%) of the managed resources', false)
-    .action((path: string, opts: CommonOpts) =>
+    .option('--no-wait', 'start provisioning and return: do not wait for it, nor for health')
+    .option('--wait-timeout <duration>', 'how long to wait for provisioning and health (e.g. 90s, 10m, 1h)', '10m')
+    .option('--test-connections', 'test the connection of every created or changed connector; a failed test fails the apply', false)
+    .action((path: string, opts: ApplyOpts) =>
       guarded(async () => {
+        const deadline = Date.now() + parseDuration(opts.waitTimeout, '--wait-timeout');
         const { client, projects, close } = await connect(opts);
         try {
-          const { preparePlan, planJson, renderPlan, applyPlan, applyJson, renderApplySummary } = await loadEngine();
-          const engine = await engineOptions(path, opts, projects);
-          const { plan, documents, state, secrets } = await preparePlan(client, [path], engine);
+          const engine = await loadEngine();
+          const options = await engineOptions(path, opts, projects);
+          const { plan, documents, state, secrets } = await engine.preparePlan(client, [path], options);
           const json = opts.output === 'json';
-          if (!json) print(renderPlan(plan, { colour: !!process.stdout.isTTY }));
+          const previews = plan.errors.length ? [] : await engine.previewProvisioning(client, plan, state);
+          if (!json) print(engine.renderPlan(plan, { colour: !!process.stdout.isTTY, sections: engine.renderProvisioningPreview(previews) + engine.renderPlanHealth(plan) }));
           if (plan.errors.length) {
-            if (json) print(`${JSON.stringify(planJson(plan), null, 2)}\n`);
+            if (json) print(`${JSON.stringify(engine.planJson(plan), null, 2)}\n`);
             process.stderr.write('dpctl: nothing applied: the plan has errors\n');
             return 1;
           }
           const progress = json ? undefined : progressPrinter(plan.changes.reduce((n, c) => n + (c.action === 'no-op' ? 0 : c.action === 'replace' ? 2 : 1), 0));
-          const result = await applyPlan(client, plan, documents, state, secrets, { concurrency: engine.concurrency!, onProgress: progress?.line });
+          const result = await engine.applyPlan(client, plan, documents, state, secrets, { concurrency: options.concurrency!, onProgress: progress?.line });
+          const settled = await engine.settle(client, plan, result, state, { previews, wait: opts.wait, deadline, testConnections: opts.testConnections, concurrency: options.concurrency!, onProgress: progress?.line, onPhase: progress?.phase });
           progress?.end();
-          print(json ? `${JSON.stringify(applyJson(plan, result), null, 2)}\n` : renderApplySummary(result));
-          return result.converged ? 0 : 1;
+          if (json) print(`${JSON.stringify({ ...engine.applyJson(plan, result), ...engine.settleJson(settled) }, null, 2)}\n`);
+          else print(engine.renderApplySummary(result) + engine.renderSettle(settled));
+          return result.converged && !settled.failures.length ? 0 : 1;
         } finally {
           await close();
         }
@@ -197,18 +214,26 @@ export function applyCommand(): Command {
 }
 
 /**
- * Apply progress: on a terminal, a status line under the event lines counts what is done
- * (redrawn in place); elsewhere (CI logs, pipes) plain event lines only.
+ * Apply progress: on a terminal, a status line under the event lines counts what is done and
+ * names the phase (redrawn in place); elsewhere (CI logs, pipes) plain event lines only.
  */
-function progressPrinter(total: number): { line: (text: string) => void; end: () => void } {
-  if (!process.stdout.isTTY) return { line: (text) => print(`${text}\n`), end: () => undefined };
+function progressPrinter(total: number): { line: (text: string) => void; phase: (label: string) => void; end: () => void } {
+  if (!process.stdout.isTTY) return { line: (text) => print(`${text}\n`), phase: () => undefined, end: () => undefined };
   let done = 0;
+  let label = 'applying';
   const clear = '\r\x1b[2K';
+  const status = () => process.stdout.write(`\x1b[2m[${Math.min(done, total)}/${total}] ${label}...\x1b[0m`);
   return {
     line(text) {
       // Indented lines are notes about a resource already counted.
       if (!text.startsWith('  ')) done++;
-      process.stdout.write(`${clear}${text}\n\x1b[2m[${Math.min(done, total)}/${total}] applying...\x1b[0m`);
+      process.stdout.write(`${clear}${text}\n`);
+      status();
+    },
+    phase(next) {
+      label = next;
+      process.stdout.write(clear);
+      status();
     },
     end: () => void process.stdout.write(clear),
   };
@@ -221,11 +246,11 @@ export function driftCommand(): Command {
       guarded(async () => {
         const { client, projects, close } = await connect(opts);
         try {
-          const { detectDrift, driftJson, renderDrift, renderDriftMarkdown } = await loadEngine();
+          const { detectDrift, driftJson, renderDrift, renderDriftMarkdown, planHealthJson, renderPlanHealth } = await loadEngine();
           const engine = await engineOptions(path, opts, projects);
           const { plan, drift } = await markdownOnConfigError('drift', opts.output, () => detectDrift(client, [path], engine));
-          if (opts.output === 'json') print(`${JSON.stringify(driftJson(plan.sourceId, drift, plan.errors), null, 2)}\n`);
-          else print(opts.output === 'markdown' ? renderDriftMarkdown(plan.sourceId, drift, plan.errors) : renderDrift(drift));
+          if (opts.output === 'json') print(`${JSON.stringify({ ...driftJson(plan.sourceId, drift, plan.errors), health: planHealthJson(plan) }, null, 2)}\n`);
+          else print(opts.output === 'markdown' ? renderDriftMarkdown(plan.sourceId, drift, plan.errors) : renderDrift(drift) + renderPlanHealth(plan));
           // JSON and markdown carry the errors themselves.
           for (const e of opts.output === 'text' ? plan.errors : []) process.stderr.write(`error: ${e}\n`);
           return plan.errors.length ? 1 : drift.length ? 2 : 0;

@@ -28,6 +28,8 @@ export interface ProvisionOptions {
   /** Called with each plan that will be applied, then with the run at each poll. */
   onPlan?: (plan: ProvisioningPlan) => void;
   onRun?: (run: ProvisioningRun) => void;
+  /** false: return once the apply started (its run as the apply answered it). Default true. */
+  wait?: boolean;
   /** First poll interval (doubles up to 8x); default 500 ms. */
   pollMs?: number;
 }
@@ -35,7 +37,7 @@ export interface ProvisionOptions {
 export interface ProvisionResult {
   /** The plan applied (or found empty). */
   plan: ProvisioningPlan;
-  /** The apply's run once it ended; undefined when the plan was empty. */
+  /** The apply's run once it ended (just started, with wait: false); undefined when the plan was empty. */
   run?: ProvisioningRun;
 }
 
@@ -78,6 +80,7 @@ export async function provisionProject(client: DataPlatformClient, d: KindDescri
       continue;
     }
     o.onPlan?.(plan);
+    if (o.wait === false) return { plan, run: (await client.request<ProvisioningRun>({ method: 'GET', route: routes.run, params: { ...params, runId }, signal: o.signal })).body };
     return { plan, run: await followRun(client, routes.run, { ...params, runId }, o) };
   }
 }

@@ -14,7 +14,8 @@ function fieldLine(action: Action, f: FieldChange): string {
 }
 
 /** Terraform-style plan text: one block per change, then a summary line. */
-export function renderPlan(plan: Plan, options: { colour: boolean; verbose?: boolean }): string {
+/** `sections`: text shown after the changes and before the summary line (provisioning, health). */
+export function renderPlan(plan: Plan, options: { colour: boolean; verbose?: boolean; sections?: string }): string {
   const paint = (a: Action, s: string) => (options.colour && a !== 'no-op' ? `\x1b[${COLOUR[a]}m${s}\x1b[0m` : s);
   const lines: string[] = [];
   const shown = plan.changes.filter((c) => c.action !== 'no-op');
@@ -28,6 +29,7 @@ export function renderPlan(plan: Plan, options: { colour: boolean; verbose?: boo
   for (const c of plan.changes) if (c.action === 'no-op' && c.notes.length && options.verbose) lines.push(`    ${subjectOfChange(c)}: ${c.notes.join('; ')}`);
   for (const w of plan.warnings) lines.push(`warning: ${w}`);
   for (const e of plan.errors) lines.push(`error: ${e}`);
+  if (options.sections) lines.push(options.sections.replace(/\n$/, ''));
   const s = plan.summary;
   lines.push(
     shown.length
@@ -50,6 +52,8 @@ function changeJson(c: PlannedChange) {
     reasons: c.reasons,
     notes: c.notes,
     unsupported: c.unsupported ?? null,
+    health: c.health?.health ?? null,
+    health_reason: c.health?.reason ?? null,
   };
 }
 

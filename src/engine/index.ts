@@ -10,6 +10,7 @@ import { applyPlan, type ApplyResult } from './apply.js';
 import { driftReport, type DriftEntry } from './drift.js';
 import { observe, type LiveState } from './observe.js';
 import { makePlan, type Plan, type PlanOptions } from './plan.js';
+import { attachHealth } from './health.js';
 
 export * from './diff.js';
 export * from './observe.js';
@@ -19,6 +20,10 @@ export * from './drift.js';
 export * from './format.js';
 export * from './export.js';
 export * from './adopt.js';
+export * from './health.js';
+export * from './provisioning.js';
+export * from './settle.js';
+export * from './settle-format.js';
 
 /** Default source id: the name of the config's directory (of the first path; a file's own directory). */
 export function defaultSourceId(path: string): string {
@@ -80,6 +85,7 @@ export async function preparePlan(client: DataPlatformClient, paths: string[], o
     adopt: options.adopt ?? false,
     specOperations: options.specOperations ?? false,
   });
+  attachHealth(plan);
   return { documents: config.documents, secrets: resolved.secrets, state, plan };
 }
 

@@ -1,6 +1,6 @@
 import { ConfigValidationError, declaredLookup, firstOf, formatConfigError, subjectOf, type ConfigDocument, type ReferenceLookup, type ResolvedSecrets } from '../config/index.js';
 import { toApiBodyShared } from '../config/api-body.js';
-import { valuesAt, type KindDescriptor, type Operation } from '../kinds/index.js';
+import { valuesAt, type HealthStatus, type KindDescriptor, type Operation } from '../kinds/index.js';
 import {
   diffResource,
   hasLabels,
@@ -46,6 +46,8 @@ export interface PlannedChange extends ResourceEntry {
   patchFields: string[];
   /** Labels to write (kinds with labels). */
   labels?: Record<string, string>;
+  /** Health of the live resource when observed (kinds with x-health rules; see health.ts). */
+  health?: HealthStatus;
 }
 
 export interface Plan {

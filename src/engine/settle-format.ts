@@ -1,0 +1,66 @@
+import { healthCounts, unhealthy, type HealthEntry } from './health.js';
+import type { Plan } from './plan.js';
+import type { ProjectProvisioning } from './provisioning.js';
+import type { SettleResult } from './settle.js';
+
+/**
+ * Text and JSON of what a plan says about provisioning and health, and of what an apply found
+ * after it wrote (settle.ts). Kept apart from format.ts, which renders the resource changes.
+ */
+
+const SYMBOL = { create: '+', update: '~', delete: '-' } as const;
+const VERB = { create: 'provision', update: 'change', delete: 'destroy' } as const;
+
+/** The nested "the platform will provision" section of a plan, per project. */
+export function renderProvisioningPreview(previews: ProjectProvisioning[]): string {
+  const lines: string[] = [];
+  for (const p of previews) {
+    if (!p.expected.length && !p.note) continue;
+    lines.push(`Infrastructure the platform will provision in project ${p.project} (after this apply):`);
+    for (const e of p.expected) {
+      const fields = e.action === 'update' && e.changed_fields.length ? ` (${e.changed_fields.join(', ')})` : '';
+      const pending = e.origin === 'platform' ? ' # already pending on the platform' : '';
+      lines.push(`  ${SYMBOL[e.action]} ${VERB[e.action]} ${e.resource_type ? `${e.resource_type} ` : ''}${e.name}${fields}${pending}`);
+    }
+    if (p.note) lines.push(`  # ${p.note}`);
+  }
+  return lines.length ? `${lines.join('\n')}\n` : '';
+}
+
+/** Resources whose observed health is not healthy, for the plan's text. */
+export function renderPlanHealth(plan: Plan): string {
+  const entries = unhealthy(plan);
+  if (!entries.length) return '';
+  return `Health (as observed): ${healthCounts(entries)}\n${entries.map((e) => `  ! ${e.subject}: ${e.health}: ${e.reason}`).join('\n')}\n`;
+}
+
+const healthJson = (e: HealthEntry) => ({ kind: e.kind, project: e.project ?? null, name: e.name, health: e.health, reason: e.reason ?? null });
+
+export function provisioningPreviewJson(previews: ProjectProvisioning[]) {
+  return previews.map((p) => ({ project: p.project, kind: p.descriptor.kind, changes: p.expected, note: p.note ?? null }));
+}
+
+export function planHealthJson(plan: Plan) {
+  return plan.changes.filter((c) => c.health).map((c) => healthJson({ subject: '', kind: c.kind, project: c.project, name: c.name, health: c.health!.health, reason: c.health!.reason }));
+}
+
+export function settleJson(s: SettleResult) {
+  return {
+    provisioning: s.provisioning.map((p) => ({ project: p.project, run_id: p.run?.id ?? null, status: p.run?.status ?? null, changes: p.changes.map((c) => ({ action: c.action, name: c.name })), failures: p.failures })),
+    connection_tests: s.tests,
+    health: s.health.map(healthJson),
+    failures: s.failures,
+  };
+}
+
+/** The lines after an apply: what failed after the writes, and the health summary. */
+export function renderSettle(s: SettleResult): string {
+  const lines: string[] = [];
+  for (const f of s.failures) lines.push(`error: ${f}`);
+  if (s.health.length) {
+    const notHealthy = s.health.filter((h) => h.health !== 'healthy');
+    lines.push(notHealthy.length ? `Health: ${healthCounts(s.health)}.` : `Health: all ${s.health.length} healthy.`);
+  }
+  if (s.failures.length) lines.push(`Not done: ${s.failures.length} problem${s.failures.length === 1 ? '' : 's'} after the writes (above); run apply again once fixed.`);
+  return lines.length ? `${lines.join('\n')}\n` : '';
+}

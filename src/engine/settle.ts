@@ -1,0 +1,89 @@
+import { testConnectionOf, type DataPlatformClient } from '../client/index.js';
+import type { ApplyResult } from './apply.js';
+import { waitForHealth, type HealthEntry } from './health.js';
+import { mapLimit, type LiveState } from './observe.js';
+import { subjectOfChange, type Plan, type PlannedChange } from './plan.js';
+import { provisionAll, type ProjectProvisioning, type ProvisioningOutcome } from './provisioning.js';
+
+/**
+ * After the API accepted an apply: make it work and find out whether it does. Provision what
+ * the platform provisions (x-provisioning), test the connections of what changed
+ * (x-test-action, with --test-connections), then wait until what the config declares is no
+ * longer progressing and report what is not healthy (x-health). Any failure makes the apply
+ * fail, after everything else was applied.
+ */
+
+export interface ConnectionTestOutcome {
+  subject: string;
+  success: boolean;
+  message: string;
+}
+
+export interface SettleOptions {
+  previews: ProjectProvisioning[];
+  /** Wait for provisioning and health (dpctl apply --wait, the default). */
+  wait: boolean;
+  /** Epoch ms: the end of --wait-timeout. */
+  deadline: number;
+  testConnections: boolean;
+  concurrency: number;
+  signal?: AbortSignal;
+  onProgress?: (line: string) => void;
+  /** Names the phase under way (provisioning, testing connections, waiting for health), for a live status line. */
+  onPhase?: (label: string) => void;
+  pollMs?: number;
+}
+
+export interface SettleResult {
+  provisioning: ProvisioningOutcome[];
+  tests: ConnectionTestOutcome[];
+  /** Final health of each declared resource with a health rule (empty without wait). */
+  health: HealthEntry[];
+  /** What makes the apply fail, one line each: resource first, then the platform's reason. */
+  failures: string[];
+}
+
+/** Project name -> id after the apply: the observed ones and those the apply created. */
+export function projectIdsAfter(state: LiveState, result: ApplyResult): Map<string, string> {
+  const ids = new Map([...state.projects].map(([name, p]) => [name, p.id]));
+  for (const o of result.outcomes) if (o.change.kind === 'project' && o.id) ids.set(o.change.name, o.id);
+  return ids;
+}
+
+/** Declared resources the apply wrote successfully, or left alone (no-op). */
+function settledChanges(plan: Plan, result: ApplyResult): PlannedChange[] {
+  const failed = new Set(result.outcomes.filter((o) => o.status !== 'done').map((o) => o.change));
+  return plan.changes.filter((c) => c.action !== 'delete' && c.doc && !failed.has(c));
+}
+
+export async function settle(client: DataPlatformClient, plan: Plan, result: ApplyResult, state: LiveState, o: SettleOptions): Promise<SettleResult> {
+  const projectIds = projectIdsAfter(state, result);
+  if (o.previews.length) o.onPhase?.('provisioning');
+  const provisioning = await provisionAll(client, o.previews, { projectIds, deadline: o.deadline, wait: o.wait, signal: o.signal, onProgress: o.onProgress, pollMs: o.pollMs });
+  if (o.testConnections) o.onPhase?.('testing connections');
+  const tests = o.testConnections ? await testConnections(client, result, projectIds, o) : [];
+  if (o.wait) o.onPhase?.('waiting for health');
+  const health = o.wait ? await waitForHealth(client, settledChanges(plan, result), { projectIds, deadline: o.deadline, concurrency: o.concurrency, signal: o.signal, onProgress: o.onProgress, pollMs: o.pollMs }) : [];
+  // A failed provisioning also leaves its resource degraded: report it once, with the platform's reason.
+  const reported = new Set(provisioning.flatMap((p) => p.failures.map((f) => `${p.project}/${f.name}`)));
+  const unhealthy = health.filter((h) => !reported.has(`${h.project}/${h.name}`));
+  const failures = [
+    ...provisioning.flatMap((p) => p.failures.map((f) => `${p.project}/${f.name}: provisioning failed: ${f.message}`)),
+    ...tests.filter((t) => !t.success).map((t) => `${t.subject}: connection test failed: ${t.message}`),
+    ...unhealthy.filter((h) => h.health === 'degraded').map((h) => `${h.subject}: degraded: ${h.reason}`),
+    ...unhealthy.filter((h) => h.health === 'progressing').map((h) => `${h.subject}: still ${h.reason} when the wait timed out`),
+  ];
+  return { provisioning, tests, health, failures };
+}
+
+/** Tests the connection of every created, updated or replaced resource of a kind with x-test-action. */
+async function testConnections(client: DataPlatformClient, result: ApplyResult, projectIds: Map<string, string>, o: SettleOptions): Promise<ConnectionTestOutcome[]> {
+  const written = result.outcomes.filter((x) => x.status === 'done' && x.change.action !== 'delete' && x.change.doc?.descriptor.testAction);
+  return mapLimit(written, o.concurrency, async (x) => {
+    const c = x.change;
+    const projectId = c.project !== undefined ? projectIds.get(c.project) : undefined;
+    const answer = await testConnectionOf(client, c.doc!.descriptor, { projectId }, (x.id ?? c.id)!, { signal: o.signal });
+    o.onProgress?.(`  ${answer.success ? '' : 'x '}${subjectOfChange(c)}: connection test ${answer.success ? 'passed' : 'failed'}: ${answer.message}`);
+    return { subject: subjectOfChange(c), success: answer.success, message: answer.message };
+  });
+}
