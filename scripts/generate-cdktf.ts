@@ -116,8 +116,10 @@ class Emitter {
         return `{ value: cdk.listMapperHcl(${HCL_MAPPER[a.elem!]}, false)(${value}), isBlock: false, type: 'list', storageClassType: '${STORAGE[a.elem!]}List' }`;
       case 'map':
         return `{ value: cdk.hashMapperHcl(${HCL_MAPPER[a.elem!]})(${value}), isBlock: false, type: 'map', storageClassType: '${STORAGE[a.elem!]}Map' }`;
-      // Nested attributes (not blocks): `name = { ... }` / `name = [{ ... }]`, rendered from the JSON form.
+      // Nested attributes (not blocks): `name = { ... }` / `name = [{ ... }]`, rendered from the JSON form;
+      // a block (`timeouts`) as `name { ... }`.
       case 'object':
+        if (a.block) return `{ value: ${camel(struct!.name)}ToTerraform(${value}), isBlock: true, type: 'struct', storageClassType: '${struct!.name}' }`;
         return `{ value: ${camel(struct!.name)}ToTerraform(${value}), isBlock: false, type: 'any', storageClassType: '${struct!.name}' }`;
       case 'objects':
         return `{ value: cdk.listMapper(${camel(struct!.name)}ToTerraform, false)(${value}), isBlock: false, type: 'any', storageClassType: '${struct!.name}List' }`;

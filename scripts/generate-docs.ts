@@ -34,6 +34,7 @@ import {
   type DataSourceSpec,
   type ResourceSpec,
 } from '../src/provider/schema.js';
+import { TIMEOUT_DEFAULTS, type TimeoutOp } from '../src/provider/settings.js';
 
 const ROOT = join(import.meta.dirname, '..');
 export const DOCS_DIR = join(ROOT, 'docs');
@@ -584,6 +585,7 @@ const PRIMITIVE_LABEL = { string: 'String', number: 'Number', bool: 'Boolean' } 
 
 /** The type as tfplugindocs names it. */
 function typeLabel(a: AttrSpec): string {
+  if (a.block) return a.optional ? 'Block, Optional' : 'Block';
   const elem = PRIMITIVE_LABEL[a.elem ?? 'string'];
   switch (a.shape) {
     case 'primitive':
@@ -599,7 +601,8 @@ function typeLabel(a: AttrSpec): string {
   }
 }
 
-const anchor = (path: string[]) => `nestedatt--${path.join('--')}`;
+/** tfplugindocs' anchors: `nestedblock--timeouts` for a block, `nestedatt--config` for a nested attribute. */
+const anchor = (path: string[], block = false) => `nested${block ? 'block' : 'att'}--${path.join('--')}`;
 /** Link from a page to the resource page of a kind (`base`: '' from resources/, '../resources/' from elsewhere). */
 function kindLink(kind: string, base: string): string {
   const typeName = `${PROVIDER_TYPE}_${kind}`;
@@ -626,7 +629,7 @@ function attrLine(a: AttrSpec, siblings: AttrSpec[], path: string[], linkBase: s
   if (a.writeOnly) flags.push(WRITE_ONLY_LINK);
   if (a.replace) flags.push('Forces replacement');
   const text = [sentence(a.description), ...attrNotes(a, siblings, linkBase)];
-  if (a.attrs) text.push(`(see [below for nested schema](#${anchor([...path, a.name])}))`);
+  if (a.attrs) text.push(`(see [below for nested schema](#${anchor([...path, a.name], a.block)}))`);
   return `- \`${a.name}\` (${flags.join(', ')}) ${text.filter(Boolean).join(' ')}`.trimEnd();
 }
 
@@ -637,7 +640,7 @@ const GROUPS: [string, (a: AttrSpec) => boolean][] = [
 ];
 
 /** One level of attributes in tfplugindocs' groups, alphabetically; nested objects are queued for later. */
-function attrGroups(attrs: AttrSpec[], path: string[], queue: { path: string[]; attrs: AttrSpec[] }[], linkBase: string): string[] {
+function attrGroups(attrs: AttrSpec[], path: string[], queue: { path: string[]; attrs: AttrSpec[]; block?: boolean }[], linkBase: string): string[] {
   const lines: string[] = [];
   const byName = [...attrs].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
   for (const [title, member] of GROUPS) {
@@ -646,7 +649,7 @@ function attrGroups(attrs: AttrSpec[], path: string[], queue: { path: string[]; 
     lines.push(path.length ? `${title}:` : `### ${title}`, '');
     for (const a of members) {
       lines.push(attrLine(a, attrs, path, linkBase));
-      if (a.attrs) queue.push({ path: [...path, a.name], attrs: a.attrs });
+      if (a.attrs) queue.push({ path: [...path, a.name], attrs: a.attrs, block: a.block });
     }
     lines.push('');
   }
@@ -654,10 +657,10 @@ function attrGroups(attrs: AttrSpec[], path: string[], queue: { path: string[]; 
 }
 
 export function schemaMarkdown(attrs: AttrSpec[], linkBase: string): string[] {
-  const queue: { path: string[]; attrs: AttrSpec[] }[] = [];
+  const queue: { path: string[]; attrs: AttrSpec[]; block?: boolean }[] = [];
   const lines = ['## Schema', '', ...attrGroups(attrs, [], queue, linkBase)];
   for (let next = queue.shift(); next; next = queue.shift()) {
-    lines.push(`<a id="${anchor(next.path)}"></a>`, `### Nested Schema for \`${next.path.join('.')}\``, '', ...attrGroups(next.attrs, next.path, queue, linkBase));
+    lines.push(`<a id="${anchor(next.path, next.block)}"></a>`, `### Nested Schema for \`${next.path.join('.')}\``, '', ...attrGroups(next.attrs, next.path, queue, linkBase));
   }
   return lines;
 }
@@ -744,6 +747,13 @@ function aboutKind(d: KindDescriptor): string[] {
   if (!d.operations.includes('update')) lines.push(`The API cannot change ${article(d.title)} ${title}: every change replaces it.`);
   for (const dag of d.dags) lines.push(`The \`${dag.field}\` must form a graph: each ${dag.noun}'s \`depends_on\` names other ${dag.noun}s of the same ${title}, and cycles are refused.`);
   const writes = (['create', 'update', 'delete'] as const).filter((op) => d.operations.includes(op)).map((op) => WRITE_VERBS[op]);
+  if (d.provisioning) {
+    lines.push(
+      `The platform provisions ${plural(d)} through its project's infrastructure plan and apply: after each create, update and delete the provider runs that plan and apply and waits for the result (up to \`timeouts\`; defaults ${listed((Object.keys(TIMEOUT_DEFAULTS) as TimeoutOp[]).map((op) => `${op} ${TIMEOUT_DEFAULTS[op]}`))}). A change the platform fails (an unknown region, for example) fails the apply with the platform's message; ${article(d.title)} ${title} whose create failed stays in the state, tainted, and the next apply replaces it.`,
+    );
+  }
+  if (d.testAction) lines.push(`With \`run_setup_tests = true\` the provider tests the ${title}'s connection after each create and update; a failed test fails the apply with the test's message (the ${title} is saved all the same).`);
+  if (d.health) lines.push(`When the platform reports ${article(d.title)} ${title} degraded (\`${d.health.field}\` ${listed((d.health.degraded ?? []).map((v) => code(v)))}), ${d.provisioning ? "a refresh shows a warning with its reason, and the next plan updates it, so that the apply runs the platform's plan and apply again" : 'refresh and apply show a warning with its reason'}.`);
   lines.push(`Reading ${plural(d)} needs the \`${d.readPermission}\` role${writes.length ? `; ${listed(writes)} them \`${d.writePermission}\`` : ''}.`);
   return [lines.join(' '), ''];
 }

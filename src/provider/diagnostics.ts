@@ -14,6 +14,9 @@ export interface Diagnostic {
 }
 
 export const error = (summary: string, detail = ''): Diagnostic => ({ severity: 1, summary, detail });
+/** Shown by Terraform without failing the command. */
+export const warning = (summary: string, detail = ''): Diagnostic => ({ severity: 2, summary, detail });
+export const isError = (d: Diagnostic) => d.severity === 1;
 
 /**
  * An API field path (`target.connector_id`, `steps[1].depends_on`, `labels.team`) as a

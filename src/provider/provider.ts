@@ -4,9 +4,11 @@ import type * as grpc from '@grpc/grpc-js';
 import { ClientConfigError, DataPlatformClient, type ClientConfig } from '../client/index.js';
 import { DataSourceHandler } from './data-source.js';
 import { attributePath, diagnose, diagnoseAll, error, fieldName, placeablePath, type Step } from './diagnostics.js';
+import { applyChange, readResource } from './lifecycle.js';
 import { ListCache } from './list-cache.js';
 import { ProviderError, ResourceHandler, writeOnlyConflicts, writeOnlySet } from './resource.js';
 import { dataSourceSpecs, providerSchemaMessage, resourceSpecs, schemaMessage } from './schema.js';
+import { settingErrors } from './settings.js';
 import type { StaticMethod } from './static-responses.js';
 import { validateConfig } from './validate.js';
 import { decodeDynamic, encodeDynamic, isTfObject, type DynamicValue, type TfObject, type TfValue } from './values.js';
@@ -129,6 +131,8 @@ export function providerImplementation(onStop: () => void) {
     return h;
   };
   const canned = staticResponses(specs, dataSpecs);
+  // StopProvider (Terraform's Ctrl-C) ends the waits for provisioning in flight.
+  const stopping = new AbortController();
   const obj = (v: DynamicValue | undefined): TfObject | null => {
     const value = decodeDynamic(v);
     return isTfObject(value) ? value : null;
@@ -162,6 +166,8 @@ export function providerImplementation(onStop: () => void) {
           });
         }
       }
+      // Settings live in blocks (`timeouts`), which Terraform can place down to the attribute.
+      for (const e of settingErrors(config)) diagnostics.push({ ...error(`${req.type_name}: ${e.path.join('.')} ${e.message}`), attribute: { steps: e.path.map((attribute_name) => ({ attribute_name })) } });
       for (const e of validateConfig(h.spec, config)) {
         const attribute = attributePath(h.spec.attrs, e.field, true);
         diagnostics.push({ ...error(`${req.type_name}: ${e.field} ${e.message}`), ...(attribute ? { attribute } : {}) });
@@ -188,8 +194,8 @@ export function providerImplementation(onStop: () => void) {
     }),
     ReadResource: unary('ReadResource', async (req) => {
       const h = handler(req.type_name);
-      const state = await h.read(obj(req.current_state));
-      return { new_state: encodeDynamic(state), private: req.private, diagnostics: [] };
+      const { state, diagnostics } = await readResource(h, obj(req.current_state));
+      return { new_state: encodeDynamic(state), private: req.private, diagnostics };
     }),
     PlanResourceChange: unary('PlanResourceChange', (req) => {
       const h = handler(req.type_name);
@@ -205,8 +211,8 @@ export function providerImplementation(onStop: () => void) {
       const h = handler(req.type_name);
       const prior = obj(req.prior_state);
       try {
-        const state = await h.apply(prior, obj(req.planned_state), obj(req.config));
-        return { new_state: encodeDynamic(state), private: req.planned_private, diagnostics: [] };
+        const { state, diagnostics } = await applyChange(h, prior, obj(req.planned_state), obj(req.config), stopping.signal);
+        return { new_state: encodeDynamic(state), private: req.planned_private, diagnostics };
       } catch (err) {
         log(`ApplyResourceChange ${req.type_name} failed: ${err instanceof Error ? err.message : String(err)}`);
         const state = err instanceof ProviderError && err.newState !== undefined ? err.newState : prior;
@@ -225,6 +231,7 @@ export function providerImplementation(onStop: () => void) {
       return { state: encodeDynamic(state), diagnostics: [] };
     }),
     StopProvider: unary('StopProvider', () => {
+      stopping.abort(new ProviderError('Terraform stopped the provider'));
       onStop();
       return { Error: '' };
     }),

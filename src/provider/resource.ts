@@ -1,7 +1,8 @@
 import { AmbiguousCreateError, ApiError, type DataPlatformClient, type DynamicResourceClient } from '../client/index.js';
 import { deepEqual, diffResource, normalize } from '../engine/diff.js';
-import { valuesAt } from '../kinds/index.js';
+import { healthOf, valuesAt } from '../kinds/index.js';
 import { ListCache } from './list-cache.js';
+import { settingDefault } from './settings.js';
 import { apiField, apiToTf, defaultTf, objectToApi, objectToTf, tfToApi, type AttrSpec, type ResourceSpec } from './schema.js';
 import { UNKNOWN, hasUnknown, inconsistencies, isTfObject, tfEqual, type TfObject, type TfValue } from './values.js';
 
@@ -79,7 +80,7 @@ const STABLE = new Set(['id', 'created_at']);
 export class ResourceHandler {
   constructor(
     readonly spec: ResourceSpec,
-    private readonly client: () => DataPlatformClient,
+    readonly client: () => DataPlatformClient,
     /** Shared by the handlers of one provider process (see ListCache). */
     private readonly cache = new ListCache(),
   ) {}
@@ -147,17 +148,28 @@ export class ResourceHandler {
         changed = true;
         if (a.replace) replace.push([a.name]);
       }
-      if (changed && replace.length === 0) {
+      if ((changed || this.provisioningFailed(prior)) && replace.length === 0) {
         for (const a of this.spec.attrs) if (computedOnly(a) && !STABLE.has(apiField(a)) && !this.d.onceFields.includes(apiField(a))) planned[a.name] = UNKNOWN;
       }
     }
     return { planned, replace };
   }
 
+  /**
+   * A resource the platform failed to provision (degraded, e.g. its last apply failed) is
+   * planned as an update even when its configuration did not change: the apply then runs the
+   * platform's plan and apply again, so a fixed cause converges without touching the config.
+   */
+  private provisioningFailed(prior: TfObject): boolean {
+    return !!this.d.provisioning && healthOf(this.d, objectToApi(this.spec.attrs, prior)).health === 'degraded';
+  }
+
   /** Same meaning for the API: equal after defaults and server normalisation, secrets equal. */
   equivalent(a: AttrSpec, x: TfValue, y: TfValue): boolean {
     if (hasUnknown(x) || hasUnknown(y)) return false;
     if (tfEqual(x, y)) return true;
+    // A provider-only setting has no API form to normalise.
+    if (a.synthetic === 'setting') return false;
     // The project is the resource's scope, computed in the API's body: the engine's diff
     // ignores it, but another project is another resource.
     if (this.projectScoped && a.name === 'project_id') return false;
@@ -216,6 +228,9 @@ export class ResourceHandler {
       const b = base[a.name] ?? null;
       if (a.name === 'project_id' && this.projectScoped) {
         out[a.name] = b === null || b === UNKNOWN ? ((remote.project_id as string) ?? null) : b;
+      } else if (a.synthetic === 'setting') {
+        // Never in the API's answer: the configuration's (or the state's) value stands.
+        out[a.name] = b === UNKNOWN ? settingDefault(a) : b;
       } else if (computedOnly(a)) {
         const field = apiField(a);
         out[a.name] = remote[field] === undefined && this.d.onceFields.includes(field) && b !== UNKNOWN ? b : apiToTf(a, remote[field]);
@@ -299,6 +314,16 @@ export class ResourceHandler {
     }
   }
 
+  /**
+   * The resource as the service has it now, by its own GET (never from a listing: called after
+   * provisioning changed its status), reconciled with `state`.
+   */
+  async fetch(state: TfObject): Promise<TfObject> {
+    const projectId = this.projectScoped ? (state.project_id as string) : null;
+    this.cache.invalidate(this.d.kind, projectId);
+    return this.reconcile(state, await this.api(projectId).get(state.id as string));
+  }
+
   // ---- read / import / upgrade ----
 
   async read(state: TfObject | null): Promise<TfObject | null> {
@@ -339,6 +364,7 @@ export class ResourceHandler {
     if (!remote) throw new ProviderError(`${this.spec.typeName}: nothing found for ${JSON.stringify(id)}`, `looked up by id and by ${this.d.identity}`);
     const state = objectToTf(this.spec.attrs, remote);
     if (projectId) state.project_id = projectId;
+    for (const a of this.spec.attrs) if (a.synthetic === 'setting') state[a.name] = settingDefault(a);
     return state;
   }
 
@@ -346,7 +372,8 @@ export class ResourceHandler {
     if (!isTfObject(raw as TfValue)) return null;
     const obj = raw as Record<string, TfValue>;
     const out: TfObject = {};
-    for (const a of this.spec.attrs) out[a.name] = obj[a.name] ?? null;
+    // A setting added since the state was written gets its default, so it plans as no change.
+    for (const a of this.spec.attrs) out[a.name] = obj[a.name] ?? (a.synthetic === 'setting' ? settingDefault(a) : null);
     return out;
   }
 }

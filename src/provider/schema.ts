@@ -4,6 +4,7 @@ import { fillDefaults } from '../engine/diff.js';
 import { UNKNOWN, isTfObject, type TfObject, type TfValue } from './values.js';
 
 import { PROVIDER_TYPE } from './address.js';
+import { settingAttrs } from './settings.js';
 
 export { PROVIDER_HOST, PROVIDER_NAMESPACE, PROVIDER_SOURCE, PROVIDER_TYPE } from './address.js';
 
@@ -33,8 +34,13 @@ export interface AttrSpec {
   json: JsonSchema;
   /** Write-only (protocol 6.8): only in config, always null in plan and state. */
   writeOnly?: boolean;
-  /** Not an API field: `<secret>_wo` (write-only twin of a secret) or `<secret>_wo_version`. */
-  synthetic?: 'wo' | 'wo_version';
+  /**
+   * Not an API field: `<secret>_wo` (write-only twin of a secret), `<secret>_wo_version`, or a
+   * provider-only `setting` (settings.ts: `timeouts`, `run_setup_tests`).
+   */
+  synthetic?: 'wo' | 'wo_version' | 'setting';
+  /** Served as a nested block (`timeouts { ... }`, nesting single) instead of an attribute. */
+  block?: boolean;
   /** For synthetic attributes: the secret field they stand for. */
   secretOf?: string;
   /** The API's field name when the attribute's differs (a field named like a Terraform meta-argument). */
@@ -161,7 +167,7 @@ export function resourceSpec(d: KindDescriptor): ResourceSpec {
     if (!d.operations.includes('update') && !attr.computed) attr.replace = true;
     attrs.push(attr);
   }
-  return { typeName: `${PROVIDER_TYPE}_${d.kind}`, descriptor: d, attrs: renameMetaArguments(withWriteOnlyTwins(attrs)) };
+  return { typeName: `${PROVIDER_TYPE}_${d.kind}`, descriptor: d, attrs: [...renameMetaArguments(withWriteOnlyTwins(attrs)), ...settingAttrs(d)] };
 }
 
 let specs: Map<string, ResourceSpec> | undefined;
@@ -308,11 +314,21 @@ function attributeMessage(a: AttrSpec): Record<string, unknown> {
   return msg;
 }
 
+/** A nested block (nesting SINGLE: absent is null), as terraform-plugin-framework-timeouts serves `timeouts`. */
+function blockMessage(a: AttrSpec): Record<string, unknown> {
+  return { type_name: a.name, nesting: 1, block: { version: 0, description: a.description, attributes: a.attrs!.map(attributeMessage), block_types: [] } };
+}
+
 export function schemaMessage(spec: ResourceSpec): Record<string, unknown> {
   const d = spec.descriptor;
   return {
     version: 0,
-    block: { version: 0, description: d.description || d.title, attributes: spec.attrs.map(attributeMessage), block_types: [] },
+    block: {
+      version: 0,
+      description: d.description || d.title,
+      attributes: spec.attrs.filter((a) => !a.block).map(attributeMessage),
+      block_types: spec.attrs.filter((a) => a.block).map(blockMessage),
+    },
   };
 }
 
@@ -393,5 +409,7 @@ export function objectToApi(attrs: AttrSpec[], v: TfObject): Record<string, unkn
 
 /** The default as planned: schema defaults filled below it, in Terraform form. */
 export function defaultTf(a: AttrSpec): TfValue {
+  // A provider-only setting's default is already a Terraform value (apiToTf has none for it).
+  if (a.synthetic === 'setting') return a.default as TfValue;
   return apiToTf(a, fillDefaults(a.json, structuredClone(a.default)));
 }

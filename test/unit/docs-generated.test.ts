@@ -108,6 +108,8 @@ interface MessageAttribute {
   sensitive?: boolean;
   write_only?: boolean;
   nested_type?: { attributes: MessageAttribute[]; nesting: number };
+  /** A nested block's attributes. */
+  block?: MessageAttribute[];
 }
 
 const CTY_LABEL: Record<string, string> = { string: 'String', number: 'Number', bool: 'Boolean' };
@@ -121,6 +123,11 @@ function ctyLabel(t: unknown): string {
 function expectedAttributes(attrs: MessageAttribute[], prefix = '', out = new Map<string, Documented>()): Map<string, Documented> {
   for (const a of attrs) {
     const group = a.required ? 'Required' : a.optional ? 'Optional' : 'Read-Only';
+    if (a.block) {
+      out.set(`${prefix}${a.name}`, { group, flags: ['Block', 'Optional'] });
+      expectedAttributes(a.block, `${prefix}${a.name}.`, out);
+      continue;
+    }
     const type = a.nested_type ? (a.nested_type.nesting === 1 ? 'Attributes' : 'Attributes List') : ctyLabel(JSON.parse(Buffer.from(a.type!).toString('utf8')));
     out.set(`${prefix}${a.name}`, { group, flags: [type, ...(a.sensitive ? ['Sensitive'] : []), ...(a.write_only ? ['Write-only'] : [])] });
     if (a.nested_type) expectedAttributes(a.nested_type.attributes, `${prefix}${a.name}.`, out);
@@ -129,7 +136,11 @@ function expectedAttributes(attrs: MessageAttribute[], prefix = '', out = new Ma
 }
 
 const sorted = (m: Map<string, Documented>) => [...m].sort(([a], [b]) => (a < b ? -1 : 1));
-const messageAttributes = (message: Record<string, unknown>) => (message as { block: { attributes: MessageAttribute[] } }).block.attributes;
+/** The attributes and, as tfplugindocs lists them, the blocks (`timeouts`: Block, Optional). */
+function messageAttributes(message: Record<string, unknown>): MessageAttribute[] {
+  const block = (message as { block: { attributes: MessageAttribute[]; block_types?: { type_name: string; block: { attributes: MessageAttribute[] } }[] } }).block;
+  return [...block.attributes, ...(block.block_types ?? []).map((b) => ({ name: b.type_name, optional: true, block: b.block.attributes }))];
+}
 
 describe('the Schema section of each page', () => {
   it('lists every attribute as `terraform providers schema -json` has it (group, type, sensitive, write-only)', () => {

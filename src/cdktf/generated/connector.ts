@@ -130,6 +130,8 @@ export interface ConnectorConfig extends cdk.TerraformMetaArguments {
   readonly schedule?: string;
   /** String key/value labels. The reconciler marks what it manages with its own labels. Default: {}. */
   readonly labels?: { [key: string]: string };
+  /** Test the connector's connection after each create and update (the API's `test` action); a failed test fails the apply with the platform's message. Not sent to the API. Default: false. */
+  readonly runSetupTests?: boolean | cdk.IResolvable;
 }
 
 /** A link to a data source whose selected tables are replicated into the platform. Terraform resource `dataplatform_connector`. */
@@ -161,6 +163,7 @@ export class Connector extends cdk.TerraformResource {
     this._selectedTables = config.selectedTables;
     this._schedule = config.schedule;
     this._labels = config.labels;
+    this._runSetupTests = config.runSetupTests;
   }
 
   private _projectId?: string;
@@ -242,6 +245,17 @@ export class Connector extends cdk.TerraformResource {
     this._labels = undefined;
   }
 
+  private _runSetupTests?: boolean | cdk.IResolvable;
+  get runSetupTestsInput() {
+    return this._runSetupTests;
+  }
+  set runSetupTests(value: boolean | cdk.IResolvable) {
+    this._runSetupTests = value;
+  }
+  resetRunSetupTests() {
+    this._runSetupTests = undefined;
+  }
+
   /** Server-assigned identifier. Set by the server. */
   get id() {
     return this.getStringAttribute('id');
@@ -314,6 +328,11 @@ export class Connector extends cdk.TerraformResource {
     return this.getStringAttribute('updated_at');
   }
 
+  /** Test the connector's connection after each create and update (the API's `test` action); a failed test fails the apply with the platform's message. Not sent to the API. Default: false. */
+  get runSetupTests() {
+    return this.getBooleanAttribute('run_setup_tests');
+  }
+
   protected synthesizeAttributes(): { [name: string]: any } {
     return {
       project_id: cdk.stringToTerraform(this._projectId),
@@ -324,6 +343,7 @@ export class Connector extends cdk.TerraformResource {
       selected_tables: cdk.listMapper(cdk.stringToTerraform, false)(this._selectedTables),
       schedule: cdk.stringToTerraform(this._schedule),
       labels: cdk.hashMapper(cdk.stringToTerraform)(this._labels),
+      run_setup_tests: cdk.booleanToTerraform(this._runSetupTests),
     };
   }
 
@@ -337,6 +357,7 @@ export class Connector extends cdk.TerraformResource {
       selected_tables: { value: cdk.listMapperHcl(cdk.stringToHclTerraform, false)(this._selectedTables), isBlock: false, type: 'list', storageClassType: 'stringList' },
       schedule: { value: cdk.stringToHclTerraform(this._schedule), isBlock: false, type: 'simple', storageClassType: 'string' },
       labels: { value: cdk.hashMapperHcl(cdk.stringToHclTerraform)(this._labels), isBlock: false, type: 'map', storageClassType: 'stringMap' },
+      run_setup_tests: { value: cdk.booleanToHclTerraform(this._runSetupTests), isBlock: false, type: 'simple', storageClassType: 'boolean' },
     };
     return Object.fromEntries(Object.entries(attrs).filter(([, v]) => v.value !== undefined));
   }

@@ -151,6 +151,44 @@ describe.skipIf(testStore() === 'postgres' || !haveTerraform)('cdktf CLI end to 
     await api('GET', `/projects/${projectId}`, undefined, 404);
   });
 
+  it('an infrastructure resource through the generated constructs (timeouts block): deploy waits until it is provisioned', { timeout: 120_000 }, async () => {
+    // A small app of its own (own cdktf.json and state), importing the constructs from the repository.
+    const infraApp = join(ws.root, 'infra-app');
+    mkdirSync(infraApp);
+    symlinkSync(join(ROOT, 'node_modules'), join(infraApp, 'node_modules'));
+    writeFileSync(join(infraApp, 'cdktf.json'), JSON.stringify({ language: 'typescript', app: 'node --import tsx main.ts', terraformProviders: [], context: {} }));
+    writeFileSync(
+      join(infraApp, 'main.ts'),
+      `import { App, TerraformStack } from '${join(ROOT, 'src', 'cdktf', 'cdk.js')}';
+import { DataplatformProvider, InfrastructureResource, Project } from '${join(ROOT, 'src', 'cdktf', 'index.js')}';
+const app = new App();
+const stack = new TerraformStack(app, 'infra');
+new DataplatformProvider(stack, 'provider');
+const project = new Project(stack, 'project', { name: 'cdktf-infra' });
+new InfrastructureResource(stack, 'warehouse', {
+  projectId: project.id, name: 'cdktf-warehouse', resourceType: 'warehouse', providerName: 'snowflake', region: 'eu-west-1',
+  timeouts: { create: '5m' },
+});
+app.synth();
+`,
+    );
+    const run = (args: string[]) =>
+      new Promise<string>((resolve, reject) =>
+        execFile(CDKTF, args, { cwd: infraApp, env, maxBuffer: 64 << 20 }, (err, stdout, stderr) => (err ? reject(new Error(`cdktf ${args.join(' ')} failed:\n${stdout}\n${stderr}`)) : resolve(`${stdout}\n${stderr}`))),
+      );
+    await run(['synth']);
+    const synthesized = JSON.parse(readFileSync(join(infraApp, 'cdktf.out', 'stacks', 'infra', 'cdk.tf.json'), 'utf8'));
+    expect(Object.values(synthesized.resource.dataplatform_infrastructure_resource)[0]).toMatchObject({ provider_name: 'snowflake', timeouts: { create: '5m' } });
+    const out = await run(['deploy', 'infra', '--auto-approve', '--no-color', '--skip-synth', '--skip-provider-lock']);
+    expect(out).toMatch(/Apply complete! Resources: 2 added, 0 changed, 0 destroyed/);
+    const project = (await api<{ data: any[] }>('GET', '/projects')).data.find((p) => p.name === 'cdktf-infra');
+    const infra = (await api<{ data: any[] }>('GET', `/projects/${project.id}/infrastructure`)).data;
+    // Provisioned when deploy returns: the provider ran the project's plan + apply and waited.
+    expect(infra).toMatchObject([{ name: 'cdktf-warehouse', status: 'provisioned', last_error: null }]);
+    expect((await api<{ changes: unknown[] }>('POST', `/projects/${project.id}/infrastructure/plan`, undefined, 200)).changes).toEqual([]);
+    expect(await run(['destroy', 'infra', '--auto-approve', '--no-color', '--skip-synth', '--skip-provider-lock'])).toMatch(/Destroy complete! Resources: 2 destroyed/);
+  });
+
   it('the YAML bridge: cdktf deploys examples/platform, and dpctl finds every document matching (adopt --dry-run)', { timeout: 120_000 }, async () => {
     const out = await cdktf(['deploy', 'yaml-platform', '--auto-approve', '--no-color', '--skip-synth', '--skip-provider-lock']);
     expect(out).toMatch(/Apply complete! Resources: \d+ added, 0 changed, 0 destroyed/);
