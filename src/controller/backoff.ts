@@ -46,9 +46,9 @@ export class Backoff {
     return this.entries.get(key);
   }
 
-  /** Forgets resources that left the plan (deleted from the config). */
-  retain(keys: Set<string>): void {
-    for (const k of this.entries.keys()) if (!keys.has(k)) this.entries.delete(k);
+  /** Forgets resources that left the plan (deleted from the config); `keep` spares other entries (a project's provisioning). */
+  retain(keys: Set<string>, keep: (key: string) => boolean = () => false): void {
+    for (const k of this.entries.keys()) if (!keys.has(k) && !keep(k)) this.entries.delete(k);
   }
 
   /** A new revision may fix what failed: everything is tried again at once. */

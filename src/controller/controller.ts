@@ -5,12 +5,16 @@ import { ConfigParseCache, formatConfigError, loadConfig, resolveSecrets, sortEr
 import {
   applyPlan,
   detectDrift,
+  healthEntry,
+  previewProvisioning,
+  settle,
   driftJson,
   driftReport,
   EngineConfigError,
   preparePlan,
   subjectOfChange,
   type EngineOptions,
+  type ApplyResult,
   type Outcome,
   type Plan,
   type PlannedChange,
@@ -19,6 +23,7 @@ import { Backoff, type BackoffOptions } from './backoff.js';
 import { deferChanges } from './defer.js';
 import { withJitter } from './duration.js';
 import type { LeaderElector } from './leader/types.js';
+import { ConditionTracker, deriveConditions, resultWithHealth, withHealth } from './health.js';
 import { ControllerMetrics } from './metrics.js';
 import { createStatusServer, listen } from './server.js';
 import type { ConfigSource, Revision } from './source/types.js';
@@ -53,6 +58,8 @@ export interface ControllerOptions {
   processMetrics?: boolean;
   /** Close the client on stop (default true). */
   closeClient?: boolean;
+  /** How long a run waits for provisioning and health before it reports them progressing (default 5 min). */
+  waitTimeoutMs?: number;
 }
 
 export interface RunningController {
@@ -69,6 +76,9 @@ export interface RunningController {
 }
 
 const iso = (ms: number) => new Date(ms).toISOString();
+
+/** Backoff key of a project's provisioning (retried with back-off when the platform refuses it). */
+const PROVISION = 'provision\u0000';
 
 /** Leadership that nobody contests: a single replica. */
 const soleLeader = (): LeaderElector => ({
@@ -104,6 +114,8 @@ export async function startController(options: ControllerOptions): Promise<Runni
   let lastSeen: string | undefined;
   let lastGood: Revision | undefined;
   let runs = 0;
+  let running = false;
+  const conditions = new ConditionTracker();
 
   const status: ControllerStatus = {
     controller: {
@@ -120,15 +132,15 @@ export async function startController(options: ControllerOptions): Promise<Runni
     revision: { fetched: null, applied: null, converged: null, invalid: null, fetch_error: null, last_fetch_at: null },
     last_run: null,
     runs: 0,
+    conditions: [],
     resources: [],
     drift: [],
   };
   const ready = () => (leader ? plannedOnce : !stopping.signal.aborted);
-  const snapshot = (): ControllerStatus => ({
-    ...status,
-    controller: { ...status.controller, suspended, ready: ready(), leader: { ...status.controller.leader, elected: leader } },
-    runs,
-  });
+  const snapshot = (): ControllerStatus => {
+    const base = { ...status, controller: { ...status.controller, suspended, ready: ready(), leader: { ...status.controller.leader, elected: leader } }, runs };
+    return { ...base, conditions: conditions.update(deriveConditions(base, running)) };
+  };
 
   const trigger = (reason = 'manual') => {
     pendingTrigger = reason;
@@ -245,9 +257,10 @@ export async function startController(options: ControllerOptions): Promise<Runni
     if (options.mode === 'drift') {
       const { plan, drift } = await detectDrift(options.client, paths, opts);
       status.drift = driftJson(plan.sourceId, drift, plan.errors).drift;
-      status.resources = plan.changes.map((c) => (c.action === 'no-op' ? rowOf(c, 'in-sync', null) : rowOf(c, 'drifted', changeDetail(c))));
+      const rows = plan.changes.map((c) => (c.action === 'no-op' ? rowOf(c, 'in-sync', null) : rowOf(c, 'drifted', changeDetail(c))));
+      status.resources = withHealth(rows, observedHealth(plan));
       plannedOnce = true;
-      return { result: plan.errors.length ? 'plan-error' : drift.length ? 'drift' : 'in-sync', errors: plan.errors, summary: summaryOf(plan) };
+      return { result: resultWithHealth(plan.errors.length ? 'plan-error' : drift.length ? 'drift' : 'in-sync', status.resources), errors: plan.errors, summary: summaryOf(plan) };
     }
     const prepared = await preparePlan(options.client, paths, opts);
     const { plan } = prepared;
@@ -258,19 +271,35 @@ export async function startController(options: ControllerOptions): Promise<Runni
       log.error({ errors: plan.errors }, 'plan has errors: nothing applied');
       return { result: 'plan-error', errors: plan.errors, summary: summaryOf(plan) };
     }
-    backoff.retain(new Set(plan.changes.filter((c) => c.action !== 'no-op').map((c) => c.key)));
+    backoff.retain(new Set(plan.changes.filter((c) => c.action !== 'no-op').map((c) => c.key)), (key) => key.startsWith(PROVISION));
     const { plan: toApply, deferred } = deferChanges(plan, (key) => {
       const e = backoff.waiting(key);
       return e ? `backing off after ${e.failures} failure${e.failures === 1 ? '' : 's'}: ${e.lastError}` : undefined;
     });
     const outcomes = new Map<PlannedChange, Outcome>();
+    const previews = (await previewProvisioning(options.client, plan, prepared.state, signal)).filter((p) => !backoff.waiting(PROVISION + p.project));
+    let applied: ApplyResult = { outcomes: [], converged: true };
     if (toApply.changes.some((c) => c.action !== 'no-op')) {
-      const result = await applyPlan(options.client, toApply, prepared.documents, prepared.state, prepared.secrets, {
+      applied = await applyPlan(options.client, toApply, prepared.documents, prepared.state, prepared.secrets, {
         concurrency: engine.concurrency ?? 4,
         signal,
         onProgress: (line) => log.info({ revision: rev.id }, line.trim()),
       });
-      for (const o of result.outcomes) outcomes.set(o.change, o);
+      for (const o of applied.outcomes) outcomes.set(o.change, o);
+    }
+    // Provision, and find out whether what the revision declares works (waits up to waitTimeoutMs).
+    const settled = await settle(options.client, plan, applied, prepared.state, {
+      previews,
+      wait: true,
+      deadline: Date.now() + (options.waitTimeoutMs ?? 300_000),
+      testConnections: false,
+      concurrency: engine.concurrency ?? 4,
+      signal,
+      onProgress: (line) => log.info({ revision: rev.id }, line.trim()),
+    });
+    for (const p of settled.provisioning) {
+      if (p.failures.length) log.warn({ project: p.project, failures: p.failures, failures_in_a_row: backoff.failed(PROVISION + p.project, p.failures[0].message).failures }, 'provisioning failed: backing off');
+      else backoff.succeeded(PROVISION + p.project);
     }
     status.resources = plan.changes.map((c) => {
       if (c.action === 'no-op') {
@@ -299,13 +328,27 @@ export async function startController(options: ControllerOptions): Promise<Runni
           return rowOf(c, 'unsupported', o.message ?? null);
       }
     });
+    status.resources = withHealth(status.resources, settled.health);
     const failed = status.resources.filter((r) => r.state === 'failed' || r.state === 'backoff' || r.state === 'skipped' || r.state === 'unsupported');
-    const result: RunResult = signal.aborted ? 'stopped' : failed.length ? 'incomplete' : 'converged';
-    return { result, errors: failed.map((r) => `${r.yaml_kind} ${r.project ? `${r.project}/` : ''}${r.name}: ${r.state}: ${r.detail ?? ''}`), summary: summaryOf(plan) };
+    const result: RunResult = signal.aborted ? 'stopped' : failed.length ? 'incomplete' : resultWithHealth('converged', status.resources);
+    const unwell = status.resources.filter((r) => r.state === 'degraded' || r.state === 'progressing');
+    return { result, errors: [...failed, ...unwell].map((r) => `${r.yaml_kind} ${r.project ? `${r.project}/` : ''}${r.name}: ${r.state}: ${r.detail ?? ''}`), summary: summaryOf(plan) };
   };
+
+  /** Health as the plan observed it (drift mode, where nothing is applied nor waited for). */
+  const observedHealth = (plan: Plan) => plan.changes.filter((c) => c.health).map((c) => healthEntry(c, c.health!));
 
   const runOnce = async (trigger: string) => {
     if (suspended) return;
+    running = true;
+    try {
+      await reconcileOnce(trigger);
+    } finally {
+      running = false;
+    }
+  };
+
+  const reconcileOnce = async (trigger: string) => {
     const started = Date.now();
     runAbort = new AbortController();
     const signal = AbortSignal.any([runAbort.signal, stopping.signal]);
@@ -354,7 +397,9 @@ export async function startController(options: ControllerOptions): Promise<Runni
         pendingTrigger = undefined;
         await runOnce(why);
         if (stopping.signal.aborted || !elector.isLeader()) break;
-        if (pendingTrigger === undefined) await sleep(withJitter(options.intervalMs));
+        // While resources are still getting there (provisioning), look again sooner.
+        const progressing = status.last_run?.result === 'progressing';
+        if (pendingTrigger === undefined) await sleep(withJitter(progressing ? Math.min(options.intervalMs, 5_000) : options.intervalMs));
         reason = 'interval';
       }
       leader = false;

@@ -17,6 +17,7 @@ export class ControllerMetrics {
     registers: [this.registry],
   });
   private readonly resources = new Gauge({ name: 'dpctl_controller_resources', help: 'Managed resources by state after the last run', labelNames: ['state'], registers: [this.registry] });
+  private readonly health = new Gauge({ name: 'dpctl_controller_resource_health', help: 'Declared resources by kind and health (x-health rules) after the last run', labelNames: ['kind', 'health'], registers: [this.registry] });
   private readonly drift = new Gauge({ name: 'dpctl_controller_drift_resources', help: 'Resources that differ from the config (last run), by drift type', labelNames: ['type'], registers: [this.registry] });
   private readonly driftTotal = new Gauge({ name: 'dpctl_controller_drift_count', help: 'Resources that differ from the config (last run)', registers: [this.registry] });
   private readonly apiCalls = new Counter({ name: 'dpctl_controller_api_calls_total', help: 'HTTP requests sent to the API (every attempt), by endpoint', labelNames: ['endpoint'], registers: [this.registry] });
@@ -55,6 +56,16 @@ export class ControllerMetrics {
     const counts = new Map<string, number>(RESOURCE_STATES.map((s) => [s, 0]));
     for (const r of status.resources) counts.set(r.state, (counts.get(r.state) ?? 0) + 1);
     for (const [state, n] of counts) this.resources.set({ state }, n);
+    this.health.reset();
+    const byHealth = new Map<string, { kind: string; health: string; n: number }>();
+    for (const r of status.resources) {
+      if (!r.health) continue;
+      const key = `${r.kind}\u0000${r.health}`;
+      const entry = byHealth.get(key) ?? { kind: r.kind, health: r.health, n: 0 };
+      entry.n++;
+      byHealth.set(key, entry);
+    }
+    for (const e of byHealth.values()) this.health.set({ kind: e.kind, health: e.health }, e.n);
     for (const type of ['changed', 'deleted', 'orphaned', 'unmanaged']) this.drift.set({ type }, status.drift.filter((d) => d.type === type).length);
     this.driftTotal.set(status.drift.length);
     this.revisionInfo.reset();

@@ -19,6 +19,7 @@ export interface ControllerOpts extends Pick<CommonOpts, 'url' | 'apiKey' | 'caF
   branch: string;
   path: string;
   interval: string;
+  waitTimeout: string;
   mode: 'apply' | 'drift';
   prune: boolean;
   allowMassDelete: boolean;
@@ -83,6 +84,7 @@ function podNamespace(): string {
 
 export async function startFromOptions(opts: ControllerOpts, log: Logger) {
   const intervalMs = parseDuration(opts.interval, '--interval');
+  const waitTimeoutMs = parseDuration(opts.waitTimeout ?? '5m', '--wait-timeout');
   const concurrency = parseConcurrency(opts.concurrency);
   const leaseSeconds = Number(opts.leaseSeconds);
   if (!Number.isInteger(leaseSeconds) || leaseSeconds < 1) throw new Error(`--lease-seconds must be a whole number of seconds >= 1, got ${opts.leaseSeconds}`);
@@ -127,6 +129,7 @@ export async function startFromOptions(opts: ControllerOpts, log: Logger) {
     client,
     mode: opts.mode,
     intervalMs,
+    waitTimeoutMs,
     listen,
     onListen: (url) => (listenerUrl = url),
     webhookSecret,

@@ -1,9 +1,18 @@
 /** What `/status` reports: JSON for machines, and the same as a small HTML page. */
 
-export type ResourceState = 'in-sync' | 'applied' | 'drifted' | 'failed' | 'backoff' | 'skipped' | 'unsupported' | 'pending';
-export const RESOURCE_STATES: ResourceState[] = ['in-sync', 'applied', 'drifted', 'failed', 'backoff', 'skipped', 'unsupported', 'pending'];
+export type ResourceState = 'in-sync' | 'applied' | 'drifted' | 'failed' | 'backoff' | 'skipped' | 'unsupported' | 'pending' | 'degraded' | 'progressing';
+export const RESOURCE_STATES: ResourceState[] = ['in-sync', 'applied', 'drifted', 'failed', 'backoff', 'skipped', 'unsupported', 'pending', 'degraded', 'progressing'];
 
-export type RunResult = 'converged' | 'drift' | 'in-sync' | 'incomplete' | 'plan-error' | 'invalid' | 'error' | 'suspended' | 'stopped';
+export type RunResult = 'converged' | 'drift' | 'in-sync' | 'incomplete' | 'plan-error' | 'invalid' | 'error' | 'suspended' | 'stopped' | 'degraded' | 'progressing';
+
+/** A Kubernetes-style condition (Ready, Reconciling, Stalled), as Flux reports them. */
+export interface Condition {
+  type: 'Ready' | 'Reconciling' | 'Stalled';
+  status: 'True' | 'False' | 'Unknown';
+  reason: string;
+  message: string;
+  last_transition_time: string;
+}
 
 export interface ResourceStatus {
   kind: string;
@@ -17,6 +26,9 @@ export interface ResourceStatus {
   detail: string | null;
   failures?: number;
   next_attempt_at?: string;
+  /** From the kind's x-health rule, for kinds that have one. */
+  health?: import('../kinds/index.js').Health;
+  health_reason?: string | null;
 }
 
 export interface RevisionInfo {
@@ -60,6 +72,8 @@ export interface ControllerStatus {
     errors: string[];
   } | null;
   runs: number;
+  /** Ready, Reconciling, Stalled: derived from the rest in one place (health.ts). */
+  conditions: Condition[];
   resources: ResourceStatus[];
   drift: ReturnType<typeof import('../engine/index.js').driftJson>['drift'];
 }
@@ -89,7 +103,7 @@ h1{font-size:1.3rem}h2{font-size:1.05rem;margin-top:1.5rem}
 dl{display:grid;grid-template-columns:max-content auto;gap:.2rem 1rem}dt{font-weight:600}dd{margin:0}
 table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:.2rem .5rem;text-align:left}
 .state-failed,.state-backoff,.result-error,.result-invalid,.result-plan-error,.result-incomplete{color:#b00020;font-weight:600}
-.state-drifted,.result-drift{color:#a05a00;font-weight:600}.state-in-sync,.state-applied,.result-converged,.result-in-sync{color:#0a7a2f}
+.state-drifted,.result-drift,.state-progressing,.result-progressing{color:#a05a00;font-weight:600}.state-degraded,.result-degraded{color:#b00020;font-weight:600}.state-in-sync,.state-applied,.result-converged,.result-in-sync{color:#0a7a2f}
 pre{background:#fff3f3;border:1px solid #e0b4b4;padding:.5rem;white-space:pre-wrap}
 </style></head><body>
 <h1>dpctl controller <small>${esc(s.controller.source_id)}</small></h1>
@@ -104,6 +118,7 @@ ${dl([
   ['Last run', run ? `<span id="last-run" class="result-${esc(run.result)}">${esc(run.result)}</span> at ${esc(run.finished_at)} (${esc(run.duration_ms)} ms, ${esc(run.trigger)})` : '<span id="last-run">none yet</span>'],
   ['Resources', [...counts].map(([k, v]) => `${esc(k)}: ${v}`).join(', ') || '0'],
   ['Drift', `<span id="drift-count">${s.drift.length}</span>`],
+  ['Conditions', `<span id="conditions">${s.conditions.map((c) => `${esc(c.type)}=${esc(c.status)}${c.status !== 'False' || c.type === 'Ready' ? ` (${esc(c.reason)})` : ''}`).join(', ')}</span>`],
 ])}
 ${errors.length ? `<h2>Errors</h2><pre id="errors">${esc(errors.join('\n'))}</pre>` : ''}
 ${s.drift.length ? `<h2>Drift</h2><table id="drift"><thead><tr><th>Drift</th><th>Kind</th><th>Project</th><th>Name</th><th>Detail</th></tr></thead><tbody>${s.drift
@@ -111,8 +126,8 @@ ${s.drift.length ? `<h2>Drift</h2><table id="drift"><thead><tr><th>Drift</th><th
     .map((d) => `<tr><td>${esc(d.type)}</td><td>${esc(d.yaml_kind)}</td><td>${esc(d.project ?? '-')}</td><td>${esc(d.name)}</td><td>${esc(d.detail)}</td></tr>`)
     .join('')}</tbody></table>` : ''}
 <h2>Resources</h2>
-<table id="resources"><thead><tr><th>Kind</th><th>Project</th><th>Name</th><th>State</th><th>Detail</th></tr></thead><tbody>
-${rows.map((r) => `<tr><td>${esc(r.yaml_kind)}</td><td>${esc(r.project ?? '-')}</td><td>${esc(r.name)}</td><td class="state-${esc(r.state)}">${esc(r.state)}</td><td>${esc(r.detail ?? '')}</td></tr>`).join('\n')}
+<table id="resources"><thead><tr><th>Kind</th><th>Project</th><th>Name</th><th>State</th><th>Health</th><th>Detail</th></tr></thead><tbody>
+${rows.map((r) => `<tr><td>${esc(r.yaml_kind)}</td><td>${esc(r.project ?? '-')}</td><td>${esc(r.name)}</td><td class="state-${esc(r.state)}">${esc(r.state)}</td><td>${esc(r.health ?? '')}</td><td>${esc(r.detail ?? '')}</td></tr>`).join('\n')}
 </tbody></table>
 ${s.resources.length > PAGE_ROWS ? `<p>${s.resources.length - PAGE_ROWS} more in <a href="/status">/status</a> (JSON).</p>` : ''}
 </body></html>

@@ -25,10 +25,10 @@ export function attachHealth(plan: Plan): void {
 
 /** Declared resources that are not healthy, as observed for the plan. */
 export function unhealthy(plan: Plan): HealthEntry[] {
-  return plan.changes.filter((c) => c.health && c.health.health !== 'healthy').map((c) => entry(c, c.health!));
+  return plan.changes.filter((c) => c.health && c.health.health !== 'healthy').map((c) => healthEntry(c, c.health!));
 }
 
-const entry = (c: PlannedChange, h: HealthStatus): HealthEntry => ({ subject: subjectOfChange(c), kind: c.kind, project: c.project, name: c.name, health: h.health, reason: h.reason });
+export const healthEntry = (c: PlannedChange, h: HealthStatus): HealthEntry => ({ subject: subjectOfChange(c), kind: c.kind, project: c.project, name: c.name, health: h.health, reason: h.reason });
 
 /** Counts by health, for summary lines ("1 degraded, 2 progressing"). */
 export function healthCounts(entries: HealthEntry[]): string {
@@ -64,7 +64,7 @@ export async function waitForHealth(client: DataPlatformClient, changes: Planned
     await new Promise((resolve) => setTimeout(resolve, wait));
     wait = Math.min(wait * 2, 4_000);
   }
-  return watched.map((c) => entry(c, results.get(c) ?? { health: 'unknown', reason: 'not found after the apply' }));
+  return watched.map((c) => healthEntry(c, results.get(c) ?? { health: 'unknown', reason: 'not found after the apply' }));
 }
 
 async function observeHealth(client: DataPlatformClient, watched: PlannedChange[], o: HealthWaitOptions): Promise<Map<PlannedChange, HealthStatus>> {

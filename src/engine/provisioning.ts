@@ -92,7 +92,7 @@ export async function previewProvisioning(client: DataPlatformClient, plan: Plan
 }
 
 /** Why the platform's plan is not the expected one: a change this preview did not show. */
-export function unexpectedChange(expected: ExpectedProvisioning[], plan: ProvisioningPlan): string | null {
+export function unexpectedChange(expected: ExpectedProvisioning[], plan: Pick<ProvisioningPlan, 'changes'>): string | null {
   const known = new Set(expected.map((e) => changeKey(e.action, e.name)));
   const extra = (plan.changes ?? []).filter((c) => !known.has(changeKey(c.action!, c.name!)));
   if (!extra.length) return null;

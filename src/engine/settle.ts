@@ -1,6 +1,6 @@
 import { testConnectionOf, type DataPlatformClient } from '../client/index.js';
 import type { ApplyResult } from './apply.js';
-import { waitForHealth, type HealthEntry } from './health.js';
+import { healthEntry, waitForHealth, type HealthEntry, type HealthWaitOptions } from './health.js';
 import { mapLimit, type LiveState } from './observe.js';
 import { subjectOfChange, type Plan, type PlannedChange } from './plan.js';
 import { provisionAll, type ProjectProvisioning, type ProvisioningOutcome } from './provisioning.js';
@@ -63,7 +63,7 @@ export async function settle(client: DataPlatformClient, plan: Plan, result: App
   if (o.testConnections) o.onPhase?.('testing connections');
   const tests = o.testConnections ? await testConnections(client, result, projectIds, o) : [];
   if (o.wait) o.onPhase?.('waiting for health');
-  const health = o.wait ? await waitForHealth(client, settledChanges(plan, result), { projectIds, deadline: o.deadline, concurrency: o.concurrency, signal: o.signal, onProgress: o.onProgress, pollMs: o.pollMs }) : [];
+  const health = o.wait ? await healthAfter(client, settledChanges(plan, result), provisioning.length > 0, { projectIds, deadline: o.deadline, concurrency: o.concurrency, signal: o.signal, onProgress: o.onProgress, pollMs: o.pollMs }) : [];
   // A failed provisioning also leaves its resource degraded: report it once, with the platform's reason.
   const reported = new Set(provisioning.flatMap((p) => p.failures.map((f) => `${p.project}/${f.name}`)));
   const unhealthy = health.filter((h) => !reported.has(`${h.project}/${h.name}`));
@@ -74,6 +74,18 @@ export async function settle(client: DataPlatformClient, plan: Plan, result: App
     ...unhealthy.filter((h) => h.health === 'progressing').map((h) => `${h.subject}: still ${h.reason} when the wait timed out`),
   ];
   return { provisioning, tests, health, failures };
+}
+
+/**
+ * Final health of the declared resources. Only what this apply wrote, what was not healthy when
+ * observed, and (after a provisioning) the provisioned kinds are listed again; the rest keep
+ * the health observed for the plan, so an apply with nothing to do costs no extra list call.
+ */
+async function healthAfter(client: DataPlatformClient, changes: PlannedChange[], provisioned: boolean, o: HealthWaitOptions): Promise<HealthEntry[]> {
+  const stale = (c: PlannedChange) => c.action !== 'no-op' || (c.health !== undefined && c.health.health !== 'healthy') || (provisioned && !!c.doc?.descriptor.provisioning);
+  const watched = changes.filter((c) => c.doc?.descriptor.health && stale(c));
+  const fresh = new Map((watched.length ? await waitForHealth(client, watched, o) : []).map((e, i) => [watched[i], e]));
+  return changes.filter((c) => c.doc?.descriptor.health).map((c) => fresh.get(c) ?? healthEntry(c, c.health ?? { health: 'healthy' }));
 }
 
 /** Tests the connection of every created, updated or replaced resource of a kind with x-test-action. */

@@ -3,6 +3,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { reconcile } from '../../src/engine/index.js';
+import { provisionProject } from '../../src/client/index.js';
+import { kind } from '../../src/kinds/index.js';
 import { DirectorySource, signBody, type RunningController } from '../../src/controller/index.js';
 import { startTestService, type TestService, type TestTenant } from '../support/service.js';
 import { clientFor, copyExample, SECRET_ENV } from '../integration/engine/helpers.js';
@@ -196,6 +198,8 @@ describe('drift mode, woken by the webhook', () => {
     // Applied once by hand (dpctl apply); the controller only watches.
     const client = clientFor(svc, t);
     await reconcile(client, [copyExample()], { sourceId: 'platform', env });
+    // ... and provisioned, as dpctl apply does: otherwise its warehouse would be progressing (pending) for ever.
+    await provisionProject(client, kind('infrastructure_resource'), (await client.projects.findByName('analytics'))!.id, { deadline: Date.now() + 30_000 });
     await client.close();
     ctl = await startTestController({
       source: gitSourceOf(`file://${repo.remote}`),

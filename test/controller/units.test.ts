@@ -157,7 +157,8 @@ describe('controller building blocks', () => {
       revision: { fetched: { id: 'abc', summary: hostile, at: '2026-01-01T00:00:00.000Z' }, applied: { id: 'abc', summary: hostile, at: '2026-01-01T00:00:00.000Z' }, converged: null, invalid: { id: 'def', summary: null, errors: [`a.yaml:1:1: ${hostile}`] }, fetch_error: null, last_fetch_at: null },
       last_run: null,
       runs: 0,
-      resources: [{ kind: 'connector', yaml_kind: 'Connector', project: hostile, name: hostile, id: null, action: 'create', state: 'failed', detail: hostile }],
+      conditions: [{ type: 'Ready', status: 'False', reason: hostile, message: hostile, last_transition_time: '2026-01-01T00:00:00.000Z' }],
+      resources: [{ kind: 'connector', yaml_kind: 'Connector', project: hostile, name: hostile, id: null, action: 'create', state: 'failed', detail: hostile, health: 'degraded', health_reason: hostile }],
       drift: [],
     };
     const html = renderStatusHtml(status);
