@@ -158,7 +158,7 @@ export function planCommand(): Command {
           const { plan, state } = await markdownOnConfigError('plan', opts.output, async () => engine.preparePlan(client, [path], await engineOptions(path, opts, projects)));
           const previews = plan.errors.length ? [] : await engine.previewProvisioning(client, plan, state);
           if (opts.output === 'json') print(`${JSON.stringify({ ...engine.planJson(plan), provisioning: engine.provisioningPreviewJson(previews), health: engine.planHealthJson(plan) }, null, 2)}\n`);
-          else if (opts.output === 'markdown') print(engine.renderPlanMarkdown(plan));
+          else if (opts.output === 'markdown') print(engine.renderPlanMarkdown(plan) + engine.renderSettleMarkdown(previews, plan));
           else print(engine.renderPlan(plan, { colour: !!process.stdout.isTTY, sections: engine.renderProvisioningPreview(previews) + engine.renderPlanHealth(plan) }));
           const provisions = previews.some((p) => p.expected.length);
           return plan.errors.length ? 1 : engine.hasChanges(plan) || provisions ? 2 : 0;

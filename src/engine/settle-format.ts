@@ -1,3 +1,4 @@
+import { escapeMarkdown } from './format.js';
 import { healthCounts, unhealthy, type HealthEntry } from './health.js';
 import type { Plan } from './plan.js';
 import type { ProjectProvisioning } from './provisioning.js';
@@ -63,4 +64,19 @@ export function renderSettle(s: SettleResult): string {
   }
   if (s.failures.length) lines.push(`Not done: ${s.failures.length} problem${s.failures.length === 1 ? '' : 's'} after the writes (above); run apply again once fixed.`);
   return lines.length ? `${lines.join('\n')}\n` : '';
+}
+
+/** At most this many lines per markdown section: a PR comment has a size limit (the plan's own table is capped in format.ts). */
+const MARKDOWN_LINES = 50;
+
+const capped = (lines: string[]) => (lines.length > MARKDOWN_LINES ? [...lines.slice(0, MARKDOWN_LINES), `- _…and ${lines.length - MARKDOWN_LINES} more; run the command locally for all._`] : lines);
+
+/** The provisioning preview and the unhealthy resources, as markdown sections after the plan's comment. */
+export function renderSettleMarkdown(previews: ProjectProvisioning[], plan: Plan): string {
+  const out: string[] = [];
+  const provisioning = previews.flatMap((p) => p.expected.map((e) => `- ${SYMBOL[e.action]} ${VERB[e.action]} ${escapeMarkdown(`${p.project}/${e.name}`)}${e.origin === 'platform' ? ' _(already pending on the platform)_' : ''}`));
+  if (provisioning.length) out.push('', '#### Infrastructure the platform will provision', '', ...capped(provisioning));
+  const health = unhealthy(plan).map((e) => `- ⚠️ ${escapeMarkdown(e.subject)}: **${e.health}**: ${escapeMarkdown(e.reason ?? '')}`);
+  if (health.length) out.push('', `#### Health (as observed): ${healthCounts(unhealthy(plan))}`, '', ...capped(health));
+  return out.length ? `${out.join('\n')}\n` : '';
 }

@@ -48,6 +48,8 @@ describe('dpctl plan and apply: provisioning', () => {
     const plan = await runDpctl(['plan', dir], { env });
     expect(plan.code).toBe(2);
     expect(plan.stdout).toContain('Infrastructure the platform will provision in project prov-ok (after this apply):\n  + provision bucket raw\n  + provision warehouse wh\n');
+    const markdown = await runDpctl(['plan', dir, '--output', 'markdown'], { env });
+    expect(markdown.stdout).toContain('#### Infrastructure the platform will provision\n\n- + provision prov-ok/raw\n- + provision prov-ok/wh\n');
     const apply = await runDpctl(['apply', dir], { env });
     expect(apply.stderr).toBe('');
     expect(apply.code).toBe(0);

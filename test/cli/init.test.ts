@@ -27,14 +27,14 @@ describe('dpctl init', () => {
     const r = await runDpctl(['init', dir]);
     expect(r.code, r.stderr).toBe(0);
     expect(r.stdout).toContain(`wrote a yaml configuration repository in ${dir}`);
-    for (const f of ['.gitignore', 'README.md', '.github/workflows/platform.yml', 'package.json', 'platform/projects.yaml', 'platform/starter/sources.yaml', '.vscode/settings.json']) {
+    for (const f of ['.gitignore', 'README.md', '.github/workflows/platform.yml', 'package.json', 'platform/projects.yaml', 'platform/starter/sources.yaml', 'platform/starter/warehouse.yaml', '.vscode/settings.json']) {
       expect(r.stdout).toContain(`  ${f}\n`);
     }
     const pkg = JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8'));
     expect(pkg).toMatchObject({ name: 'team-config', private: true, dependencies: { 'dataplatform-as-code': '^0.1.0' }, scripts: { validate: 'dpctl validate platform' } });
     const { config, errors } = loadConfig([join(dir, 'platform')]);
     expect(errors).toEqual([]);
-    expect(config.documents.map((d) => d.yamlKind).sort()).toEqual(['AlertRule', 'Connector', 'NotificationChannel', 'Project']);
+    expect(config.documents.map((d) => d.yamlKind).sort()).toEqual(['AlertRule', 'Connector', 'InfrastructureResource', 'NotificationChannel', 'Project']);
     const workflow = readFileSync(join(dir, '.github/workflows/platform.yml'), 'utf8');
     expect(workflow).toContain('npx dpctl plan platform --output markdown > plan.md');
     expect(workflow).toContain('gh pr comment');

@@ -30,6 +30,7 @@ export function scaffold(o: ScaffoldOptions): Map<string, string> {
   if (o.format === 'yaml') {
     files.set('platform/projects.yaml', yamlProjects(o));
     files.set(`platform/${PROJECT}/sources.yaml`, yamlSources(o));
+    files.set(`platform/${PROJECT}/warehouse.yaml`, yamlWarehouse(o));
     files.set('.vscode/settings.json', vscodeSettings(o));
   } else if (o.format === 'cdktf') {
     files.set('cdktf.json', `${JSON.stringify({ language: 'typescript', app: 'tsx main.ts', projectId: o.repoName, sendCrashReports: 'false', terraformProviders: [], terraformModules: [], context: {} }, null, 2)}\n`);
@@ -152,6 +153,23 @@ spec:
 `;
 }
 
+/** A warehouse: dpctl apply provisions it through the platform's plan and apply, and waits until it is. */
+function yamlWarehouse(o: ScaffoldOptions): string {
+  return `${header(2).replace('dataplatform-as-code', o.packageName)}# Provisioned by the platform: \`dpctl apply\` waits until it is provisioned (or fails naming why).
+apiVersion: dataplatform/v1
+kind: InfrastructureResource
+metadata:
+  name: warehouse
+  project: ${PROJECT}
+spec:
+  resource_type: warehouse
+  provider: snowflake
+  region: eu-west-1   # region, provider and resource_type cannot change in place: a change replaces it
+  config:
+    size: XSMALL
+`;
+}
+
 function vscodeSettings(o: ScaffoldOptions): string {
   return `${JSON.stringify({ 'yaml.schemas': { [`./node_modules/${o.packageName}/schemas/document.schema.json`]: ['platform/**/*.yaml'] } }, null, 2)}\n`;
 }
@@ -164,7 +182,7 @@ function cdktfMain(o: ScaffoldOptions): string {
  */
 import { App, TerraformOutput, TerraformStack } from 'cdktf';
 import type { Construct } from 'constructs';
-import { Platform, secret } from '${o.packageName}/cdktf';
+import { InfrastructureResource, Platform, secret } from '${o.packageName}/cdktf';
 
 class PlatformStack extends TerraformStack {
   constructor(scope: Construct, id: string) {
@@ -179,6 +197,8 @@ class PlatformStack extends TerraformStack {
       selectedTables: ['public.orders', 'public.customers'],
       schedule: '0 * * * *',
     });
+    // Provisioned by the platform: the deploy waits until it is (timeouts: create 30m by default).
+    project.add(InfrastructureResource, 'warehouse', { resourceType: 'warehouse', providerName: 'snowflake', region: 'eu-west-1', config: { size: 'XSMALL' } });
     const email = project.addNotificationChannel('data-team-email', { type: 'email', config: { emailAddresses: ['data-team@example.com'] } });
     project.addAlertRule('orders-sync-failed', {
       severity: 'critical',
@@ -244,6 +264,21 @@ resource "dataplatform_connector" "orders" {
   }
   selected_tables = ["public.orders", "public.customers"]
   schedule        = "0 * * * *"
+}
+
+# Provisioned by the platform: the apply waits until it is provisioned, or fails naming why.
+resource "dataplatform_infrastructure_resource" "warehouse" {
+  project_id    = dataplatform_project.${PROJECT}.id
+  name          = "warehouse"
+  resource_type = "warehouse"
+  provider_name = "snowflake"
+  region        = "eu-west-1"
+  config = {
+    size = "XSMALL"
+  }
+  timeouts {
+    create = "30m"
+  }
 }
 
 resource "dataplatform_notification_channel" "email" {

@@ -175,14 +175,21 @@ describe.skipIf(testStore() === 'postgres' || !haveTerraform)('from the packed p
     expect(again.out).toMatch(/not empty \(it would overwrite .*platform\/projects\.yaml.*--force/);
 
     const env = { ...tenantEnv('yaml'), ORDERS_DB_PASSWORD: 'orders-pw' };
-    expect((await dpctl(['validate', 'platform'], team, env)).out).toContain('valid: 4 documents');
+    expect((await dpctl(['validate', 'platform'], team, env)).out).toContain('valid: 5 documents');
     const apply = await dpctl(['apply', 'platform'], team, env);
     expect(apply.code, apply.out).toBe(0);
-    expect(apply.out).toContain('Apply complete: 4 done, 0 failed');
+    expect(apply.out).toContain('Apply complete: 5 done, 0 failed');
+    // Accepted is not enough: the warehouse was provisioned, and everything is healthy.
+    expect(apply.out).toMatch(/starter\/warehouse: provisioned\n/);
+    expect(apply.out).toContain('Health: all 2 healthy.');
     const plan = await dpctl(['plan', 'platform', '--output', 'markdown'], team, env);
     expect(plan.code, plan.out).toBe(0);
     expect(plan.out).toContain('No changes');
     expect(await projectNamed('yaml', 'starter')).toBeDefined();
+    // Deploy, then run: the sync of the scaffold's connector fails (its host does not exist), and says so.
+    const sync = await dpctl(['run', 'sync', 'orders-db', '--project', 'starter', '--follow'], team, env);
+    expect(sync.code, sync.out).toBe(1);
+    expect(sync.out).toContain('orders.db.internal');
   });
 
   it('the controller watches the new repository as a git source and applies a commit', async () => {
