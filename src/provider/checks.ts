@@ -46,7 +46,7 @@ export function healthDiagnostics(spec: ResourceSpec, state: TfObject | null, o:
     const summary = `${named(spec, api)} is degraded: ${reason}`;
     if (o.degradedIsError) return [error(summary, `The platform did not provision it. Fix the cause and run terraform apply again.`)];
     const next = spec.descriptor.provisioning
-      ? 'Terraform plans an update of it, so that the next apply runs the platform\'s plan and apply again.'
+      ? 'The next apply runs the platform\'s plan and apply again for it (an in-place update, or a replace when Terraform holds it tainted).'
       : 'Its configuration is as Terraform declares it, so nothing is planned for it; look at its recent runs and errors on the platform.';
     return [warning(summary, `The platform reports this ${spec.descriptor.title.toLowerCase()} as not working. ${next}`)];
   }

@@ -6,6 +6,7 @@ import { startTestService, testStore, type TestService, type TestTenant } from '
 import { runDpctl } from '../../support/cli.js';
 import { haveTerraform, TerraformWorkspace } from '../provider/harness.js';
 import { cliEnvFor, EXAMPLE as YAML_EXAMPLE, SECRET_ENV } from '../../integration/engine/helpers.js';
+import { closedPort } from '../../integration/runtime/helpers.js';
 
 /**
  * examples/cdktf under the real cdktf CLI (cdktf-cli 0.21, terraform 1.11) against a real
@@ -19,6 +20,9 @@ import { cliEnvFor, EXAMPLE as YAML_EXAMPLE, SECRET_ENV } from '../../integratio
 const ROOT = join(import.meta.dirname, '..', '..', '..');
 const EXAMPLE = join(ROOT, 'examples', 'cdktf');
 const CDKTF = join(ROOT, 'node_modules', '.bin', 'cdktf');
+/** What a small app's main.ts imports: the cdktf core and the generated constructs, from the repository. */
+const CDK_MODULE = join(ROOT, 'src', 'cdktf', 'cdk.js');
+const CONSTRUCTS_MODULE = join(ROOT, 'src', 'cdktf', 'index.js');
 const SECRETS = { ORDERS_DB_PASSWORD: 'orders-secret-1', BILLING_DB_PASSWORD: 'billing-secret-1', SLACK_WEBHOOK_URL: 'https://hooks.slack.example/services/T1/B1/secret-1' };
 
 describe.skipIf(testStore() === 'postgres' || !haveTerraform)('cdktf CLI end to end (examples/cdktf)', () => {
@@ -29,14 +33,25 @@ describe.skipIf(testStore() === 'postgres' || !haveTerraform)('cdktf CLI end to 
   let env: NodeJS.ProcessEnv;
   let projectId: string;
 
-  function cdktf(args: string[]): Promise<string> {
+  /** The cdktf CLI in `cwd`; rejects unless it exits with `code` (a failed deploy is 1). */
+  function cdktfIn(cwd: string, args: string[], code = 0): Promise<string> {
     return new Promise((resolve, reject) => {
-      execFile(CDKTF, args, { cwd: app, env, maxBuffer: 64 << 20 }, (err, stdout, stderr) => {
+      execFile(CDKTF, args, { cwd, env, maxBuffer: 64 << 20 }, (err, stdout, stderr) => {
         const out = `${stdout}\n${stderr}`;
-        if (err) reject(new Error(`cdktf ${args.join(' ')} failed (${err.code}):\n${out}`));
+        const exit = err ? (typeof err.code === 'number' ? err.code : 1) : 0;
+        if (exit !== code) reject(new Error(`cdktf ${args.join(' ')} exited ${err?.code ?? 0}, expected ${code}:\n${out}`));
         else resolve(out);
       });
     });
+  }
+  const cdktf = (args: string[]) => cdktfIn(app, args);
+  /** A small app of its own (own cdktf.json, and so its own state beside it) for a main.ts written by the test. */
+  function constructsApp(name: string): string {
+    const dir = join(ws.root, name);
+    mkdirSync(dir);
+    symlinkSync(join(ROOT, 'node_modules'), join(dir, 'node_modules'));
+    writeFileSync(join(dir, 'cdktf.json'), JSON.stringify({ language: 'typescript', app: 'node --import tsx main.ts', terraformProviders: [], context: {} }));
+    return dir;
   }
   const api = <T = any>(method: string, path: string, body?: unknown, expected?: number) => svc.ok<T>(t, method, path, body === undefined ? {} : { body }, expected);
   const list = async (collection: string) => (await api<{ data: any[] }>('GET', `/projects/${projectId}/${collection}`)).data;
@@ -152,15 +167,11 @@ describe.skipIf(testStore() === 'postgres' || !haveTerraform)('cdktf CLI end to 
   });
 
   it('an infrastructure resource through the generated constructs (timeouts block): deploy waits until it is provisioned', { timeout: 120_000 }, async () => {
-    // A small app of its own (own cdktf.json and state), importing the constructs from the repository.
-    const infraApp = join(ws.root, 'infra-app');
-    mkdirSync(infraApp);
-    symlinkSync(join(ROOT, 'node_modules'), join(infraApp, 'node_modules'));
-    writeFileSync(join(infraApp, 'cdktf.json'), JSON.stringify({ language: 'typescript', app: 'node --import tsx main.ts', terraformProviders: [], context: {} }));
+    const infraApp = constructsApp('infra-app');
     writeFileSync(
       join(infraApp, 'main.ts'),
-      `import { App, TerraformStack } from '${join(ROOT, 'src', 'cdktf', 'cdk.js')}';
-import { DataplatformProvider, InfrastructureResource, Project } from '${join(ROOT, 'src', 'cdktf', 'index.js')}';
+      `import { App, TerraformStack } from '${CDK_MODULE}';
+import { DataplatformProvider, InfrastructureResource, Project } from '${CONSTRUCTS_MODULE}';
 const app = new App();
 const stack = new TerraformStack(app, 'infra');
 new DataplatformProvider(stack, 'provider');
@@ -172,10 +183,7 @@ new InfrastructureResource(stack, 'warehouse', {
 app.synth();
 `,
     );
-    const run = (args: string[]) =>
-      new Promise<string>((resolve, reject) =>
-        execFile(CDKTF, args, { cwd: infraApp, env, maxBuffer: 64 << 20 }, (err, stdout, stderr) => (err ? reject(new Error(`cdktf ${args.join(' ')} failed:\n${stdout}\n${stderr}`)) : resolve(`${stdout}\n${stderr}`))),
-      );
+    const run = (args: string[]) => cdktfIn(infraApp, args);
     await run(['synth']);
     const synthesized = JSON.parse(readFileSync(join(infraApp, 'cdktf.out', 'stacks', 'infra', 'cdk.tf.json'), 'utf8'));
     expect(Object.values(synthesized.resource.dataplatform_infrastructure_resource)[0]).toMatchObject({ provider_name: 'snowflake', timeouts: { create: '5m' } });
@@ -187,6 +195,63 @@ app.synth();
     expect(infra).toMatchObject([{ name: 'cdktf-warehouse', status: 'provisioned', last_error: null }]);
     expect((await api<{ changes: unknown[] }>('POST', `/projects/${project.id}/infrastructure/plan`, undefined, 200)).changes).toEqual([]);
     expect(await run(['destroy', 'infra', '--auto-approve', '--no-color', '--skip-synth', '--skip-provider-lock'])).toMatch(/Destroy complete! Resources: 2 destroyed/);
+  });
+
+  it('failures through the generated constructs: an unknown region and a failing run_setup_tests fail cdktf deploy at their resources; the fixed stack converges', { timeout: 240_000 }, async () => {
+    const failingApp = constructsApp('failing-app');
+    const port = await closedPort();
+    // As a cdktf user writes it; the second version is the fix: a region aws has, a connector whose test passes (simulated type).
+    const stack = (fixed: boolean) => `import { App, TerraformStack } from '${CDK_MODULE}';
+import { Connector, DataplatformProvider, InfrastructureResource, Project } from '${CONSTRUCTS_MODULE}';
+const app = new App();
+const stack = new TerraformStack(app, 'failing');
+new DataplatformProvider(stack, 'provider');
+const project = new Project(stack, 'project', { name: 'cdktf-failing' });
+new InfrastructureResource(stack, 'lake', {
+  projectId: project.id, name: 'cdktf-lake', resourceType: 'bucket', providerName: 'aws', region: '${fixed ? 'eu-west-1' : 'mars-1'}',
+  timeouts: { create: '2m' },
+});
+new Connector(stack, 'orders', {
+  projectId: project.id, name: 'cdktf-orders',
+  ${fixed ? `connectorType: 'mysql', selectedTables: ['app.users'],` : `connectorType: 'postgresql', config: { host: '127.0.0.1', port: ${port}, database: 'orders' }, credentials: { username: 'reader', password: 'not-used' },`}
+  runSetupTests: true,
+});
+app.synth();
+`;
+    const deploy = (code: number) => cdktfIn(failingApp, ['deploy', 'failing', '--auto-approve', '--no-color', '--skip-provider-lock'], code);
+    const tainted = () => {
+      const state = JSON.parse(readFileSync(join(failingApp, 'terraform.failing.tfstate'), 'utf8'));
+      return state.resources.filter((r: any) => r.instances.some((i: any) => i.status === 'tainted')).map((r: any) => r.type);
+    };
+
+    writeFileSync(join(failingApp, 'main.ts'), stack(false));
+    const failed = await deploy(1);
+    // Both fail at their resource with the platform's message (each is independent of the other).
+    expect(failed).toMatch(/Error: dataplatform_infrastructure_resource: provisioning failed: aws has no region "mars-1"/);
+    expect(failed).toMatch(/with dataplatform_infrastructure_resource\.lake/);
+    expect(failed).toMatch(/Error: dataplatform_connector: connection test failed: Host unreachable: connection to [\d.:a-z]+ refused/);
+    expect(failed).toMatch(/with dataplatform_connector\.orders/);
+    expect(failed).not.toMatch(/Apply complete!/);
+    const project = (await api<{ data: any[] }>('GET', '/projects')).data.find((p) => p.name === 'cdktf-failing');
+    const infraOf = async () => (await api<{ data: any[] }>('GET', `/projects/${project.id}/infrastructure`)).data;
+    const connectorsOf = async () => (await api<{ data: any[] }>('GET', `/projects/${project.id}/connectors`)).data;
+    // Created all the same, and held tainted in the stack's state.
+    const [lake] = await infraOf();
+    expect(lake).toMatchObject({ name: 'cdktf-lake', region: 'mars-1', status: 'failed', last_error: expect.stringContaining('aws has no region "mars-1"') });
+    expect(await connectorsOf()).toMatchObject([{ name: 'cdktf-orders', connector_type: 'postgresql', config: { port } }]);
+    expect(tainted().sort()).toEqual(['dataplatform_connector', 'dataplatform_infrastructure_resource']);
+
+    writeFileSync(join(failingApp, 'main.ts'), stack(true));
+    const fixed = await deploy(0);
+    expect(fixed).toMatch(/# dataplatform_infrastructure_resource\.lake \(lake\) is tainted, so must be replaced/);
+    expect(fixed).toMatch(/Apply complete! Resources: 2 added, 0 changed, 2 destroyed/);
+    const infra = await infraOf();
+    expect(infra).toMatchObject([{ name: 'cdktf-lake', region: 'eu-west-1', status: 'provisioned', last_error: null }]);
+    expect(infra[0].id).not.toBe(lake.id);
+    expect(await connectorsOf()).toMatchObject([{ name: 'cdktf-orders', connector_type: 'mysql' }]);
+    expect(tainted()).toEqual([]);
+    expect((await api<{ changes: unknown[] }>('POST', `/projects/${project.id}/infrastructure/plan`, undefined, 200)).changes).toEqual([]);
+    expect(await cdktfIn(failingApp, ['destroy', 'failing', '--auto-approve', '--no-color', '--skip-provider-lock'])).toMatch(/Destroy complete! Resources: 3 destroyed/);
   });
 
   it('the YAML bridge: cdktf deploys examples/platform, and dpctl finds every document matching (adopt --dry-run)', { timeout: 120_000 }, async () => {
