@@ -1,7 +1,9 @@
+import { readFileSync, statSync, writeFileSync } from 'node:fs';
+import { resolve } from 'node:path';
 import { setFlagsFromString } from 'node:v8';
 import { Command, Option } from 'commander';
 import type { ClientConfig, DataPlatformClient } from '../client/index.js';
-import type { EngineOptions } from '../engine/index.js';
+import type { EngineOptions, SavedPlan } from '../engine/index.js';
 import { parseDuration } from '../controller/duration.js';
 
 // The client and the engine load when a command runs, so `dpctl --help` and the commands that
@@ -24,6 +26,8 @@ export interface CommonOpts {
   allowMassDelete?: boolean;
   /** false with --no-cache. */
   cache?: boolean;
+  /** --target, repeatable (plan and apply). */
+  target?: string[];
 }
 
 /** Target and credential options (no config path). */
@@ -101,7 +105,7 @@ export function parseConcurrency(value: string): number {
 }
 
 export async function engineOptions(path: string, opts: CommonOpts, projects?: Promise<Record<string, unknown>[]>): Promise<EngineOptions> {
-  const [{ defaultSourceId }, { ConfigParseCache, PersistentParseCache }] = await Promise.all([loadEngine(), import('../config/index.js')]);
+  const [{ defaultSourceId, parseTarget }, { ConfigParseCache, PersistentParseCache }] = await Promise.all([loadEngine(), import('../config/index.js')]);
   const concurrency = parseConcurrency(opts.concurrency);
   return {
     // Valid files parsed and validated by an earlier run are not parsed again (see docs/guides/reconciler.md).
@@ -113,9 +117,13 @@ export async function engineOptions(path: string, opts: CommonOpts, projects?: P
     specOperations: opts.specOperations,
     prune: opts.prune ?? false,
     allowMassDelete: opts.allowMassDelete ?? false,
+    targets: (opts.target ?? []).map(parseTarget),
     ...(projects ? { projects } : {}),
   };
 }
+
+const collect = (value: string, previous: string[] = []) => [...previous, value];
+const TARGET_HELP = 'plan only this resource and what it needs: Kind/project/name (Kind/name for tenant-level kinds); repeatable';
 
 /** Runs a command body; configuration and API errors exit 1 with a message. */
 export async function guarded(fn: () => Promise<number>): Promise<void> {
@@ -150,16 +158,23 @@ export function planCommand(): Command {
   return withCommon(new Command('plan').description('Show what apply would change (observes with list calls; changes nothing)'), ['text', 'json', 'markdown'])
     .option('--prune', 'also plan deleting managed resources that left the config', false)
     .option('--allow-mass-delete', 'allow pruning more than max(5, 20%) of the managed resources', false)
-    .action((path: string, opts: CommonOpts) =>
+    .option('--target <address>', TARGET_HELP, collect)
+    .option('--out <file>', 'also save the plan to FILE (no secret values, only fingerprints): dpctl apply FILE applies exactly it, or refuses')
+    .action((path: string, opts: CommonOpts & { out?: string }) =>
       guarded(async () => {
         const { client, projects, close } = await connect(opts);
         try {
           const engine = await loadEngine();
-          const { plan, state } = await markdownOnConfigError('plan', opts.output, async () => engine.preparePlan(client, [path], await engineOptions(path, opts, projects)));
+          const options = await engineOptions(path, opts, projects);
+          const { plan, state, secrets } = await markdownOnConfigError('plan', opts.output, async () => engine.preparePlan(client, [path], options));
           const previews = plan.errors.length ? [] : await engine.previewProvisioning(client, plan, state);
           if (opts.output === 'json') print(`${JSON.stringify({ ...engine.planJson(plan), provisioning: engine.provisioningPreviewJson(previews), health: engine.planHealthJson(plan) }, null, 2)}\n`);
           else if (opts.output === 'markdown') print(engine.renderPlanMarkdown(plan) + engine.renderSettleMarkdown(previews, plan));
           else print(engine.renderPlan(plan, { colour: !!process.stdout.isTTY, sections: engine.renderProvisioningPreview(previews) + engine.renderPlanHealth(plan) }));
+          if (opts.out && !plan.errors.length) {
+            writeFileSync(opts.out, `${JSON.stringify(engine.savePlan(plan, secrets, savedMeta(path, opts, options)), null, 2)}\n`, { mode: 0o600 });
+            process.stderr.write(`saved the plan to ${opts.out}: apply it with dpctl apply ${opts.out}\n`);
+          }
           const provisions = previews.some((p) => p.expected.length);
           return plan.errors.length ? 1 : engine.hasChanges(plan) || provisions ? 2 : 0;
         } finally {
@@ -169,48 +184,101 @@ export function planCommand(): Command {
     );
 }
 
+/** What a saved plan records of how it was made, so that apply plans the same way. */
+function savedMeta(path: string, opts: CommonOpts, options: EngineOptions) {
+  return {
+    config_path: resolve(path),
+    options: { source_id: options.sourceId, prune: !!options.prune, allow_mass_delete: !!options.allowMassDelete, adopt: !!options.adopt, spec_operations: !!options.specOperations, allow_undeclared_projects: !!options.allowUndeclaredProjects, targets: opts.target ?? [] },
+  };
+}
+
 interface ApplyOpts extends CommonOpts {
   wait: boolean;
   waitTimeout: string;
   testConnections: boolean;
+  autoApprove: boolean;
 }
 
-/** `dpctl apply <path>`: 0 only when everything converged, was provisioned, passed its tests and is healthy. */
+/** `dpctl apply <path|plan file>`: 0 only when everything converged, was provisioned, passed its tests and is healthy. */
 export function applyCommand(): Command {
-  return withCommon(new Command('apply').description('Plan, make the platform match the config, provision and wait until it works'))
+  return withCommon(new Command('apply').description('Plan (or take a plan saved by dpctl plan --out), make the platform match the config, provision and wait until it works'))
     .option('--prune', 'delete managed resources (label dpctl.dev/managed-by = source id) that left the config', false)
     .option('--allow-mass-delete', 'allow pruning more than max(5, 20%) of the managed resources', false)
+    .option('--target <address>', TARGET_HELP, collect)
+    .option('--auto-approve', 'do not ask for confirmation on a terminal', false)
     .option('--no-wait', 'start provisioning and return: do not wait for it, nor for health')
     .option('--wait-timeout <duration>', 'how long to wait for provisioning and health (e.g. 90s, 10m, 1h)', '10m')
     .option('--test-connections', 'test the connection of every created or changed connector; a failed test fails the apply', false)
-    .action((path: string, opts: ApplyOpts) =>
-      guarded(async () => {
-        const deadline = Date.now() + parseDuration(opts.waitTimeout, '--wait-timeout');
-        const { client, projects, close } = await connect(opts);
-        try {
-          const engine = await loadEngine();
-          const options = await engineOptions(path, opts, projects);
-          const { plan, documents, state, secrets } = await engine.preparePlan(client, [path], options);
-          const json = opts.output === 'json';
-          const previews = plan.errors.length ? [] : await engine.previewProvisioning(client, plan, state);
-          if (!json) print(engine.renderPlan(plan, { colour: !!process.stdout.isTTY, sections: engine.renderProvisioningPreview(previews) + engine.renderPlanHealth(plan) }));
-          if (plan.errors.length) {
-            if (json) print(`${JSON.stringify(engine.planJson(plan), null, 2)}\n`);
-            process.stderr.write('dpctl: nothing applied: the plan has errors\n');
-            return 1;
-          }
-          const progress = json ? undefined : progressPrinter(plan.changes.reduce((n, c) => n + (c.action === 'no-op' ? 0 : c.action === 'replace' ? 2 : 1), 0));
-          const result = await engine.applyPlan(client, plan, documents, state, secrets, { concurrency: options.concurrency!, onProgress: progress?.line });
-          const settled = await engine.settle(client, plan, result, state, { previews, wait: opts.wait, deadline, testConnections: opts.testConnections, concurrency: options.concurrency!, onProgress: progress?.line, onPhase: progress?.phase });
-          progress?.end();
-          if (json) print(`${JSON.stringify({ ...engine.applyJson(plan, result), ...engine.settleJson(settled) }, null, 2)}\n`);
-          else print(engine.renderApplySummary(result) + engine.renderSettle(settled));
-          return result.converged && !settled.failures.length ? 0 : 1;
-        } finally {
-          await close();
-        }
-      }),
-    );
+    .action((path: string, opts: ApplyOpts) => guarded(() => runApply(path, opts)));
+}
+
+/** A saved plan named on the command line: its configuration and options replace the flags'. */
+function fromSavedPlan(file: string, opts: ApplyOpts, saved: SavedPlan): { path: string; opts: ApplyOpts } {
+  const o = saved.options;
+  process.stderr.write(`applying the plan saved in ${file} (${saved.created_at}) for ${saved.config_path}\n`);
+  return {
+    path: saved.config_path,
+    opts: { ...opts, sourceId: o.source_id, prune: o.prune, allowMassDelete: o.allow_mass_delete, adopt: o.adopt, specOperations: o.spec_operations, allowUndeclaredProjects: o.allow_undeclared_projects, target: o.targets, autoApprove: true },
+  };
+}
+
+async function runApply(given: string, flags: ApplyOpts): Promise<number> {
+  const deadline = Date.now() + parseDuration(flags.waitTimeout, '--wait-timeout');
+  const engine = await loadEngine();
+  const saved = isFile(given) ? engine.asSavedPlan(readFileSync(given, 'utf8')) : null;
+  const { path, opts } = saved ? fromSavedPlan(given, flags, saved) : { path: given, opts: flags };
+  const { client, projects, close } = await connect(opts);
+  try {
+    const options = await engineOptions(path, opts, projects);
+    const { plan, documents, state, secrets } = await engine.preparePlan(client, [path], options);
+    const json = opts.output === 'json';
+    const previews = plan.errors.length ? [] : await engine.previewProvisioning(client, plan, state);
+    if (!json) print(engine.renderPlan(plan, { colour: !!process.stdout.isTTY, sections: engine.renderProvisioningPreview(previews) + engine.renderPlanHealth(plan) }));
+    const refusal = plan.errors.length ? 'the plan has errors' : saved ? staleRefusal(engine.staleReasons(saved, plan, secrets)) : undefined;
+    if (refusal) {
+      if (json) print(`${JSON.stringify(engine.planJson(plan), null, 2)}\n`);
+      process.stderr.write(`dpctl: nothing applied: ${refusal}\n`);
+      return 1;
+    }
+    if (!opts.autoApprove && (engine.hasChanges(plan) || previews.some((p) => p.expected.length)) && !(await confirmed())) {
+      process.stderr.write('dpctl: apply cancelled\n');
+      return 1;
+    }
+    const progress = json ? undefined : progressPrinter(plan.changes.reduce((n, c) => n + (c.action === 'no-op' ? 0 : c.action === 'replace' ? 2 : 1), 0));
+    const result = await engine.applyPlan(client, plan, documents, state, secrets, { concurrency: options.concurrency!, onProgress: progress?.line });
+    const settled = await engine.settle(client, plan, result, state, { previews, wait: opts.wait, deadline, testConnections: opts.testConnections, concurrency: options.concurrency!, onProgress: progress?.line, onPhase: progress?.phase });
+    progress?.end();
+    if (json) print(`${JSON.stringify({ ...engine.applyJson(plan, result), ...engine.settleJson(settled) }, null, 2)}\n`);
+    else print(engine.renderApplySummary(result) + engine.renderSettle(settled));
+    return result.converged && !settled.failures.length ? 0 : 1;
+  } finally {
+    await close();
+  }
+}
+
+const isFile = (path: string) => {
+  try {
+    return statSync(path).isFile();
+  } catch {
+    return false;
+  }
+};
+
+const staleRefusal = (reasons: string[]) => (reasons.length ? `the saved plan is stale, plan again:\n${reasons.map((r) => `  ${r}`).join('\n')}` : undefined);
+
+/**
+ * On a terminal, apply asks first, as terraform apply does; only "yes" goes on. Anywhere
+ * else (CI, pipes) there is nobody to ask: it applies, as before.
+ */
+async function confirmed(): Promise<boolean> {
+  if (!process.stdin.isTTY || !process.stdout.isTTY) return true;
+  const { createInterface } = await import('node:readline/promises');
+  const rl = createInterface({ input: process.stdin, output: process.stdout });
+  try {
+    return (await rl.question('\nApply these changes? Only "yes" is accepted: ')).trim() === 'yes';
+  } finally {
+    rl.close();
+  }
 }
 
 /**

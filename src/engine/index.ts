@@ -11,6 +11,7 @@ import { driftReport, type DriftEntry } from './drift.js';
 import { observe, type LiveState } from './observe.js';
 import { makePlan, type Plan, type PlanOptions } from './plan.js';
 import { attachHealth } from './health.js';
+import { restrictToTargets, type Target } from './targets.js';
 
 export * from './diff.js';
 export * from './observe.js';
@@ -24,6 +25,8 @@ export * from './health.js';
 export * from './provisioning.js';
 export * from './settle.js';
 export * from './settle-format.js';
+export * from './saved-plan.js';
+export * from './targets.js';
 
 /** Default source id: the name of the config's directory (of the first path; a file's own directory). */
 export function defaultSourceId(path: string): string {
@@ -53,6 +56,8 @@ export interface EngineOptions extends Partial<PlanOptions> {
    * config is valid. With a config error it is never awaited (the caller aborts it).
    */
   projects?: Promise<Record<string, unknown>[]>;
+  /** --target: plan only these resources and what they need (see targets.ts). */
+  targets?: Target[];
 }
 
 export interface Prepared {
@@ -78,13 +83,14 @@ export async function preparePlan(client: DataPlatformClient, paths: string[], o
   if (all.length) throw new EngineConfigError(all.map(formatConfigError));
   const prune = options.prune ?? false;
   const state = await observe(client, config.documents, { allKinds: options.allKinds ?? prune, concurrency: options.concurrency ?? 4, sourceId: options.sourceId, projects: options.projects });
-  const plan = makePlan(config.documents, state, resolved.secrets, {
+  const full = makePlan(config.documents, state, resolved.secrets, {
     sourceId: options.sourceId,
     prune,
     allowMassDelete: options.allowMassDelete ?? false,
     adopt: options.adopt ?? false,
     specOperations: options.specOperations ?? false,
   });
+  const plan = restrictToTargets(full, config.documents, options.targets ?? []);
   attachHealth(plan);
   return { documents: config.documents, secrets: resolved.secrets, state, plan };
 }

@@ -317,7 +317,11 @@ describe('dpctl drift right after an apply', () => {
     expect(text.stdout).toBe('No drift: the platform matches the config.\n');
     expect(json.stderr).toBe('');
     expect(json.code).toBe(0);
-    expect(JSON.parse(json.stdout)).toEqual({ source_id: 'platform', summary: { changed: 0, deleted: 0, orphaned: 0, unmanaged: 0 }, drift: [], errors: [] });
+    const report = JSON.parse(json.stdout);
+    expect(report).toEqual({ source_id: 'platform', summary: { changed: 0, deleted: 0, orphaned: 0, unmanaged: 0 }, drift: [], errors: [], health: expect.any(Array) });
+    // Applied and waited for: everything declared is healthy (the warehouse was provisioned).
+    expect(report.health.length).toBe(25);
+    expect(report.health.filter((h: { health: string }) => h.health !== 'healthy')).toEqual([]);
   });
 });
 

@@ -155,7 +155,8 @@ test('on a terminal, apply shows colour and a [done/total] status line; off a te
   const dir = copyExample('tty');
   // `script` runs dpctl with a pseudo-terminal as stdout, as a person at a shell would.
   const onTty = await new Promise<{ code: number | null; out: string }>((resolve) => {
-    const child = spawn('script', ['-qec', `${JSON.stringify(process.execPath)} ${JSON.stringify(DPCTL)} apply ${JSON.stringify(dir)}`, '/dev/null'], {
+    // --auto-approve: on a terminal apply asks first otherwise (saved-plan.test.ts answers it).
+    const child = spawn('script', ['-qec', `${JSON.stringify(process.execPath)} ${JSON.stringify(DPCTL)} apply --auto-approve ${JSON.stringify(dir)}`, '/dev/null'], {
       env: { ...process.env, ...env, COLUMNS: '160' },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
