@@ -1,0 +1,160 @@
+import { createHmac } from 'node:crypto';
+import { request as httpRequest } from 'node:http';
+import { request as httpsRequest } from 'node:https';
+import type { Logger } from 'pino';
+
+/**
+ * Notifications, as Flux's notification-controller and Argo CD Notifications send them: the
+ * controller's events go to receivers, a generic webhook (JSON, HMAC-signed like GitHub's
+ * webhooks, retried with back-off) or a Slack incoming webhook. A condition that persists
+ * notifies once, then again when its message changes or every `repeatMs`; each receiver sends at
+ * most `perMinute` a minute (the rest is counted and summarised in the next one that goes out).
+ */
+
+export type EventReason =
+  | 'RevisionApplied'
+  | 'ApplyFailed'
+  | 'DriftDetected'
+  | 'DriftCorrected'
+  | 'ResourceDegraded'
+  | 'ResourceRecovered'
+  | 'Suspended'
+  | 'Resumed';
+
+export interface ControllerEvent {
+  reason: EventReason;
+  severity: 'info' | 'error';
+  /** What it is about: the revision, or a resource (`Connector analytics/orders-db`). */
+  subject: string;
+  message: string;
+  revision?: string | null;
+}
+
+export interface Receiver {
+  type: 'webhook' | 'slack';
+  url: string;
+  /** webhook: HMAC-SHA256 key of the X-Dpctl-Signature-256 header. */
+  secret?: string;
+}
+
+export interface NotifierOptions {
+  receivers: Receiver[];
+  /** Source id and controller identity, in every event. */
+  source: string;
+  log?: Logger;
+  /** The same condition with the same message again after this long (default 1 h). */
+  repeatMs?: number;
+  perMinute?: number;
+  /** Attempts per delivery (default 5), first retry after `retryBaseMs` (default 1 s), doubling. */
+  attempts?: number;
+  retryBaseMs?: number;
+  /** Extra CA certificates (PEM) to trust for receivers. */
+  ca?: string;
+  now?: () => number;
+}
+
+/** Events that end a condition, by the reason that started it: they clear its dedup entry. */
+const ENDS: Partial<Record<EventReason, EventReason>> = { DriftCorrected: 'DriftDetected', ResourceRecovered: 'ResourceDegraded', RevisionApplied: 'ApplyFailed', Resumed: 'Suspended' };
+
+export class Notifier {
+  private readonly sent = new Map<string, { message: string; at: number }>();
+  private readonly windows = new Map<Receiver, { start: number; count: number; dropped: number }>();
+  private readonly inFlight = new Set<Promise<void>>();
+  private readonly now: () => number;
+
+  constructor(private readonly o: NotifierOptions) {
+    this.now = o.now ?? Date.now;
+  }
+
+  get enabled(): boolean {
+    return this.o.receivers.length > 0;
+  }
+
+  /** Sends the event to every receiver, unless it repeats one sent recently. Never throws. */
+  notify(event: ControllerEvent): void {
+    if (!this.enabled || this.duplicate(event)) return;
+    for (const r of this.o.receivers) {
+      const dropped = this.admit(r);
+      if (dropped === null) continue;
+      const p = this.deliver(r, event, dropped).finally(() => this.inFlight.delete(p));
+      this.inFlight.add(p);
+    }
+  }
+
+  /** Waits for deliveries under way (at shutdown), at most `ms`. */
+  async flush(ms = 5_000): Promise<void> {
+    await Promise.race([Promise.allSettled([...this.inFlight]), new Promise((r) => setTimeout(r, ms).unref())]);
+  }
+
+  private duplicate(e: ControllerEvent): boolean {
+    const ended = ENDS[e.reason];
+    if (ended) {
+      // A recovery is news only when the failure was announced.
+      const key = `${ended}\u0000${e.subject}`;
+      if (!this.sent.delete(key) && e.reason !== 'RevisionApplied' && e.reason !== 'Resumed') return true;
+      return false;
+    }
+    const key = `${e.reason}\u0000${e.subject}`;
+    const last = this.sent.get(key);
+    if (last && last.message === e.message && this.now() - last.at < (this.o.repeatMs ?? 3_600_000)) return true;
+    this.sent.set(key, { message: e.message, at: this.now() });
+    return false;
+  }
+
+  /** The receiver's per-minute budget: null when spent (counted as dropped), else how many were dropped before. */
+  private admit(r: Receiver): number | null {
+    const w = this.windows.get(r) ?? { start: this.now(), count: 0, dropped: 0 };
+    if (this.now() - w.start >= 60_000) Object.assign(w, { start: this.now(), count: 0 });
+    this.windows.set(r, w);
+    if (w.count >= (this.o.perMinute ?? 30)) {
+      w.dropped++;
+      return null;
+    }
+    w.count++;
+    const dropped = w.dropped;
+    w.dropped = 0;
+    return dropped;
+  }
+
+  private async deliver(r: Receiver, e: ControllerEvent, dropped: number): Promise<void> {
+    const body = JSON.stringify(r.type === 'slack' ? slackMessage(e, this.o.source, dropped) : { ...e, source: this.o.source, at: new Date(this.now()).toISOString(), dropped_since_last: dropped });
+    const headers: Record<string, string> = { 'content-type': 'application/json', 'user-agent': 'dpctl-controller' };
+    if (r.secret) headers['x-dpctl-signature-256'] = `sha256=${createHmac('sha256', r.secret).update(body).digest('hex')}`;
+    const attempts = this.o.attempts ?? 5;
+    for (let i = 1; ; i++) {
+      const error = await post(r.url, body, headers, this.o.ca).then(() => null, (err: Error) => err.message);
+      if (error === null) return;
+      if (i >= attempts) return void this.o.log?.warn({ receiver: redactUrl(r.url), reason: e.reason, err: error, attempts }, 'notification not delivered');
+      await new Promise((res) => setTimeout(res, (this.o.retryBaseMs ?? 1_000) * 2 ** (i - 1)).unref());
+    }
+  }
+}
+
+function slackMessage(e: ControllerEvent, source: string, dropped: number) {
+  const icon = e.severity === 'error' ? ':red_circle:' : ':large_green_circle:';
+  const more = dropped ? `\n_${dropped} more notification${dropped === 1 ? '' : 's'} were rate-limited._` : '';
+  return { text: `${icon} *${e.reason}* ${e.subject} (${source}${e.revision ? ` @ ${e.revision.slice(0, 12)}` : ''})\n${e.message}${more}` };
+}
+
+/** Receiver URLs carry their own secret (Slack's path): logs show the host only. */
+const redactUrl = (url: string) => {
+  try {
+    return new URL(url).host;
+  } catch {
+    return '(invalid URL)';
+  }
+};
+
+/** One POST (https, or http inside a cluster); a 2xx is delivered, anything else (or no answer in 10 s) is an error to retry. */
+function post(url: string, body: string, headers: Record<string, string>, ca?: string): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const request = url.startsWith('http:') ? httpRequest : httpsRequest;
+    const req = request(url, { method: 'POST', headers: { ...headers, 'content-length': String(Buffer.byteLength(body)) }, timeout: 10_000, ...(ca ? { ca } : {}) }, (res) => {
+      res.resume();
+      res.on('end', () => ((res.statusCode ?? 0) >= 200 && (res.statusCode ?? 0) < 300 ? resolve() : reject(new Error(`HTTP ${res.statusCode}`))));
+    });
+    req.on('timeout', () => req.destroy(new Error('no answer in 10 s')));
+    req.on('error', reject);
+    req.end(body);
+  });
+}
