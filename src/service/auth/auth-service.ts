@@ -3,6 +3,7 @@ import { hashSecret, newId, newSecret } from '../ids.js';
 import { unauthorized } from '../errors.js';
 import { hashPassword, verifyPassword } from './passwords.js';
 import type { Actor } from './actor.js';
+import { keyCacheOf } from './key-cache.js';
 import type { PermissionLevel } from '../../kinds/index.js';
 
 export const REFRESH_TOKEN_TTL_SECONDS = 30 * 24 * 3600;
@@ -24,11 +25,15 @@ interface UserRow {
 export class AuthService {
   /** API keys' last_used_at is written at most once a minute per key, to keep reads read-only. */
   private readonly keyUseWritten = new Map<string, number>();
+  /** API key lookups remembered for a second (auth/key-cache.ts; the bound is in docs/security.md). */
+  private readonly keys;
 
   constructor(
     private readonly db: Db,
     private readonly options: { accessTokenTtl: number; clock: () => number },
-  ) {}
+  ) {
+    this.keys = keyCacheOf(db);
+  }
 
   private iso(offsetSeconds = 0) {
     return new Date(this.options.clock() + offsetSeconds * 1000).toISOString();
@@ -97,6 +102,13 @@ export class AuthService {
   async authenticate(tenantId: string, bearer: string): Promise<Actor> {
     const hash = hashSecret(bearer);
     if (bearer.startsWith('dpk_')) {
+      // A remembered key saves a database round trip before the request's own query; only found keys are
+      // remembered, so a wrong or revoked one always asks the database.
+      const cached = this.keys.get(tenantId, hash);
+      if (cached) {
+        this.noteKeyUse(cached.id);
+        return { ...cached };
+      }
       const key = await this.db.get<{ api_key_id: string; project_id: string; permission_level: PermissionLevel; data: string }>(
         `SELECT h.api_key_id, h.project_id, h.permission_level, r.data FROM api_key_hashes h JOIN resources r ON r.id = h.api_key_id
          WHERE h.hash = ? AND h.tenant_id = ?`,
@@ -104,7 +116,10 @@ export class AuthService {
       );
       if (!key) throw unauthorized('Invalid or revoked API key');
       this.noteKeyUse(key.api_key_id);
-      return { type: 'api_key', id: key.api_key_id, name: (JSON.parse(key.data) as { name: string }).name, tenantId, level: key.permission_level, projectId: key.project_id };
+      const actor = { type: 'api_key' as const, id: key.api_key_id, name: (JSON.parse(key.data) as { name: string }).name, tenantId, level: key.permission_level, projectId: key.project_id };
+      // A copy per request: nothing a request does to its actor reaches the next one.
+      this.keys.set(tenantId, hash, { ...actor });
+      return actor;
     }
     const row = await this.db.get<{ expires_at: string; session_id: string; revoked_at: string | null; user_id: string; data: string | null }>(
       `SELECT a.expires_at, a.session_id, s.revoked_at, s.user_id, r.data FROM access_tokens a JOIN sessions s ON s.id = a.session_id
@@ -144,6 +159,8 @@ export class AuthService {
   }
 
   async revokeApiKey(q: Queryable, keyId: string): Promise<void> {
+    // Before the delete commits: from now on this replica asks the database for the key (it is refused once committed).
+    this.keys.forgetKey(keyId);
     await q.run('DELETE FROM api_key_hashes WHERE api_key_id = ?', [keyId]);
   }
 

@@ -2,6 +2,7 @@ import type { Db, Queryable, SqlValue } from './db.js';
 import type { SecretCipher } from '../secrets/cipher.js';
 import { SCHEDULED_KINDS, putSchedule, removeSchedule, scheduleOf, spreadMs } from './schedules.js';
 import { nextTickAfter } from '../../kinds/cron.js';
+import { keyCacheOf } from '../auth/key-cache.js';
 
 /** What the store needs to keep the `schedules` table (store/schedules.ts): the service clock and time scale. */
 export interface ScheduleClock {
@@ -224,6 +225,8 @@ export class ResourceStore {
 
   /** Everything inside a project, for cascading deletes. */
   async deleteProjectContents(tenantId: string, projectId: string, q: Queryable = this.db): Promise<void> {
+    // The project's API keys go below: this replica stops answering for them from memory at once (auth/key-cache.ts).
+    keyCacheOf(this.db).forgetProject(tenantId, projectId);
     await q.run('DELETE FROM resources WHERE tenant_id = ? AND project_id = ?', [tenantId, projectId]);
     await q.run('DELETE FROM schedules WHERE tenant_id = ? AND project_id = ?', [tenantId, projectId]);
     await q.run('DELETE FROM api_key_hashes WHERE tenant_id = ? AND project_id = ?', [tenantId, projectId]);
