@@ -55,7 +55,9 @@ export async function openPostgres(url: string): Promise<Db> {
   // pipeline: statements issued together on one connection (a transaction's BEGIN and its first
   // statement, or two independent checks) are written at once instead of one round trip each; the
   // server still runs them in order, each with its own result or error, exactly as if awaited in turn.
-  const pool = new pg.Pool({ connectionString: url, max: POOL_MAX, pipeline: true } as pg.PoolConfig);
+  // idleTimeoutMillis: a connection idle for 10 s (the driver's default) closed, and with it the
+  // statements prepared on it; a quiet minute then costs every request a fresh connect and prepare.
+  const pool = new pg.Pool({ connectionString: url, max: POOL_MAX, pipeline: true, idleTimeoutMillis: 120_000 } as pg.PoolConfig);
   // Fail at start-up, not on the first request, when the database is unreachable.
   (await pool.connect()).release();
   return {
