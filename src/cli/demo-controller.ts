@@ -6,6 +6,7 @@ import { controllerLogger } from '../controller/logger.js';
 import { parseListen } from '../controller/server.js';
 import { DirectorySource } from '../controller/source/directory.js';
 import type { RunningService } from '../service/server.js';
+import type { LogFormat } from '../log-format.js';
 
 export interface DemoControllerOptions {
   service: RunningService;
@@ -19,6 +20,8 @@ export interface DemoControllerOptions {
   interval: string;
   listen: string;
   logLevel: string;
+  /** json or pretty, as the service's (default: pretty when stdout is a terminal, else json). */
+  logFormat?: LogFormat;
 }
 
 /**
@@ -35,7 +38,7 @@ export async function startDemoController(o: DemoControllerOptions): Promise<Run
     caFile: o.service.tls.certPath,
   });
   const level = o.logLevel === 'silent' || o.logLevel === 'fatal' ? 'error' : o.logLevel;
-  const logger = controllerLogger(level);
+  const logger = controllerLogger(level, o.logFormat);
   const controller = await startController({
     source: new DirectorySource(dir, { snapshotDir: resolve(o.stateDir, 'dir') }),
     client,

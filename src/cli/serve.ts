@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import { DEFAULT_OPTIONS } from '../service/context.js';
 import { checkSmtpUrl, redactedSmtpUrl } from '../service/smtp-url.js';
 import { readStdin } from './stdin.js';
+import { LOG_FORMAT_HELP, LOG_FORMATS, LOG_LEVELS } from '../log-format.js';
 import type { RunningService } from '../service/server.js';
 import type { startDemoController } from './demo-controller.js';
 
@@ -125,7 +126,8 @@ export function serveCommand(): Command {
     .option('--reconcile <dir>', 'also run the controller in this process: keep the bootstrapped tenant equal to the YAML in <dir> (edit a file and it is applied)')
     .option('--reconcile-interval <duration>', 'time between the controller\'s runs with --reconcile', '2s')
     .option('--controller-listen <host:port>', 'status page of the controller with --reconcile', '127.0.0.1:9090')
-    .addOption(new Option('--log-level <level>', 'log level').choices(['fatal', 'error', 'warn', 'info', 'debug', 'silent']).default('info'))
+    .addOption(new Option('--log-level <level>', 'log level of the service and the --reconcile controller: each request is logged at debug, 4xx at info, 5xx at error').choices(LOG_LEVELS).env('DP_LOG_LEVEL').default('info'))
+    .addOption(new Option('--log-format <format>', LOG_FORMAT_HELP).choices(LOG_FORMATS).env('DP_LOG_FORMAT'))
     .action(async (opts) => {
       let service: RunningService | undefined;
       let controller: Awaited<ReturnType<typeof startDemoController>> | undefined;
@@ -174,6 +176,7 @@ export function serveCommand(): Command {
           accessTokenTtl: opts.accessTokenTtl,
           strictSpec: opts.strictSpec,
           logLevel: opts.logLevel,
+          logFormat: opts.logFormat,
           timeScale: opts.timeScale,
           sourceTimeout: opts.sourceTimeout,
           sourceQueryTimeout: opts.sourceQueryTimeout,
@@ -206,7 +209,7 @@ export function serveCommand(): Command {
         lines.push(`Email:    ${smtpUrl ? `sent through ${redactedSmtpUrl(smtpUrl)}` : 'written to the email_outbox table (no --smtp-url)'}`);
         if (opts.reconcile) {
           if (!(slug && email && password)) throw new Error('--reconcile needs a bootstrapped tenant: use --demo or set DP_BOOTSTRAP_TENANT, DP_BOOTSTRAP_EMAIL and DP_BOOTSTRAP_PASSWORD');
-          controller = await startDemoController({ service, slug, email, password, dir: opts.reconcile, stateDir: join(opts.dataDir, 'controller'), interval: opts.reconcileInterval, listen: opts.controllerListen, logLevel: opts.logLevel });
+          controller = await startDemoController({ service, slug, email, password, dir: opts.reconcile, stateDir: join(opts.dataDir, 'controller'), interval: opts.reconcileInterval, listen: opts.controllerListen, logLevel: opts.logLevel, logFormat: opts.logFormat });
           lines.push(
             `Controller: reconciling ${controller.dir} into tenant "${slug}" every ${opts.reconcileInterval}; edit a YAML file there and it is applied`,
             `Status:   ${controller.url}/status`,

@@ -1,5 +1,6 @@
 import { Command, Option } from 'commander';
 import { withConnection } from '../cli/plan.js';
+import { LOG_FORMAT_HELP, LOG_FORMATS } from '../log-format.js';
 import type { ControllerOpts } from './start.js';
 
 export function controllerCommand(): Command {
@@ -32,11 +33,12 @@ export function controllerCommand(): Command {
     .option('--adopt', 'take ownership of existing resources the config declares that dpctl did not create', false)
     .option('--allow-undeclared-projects', 'metadata.project may name a project that exists on the server without a Project document', false)
     .option('--spec-operations', 'plan with only the operations the spec documents', false)
-    .addOption(new Option('--log-level <level>', 'log level').choices(['debug', 'info', 'warn', 'error']).default('info'))
+    .addOption(new Option('--log-level <level>', 'log level: a run that changed nothing is logged at debug').choices(['debug', 'info', 'warn', 'error']).env('DPCTL_LOG_LEVEL').default('info'))
+    .addOption(new Option('--log-format <format>', LOG_FORMAT_HELP).choices(LOG_FORMATS).env('DPCTL_LOG_FORMAT'))
     .action(async (opts: ControllerOpts) => {
       // The controller (client, engine, git, HTTP listener, logger) loads when it runs.
       const [{ controllerLogger }, { startFromOptions }] = await Promise.all([import('./logger.js'), import('./start.js')]);
-      const log = controllerLogger(opts.logLevel);
+      const log = controllerLogger(opts.logLevel, opts.logFormat);
       try {
         const controller = await startFromOptions(opts, log);
         let stopping = false;

@@ -27,7 +27,7 @@ import { ConditionTracker, deriveConditions, resultWithHealth, withHealth } from
 import { ControllerMetrics } from './metrics.js';
 import { createStatusServer, listen } from './server.js';
 import type { ConfigSource, Revision } from './source/types.js';
-import type { ControllerStatus, ResourceStatus, RunResult } from './status.js';
+import { withRecentRun, type ControllerStatus, type ResourceStatus, type RunResult } from './status.js';
 
 export interface ControllerOptions {
   source: ConfigSource;
@@ -132,6 +132,7 @@ export async function startController(options: ControllerOptions): Promise<Runni
     revision: { fetched: null, applied: null, converged: null, invalid: null, fetch_error: null, last_fetch_at: null },
     last_run: null,
     runs: 0,
+    recent_runs: [],
     conditions: [],
     resources: [],
     drift: [],
@@ -348,8 +349,11 @@ export async function startController(options: ControllerOptions): Promise<Runni
     }
   };
 
+  /** What the last run came to (revision, result, errors, plan summary): a run that repeats it is logged at debug. */
+  let lastOutcome: string | undefined;
   const reconcileOnce = async (trigger: string) => {
     const started = Date.now();
+    const resourcesBefore = status.resources;
     runAbort = new AbortController();
     const signal = AbortSignal.any([runAbort.signal, stopping.signal]);
     let outcome: { result: RunResult; errors: string[]; summary: Record<string, number> };
@@ -372,10 +376,18 @@ export async function startController(options: ControllerOptions): Promise<Runni
     const finished = Date.now();
     runs++;
     status.last_run = { trigger, started_at: iso(started), finished_at: iso(finished), duration_ms: finished - started, result: outcome.result, revision: lastGood?.id ?? null, summary: outcome.summary, errors: outcome.errors };
+    status.recent_runs = withRecentRun(status.recent_runs, status.last_run);
     metrics.reconcileDuration.observe({ result: outcome.result }, (finished - started) / 1000);
     metrics.runs.inc({ result: outcome.result });
     metrics.recordStatus(snapshot());
-    log.info({ trigger, revision: lastGood?.id ?? null, result: outcome.result, duration_ms: finished - started, summary: outcome.summary }, 'reconcile run');
+    // Info when the run did something or came to something new: the first run, one someone asked for (webhook,
+    // resume), a change applied or failed, another revision, result, error or plan. The same outcome again
+    // every interval is debug, so a converged controller is quiet (/status and the metrics show each run).
+    const outcomeKey = JSON.stringify([lastGood?.id ?? null, outcome.result, outcome.errors, outcome.summary]);
+    const acted = status.resources !== resourcesBefore && status.resources.some((r) => r.state === 'applied' || r.state === 'failed');
+    const notable = trigger !== 'interval' || acted || outcomeKey !== lastOutcome;
+    lastOutcome = outcomeKey;
+    log[notable ? 'info' : 'debug']({ trigger, revision: lastGood?.id ?? null, result: outcome.result, duration_ms: finished - started, summary: outcome.summary }, 'reconcile run');
   };
 
   const main = async () => {

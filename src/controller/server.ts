@@ -3,6 +3,8 @@ import type { AddressInfo } from 'node:net';
 import type { Logger } from 'pino';
 import type { ControllerMetrics } from './metrics.js';
 import { renderStatusHtml, type ControllerStatus } from './status.js';
+import { STATUS_PAGE_CSP } from './status-page.js';
+import { StatusEvents, type StatusEventsOptions } from './status-events.js';
 import { signBody, verifyBearer, verifySignature } from './source/webhook.js';
 import { FORWARDED_HEADER, relayFailure, relayToLeader } from './forward.js';
 
@@ -28,6 +30,8 @@ export interface StatusHandlers {
   /** Absent: everything is handled here (a single replica). */
   relay?: LeaderRelay;
   logger: Logger;
+  /** Limits of `GET /status/events` (see status-events.ts). */
+  events?: StatusEventsOptions;
 }
 
 /** GitHub caps webhook payloads at 25 MB; anything larger is refused before it is read whole. */
@@ -38,10 +42,14 @@ function sendError(res: ServerResponse, status: number, code: string, message: s
   send(res, status, 'application/json; charset=utf-8', JSON.stringify({ error: { code, message } }));
 }
 
-function send(res: ServerResponse, status: number, type: string, body: string) {
-  res.writeHead(status, { 'content-type': type, 'cache-control': 'no-store', 'x-content-type-options': 'nosniff' });
+function send(res: ServerResponse, status: number, type: string, body: string, headers: Record<string, string> = {}) {
+  res.writeHead(status, { 'content-type': type, 'cache-control': 'no-store', 'x-content-type-options': 'nosniff', ...headers });
   res.end(body);
 }
+
+/** The status page, with a policy that lets only its own inline style and script run. */
+const sendPage = (res: ServerResponse, s: ControllerStatus) =>
+  send(res, 200, 'text/html; charset=utf-8', renderStatusHtml(s), { 'content-security-policy': STATUS_PAGE_CSP, 'referrer-policy': 'no-referrer' });
 
 function readBody(req: IncomingMessage): Promise<Buffer | undefined> {
   return new Promise((resolve, reject) => {
@@ -74,6 +82,7 @@ const wantsHtml = (accept: string | undefined) => {
  * and suspend/resume. Plain HTTP: meant for loopback or a cluster-internal port.
  */
 export function createStatusServer(h: StatusHandlers): Server {
+  const events = new StatusEvents(h.status, h.events);
   const controlAllowed = (req: IncomingMessage, body: Buffer): boolean =>
     !!h.webhookSecret && (verifyBearer(h.webhookSecret, req.headers.authorization) || verifySignature(h.webhookSecret, body, header(req, 'x-hub-signature-256')));
 
@@ -128,10 +137,17 @@ export function createStatusServer(h: StatusHandlers): Server {
       case 'GET /metrics':
         return send(res, 200, h.metrics.registry.contentType, await h.metrics.registry.metrics());
       case 'GET /status':
-        if (wantsHtml(req.headers.accept)) return send(res, 200, 'text/html; charset=utf-8', renderStatusHtml(h.status()));
+        if (wantsHtml(req.headers.accept)) return sendPage(res, h.status());
+        return send(res, 200, 'application/json; charset=utf-8', JSON.stringify(h.status(), null, 2));
+      case 'GET /status.json':
         return send(res, 200, 'application/json; charset=utf-8', JSON.stringify(h.status(), null, 2));
       case 'GET /status.html':
-        return send(res, 200, 'text/html; charset=utf-8', renderStatusHtml(h.status()));
+        return sendPage(res, h.status());
+      case 'GET /status/events':
+        if (events.attach(req, res)) return;
+        h.logger.warn({ clients: events.size, remote: req.socket.remoteAddress }, 'status event stream refused: too many clients');
+        res.setHeader('retry-after', '30');
+        return sendError(res, 503, 'too_many_clients', `at most ${events.maxClients} status event streams at once; reload the page later`);
       case 'POST /hooks/git': {
         const body = await readBody(req);
         if (!body) return sendError(res, 413, 'payload_too_large', `the body is larger than ${MAX_BODY} bytes`);
@@ -163,21 +179,29 @@ export function createStatusServer(h: StatusHandlers): Server {
         if (forward) return send(res, forward.status, forward.type, forward.body);
         if (path === '/suspend') h.suspend();
         else h.resume();
+        events.publish();
         return send(res, 200, 'application/json; charset=utf-8', JSON.stringify({ suspended: path === '/suspend' }));
       }
       default:
-        if (['/healthz', '/readyz', '/metrics', '/status', '/status.html', '/hooks/git', '/suspend', '/resume'].includes(path)) return sendError(res, 405, 'method_not_allowed', `${method} is not allowed on ${path}`);
+        if (['/healthz', '/readyz', '/metrics', '/status', '/status.json', '/status.html', '/status/events', '/hooks/git', '/suspend', '/resume'].includes(path)) return sendError(res, 405, 'method_not_allowed', `${method} is not allowed on ${path}`);
         return sendError(res, 404, 'not_found', `no route ${path}`);
     }
   };
 
-  return createServer((req, res) => {
+  const server = createServer((req, res) => {
     handle(req, res).catch((err: Error) => {
       h.logger.error({ err: err.message, path: req.url }, 'status listener error');
       if (!res.headersSent) sendError(res, 500, 'internal_error', 'internal error');
       else res.destroy();
     });
   });
+  // server.close() does not end open streams: they end here, and their timers stop.
+  const close = server.close.bind(server);
+  server.close = (callback?: (err?: Error) => void) => {
+    events.close();
+    return close(callback);
+  };
+  return server;
 }
 
 const header = (req: IncomingMessage, name: string): string | undefined => {

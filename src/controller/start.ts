@@ -1,6 +1,7 @@
 import { existsSync, mkdirSync, readFileSync, statSync } from 'node:fs';
 import { basename, join, resolve } from 'node:path';
 import type { Logger } from 'pino';
+import type { LogFormat } from '../log-format.js';
 import { FileTokenStore, type ClientConfig } from '../client/index.js';
 import { makeClient, parseConcurrency, type CommonOpts } from '../cli/plan.js';
 import { startController } from './controller.js';
@@ -43,6 +44,8 @@ export interface ControllerOpts extends Pick<CommonOpts, 'url' | 'apiKey' | 'caF
   allowUndeclaredProjects: boolean;
   specOperations: boolean;
   logLevel: string;
+  /** json or pretty; default: pretty when stdout is a terminal, else json (src/log-format.ts). */
+  logFormat?: LogFormat;
 }
 
 /** A mounted secret file's content, without the trailing newline editors and `kubectl create secret` leave. */

@@ -1,4 +1,5 @@
 import Fastify, { LogController, type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
+import pino from 'pino';
 import { mkdirSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
@@ -29,6 +30,7 @@ import { registerProviderMirror } from './provider-mirror.js';
 import { registerMetrics } from './metrics.js';
 import { registerRoutes } from './routes/index.js';
 import { registerStreams } from './streams/index.js';
+import { logStream, resolveLogFormat, type LogFormat } from '../log-format.js';
 
 export interface RunningService {
   ctx: ServiceContext;
@@ -55,6 +57,14 @@ async function cursorKey(db: Db): Promise<Buffer> {
  * (WebSocket auth) and an SSO callback's authorization `code` and `state`.
  */
 const redactUrl = (url: string) => url.replace(/([?&](?:token|code|state)=)[^&]*/gi, '$1[redacted]');
+
+/**
+ * The level of a request's log line. A service polled by controllers, Terraform and dashboards
+ * answers thousands of successful requests an hour: one line each would bury what an operator
+ * must see, so they are debug. A 4xx (a client's bad token, a missing resource, the rate limit)
+ * is info: worth seeing on the default level, nothing for the operator to fix. A 5xx is error.
+ */
+const requestLevel = (statusCode: number) => (statusCode >= 500 ? 'error' : statusCode >= 400 ? 'info' : 'debug');
 
 function toApiError(err: FastifyError | ApiError | Error): ApiError {
   if (err instanceof ApiError) return err;
@@ -113,7 +123,7 @@ function startSecretsMigration(app: FastifyInstance, ctx: ServiceContext): { don
   return { done, stop: () => abort.abort() };
 }
 
-export async function startService(partial: Partial<ServiceOptions> & { dataDir: string }): Promise<RunningService> {
+export async function startService(partial: Partial<ServiceOptions> & { dataDir: string; logFormat?: LogFormat }): Promise<RunningService> {
   const ctx = await openServiceContext(partial);
   const { options, db } = ctx;
   const rateLimiter = new RateLimiter(db, options.rateLimit, options.clock);
@@ -144,6 +154,9 @@ export async function startService(partial: Partial<ServiceOptions> & { dataDir:
       level: options.logLevel,
       // Headers (Authorization) and bodies (passwords) are never logged; URLs lose `token`.
       serializers: { req: (req) => ({ method: req.method, url: redactUrl(req.url) }) },
+      // JSON lines, or one human-readable line each on a terminal; written synchronously, so a
+      // line logged just before the process exits is not lost.
+      stream: logStream(resolveLogFormat(partial.logFormat), pino.destination({ fd: 1, sync: true })) as pino.DestinationStream,
     },
     ajv: undefined,
     return503OnClosing: false,
@@ -217,17 +230,25 @@ export async function startService(partial: Partial<ServiceOptions> & { dataDir:
     return payload;
   });
 
+  // Requests whose error the error handler has logged (with its stack): their request line is debug.
+  const errorLogged = new WeakSet<FastifyRequest>();
   app.addHook('onResponse', async (req, reply) => {
     if (drained(req)) inFlight--;
-    req.log.info(
-      { reqId: req.id, method: req.method, url: redactUrl(req.url), statusCode: reply.statusCode, tenant: req.tenant?.slug, actor: req.actor && `${req.actor.type}:${req.actor.id}`, ms: Math.round(reply.elapsedTime) },
+    // req.log carries the request id already (fastify's child logger binds reqId).
+    const level = errorLogged.has(req) ? 'debug' : requestLevel(reply.statusCode);
+    req.log[level](
+      { method: req.method, url: redactUrl(req.url), statusCode: reply.statusCode, tenant: req.tenant?.slug, actor: req.actor && `${req.actor.type}:${req.actor.id}`, ms: Math.round(reply.elapsedTime) },
       'request',
     );
   });
 
   app.setErrorHandler(async (err: FastifyError, req, reply) => {
     const apiError = toApiError(err);
-    if (apiError.status >= 500) req.log.error({ reqId: req.id, err }, 'request failed');
+    // Logged at once (the client may be gone before the response completes), with what the request line would say.
+    if (apiError.status >= 500) {
+      errorLogged.add(req);
+      req.log.error({ err, method: req.method, url: redactUrl(req.url), statusCode: apiError.status, tenant: req.tenant?.slug, actor: req.actor && `${req.actor.type}:${req.actor.id}` }, 'request failed');
+    }
     reply.code(apiError.status).headers(apiError.headers).type('application/json');
     return apiError.toJSON();
   });

@@ -2,11 +2,11 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { mkdtempSync, rmSync, existsSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { connect } from 'node:net';
 import { connect as tlsConnect } from 'node:tls';
 import { TestHttp } from '../support/http.js';
-import { startServe, runDpctl, type RunningCli } from '../support/cli.js';
+import { DPCTL, startServe, runDpctl, type RunningCli } from '../support/cli.js';
 
 const running: RunningCli[] = [];
 const dirs: string[] = [];
@@ -133,7 +133,8 @@ describe('dpctl serve start-up contract', () => {
 
   it('writes JSON request logs with request id, tenant and actor, and never a secret', async () => {
     const dataDir = tempDir();
-    const s = await serve(['--data-dir', dataDir], BOOT);
+    // Successful requests are logged at debug only.
+    const s = await serve(['--data-dir', dataDir, '--log-level', 'debug'], BOOT);
     const http = new TestHttp(join(dataDir, 'tls', 'ca.pem'));
     const tokens = await login(http, s.port);
     const token = tokens.body.access_token;
@@ -146,10 +147,14 @@ describe('dpctl serve start-up contract', () => {
     const lines = s.stdout().trim().split('\n').map((l) => JSON.parse(l));
     const requests = lines.filter((l) => l.msg === 'request');
     expect(requests.length).toBeGreaterThanOrEqual(3);
+    // One reqId per line (JSON.parse would keep only the last of two).
+    for (const line of s.stdout().trim().split('\n')) expect(line.match(/"reqId"/g)?.length ?? 0, line).toBeLessThanOrEqual(1);
+    // 2xx at debug, 4xx at info.
+    expect(requests.find((l) => l.url === '/api/v1/auth/login')).toMatchObject({ level: 20, statusCode: 200 });
     // A token in the query string is not a way to authenticate REST; the unknown parameter is a 400, and the log hides it.
     const list = requests.find((l) => l.method === 'GET' && l.url.startsWith('/api/v1/projects'));
-    expect(list).toMatchObject({ tenant: 'acme', statusCode: 400, reqId: expect.stringMatching(/^req_/), actor: expect.stringMatching(/^user:/) });
-    expect(requests.find((l) => l.method === 'POST' && l.url === '/api/v1/users')).toMatchObject({ statusCode: 201, actor: expect.stringMatching(/^user:/) });
+    expect(list).toMatchObject({ level: 30, tenant: 'acme', statusCode: 400, reqId: expect.stringMatching(/^req_/), actor: expect.stringMatching(/^user:/) });
+    expect(requests.find((l) => l.method === 'POST' && l.url === '/api/v1/users')).toMatchObject({ level: 20, statusCode: 201, actor: expect.stringMatching(/^user:/) });
     expect(list.url).toContain('token=[redacted]');
     const all = s.stdout() + s.stderr();
     expect(requests.find((l) => l.url.startsWith('/api/v1/auth/sso/'))).toMatchObject({ statusCode: 404, url: '/api/v1/auth/sso/sso_unknown/callback?code=[redacted]&state=[redacted]' });
@@ -181,5 +186,116 @@ describe('dpctl tenant create', () => {
     expect((await http.call('GET', `https://gamma.localhost:${s.port}/api/v1/projects`, { token: betaToken })).status).toBe(401);
     expect(readFileSync(join(dataDir, 'tls', 'ca.pem'), 'utf8')).toContain('BEGIN CERTIFICATE');
     await http.close();
+  });
+});
+
+/**
+ * Quiet by default: a polled service must not write a line per successful request on the
+ * default level, and a terminal gets one human-readable line per entry instead of JSON.
+ */
+describe('dpctl serve logs', () => {
+  /** A login, a burst of successful GETs and one 401 (no token): what a controller's poll and a stray client look like. */
+  async function traffic(s: RunningCli, dataDir: string): Promise<void> {
+    const http = new TestHttp(join(dataDir, 'tls', 'ca.pem'));
+    const token = (await login(http, s.port)).body.access_token;
+    const base = `https://acme.localhost:${s.port}/api/v1`;
+    const statuses = await Promise.all(Array.from({ length: 30 }, (_, i) => http.call('GET', `${base}/${i % 2 ? 'projects' : 'users'}`, { token }).then((r) => r.status)));
+    expect(new Set(statuses)).toEqual(new Set([200]));
+    expect((await http.call('GET', `${base}/projects`)).status).toBe(401);
+    await http.close();
+  }
+
+  it('on the default level and with stdout not a terminal: JSON lines, no line per successful request, a 4xx at info with one reqId', async () => {
+    const dataDir = tempDir();
+    const s = await serve(['--data-dir', dataDir], BOOT);
+    await traffic(s, dataDir);
+    expect(await s.stop('SIGTERM')).toBe(0);
+    const raw = s.stdout().trim().split('\n').filter(Boolean);
+    const lines = raw.map((l) => JSON.parse(l));
+    const requests = lines.filter((l) => l.msg === 'request');
+    // 32 requests: only the 401 is logged.
+    expect(requests).toHaveLength(1);
+    expect(requests[0]).toMatchObject({ level: 30, method: 'GET', url: '/api/v1/projects', statusCode: 401, tenant: 'acme', reqId: expect.stringMatching(/^req_/) });
+    for (const line of raw) expect(line.match(/"reqId"/g)?.length ?? 0, line).toBeLessThanOrEqual(1);
+    expect(lines.every((l) => l.level >= 30)).toBe(true);
+  });
+
+  it('--log-format pretty (or DP_LOG_FORMAT): one human-readable line per entry with level, message and fields', async () => {
+    const dataDir = tempDir();
+    const s = await serve(['--data-dir', dataDir, '--log-format', 'pretty', '--log-level', 'debug'], BOOT);
+    await traffic(s, dataDir);
+    expect(await s.stop('SIGTERM')).toBe(0);
+    const lines = s.stdout().trim().split('\n');
+    expect(lines.length).toBeGreaterThanOrEqual(32);
+    for (const line of lines) expect(line).toMatch(/^\d\d:\d\d:\d\d\.\d{3} (TRACE|DEBUG|INFO |WARN |ERROR|FATAL) \S/);
+    expect(lines.filter((l) => l.startsWith('{'))).toEqual([]);
+    // No colours when stdout is no terminal.
+    expect(s.stdout()).not.toContain('\x1b[');
+    expect(lines).toContainEqual(expect.stringMatching(/^\S+ DEBUG POST \/api\/v1\/auth\/login 200 \d+ms tenant=acme reqId=req_\S+$/));
+    expect(lines).toContainEqual(expect.stringMatching(/^\S+ DEBUG GET \/api\/v1\/projects 200 \d+ms tenant=acme actor=user:\S+ reqId=req_\S+$/));
+    expect(lines).toContainEqual(expect.stringMatching(/^\S+ INFO  GET \/api\/v1\/projects 401 \d+ms tenant=acme reqId=req_\S+$/));
+    for (const line of lines) expect(line.match(/reqId=/g)?.length ?? 0, line).toBeLessThanOrEqual(1);
+
+    // The environment variable does the same; the flag wins over it.
+    const [envDir, jsonDir] = [tempDir(), tempDir()];
+    const [fromEnv, json] = await Promise.all([
+      serve(['--data-dir', envDir], { ...BOOT, DP_LOG_FORMAT: 'pretty', DP_LOG_LEVEL: 'debug' }),
+      serve(['--data-dir', jsonDir, '--log-format', 'json'], { ...BOOT, DP_LOG_FORMAT: 'pretty', DP_LOG_LEVEL: 'debug' }),
+    ]);
+    for (const [r, dir] of [[fromEnv, envDir], [json, jsonDir]] as const) {
+      const http = new TestHttp(join(dir, 'tls', 'ca.pem'));
+      expect((await http.call('GET', `https://acme.localhost:${r.port}/api/v1/projects`)).status).toBe(401);
+      await http.close();
+    }
+    await Promise.all([fromEnv.stop('SIGTERM'), json.stop('SIGTERM')]);
+    expect(fromEnv.stdout()).toMatch(/^\d\d:\d\d:\d\d\.\d{3} INFO  GET \/api\/v1\/projects 401 /m);
+    expect(json.stdout().trim().split('\n').map((l) => JSON.parse(l))).toContainEqual(expect.objectContaining({ msg: 'request', statusCode: 401 }));
+  });
+
+  it('refuses an unknown --log-format', async () => {
+    const r = await runDpctl(['serve', '--log-format', 'xml', '--data-dir', tempDir()]);
+    expect(r.code).not.toBe(0);
+    expect(r.stderr).toMatch(/--log-format.*xml.*json, pretty/s);
+  });
+
+  /** `script` (util-linux) runs the command on a pseudo-terminal, as an interactive shell would. */
+  const hasScript = (() => {
+    try {
+      execFileSync('script', ['-qec', 'true', '/dev/null'], { stdio: 'ignore' });
+      return true;
+    } catch {
+      return false;
+    }
+  })();
+
+  it.skipIf(!hasScript)('on a terminal the default is pretty, coloured', async () => {
+    const dataDir = tempDir();
+    const command = [process.execPath, DPCTL, 'serve', '--port', '0', '--data-dir', dataDir].map((a) => `'${a}'`).join(' ');
+    const child = spawn('script', ['-qec', command, '/dev/null'], { env: { ...process.env, ...BOOT, NO_COLOR: '', TERM: 'xterm' }, stdio: ['pipe', 'pipe', 'pipe'] });
+    let out = '';
+    child.stdout.on('data', (d) => (out += d));
+    const closed = new Promise((r) => child.once('close', r));
+    try {
+      const deadline = Date.now() + 20_000;
+      while (!/listening on https:\/\/[^:]+:\d+/.test(out)) {
+        if (Date.now() > deadline || child.exitCode !== null) throw new Error(`dpctl serve did not start on a terminal:\n${out}`);
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      const port = Number(out.match(/listening on https:\/\/[^:]+:(\d+)/)![1]);
+      const http = new TestHttp(join(dataDir, 'tls', 'ca.pem'));
+      expect((await http.call('GET', `https://acme.localhost:${port}/api/v1/projects`)).status).toBe(401);
+      await http.close();
+      const deadline2 = Date.now() + 5_000;
+      while (!/ 401 /.test(out) && Date.now() < deadline2) await new Promise((r) => setTimeout(r, 50));
+    } finally {
+      // Ctrl-C on the terminal: script passes it to the service's foreground group.
+      child.stdin.write('\x03');
+      setTimeout(() => child.kill('SIGKILL'), 10_000).unref();
+      await closed;
+    }
+    const plain = out.replace(/\x1b\[[0-9;]*m/g, '');
+    expect(plain).toMatch(/^\d\d:\d\d:\d\d\.\d{3} INFO  GET \/api\/v1\/projects 401 \d+ms tenant=acme reqId=req_\S+\r?$/m);
+    expect(out).toContain('\x1b[32mINFO');
+    expect(plain.split(/\r?\n/).filter((l) => l.startsWith('{'))).toEqual([]);
   });
 });

@@ -18,6 +18,7 @@ const work = mkdtempSync(join(tmpdir(), 'dp-start-'));
 const examples = join(work, 'platform');
 let child: ReturnType<typeof spawn>;
 let stderr = '';
+let stdout = '';
 let api: string;
 let statusUrl: string;
 let http: TestHttp;
@@ -28,7 +29,8 @@ function startCommand(): string[] {
   const [node, ...args] = script.split(/\s+/);
   expect(node).toBe('node');
   // Later options win in commander: a free port, a throwaway data dir and listener, the copy.
-  return [...args, '--port', '0', '--data-dir', join(work, 'data'), '--controller-listen', '127.0.0.1:0', '--reconcile', examples, '--log-level', 'warn'];
+  // The log level is the script's default: the test checks how much it writes.
+  return [...args, '--port', '0', '--data-dir', join(work, 'data'), '--controller-listen', '127.0.0.1:0', '--reconcile', examples];
 }
 
 const status = async () => (await fetch(statusUrl)).json() as Promise<any>;
@@ -52,7 +54,9 @@ function cleanEnv(): NodeJS.ProcessEnv {
 
 beforeAll(async () => {
   cpSync(join(ROOT, 'examples', 'platform'), examples, { recursive: true });
-  child = spawn(process.execPath, startCommand(), { cwd: ROOT, env: cleanEnv(), stdio: ['ignore', 'ignore', 'pipe'] });
+  // stdout is a pipe, no terminal: JSON log lines.
+  child = spawn(process.execPath, startCommand(), { cwd: ROOT, env: cleanEnv(), stdio: ['ignore', 'pipe', 'pipe'] });
+  child.stdout!.on('data', (d) => (stdout += d));
   child.stderr!.on('data', (d) => (stderr += d));
   await until('the start banner', async () => (/Status: +http/.test(stderr) ? true : undefined));
   api = stderr.match(/API: +(https:\/\/\S+)/)![1];
@@ -87,6 +91,31 @@ describe('npm start', () => {
     expect(projects.body.data.map((p: { name: string }) => p.name).sort()).toEqual(['analytics', 'marketing']);
   });
 
+  /**
+   * Before, every run of the in-process controller (every ~2 s) wrote ~22 lines: one per request of
+   * its own polling, each at info, and its "reconcile run" line: ~100 lines in 10 s, and the banner
+   * scrolled away. Now requests that succeed are debug and a run that changes nothing is debug:
+   * once converged, 10 s add nothing (at most one "reconcile run" line, when the run after the
+   * first apply finds nothing left to do), so 3 leaves room for a stray line but not for a run's worth.
+   */
+  it('is quiet once converged: no request lines, no reconcile line per idle run', async () => {
+    await until('the first converged run', async () => ((await status()).last_run?.result === 'converged' ? true : undefined));
+    const lines = () => stdout.split('\n').filter(Boolean);
+    const before = lines().length;
+    const runsBefore = (await status()).runs;
+    await new Promise((r) => setTimeout(r, 10_000));
+    const added = lines().slice(before);
+    // Runs went on meanwhile (every 2 s), without a line each.
+    expect((await status()).runs - runsBefore).toBeGreaterThanOrEqual(3);
+    expect(added.length, added.join('\n')).toBeLessThan(3);
+    const all = lines().map((l) => JSON.parse(l));
+    expect(all.filter((l) => l.msg === 'request')).toEqual([]);
+    expect(all.every((l) => l.level >= 30)).toBe(true);
+    // What the start did is there: the revision, each create, the converged run.
+    expect(all.map((l) => l.msg)).toEqual(expect.arrayContaining(['new revision', 'reconcile run']));
+    expect(all.filter((l) => /^\+ .*: created/.test(l.msg)).length).toBeGreaterThan(10);
+  });
+
   it('applies an edit of a YAML file within a few seconds', async () => {
     const file = join(examples, 'projects.yaml');
     const text = readFileSync(file, 'utf8');
@@ -101,6 +130,10 @@ describe('npm start', () => {
     });
     expect(project.name).toBe('analytics');
     expect(Date.now() - started).toBeLessThan(15_000);
+    // An applied change is logged at info, with the run that applied it.
+    const logged = () => stdout.split('\n').filter(Boolean).map((l) => JSON.parse(l));
+    await until('the run that applied it in the log', async () => (logged().some((l) => l.msg === 'reconcile run' && l.summary?.update >= 1) ? true : undefined), 10_000);
+    expect(logged().find((l) => /^~ Project analytics: updated/.test(l.msg))).toMatchObject({ level: 30 });
   });
 
   it('stops on SIGTERM with exit code 0', async () => {

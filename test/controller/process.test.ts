@@ -184,6 +184,38 @@ describe('dpctl controller process', () => {
     for (const secret of secretValues(t)) expect(c.raw() + again.raw()).not.toContain(secret);
   });
 
+  test('DPCTL_LOG_FORMAT=pretty: one human-readable line per entry; a run that changes nothing is not logged at info', { timeout: 60_000 }, async () => {
+    const t = await svc.tenant();
+    const dir = join(mkdtempSync(join(tmpdir(), 'dp-ctl-dir-')), 'platform');
+    cpSync(EXAMPLE, dir, { recursive: true });
+    const { env, passwordFile } = credentials(t);
+    const child = spawn(process.execPath, [DPCTL, 'controller', '--listen', '127.0.0.1:0', '--interval', '1s', '--source', dir, '--state-dir', mkdtempSync(join(tmpdir(), 'dp-ctl-state-')), '--password-file', passwordFile], {
+      env: { ...process.env, ...env, DPCTL_LOG_FORMAT: 'pretty' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let out = '';
+    child.stdout!.on('data', (d) => (out += d));
+    const exited = new Promise<number | null>((resolve) => child.once('close', (code) => resolve(code)));
+    try {
+      const url = await waitFor('the status listener', () => out.match(/status listener up url=(\S+)/)?.[1], 20_000, () => out);
+      await waitFor('a converged run', async () => (await (await fetch(`${url}/status`)).json()).last_run?.result === 'converged', 30_000, () => out.slice(-2000));
+      const { runs } = await (await fetch(`${url}/status`)).json();
+      // At 1 s intervals: several idle runs, none logged at info but (at most) the first after the apply.
+      await new Promise((r) => setTimeout(r, 4_000));
+      expect((await (await fetch(`${url}/status`)).json()).runs - runs).toBeGreaterThanOrEqual(3);
+    } finally {
+      child.kill('SIGTERM');
+    }
+    expect(await exited).toBe(0);
+    const lines = out.trim().split('\n');
+    for (const line of lines) expect(line).toMatch(/^\d\d:\d\d:\d\d\.\d{3} (DEBUG|INFO |WARN |ERROR|FATAL) controller: \S/);
+    expect(lines).toContainEqual(expect.stringMatching(/ INFO  controller: \+ Project analytics: created \(prj_\S+\) revision=sha256:[0-9a-f]{16}$/));
+    expect(lines).toContainEqual(expect.stringMatching(/ INFO  controller: reconcile run trigger=start revision=sha256:\S+ result=converged duration_ms=\d+ summary=\{"create":[1-9]\d*,/));
+    // The start's run, and at most the next one (it finds nothing left to do: a new summary).
+    expect(lines.filter((l) => l.includes('reconcile run')).length).toBeLessThanOrEqual(2);
+    for (const secret of secretValues(t)) expect(out).not.toContain(secret);
+  });
+
   test('two replicas with a lock: one leads; a webhook sent to the standby reaches it; when it stops, the standby takes over', { timeout: 60_000 }, async () => {
     const t = await svc.tenant();
     const repo = new TestRepo();

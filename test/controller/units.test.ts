@@ -5,7 +5,11 @@ import { describe, expect, test } from 'vitest';
 import { Backoff } from '../../src/controller/backoff.js';
 import { DirectorySource, parseDuration, parseListen, redactUrl, signBody, verifySignature } from '../../src/controller/index.js';
 import { withJitter } from '../../src/controller/duration.js';
-import { renderStatusHtml, type ControllerStatus } from '../../src/controller/status.js';
+import { RECENT_RUNS, renderStatusHtml, withRecentRun, type ControllerStatus, type RunRecord } from '../../src/controller/status.js';
+import { relativeTime, timeTag } from '../../src/controller/status-format.js';
+import { groupResources, PAGE_ROWS } from '../../src/controller/status-resources.js';
+import { orderedErrors, renderStatusFragment, statusFingerprint } from '../../src/controller/status-sections.js';
+import { HOSTILE, HOSTILE_ATTR, resource, richStatus } from './status-fixture.js';
 import { verifyBearer } from '../../src/controller/source/webhook.js';
 import { advertiseUrl, parseAdvertiseUrl } from '../../src/controller/server.js';
 
@@ -157,12 +161,109 @@ describe('controller building blocks', () => {
       revision: { fetched: { id: 'abc', summary: hostile, at: '2026-01-01T00:00:00.000Z' }, applied: { id: 'abc', summary: hostile, at: '2026-01-01T00:00:00.000Z' }, converged: null, invalid: { id: 'def', summary: null, errors: [`a.yaml:1:1: ${hostile}`] }, fetch_error: null, last_fetch_at: null },
       last_run: null,
       runs: 0,
+      recent_runs: [],
       conditions: [{ type: 'Ready', status: 'False', reason: hostile, message: hostile, last_transition_time: '2026-01-01T00:00:00.000Z' }],
       resources: [{ kind: 'connector', yaml_kind: 'Connector', project: hostile, name: hostile, id: null, action: 'create', state: 'failed', detail: hostile, health: 'degraded', health_reason: hostile }],
       drift: [],
     };
     const html = renderStatusHtml(status);
-    expect(html).not.toContain('<script>');
+    expect(html).not.toContain(hostile);
+    // The page's own script is its one script element.
+    expect(html.match(/<script/g)).toHaveLength(1);
     expect(html).toContain('&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;');
+  });
+
+  test('... and so does every new part: groups, drift diffs, runs, errors, conditions, and the fragment pushed on /status/events', () => {
+    const s = richStatus(Date.parse('2026-01-01T12:00:00Z'), true);
+    for (const html of [renderStatusHtml(s), renderStatusFragment(s, Date.now())]) {
+      expect(html).not.toContain(HOSTILE);
+      expect(html).not.toContain(HOSTILE_ATTR);
+      expect(html).not.toMatch(/<img/i);
+      expect(html.match(/<script/g)?.length ?? 0).toBeLessThanOrEqual(1);
+      // Group headers, drift fields and values (an object's keys too), runs' triggers and revisions.
+      expect(html).toContain('&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;');
+      expect(html).toContain('&quot;&gt;&lt;img src=x onerror=&quot;window.__pwned=1&quot;&gt;');
+    }
+    expect(renderStatusFragment(s, Date.now())).not.toContain('<script');
+  });
+
+  test('the status page groups resources by project (tenant-level first), problems first, with counts per state', () => {
+    const now = Date.parse('2026-01-01T12:00:00Z');
+    const html = renderStatusHtml(richStatus(now), now);
+    const groups = [...html.matchAll(/<section class="group[^"]*" data-project="([^"]*)" data-tenant-level="(true|false)">/g)].map((m) => [m[1], m[2]]);
+    expect(groups).toEqual([['', 'true'], ['analytics', 'false'], ['marketing', 'false']]);
+    const analytics = html.slice(html.indexOf('data-project="analytics"'), html.indexOf('data-project="marketing"'));
+    const names = [...analytics.matchAll(/<tr class="[^"]*" data-name="([^"]*)">/g)].map((m) => m[1]);
+    // Failed and degraded before applied and in-sync.
+    expect(names.slice(0, 2).sort()).toEqual(['events', 'orders-db']);
+    expect(names.slice(2)).toEqual(['clicks', 'warehouse']);
+    expect(analytics).toMatch(/data-state="failed" data-count="1">1 failed<.*data-state="in-sync" data-count="1">1 in-sync</s);
+    // The field diff: before and after per field; sensitive values stay "(sensitive)".
+    expect(html).toContain('<td class="before"><pre>&quot;*/15 * * * *&quot;</pre></td><td class="after"><pre>&quot;*/5 * * * *&quot;</pre></td>');
+    expect(html).toMatch(/<tr class="sensitive"><td><code>spec.password<\/code><\/td><td class="before"><pre>\(sensitive\)<\/pre>/);
+    // Human times with the exact time on hover; a backoff's next attempt is in the future.
+    expect(html).toContain('<time datetime="2026-01-01T11:59:48.000Z" title="2026-01-01T11:59:48.000Z" data-rel>12 s ago</time>');
+    expect(html).toContain('next attempt <time datetime="2026-01-01T12:00:20.000Z" title="2026-01-01T12:00:20.000Z" data-rel>in 20 s</time>');
+    // Runs: revision, result, duration. Errors: the long list folded after five.
+    expect(html).toMatch(/<table id="runs">.*<code title="9f8e7d6c5b4a39281706">9f8e7d6c5b4a<\/code>.*result-incomplete.*2\.3 s.*850 ms.*1 min 5 s/s);
+    expect(html).toContain('<details id="errors-more"><summary>7 more errors</summary>');
+    // Without JavaScript: a meta refresh inside <noscript>, and a reload link.
+    expect(html).toMatch(/<noscript><meta http-equiv="refresh" content="\d+"><\/noscript>/);
+    expect(html).toContain('<a id="reload" href="">reload</a>');
+    expect(html).not.toMatch(/<meta http-equiv="refresh"[^>]*>(?!<\/noscript>)/);
+  });
+
+  test('the page is bounded: PAGE_ROWS rows, chosen problems first, the rest counted', () => {
+    const many = Array.from({ length: PAGE_ROWS + 100 }, (_, i) => resource({ name: `r${String(i).padStart(4, '0')}`, project: `p${i % 7}` }));
+    many.push(resource({ name: 'zz-broken', project: 'p6', state: 'failed', detail: 'boom' }));
+    const groups = groupResources(many);
+    expect(groups.reduce((n, g) => n + g.rows.length, 0)).toBe(PAGE_ROWS);
+    expect(groups.find((g) => g.project === 'p6')!.rows[0].name).toBe('zz-broken');
+    const s = { ...richStatus(), resources: many, drift: [] };
+    const html = renderStatusHtml(s);
+    expect(html.match(/<tr class="row-/g)).toHaveLength(PAGE_ROWS);
+    expect(html).toContain(`<p class="more" id="resources-more">101 more in`);
+    // The header counts cover every resource, shown or not.
+    expect(html).toMatch(/data-project="p6"[^]*?data-state="failed" data-count="1"/);
+  });
+
+  test('errors root cause first: the invalid revision, then the fetch error, then the run; each line once', () => {
+    const s = richStatus();
+    const errors = orderedErrors(s);
+    expect(errors[0]).toEqual({ source: 'revision 0123456789ab is invalid: not applied', line: s.revision.invalid!.errors[0] });
+    expect(errors[1].line).toBe(s.revision.invalid!.errors[1]);
+    expect(errors[2]).toEqual({ source: 'fetch failed', line: 'git fetch: connection reset' });
+    expect(errors[3]).toEqual({ source: 'last run: incomplete', line: 'Connector analytics/orders-db: failed: 422 spec.port out of range' });
+    // The run repeats the invalid revision's first error: shown once.
+    expect(errors).toHaveLength(2 + 1 + s.last_run!.errors.length - 1);
+  });
+
+  test('human times and the bounded run history', () => {
+    const now = 1_000_000_000;
+    expect(relativeTime(now - 12_000, now)).toBe('12 s ago');
+    expect(relativeTime(now - 3 * 60_000 - 5_000, now)).toBe('3 min ago');
+    expect(relativeTime(now - 2 * 3_600_000, now)).toBe('2 h ago');
+    expect(relativeTime(now - 3 * 86_400_000, now)).toBe('3 d ago');
+    expect(relativeTime(now + 20_000, now)).toBe('in 20 s');
+    expect(timeTag(null, now)).toBe('<em>never</em>');
+    expect(timeTag('not a time', now)).toBe('not a time');
+    let runs: RunRecord[] = [];
+    for (let i = 0; i < RECENT_RUNS + 5; i++) {
+      runs = withRecentRun(runs, { trigger: `t${i}`, started_at: 'a', finished_at: 'b', duration_ms: i, result: 'converged', revision: 'r', summary: {}, errors: i % 2 ? ['first', 'second'] : [] });
+    }
+    expect(runs).toHaveLength(RECENT_RUNS);
+    expect(runs[0]).toMatchObject({ trigger: `t${RECENT_RUNS + 4}`, error_count: 0, first_error: null });
+    expect(runs[1]).toMatchObject({ error_count: 2, first_error: 'first' });
+    expect(runs[1]).not.toHaveProperty('errors');
+  });
+
+  test('the live fingerprint follows runs, suspension, leadership and conditions', () => {
+    const s = richStatus();
+    const fp = statusFingerprint(s);
+    expect(statusFingerprint({ ...s, revision: { ...s.revision, last_fetch_at: 'later' } })).toBe(fp);
+    expect(statusFingerprint({ ...s, runs: 43 })).not.toBe(fp);
+    expect(statusFingerprint({ ...s, controller: { ...s.controller, suspended: true } })).not.toBe(fp);
+    expect(statusFingerprint({ ...s, controller: { ...s.controller, leader: { ...s.controller.leader, elected: false } } })).not.toBe(fp);
+    expect(statusFingerprint({ ...s, conditions: s.conditions.map((c) => (c.type === 'Reconciling' ? { ...c, status: 'True' as const } : c)) })).not.toBe(fp);
   });
 });
