@@ -25,6 +25,8 @@ import { withJitter } from './duration.js';
 import type { LeaderElector } from './leader/types.js';
 import { ConditionTracker, deriveConditions, resultWithHealth, withHealth } from './health.js';
 import { ControllerMetrics } from './metrics.js';
+import { runEvents } from './events.js';
+import type { Notifier } from './notify.js';
 import { createStatusServer, listen } from './server.js';
 import type { ConfigSource, Revision } from './source/types.js';
 import { withRecentRun, type ControllerStatus, type ResourceStatus, type RunResult } from './status.js';
@@ -60,6 +62,8 @@ export interface ControllerOptions {
   closeClient?: boolean;
   /** How long a run waits for provisioning and health before it reports them progressing (default 5 min). */
   waitTimeoutMs?: number;
+  /** Where events go (failed applies, degraded resources, drift, suspend...); none when absent. */
+  notifier?: Notifier;
 }
 
 export interface RunningController {
@@ -143,6 +147,12 @@ export async function startController(options: ControllerOptions): Promise<Runni
     return { ...base, conditions: conditions.update(deriveConditions(base, running)) };
   };
 
+  // Told when the status changes (a run ends, suspend, leadership): the page's live stream pushes it at once.
+  const changeListeners = new Set<() => void>();
+  const changed = () => {
+    for (const listener of changeListeners) listener();
+  };
+
   const trigger = (reason = 'manual') => {
     pendingTrigger = reason;
     wake?.();
@@ -152,6 +162,8 @@ export async function startController(options: ControllerOptions): Promise<Runni
     suspended = value;
     log.info({ suspended }, value ? 'reconciling suspended' : 'reconciling resumed');
     metrics.recordStatus(snapshot());
+    options.notifier?.notify({ reason: value ? 'Suspended' : 'Resumed', severity: 'info', subject: engine.sourceId, message: value ? 'reconciling is suspended' : 'reconciling resumed', revision: lastGood?.id ?? null });
+    changed();
     // Resume runs at once rather than after the rest of the interval.
     if (!value) trigger('resume');
   };
@@ -166,6 +178,7 @@ export async function startController(options: ControllerOptions): Promise<Runni
       trigger,
       suspend: () => setSuspended(true),
       resume: () => setSuspended(false),
+      subscribe: (listener) => changeListeners.add(listener),
       webhookSecret: options.webhookSecret,
       // A standby would only note a webhook for later: it passes it to the leader instead.
       relay: { isLeader: () => leader, leaderUrl: () => elector.leaderUrl() },
@@ -354,6 +367,7 @@ export async function startController(options: ControllerOptions): Promise<Runni
   const reconcileOnce = async (trigger: string) => {
     const started = Date.now();
     const resourcesBefore = status.resources;
+    const before = { revision: status.last_run?.revision ?? null, converged: status.revision.converged?.id ?? null, resources: status.resources };
     runAbort = new AbortController();
     const signal = AbortSignal.any([runAbort.signal, stopping.signal]);
     let outcome: { result: RunResult; errors: string[]; summary: Record<string, number> };
@@ -377,6 +391,8 @@ export async function startController(options: ControllerOptions): Promise<Runni
     runs++;
     status.last_run = { trigger, started_at: iso(started), finished_at: iso(finished), duration_ms: finished - started, result: outcome.result, revision: lastGood?.id ?? null, summary: outcome.summary, errors: outcome.errors };
     status.recent_runs = withRecentRun(status.recent_runs, status.last_run);
+    for (const event of options.notifier ? runEvents(before, snapshot()) : []) options.notifier!.notify(event);
+    changed();
     metrics.reconcileDuration.observe({ result: outcome.result }, (finished - started) / 1000);
     metrics.runs.inc({ result: outcome.result });
     metrics.recordStatus(snapshot());
@@ -403,6 +419,7 @@ export async function startController(options: ControllerOptions): Promise<Runni
       leader = true;
       log.info({ identity: elector.identity, election: elector.description }, 'leading: reconciling');
       metrics.recordStatus(snapshot());
+      changed();
       let reason = 'start';
       while (!stopping.signal.aborted && leader && elector.isLeader()) {
         const why = pendingTrigger ?? reason;
@@ -416,6 +433,7 @@ export async function startController(options: ControllerOptions): Promise<Runni
       }
       leader = false;
       metrics.recordStatus(snapshot());
+      changed();
     }
   };
   const loop = main().catch((err: Error) => log.fatal({ err: err.message }, 'controller loop crashed'));
@@ -442,6 +460,7 @@ export async function startController(options: ControllerOptions): Promise<Runni
           await closed;
         }
         if (options.closeClient ?? true) await options.client.close();
+        await options.notifier?.flush();
         await options.source.close?.().catch((err: Error) => log.warn({ err: err.message }, 'closing the source failed'));
         log.info('stopped');
       })()),

@@ -89,10 +89,9 @@ export class Notifier {
   private duplicate(e: ControllerEvent): boolean {
     const ended = ENDS[e.reason];
     if (ended) {
-      // A recovery is news only when the failure was announced.
-      const key = `${ended}\u0000${e.subject}`;
-      if (!this.sent.delete(key) && e.reason !== 'RevisionApplied' && e.reason !== 'Resumed') return true;
-      return false;
+      const announced = this.sent.delete(`${ended}\u0000${e.subject}`);
+      // A recovery is news only when the failure was announced; the other endings are news of their own.
+      return e.reason === 'ResourceRecovered' && !announced;
     }
     const key = `${e.reason}\u0000${e.subject}`;
     const last = this.sent.get(key);

@@ -32,6 +32,8 @@ export interface StatusHandlers {
   logger: Logger;
   /** Limits of `GET /status/events` (see status-events.ts). */
   events?: StatusEventsOptions;
+  /** Registers a listener for status changes (a run ended, leadership): the event stream pushes at once. */
+  subscribe?: (listener: () => void) => void;
 }
 
 /** GitHub caps webhook payloads at 25 MB; anything larger is refused before it is read whole. */
@@ -83,6 +85,7 @@ const wantsHtml = (accept: string | undefined) => {
  */
 export function createStatusServer(h: StatusHandlers): Server {
   const events = new StatusEvents(h.status, h.events);
+  h.subscribe?.(() => events.publish());
   const controlAllowed = (req: IncomingMessage, body: Buffer): boolean =>
     !!h.webhookSecret && (verifyBearer(h.webhookSecret, req.headers.authorization) || verifySignature(h.webhookSecret, body, header(req, 'x-hub-signature-256')));
 

@@ -5,6 +5,7 @@ import type { LogFormat } from '../log-format.js';
 import { FileTokenStore, type ClientConfig } from '../client/index.js';
 import { makeClient, parseConcurrency, type CommonOpts } from '../cli/plan.js';
 import { startController } from './controller.js';
+import { Notifier, type Receiver } from './notify.js';
 import { parseDuration } from './duration.js';
 import { createElector, type ElectorOptions } from './leader/index.js';
 import { advertiseUrl, parseAdvertiseUrl, parseListen } from './server.js';
@@ -46,6 +47,30 @@ export interface ControllerOpts extends Pick<CommonOpts, 'url' | 'apiKey' | 'caF
   logLevel: string;
   /** json or pretty; default: pretty when stdout is a terminal, else json (src/log-format.ts). */
   logFormat?: LogFormat;
+  notifyWebhook?: string[];
+  notifySlack?: string[];
+  notifySecretFile?: string;
+  notifyRepeat?: string;
+}
+
+/**
+ * Notification receivers from the flags and the environment (a Secret's keys in a cluster):
+ * DPCTL_NOTIFY_WEBHOOK_URLS and DPCTL_NOTIFY_SLACK_URLS (comma-separated), DPCTL_NOTIFY_SECRET
+ * (or --notify-secret-file) signs the generic webhooks. Receiver URLs are secrets too (Slack's
+ * holds its token): give them by environment in production, not flags (visible in `ps`).
+ */
+function receiversOf(opts: ControllerOpts): Receiver[] {
+  const list = (flag: string[] | undefined, env: string | undefined) => [...(flag ?? []), ...(env ?? '').split(',').map((u) => u.trim()).filter(Boolean)];
+  const secretFile = opts.notifySecretFile ?? process.env.DPCTL_NOTIFY_SECRET_FILE;
+  const secret = (secretFile ? readSecretFile(secretFile, '--notify-secret-file') : undefined) ?? (process.env.DPCTL_NOTIFY_SECRET || undefined);
+  const checked = (url: string, what: string) => {
+    if (!/^https?:\/\/[^/]/.test(url)) throw new Error(`${what} must be an http(s) URL; got ${JSON.stringify(url.replace(/\/\/.*/, '//...'))}`);
+    return url;
+  };
+  return [
+    ...list(opts.notifyWebhook, process.env.DPCTL_NOTIFY_WEBHOOK_URLS).map((url): Receiver => ({ type: 'webhook', url: checked(url, '--notify-webhook'), secret })),
+    ...list(opts.notifySlack, process.env.DPCTL_NOTIFY_SLACK_URLS).map((url): Receiver => ({ type: 'slack', url: checked(url, '--notify-slack') })),
+  ];
 }
 
 /** A mounted secret file's content, without the trailing newline editors and `kubectl create secret` leave. */
@@ -88,6 +113,8 @@ function podNamespace(): string {
 export async function startFromOptions(opts: ControllerOpts, log: Logger) {
   const intervalMs = parseDuration(opts.interval, '--interval');
   const waitTimeoutMs = parseDuration(opts.waitTimeout ?? '5m', '--wait-timeout');
+  const receivers = receiversOf(opts);
+  const notifyRepeatMs = parseDuration(opts.notifyRepeat ?? '1h', '--notify-repeat');
   const concurrency = parseConcurrency(opts.concurrency);
   const leaseSeconds = Number(opts.leaseSeconds);
   if (!Number.isInteger(leaseSeconds) || leaseSeconds < 1) throw new Error(`--lease-seconds must be a whole number of seconds >= 1, got ${opts.leaseSeconds}`);
@@ -127,12 +154,16 @@ export async function startFromOptions(opts: ControllerOpts, log: Logger) {
         : { kind: 'none' };
   const elector = createElector(electorOptions, { log: (message) => log.info({ election: opts.leaderElection }, message) });
 
+  const sourceId = opts.sourceId ?? defaultSourceId(opts.source, opts.path, plain);
+  // Receivers' own CA (a receiver inside the cluster with a private CA); public ones need none.
+  const notifyCa = process.env.DPCTL_NOTIFY_CA_FILE ? readFileSync(process.env.DPCTL_NOTIFY_CA_FILE, 'utf8') : undefined;
   const controller = await startController({
     source,
     client,
     mode: opts.mode,
     intervalMs,
     waitTimeoutMs,
+    notifier: receivers.length ? new Notifier({ receivers, source: sourceId, log, repeatMs: notifyRepeatMs, ca: notifyCa }) : undefined,
     listen,
     onListen: (url) => (listenerUrl = url),
     webhookSecret,
@@ -140,7 +171,7 @@ export async function startFromOptions(opts: ControllerOpts, log: Logger) {
     elector,
     logger: log,
     engine: {
-      sourceId: opts.sourceId ?? defaultSourceId(opts.source, opts.path, plain),
+      sourceId,
       concurrency,
       prune: opts.prune,
       allowMassDelete: opts.allowMassDelete,
