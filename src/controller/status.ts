@@ -61,16 +61,7 @@ export interface ControllerStatus {
     fetch_error: string | null;
     last_fetch_at: string | null;
   };
-  last_run: {
-    trigger: string;
-    started_at: string;
-    finished_at: string;
-    duration_ms: number;
-    result: RunResult;
-    revision: string | null;
-    summary: Record<string, number>;
-    errors: string[];
-  } | null;
+  last_run: LastRun | null;
   runs: number;
   /** The last runs, newest first (at most RECENT_RUNS): revision, result and duration of each. */
   recent_runs: RunRecord[];
@@ -80,8 +71,8 @@ export interface ControllerStatus {
   drift: ReturnType<typeof import('../engine/index.js').driftJson>['drift'];
 }
 
-/** One run in `recent_runs`: `last_run` without its error list (the count and the first one instead). */
-export interface RunRecord {
+/** What every run reports. */
+interface RunBase {
   trigger: string;
   started_at: string;
   finished_at: string;
@@ -89,6 +80,15 @@ export interface RunRecord {
   result: RunResult;
   revision: string | null;
   summary: Record<string, number>;
+}
+
+/** The last run, with all its errors. */
+export interface LastRun extends RunBase {
+  errors: string[];
+}
+
+/** One run in `recent_runs`: `last_run` without its error list (the count and the first one instead). */
+export interface RunRecord extends RunBase {
   error_count: number;
   first_error: string | null;
 }
