@@ -2,10 +2,41 @@ import { Command, Option } from 'commander';
 import { withConnection } from '../cli/plan.js';
 import { LOG_FORMAT_HELP, LOG_FORMATS } from '../log-format.js';
 import type { ControllerOpts } from './start.js';
+import type { RemoteCommand, RemoteOpts } from './remote.js';
+
+/** The message commander gives for a missing required option: --source is checked by hand (a required option would refuse the subcommands). */
+const MISSING_SOURCE = "error: required option '--source <git-url-or-dir>' not specified";
+
+/** `dpctl controller status|suspend|resume|reconcile`: talk to a running controller (remote.ts, loaded when one runs). */
+function remoteCommand(name: RemoteCommand, description: string, withSecret: boolean): Command {
+  const cmd = new Command(name)
+    .description(description)
+    .option('--url <url>', "the controller's status listener (default DPCTL_CONTROLLER_URL, else http://127.0.0.1:9090)");
+  if (withSecret) cmd.option('--webhook-secret-file <file>', "the controller's webhook secret, sent as a bearer token (default DPCTL_WEBHOOK_SECRET_FILE, else DPCTL_WEBHOOK_SECRET)");
+  if (name === 'reconcile') cmd.option('--timeout <duration>', "how long to wait for the run's outcome", '5m');
+  return cmd.addOption(new Option('--output <format>', 'output format').choices(['text', 'json']).default('text')).action(async (own: RemoteOpts, self: Command) => {
+    // `dpctl` parses every option it knows wherever it stands, so `controller status --url U` may reach
+    // `controller`'s own --url (and --webhook-secret-file): they are this command's when it runs.
+    const parent = (self.parent?.opts() ?? {}) as Pick<ControllerOpts, 'url' | 'webhookSecretFile'>;
+    const opts: RemoteOpts = { ...own, url: own.url ?? parent.url, webhookSecretFile: withSecret ? (own.webhookSecretFile ?? parent.webhookSecretFile) : undefined };
+    const { runRemote, RemoteError } = await import('./remote.js');
+    try {
+      process.exitCode = await runRemote(name, opts);
+    } catch (err) {
+      if (!(err instanceof RemoteError)) throw err;
+      process.stderr.write(`dpctl: ${err.message}\n`);
+      process.exitCode = 1;
+    }
+  });
+}
 
 export function controllerCommand(): Command {
   return withConnection(new Command('controller').description('Keep the platform equal to a git branch or a directory: reconcile continuously, report drift, correct it (apply mode)'))
-    .requiredOption('--source <git-url-or-dir>', 'git URL, file:// URL or local repository path; or a plain directory (e.g. mounted by git-sync)')
+    // The usage the command had before it had subcommands (they are listed under Commands).
+    .usage('[options]')
+    // `dpctl controller --url U status --output json`: what follows the subcommand's name is the subcommand's.
+    .enablePositionalOptions()
+    .option('--source <git-url-or-dir>', 'git URL, file:// URL or local repository path; or a plain directory (e.g. mounted by git-sync); required')
     .addOption(new Option('--source-type <type>', 'how to read --source (auto: a local directory without .git is a plain directory)').choices(['auto', 'git', 'dir']).default('auto'))
     .option('--branch <name>', 'git branch to follow', 'main')
     .option('--path <dir>', 'directory inside the repository that holds the YAML', '.')
@@ -14,12 +45,12 @@ export function controllerCommand(): Command {
     .addOption(new Option('--mode <mode>', 'apply: make the platform match; drift: only report').choices(['apply', 'drift']).default('apply'))
     .option('--prune', 'delete managed resources (label dpctl.dev/managed-by = source id) that left the config', false)
     .option('--allow-mass-delete', 'allow pruning more than max(5, 20%) of the managed resources', false)
-    .option('--listen <host:port>', 'status listener: /healthz /readyz /metrics /status /hooks/git /suspend /resume', '127.0.0.1:9090')
+    .option('--listen <host:port>', 'status listener: /healthz /readyz /metrics /status /hooks/git /suspend /resume /reconcile', '127.0.0.1:9090')
     .option('--advertise-url <url>', 'URL of this replica\'s listener for the other replicas: the leader publishes it, standbys forward webhooks and suspend/resume to it (default: http://$POD_IP:<listen port> when POD_IP is set, else the listener\'s URL)')
     .option('--state-dir <dir>', 'git mirror, checkouts, refresh token, lock (default DPCTL_STATE_DIR or ./.dpctl-controller)')
-    .option('--webhook-secret <secret>', 'HMAC secret of POST /hooks/git, and bearer token of /suspend and /resume (default DPCTL_WEBHOOK_SECRET)')
+    .option('--webhook-secret <secret>', 'HMAC secret of POST /hooks/git, and bearer token of /suspend, /resume and /reconcile (default DPCTL_WEBHOOK_SECRET)')
     .option('--webhook-secret-file <file>', 'read the webhook secret from a file (a mounted secret)')
-    .option('--suspend', 'start suspended (POST /resume to start reconciling)', false)
+    .option('--suspend', 'start suspended, and store it: kept across restarts and leader changes until resumed (dpctl controller resume)', false)
     .option('--notify-webhook <url>', 'send events (applied, failed, drift, degraded/recovered, suspended) as signed JSON to this URL; repeatable (default DPCTL_NOTIFY_WEBHOOK_URLS, comma-separated: prefer the env, URLs are secrets)', (v: string, p: string[] = []) => [...p, v])
     .option('--notify-slack <url>', 'send events to this Slack incoming webhook; repeatable (default DPCTL_NOTIFY_SLACK_URLS)', (v: string, p: string[] = []) => [...p, v])
     .option('--notify-secret-file <file>', 'HMAC key of the webhook notifications\' X-Dpctl-Signature-256 (default DPCTL_NOTIFY_SECRET_FILE, or DPCTL_NOTIFY_SECRET)')
@@ -39,7 +70,8 @@ export function controllerCommand(): Command {
     .option('--spec-operations', 'plan with only the operations the spec documents', false)
     .addOption(new Option('--log-level <level>', 'log level: a run that changed nothing is logged at debug').choices(['debug', 'info', 'warn', 'error']).env('DPCTL_LOG_LEVEL').default('info'))
     .addOption(new Option('--log-format <format>', LOG_FORMAT_HELP).choices(LOG_FORMATS).env('DPCTL_LOG_FORMAT'))
-    .action(async (opts: ControllerOpts) => {
+    .action(async (opts: ControllerOpts, command: Command) => {
+      if (!opts.source) command.error(MISSING_SOURCE, { code: 'commander.missingMandatoryOptionValue' });
       // The controller (client, engine, git, HTTP listener, logger) loads when it runs.
       const [{ controllerLogger }, { startFromOptions }] = await Promise.all([import('./logger.js'), import('./start.js')]);
       const log = controllerLogger(opts.logLevel, opts.logFormat);
@@ -68,5 +100,9 @@ export function controllerCommand(): Command {
         process.stderr.write(`dpctl: ${(err as Error).message}\n`);
         process.exit(1);
       }
-    });
+    })
+    .addCommand(remoteCommand('status', "show a running controller's status: ready, suspended, leader, revisions, last run, resources in trouble", false))
+    .addCommand(remoteCommand('suspend', 'suspend a running controller (through the leader; kept across restarts and leader changes)', true))
+    .addCommand(remoteCommand('resume', 'resume a suspended controller: it reconciles at once', true))
+    .addCommand(remoteCommand('reconcile', 'make a running controller fetch and reconcile now, wait for that run: exit 0 when it converged (or is in sync), 1 otherwise', true));
 }

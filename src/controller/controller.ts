@@ -28,6 +28,7 @@ import { ControllerMetrics } from './metrics.js';
 import { runEvents } from './events.js';
 import type { Notifier } from './notify.js';
 import { createStatusServer, listen } from './server.js';
+import type { SuspensionStore } from './suspension.js';
 import type { ConfigSource, Revision } from './source/types.js';
 import { withRecentRun, type ControllerStatus, type ResourceStatus, type RunResult } from './status.js';
 
@@ -50,8 +51,13 @@ export interface ControllerOptions {
   onListen?: (url: string) => void;
   /** Shared secret of the webhook (HMAC) and of suspend/resume. */
   webhookSecret?: string;
-  /** Start suspended (nothing is fetched or applied until resumed). */
+  /** Start suspended (nothing is fetched or applied until resumed); with a suspension store, stores it. */
   suspended?: boolean;
+  /**
+   * Keeps the suspension across restarts and leader changes (suspension.ts): loaded on start and
+   * whenever this replica becomes leader, saved on suspend and resume. Absent: in memory only.
+   */
+  suspension?: SuspensionStore;
   /** Default: always leader (a single replica). */
   elector?: LeaderElector;
   logger?: Logger;
@@ -157,7 +163,39 @@ export async function startController(options: ControllerOptions): Promise<Runni
     pendingTrigger = reason;
     wake?.();
   };
+  // The stored suspension: saves in order, one after the other; failures are logged, never fatal.
+  let saving: Promise<void> = Promise.resolve();
+  let suspensionChanges = 0;
+  const saveSuspension = (value: boolean) => {
+    const store = options.suspension;
+    if (!store) return;
+    saving = saving
+      .then(() => store.save(value))
+      .catch((err: Error) => log.error({ err: err.message, suspended: value, store: store.description }, 'saving the suspension failed: a restart or another leader may not keep it'));
+  };
+  /** Takes the stored value (a suspend or resume made meanwhile wins over what the load read). */
+  const loadSuspension = async (when: string) => {
+    const store = options.suspension;
+    if (!store) return;
+    await saving;
+    const changes = suspensionChanges;
+    let stored: boolean | undefined;
+    try {
+      stored = await store.load();
+    } catch (err) {
+      log.error({ err: (err as Error).message, store: store.description }, 'reading the stored suspension failed: keeping the current one');
+      return;
+    }
+    if (stored === undefined || stored === suspended || changes !== suspensionChanges) return;
+    suspended = stored;
+    log.info({ suspended, when, store: store.description }, stored ? 'reconciling suspended (stored suspension)' : 'reconciling resumed (stored suspension)');
+    metrics.recordStatus(snapshot());
+    changed();
+  };
   const setSuspended = (value: boolean) => {
+    suspensionChanges++;
+    // Saved even when unchanged here: the store may say otherwise (another replica wrote it).
+    saveSuspension(value);
     if (suspended === value) return;
     suspended = value;
     log.info({ suspended }, value ? 'reconciling suspended' : 'reconciling resumed');
@@ -188,6 +226,10 @@ export async function startController(options: ControllerOptions): Promise<Runni
     log.info({ url }, 'status listener up');
     options.onListen?.(url);
   }
+
+  // --suspend stores the suspension; without it, a stored one applies from the start.
+  if (options.suspended) saveSuspension(true);
+  else await loadSuspension('start');
 
   /** Waits `ms`, or less when triggered, stopped or leadership is lost. */
   const sleep = (ms: number) =>
@@ -416,6 +458,8 @@ export async function startController(options: ControllerOptions): Promise<Runni
         await sleep(withJitter(options.intervalMs));
         continue;
       }
+      // The previous leader may have suspended or resumed: its choice holds here too.
+      await loadSuspension('leading');
       leader = true;
       log.info({ identity: elector.identity, election: elector.description }, 'leading: reconciling');
       metrics.recordStatus(snapshot());
@@ -453,6 +497,7 @@ export async function startController(options: ControllerOptions): Promise<Runni
         stopping.abort();
         wake?.();
         await loop;
+        await saving;
         await elector.release().catch((err: Error) => log.warn({ err: err.message }, 'releasing leadership failed'));
         if (server) {
           const closed = new Promise<void>((resolve) => server!.close(() => resolve()));

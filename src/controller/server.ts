@@ -185,8 +185,22 @@ export function createStatusServer(h: StatusHandlers): Server {
         events.publish();
         return send(res, 200, 'application/json; charset=utf-8', JSON.stringify({ suspended: path === '/suspend' }));
       }
+      case 'POST /reconcile': {
+        // `dpctl controller reconcile`: a run now. Authenticated and relayed to the leader like /suspend.
+        const body = (await readBody(req)) ?? Buffer.alloc(0);
+        if (!h.webhookSecret) return sendError(res, 403, 'forbidden', 'reconcile needs --webhook-secret (sent as a bearer token or an X-Hub-Signature-256)');
+        if (!controlAllowed(req, body)) return sendError(res, 401, 'unauthorized', 'send the webhook secret as Authorization: Bearer <secret>, or sign the body with X-Hub-Signature-256');
+        const forward = await relayed(req, path, body);
+        if (forward) return send(res, forward.status, forward.type, forward.body);
+        // A suspended controller starts no run: say so rather than accept a request that would wait forever.
+        if (h.status().controller.suspended) return sendError(res, 409, 'suspended', 'reconciling is suspended: resume it first (POST /resume, dpctl controller resume)');
+        // The controller's clock: the caller waits for a run that started at or after it (recent_runs[].started_at).
+        const requestedAt = new Date().toISOString();
+        h.trigger('reconcile');
+        return send(res, 202, 'application/json; charset=utf-8', JSON.stringify({ requested_at: requestedAt }));
+      }
       default:
-        if (['/healthz', '/readyz', '/metrics', '/status', '/status.json', '/status.html', '/status/events', '/hooks/git', '/suspend', '/resume'].includes(path)) return sendError(res, 405, 'method_not_allowed', `${method} is not allowed on ${path}`);
+        if (['/healthz', '/readyz', '/metrics', '/status', '/status.json', '/status.html', '/status/events', '/hooks/git', '/suspend', '/resume', '/reconcile'].includes(path)) return sendError(res, 405, 'method_not_allowed', `${method} is not allowed on ${path}`);
         return sendError(res, 404, 'not_found', `no route ${path}`);
     }
   };

@@ -7,7 +7,8 @@ import { makeClient, parseConcurrency, type CommonOpts } from '../cli/plan.js';
 import { startController } from './controller.js';
 import { Notifier, type Receiver } from './notify.js';
 import { parseDuration } from './duration.js';
-import { createElector, type ElectorOptions } from './leader/index.js';
+import { createElector, LeaseApi, type ElectorOptions } from './leader/index.js';
+import { FileSuspensionStore, LeaseSuspensionStore, type SuspensionStore } from './suspension.js';
 import { advertiseUrl, parseAdvertiseUrl, parseListen } from './server.js';
 import { DirectorySource } from './source/directory.js';
 import { GitSource } from './source/git.js';
@@ -153,6 +154,12 @@ export async function startFromOptions(opts: ControllerOpts, log: Logger) {
         ? { kind: 'lease', namespace: opts.leaseNamespace ?? podNamespace(), name: opts.leaseName, identity: opts.identity, leaseSeconds, advertise }
         : { kind: 'none' };
   const elector = createElector(electorOptions, { log: (message) => log.info({ election: opts.leaderElection }, message) });
+  // Suspension survives restarts and leader changes where the replicas meet: the state directory
+  // (one replica), next to the shared lock file, or on the Lease itself.
+  const suspension: SuspensionStore =
+    electorOptions.kind === 'lease'
+      ? new LeaseSuspensionStore(new LeaseApi(electorOptions.namespace, electorOptions.name))
+      : new FileSuspensionStore(electorOptions.kind === 'lock' ? `${electorOptions.path}.suspended.json` : join(stateDir, 'suspended.json'), elector.identity);
 
   const sourceId = opts.sourceId ?? defaultSourceId(opts.source, opts.path, plain);
   // Receivers' own CA (a receiver inside the cluster with a private CA); public ones need none.
@@ -168,6 +175,7 @@ export async function startFromOptions(opts: ControllerOpts, log: Logger) {
     onListen: (url) => (listenerUrl = url),
     webhookSecret,
     suspended: opts.suspend,
+    suspension,
     elector,
     logger: log,
     engine: {
@@ -181,7 +189,7 @@ export async function startFromOptions(opts: ControllerOpts, log: Logger) {
     },
   });
   log.info(
-    { source: source.description, mode: opts.mode, interval_ms: intervalMs, status: controller.url ? `${controller.url}/status` : null, webhook: webhookSecret ? 'on' : 'off', leader_election: elector.description, advertise_url: opts.leaderElection === 'none' ? null : (advertise() ?? null), state_dir: stateDir },
+    { source: source.description, mode: opts.mode, interval_ms: intervalMs, status: controller.url ? `${controller.url}/status` : null, webhook: webhookSecret ? 'on' : 'off', leader_election: elector.description, suspension: suspension.description, advertise_url: opts.leaderElection === 'none' ? null : (advertise() ?? null), state_dir: stateDir },
     'controller started',
   );
   return controller;

@@ -7,7 +7,8 @@ import type { AddressInfo } from 'node:net';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { Lease as LeaseModel } from 'kubernetes-models/coordination.k8s.io/v1/Lease';
 import { loadOrCreateTls } from '../../src/service/tls.js';
-import { createElector, LEADER_URL_ANNOTATION, LeaderElectionError, type LeaderElector } from '../../src/controller/leader/index.js';
+import { createElector, LEADER_URL_ANNOTATION, LeaderElectionError, LeaseApi, type LeaderElector } from '../../src/controller/leader/index.js';
+import { LeaseSuspensionStore, SUSPENDED_ANNOTATION } from '../../src/controller/suspension.js';
 import type { Lease } from '../../src/controller/leader/kube-api.js';
 
 /**
@@ -151,6 +152,17 @@ function elector(identity: string, advertise?: string): LeaderElector {
   return e;
 }
 
+const apis: LeaseApi[] = [];
+/** The suspension store a replica's controller uses (start.ts): the annotation on the same Lease. */
+function suspensionStore(identity: string): LeaseSuspensionStore {
+  const tokenFile = join(dir, `token-${identity}`);
+  writeFileSync(tokenFile, `token-of-${identity}\n`);
+  api.tokens.set(`token-of-${identity}`, identity);
+  const leaseApi = new LeaseApi(NAMESPACE, NAME, { server, tokenFile, caFile, timeoutMs: 2_000 });
+  apis.push(leaseApi);
+  return new LeaseSuspensionStore(leaseApi);
+}
+
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const never = () => new AbortController().signal;
 async function until(condition: () => boolean, timeoutMs: number, what: string) {
@@ -172,6 +184,7 @@ beforeAll(async () => {
 
 afterEach(async () => {
   await Promise.all(electors.splice(0).map((e) => e.release()));
+  await Promise.all(apis.splice(0).map((a) => a.close()));
   api.lease = undefined;
   api.writes.length = 0;
   api.unavailable.clear();
@@ -345,6 +358,72 @@ describe('Lease leader election (against an in-test Kubernetes API, not a real c
     expect(api.writes.at(-1)).toMatchObject({ method: 'PUT', status: 200, holder: 'pod-d' });
     expect(annotations()).toBeUndefined();
     expect(await observer.leaderUrl()).toBeUndefined();
+  });
+
+  it('keeps the suspension in an annotation: renewals keep it, a write racing a renewal is retried (409), the next leader reads it after a takeover', async () => {
+    const annotations = () => api.lease?.metadata.annotations;
+    const a = elector('pod-a', 'http://10.0.0.1:9090');
+    await a.acquire(never());
+    let aLost = false;
+    a.onLost(() => (aLost = true));
+    const storeA = suspensionStore('pod-a');
+    expect(await storeA.load()).toBeUndefined();
+    await storeA.save(true);
+    expect(annotations()).toEqual({ [LEADER_URL_ANNOTATION]: 'http://10.0.0.1:9090', [SUSPENDED_ANNOTATION]: 'true' });
+
+    // Renewals re-read the Lease and keep annotations they do not own.
+    let writes = api.writes.length;
+    await until(() => api.writes.filter((w, i) => i >= writes && w.status === 200).length >= 2, LEASE_SECONDS * 2000, 'two renewals');
+    expect(annotations()?.[SUSPENDED_ANNOTATION]).toBe('true');
+    // Saving the value it has already writes nothing (the version standbys watch stays).
+    writes = api.writes.length;
+    await storeA.save(true);
+    expect(api.writes.length).toBe(writes);
+
+    // A save and a renewal read the same version: one of them gets 409 and retries; both land, nobody steps down.
+    api.holdGets(2);
+    const renewTime = api.lease!.spec!.renewTime!;
+    await storeA.save(false);
+    await until(() => api.writes.some((w, i) => i >= writes && w.status === 409), LEASE_SECONDS * 1000, 'the conflicting write');
+    await until(() => api.lease!.spec!.renewTime! !== renewTime, LEASE_SECONDS * 1000, 'the renewal');
+    await until(() => api.writes.filter((w, i) => i >= writes && w.status === 200).length >= 3, LEASE_SECONDS * 2000, 'one more renewal');
+    expect(annotations()).toEqual({ [LEADER_URL_ANNOTATION]: 'http://10.0.0.1:9090', [SUSPENDED_ANNOTATION]: 'false' });
+    expect(a.isLeader()).toBe(true);
+    expect(aLost).toBe(false);
+    expect(logs.filter((l) => l.includes('stepping down'))).toEqual([]);
+
+    // The leader is cut off from the API and a standby takes over: it reads what the old leader saved.
+    await storeA.save(true);
+    const b = elector('pod-b', 'http://10.0.0.2:9090');
+    const storeB = suspensionStore('pod-b');
+    const bAcquired = b.acquire(never());
+    api.unavailable.add('pod-a');
+    await bAcquired;
+    expect(api.lease?.spec).toMatchObject({ holderIdentity: 'pod-b', leaseTransitions: 1 });
+    expect(await storeB.load()).toBe(true);
+    expect(annotations()).toEqual({ [LEADER_URL_ANNOTATION]: 'http://10.0.0.2:9090', [SUSPENDED_ANNOTATION]: 'true' });
+
+    // A save just before release: the release's write conflicts, reads again and still clears the holder (the annotation stays).
+    await storeB.save(false);
+    await b.release();
+    expect(api.writes.slice(-2).map((w) => [w.status, w.holder ?? null])).toEqual([
+      [409, null],
+      [200, null],
+    ]);
+    expect(api.lease?.spec?.holderIdentity).toBeUndefined();
+    expect(annotations()).toEqual({ [SUSPENDED_ANNOTATION]: 'false' });
+  });
+
+  it('a suspension saved before any replica leads creates the Lease with the annotation and no holder; the first leader takes it as it is', async () => {
+    const store = suspensionStore('pod-a');
+    await store.save(true);
+    expect(api.lease?.metadata.annotations).toEqual({ [SUSPENDED_ANNOTATION]: 'true' });
+    expect(api.lease?.spec?.holderIdentity).toBeUndefined();
+    const a = elector('pod-a', 'http://10.0.0.1:9090');
+    await a.acquire(never());
+    expect(api.lease?.spec).toMatchObject({ holderIdentity: 'pod-a' });
+    expect(api.lease?.metadata.annotations).toEqual({ [SUSPENDED_ANNOTATION]: 'true', [LEADER_URL_ANNOTATION]: 'http://10.0.0.1:9090' });
+    expect(await store.load()).toBe(true);
   });
 
   it('fails with a clear error when RBAC forbids the Lease, outside a cluster, and on abort', async () => {

@@ -133,15 +133,22 @@ export class LeaseElector implements LeaderElector {
 
   /** client-go's release: keep the record, clear the holder, shorten the lease so a standby takes over at once. */
   private async giveUp() {
-    const lease = this.observed;
+    let lease = this.observed;
     if (!lease || lease.spec?.holderIdentity !== this.identity) return;
     const now = microTime(new Date());
     try {
-      const res = await this.api.replace({
-        ...lease,
-        metadata: withLeaderUrl(lease.metadata, undefined),
-        spec: { ...lease.spec, holderIdentity: null, leaseDurationSeconds: 1, acquireTime: now, renewTime: now },
-      });
+      const clear = (l: Lease) =>
+        this.api.replace({
+          ...l,
+          metadata: withLeaderUrl(l.metadata, undefined),
+          spec: { ...l.spec, holderIdentity: null, leaseDurationSeconds: 1, acquireTime: now, renewTime: now },
+        });
+      let res = await clear(lease);
+      if (!res.ok) {
+        // Written since our last renewal (the suspension annotation, suspension.ts): read again, still ours, clear it.
+        lease = await this.api.get();
+        if (lease?.spec?.holderIdentity === this.identity) res = await clear(lease);
+      }
       if (res.ok) this.observed = res.lease;
     } catch (err) {
       // The lease expires on its own; a standby then takes over after leaseSeconds.
