@@ -1,4 +1,3 @@
-import { Document as YamlDocument, isScalar } from 'yaml';
 import { constructFromEvents, defineScalarTag, EVENT_ID, getScalarValue, mapTag, NOT_RESOLVED, parseEvents, Schema, seqTag, strTag, type Event, type ScalarEvent } from 'js-yaml';
 
 /**
@@ -15,22 +14,32 @@ import { constructFromEvents, defineScalarTag, EVENT_ID, getScalarValue, mapTag,
  * A differential test (test/unit/config/fast-yaml.test.ts) holds the two to the same values.
  */
 
+/**
+ * The `yaml` package's YAML 1.2 core schema scalars, in its order: the tag tests and resolvers of
+ * yaml/dist/schema/core (null, bool, int in octal, decimal and hex, float NaN/infinities,
+ * exponential and plain), as resolved with its default options (no BigInt). Written out so that
+ * the fast path does not load `yaml` at all; a test checks them against the package's own tags.
+ */
+export const YAML_CORE_SCALARS: readonly { test: RegExp; resolve: (source: string) => unknown }[] = [
+  { test: /^(?:~|[Nn]ull|NULL)?$/, resolve: () => null },
+  { test: /^(?:[Tt]rue|TRUE|[Ff]alse|FALSE)$/, resolve: (s) => s[0] === 't' || s[0] === 'T' },
+  { test: /^0o[0-7]+$/, resolve: (s) => parseInt(s.substring(2), 8) },
+  { test: /^[-+]?[0-9]+$/, resolve: (s) => parseInt(s, 10) },
+  { test: /^0x[0-9a-fA-F]+$/, resolve: (s) => parseInt(s.substring(2), 16) },
+  { test: /^(?:[-+]?\.(?:inf|Inf|INF)|\.nan|\.NaN|\.NAN)$/, resolve: (s) => (s.slice(-3).toLowerCase() === 'nan' ? NaN : s[0] === '-' ? Number.NEGATIVE_INFINITY : Number.POSITIVE_INFINITY) },
+  { test: /^[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)[eE][-+]?[0-9]+$/, resolve: (s) => parseFloat(s) },
+  { test: /^[-+]?(?:\.[0-9]+|[0-9]+\.[0-9]*)$/, resolve: (s) => parseFloat(s) },
+];
+
 const PLAIN = 1;
-const YAML_CORE_TAGS = new YamlDocument(null, { version: '1.2' }).schema.tags.filter((t) => t.test && t.resolve);
 const NON_STRING_FIRST = /^[~nNtTfF0-9+\-.]/;
 /** A plain scalar that `yaml` would not read as a string. */
-const resolvesToNonString = (text: string) => text === '' || (NON_STRING_FIRST.test(text) && YAML_CORE_TAGS.some((t) => t.test!.test(text)));
-
-const noError = () => undefined;
+const resolvesToNonString = (text: string) => text === '' || (NON_STRING_FIRST.test(text) && YAML_CORE_SCALARS.some((t) => t.test.test(text)));
 const coreScalar = defineScalarTag<unknown>('tag:dpctl.dev,2024:yaml-core', {
   implicit: true,
   implicitFirstChars: null,
   resolve(source) {
-    for (const tag of YAML_CORE_TAGS) {
-      if (!tag.test!.test(source)) continue;
-      const value = (tag.resolve as (s: string, onError: () => void, options: object) => unknown)(source, noError, {});
-      return isScalar(value) ? value.value : value;
-    }
+    for (const tag of YAML_CORE_SCALARS) if (tag.test.test(source)) return tag.resolve(source);
     return NOT_RESOLVED;
   },
   identify: () => false,

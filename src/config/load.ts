@@ -1,6 +1,7 @@
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { dirname, isAbsolute, join, posix, relative, resolve, sep } from 'node:path';
-import { LineCounter, parseAllDocuments, type Document } from 'yaml';
+import { deflateRawSync, inflateRawSync } from 'node:zlib';
+import type { Document, LineCounter } from 'yaml';
 import type { ErrorObject } from 'ajv';
 import { formatPath, kind as kindNamed, valuesAt } from '../kinds/index.js';
 import { dagProblems } from '../kinds/dag.js';
@@ -22,9 +23,10 @@ import {
   type KindLayout,
 } from './layout.js';
 import { locationOf, subjectOf, type ConfigDocument, type DocumentReference, type DocumentSecret, type LoadedConfig, type SecretRef } from './model.js';
-import { documentLocation, keyLocation, valueLocation, walkLocations, type YamlSource } from './positions.js';
+import { documentLocation, keyLocation, valueLocation, walkLocations, yaml, type YamlSource } from './positions.js';
 import { checkReferences, declaredLookup, firstOf, type ReferenceLookup } from './references.js';
-import { defineLazy, type ConfigParseCache, type FileResult, type Identified } from './parse-cache.js';
+import { shareStrings } from './share-strings.js';
+import { defineLazy, defineLazyShared, type ConfigParseCache, type FileResult, type Identified } from './parse-cache.js';
 
 export interface LoadOptions {
   /** File names in messages are relative to this directory (default: the working directory). */
@@ -82,8 +84,23 @@ function yamlErrorMessage(message: string): string {
   return message.split('\n')[0].replace(/ at line \d+, column \d+:?$/, '').trim();
 }
 
+/**
+ * Equal strings of the documents of one load become one string (see shareStrings): set for the
+ * duration of a loadConfig call (synchronous, so never two at once).
+ */
+let loadStrings: Map<string, string> | undefined;
+
 /** Loads YAML files and directories (recursively, sorted), validates everything, and reports every error at once. */
 export function loadConfig(paths: string | string[], options: LoadOptions = {}): LoadResult {
+  loadStrings = new Map();
+  try {
+    return loadAll(paths, options);
+  } finally {
+    loadStrings = undefined;
+  }
+}
+
+function loadAll(paths: string | string[], options: LoadOptions): LoadResult {
   const cwd = resolve(options.cwd ?? process.cwd());
   const errors: ConfigError[] = [];
   const files = new Map<string, string>(); // display -> absolute
@@ -200,18 +217,61 @@ function loadFile(file: string, absolutePath: string, text: string, cache?: Conf
   return loadFileFull(file, absolutePath, text);
 }
 
-/** Positions of a file's documents, parsed with `yaml` the first time one is asked for. */
-function lazySources(file: string, text: string): (index: number) => YamlSource {
-  let docs: Document.Parsed[] | undefined;
-  let lineCounter: LineCounter;
-  return (index) => {
-    if (!docs) {
-      lineCounter = new LineCounter();
-      docs = [...parseAllDocuments(text, { lineCounter, merge: true })] as Document.Parsed[];
+/**
+ * Positions of a file's documents, parsed with `yaml` the first time one is asked for. One per
+ * file, shared by its documents. Until then (most loads never ask), the fast path keeps only the
+ * file's text, deflated: YAML packs 5-30x, and at 100,000 documents the text was ~0.3 KB each
+ * (~15 ms per 3 MB to pack; the exact text, so positions stay exact).
+ */
+class FilePositions {
+  private docs?: Document.Parsed[];
+  private lineCounter?: LineCounter;
+  /** The deflated text as a one-byte string (a Buffer from zlib holds a whole 16 KB chunk). */
+  private packed?: string;
+
+  constructor(
+    readonly file: string,
+    readonly absolutePath: string,
+    text: string | undefined,
+    parsed?: { docs: Document.Parsed[]; lineCounter: LineCounter },
+  ) {
+    if (text !== undefined) this.packed = deflateRawSync(text, { level: 1 }).toString('latin1');
+    this.docs = parsed?.docs;
+    this.lineCounter = parsed?.lineCounter;
+  }
+
+  source(index: number): YamlSource {
+    if (!this.docs) {
+      const { LineCounter, parseAllDocuments } = yaml();
+      this.lineCounter = new LineCounter();
+      this.docs = [...parseAllDocuments(inflateRawSync(Buffer.from(this.packed!, 'latin1')).toString('utf8'), { lineCounter: this.lineCounter, merge: true })] as Document.Parsed[];
+      this.packed = undefined;
     }
-    return { file, doc: docs[index], lineCounter };
-  };
+    return { file: this.file, doc: this.docs[index], lineCounter: this.lineCounter! };
+  }
 }
+
+/**
+ * Where an object built from a document finds its file's positions and the document's index
+ * (symbols, not enumerable: invisible to copies, comparisons and JSON). The lazy position
+ * properties are computed from them (defineLazyShared), so a document holds no closure.
+ */
+const POSITIONS = Symbol('dpctl.positions');
+const INDEX = Symbol('dpctl.index');
+interface Positioned {
+  [POSITIONS]: FilePositions;
+  [INDEX]: number;
+}
+
+function setPositions(obj: object, positions: FilePositions, index: number): void {
+  Object.defineProperty(obj, POSITIONS, { value: positions, enumerable: false, writable: false, configurable: true });
+  Object.defineProperty(obj, INDEX, { value: index, enumerable: false, writable: false, configurable: true });
+}
+
+const sourceOf = (obj: object): YamlSource => {
+  const p = obj as Positioned;
+  return p[POSITIONS].source(p[INDEX]);
+};
 
 /**
  * The fast path: every document valid, or undefined (the caller loads the file the full way).
@@ -219,7 +279,7 @@ function lazySources(file: string, text: string): (index: number) => YamlSource 
  */
 function loadFileFast(file: string, absolutePath: string, text: string, values: unknown[], validated: boolean): FileResult | undefined {
   const out: FileResult = { errors: [], identified: [], documents: [], drafts: [] };
-  const sources = lazySources(file, text);
+  const positions = new FilePositions(file, absolutePath, text);
   for (let index = 0; index < values.length; index++) {
     const value = values[index];
     if (value === null || value === undefined) continue;
@@ -234,9 +294,8 @@ function loadFileFast(file: string, absolutePath: string, text: string, values: 
     const name = meta.name;
     const project = typeof meta.project === 'string' ? meta.project : undefined;
     if (typeof name !== 'string' || (layout.projectScoped && project === undefined)) return undefined;
-    const src = () => sources(index);
-    out.identified.push(identify(layout, name, project, src));
-    out.documents.push(buildDocument(src, layout, value, index, absolutePath, file));
+    out.identified.push(identify(layout, name, project, positions, index));
+    out.documents.push(buildDocument(positions, layout, value, index, absolutePath, file));
   }
   return out;
 }
@@ -254,23 +313,37 @@ function inlineSecrets(layout: KindLayout, value: Record<string, unknown>): (str
   return found;
 }
 
-function identify(layout: KindLayout, name: string, project: string | undefined, src: () => YamlSource): Identified {
+const NAME_LOCATION = Object.freeze({
+  nameLocation(this: Identified) {
+    return valueLocation(sourceOf(this), ['metadata', 'name']);
+  },
+});
+const NAME_AND_PROJECT_LOCATIONS = Object.freeze({
+  ...NAME_LOCATION,
+  projectLocation(this: Identified) {
+    return valueLocation(sourceOf(this), ['metadata', 'project']);
+  },
+});
+
+function identify(layout: KindLayout, name: string, project: string | undefined, positions: FilePositions, index: number): Identified {
   const identified = {
     layout,
     name,
     project: layout.projectScoped ? project : undefined,
     key: identityKey(layout, layout.projectScoped ? project : undefined, name),
   } as Identified;
-  defineLazy(identified, 'nameLocation', () => valueLocation(src(), ['metadata', 'name']));
-  if (project !== undefined && layout.projectScoped) defineLazy(identified, 'projectLocation', () => valueLocation(src(), ['metadata', 'project']));
+  setPositions(identified, positions, index);
+  defineLazyShared(identified, project !== undefined && layout.projectScoped ? NAME_AND_PROJECT_LOCATIONS : NAME_LOCATION);
   return identified;
 }
 
 /** The full path: `yaml` with positions, every check with its message. */
 function loadFileFull(file: string, absolutePath: string, text: string): FileResult {
   const out: FileResult = { errors: [], identified: [], documents: [], drafts: [] };
+  const { LineCounter, parseAllDocuments } = yaml();
   const lineCounter = new LineCounter();
   const docs: Document.Parsed[] = [...parseAllDocuments(text, { lineCounter, merge: true })];
+  const positions = new FilePositions(file, absolutePath, undefined, { docs, lineCounter });
   docs.forEach((doc, index) => {
     const src: YamlSource = { file, doc: doc as Document.Parsed, lineCounter };
     if (doc.errors.length) {
@@ -288,7 +361,7 @@ function loadFileFull(file: string, absolutePath: string, text: string): FileRes
       return;
     }
     if (value === null || value === undefined) return; // an empty document (comments only, a trailing ---)
-    const result = checkDocument(src, value, index, absolutePath);
+    const result = checkDocument(src, positions, value, index, absolutePath);
     out.errors.push(...result.errors);
     if (result.identified) out.identified.push(result.identified);
     if (result.document) (result.valid ? out.documents : out.drafts).push(result.document);
@@ -306,7 +379,7 @@ interface Checked {
 const SECRET_REF_HINT = '{ secretRef: { env: NAME } } or { secretRef: { file: path } }';
 
 /** Validates one parsed document against the document schema and builds its model. */
-function checkDocument(src: YamlSource, value: unknown, index: number, absolutePath: string): Checked {
+function checkDocument(src: YamlSource, positions: FilePositions, value: unknown, index: number, absolutePath: string): Checked {
   if (!isRecord(value)) {
     return { errors: [{ ...documentLocation(src), message: 'a document must be a mapping with apiVersion, kind, metadata and spec' }] };
   }
@@ -357,10 +430,10 @@ function checkDocument(src: YamlSource, value: unknown, index: number, absoluteP
 
   let identified: Identified | undefined;
   const project = typeof meta.project === 'string' ? meta.project : undefined;
-  if (layout && name !== undefined && (!layout.projectScoped || project !== undefined)) identified = identify(layout, name, project, () => src);
+  if (layout && name !== undefined && (!layout.projectScoped || project !== undefined)) identified = identify(layout, name, project, positions, index);
   if (!layout || name === undefined || !isRecord(value.metadata)) return { errors, identified };
   // Built for an invalid document too, so its references are still checked; only valid ones are loaded.
-  const document = buildDocument(() => src, layout, value, index, absolutePath, src.file);
+  const document = buildDocument(positions, layout, value, index, absolutePath, src.file);
   return { errors, identified, document, valid: errors.length === 0 };
 }
 
@@ -415,48 +488,83 @@ function copyLabels(labels: Record<string, unknown>): Record<string, string> {
   return { ...labels } as Record<string, string>;
 }
 
-/** The document's model. Its positions (location, locations, those of references and secrets) are computed when first read. */
-function buildDocument(src: () => YamlSource, layout: KindLayout, value: Record<string, unknown>, index: number, absolutePath: string, file: string): ConfigDocument {
+/** API field path -> where it is written, for one document (ConfigDocument.locations). */
+function fieldLocations(doc: ConfigDocument): Map<string, SourceLocation> {
+  const { layout, descriptor: d } = doc;
+  const locations = new Map<string, SourceLocation>();
+  walkLocations(sourceOf(doc), (path, loc) => {
+    const [top, ...rest] = path;
+    let field: string | undefined;
+    if (path.length === 0) field = '';
+    else if (top === 'spec' && rest.length) field = formatPath(yamlToApiPath(layout, rest));
+    else if (top === 'metadata' && rest[0] === 'name' && rest.length === 1) field = d.identity;
+    else if (top === 'metadata' && rest[0] === 'labels') field = formatPath([LABELS_FIELD, ...rest.slice(1)]);
+    if (field !== undefined && !locations.has(field)) locations.set(field, loc);
+  });
+  return locations;
+}
+
+/**
+ * A document's lazy properties, computed from the document itself (see setPositions): its
+ * positions, and its identity (rarely read, and an object per document).
+ */
+const DOCUMENT_LAZY = Object.freeze({
+  identity(this: ConfigDocument) {
+    return { field: this.descriptor.identity, value: this.name };
+  },
+  source(this: ConfigDocument) {
+    const positions = (this as unknown as Positioned)[POSITIONS];
+    return { file: positions.file, absolutePath: positions.absolutePath, index: (this as unknown as Positioned)[INDEX] };
+  },
+  location(this: ConfigDocument) {
+    return documentLocation(sourceOf(this));
+  },
+  locations(this: ConfigDocument) {
+    return fieldLocations(this);
+  },
+});
+
+/** The references or secrets of a document that has none: one frozen array for all of them (documents are never changed after loading). */
+const NONE: never[] = Object.freeze([]) as unknown as never[];
+
+/** `obj.location` computed on first read: where `field` of `doc` is written. */
+function locateAt(obj: { location: SourceLocation }, doc: ConfigDocument, field: string): void {
+  defineLazy(obj, 'location', () => locationOf(doc, field));
+}
+
+/**
+ * The document's model. Its positions (location, locations, those of references and secrets),
+ * its identity and source are computed when first read.
+ */
+function buildDocument(positions: FilePositions, layout: KindLayout, value: Record<string, unknown>, index: number, absolutePath: string, file: string): ConfigDocument {
+  // Flattened: no string of the document is a slice that keeps its file's text alive (FilePositions keeps it packed).
+  if (loadStrings) shareStrings(value, loadStrings, true);
   const d = layout.descriptor;
   const meta = value.metadata as Record<string, unknown>;
   const name = meta.name as string;
   const project = layout.projectScoped && typeof meta.project === 'string' ? meta.project : undefined;
-  const labels = (isRecord(meta.labels) ? meta.labels : {}) as Record<string, string>;
+  const labels = copyLabels((isRecord(meta.labels) ? meta.labels : {}) as Record<string, string>);
   const spec = (isRecord(value.spec) ? specToApi(layout, value.spec) : {}) as Record<string, unknown>;
-  const body: Record<string, unknown> = { [d.identity]: name, ...spec };
-  if (layout.hasLabels && meta.labels !== undefined) body[LABELS_FIELD] = copyLabels(labels);
+  // One labels copy for both: documents are never changed after loading (the plan copies what it
+  // changes). Labels in the literal, not added after: an object grown by one property after a
+  // spread keeps it in a separate backing store (~40 bytes more per document).
+  const body: Record<string, unknown> = layout.hasLabels && meta.labels !== undefined ? { [d.identity]: name, ...spec, [LABELS_FIELD]: labels } : { [d.identity]: name, ...spec };
 
-  const fieldLocations = () => {
-    const locations = new Map<string, SourceLocation>();
-    walkLocations(src(), (path, loc) => {
-      const [top, ...rest] = path;
-      let field: string | undefined;
-      if (path.length === 0) field = '';
-      else if (top === 'spec' && rest.length) field = formatPath(yamlToApiPath(layout, rest));
-      else if (top === 'metadata' && rest[0] === 'name' && rest.length === 1) field = d.identity;
-      else if (top === 'metadata' && rest[0] === 'labels') field = formatPath([LABELS_FIELD, ...rest.slice(1)]);
-      if (field !== undefined && !locations.has(field)) locations.set(field, loc);
-    });
-    return locations;
-  };
   const doc = {
     descriptor: d,
     layout,
     yamlKind: layout.yamlKind,
     name,
-    identity: { field: d.identity, value: name },
     project,
-    labels: copyLabels(labels),
+    labels,
     body,
-    references: [],
-    secrets: [],
+    references: NONE,
+    secrets: NONE,
   } as unknown as ConfigDocument;
-  defineLazy(doc, 'location', () => documentLocation(src()));
-  defineLazy(doc, 'locations', fieldLocations);
-  doc.source = { file, absolutePath, index };
-  const where = (field: string) => () => locationOf(doc, field);
+  setPositions(doc, positions, index);
+  defineLazyShared(doc, DOCUMENT_LAZY);
 
-  const references = doc.references;
+  const references: DocumentReference[] = [];
   for (const ref of d.references) {
     for (const found of valuesAt(body, ref.path)) {
       if (typeof found.value !== 'string') continue;
@@ -469,11 +577,12 @@ function buildDocument(src: () => YamlSource, layout: KindLayout, value: Record<
         yamlKind: kindNamed(ref.kind).yamlKind ?? ref.kind,
         name: found.value,
       } as DocumentReference;
-      defineLazy(reference, 'location', where(field));
+      locateAt(reference, doc, field);
       references.push(reference);
     }
   }
-  const secrets: DocumentSecret[] = doc.secrets;
+  if (references.length) doc.references = references;
+  const secrets: DocumentSecret[] = [];
   for (const pattern of d.secretPaths) {
     for (const found of valuesAt(body, pattern)) {
       if (!isRecord(found.value) || !isRecord(found.value.secretRef)) continue;
@@ -486,11 +595,12 @@ function buildDocument(src: () => YamlSource, layout: KindLayout, value: Record<
         yamlField: formatPath(['spec', ...apiToYamlPath(layout, found.path)]),
         ref: 'env' in ref ? { env: ref.env } : { file: ref.file },
       } as DocumentSecret;
-      defineLazy(secret, 'location', where(`${field}.secretRef.${'env' in ref ? 'env' : 'file'}`));
+      locateAt(secret, doc, `${field}.secretRef.${'env' in ref ? 'env' : 'file'}`);
       secret.baseDir = dirname(absolutePath);
       secret.displayFile = 'file' in ref ? (isAbsolute(ref.file) ? ref.file : posix.join(posix.dirname(file), ref.file)) : undefined;
       secrets.push(secret);
     }
   }
+  if (secrets.length) doc.secrets = secrets;
   return doc;
 }

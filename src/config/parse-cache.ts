@@ -7,7 +7,7 @@ import type { PersistentParseCache } from './persistent-cache.js';
 
 /** Where an object keeps the computations of its lazy properties not read yet (not enumerable: invisible to copies and comparisons). */
 const PENDING = Symbol('dpctl.lazy');
-type Pending = Record<PropertyKey, () => unknown>;
+type Pending = Record<PropertyKey, (this: any) => unknown>;
 
 /** One getter/setter pair per property name, shared by every object (a closure pair per object and property was most of a document's size). */
 const accessors = new Map<PropertyKey, PropertyDescriptor>();
@@ -19,7 +19,8 @@ function accessorFor(key: PropertyKey): PropertyDescriptor {
       configurable: true,
       get(this: Record<PropertyKey, unknown> & { [PENDING]?: Pending }) {
         const compute = this[PENDING]?.[key];
-        const value = compute ? compute() : undefined;
+        // Called on the object that reads it: a shared computation (defineLazyShared) finds its inputs there.
+        const value = compute ? compute.call(this) : undefined;
         settle(this, key, value);
         return value;
       },
@@ -53,6 +54,17 @@ export function defineLazy<T extends object, K extends keyof T>(obj: T, key: K, 
   }
   pending[key as PropertyKey] = compute;
   Object.defineProperty(target, key, accessorFor(key as PropertyKey));
+}
+
+/**
+ * defineLazy for many objects of one shape: `table` (one object, shared by all of them, never
+ * changed) holds each property's computation, called with the object that reads it as `this`, so
+ * it finds its inputs on the object itself. Nothing is allocated per object (no closure, no table
+ * of its own): at 100,000 documents the closures and their contexts were ~0.3 KB per document.
+ */
+export function defineLazyShared<T extends object>(obj: T, table: { readonly [K in keyof T]?: (this: T) => T[K] }): void {
+  Object.defineProperty(obj, PENDING, { value: table, enumerable: false, writable: false, configurable: true });
+  for (const key in table) Object.defineProperty(obj, key, accessorFor(key));
 }
 
 /** A copy of `obj` with `changes`, lazy properties kept lazy (a spread would compute them). */

@@ -1,5 +1,16 @@
-import { isAlias, isMap, isPair, isScalar, isSeq, type Document, type LineCounter, type Node, type Pair } from 'yaml';
+import { createRequire } from 'node:module';
+import type * as Yaml from 'yaml';
+import type { Document, LineCounter, Node, Pair } from 'yaml';
 import type { SourceLocation } from './errors.js';
+
+let yamlModule: typeof Yaml | undefined;
+/**
+ * The `yaml` package, loaded the first time it is needed: for positions, and for files the fast
+ * path (fast-yaml.ts, js-yaml) leaves to it. A valid config never loads it (~40 ms of CPU at
+ * start-up, most of a 1,000-document plan's margin over bare parsing). Loaded with require because
+ * loading a config is synchronous; it is the module an `import 'yaml'` gets (its CommonJS build).
+ */
+export const yaml = (): typeof Yaml => (yamlModule ??= createRequire(import.meta.url)('yaml') as typeof Yaml);
 
 /** One parsed YAML document with what is needed to point at its nodes. */
 export interface YamlSource {
@@ -18,12 +29,13 @@ interface Found {
 }
 
 function keyText(key: unknown): string | undefined {
-  if (isScalar(key)) return String(key.value);
+  if (yaml().isScalar(key)) return String(key.value);
   if (key === null || key === undefined) return undefined;
   return String(key);
 }
 
 function find(src: YamlSource, path: (string | number)[]): Found {
+  const { isAlias, isMap, isPair, isSeq } = yaml();
   let node: Node | null = (src.doc.contents as Node | null) ?? null;
   let key: Node | null = null;
   for (const seg of path) {
@@ -74,6 +86,7 @@ export function documentLocation(src: YamlSource): SourceLocation {
  * for empty values, the key. Used to build a document's field -> location map.
  */
 export function walkLocations(src: YamlSource, visit: (path: (string | number)[], loc: SourceLocation) => void): void {
+  const { isAlias, isMap, isSeq } = yaml();
   const walk = (node: Node | null, path: (string | number)[]) => {
     if (!node) return;
     if (isAlias(node)) node = (node.resolve(src.doc) as Node | undefined) ?? node;

@@ -19,7 +19,11 @@ export interface SecretOptions {
   readFile?: (absolutePath: string) => string;
 }
 
-const ajv = createAjv();
+/**
+ * Ajv (~25 ms to load and set up) is created the first time a secret value is checked against its
+ * field's schema: a config without secrets (and `dpctl plan` before it reads any) never loads it.
+ */
+let ajv: ReturnType<typeof createAjv> | undefined;
 
 function fieldSchema(doc: ConfigDocument, secret: DocumentSecret): JsonSchema | undefined {
   let node: JsonSchema | undefined = doc.descriptor.createSchema;
@@ -69,7 +73,7 @@ export function resolveSecrets(documents: ConfigDocument[], options: SecretOptio
       }
       const schema = fieldSchema(doc, secret);
       if (schema) {
-        const check = ajv.compile(schema);
+        const check = (ajv ??= createAjv()).compile(schema);
         if (!check(value)) {
           for (const e of toFieldErrors(check.errors)) fail('env' in secret.ref ? 'env' : 'file', `the value of ${origin} ${e.message}`);
           continue;

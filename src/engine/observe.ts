@@ -2,6 +2,7 @@ import { MANAGED_BY_LABEL } from './diff.js';
 import type { DataPlatformClient } from '../client/index.js';
 import { ApiError } from '../client/index.js';
 import { declarableKinds, type ConfigDocument } from '../config/index.js';
+import { shareStrings } from '../config/share-strings.js';
 import type { KindDescriptor } from '../kinds/index.js';
 
 export type LiveObject = Record<string, unknown> & { id: string };
@@ -13,6 +14,8 @@ export interface LiveResource {
   project?: string;
   projectId?: string;
   object: LiveObject;
+  /** Its key in LiveState.resources, when observed (the plan's change shares the string). */
+  key?: string;
 }
 
 /** Everything observed, by list calls only (100 per page). */
@@ -44,7 +47,9 @@ function lowercaseIdentity(d: KindDescriptor): boolean {
 }
 
 export function resourceKey(d: KindDescriptor, project: string | undefined, identity: string): string {
-  return `${d.kind}\u0000${d.scope === 'project' ? (project ?? '') : ''}\u0000${identityKey(d, identity)}`;
+  // join makes one flat string; a template literal makes a tree of concatenations that a key held
+  // per resource (the live state's, the plan's) keeps: ~50 bytes more each.
+  return [d.kind, d.scope === 'project' ? (project ?? '') : '', identityKey(d, identity)].join('\u0000');
 }
 
 export const collectionKey = (kind: string, project: string | undefined) => `${kind}\u0000${project ?? ''}`;
@@ -80,10 +85,14 @@ export interface ObserveOptions {
  */
 export async function observe(client: DataPlatformClient, documents: ConfigDocument[], options: ObserveOptions): Promise<LiveState> {
   const state: LiveState = { projects: new Map(), resources: new Map(), byId: new Map(), listed: new Set(), warnings: [] };
+  // Equal strings of the listed objects become one (see shareStrings).
+  const strings = new Map<string, string>();
   const add = (descriptor: KindDescriptor, project: string | undefined, projectId: string | undefined, object: LiveObject) => {
+    shareStrings(object, strings);
     const identity = String(object[descriptor.identity] ?? object.id);
-    const r: LiveResource = { descriptor, project, projectId, object };
-    state.resources.set(resourceKey(descriptor, project, identity), r);
+    const key = resourceKey(descriptor, project, identity);
+    const r: LiveResource = { descriptor, project, projectId, object, key };
+    state.resources.set(key, r);
     state.byId.set(object.id, r);
   };
   const projectKind = declarableKinds().find((d) => d.kind === 'project')!;

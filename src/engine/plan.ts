@@ -105,6 +105,30 @@ function displayBody(doc: ConfigDocument, body: Record<string, unknown>): Record
   return out;
 }
 
+/**
+ * The empty list of a change that has no reasons, notes, fields or changes (most changes of a
+ * no-op plan): one frozen array shared by all of them instead of four per resource. Lists are
+ * only added to in this file, through addTo(), which gives the change a list of its own first.
+ */
+const NONE: readonly never[] = Object.freeze([]);
+const none = <T>(): T[] => NONE as unknown as T[];
+
+function addTo(change: PlannedChange, list: 'reasons' | 'notes', text: string): void {
+  if (change[list] === (NONE as unknown)) change[list] = [];
+  change[list].push(text);
+}
+
+/**
+ * A copy of a flat record, key by key (the same keys, values and order as `{ ...record }`). One
+ * PlannedChange per resource keeps its labels: a spread copy to which a key is then added got a
+ * hidden class of its own in V8 (~250 bytes per resource at 10,000); copies made key by key share one.
+ */
+function copyOf(record: Record<string, string>): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const k of Object.keys(record)) out[k] = record[k];
+  return out;
+}
+
 /** Ids this live object references (by the descriptor's reference paths). */
 export function liveReferences(r: LiveResource): string[] {
   const out: string[] = [];
@@ -120,8 +144,10 @@ export function makePlan(documents: ConfigDocument[], state: LiveState, secrets:
   const descriptors = new Map(documents.map((d) => [d.descriptor.kind, d.descriptor]));
   for (const r of state.resources.values()) descriptors.set(r.descriptor.kind, r.descriptor);
   const plan: Plan = { sourceId: options.sourceId, changes: [], errors: [], warnings: [...state.warnings], managedCount: 0, summary: { create: 0, update: 0, replace: 0, delete: 0, 'no-op': 0, unsupported: 0 } };
-  const declared = new Map(documents.map((d) => [docKey(d), d]));
-  const live = (doc: ConfigDocument) => state.resources.get(docKey(doc));
+  // Each document's key, made once: the plan's change keeps it.
+  const keys = new Map(documents.map((d) => [d, docKey(d)]));
+  const declared = new Map(documents.map((d) => [keys.get(d)!, d]));
+  const live = (doc: ConfigDocument) => state.resources.get(keys.get(doc) ?? docKey(doc));
   const lookup = firstOf(
     declaredLookup(documents, (doc) => live(doc)?.object.id ?? placeholder(doc)),
     liveLookup(state, descriptors),
@@ -151,8 +177,9 @@ export function makePlan(documents: ConfigDocument[], state: LiveState, secrets:
       continue;
     }
     const ops = opsOf(d, options.specOperations);
-    const key = docKey(doc);
-    const existing = state.resources.get(key);
+    const existing = state.resources.get(keys.get(doc)!);
+    // The same key, as one string shared with the live state when the resource exists.
+    const key = existing?.key ?? keys.get(doc)!;
     let body: Record<string, unknown>;
     try {
       // Read only (the diff changes nothing): nested parts are shared with the document, not copied.
@@ -165,7 +192,7 @@ export function makePlan(documents: ConfigDocument[], state: LiveState, secrets:
     let ownership: PlannedChange['ownership'] = existing ? 'untracked' : 'new';
     let labels: Record<string, string> | undefined;
     if (hasLabels(d)) {
-      labels = { ...doc.labels };
+      labels = copyOf(doc.labels);
       const owner = (existing?.object[LABELS_FIELD] as Record<string, string> | undefined)?.[MANAGED_BY_LABEL];
       if (existing && owner !== undefined && owner !== options.sourceId) {
         plan.errors.push(`${subjectOf(doc)}${doc.project ? ` (project ${doc.project})` : ''}: managed by another source "${owner}" (label ${MANAGED_BY_LABEL}); not touching it`);
@@ -185,12 +212,12 @@ export function makePlan(documents: ConfigDocument[], state: LiveState, secrets:
     }
     const change: PlannedChange = {
       kind: d.kind, yamlKind: doc.yamlKind, project: doc.project, name: doc.name, key, doc, live: existing, id: existing?.object.id,
-      reasons: [], notes: [], patchFields: [], action: 'no-op', changes: [], ownership, labels,
+      reasons: none(), notes: none(), patchFields: none(), action: 'no-op', changes: none(), ownership, labels,
     };
     if (!hasLabels(d) && doc.secrets.length) {
-      change.notes.push(`${doc.secrets.map((s) => s.field).join(', ')}: write-only and this kind has no labels to hold a fingerprint, so set on create only (never compared)`);
+      addTo(change, 'notes', `${doc.secrets.map((s) => s.field).join(', ')}: write-only and this kind has no labels to hold a fingerprint, so set on create only (never compared)`);
     }
-    if (ownership === 'unmanaged') change.notes.push('exists and was not created by dpctl: updated in place, never pruned (--adopt to take ownership)');
+    if (ownership === 'unmanaged') addTo(change, 'notes', 'exists and was not created by dpctl: updated in place, never pruned (--adopt to take ownership)');
     if (!existing) {
       change.action = 'create';
       change.changes = leafChanges([], {}, displayBody(doc, body));
@@ -204,16 +231,16 @@ export function makePlan(documents: ConfigDocument[], state: LiveState, secrets:
         if (liveSha !== labels![SECRETS_SHA_LABEL]) {
           for (const f of secretTopFields(d)) if (body[f] !== undefined) fields.add(f);
           for (const s of doc.secrets) changes.push({ field: s.field, before: SENSITIVE, after: SENSITIVE, sensitive: true });
-          change.notes.push(liveSha === undefined ? 'secret values cannot be read back and carry no fingerprint yet: they are set again' : 'a secret value changed (fingerprint differs)');
+          addTo(change, 'notes', liveSha === undefined ? 'secret values cannot be read back and carry no fingerprint yet: they are set again' : 'a secret value changed (fingerprint differs)');
         }
         // Only the fingerprint label differs: the labels PATCH carries it.
         if (liveSha !== labels![SECRETS_SHA_LABEL]) fields.add(LABELS_FIELD);
       }
-      change.changes = changes;
-      change.patchFields = [...fields];
+      change.changes = changes.length ? changes : none();
+      change.patchFields = fields.size ? [...fields] : none();
       if (diff.immutable.length) {
         change.action = 'replace';
-        change.reasons.push(`${diff.immutable.join(', ')} cannot change in place`);
+        addTo(change, 'reasons', `${diff.immutable.join(', ')} cannot change in place`);
         if (!ops.includes('delete') || !ops.includes('create')) change.unsupported = `the service has no ${ops.includes('delete') ? 'create' : 'delete'} for ${d.kind}, so it cannot be replaced`;
       } else if (fields.size) {
         change.action = 'update';
@@ -237,7 +264,7 @@ export function makePlan(documents: ConfigDocument[], state: LiveState, secrets:
       for (const id of refs) {
         const target = replacedIds.get(id)!;
         const note = `referenced by ${r.descriptor.yamlKind ?? r.descriptor.kind} ${r.object[r.descriptor.identity]}`;
-        if (!target.notes.includes(note)) target.notes.push(note);
+        if (!target.notes.includes(note)) addTo(target, 'notes', note);
       }
       if (!dependent) {
         for (const id of refs) {
@@ -249,7 +276,7 @@ export function makePlan(documents: ConfigDocument[], state: LiveState, secrets:
       }
       if (dependent.action === 'replace') continue;
       dependent.action = 'replace';
-      dependent.reasons.push(`depends on ${refs.map((id) => subjectOfChange(replacedIds.get(id)!)).join(', ')}, which is replaced`);
+      addTo(dependent, 'reasons', `depends on ${refs.map((id) => subjectOfChange(replacedIds.get(id)!)).join(', ')}, which is replaced`);
       const ops = opsOf(dependent.doc!.descriptor, options.specOperations);
       if (!ops.includes('delete') || !ops.includes('create')) dependent.unsupported = `the service cannot delete and re-create ${dependent.kind}`;
       grew = true;
@@ -278,7 +305,7 @@ export function makePlan(documents: ConfigDocument[], state: LiveState, secrets:
       if (d.kind === 'project') {
         const inside = [...state.resources.values()].filter((x) => x.project === name);
         const foreign = inside.filter((x) => !hasLabels(x.descriptor) || (x.object[LABELS_FIELD] as Record<string, string> | undefined)?.[MANAGED_BY_LABEL] !== options.sourceId);
-        change.notes.push(`deleting a project deletes everything in it (${inside.length} resource${inside.length === 1 ? '' : 's'})`);
+        addTo(change, 'notes', `deleting a project deletes everything in it (${inside.length} resource${inside.length === 1 ? '' : 's'})`);
         if (foreign.length) plan.warnings.push(`${subjectOfChange(change)}: pruning it also deletes ${foreign.length} resource${foreign.length === 1 ? '' : 's'} inside it that this source does not manage: ${foreign.map((x) => `${x.descriptor.yamlKind} ${x.object[x.descriptor.identity]}`).join(', ')}`);
       }
       if (!opsOf(d, options.specOperations).includes('delete')) change.unsupported = `the service has no delete for ${d.kind}`;

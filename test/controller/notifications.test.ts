@@ -91,7 +91,8 @@ test('degraded once, then recovered and applied after the fix; suspended; every 
   expect(reasons().filter((r) => r.startsWith('ResourceDegraded'))).toHaveLength(1);
 
   writeFileSync(join(dir, 'platform.yaml'), config('eu-west-1'));
-  await waitFor('the revision applied', () => events.find((e) => e.reason === 'RevisionApplied'), 30_000, () => out);
+  // The run's events are delivered concurrently: either may arrive first.
+  await waitFor('the revision applied and the recovery', () => events.some((e) => e.reason === 'RevisionApplied') && events.some((e) => e.reason === 'ResourceRecovered'), 30_000, () => `${out}\n${reasons().join('\n')}`);
   expect(reasons()).toContain('ResourceRecovered InfrastructureResource notify-ctl/lake');
   expect(events.find((e) => e.reason === 'RevisionApplied')).toMatchObject({ severity: 'info', subject: 'notify', message: expect.stringMatching(/^revision sha256:[0-9a-f]{5}.* is applied and healthy$/) });
 

@@ -233,7 +233,7 @@ describe.skipIf(testStore() === 'postgres' || !haveTerraform)('from the packed p
     // The package's own scripts, as the scaffold wrote them (deploy carries --skip-provider-lock).
     const deploy = await run('npm', ['run', 'deploy', '--', '--no-color'], app, env);
     expect(deploy.code, deploy.out).toBe(0);
-    expect(deploy.out).toMatch(/Apply complete! Resources: 4 added/);
+    expect(deploy.out).toMatch(/Apply complete! Resources: 5 added/);
     const project = (await projectNamed('cdk', 'starter'))!;
     const connectors = (await api('cdk', `/projects/${project.id}/connectors`)).data as Array<{ name: string }>;
     expect(connectors.map((c) => c.name)).toEqual(['orders-db']);
@@ -281,7 +281,7 @@ describe.skipIf(testStore() === 'postgres' || !haveTerraform)('from the packed p
     expect(init.code, init.out).toBe(0);
     const apply = await run('terraform', ['apply', '-no-color', '-input=false', '-auto-approve'], dir, fsEnv);
     expect(apply.code, apply.out).toBe(0);
-    expect(apply.out).toContain('Apply complete! Resources: 4 added');
+    expect(apply.out).toContain('Apply complete! Resources: 5 added');
     expect(await projectNamed('hcl', 'starter')).toBeDefined();
     const lock = readFileSync(join(dir, '.terraform.lock.hcl'), 'utf8');
 

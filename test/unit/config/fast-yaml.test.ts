@@ -1,8 +1,8 @@
 import { readFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { parseAllDocuments } from 'yaml';
+import { Document, isScalar, parseAllDocuments } from 'yaml';
 import { describe, expect, it } from 'vitest';
-import { fastParseDocuments } from '../../../src/config/fast-yaml.js';
+import { fastParseDocuments, YAML_CORE_SCALARS } from '../../../src/config/fast-yaml.js';
 
 /**
  * The fast YAML path (js-yaml events) must give the very values the `yaml` package gives, or
@@ -70,6 +70,19 @@ const repoYaml = (dir: string): string[] =>
     .map((e) => join(e.parentPath, e.name));
 
 describe('fast YAML path', () => {
+  it("writes out the yaml package's core schema scalars exactly (so that it does not load yaml): same tests, in order, same values", () => {
+    const tags = new Document(null, { version: '1.2' }).schema.tags.filter((t) => t.test && t.resolve);
+    expect(YAML_CORE_SCALARS.map((t) => t.test.source)).toEqual(tags.map((t) => t.test!.source));
+    const samples = ['', '~', 'null', 'Null', 'NULL', 'true', 'True', 'TRUE', 'false', 'False', 'FALSE', '0o17', '0o0', '0', '+12', '-0', '007', '9007199254740993', '0x1F', '0xff', '.inf', '-.Inf', '+.INF', '.nan', '.NaN', '.NAN', '1e3', '-1.5E-2', '.5e1', '1.e2', '1.', '1.50', '-.5', '+0.0'];
+    for (const sample of samples) {
+      const tag = tags.find((t) => t.test!.test(sample))!;
+      const mine = YAML_CORE_SCALARS.find((t) => t.test.test(sample))!;
+      expect(mine.test.source, sample).toBe(tag.test!.source);
+      const value = (tag.resolve as (s: string, onError: () => void, options: object) => unknown)(sample, () => undefined, {});
+      expect(exact(mine.resolve(sample)), sample).toBe(exact(isScalar(value) ? value.value : value));
+    }
+  });
+
   it.each(Object.entries(CASES))('%s: same values as the yaml package, or steps aside', (_name, text) => {
     const ref = reference(text);
     const fast = fastParseDocuments(text);
