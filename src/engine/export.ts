@@ -4,10 +4,11 @@
  * only: references by name, computed fields and dpctl.dev/* labels dropped, schema
  * defaults omitted, write-only secrets as `{ secretRef: { env } }` (they cannot be read back).
  */
-import { Document } from 'yaml';
 import type { DataPlatformClient } from '../client/index.js';
 import { API_VERSION, declarableKinds, layoutOf, type KindLayout } from '../config/index.js';
 import { patternOf, renameAt } from '../config/layout.js';
+// The yaml package loads on the first export: plan and apply (which load this module too) never need it.
+import { yaml } from '../config/positions.js';
 import { deleteAt, formatPath, setAt, valuesAt, type FieldPath, type JsonSchema, type KindDescriptor } from '../kinds/index.js';
 import { deepEqual, ENGINE_LABELS, fillDefaults, hasLabels, LABELS_FIELD } from './diff.js';
 import { mapLimit, type LiveObject } from './observe.js';
@@ -205,6 +206,7 @@ export function renderDocuments(documents: ExportedDocument[], header: string[] 
     for (const s of secrets) lines.push(`  ${s.env.padEnd(width)}  ${s.yamlKind} ${s.project ? `${s.project}/` : ''}${s.name} ${s.yamlField}`);
   }
   const head = lines.map((l) => `# ${l}`.trimEnd()).join('\n');
+  const { Document } = yaml();
   const body = documents.map((d) => new Document(d.document).toString({ lineWidth: 0 })).join('---\n');
   return `${head ? `${head}\n` : ''}${body}`;
 }
