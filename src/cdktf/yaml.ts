@@ -3,8 +3,9 @@ import * as cdk from './cdk.js';
 import { setAt } from '../kinds/index.js';
 import { ConfigValidationError, declaredLookup, loadConfig, resolveReferences, subjectOf, type ConfigDocument, type ConfigError } from '../config/index.js';
 import { PROVIDER_TYPE, resourceSpecs } from '../provider/schema.js';
-import { RESOURCE_CONSTRUCTS } from './generated/index.js';
-import { bodyToConfig } from './naming.js';
+import { DATA_SOURCE_CONSTRUCTS, RESOURCE_CONSTRUCTS } from './generated/index.js';
+import { bodyToConfig, camel } from './naming.js';
+import { lifecycleOf } from './policies.js';
 import { secretVariable } from './helpers/secrets.js';
 
 export interface YamlPlatformProps {
@@ -17,6 +18,7 @@ export interface YamlPlatformProps {
 }
 
 type AnyConstruct = new (scope: cdk.Construct, id: string, config: any) => cdk.TerraformResource;
+type AnyDataSource = new (scope: cdk.Construct, id: string, config: any) => cdk.TerraformDataSource;
 
 /**
  * The YAML repository of `dpctl apply` as constructs, so one repository can move between the
@@ -33,7 +35,7 @@ type AnyConstruct = new (scope: cdk.Construct, id: string, config: any) => cdk.T
  */
 export class YamlPlatform extends cdk.Construct {
   readonly documents: ConfigDocument[];
-  private readonly constructs = new Map<string, cdk.TerraformResource>();
+  private readonly constructs = new Map<string, cdk.TerraformResource | cdk.TerraformDataSource>();
 
   constructor(scope: cdk.Construct, id: string, props: YamlPlatformProps) {
     super(scope, id);
@@ -46,9 +48,19 @@ export class YamlPlatform extends cdk.Construct {
     const lookup = declaredLookup(this.documents, (doc) => cdk.Lazy.stringValue({ produce: () => this.resourceOf(doc).getStringAttribute('id') }));
     const problems: ConfigError[] = [];
     for (const doc of this.documents) {
+      // dpctl.dev/reconcile: disabled: not in the stack at all (a reference to it fails at synth).
+      if (doc.policy.reconcile === 'disabled') continue;
       const spec = resourceSpecs().get(`${PROVIDER_TYPE}_${doc.descriptor.kind}`);
       if (!spec) {
         problems.push({ ...doc.location, subject: subjectOf(doc), message: `the Terraform provider has no resource for ${doc.yamlKind}` });
+        continue;
+      }
+      const id = `${doc.project ? `${doc.project}-` : ''}${doc.yamlKind}-${doc.name}`;
+      if (doc.policy.reconcile === 'observe') {
+        // Observe only: Terraform reads it (a data source) and never writes it; what references it gets its id.
+        const source = DATA_SOURCE_CONSTRUCTS[spec.typeName as keyof typeof DATA_SOURCE_CONSTRUCTS] as unknown as AnyDataSource;
+        const where = doc.descriptor.scope === 'project' ? { projectId: lookup('project', undefined, doc.project!) } : {};
+        this.constructs.set(YamlPlatform.key(doc.descriptor.kind, doc.project, doc.name), new source(this, id, { [camel(doc.descriptor.identity)]: doc.name, ...where, provider: props.provider }));
         continue;
       }
       const body = structuredClone(doc.body);
@@ -60,7 +72,7 @@ export class YamlPlatform extends cdk.Construct {
       if (doc.descriptor.scope === 'project') body.project_id = lookup('project', undefined, doc.project!);
       const type = RESOURCE_CONSTRUCTS[spec.typeName as keyof typeof RESOURCE_CONSTRUCTS] as unknown as AnyConstruct;
       const config = bodyToConfig(spec.attrs, body);
-      const resource = new type(this, `${doc.project ? `${doc.project}-` : ''}${doc.yamlKind}-${doc.name}`, { ...config, provider: props.provider });
+      const resource = new type(this, id, { ...config, provider: props.provider, ...lifecycleOf(doc.policy, spec.attrs) });
       this.constructs.set(YamlPlatform.key(doc.descriptor.kind, doc.project, doc.name), resource);
     }
     if (problems.length) throw new ConfigValidationError(problems);
@@ -70,7 +82,7 @@ export class YamlPlatform extends cdk.Construct {
     return JSON.stringify([kind, project ?? null, name]);
   }
 
-  private resourceOf(doc: Pick<ConfigDocument, 'descriptor' | 'project' | 'name'>): cdk.TerraformResource {
+  private resourceOf(doc: Pick<ConfigDocument, 'descriptor' | 'project' | 'name'>): cdk.TerraformResource | cdk.TerraformDataSource {
     const found = this.constructs.get(YamlPlatform.key(doc.descriptor.kind, doc.project, doc.name));
     if (!found) throw new Error(`YamlPlatform: no construct for ${doc.descriptor.kind} ${doc.name}`);
     return found;

@@ -1,4 +1,5 @@
 import { Command } from 'commander';
+import { FOLLOWER_PREFIX, rootCauses } from '../config/errors.js';
 
 /** `dpctl validate <path...>`: every error of every file, before anything is sent anywhere. */
 export function validateCommand(): Command {
@@ -16,9 +17,11 @@ export function validateCommand(): Command {
       if (opts.checkSecrets) errors.push(...resolveSecrets(config.documents).errors);
       const all = sortErrors(errors, config.files);
       if (all.length) {
-        process.stderr.write(all.map((e) => `${formatConfigError(e)}\n`).join(''));
+        process.stderr.write(showErrors(all.map((e) => ({ text: formatConfigError(e), follows: e.follows === true }))));
         const files = new Set(all.map((e) => e.file)).size;
-        process.stderr.write(`invalid: ${all.length} error${all.length === 1 ? '' : 's'} in ${files} file${files === 1 ? '' : 's'}\n`);
+        const roots = rootCauses(all);
+        const causes = roots < all.length ? ` (${roots} root cause${roots === 1 ? '' : 's'})` : '';
+        process.stderr.write(`invalid: ${all.length} error${all.length === 1 ? '' : 's'} in ${files} file${files === 1 ? '' : 's'}${causes}\n`);
         process.exitCode = 1;
         return;
       }
@@ -30,4 +33,23 @@ export function validateCommand(): Command {
         `valid: ${config.documents.length} document${config.documents.length === 1 ? '' : 's'} in ${config.files.length} file${config.files.length === 1 ? '' : 's'}, ${projects} project${projects === 1 ? '' : 's'} (${byKind || 'nothing declared'})\n`,
       );
     });
+}
+
+/** Errors that follow from one root cause listed in full up to this many; beyond, the first FOLLOWERS_SHOWN and a count. */
+export const FOLLOWERS_LISTED = 8;
+export const FOLLOWERS_SHOWN = 5;
+
+/** The lines to print: every root cause, each with the errors that follow from it (only the first few and a count when many). */
+export function showErrors(errors: { text: string; follows: boolean }[]): string {
+  const out: string[] = [];
+  for (let i = 0; i < errors.length; ) {
+    out.push(errors[i].text);
+    let end = i + 1;
+    while (end < errors.length && errors[end].follows) end++;
+    const followers = errors.slice(i + 1, end);
+    if (followers.length <= FOLLOWERS_LISTED) out.push(...followers.map((f) => f.text));
+    else out.push(...followers.slice(0, FOLLOWERS_SHOWN).map((f) => f.text), `${FOLLOWER_PREFIX}... and ${followers.length - FOLLOWERS_SHOWN} more`);
+    i = end;
+  }
+  return out.map((l) => `${l}\n`).join('');
 }

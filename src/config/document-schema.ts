@@ -1,5 +1,6 @@
 import type { JsonSchema } from '../kinds/index.js';
 import { API_VERSION, LABELS_FIELD, declarableLayouts, projectLayout, type FieldRename, type KindLayout } from './layout.js';
+import { annotationsSchema } from './policies.js';
 
 export const DOCUMENT_SCHEMA_ID = 'https://schemas.dataplatform.dev/document.json';
 export const DOCUMENT_SCHEMA_FILE = 'document.schema.json';
@@ -139,6 +140,7 @@ export function metadataSchema(layout: KindLayout): JsonSchema {
     labels.description = `String labels; become the resource's ${LABELS_FIELD} field.`;
     properties.labels = labels;
   }
+  properties.annotations = annotationsSchema();
   return { type: 'object', additionalProperties: false, required, properties };
 }
 
@@ -172,7 +174,7 @@ export function buildDocumentSchema(): JsonSchema {
     properties: {
       apiVersion: { const: API_VERSION, description: `Always ${API_VERSION}.` },
       kind: { type: 'string', enum: layouts.map((l) => l.yamlKind), description: 'The resource kind.' },
-      metadata: { type: 'object', description: 'name (the identity), project (name of the project, for project-scoped kinds), labels.' },
+      metadata: { type: 'object', description: 'name (the identity), project (name of the project, for project-scoped kinds), labels, annotations (dpctl.dev/ policies).' },
       spec: { type: 'object', description: 'The writable fields of the resource, in snake_case; references by name; secrets as secretRef.' },
     },
     allOf: branches,

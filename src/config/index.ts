@@ -13,3 +13,4 @@ export { buildDocumentSchema, renderDocumentSchema, DOCUMENT_SCHEMA_FILE, DOCUME
 export { API_VERSION, declarableKinds, declarableLayouts, layoutOf, layoutByYamlKind, projectLayout, yamlReferenceName, type KindLayout, type FieldRename } from './layout.js';
 export { ConfigValidationError, formatConfigError, formatLocation, sortErrors, type ConfigError, type SourceLocation } from './errors.js';
 export { locationOf, subjectOf, type ConfigDocument, type DocumentReference, type DocumentSecret, type LoadedConfig, type SecretRef } from './model.js';
+export * from './policies.js';

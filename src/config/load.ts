@@ -8,7 +8,7 @@ import { dagProblems } from '../kinds/dag.js';
 import { toFieldErrors } from '../kinds/validator.js';
 import { validate as validateDocument } from './generated/document-validator.js';
 import { fastParseDocuments } from './fast-yaml.js';
-import { sortErrors, type ConfigError, type SourceLocation } from './errors.js';
+import { documentKey, sortErrors, type ConfigError, type SourceLocation } from './errors.js';
 import {
   LABELS_FIELD,
   apiToYamlPath,
@@ -25,7 +25,9 @@ import {
 import { locationOf, subjectOf, type ConfigDocument, type DocumentReference, type DocumentSecret, type LoadedConfig, type SecretRef } from './model.js';
 import { documentLocation, keyLocation, valueLocation, walkLocations, yaml, type YamlSource } from './positions.js';
 import { checkReferences, declaredLookup, firstOf, type ReferenceLookup } from './references.js';
+import { policyOf, unknownPolicyMessage } from './policies.js';
 import { shareStrings } from './share-strings.js';
+import { suggestField, suggestKind } from './suggest.js';
 import { defineLazy, defineLazyShared, type ConfigParseCache, type FileResult, type Identified } from './parse-cache.js';
 
 export interface LoadOptions {
@@ -169,6 +171,7 @@ function loadAll(paths: string | string[], options: LoadOptions): LoadResult {
         subject: `${item.layout.yamlKind}/${item.name}`,
         field: 'metadata.project',
         message: `no Project document named "${item.project}" (declare it, or allow projects that exist on the server with --allow-undeclared-projects)`,
+        relation: { follows: [documentKey(projectKind.yamlKind, undefined, item.project)] },
       });
     }
   }
@@ -347,9 +350,11 @@ function loadFileFull(file: string, absolutePath: string, text: string): FileRes
   docs.forEach((doc, index) => {
     const src: YamlSource = { file, doc: doc as Document.Parsed, lineCounter };
     if (doc.errors.length) {
+      // What the document would have declared, as far as `yaml` recovers it: references to it follow from its syntax error.
+      const causes = intendedDocument(recover(doc));
       for (const e of doc.errors) {
         const { line, col } = lineCounter.linePos(e.pos[0]);
-        out.errors.push({ file, line, column: col, message: `YAML syntax: ${yamlErrorMessage(e.message)}` });
+        out.errors.push({ file, line, column: col, message: `YAML syntax: ${yamlErrorMessage(e.message)}`, relation: { syntax: true, ...(causes && { causes: [causes] }) } });
       }
       return;
     }
@@ -409,6 +414,13 @@ function checkDocument(src: YamlSource, positions: FilePositions, value: unknown
   const validate = validator();
   if (!validate(value)) {
     for (const e of validate.errors ?? []) {
+      // A key refused by propertyNames (an unknown dpctl.dev/ annotation): one message at that key, not ajv's branches.
+      if (e.schemaPath.includes('/propertyNames/')) continue;
+      if (e.keyword === 'propertyNames') {
+        const key = [...instancePath(value, e.instancePath), String(e.params.propertyName)];
+        report(key, keyLocation(src, key), unknownPolicyMessage(String(e.params.propertyName)));
+        continue;
+      }
       const [converted] = toFieldErrors([e]);
       if (!converted) continue;
       const instance = instancePath(value, e.instancePath);
@@ -424,13 +436,23 @@ function checkDocument(src: YamlSource, positions: FilePositions, value: unknown
         loc = valueLocation(src, instance);
       }
       if (suppressed.some((s) => isUnder(parts, s))) continue;
-      report(parts, loc, refine(layout, value, parts, e, converted.message));
+      let message = refine(layout, value, parts, e, converted.message);
+      // A misspelt or misplaced key: the field meant; "is required" of that field follows from it.
+      const suggestion = layout && e.keyword === 'additionalProperties' && message === converted.message ? suggestField(layout.yamlKind, parts, presentKeys(value, instance)) : undefined;
+      if (suggestion) message += suggestion.hint;
+      report(parts, loc, message);
+      const reported = byField.get(formatPath(parts))!;
+      if (suggestion) relate(reported, 'causes', fieldKey(src.file, index, suggestion.intended));
+      if (e.keyword === 'required') relate(reported, 'follows', fieldKey(src.file, index, parts));
     }
   }
 
   let identified: Identified | undefined;
   const project = typeof meta.project === 'string' ? meta.project : undefined;
   if (layout && name !== undefined && (!layout.projectScoped || project !== undefined)) identified = identify(layout, name, project, positions, index);
+  // Not in the loaded set: references to the document it was meant to be follow from its errors.
+  const meant = identified ? undefined : intendedDocument(value);
+  if (meant) for (const e of errors) relate(e, 'causes', meant);
   if (!layout || name === undefined || !isRecord(value.metadata)) return { errors, identified };
   // Built for an invalid document too, so its references are still checked; only valid ones are loaded.
   const document = buildDocument(positions, layout, value, index, absolutePath, src.file);
@@ -454,11 +476,57 @@ function instancePath(value: unknown, pointer: string): (string | number)[] {
   return out;
 }
 
+/** Adds a key to an error's relation (sortErrors puts errors that follow from another under it). */
+function relate(e: ConfigError, side: 'causes' | 'follows', key: string): void {
+  const relation = (e.relation ??= {});
+  const keys = (relation[side] ??= []);
+  if (!keys.includes(key)) keys.push(key);
+}
+
+/** The key of one field of one document (a file's document by index), for ErrorRelation. */
+const fieldKey = (file: string, index: number, parts: (string | number)[]) => `field\0${file}\0${index}\0${formatPath(parts)}`;
+
+/** The keys written in the mapping at `at` of a document. */
+function presentKeys(value: unknown, at: (string | number)[]): string[] {
+  let cur: unknown = value;
+  for (const part of at) cur = isRecord(cur) || Array.isArray(cur) ? (cur as Record<string, unknown>)[part as string] : undefined;
+  return isRecord(cur) ? Object.keys(cur) : [];
+}
+
+/** A document's value as far as `yaml` recovers it despite syntax errors, or undefined. */
+function recover(doc: Document.Parsed): unknown {
+  try {
+    return doc.toJS({ maxAliasCount: 1000 });
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * The document key of what a broken document was meant to declare: its kind (or the kind a
+ * misspelt one is closest to), its name and project (from metadata, or dedented to the top level).
+ * Undefined when the kind or the name cannot be told.
+ */
+function intendedDocument(value: unknown): string | undefined {
+  if (!isRecord(value) || typeof value.kind !== 'string') return undefined;
+  const layout = layoutByYamlKind(value.kind) ?? layoutByYamlKind(suggestKind(value.kind) ?? '');
+  if (!layout) return undefined;
+  const meta = isRecord(value.metadata) ? value.metadata : {};
+  const text = (v: unknown) => (typeof v === 'string' ? v : undefined);
+  const name = text(meta.name) ?? text(value.name);
+  const project = text(meta.project) ?? text(value.project);
+  if (name === undefined || (layout.projectScoped && project === undefined)) return undefined;
+  return documentKey(layout.yamlKind, layout.projectScoped ? project : undefined, name);
+}
+
 /** Says what to do instead, where the schema's own message would only say what is wrong. */
 function refine(layout: KindLayout | undefined, value: Record<string, unknown>, parts: (string | number)[], e: ErrorObject, message: string): string {
   const [top, ...rest] = parts;
   if (e.keyword === 'const') return `must be ${JSON.stringify(e.params.allowedValue)}`;
-  if (top === 'kind' && rest.length === 0 && e.keyword === 'enum') return `unknown kind ${JSON.stringify(value.kind)}: ${message}`;
+  if (top === 'kind' && rest.length === 0 && e.keyword === 'enum') {
+    const meant = typeof value.kind === 'string' ? suggestKind(value.kind) : undefined;
+    return meant ? `unknown kind ${JSON.stringify(value.kind)} (did you mean ${meant}?)` : `unknown kind ${JSON.stringify(value.kind)}: ${message}`;
+  }
   if (!layout) return message;
   const d = layout.descriptor;
   if (top === 'spec' && rest.length && (e.keyword === 'minProperties' || e.keyword === 'maxProperties') && rest[rest.length - 1] === 'secretRef') {
@@ -560,6 +628,7 @@ function buildDocument(positions: FilePositions, layout: KindLayout, value: Reco
     body,
     references: NONE,
     secrets: NONE,
+    policy: policyOf(meta.annotations),
   } as unknown as ConfigDocument;
   setPositions(doc, positions, index);
   defineLazyShared(doc, DOCUMENT_LAZY);

@@ -1,3 +1,4 @@
+import type { ResourcePolicy } from './policies.js';
 import type { KindDescriptor } from '../kinds/index.js';
 import type { SourceLocation } from './errors.js';
 import type { KindLayout } from './layout.js';
@@ -60,6 +61,8 @@ export interface ConfigDocument {
   locations: Map<string, SourceLocation>;
   /** File as displayed, its absolute path and the document's index in it (0-based). */
   source: { file: string; absolutePath: string; index: number };
+  /** Its dpctl.dev/ annotations (policies.ts); the shared DEFAULT_POLICY when it has none. */
+  policy: ResourcePolicy;
 }
 
 export interface LoadedConfig {

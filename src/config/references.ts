@@ -1,5 +1,5 @@
 import { setAt } from '../kinds/index.js';
-import { ConfigValidationError, type ConfigError } from './errors.js';
+import { ConfigValidationError, documentKey, type ConfigError } from './errors.js';
 import { subjectOf, type ConfigDocument } from './model.js';
 
 /**
@@ -41,6 +41,8 @@ export function checkReferences(doc: ConfigDocument, lookup: ReferenceLookup): C
       subject: subjectOf(doc),
       field: ref.yamlField,
       message: doc.project !== undefined ? `no ${ref.yamlKind} named "${ref.name}" in project "${doc.project}"` : `no ${ref.yamlKind} named "${ref.name}"`,
+      // Follows from the error that kept that document out of the loaded set, if there is one (sortErrors).
+      relation: { follows: [documentKey(ref.yamlKind, doc.project, ref.name)] },
     });
   }
   return errors;

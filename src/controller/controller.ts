@@ -367,6 +367,8 @@ export async function startController(options: ControllerOptions): Promise<Runni
         const e = backoff.get(c.key);
         return { ...rowOf(c, 'backoff', held), ...(e ? { failures: e.failures, next_attempt_at: iso(e.nextAttemptAt) } : {}) };
       }
+      // dpctl.dev/reconcile: observe: reported as drift, never applied.
+      if (c.observeOnly) return rowOf(c, 'drifted', `observe only: ${changeDetail(c)}`);
       const o = outcomes.get(c);
       if (!o) return rowOf(c, 'pending', null);
       switch (o.status) {

@@ -2,6 +2,7 @@ import { AmbiguousCreateError, ApiError, type DataPlatformClient } from '../clie
 import { declaredLookup, firstOf, toApiBody, type ConfigDocument, type ResolvedSecrets } from '../config/index.js';
 import { kind as kindNamed, type KindDescriptor } from '../kinds/index.js';
 import { LABELS_FIELD } from './diff.js';
+import { keepIgnoredLive } from './policy.js';
 import { resourceKey, type LiveObject, type LiveState } from './observe.js';
 import { docKey, liveLookup, liveReferences, subjectOfChange, type Plan, type PlannedChange } from './plan.js';
 
@@ -57,7 +58,8 @@ export async function applyPlan(client: DataPlatformClient, plan: Plan, document
   };
   const outcomes = new Map<PlannedChange, Outcome>();
   for (const c of plan.changes) {
-    if (c.action === 'no-op') continue;
+    // Observe-only (dpctl.dev/reconcile: observe): reported by the plan and drift, never written.
+    if (c.action === 'no-op' || c.observeOnly) continue;
     if (c.unsupported) {
       outcomes.set(c, { change: c, status: 'unsupported', message: c.unsupported });
       progress(`! ${subjectOfChange(c)}: not applied: ${c.unsupported}`);
@@ -128,7 +130,8 @@ export async function applyPlan(client: DataPlatformClient, plan: Plan, document
     if (c.labels) body[LABELS_FIELD] = { ...c.labels };
     if (c.action === 'update') {
       const patch: Record<string, unknown> = {};
-      for (const f of c.patchFields) patch[f] = body[f] === undefined ? null : body[f];
+      // Ignored paths under a patched field keep their live value (dpctl.dev/ignore-fields).
+      for (const f of c.patchFields) patch[f] = body[f] === undefined ? null : keepIgnoredLive(c.doc!.policy, f, body[f], c.live!.object);
       try {
         await api.update(c.id!, patch);
       } catch (err) {

@@ -20,7 +20,7 @@ export function renderPlan(plan: Plan, options: { colour: boolean; verbose?: boo
   const lines: string[] = [];
   const shown = plan.changes.filter((c) => c.action !== 'no-op');
   for (const c of shown) {
-    lines.push(paint(c.action, `${SYMBOL[c.action].padStart(3)} ${subjectOfChange(c)}${c.id ? ` (${c.id})` : ''}: ${c.action}${c.unsupported ? ' (NOT SUPPORTED by the service)' : ''}`));
+    lines.push(paint(c.action, `${SYMBOL[c.action].padStart(3)} ${subjectOfChange(c)}${c.id ? ` (${c.id})` : ''}: ${c.action}${c.unsupported ? ' (NOT SUPPORTED by the service)' : ''}${c.observeOnly ? ' (observe only)' : ''}`));
     for (const r of c.reasons) lines.push(`      # ${r}`);
     for (const f of c.changes) lines.push(fieldLine(c.action, f));
     for (const n of c.notes) lines.push(`      # note: ${n}`);
@@ -52,6 +52,7 @@ function changeJson(c: PlannedChange) {
     reasons: c.reasons,
     notes: c.notes,
     unsupported: c.unsupported ?? null,
+    observe_only: !!c.observeOnly,
     health: c.health?.health ?? null,
     health_reason: c.health?.reason ?? null,
   };

@@ -13,6 +13,7 @@ import {
   secretTopFields,
   type FieldChange,
 } from './diff.js';
+import { OBSERVE_NOTE, preventDestroyErrors, withoutIgnored } from './policy.js';
 import { resourceKey, type LiveResource, type LiveState } from './observe.js';
 
 export type Action = 'create' | 'update' | 'replace' | 'delete' | 'no-op';
@@ -46,6 +47,8 @@ export interface PlannedChange extends ResourceEntry {
   patchFields: string[];
   /** Labels to write (kinds with labels). */
   labels?: Record<string, string>;
+  /** dpctl.dev/reconcile: observe: the change is reported (plan, drift), never applied. */
+  observeOnly?: boolean;
   /** Health of the live resource when observed (kinds with x-health rules; see health.ts). */
   health?: HealthStatus;
 }
@@ -164,6 +167,8 @@ export function makePlan(documents: ConfigDocument[], state: LiveState, secrets:
   const byKey = new Map<string, PlannedChange>();
   for (const doc of documents) {
     const d = doc.descriptor;
+    // dpctl.dev/reconcile: disabled: never planned; still declared, so never pruned either.
+    if (doc.policy.reconcile === 'disabled') continue;
     if (missingProject(doc)) {
       const visible = [...state.projects.keys()].sort();
       plan.errors.push(
@@ -236,16 +241,22 @@ export function makePlan(documents: ConfigDocument[], state: LiveState, secrets:
         // Only the fingerprint label differs: the labels PATCH carries it.
         if (liveSha !== labels![SECRETS_SHA_LABEL]) fields.add(LABELS_FIELD);
       }
-      change.changes = changes.length ? changes : none();
-      change.patchFields = fields.size ? [...fields] : none();
-      if (diff.immutable.length) {
+      const kept = withoutIgnored(doc.policy, changes, fields, diff.immutable);
+      if (kept.ignored.length) addTo(change, 'notes', `ignoring ${kept.ignored.join(', ')} (dpctl.dev/ignore-fields)`);
+      change.changes = kept.changes.length ? kept.changes : none();
+      change.patchFields = kept.fields.size ? [...kept.fields] : none();
+      if (kept.immutable.length) {
         change.action = 'replace';
-        addTo(change, 'reasons', `${diff.immutable.join(', ')} cannot change in place`);
+        addTo(change, 'reasons', `${kept.immutable.join(', ')} cannot change in place`);
         if (!ops.includes('delete') || !ops.includes('create')) change.unsupported = `the service has no ${ops.includes('delete') ? 'create' : 'delete'} for ${d.kind}, so it cannot be replaced`;
-      } else if (fields.size) {
+      } else if (kept.fields.size) {
         change.action = 'update';
         if (!ops.includes('update')) change.unsupported = `the service has no update for ${d.kind}`;
       }
+    }
+    if (doc.policy.reconcile === 'observe' && change.action !== 'no-op') {
+      change.observeOnly = true;
+      addTo(change, 'notes', OBSERVE_NOTE);
     }
     byKey.set(key, change);
     plan.changes.push(change);
@@ -321,8 +332,9 @@ export function makePlan(documents: ConfigDocument[], state: LiveState, secrets:
     plan.summary[c.action]++;
     if (c.unsupported) plan.summary.unsupported++;
   }
+  plan.errors.push(...preventDestroyErrors(plan));
   return plan;
 }
 
-/** True when the plan changes something (unsupported changes count: the platform differs from the config). */
-export const hasChanges = (plan: Plan) => plan.changes.some((c) => c.action !== 'no-op');
+/** True when the plan changes something (unsupported changes count: the platform differs from the config; observe-only ones do not: nothing will change them). */
+export const hasChanges = (plan: Plan) => plan.changes.some((c) => c.action !== 'no-op' && !c.observeOnly);

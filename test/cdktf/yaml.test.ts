@@ -116,3 +116,36 @@ describe('YamlPlatform: the dpctl YAML format as constructs', () => {
     expect(stack).toBeTruthy();
   });
 });
+
+describe('YamlPlatform: dpctl.dev/ policies', () => {
+  it('prevent-destroy and ignore-fields become lifecycle arguments; observe is a data source; disabled is left out', () => {
+    const dir = join(tmp, 'policies');
+    mkdirSync(dir, { recursive: true });
+    const connector = (name: string, annotations: string) => `apiVersion: dataplatform/v1
+kind: Connector
+metadata:
+  name: ${name}
+  project: p
+  annotations:
+${annotations}
+spec:
+  connector_type: mysql
+  config: { host: db.internal, port: 3306, database: shop }
+`;
+    writeFileSync(
+      join(dir, 'platform.yaml'),
+      [
+        'apiVersion: dataplatform/v1\nkind: Project\nmetadata:\n  name: p\nspec:\n  description: policies\n',
+        connector('guarded', '    dpctl.dev/prevent-destroy: "true"\n    dpctl.dev/ignore-fields: "config.port, labels.team"'),
+        connector('watched', '    dpctl.dev/reconcile: observe'),
+        connector('off', '    dpctl.dev/reconcile: disabled'),
+      ].join('---\n'),
+    );
+    const { yaml, json } = synthYaml(dir);
+    const guarded = yaml.resource('Connector', 'guarded', 'p');
+    expect(json.resource.dataplatform_connector[guarded.friendlyUniqueId].lifecycle).toEqual({ prevent_destroy: true, ignore_changes: ['config.port', 'labels["team"]'] });
+    const names = Object.values(json.resource.dataplatform_connector as Record<string, { name: string }>).map((c) => c.name);
+    expect(names).toEqual(['guarded']);
+    expect(Object.values(json.data.dataplatform_connector as Record<string, { name: string; project_id: string }>)).toEqual([{ name: 'watched', project_id: expect.stringMatching(/^\$\{dataplatform_project\..*\.id\}$/) }]);
+  });
+});

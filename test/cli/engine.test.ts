@@ -56,7 +56,7 @@ describe('dpctl plan / apply / drift', () => {
     const change = json.changes.find((c: any) => c.action === 'update');
     expect(change).toEqual({
       action: 'update', kind: 'pipeline', yaml_kind: 'Pipeline', project: 'analytics', name: 'nightly-revenue', id: expect.stringMatching(/^pip_/), ownership: 'owned',
-      fields: [{ field: 'schedule', before: '0 2 * * *', after: '0 4 * * *' }], reasons: [], notes: [], unsupported: null, health: 'healthy', health_reason: null,
+      fields: [{ field: 'schedule', before: '0 2 * * *', after: '0 4 * * *' }], reasons: [], notes: [], unsupported: null, observe_only: false, health: 'healthy', health_reason: null,
     });
     const applied = await runDpctl(['apply', dir, '--output', 'json'], { env });
     expect(applied.code).toBe(0);

@@ -39,6 +39,38 @@ describe('dpctl validate', () => {
     expect(ok.code).toBe(0);
   });
 
+  it('lists the root cause first and what follows from it under it (issue 20: a tab, a dedented key)', async () => {
+    const tab = await runDpctl(['validate', `${FIX}/invalid/root-cause-tab`]);
+    expect(tab.code).toBe(1);
+    const tabLines = tab.stderr.trim().split('\n');
+    // The syntax error comes first although its file sorts last; its 2 follow-up syntax errors and the reference to the broken Connector are under it.
+    expect(tabLines[0]).toBe(`${FIX}/invalid/root-cause-tab/sources/connectors.yaml:11:1: YAML syntax: Tabs are not allowed as indentation (and 3 errors that follow from it)`);
+    expect(tabLines.slice(1, -1).every((l) => l.startsWith('  ↳ '))).toBe(true);
+    expect(tabLines.at(-1)).toBe('invalid: 4 errors in 2 files (1 root cause)');
+
+    const dedent = await runDpctl(['validate', `${FIX}/invalid/root-cause-dedent`]);
+    expect(dedent.code).toBe(1);
+    const dedentLines = dedent.stderr.trim().split('\n');
+    expect(dedentLines[0]).toBe(
+      `${FIX}/invalid/root-cause-dedent/sources/connectors.yaml:6:1: Connector/(unnamed): name: is not a known field (did you mean metadata.name, indented under metadata?) (and 6 errors that follow from it)`,
+    );
+    expect(dedentLines.filter((l) => l.includes('no Connector named "orders-db"'))).toHaveLength(5);
+    expect(dedentLines.slice(1, -1).every((l) => l.startsWith('  ↳ '))).toBe(true);
+    // The count line keeps its first part (scripts grep it) and counts the collapsed errors too.
+    expect(dedentLines.at(-1)).toBe('invalid: 7 errors in 4 files (1 root cause)');
+  });
+
+  it('suggests the closest kind and field name', async () => {
+    const r = await runDpctl(['validate', `${FIX}/invalid/did-you-mean`]);
+    expect(r.code).toBe(1);
+    const at = `${FIX}/invalid/did-you-mean/typos.yaml`;
+    expect(r.stderr).toContain(`${at}:8:7: Conector/orders-db: kind: unknown kind "Conector" (did you mean Connector?) (and 1 error that follows from it)\n`);
+    expect(r.stderr).toContain(`${at}:23:3: Connector/crm: spec.conector_type: is not a known field (did you mean connector_type?) (and 1 error that follows from it)\n  ↳ ${at}:23:3: Connector/crm: spec.connector_type: is required\n`);
+    expect(r.stderr).toContain(`${at}:21:3: Connector/crm: metadata.lables: is not a known field (did you mean labels?)\n`);
+    expect(r.stderr).toContain(`${at}:37:59: Pipeline/nightly: spec.steps[2].connector: no Connector named "zzzzzzzz" in project "shop"\n`);
+    expect(r.stderr).toMatch(/\ninvalid: 9 errors in 1 file \(6 root causes\)\n$/);
+  });
+
   it('says so when a path does not exist', async () => {
     const r = await runDpctl(['validate', 'no/such/dir']);
     expect(r.code).toBe(1);

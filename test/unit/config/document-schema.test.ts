@@ -56,9 +56,11 @@ describe('schemas/document.schema.json', () => {
     for (const [name, prop] of Object.entries(d.createSchema.properties ?? {})) {
       if (prop.description && !d.secretPaths.some((p) => p.length === 1 && p[0] === name) && spec.properties![name]) expect(spec.properties![name].description).toContain(prop.description);
     }
-    // metadata: name is the identity, project for project-scoped kinds, labels where the kind has them.
+    // metadata: name is the identity, project for project-scoped kinds, labels where the kind has them, annotations.
     expect(metadata.required).toEqual(d.scope === 'project' ? ['name', 'project'] : ['name']);
-    expect(Object.keys(metadata.properties!).sort()).toEqual(['name', ...(d.scope === 'project' ? ['project'] : []), ...(layout.hasLabels ? ['labels'] : [])].sort());
+    expect(Object.keys(metadata.properties!).sort()).toEqual(['annotations', 'name', ...(d.scope === 'project' ? ['project'] : []), ...(layout.hasLabels ? ['labels'] : [])].sort());
+    // Every kind takes the dpctl.dev/ policies, described once in config/policies.ts.
+    expect(Object.keys(metadata.properties!.annotations.properties!).sort()).toEqual(['dpctl.dev/ignore-fields', 'dpctl.dev/prevent-destroy', 'dpctl.dev/reconcile']);
     expect(metadata.properties!.name.type).toBe(d.schema.properties![d.identity].type);
     expect(spec.properties).not.toHaveProperty(d.identity);
     expect(spec.properties).not.toHaveProperty('labels');

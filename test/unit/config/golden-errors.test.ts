@@ -7,14 +7,15 @@ import { FIXTURES, golden, lines } from './helpers.js';
 /**
  * Each directory under test/fixtures/config/invalid/ is one rule: loading it must report
  * exactly the lines of its expected.txt (file:line:column: Kind/name: field: message),
- * every error of every file at once, in file order.
+ * every error of every file at once: root causes (YAML syntax first), then by file and position,
+ * each with the errors that follow from it indented below it (see sortErrors).
  */
 const INVALID = join(FIXTURES, 'invalid');
 const cases = readdirSync(INVALID, { withFileTypes: true }).filter((e) => e.isDirectory()).map((e) => e.name).sort();
 
 describe('invalid repositories report every error at once, with exact positions', () => {
   it('has the rule fixtures this suite promises', () => {
-    expect(cases).toEqual(['dag', 'duplicates', 'envelope', 'missing-reference', 'secret-inline', 'syntax', 'two-files', 'undeclared-project']);
+    expect(cases).toEqual(['dag', 'did-you-mean', 'duplicates', 'envelope', 'missing-reference', 'root-cause-dedent', 'root-cause-tab', 'secret-inline', 'syntax', 'two-files', 'undeclared-project']);
   });
 
   it.each(cases)('%s', (name) => {
@@ -48,9 +49,10 @@ describe('invalid repositories report every error at once, with exact positions'
   it('points at YAML syntax errors and still validates the other documents', () => {
     const { errors } = loadConfig('.', { cwd: join(INVALID, 'syntax') });
     expect(lines(errors)).toEqual([
+      // Syntax errors first, whatever the file order.
       'broken.yaml:14:3: YAML syntax: Flow sequence in block collection must be sufficiently indented and end with a ]',
-      'broken.yaml:24:11: Connector/payments: spec.config.port: must be integer',
       'tabs.yaml:5:3: YAML syntax: Map keys must be unique',
+      'broken.yaml:24:11: Connector/payments: spec.config.port: must be integer',
     ]);
   });
 
