@@ -3,6 +3,7 @@ import type { InfrastructurePlan, Run } from '../kinds/generated/kinds.js';
 import type { DataPlatformClient } from './client.js';
 import { ApiError, DataPlatformError } from './errors.js';
 import { kindRoutes } from './resources.js';
+import { sleep } from './rate-gate.js';
 
 /**
  * Provisioning of a kind with `x-provisioning` (infrastructure resources): the platform plans a
@@ -50,12 +51,6 @@ export function provisioningRoutes(d: KindDescriptor) {
   const { collection } = kindRoutes(d);
   return { plan: `${collection}/${d.provisioning.plan}`, apply: `${collection}/${d.provisioning.apply}`, run: `${collection}/${d.provisioning.runs}/{runId}` };
 }
-
-const sleep = (ms: number, signal?: AbortSignal) =>
-  new Promise<void>((resolve, reject) => {
-    const timer = setTimeout(resolve, ms);
-    signal?.addEventListener('abort', () => (clearTimeout(timer), reject(signal.reason)), { once: true });
-  });
 
 /** Plans the project, applies that plan when it has changes, and waits for the apply to end. */
 export async function provisionProject(client: DataPlatformClient, d: KindDescriptor, projectId: string, o: ProvisionOptions): Promise<ProvisionResult> {

@@ -66,13 +66,16 @@ export function expectedChanges(current: ProvisioningChange[], changes: PlannedC
 }
 
 /**
- * The provisioning preview of each project that declares a provisioned kind (or whose
- * provisioned resources the plan deletes). A project that does not exist yet has no platform
- * plan: only the config's creates.
+ * The provisioning preview of each project whose provisioned resources the plan changes, or
+ * that are not provisioned and healthy (pending, failed). A project that does not exist yet has
+ * no platform plan: only the config's creates.
  */
 export async function previewProvisioning(client: DataPlatformClient, plan: Plan, state: LiveState, signal?: AbortSignal): Promise<ProjectProvisioning[]> {
   const out: ProjectProvisioning[] = [];
   for (const [project, changes] of provisionedChanges(plan)) {
+    // Nothing to change and everything provisioned (healthy): no plan to ask for. The controller
+    // previews at every interval, and each platform plan is a request that is audited.
+    if (changes.every((c) => c.action === 'no-op' && (c.health?.health ?? 'healthy') === 'healthy')) continue;
     const descriptor = (changes[0].doc?.descriptor ?? changes[0].live?.descriptor)!;
     const projectId = state.projects.get(project)?.id;
     let current: ProvisioningChange[] = [];

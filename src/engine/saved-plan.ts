@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { ConfigDocument, ResolvedSecrets } from '../config/index.js';
+import { canonicalJson } from '../kinds/canonical.js';
 import type { LiveResource } from './observe.js';
 import { planJson } from './format.js';
 import { subjectOfChange, type Plan, type PlannedChange } from './plan.js';
@@ -33,31 +34,18 @@ export interface SavedPlan {
   plan: ReturnType<typeof planJson>;
 }
 
-/** JSON with sorted keys, so equal values hash the same. */
-function canonical(value: unknown): string {
-  if (Array.isArray(value)) return `[${value.map(canonical).join(',')}]`;
-  if (value && typeof value === 'object') {
-    return `{${Object.keys(value as object)
-      .sort()
-      .filter((k) => (value as Record<string, unknown>)[k] !== undefined)
-      .map((k) => `${JSON.stringify(k)}:${canonical((value as Record<string, unknown>)[k])}`)
-      .join(',')}}`;
-  }
-  return JSON.stringify(value ?? null);
-}
-
 const sha = (text: string) => createHash('sha256').update(text).digest('hex');
 
 /** The document as declared, its secret values replaced by their SHA-256. */
 export function configFingerprint(doc: ConfigDocument, secrets: ResolvedSecrets): string {
   const secretShas = doc.secrets.map((s) => [s.field, sha(secrets.get(doc, s.field) ?? '')]);
-  return sha(canonical({ project: doc.project ?? null, body: doc.body, secrets: secretShas }));
+  return sha(canonicalJson({ project: doc.project ?? null, body: doc.body, secrets: secretShas }));
 }
 
 /** The live resource's declarable fields (computed ones left out). */
 export function liveFingerprint(r: LiveResource): string {
   const computed = new Set(r.descriptor.computedFields.filter((f) => f !== 'id'));
-  return sha(canonical(Object.fromEntries(Object.entries(r.object).filter(([k]) => !computed.has(k)))));
+  return sha(canonicalJson(Object.fromEntries(Object.entries(r.object).filter(([k]) => !computed.has(k)))));
 }
 
 function fingerprintsOf(plan: Plan, secrets: ResolvedSecrets): SavedChange[] {

@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import { kind } from '../../kinds/index.js';
+import { canonicalJson } from '../../kinds/canonical.js';
 import type { Queryable } from '../store/db.js';
 import type { StoredResource } from '../store/resources.js';
 import { conflict } from '../errors.js';
@@ -46,19 +47,6 @@ export interface Plan {
   changes: PlannedChange[];
 }
 
-/** JSON with object keys sorted, so equal values always serialise (and hash) the same. */
-function canonical(value: unknown): string {
-  if (Array.isArray(value)) return `[${value.map(canonical).join(',')}]`;
-  if (value && typeof value === 'object') {
-    const entries = Object.keys(value as object)
-      .sort()
-      .filter((k) => (value as Record<string, unknown>)[k] !== undefined)
-      .map((k) => `${JSON.stringify(k)}:${canonical((value as Record<string, unknown>)[k])}`);
-    return `{${entries.join(',')}}`;
-  }
-  return JSON.stringify(value ?? null);
-}
-
 const declared = (data: Record<string, unknown>): Declared => Object.fromEntries(FIELDS.filter((f) => data[f] !== undefined).map((f) => [f, structuredClone(data[f])]));
 
 async function loadSnapshot(rt: Runtime, q: Queryable, tenantId: string, projectId: string): Promise<Snapshot> {
@@ -92,7 +80,7 @@ export async function computePlan(rt: Runtime, q: Queryable, tenantId: string, p
       changes.push({ action: 'create', resource_id: r.id, name: r.name, resource_type: String(after.resource_type), changed_fields: Object.keys(after), before: null, after });
       continue;
     }
-    const changed = [...new Set([...Object.keys(before), ...Object.keys(after)])].filter((f) => canonical(before[f]) !== canonical(after[f]));
+    const changed = [...new Set([...Object.keys(before), ...Object.keys(after)])].filter((f) => canonicalJson(before[f]) !== canonicalJson(after[f]));
     if (changed.length) changes.push({ action: 'update', resource_id: r.id, name: r.name, resource_type: String(after.resource_type), changed_fields: changed, before, after });
     else unchanged++;
   }
@@ -100,7 +88,7 @@ export async function computePlan(rt: Runtime, q: Queryable, tenantId: string, p
     .filter(([id]) => !desired[id])
     .sort(([, a], [, b]) => String(a.name).localeCompare(String(b.name)));
   for (const [id, before] of gone) changes.push({ action: 'delete', resource_id: id, name: String(before.name), resource_type: String(before.resource_type), changed_fields: Object.keys(before), before, after: null });
-  const fingerprint = createHash('sha256').update(canonical({ desired, provisioned: snapshot.resources })).digest('hex');
+  const fingerprint = createHash('sha256').update(canonicalJson({ desired, provisioned: snapshot.resources })).digest('hex');
   const count = (a: PlannedChange['action']) => changes.filter((c) => c.action === a).length;
   return {
     plan: {
