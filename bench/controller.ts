@@ -89,12 +89,22 @@ async function seedConnectors(port: number, ca: string | Buffer, { sourceId, pro
   const client = new DataPlatformClient({ url: `https://${TENANT}.localhost:${port}`, email: EMAIL, password: PASSWORD, ca });
   const started = performance.now();
   try {
-    const projectIds = await mapLimit(Array.from({ length: projects }, (_, p) => p), 16, async (p) => (await client.projects.create({ name: `${sourceId}-${pad(p)}`, description: 'bench', labels: { [MANAGED_BY_LABEL]: sourceId } })).id);
+    const projectIds = await mapLimit(
+      Array.from({ length: projects }, (_, p) => p),
+      16,
+      async (p) =>
+        (await client.projects.create({ name: `${sourceId}-${pad(p)}`, description: 'bench', labels: { [MANAGED_BY_LABEL]: sourceId } }))
+          .id,
+    );
     const jobs = projectIds.flatMap((id) => Array.from({ length: perProject }, (_, i) => ({ id, i })));
     await mapLimit(jobs, 32, async ({ id, i }) =>
       client.resources('connector', { projectId: id }).create({
-        name: `conn-${pad(i)}`, connector_type: 'postgresql', config: { host: `db-${i}.internal`, port: 5432, database: 'shop' },
-        selected_tables: ['public.orders', 'public.customers'], schedule: '*/15 * * * *', labels: { team: 'data', [MANAGED_BY_LABEL]: sourceId },
+        name: `conn-${pad(i)}`,
+        connector_type: 'postgresql',
+        config: { host: `db-${i}.internal`, port: 5432, database: 'shop' },
+        selected_tables: ['public.orders', 'public.customers'],
+        schedule: '*/15 * * * *',
+        labels: { team: 'data', [MANAGED_BY_LABEL]: sourceId },
       }),
     );
   } finally {
@@ -138,7 +148,13 @@ class BenchRepo {
   }
 
   private git(cwd: string, ...args: string[]): string {
-    const env = { ...process.env, GIT_AUTHOR_NAME: 'bench', GIT_AUTHOR_EMAIL: 'bench@example.com', GIT_COMMITTER_NAME: 'bench', GIT_COMMITTER_EMAIL: 'bench@example.com' };
+    const env = {
+      ...process.env,
+      GIT_AUTHOR_NAME: 'bench',
+      GIT_AUTHOR_EMAIL: 'bench@example.com',
+      GIT_COMMITTER_NAME: 'bench',
+      GIT_COMMITTER_EMAIL: 'bench@example.com',
+    };
     return execFileSync('git', args, { cwd, env, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] }).trim();
   }
 
@@ -165,20 +181,32 @@ async function waitForApplied(controller: RunningController, commit: string, tim
     const run = controller.status().last_run;
     if (run?.revision === commit) {
       if (run.result === 'converged' || run.result === 'in-sync') return;
-      if (run.result !== 'incomplete') throw new Error(`the run of ${commit.slice(0, 8)} ended ${run.result}: ${run.errors.slice(0, 3).join('; ')}`);
+      if (run.result !== 'incomplete')
+        throw new Error(`the run of ${commit.slice(0, 8)} ended ${run.result}: ${run.errors.slice(0, 3).join('; ')}`);
     }
-    if (Date.now() > deadline) throw new Error(`commit ${commit.slice(0, 8)} was not applied within ${timeoutMs} ms; last run: ${JSON.stringify(run)}`);
+    if (Date.now() > deadline)
+      throw new Error(`commit ${commit.slice(0, 8)} was not applied within ${timeoutMs} ms; last run: ${JSON.stringify(run)}`);
     await sleep(5);
   }
 }
 
 /** Commits and pushes, sends the signed push webhook, waits until that commit is applied; returns the ms from webhook to applied. */
-async function commitAndNotify(controller: RunningController, repo: BenchRepo, files: Record<string, string>, message: string, timeoutMs: number): Promise<number> {
+async function commitAndNotify(
+  controller: RunningController,
+  repo: BenchRepo,
+  files: Record<string, string>,
+  message: string,
+  timeoutMs: number,
+): Promise<number> {
   const { signBody } = await import('../src/controller/index.js');
   const head = repo.commit(files, message);
   const body = JSON.stringify({ ref: 'refs/heads/main', after: head });
   const t0 = performance.now();
-  const res = await fetch(`${controller.url}/hooks/git`, { method: 'POST', body, headers: { 'content-type': 'application/json', 'x-github-event': 'push', 'x-hub-signature-256': signBody(WEBHOOK_SECRET, body) } });
+  const res = await fetch(`${controller.url}/hooks/git`, {
+    method: 'POST',
+    body,
+    headers: { 'content-type': 'application/json', 'x-github-event': 'push', 'x-hub-signature-256': signBody(WEBHOOK_SECRET, body) },
+  });
   if (res.status !== 202) throw new Error(`webhook answered ${res.status}: ${await res.text()}`);
   await waitForApplied(controller, head, timeoutMs);
   return performance.now() - t0;
@@ -213,9 +241,18 @@ async function latencyScenario(client: DataPlatformClient, work: string): Promis
     for (let c = 0; c < COMMITS; c++) {
       const i = c % schedules.length;
       schedules[i] = `${c % 60} * * * *`;
-      samples.push(await commitAndNotify(controller, repo, { 'latency.yaml': projectFile(project, 20, (k) => schedules[k]) }, `conn-${pad(i)}: schedule ${schedules[i]}`, 30_000));
+      samples.push(
+        await commitAndNotify(
+          controller,
+          repo,
+          { 'latency.yaml': projectFile(project, 20, (k) => schedules[k]) },
+          `conn-${pad(i)}: schedule ${schedules[i]}`,
+          30_000,
+        ),
+      );
       // Read it back: the platform has the new schedule.
-      const live = (await client.resources('connector', { projectId }).listAll()).find((r) => r.name === `conn-${pad(i)}`) as { schedule?: string } | undefined;
+      const live = (await client.resources('connector', { projectId }).listAll()).find((r) => r.name === `conn-${pad(i)}`) as
+        { schedule?: string } | undefined;
       if (live?.schedule !== schedules[i]) throw new Error(`conn-${pad(i)} has schedule ${live?.schedule}, expected ${schedules[i]}`);
     }
   } finally {
@@ -223,10 +260,19 @@ async function latencyScenario(client: DataPlatformClient, work: string): Promis
   }
   const med = median(samples);
   const max = Math.max(...samples);
-  return [`a) commit -> applied via webhook (${COMMITS} commits, 1 project x 20 connectors)`, `median ${(med / 1000).toFixed(2)} s, max ${(max / 1000).toFixed(2)} s`, '< 2 s', max < 2000 ? 'PASS' : 'FAIL'];
+  return [
+    `a) commit -> applied via webhook (${COMMITS} commits, 1 project x 20 connectors)`,
+    `median ${(med / 1000).toFixed(2)} s, max ${(max / 1000).toFixed(2)} s`,
+    '< 2 s',
+    max < 2000 ? 'PASS' : 'FAIL',
+  ];
 }
 
-async function steadyScenario(client: DataPlatformClient, work: string, seed: (request: SeedRequest) => Promise<number>): Promise<{ rows: string[][]; detail: string }> {
+async function steadyScenario(
+  client: DataPlatformClient,
+  work: string,
+  seed: (request: SeedRequest) => Promise<number>,
+): Promise<{ rows: string[][]; detail: string }> {
   const { parseDuration } = await import('../src/controller/index.js');
   const sourceId = 'steady';
   const perProject = Math.min(100, RESOURCES);
@@ -289,7 +335,9 @@ async function steadyScenario(client: DataPlatformClient, work: string, seed: (r
     }
     const big = [
       `c) commit -> applied via webhook on the ${resources}-resource repo (${bigSamples.length} commits)`,
-      bigSamples.length ? `median ${(median(bigSamples) / 1000).toFixed(2)} s, max ${(Math.max(...bigSamples) / 1000).toFixed(2)} s` : 'not run',
+      bigSamples.length
+        ? `median ${(median(bigSamples) / 1000).toFixed(2)} s, max ${(Math.max(...bigSamples) / 1000).toFixed(2)} s`
+        : 'not run',
       '< 2 s',
       bigSamples.length && Math.max(...bigSamples) < 2000 ? 'PASS' : 'FAIL',
     ];
@@ -300,13 +348,21 @@ async function steadyScenario(client: DataPlatformClient, work: string, seed: (r
 }
 
 async function main() {
-  const child = fork(fileURLToPath(import.meta.url), ['--role=service'], { execArgv: process.execArgv, stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+  const child = fork(fileURLToPath(import.meta.url), ['--role=service'], {
+    execArgv: process.execArgv,
+    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+  });
   const ready = await new Promise<Ready>((resolve, reject) => {
     child.once('exit', (code) => reject(new Error(`service exited (${code}) before it was ready`)));
     child.on('message', (m: { type: string; ready?: Ready }) => m.type === 'ready' && resolve(m.ready!));
   });
   const { DataPlatformClient } = await import('../src/client/index.js');
-  const client = new DataPlatformClient({ url: `https://${TENANT}.localhost:${ready.port}`, email: EMAIL, password: PASSWORD, ca: readFileSync(ready.caPath) });
+  const client = new DataPlatformClient({
+    url: `https://${TENANT}.localhost:${ready.port}`,
+    email: EMAIL,
+    password: PASSWORD,
+    ca: readFileSync(ready.caPath),
+  });
   const work = mkdtempSync(join(tmpdir(), 'dp-bench-controller-work-'));
   const rows: string[][] = [];
   const details: string[] = [];
@@ -341,7 +397,9 @@ async function main() {
   console.log(`|${widths.map((w) => '-'.repeat(w + 2)).join('|')}|`);
   for (const r of rows) console.log(line(r));
   for (const d of details) console.log(`\n${d}`);
-  console.log(`\nnode ${process.version}; ${process.env.BENCH_RESOURCES ? 'BENCH_RESOURCES set; ' : ''}service in a child process on SQLite; CPU and RSS are this (controller) process's; the 10,000 resources were seeded by the service's process.`);
+  console.log(
+    `\nnode ${process.version}; ${process.env.BENCH_RESOURCES ? 'BENCH_RESOURCES set; ' : ''}service in a child process on SQLite; CPU and RSS are this (controller) process's; the 10,000 resources were seeded by the service's process.`,
+  );
 }
 
 if (process.argv.includes('--role=service')) await runService();

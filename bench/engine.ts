@@ -45,7 +45,19 @@ export interface RunningServe {
 /** `dpctl serve` in a child process, as a user starts it; resolves once it listens. */
 export async function startServe(options: { databaseUrl?: string } = {}): Promise<RunningServe> {
   const dataDir = mkdtempSync(join(tmpdir(), 'dp-bench-engine-data-'));
-  const args = [DPCTL, 'serve', '--port', '0', '--data-dir', dataDir, '--rate-limit', '1000000000', '--log-level', 'silent', ...(options.databaseUrl ? ['--database-url', options.databaseUrl] : [])];
+  const args = [
+    DPCTL,
+    'serve',
+    '--port',
+    '0',
+    '--data-dir',
+    dataDir,
+    '--rate-limit',
+    '1000000000',
+    '--log-level',
+    'silent',
+    ...(options.databaseUrl ? ['--database-url', options.databaseUrl] : []),
+  ];
   const child: ChildProcess = spawn(process.execPath, args, {
     env: { ...process.env, DP_BOOTSTRAP_TENANT: TENANT, DP_BOOTSTRAP_EMAIL: EMAIL, DP_BOOTSTRAP_PASSWORD: PASSWORD },
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -112,12 +124,21 @@ export async function seed(serve: RunningServe, projects: number): Promise<numbe
   const client = new DataPlatformClient({ url: serve.url, email: EMAIL, password: PASSWORD, ca: readFileSync(serve.caFile) });
   const t0 = performance.now();
   try {
-    const ids = await mapLimit(Array.from({ length: projects }, (_, p) => p), 16, async (p) => (await client.projects.create({ name: projectName(p), description: 'bench', labels: { [MANAGED_BY_LABEL]: SOURCE } })).id);
+    const ids = await mapLimit(
+      Array.from({ length: projects }, (_, p) => p),
+      16,
+      async (p) =>
+        (await client.projects.create({ name: projectName(p), description: 'bench', labels: { [MANAGED_BY_LABEL]: SOURCE } })).id,
+    );
     const jobs = ids.flatMap((id) => Array.from({ length: PER_PROJECT }, (_, i) => ({ id, i })));
     await mapLimit(jobs, 32, async ({ id, i }) =>
       client.resources('connector', { projectId: id }).create({
-        name: connectorName(i), connector_type: 'postgresql', config: { host: `db-${i}.internal`, port: 5432, database: 'shop' },
-        selected_tables: ['public.orders', 'public.customers'], schedule: '*/15 * * * *', labels: { team: 'data', [MANAGED_BY_LABEL]: SOURCE },
+        name: connectorName(i),
+        connector_type: 'postgresql',
+        config: { host: `db-${i}.internal`, port: 5432, database: 'shop' },
+        selected_tables: ['public.orders', 'public.customers'],
+        schedule: '*/15 * * * *',
+        labels: { team: 'data', [MANAGED_BY_LABEL]: SOURCE },
       }),
     );
   } finally {
@@ -141,7 +162,13 @@ if (!n) process.exit(1);
 `;
 
 export function userEnv(serve: RunningServe, extra: NodeJS.ProcessEnv = {}): NodeJS.ProcessEnv {
-  return { DATAPLATFORM_URL: serve.url, DATAPLATFORM_EMAIL: EMAIL, DATAPLATFORM_PASSWORD: PASSWORD, DATAPLATFORM_CA_FILE: serve.caFile, ...extra };
+  return {
+    DATAPLATFORM_URL: serve.url,
+    DATAPLATFORM_EMAIL: EMAIL,
+    DATAPLATFORM_PASSWORD: PASSWORD,
+    DATAPLATFORM_CA_FILE: serve.caFile,
+    ...extra,
+  };
 }
 
 interface Measured {
@@ -174,7 +201,10 @@ async function main() {
   try {
     for (const backend of backends) {
       const { startThrowawayPostgres } = await import('../test/support/postgres-server.js');
-      const pg = backend === 'postgres' ? await startThrowawayPostgres({ fsync: 'off', synchronous_commit: 'off', full_page_writes: 'off' }) : undefined;
+      const pg =
+        backend === 'postgres'
+          ? await startThrowawayPostgres({ fsync: 'off', synchronous_commit: 'off', full_page_writes: 'off' })
+          : undefined;
       try {
         for (const size of sizes) {
           const projects = Math.max(1, Math.round(size / PER_PROJECT));
@@ -187,14 +217,33 @@ async function main() {
             const dir = writeConfig(root, projects);
             const seedMs = await seed(serve, projects);
             const env = userEnv(serve, { DPCTL_CACHE_DIR: join(root, 'cache') });
-            const parse: Command = { name: 'bare YAML parse', cmd: process.execPath, args: ['--input-type=module', '-e', PARSE_ONLY, dir], cwd: ROOT };
-            const fresh: Command = { name: 'dpctl plan --no-cache', cmd: process.execPath, args: [DPCTL, 'plan', '--no-cache', dir], cwd: root, env };
+            const parse: Command = {
+              name: 'bare YAML parse',
+              cmd: process.execPath,
+              args: ['--input-type=module', '-e', PARSE_ONLY, dir],
+              cwd: ROOT,
+            };
+            const fresh: Command = {
+              name: 'dpctl plan --no-cache',
+              cmd: process.execPath,
+              args: [DPCTL, 'plan', '--no-cache', dir],
+              cwd: root,
+              env,
+            };
             // The warm-up run fills the cache; every measured run reads it.
-            const cached: Command = { name: 'dpctl plan (cache filled)', cmd: process.execPath, args: [DPCTL, 'plan', dir], cwd: root, env };
+            const cached: Command = {
+              name: 'dpctl plan (cache filled)',
+              cmd: process.execPath,
+              args: [DPCTL, 'plan', dir],
+              cwd: root,
+              env,
+            };
             const a = await alternate(fresh, parse, { runs, warmup: big ? 0 : 1 });
             const c = await alternate(cached, parse, { runs, warmup: 1 });
             measured.push({ backend, resources, fresh: a, cached: c });
-            notes.push(`${backend} ${resources.toLocaleString('en-US')} resources: seeded in ${seconds(seedMs)}; fresh plan ${seconds(a.a.minMs)}..${seconds(a.a.maxMs)}, cached ${seconds(c.a.minMs)}..${seconds(c.a.maxMs)}, bare parse ${seconds(a.b.minMs)}..${seconds(a.b.maxMs)} (min..max)`);
+            notes.push(
+              `${backend} ${resources.toLocaleString('en-US')} resources: seeded in ${seconds(seedMs)}; fresh plan ${seconds(a.a.minMs)}..${seconds(a.a.maxMs)}, cached ${seconds(c.a.minMs)}..${seconds(c.a.maxMs)}, bare parse ${seconds(a.b.minMs)}..${seconds(a.b.maxMs)} (min..max)`,
+            );
           } finally {
             await serve.stop();
             rmSync(root, { recursive: true, force: true });
@@ -216,12 +265,32 @@ async function main() {
       const base = smaller ? pick(smaller).a.medianPeakMb : null;
       return peak === null || base === null ? null : ((peak - base) * 1024) / (m.resources - smaller!.resources);
     };
-    rows.push(row('dpctl plan, no changes, fresh process, --no-cache', m.backend, m.resources, m.fresh, perResource((x) => x.fresh), freshGoal(m.resources)));
-    rows.push(row('dpctl plan, no changes, fresh process, cache filled', m.backend, m.resources, m.cached, perResource((x) => x.cached), cachedGoal(m.resources)));
+    rows.push(
+      row(
+        'dpctl plan, no changes, fresh process, --no-cache',
+        m.backend,
+        m.resources,
+        m.fresh,
+        perResource((x) => x.fresh),
+        freshGoal(m.resources),
+      ),
+    );
+    rows.push(
+      row(
+        'dpctl plan, no changes, fresh process, cache filled',
+        m.backend,
+        m.resources,
+        m.cached,
+        perResource((x) => x.cached),
+        cachedGoal(m.resources),
+      ),
+    );
   }
   report(rows);
   console.log(`\n${notes.join('\n')}`);
-  console.log(`\n${machine()}; bench wall ${seconds(performance.now() - started)}. Each figure is the median of fresh processes alternated with the baseline (A B A B); ratio = median of per-pair ratios; peak MB = kernel max RSS of the dpctl process; KB/resource = growth of peak RSS per added resource from the next smaller size (needs two sizes).`);
+  console.log(
+    `\n${machine()}; bench wall ${seconds(performance.now() - started)}. Each figure is the median of fresh processes alternated with the baseline (A B A B); ratio = median of per-pair ratios; peak MB = kernel max RSS of the dpctl process; KB/resource = growth of peak RSS per added resource from the next smaller size (needs two sizes).`,
+  );
 }
 
 interface Goal {
@@ -236,7 +305,8 @@ function freshGoal(resources: number): Goal {
   const gb = resources >= 50_000;
   return {
     text: `< ${maxS} s, <= 1.3x parse, <= ${MAX_KB_PER_RESOURCE} KB/resource${gb ? ', < 1 GB' : ''}`,
-    met: (a, kb) => a.a.medianMs < maxS * 1000 && a.ratio <= 1.3 && (kb === null || kb <= MAX_KB_PER_RESOURCE) && (!gb || (a.a.medianPeakMb ?? 0) < 1024),
+    met: (a, kb) =>
+      a.a.medianMs < maxS * 1000 && a.ratio <= 1.3 && (kb === null || kb <= MAX_KB_PER_RESOURCE) && (!gb || (a.a.medianPeakMb ?? 0) < 1024),
   };
 }
 

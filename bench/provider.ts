@@ -116,7 +116,10 @@ class ServiceProcess {
   ) {}
 
   static async start(): Promise<ServiceProcess> {
-    const child = fork(fileURLToPath(import.meta.url), ['--role=service'], { execArgv: process.execArgv, stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+    const child = fork(fileURLToPath(import.meta.url), ['--role=service'], {
+      execArgv: process.execArgv,
+      stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+    });
     const ready = await new Promise<Ready>((resolve, reject) => {
       child.once('exit', (code) => reject(new Error(`service exited (${code}) before it was ready`)));
       child.on('message', (m: { type: string; ready?: Ready }) => m.type === 'ready' && resolve(m.ready!));
@@ -173,7 +176,9 @@ function yaml(size: number, dir: string) {
   for (let p = 0; p < projectsFor(size); p++) {
     const docs = [`apiVersion: dataplatform/v1\nkind: Project\nmetadata:\n  name: bench-${pad(p)}\nspec: {}\n`];
     for (let i = 0; i < PER_PROJECT; i++) {
-      docs.push(`apiVersion: dataplatform/v1\nkind: NotificationChannel\nmetadata:\n  name: ch-${String(i).padStart(3, '0')}\n  project: bench-${pad(p)}\n  labels: { team: data }\nspec:\n  type: email\n  config: { email_addresses: [team-${i}@example.com] }\n`);
+      docs.push(
+        `apiVersion: dataplatform/v1\nkind: NotificationChannel\nmetadata:\n  name: ch-${String(i).padStart(3, '0')}\n  project: bench-${pad(p)}\n  labels: { team: data }\nspec:\n  type: email\n  config: { email_addresses: [team-${i}@example.com] }\n`,
+      );
     }
     writeFileSync(join(dir, `bench-${pad(p)}.yaml`), docs.join('---\n'));
   }
@@ -217,7 +222,12 @@ function childOf(pid: number): number | undefined {
 
 let statsSeq = 0;
 
-async function measure(service: ServiceProcess, cmd: string, args: string[], options: { cwd?: string; env: NodeJS.ProcessEnv; okCodes?: number[]; name: string }): Promise<Measured> {
+async function measure(
+  service: ServiceProcess,
+  cmd: string,
+  args: string[],
+  options: { cwd?: string; env: NodeJS.ProcessEnv; okCodes?: number[]; name: string },
+): Promise<Measured> {
   const dir = mkdtempSync(join(tmpdir(), 'dp-bench-run-'));
   const timeFile = join(dir, 'time');
   const statsFile = join(dir, `provider-${statsSeq++}.jsonl`);
@@ -226,7 +236,11 @@ async function measure(service: ServiceProcess, cmd: string, args: string[], opt
     const started = performance.now();
     let timedOut = false;
     const { code, output } = await new Promise<{ code: number; output: string }>((resolve, reject) => {
-      const child = spawn('/usr/bin/time', ['-f', '%U %S %M', '-o', timeFile, cmd, ...args], { cwd: options.cwd, env: { ...options.env, DATAPLATFORM_PROVIDER_STATS: statsFile }, stdio: ['ignore', 'pipe', 'pipe'] });
+      const child = spawn('/usr/bin/time', ['-f', '%U %S %M', '-o', timeFile, cmd, ...args], {
+        cwd: options.cwd,
+        env: { ...options.env, DATAPLATFORM_PROVIDER_STATS: statsFile },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
       let output = '';
       const keep = (d: Buffer) => {
         output = (output + d.toString()).slice(-20_000);
@@ -249,14 +263,20 @@ async function measure(service: ServiceProcess, cmd: string, args: string[], opt
       });
     });
     const wallMs = performance.now() - started;
-    if (!timedOut && !(options.okCodes ?? [0]).includes(code)) throw new Error(`${options.name} exited with ${code}:\n${output.slice(-4000)}`);
+    if (!timedOut && !(options.okCodes ?? [0]).includes(code))
+      throw new Error(`${options.name} exited with ${code}:\n${output.slice(-4000)}`);
     const after = await service.counts();
     const [user, sys, kb] = readFileSync(timeFile, 'utf8').trim().split('\n').pop()!.split(' ').map(Number);
     const provider: ProviderStats = { processes: 0, cpuMs: 0, rpcs: {} };
     if (existsSync(statsFile)) {
       for (const line of readFileSync(statsFile, 'utf8').trim().split('\n')) {
         const s = JSON.parse(line) as { cpuMs: number; lifeMs: number; rpcs: Record<string, { calls: number; ms: number }> };
-        if (process.env.BENCH_VERBOSE) console.error(`  ${options.name}: provider process life ${s.lifeMs} ms, CPU ${s.cpuMs} ms, ${Object.entries(s.rpcs).map(([m, r]) => `${m} ${r.calls}x${(r.ms / r.calls).toFixed(1)}ms`).join(', ')}`);
+        if (process.env.BENCH_VERBOSE)
+          console.error(
+            `  ${options.name}: provider process life ${s.lifeMs} ms, CPU ${s.cpuMs} ms, ${Object.entries(s.rpcs)
+              .map(([m, r]) => `${m} ${r.calls}x${(r.ms / r.calls).toFixed(1)}ms`)
+              .join(', ')}`,
+          );
         provider.processes++;
         provider.cpuMs += s.cpuMs;
         for (const [m, r] of Object.entries(s.rpcs)) {
@@ -266,7 +286,9 @@ async function measure(service: ServiceProcess, cmd: string, args: string[], opt
         }
       }
     }
-    const service_ = Object.fromEntries(Object.keys(after).map((k) => [k, after[k as keyof Counted] - before[k as keyof Counted]])) as unknown as Counted;
+    const service_ = Object.fromEntries(
+      Object.keys(after).map((k) => [k, after[k as keyof Counted] - before[k as keyof Counted]]),
+    ) as unknown as Counted;
     return { wallMs, cpuMs: (user + sys) * 1000, peakMb: Math.round(kb / 1024), provider, service: service_, code, timedOut };
   } finally {
     rmSync(dir, { recursive: true, force: true });
@@ -280,7 +302,10 @@ async function measure(service: ServiceProcess, cmd: string, args: string[], opt
 async function startupOnce(entry: string, clientCert: string): Promise<number> {
   return new Promise((resolve, reject) => {
     const t0 = performance.now();
-    const child = spawn(process.execPath, [entry], { env: { PATH: process.env.PATH, TF_PLUGIN_MAGIC_COOKIE: MAGIC_COOKIE, PLUGIN_CLIENT_CERT: clientCert }, stdio: ['ignore', 'pipe', 'inherit'] });
+    const child = spawn(process.execPath, [entry], {
+      env: { PATH: process.env.PATH, TF_PLUGIN_MAGIC_COOKIE: MAGIC_COOKIE, PLUGIN_CLIENT_CERT: clientCert },
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
     child.stdout.once('data', (line: Buffer) => {
       const ms = performance.now() - t0;
       if (!line.toString().startsWith('1|6|unix|')) reject(new Error(`unexpected handshake: ${line}`));
@@ -295,18 +320,28 @@ async function startupOnce(entry: string, clientCert: string): Promise<number> {
 async function startupToSchemaOnce(entry: string, client: { certPem: string; keyPem: string }, Provider: any): Promise<number> {
   return new Promise((resolve, reject) => {
     const t0 = performance.now();
-    const child = spawn(process.execPath, [entry], { env: { PATH: process.env.PATH, TF_PLUGIN_MAGIC_COOKIE: MAGIC_COOKIE, PLUGIN_CLIENT_CERT: client.certPem }, stdio: ['ignore', 'pipe', 'inherit'] });
+    const child = spawn(process.execPath, [entry], {
+      env: { PATH: process.env.PATH, TF_PLUGIN_MAGIC_COOKIE: MAGIC_COOKIE, PLUGIN_CLIENT_CERT: client.certPem },
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
     child.once('error', reject);
     child.stdout.once('data', (line: Buffer) => {
       const [, , network, address, , certB64] = line.toString().trim().split('|');
       if (network !== 'unix') return reject(new Error(`unexpected handshake: ${line}`));
-      const serverPem = `-----BEGIN CERTIFICATE-----\n${Buffer.from(certB64, 'base64').toString('base64').replace(/(.{64})/g, '$1\n')}\n-----END CERTIFICATE-----\n`;
+      const serverPem = `-----BEGIN CERTIFICATE-----\n${Buffer.from(certB64, 'base64')
+        .toString('base64')
+        .replace(/(.{64})/g, '$1\n')}\n-----END CERTIFICATE-----\n`;
       const credentials = grpc.credentials.createSsl(Buffer.from(serverPem), Buffer.from(client.keyPem), Buffer.from(client.certPem));
-      const stub = new Provider(`unix:${address}`, credentials, { 'grpc.ssl_target_name_override': 'localhost', 'grpc.default_authority': 'localhost' });
+      const stub = new Provider(`unix:${address}`, credentials, {
+        'grpc.ssl_target_name_override': 'localhost',
+        'grpc.default_authority': 'localhost',
+      });
       stub.GetProviderSchema({}, (err: Error | null, res: { resource_schemas?: Record<string, unknown> }) => {
         const ms = performance.now() - t0;
         stub.close();
-        child.once('exit', () => (err ? reject(err) : Object.keys(res.resource_schemas ?? {}).length ? resolve(ms) : reject(new Error('empty schema'))));
+        child.once('exit', () =>
+          err ? reject(err) : Object.keys(res.resource_schemas ?? {}).length ? resolve(ms) : reject(new Error('empty schema')),
+        );
         child.kill('SIGTERM');
       });
     });
@@ -338,19 +373,47 @@ async function measureStartup(): Promise<BenchRow[]> {
     met: median(xs) < 300,
     load: machineLoad(),
   });
-  return [row('provider start-up, spawn -> handshake line', toHandshake), row('provider start-up, spawn -> first GetProviderSchema answered over mTLS gRPC', toSchema)];
+  return [
+    row('provider start-up, spawn -> handshake line', toHandshake),
+    row('provider start-up, spawn -> first GetProviderSchema answered over mTLS gRPC', toSchema),
+  ];
 }
 
 // ---------------------------------------------------------------------------------------------
 // The scenarios
 // ---------------------------------------------------------------------------------------------
 
-type Scenario = 'tf apply' | 'tf plan' | 'tf plan -refresh=false' | 'dpctl apply' | 'dpctl plan' | 'dpctl drift' | 'tf apply -parallelism=30' | 'tf plan -parallelism=30' | 'tf apply (pg backend)' | 'tf plan (pg backend)' | 'tf plan -refresh=false (pg backend)';
-const SCENARIOS: Scenario[] = ['tf apply', 'tf plan', 'tf plan -refresh=false', 'dpctl apply', 'dpctl plan', 'dpctl drift', 'tf apply -parallelism=30', 'tf plan -parallelism=30', 'tf apply (pg backend)', 'tf plan (pg backend)', 'tf plan -refresh=false (pg backend)'];
+type Scenario =
+  | 'tf apply'
+  | 'tf plan'
+  | 'tf plan -refresh=false'
+  | 'dpctl apply'
+  | 'dpctl plan'
+  | 'dpctl drift'
+  | 'tf apply -parallelism=30'
+  | 'tf plan -parallelism=30'
+  | 'tf apply (pg backend)'
+  | 'tf plan (pg backend)'
+  | 'tf plan -refresh=false (pg backend)';
+const SCENARIOS: Scenario[] = [
+  'tf apply',
+  'tf plan',
+  'tf plan -refresh=false',
+  'dpctl apply',
+  'dpctl plan',
+  'dpctl drift',
+  'tf apply -parallelism=30',
+  'tf plan -parallelism=30',
+  'tf apply (pg backend)',
+  'tf plan (pg backend)',
+  'tf plan -refresh=false (pg backend)',
+];
 
 function run(cmd: string, args: string[], options: { cwd?: string; env: NodeJS.ProcessEnv }): Promise<{ code: number; out: string }> {
   return new Promise((resolve) => {
-    execFile(cmd, args, { ...options, maxBuffer: 256 << 20 }, (err, stdout, stderr) => resolve({ code: err ? (typeof err.code === 'number' ? err.code : 1) : 0, out: `${stdout}\n${stderr}` }));
+    execFile(cmd, args, { ...options, maxBuffer: 256 << 20 }, (err, stdout, stderr) =>
+      resolve({ code: err ? (typeof err.code === 'number' ? err.code : 1) : 0, out: `${stdout}\n${stderr}` }),
+    );
   });
 }
 
@@ -375,7 +438,10 @@ async function main() {
     const mirror = join(work, 'mirror');
     await installProvider({ dir: mirror, platforms: ['linux_amd64'] });
     const cliConfig = join(work, 'cli.tfrc');
-    writeFileSync(cliConfig, `provider_installation {\n  filesystem_mirror {\n    path    = "${mirror}"\n    include = ["${PROVIDER_HOST}/${PROVIDER_SOURCE}"]\n  }\n  direct {\n    exclude = ["${PROVIDER_HOST}/${PROVIDER_SOURCE}"]\n  }\n}\n`);
+    writeFileSync(
+      cliConfig,
+      `provider_installation {\n  filesystem_mirror {\n    path    = "${mirror}"\n    include = ["${PROVIDER_HOST}/${PROVIDER_SOURCE}"]\n  }\n  direct {\n    exclude = ["${PROVIDER_HOST}/${PROVIDER_SOURCE}"]\n  }\n}\n`,
+    );
     // BENCH_CPU_PROF=<dir>: every provider process writes a V8 CPU profile there. `--cpu-prof` is
     // refused in NODE_OPTIONS, so Terraform runs a launcher that passes it (a dev override).
     const profDir = process.env.BENCH_CPU_PROF;
@@ -383,8 +449,15 @@ async function main() {
       const { PROVIDER_ENTRY } = await import('../src/provider/install.js');
       const launcher = join(work, 'launcher');
       mkdirSync(launcher);
-      writeFileSync(join(launcher, 'terraform-provider-dataplatform'), `#!/bin/sh\nexec "${process.execPath}" --cpu-prof --cpu-prof-dir="${profDir}" "${PROVIDER_ENTRY}" "$@"\n`, { mode: 0o755 });
-      writeFileSync(cliConfig, `provider_installation {\n  dev_overrides {\n    "${PROVIDER_SOURCE}" = "${launcher}"\n  }\n  direct {}\n}\n`);
+      writeFileSync(
+        join(launcher, 'terraform-provider-dataplatform'),
+        `#!/bin/sh\nexec "${process.execPath}" --cpu-prof --cpu-prof-dir="${profDir}" "${PROVIDER_ENTRY}" "$@"\n`,
+        { mode: 0o755 },
+      );
+      writeFileSync(
+        cliConfig,
+        `provider_installation {\n  dev_overrides {\n    "${PROVIDER_SOURCE}" = "${launcher}"\n  }\n  direct {}\n}\n`,
+      );
     }
     const baseEnv: NodeJS.ProcessEnv = {
       PATH: process.env.PATH,
@@ -406,20 +479,26 @@ async function main() {
       const tfDir = join(work, `tf-${size}`);
       mkdirSync(tfDir);
       writeFileSync(join(tfDir, 'main.tf'), hcl(size));
-      const init = profDir ? { code: 0, out: '' } : await run('terraform', ['init', '-input=false', '-no-color'], { cwd: tfDir, env: baseEnv });
+      const init = profDir
+        ? { code: 0, out: '' }
+        : await run('terraform', ['init', '-input=false', '-no-color'], { cwd: tfDir, env: baseEnv });
       if (init.code !== 0) throw new Error(`terraform init failed:\n${init.out}`);
       const pgDir = join(work, `tf-${size}-pg`);
       if (pgServer) {
         mkdirSync(pgDir);
         writeFileSync(join(pgDir, 'main.tf'), hcl(size).replace('terraform {\n', 'terraform {\n  backend "pg" {}\n'));
-        const pgInit = await run('terraform', ['init', '-input=false', '-no-color'], { cwd: pgDir, env: { ...baseEnv, PG_CONN_STR: `${pgServer.url}?sslmode=disable`, PG_SCHEMA_NAME: 'init' } });
+        const pgInit = await run('terraform', ['init', '-input=false', '-no-color'], {
+          cwd: pgDir,
+          env: { ...baseEnv, PG_CONN_STR: `${pgServer.url}?sslmode=disable`, PG_SCHEMA_NAME: 'init' },
+        });
         if (pgInit.code !== 0) throw new Error(`terraform init (pg backend) failed:\n${pgInit.out}`);
       }
       const yamlDir = join(work, `yaml-${size}`);
       yaml(size, yamlDir);
       const resources = projectsFor(size) * (PER_PROJECT + 1);
       const results = new Map<Scenario, Measured[]>(SCENARIOS.map((s) => [s, []]));
-      const tf = (args: string[], env: NodeJS.ProcessEnv, name: string, okCodes = [0]) => measure(service, 'terraform', args, { cwd: tfDir, env, name, okCodes });
+      const tf = (args: string[], env: NodeJS.ProcessEnv, name: string, okCodes = [0]) =>
+        measure(service, 'terraform', args, { cwd: tfDir, env, name, okCodes });
       const freshState = () => {
         for (const f of ['terraform.tfstate', 'terraform.tfstate.backup']) rmSync(join(tfDir, f), { force: true });
       };
@@ -443,7 +522,8 @@ async function main() {
         }
         if (wanted('dpctl')) {
           const env = await freshTenant();
-          const dpctl = (scenario: Scenario, args: string[], okCodes = [0]) => measure(service, process.execPath, [DPCTL, ...args], { env, name: scenario, okCodes });
+          const dpctl = (scenario: Scenario, args: string[], okCodes = [0]) =>
+            measure(service, process.execPath, [DPCTL, ...args], { env, name: scenario, okCodes });
           results.get('dpctl apply')!.push(await dpctl('dpctl apply', ['apply', yamlDir, '--source-id', SOURCE]));
           results.get('dpctl plan')!.push(await dpctl('dpctl plan', ['plan', yamlDir, '--source-id', SOURCE]));
           results.get('dpctl drift')!.push(await dpctl('dpctl drift', ['drift', yamlDir, '--source-id', SOURCE]));
@@ -451,19 +531,37 @@ async function main() {
         if (wanted('tf apply -parallelism=30')) {
           const env = await freshTenant();
           freshState();
-          const applied = await tf(['apply', '-auto-approve', '-input=false', '-no-color', '-parallelism=30'], env, 'terraform apply -parallelism=30');
+          const applied = await tf(
+            ['apply', '-auto-approve', '-input=false', '-no-color', '-parallelism=30'],
+            env,
+            'terraform apply -parallelism=30',
+          );
           results.get('tf apply -parallelism=30')!.push(applied);
           if (!applied.timedOut) await noOpPlan('tf plan -parallelism=30', ['-parallelism=30'], env);
         }
         if (pgServer) {
           const env = { ...(await freshTenant()), PG_CONN_STR: `${pgServer.url}?sslmode=disable`, PG_SCHEMA_NAME: `state_${size}_${i}` };
-          const applied = await measure(service, 'terraform', ['apply', '-auto-approve', '-input=false', '-no-color'], { cwd: pgDir, env, name: 'terraform apply (pg backend)' });
+          const applied = await measure(service, 'terraform', ['apply', '-auto-approve', '-input=false', '-no-color'], {
+            cwd: pgDir,
+            env,
+            name: 'terraform apply (pg backend)',
+          });
           results.get('tf apply (pg backend)')!.push(applied);
           if (!applied.timedOut) {
-            const m = await measure(service, 'terraform', ['plan', '-detailed-exitcode', '-input=false', '-no-color'], { cwd: pgDir, env, name: 'terraform plan (pg backend)', okCodes: [0, 2] });
+            const m = await measure(service, 'terraform', ['plan', '-detailed-exitcode', '-input=false', '-no-color'], {
+              cwd: pgDir,
+              env,
+              name: 'terraform plan (pg backend)',
+              okCodes: [0, 2],
+            });
             if (m.code !== 0) failed = true;
             results.get('tf plan (pg backend)')!.push(m);
-            const r = await measure(service, 'terraform', ['plan', '-detailed-exitcode', '-input=false', '-no-color', '-refresh=false'], { cwd: pgDir, env, name: 'terraform plan -refresh=false (pg backend)', okCodes: [0, 2] });
+            const r = await measure(service, 'terraform', ['plan', '-detailed-exitcode', '-input=false', '-no-color', '-refresh=false'], {
+              cwd: pgDir,
+              env,
+              name: 'terraform plan -refresh=false (pg backend)',
+              okCodes: [0, 2],
+            });
             if (r.code !== 0) failed = true;
             results.get('tf plan -refresh=false (pg backend)')!.push(r);
           }
@@ -473,7 +571,16 @@ async function main() {
 
       const med = (s: Scenario, f: (m: Measured) => number) => median(results.get(s)!.map(f));
       const has = (s: Scenario) => results.get(s)!.length > 0;
-      const baselineOf: Partial<Record<Scenario, Scenario>> = { 'tf apply': 'dpctl apply', 'tf apply -parallelism=30': 'dpctl apply', 'tf apply (pg backend)': 'dpctl apply', 'tf plan (pg backend)': 'dpctl plan', 'tf plan -refresh=false (pg backend)': 'dpctl plan', 'tf plan': 'dpctl plan', 'tf plan -parallelism=30': 'dpctl plan', 'tf plan -refresh=false': 'dpctl plan' };
+      const baselineOf: Partial<Record<Scenario, Scenario>> = {
+        'tf apply': 'dpctl apply',
+        'tf apply -parallelism=30': 'dpctl apply',
+        'tf apply (pg backend)': 'dpctl apply',
+        'tf plan (pg backend)': 'dpctl plan',
+        'tf plan -refresh=false (pg backend)': 'dpctl plan',
+        'tf plan': 'dpctl plan',
+        'tf plan -parallelism=30': 'dpctl plan',
+        'tf plan -refresh=false': 'dpctl plan',
+      };
       for (const s of SCENARIOS) {
         if (!has(s)) continue;
         const b = baselineOf[s];
@@ -496,7 +603,10 @@ async function main() {
           load: machineLoad(),
         });
         const rpc = (name: string) => {
-          const xs = results.get(s)!.map((m) => m.provider.rpcs[name]).filter(Boolean);
+          const xs = results
+            .get(s)!
+            .map((m) => m.provider.rpcs[name])
+            .filter(Boolean);
           return xs.length ? `${median(xs.map((r) => r.calls))} x ${median(xs.map((r) => r.ms / r.calls)).toFixed(1)} ms` : '-';
         };
         const wall = med(s, (m) => m.wallMs);
@@ -510,7 +620,11 @@ async function main() {
           s.startsWith('tf') ? `${seconds(providerCpu)} (${med(s, (m) => m.provider.processes)} processes)` : seconds(total),
           seconds(med(s, (m) => m.service.cpuMs)),
           `${med(s, (m) => m.service.requests - m.service.logins)} (${med(s, (m) => m.service.lists)} lists, ${med(s, (m) => m.service.gets)} GETs, ${med(s, (m) => m.service.writes)} writes) + ${med(s, (m) => m.service.logins)} logins`,
-          s.startsWith('tf') ? ['PlanResourceChange', 'ApplyResourceChange', 'ReadResource', 'UpgradeResourceState', 'ValidateResourceConfig'].map((n) => `${n.replace('Resource', '').replace('Change', '')} ${rpc(n)}`).join('; ') : '-',
+          s.startsWith('tf')
+            ? ['PlanResourceChange', 'ApplyResourceChange', 'ReadResource', 'UpgradeResourceState', 'ValidateResourceConfig']
+                .map((n) => `${n.replace('Resource', '').replace('Change', '')} ${rpc(n)}`)
+                .join('; ')
+            : '-',
         ]);
       }
     }
@@ -521,11 +635,24 @@ async function main() {
     rmSync(work, { recursive: true, force: true });
   }
   report(rows);
-  console.log('\nWhere the time goes (medians; CPU is user + system; "terraform core" is Terraform\'s CPU minus its provider processes\'):\n');
-  const header = ['resources', 'command', 'wall', 'terraform core CPU', 'provider CPU (dpctl: its CPU)', 'service CPU', 'API calls', 'provider RPCs: calls x mean ms'];
+  console.log(
+    '\nWhere the time goes (medians; CPU is user + system; "terraform core" is Terraform\'s CPU minus its provider processes\'):\n',
+  );
+  const header = [
+    'resources',
+    'command',
+    'wall',
+    'terraform core CPU',
+    'provider CPU (dpctl: its CPU)',
+    'service CPU',
+    'API calls',
+    'provider RPCs: calls x mean ms',
+  ];
   const line = (c: string[]) => `| ${c.join(' | ')} |`;
   console.log([line(header), `|${header.map(() => '---').join('|')}|`, ...detail.map(line)].join('\n'));
-  console.log(`\n${machine()}; ${process.env.BENCH_RUNS ?? 3} runs per size below 5,000 (${process.env.BENCH_RUNS_LARGE ?? 1} at 5,000 and more); service in a child process (SQLite).`);
+  console.log(
+    `\n${machine()}; ${process.env.BENCH_RUNS ?? 3} runs per size below 5,000 (${process.env.BENCH_RUNS_LARGE ?? 1} at 5,000 and more); service in a child process (SQLite).`,
+  );
   if (failed) process.exitCode = 1;
 }
 

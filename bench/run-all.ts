@@ -60,7 +60,19 @@ function runBench(name: string, resultsFile: string): Promise<{ code: number; se
 }
 
 function failedRow(bench: string, code: number): BenchRow {
-  return { bench, scenario: `bench exited with ${code} (see its output)`, backend: '-', size: 0, product: '-', baseline: '-', ratio: null, peakMb: null, goal: '-', met: false, load: machineLoad() };
+  return {
+    bench,
+    scenario: `bench exited with ${code} (see its output)`,
+    backend: '-',
+    size: 0,
+    product: '-',
+    baseline: '-',
+    ratio: null,
+    peakMb: null,
+    goal: '-',
+    met: false,
+    load: machineLoad(),
+  };
 }
 
 function readRows(file: string): BenchRow[] {
@@ -104,7 +116,9 @@ async function main() {
     const date = new Date().toISOString().slice(0, 10);
     const measured: StoredRow[] = [...readRows(resultsFile), ...failures].map((r) => ({ ...r, date }));
     const kept = keptRows(chosen);
-    const rows: StoredRow[] = [...measured, ...kept].sort((a, b) => BENCHES.indexOf(a.bench as (typeof BENCHES)[number]) - BENCHES.indexOf(b.bench as (typeof BENCHES)[number]));
+    const rows: StoredRow[] = [...measured, ...kept].sort(
+      (a, b) => BENCHES.indexOf(a.bench as (typeof BENCHES)[number]) - BENCHES.indexOf(b.bench as (typeof BENCHES)[number]),
+    );
     const narrowed = ['BENCH_SIZES', 'BENCH_BACKENDS', 'BENCH_ONLY'].filter((k) => process.env[k]).map((k) => `${k}=${process.env[k]}`);
     const header = [
       `Measured ${date} on ${machine()} with \`${narrowed.length ? `${narrowed.join(' ')} ` : ''}npm run bench\` (${timings.join(', ')}).`,

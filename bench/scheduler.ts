@@ -70,7 +70,9 @@ async function waitForQuiet(expressions: string[], ms: number): Promise<number> 
     const blocking = busy.filter((t) => t <= now + ms);
     if (!blocking.length) return Date.now() - started;
     const until = Math.max(...blocking) + WAVE_MS + 1_000;
-    console.log(`  waiting ${Math.round((until - now) / 1000)} s for the tick at ${new Date(Math.max(...blocking)).toISOString()} and its wave to pass`);
+    console.log(
+      `  waiting ${Math.round((until - now) / 1000)} s for the tick at ${new Date(Math.max(...blocking)).toISOString()} and its wave to pass`,
+    );
     await sleep(until - now);
   }
 }
@@ -89,7 +91,9 @@ async function backendCpuMs(adminUrl: string, database: string): Promise<Map<num
   const client = new pg.Client({ connectionString: adminUrl });
   await client.connect();
   try {
-    const pids = (await client.query<{ pid: number }>('SELECT pid FROM pg_stat_activity WHERE datname = $1', [database])).rows.map((r) => r.pid);
+    const pids = (await client.query<{ pid: number }>('SELECT pid FROM pg_stat_activity WHERE datname = $1', [database])).rows.map(
+      (r) => r.pid,
+    );
     const out = new Map<number, number>();
     for (const pid of pids) {
       try {
@@ -111,7 +115,8 @@ async function backendCpuMs(adminUrl: string, database: string): Promise<Map<num
  * meanwhile all of its time (its start-up included). One that ended meanwhile is missed (an undercount:
  * the pool keeps a used connection for 10 s, the scheduler uses one every 5 s).
  */
-const backendDelta = (before: Map<number, number>, after: Map<number, number>) => [...after].reduce((sum, [pid, ms]) => sum + ms - (before.get(pid) ?? 0), 0);
+const backendDelta = (before: Map<number, number>, after: Map<number, number>) =>
+  [...after].reduce((sum, [pid, ms]) => sum + ms - (before.get(pid) ?? 0), 0);
 
 const percentile = (xs: number[], q: number) => {
   const s = [...xs].sort((a, b) => a - b);
@@ -119,7 +124,11 @@ const percentile = (xs: number[], q: number) => {
 };
 
 /** Open loop: one request every 1000/rate ms for `seconds`, latencies of the 200s; failures counted. */
-async function probe(s: Service, seconds: number, rate: number): Promise<{ p99: number; p50: number; max: number; count: number; failures: number }> {
+async function probe(
+  s: Service,
+  seconds: number,
+  rate: number,
+): Promise<{ p99: number; p50: number; max: number; count: number; failures: number }> {
   const http = new TestHttp(s.server.ready.caPath);
   const url = `https://${hostOf(OTHER_TENANT)}:${s.server.ready.port}/api/v1/projects/${s.server.ready.otherProjectId}/connectors?limit=10`;
   const token = s.server.ready.otherApiKey!;
@@ -148,7 +157,13 @@ async function probe(s: Service, seconds: number, rate: number): Promise<{ p99: 
   } finally {
     await http.close();
   }
-  return { p99: percentile(latencies, 0.99), p50: percentile(latencies, 0.5), max: Math.max(...latencies), count: latencies.length, failures };
+  return {
+    p99: percentile(latencies, 0.99),
+    p50: percentile(latencies, 0.5),
+    max: Math.max(...latencies),
+    count: latencies.length,
+    failures,
+  };
 }
 
 async function main() {
@@ -163,11 +178,15 @@ async function main() {
   const pgSync = process.env.BENCH_PG_SYNC || 'off';
   const frequent = Object.keys(mix).filter((e) => e !== YEARLY);
   const total = Object.values(mix).reduce((a, b) => a + b, 0);
-  const mixText = Object.entries(mix).map(([e, w]) => `${Math.round((w / total) * 1000) / 10} % \`${e}\``).join(', ');
+  const mixText = Object.entries(mix)
+    .map(([e, w]) => `${Math.round((w / total) * 1000) / 10} % \`${e}\``)
+    .join(', ');
 
   console.log('Data Platform Management API: idle scheduler benchmark (bench/scheduler.ts)');
   console.log(`machine: ${machine()}, load ${machineLoad()}`);
-  console.log(`settings: ${count.toLocaleString('en-US')} scheduled connectors (${mixText}) vs an empty database; ${backends.join(' and ')}; ${rounds} idle windows of ${idleSeconds} s; probe ${probeRate} req/s for ${probeSeconds} s x ${rounds} rounds each`);
+  console.log(
+    `settings: ${count.toLocaleString('en-US')} scheduled connectors (${mixText}) vs an empty database; ${backends.join(' and ')}; ${rounds} idle windows of ${idleSeconds} s; probe ${probeRate} req/s for ${probeSeconds} s x ${rounds} rounds each`,
+  );
   console.log(`durability: SQLite ${DURABILITY.sqlite} | PostgreSQL ${DURABILITY.postgres(pgSync)}`);
 
   const pgServer = backends.includes('postgres') ? await startThrowawayPostgres(pgSettings(pgSync)) : undefined;
@@ -195,17 +214,27 @@ async function main() {
     await sleep(settleSeconds * 1000);
 
     // 1. CPU over idle windows, every service in the same window.
-    const cpu = new Map<string, { service: number[]; backends: number[]; ticks: number[] }>(services.map((s) => [s.label, { service: [], backends: [], ticks: [] }]));
+    const cpu = new Map<string, { service: number[]; backends: number[]; ticks: number[] }>(
+      services.map((s) => [s.label, { service: [], backends: [], ticks: [] }]),
+    );
     for (let r = 0; r < rounds; r++) {
       await waitForQuiet(frequent, idleSeconds * 1000);
       const before = await Promise.all(
-        services.map(async (s) => ({ usage: await s.server.usage(), pg: s.database ? await backendCpuMs(pgServer!.url, s.database) : new Map<number, number>(), ticks: await s.server.ticks() })),
+        services.map(async (s) => ({
+          usage: await s.server.usage(),
+          pg: s.database ? await backendCpuMs(pgServer!.url, s.database) : new Map<number, number>(),
+          ticks: await s.server.ticks(),
+        })),
       );
       const t0 = performance.now();
       await sleep(idleSeconds * 1000);
       const wall = performance.now() - t0;
       const after = await Promise.all(
-        services.map(async (s) => ({ usage: await s.server.usage(), pg: s.database ? await backendCpuMs(pgServer!.url, s.database) : new Map<number, number>(), ticks: await s.server.ticks() })),
+        services.map(async (s) => ({
+          usage: await s.server.usage(),
+          pg: s.database ? await backendCpuMs(pgServer!.url, s.database) : new Map<number, number>(),
+          ticks: await s.server.ticks(),
+        })),
       );
       for (const [i, s] of services.entries()) {
         const c = cpu.get(s.label)!;
@@ -225,7 +254,9 @@ async function main() {
       for (const s of services) {
         const p = await probe(s, probeSeconds, probeRate);
         probes.get(s.label)!.push(p);
-        console.log(`  probe round ${r + 1} ${s.label}: ${p.count} x 200, p50 ${p.p50.toFixed(1)} ms, p99 ${p.p99.toFixed(1)} ms, max ${p.max.toFixed(1)} ms${p.failures ? `, ${p.failures} FAILED` : ''}`);
+        console.log(
+          `  probe round ${r + 1} ${s.label}: ${p.count} x 200, p50 ${p.p50.toFixed(1)} ms, p99 ${p.p99.toFixed(1)} ms, max ${p.max.toFixed(1)} ms${p.failures ? `, ${p.failures} FAILED` : ''}`,
+        );
       }
     }
 
@@ -236,11 +267,13 @@ async function main() {
       const cf = cpu.get(full.label)!;
       const ce = cpu.get(empty.label)!;
       const fullCpu = median(cf.service);
-      const pgNote = backend === 'postgres' ? `; its PG backends ${median(cf.backends).toFixed(2)} % (empty ${median(ce.backends).toFixed(2)} %)` : '';
+      const pgNote =
+        backend === 'postgres' ? `; its PG backends ${median(cf.backends).toFixed(2)} % (empty ${median(ce.backends).toFixed(2)} %)` : '';
       rows.push({
         bench: 'scheduler',
         scenario: `idle service CPU over ${idleSeconds} s, ${count.toLocaleString('en-US')} scheduled connectors (${mixText}); ticks claimed in the windows: ${cf.ticks.join(', ')}${pgNote}`,
-        backend, size: count,
+        backend,
+        size: count,
         product: `${fullCpu.toFixed(2)} % of a core`,
         baseline: `empty database ${median(ce.service).toFixed(2)} %`,
         ratio: null,
@@ -256,7 +289,8 @@ async function main() {
       rows.push({
         bench: 'scheduler',
         scenario: `other tenant's GET connectors?limit=10 at ${probeRate} req/s (open loop), p99${failures ? ` (${failures} requests FAILED)` : ''}`,
-        backend, size: count,
+        backend,
+        size: count,
         product: `p99 ${median(pf.map((p) => p.p99)).toFixed(1)} ms`,
         baseline: `empty database p99 ${median(pe.map((p) => p.p99)).toFixed(1)} ms`,
         ratio,
@@ -273,7 +307,9 @@ async function main() {
   console.log('');
   report(rows);
   console.log('');
-  console.log(`CPU: % of one core over the window, median of ${rounds} windows. p99 ratio: median of per-round ratios (full and empty alternated). Durability: SQLite ${DURABILITY.sqlite}; PostgreSQL ${DURABILITY.postgres(pgSync)}.`);
+  console.log(
+    `CPU: % of one core over the window, median of ${rounds} windows. p99 ratio: median of per-round ratios (full and empty alternated). Durability: SQLite ${DURABILITY.sqlite}; PostgreSQL ${DURABILITY.postgres(pgSync)}.`,
+  );
 }
 
 try {

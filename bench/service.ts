@@ -76,7 +76,11 @@ export const DURABILITY = {
 };
 
 /** PostgreSQL settings of the benches: the durability above, and room for several services' pools. */
-export const pgSettings = (sync = process.env.BENCH_PG_SYNC || 'off') => ({ fsync: 'on', synchronous_commit: sync, max_connections: '200' });
+export const pgSettings = (sync = process.env.BENCH_PG_SYNC || 'off') => ({
+  fsync: 'on',
+  synchronous_commit: sync,
+  max_connections: '200',
+});
 
 /** A fresh database on the throwaway server, so every service starts empty. */
 export async function freshDatabase(adminUrl: string, name: string): Promise<string> {
@@ -140,7 +144,12 @@ function serveParent(ready: Ready, close: () => Promise<void>, ticks?: () => Pro
   process.on('disconnect', () => process.exit(1));
   process.on('message', (msg: ToChild) => {
     if (msg.type === 'cpu') {
-      process.send!({ id: msg.id, cpu: process.cpuUsage(), rssMb: Math.round(process.memoryUsage().rss / 2 ** 20), maxRssMb: Math.round(process.resourceUsage().maxRSS / 1024) } satisfies FromChild);
+      process.send!({
+        id: msg.id,
+        cpu: process.cpuUsage(),
+        rssMb: Math.round(process.memoryUsage().rss / 2 ** 20),
+        maxRssMb: Math.round(process.resourceUsage().maxRSS / 1024),
+      } satisfies FromChild);
     }
     if (msg.type === 'ticks') {
       (ticks ?? (async () => 0))().then(
@@ -201,12 +210,22 @@ async function runServiceServer() {
     await ensureTenantWithAdmin(ctx, slug, email, password);
     const login = await ok('POST', '/auth/login', '', { email, password }, 200);
     const project = await ok('POST', '/projects', login.access_token, { name: 'bench' }, 201);
-    const key = await ok('POST', `/projects/${project.id}/api-keys`, login.access_token, { name: 'bench-key', permission_level: 'read-write' }, 201);
+    const key = await ok(
+      'POST',
+      `/projects/${project.id}/api-keys`,
+      login.access_token,
+      { name: 'bench-key', permission_level: 'read-write' },
+      201,
+    );
     if (seed > 0) {
       // One connector through the API as the template (its stored form: defaults, sealed secrets), the rest straight into the store.
       const expressions = mix ? Object.entries(mix).flatMap(([expr, weight]) => Array<string>(weight).fill(expr)) : ['0 0 1 1 *'];
       const type = config.connectorType ?? 'postgresql';
-      const body = { ...connectorBody('seed-0', expressions[0]), connector_type: type, ...(type === 'postgresql' ? {} : { config: undefined, credentials: undefined, selected_tables: ['Account'] }) };
+      const body = {
+        ...connectorBody('seed-0', expressions[0]),
+        connector_type: type,
+        ...(type === 'postgresql' ? {} : { config: undefined, credentials: undefined, selected_tables: ['Account'] }),
+      };
       if (!mix) delete (body as { schedule?: string }).schedule;
       const template = await ok('POST', `/projects/${project.id}/connectors`, key.key, body, 201);
       const tenantId = (await ctx.tenants.bySlug(slug))!.id;
@@ -219,7 +238,10 @@ async function runServiceServer() {
             const now = nowIso();
             const data: Record<string, unknown> = { ...stored.data, id, name, created_at: now, updated_at: now };
             if (mix) data.schedule = expressions[j % expressions.length];
-            await ctx.resources.insert({ id, tenantId, projectId: project.id, kind: 'connector', parentId: '', name, data, secrets: stored.secrets }, q);
+            await ctx.resources.insert(
+              { id, tenantId, projectId: project.id, kind: 'connector', parentId: '', name, data, secrets: stored.secrets },
+              q,
+            );
           }
         });
       }
@@ -366,7 +388,8 @@ export interface Measured {
   problem?: string;
 }
 
-const percentile = (sorted: Float64Array, q: number) => (sorted.length ? sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))] : NaN);
+const percentile = (sorted: Float64Array, q: number) =>
+  sorted.length ? sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))] : NaN;
 
 export async function measure(target: Target, seconds: number, connections: number): Promise<Measured> {
   const tls = new TlsVerification();
@@ -405,7 +428,13 @@ export async function measure(target: Target, seconds: number, connections: numb
   const after = await target.server.usage();
   const sorted = Float64Array.from(latencies).sort();
   const clean =
-    result.non2xx === 0 && result.errors === 0 && result.mismatches === 0 && latencies.length > 0 && tls.handshakes > 0 && tls.failures.size === 0 && (result.statusCodeStats[String(target.expectedStatus)]?.count ?? 0) === latencies.length;
+    result.non2xx === 0 &&
+    result.errors === 0 &&
+    result.mismatches === 0 &&
+    latencies.length > 0 &&
+    tls.handshakes > 0 &&
+    tls.failures.size === 0 &&
+    (result.statusCodeStats[String(target.expectedStatus)]?.count ?? 0) === latencies.length;
   const problem = clean
     ? undefined
     : `${target.name}: non-2xx ${result.non2xx}, errors ${result.errors}, mismatches ${result.mismatches}, TLS ${tls.verified}/${tls.handshakes}${[...unexpected].map(([s, t]) => `; status ${s}: ${t}`).join('')}${[...errors].map(([m, n]) => `; ${n}x ${m}`).join('')}`;
@@ -426,7 +455,10 @@ async function fetchOnce(target: Target): Promise<{ status: number; text: string
   const { TestHttp } = await import('../test/support/http.js');
   const http = new TestHttp(target.server.ready.caPath);
   try {
-    const res = await http.call(target.method, `https://${target.tenantHost}:${target.server.ready.port}${target.path}`, { headers: target.headers, raw: target.body?.() });
+    const res = await http.call(target.method, `https://${target.tenantHost}:${target.server.ready.port}${target.path}`, {
+      headers: target.headers,
+      raw: target.body?.(),
+    });
     return { status: res.status, text: res.text };
   } finally {
     await http.close();
@@ -435,7 +467,8 @@ async function fetchOnce(target: Target): Promise<{ status: number; text: string
 
 async function preflight(target: Target): Promise<void> {
   const res = await fetchOnce(target);
-  if (res.status !== target.expectedStatus) throw new Error(`${target.name}: expected ${target.expectedStatus}, got ${res.status}: ${res.text.slice(0, 300)}`);
+  if (res.status !== target.expectedStatus)
+    throw new Error(`${target.name}: expected ${target.expectedStatus}, got ${res.status}: ${res.text.slice(0, 300)}`);
   if (target.verifyBody && !target.verifyBody(res.text)) throw new Error(`${target.name}: unexpected body: ${res.text.slice(0, 300)}`);
 }
 
@@ -443,7 +476,10 @@ async function preflight(target: Target): Promise<void> {
  * Measures the targets in alternation, A B C A B C ..., `rounds` times, after one warm-up each.
  * Returns each target's rounds.
  */
-async function alternated(targets: Target[], o: { rounds: number; seconds: number; warmup: number; connections: number; verbose: boolean }): Promise<Measured[][]> {
+async function alternated(
+  targets: Target[],
+  o: { rounds: number; seconds: number; warmup: number; connections: number; verbose: boolean },
+): Promise<Measured[][]> {
   for (const t of targets) await preflight(t);
   if (o.warmup > 0) for (const t of targets) await measure(t, o.warmup, o.connections);
   const out: Measured[][] = targets.map(() => []);
@@ -451,7 +487,10 @@ async function alternated(targets: Target[], o: { rounds: number; seconds: numbe
     for (const [i, t] of targets.entries()) {
       const m = await measure(t, o.seconds, o.connections);
       out[i].push(m);
-      if (o.verbose) console.log(`  round ${r + 1} ${t.name}: ${m.reqPerSec.toFixed(0)} req/s, p50 ${m.p50.toFixed(1)} ms, p99 ${m.p99.toFixed(1)} ms, service CPU ${m.serverCpuPct.toFixed(0)}%${m.clean ? '' : ' NOT CLEAN'}`);
+      if (o.verbose)
+        console.log(
+          `  round ${r + 1} ${t.name}: ${m.reqPerSec.toFixed(0)} req/s, p50 ${m.p50.toFixed(1)} ms, p99 ${m.p99.toFixed(1)} ms, service CPU ${m.serverCpuPct.toFixed(0)}%${m.clean ? '' : ' NOT CLEAN'}`,
+        );
     }
   }
   return out;
@@ -475,7 +514,9 @@ async function main() {
 
   console.log('Data Platform Management API: service benchmark (bench/service.ts)');
   console.log(`machine: ${machine()}, load ${machineLoad()}`);
-  console.log(`settings: sizes ${sizes.join(', ')}; ${backends.join(' and ')}; ${rounds} alternated rounds of ${seconds} s per target after ${warmup} s warm-up; ${connections} connections, HTTP/1.1 keep-alive over TLS; autocannon here, each server in its own child process`);
+  console.log(
+    `settings: sizes ${sizes.join(', ')}; ${backends.join(' and ')}; ${rounds} alternated rounds of ${seconds} s per target after ${warmup} s warm-up; ${connections} connections, HTTP/1.1 keep-alive over TLS; autocannon here, each server in its own child process`,
+  );
   console.log(`durability: SQLite ${DURABILITY.sqlite} | PostgreSQL ${DURABILITY.postgres(pgSync)}`);
   console.log('');
 
@@ -494,7 +535,9 @@ async function main() {
           const databaseUrl = backend === 'postgres' ? await freshDatabase(pgServer!.url, `bench_${size}`) : undefined;
           const server = await ServerProcess.service({ databaseUrl, connectors: size });
           servers.set(backend, server);
-          console.log(`${backend}, ${size.toLocaleString('en-US')} connectors: service ready in ${((performance.now() - started) / 1000).toFixed(1)} s (seeding ${((server.ready.seedMs ?? 0) / 1000).toFixed(1)} s)`);
+          console.log(
+            `${backend}, ${size.toLocaleString('en-US')} connectors: service ready in ${((performance.now() - started) / 1000).toFixed(1)} s (seeding ${((server.ready.seedMs ?? 0) / 1000).toFixed(1)} s)`,
+          );
         }
         const listTarget = (backend: 'sqlite' | 'postgres', s: ServerProcess): Target => ({
           name: `list ${backend}`,
@@ -512,9 +555,20 @@ async function main() {
         const pageFile = join(pageDir, `page-${size}.json`);
         writeFileSync(pageFile, page.text);
         bare = await ServerProcess.start('bare', { BENCH_PAGE_FILE: pageFile });
-        const bareTarget: Target = { name: 'bare', server: bare, method: 'GET', path: '/page', tenantHost: hostOf(TENANT), headers: {}, expectedStatus: 200, verifyBody: (b) => b.length === page.text.length };
+        const bareTarget: Target = {
+          name: 'bare',
+          server: bare,
+          method: 'GET',
+          path: '/page',
+          tenantHost: hostOf(TENANT),
+          headers: {},
+          expectedStatus: 200,
+          verifyBody: (b) => b.length === page.text.length,
+        };
 
-        console.log(`list (GET connectors?limit=${LIST_LIMIT}, ${page.text.length.toLocaleString('en-US')} bytes), alternated: ${[...lists, bareTarget].map((t) => t.name).join(', ')}`);
+        console.log(
+          `list (GET connectors?limit=${LIST_LIMIT}, ${page.text.length.toLocaleString('en-US')} bytes), alternated: ${[...lists, bareTarget].map((t) => t.name).join(', ')}`,
+        );
         const listRuns = await alternated([...lists, bareTarget], o);
         const runTag = Date.now().toString(36);
         let n = 0;
@@ -532,7 +586,8 @@ async function main() {
         const createRuns = await alternated(creates, o);
         const load = machineLoad();
 
-        for (const [i, runs] of [...listRuns, ...createRuns].entries()) for (const m of runs) if (!m.clean) problems.push(`${size}: ${m.problem ?? `target ${i} not clean`}`);
+        for (const [i, runs] of [...listRuns, ...createRuns].entries())
+          for (const m of runs) if (!m.clean) problems.push(`${size}: ${m.problem ?? `target ${i} not clean`}`);
         const peak = async (s: ServerProcess) => (await s.usage()).maxRssMb;
         const bareRuns = listRuns[listRuns.length - 1];
         const sqliteAt = backends.indexOf('sqlite');
@@ -540,10 +595,17 @@ async function main() {
         for (const [i, backend] of backends.entries()) {
           const ratio = pairRatio(listRuns[i], bareRuns, (m) => m.reqPerSec);
           rows.push({
-            bench: 'service', scenario: `GET connectors?limit=${LIST_LIMIT} vs bare Fastify, same bytes`, backend, size,
+            bench: 'service',
+            scenario: `GET connectors?limit=${LIST_LIMIT} vs bare Fastify, same bytes`,
+            backend,
+            size,
             product: `${fmtRate(med(listRuns[i], (m) => m.reqPerSec))}, ${fmtMs(med(listRuns[i], (m) => m.p99))}`,
-            baseline: `bare ${fmtRate(med(bareRuns, (m) => m.reqPerSec))}`, ratio, peakMb: await peak(servers.get(backend)!),
-            goal: backend === 'sqlite' ? `>= ${GOAL_LIST_BARE}x` : '-', met: backend === 'sqlite' ? ratio >= GOAL_LIST_BARE : null, load,
+            baseline: `bare ${fmtRate(med(bareRuns, (m) => m.reqPerSec))}`,
+            ratio,
+            peakMb: await peak(servers.get(backend)!),
+            goal: backend === 'sqlite' ? `>= ${GOAL_LIST_BARE}x` : '-',
+            met: backend === 'sqlite' ? ratio >= GOAL_LIST_BARE : null,
+            load,
           });
         }
         if (sqliteAt >= 0 && pgAt >= 0) {
@@ -552,16 +614,32 @@ async function main() {
           const rate = (runs: Measured[][], what: string, goal: number) => {
             const ratio = pairRatio(runs[pgAt], runs[sqliteAt], (m) => m.reqPerSec);
             rows.push({
-              bench: 'service', scenario: `${what} req/s, PostgreSQL / SQLite (${durability})`, backend: 'postgres', size,
-              product: fmtRate(med(runs[pgAt], (m) => m.reqPerSec)), baseline: `SQLite ${fmtRate(med(runs[sqliteAt], (m) => m.reqPerSec))}`,
-              ratio, peakMb: null, goal: `>= ${goal}x`, met: ratio >= goal, load,
+              bench: 'service',
+              scenario: `${what} req/s, PostgreSQL / SQLite (${durability})`,
+              backend: 'postgres',
+              size,
+              product: fmtRate(med(runs[pgAt], (m) => m.reqPerSec)),
+              baseline: `SQLite ${fmtRate(med(runs[sqliteAt], (m) => m.reqPerSec))}`,
+              ratio,
+              peakMb: null,
+              goal: `>= ${goal}x`,
+              met: ratio >= goal,
+              load,
             });
           };
           const p99 = (runs: Measured[][], what: string) => {
             rows.push({
-              bench: 'service', scenario: `${what} p99, PostgreSQL / SQLite`, backend: 'postgres', size,
-              product: fmtMs(med(runs[pgAt], (m) => m.p99)), baseline: `SQLite ${fmtMs(med(runs[sqliteAt], (m) => m.p99))}`,
-              ratio: pairRatio(runs[pgAt], runs[sqliteAt], (m) => m.p99), peakMb: null, goal: '-', met: null, load,
+              bench: 'service',
+              scenario: `${what} p99, PostgreSQL / SQLite`,
+              backend: 'postgres',
+              size,
+              product: fmtMs(med(runs[pgAt], (m) => m.p99)),
+              baseline: `SQLite ${fmtMs(med(runs[sqliteAt], (m) => m.p99))}`,
+              ratio: pairRatio(runs[pgAt], runs[sqliteAt], (m) => m.p99),
+              peakMb: null,
+              goal: '-',
+              met: null,
+              load,
             });
           };
           rate(l, `GET connectors?limit=${LIST_LIMIT}`, GOAL_LIST_PG);
@@ -571,12 +649,24 @@ async function main() {
         } else {
           for (const [i, backend] of backends.entries()) {
             rows.push({
-              bench: 'service', scenario: 'POST connectors (create)', backend, size, product: `${fmtRate(med(createRuns[i], (m) => m.reqPerSec))}, ${fmtMs(med(createRuns[i], (m) => m.p99))}`,
-              baseline: '-', ratio: null, peakMb: null, goal: '-', met: null, load,
+              bench: 'service',
+              scenario: 'POST connectors (create)',
+              backend,
+              size,
+              product: `${fmtRate(med(createRuns[i], (m) => m.reqPerSec))}, ${fmtMs(med(createRuns[i], (m) => m.p99))}`,
+              baseline: '-',
+              ratio: null,
+              peakMb: null,
+              goal: '-',
+              met: null,
+              load,
             });
           }
         }
-        const cpu = [...listRuns.slice(0, -1), ...createRuns].map((runs, i) => `${i < backends.length ? 'list' : 'create'} ${backends[i % backends.length]} ${Math.round(med(runs, (m) => m.serverCpuPct))}%`);
+        const cpu = [...listRuns.slice(0, -1), ...createRuns].map(
+          (runs, i) =>
+            `${i < backends.length ? 'list' : 'create'} ${backends[i % backends.length]} ${Math.round(med(runs, (m) => m.serverCpuPct))}%`,
+        );
         console.log(`  service process CPU (median of rounds, % of one core): ${cpu.join(', ')}`);
       } finally {
         await bare?.stop().catch(() => undefined);
@@ -590,7 +680,9 @@ async function main() {
   console.log('');
   report(rows);
   console.log('');
-  console.log(`Ratios are medians of per-round ratios (rounds alternated). req/s: every response over the round's wall time; p99: exact, over every 2xx. Durability: SQLite ${DURABILITY.sqlite}; PostgreSQL ${DURABILITY.postgres(pgSync)}.`);
+  console.log(
+    `Ratios are medians of per-round ratios (rounds alternated). req/s: every response over the round's wall time; p99: exact, over every 2xx. Durability: SQLite ${DURABILITY.sqlite}; PostgreSQL ${DURABILITY.postgres(pgSync)}.`,
+  );
   if (problems.length) {
     console.log('\nPROBLEMS (their rounds do not count as clean):');
     for (const p of problems) console.log(`  - ${p}`);

@@ -65,7 +65,12 @@ const self = fileURLToPath(import.meta.url);
 
 const arg = (name: string) => process.argv.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3);
 
-interface ClientReport { error?: string; subs: { missing: number; dup: number; latencies: number[] }[]; firstArrival: number[]; queued: number[] }
+interface ClientReport {
+  error?: string;
+  subs: { missing: number; dup: number; latencies: number[] }[];
+  firstArrival: number[];
+  queued: number[];
+}
 
 /** A share of the subscribers: connects them, reports when all are open, then what they received. */
 async function clients() {
@@ -75,7 +80,14 @@ async function clients() {
   const firstAt = new Map<string, number>();
   const firstArrival: number[] = [];
   const queued: number[] = [];
-  interface Sub { openedAt: number; received: [at: number, data: Buffer][]; got: Set<string>; latencies: number[]; dup: number; ws: WebSocket }
+  interface Sub {
+    openedAt: number;
+    received: [at: number, data: Buffer][];
+    got: Set<string>;
+    latencies: number[];
+    dup: number;
+    ws: WebSocket;
+  }
   let subs: Sub[];
   try {
     subs = await Promise.all(
@@ -125,7 +137,11 @@ async function clients() {
   process.on('message', (msg: { type: string; expected?: string[] }) => {
     if (msg.type === 'collect') {
       decode();
-      process.send!({ subs: subs.map((s) => ({ missing: msg.expected!.filter((k) => !s.got.has(k)).length, dup: s.dup, latencies: s.latencies })), firstArrival, queued } satisfies ClientReport);
+      process.send!({
+        subs: subs.map((s) => ({ missing: msg.expected!.filter((k) => !s.got.has(k)).length, dup: s.dup, latencies: s.latencies })),
+        firstArrival,
+        queued,
+      } satisfies ClientReport);
     }
     if (msg.type === 'stop') {
       for (const s of subs) s.ws.terminate();
@@ -134,7 +150,10 @@ async function clients() {
   });
 }
 
-interface Timed { at: number; message: Record<string, unknown> }
+interface Timed {
+  at: number;
+  message: Record<string, unknown>;
+}
 type FromChild =
   | { type: 'ready'; port: number; caPath: string; token?: string }
   | { type: 'rss'; rss: number }
@@ -155,7 +174,15 @@ async function server() {
   const { startService } = await import('../src/service/server.js');
   const { ensureTenantWithAdmin } = await import('../src/service/bootstrap.js');
   const dataDir = mkdtempSync(join(tmpdir(), 'dp-bench-streams-'));
-  const svc = await startService({ port: 0, dataDir, databaseUrl: arg('db') || undefined, logLevel: 'silent', rateLimit: 10_000_000, timeScale: 2, maxConnectionsPerAddress: SUBSCRIBERS + 100 });
+  const svc = await startService({
+    port: 0,
+    dataDir,
+    databaseUrl: arg('db') || undefined,
+    logLevel: 'silent',
+    rateLimit: 10_000_000,
+    timeScale: 2,
+    maxConnectionsPerAddress: SUBSCRIBERS + 100,
+  });
   await ensureTenantWithAdmin(svc.ctx, TENANT, 'admin@bench.test', 'correct-horse-battery');
   const tenant = (await svc.ctx.tenants.bySlug(TENANT))!;
   const { tokens } = await svc.ctx.auth.login(tenant.id, 'admin@bench.test', 'correct-horse-battery');
@@ -198,13 +225,16 @@ async function bare() {
     const t0 = performance.now();
     updates.forEach((u, i) => {
       const at = u.at - updates[0].at;
-      setTimeout(() => {
-        const started = performance.now();
-        const data = JSON.stringify({ ...u.message, timestamp: new Date().toISOString() });
-        for (const ws of wss.clients) ws.send(data);
-        fanout.push(performance.now() - started);
-        if (i === updates.length - 1) process.send!({ type: 'replayed', ms: fanout } satisfies FromChild);
-      }, Math.max(0, t0 + at - performance.now()));
+      setTimeout(
+        () => {
+          const started = performance.now();
+          const data = JSON.stringify({ ...u.message, timestamp: new Date().toISOString() });
+          for (const ws of wss.clients) ws.send(data);
+          fanout.push(performance.now() - started);
+          if (i === updates.length - 1) process.send!({ type: 'replayed', ms: fanout } satisfies FromChild);
+        },
+        Math.max(0, t0 + at - performance.now()),
+      );
     });
   });
   serveParent(
@@ -219,7 +249,8 @@ async function bare() {
   process.send!({ type: 'ready', port: (https.address() as { port: number }).port, caPath: tls.certPath } satisfies FromChild);
 }
 
-const pct = (sorted: number[], p: number) => (sorted.length ? sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)] : NaN);
+const pct = (sorted: number[], p: number) =>
+  sorted.length ? sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)] : NaN;
 const sorted = (xs: number[]) => [...xs].sort((a, b) => a - b);
 
 /** One child process and its question/answer IPC. */
@@ -248,7 +279,10 @@ function child(role: string, args: string[], execArgv = process.execArgv) {
 function subscribers(url: string, caPath: string) {
   const procs: ChildProcess[] = Array.from({ length: CLIENT_PROCS }, (_, i) => {
     const n = Math.floor(SUBSCRIBERS / CLIENT_PROCS) + (i < SUBSCRIBERS % CLIENT_PROCS ? 1 : 0);
-    return fork(self, ['--role=clients', `--count=${n}`, `--url=${url}`, `--ca=${caPath}`], { execArgv: process.execArgv, stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+    return fork(self, ['--role=clients', `--count=${n}`, `--url=${url}`, `--ca=${caPath}`], {
+      execArgv: process.execArgv,
+      stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+    });
   });
   const ask = (msg?: object) =>
     Promise.all(
@@ -319,7 +353,11 @@ function measure(reports: ClientReport[], fan: number[]): Omit<Measured, 'status
 async function productRun(databaseUrl: string | undefined): Promise<Measured> {
   const { TestHttp } = await import('../test/support/http.js');
   const profile = process.env.BENCH_PROFILE;
-  const svc = child('server', databaseUrl ? [`--db=${databaseUrl}`] : [], profile ? [...process.execArgv, '--cpu-prof', `--cpu-prof-dir=${profile}`] : process.execArgv);
+  const svc = child(
+    'server',
+    databaseUrl ? [`--db=${databaseUrl}`] : [],
+    profile ? [...process.execArgv, '--cpu-prof', `--cpu-prof-dir=${profile}`] : process.execArgv,
+  );
   let subs: ReturnType<typeof subscribers> | undefined;
   let http: InstanceType<typeof TestHttp> | undefined;
   let sampler: NodeJS.Timeout | undefined;
@@ -335,22 +373,54 @@ async function productRun(databaseUrl: string | undefined): Promise<Measured> {
     const project = (await call('POST', '/projects', { name: 'bench-streams' })).id as string;
     const p = `/projects/${project}`;
     const key = (await call('POST', `${p}/api-keys`, { name: 'bench', permission_level: 'read-only' })).key as string;
-    const channel = (await call('POST', `${p}/notification-channels`, { name: 'ops', type: 'email', config: { email_addresses: ['ops@example.com'] } })).id;
-    const gate = (await call('POST', `${p}/dbt-projects`, { name: 'gate', repository: 'https://git.example.com/g.git', models: Array.from({ length: 10 }, (_, i) => ({ name: `m${i}`, materialization: 'table', ...(i ? { depends_on: [`m${i - 1}`] } : {}) })) })).id;
-    const small = (await call('POST', `${p}/dbt-projects`, { name: 'small', repository: 'https://git.example.com/s.git', models: [{ name: 'v', materialization: 'view' }] })).id;
+    const channel = (
+      await call('POST', `${p}/notification-channels`, { name: 'ops', type: 'email', config: { email_addresses: ['ops@example.com'] } })
+    ).id;
+    const gate = (
+      await call('POST', `${p}/dbt-projects`, {
+        name: 'gate',
+        repository: 'https://git.example.com/g.git',
+        models: Array.from({ length: 10 }, (_, i) => ({
+          name: `m${i}`,
+          materialization: 'table',
+          ...(i ? { depends_on: [`m${i - 1}`] } : {}),
+        })),
+      })
+    ).id;
+    const small = (
+      await call('POST', `${p}/dbt-projects`, {
+        name: 'small',
+        repository: 'https://git.example.com/s.git',
+        models: [{ name: 'v', materialization: 'view' }],
+      })
+    ).id;
     const steps: Record<string, unknown>[] = [{ name: 'gate', type: 'dbt_run', dbt_project_id: gate }];
     for (let i = 1; i <= CHAIN; i++) {
       const prev = i === 1 ? 'gate' : `s${i - 1}`;
-      steps.push(i % 2 ? { name: `s${i}`, type: 'notification', channel_id: channel, depends_on: [prev] } : { name: `s${i}`, type: 'dbt_run', dbt_project_id: small, depends_on: [prev] });
+      steps.push(
+        i % 2
+          ? { name: `s${i}`, type: 'notification', channel_id: channel, depends_on: [prev] }
+          : { name: `s${i}`, type: 'dbt_run', dbt_project_id: small, depends_on: [prev] },
+      );
     }
     const pipeline = (await call('POST', `${p}/pipelines`, { name: 'bench', steps })).id;
 
     let rssPeak = (await svc.ask<Extract<FromChild, { type: 'rss' }>>({ type: 'rss' })).rss;
-    sampler = setInterval(() => void svc.ask<Extract<FromChild, { type: 'rss' }>>({ type: 'rss' }).then((m) => (rssPeak = Math.max(rssPeak, m.rss)), () => undefined), 100);
+    sampler = setInterval(
+      () =>
+        void svc.ask<Extract<FromChild, { type: 'rss' }>>({ type: 'rss' }).then(
+          (m) => (rssPeak = Math.max(rssPeak, m.rss)),
+          () => undefined,
+        ),
+      100,
+    );
     const load = machineLoad();
 
     const runId = (await call('POST', `${p}/pipelines/${pipeline}/run`)).run_id as string;
-    subs = subscribers(`wss://${TENANT}.localhost:${ready.port}/api/v1/ws/pipelines/${pipeline}/runs/${runId}?token=${encodeURIComponent(key)}`, ready.caPath);
+    subs = subscribers(
+      `wss://${TENANT}.localhost:${ready.port}/api/v1/ws/pipelines/${pipeline}/runs/${runId}?token=${encodeURIComponent(key)}`,
+      ready.caPath,
+    );
     const connectStart = Date.now();
     await subs.ask();
     const connectMs = Date.now() - connectStart;
@@ -419,13 +489,30 @@ async function main() {
   const rows: BenchRow[] = [];
   const detail: string[] = [];
   const line = (cells: (string | number)[]) => detail.push(`| ${cells.join(' | ')} |`);
-  line(['db', 'run', 'server', 'p50', 'p99', 'max', 'first arrival p50/p99', 'queued in client p50/p99', 'server fan-out p50/p99', 'live samples', 'lost', 'dup', 'connect ms', 'RSS peak MB', 'load']);
+  line([
+    'db',
+    'run',
+    'server',
+    'p50',
+    'p99',
+    'max',
+    'first arrival p50/p99',
+    'queued in client p50/p99',
+    'server fan-out p50/p99',
+    'live samples',
+    'lost',
+    'dup',
+    'connect ms',
+    'RSS peak MB',
+    'load',
+  ]);
   line(Array(15).fill('---'));
   const ms = (x: number) => (Number.isFinite(x) ? (x < 10 ? x.toFixed(1) : x.toFixed(0)) : '-');
 
   for (const backend of benchBackends()) {
     const { startThrowawayPostgres } = await import('../test/support/postgres-server.js');
-    const pg = backend === 'postgres' ? await startThrowawayPostgres({ fsync: 'on', synchronous_commit: 'off', max_connections: '100' }) : undefined;
+    const pg =
+      backend === 'postgres' ? await startThrowawayPostgres({ fsync: 'on', synchronous_commit: 'off', max_connections: '100' }) : undefined;
     const product: Measured[] = [];
     const baseline: Measured[] = [];
     try {
@@ -435,10 +522,31 @@ async function main() {
         const b = await bareRun(a.updates);
         product.push(a);
         baseline.push(b);
-        for (const [name, m] of [['product', a], ['bare ws', b]] as const) {
-          line([backend, i + 1, name, ms(m.p50), ms(m.p99), ms(m.max), `${ms(m.first[0])} / ${ms(m.first[1])}`, `${ms(m.queued[0])} / ${ms(m.queued[1])}`, `${ms(m.fanout[0])} / ${ms(m.fanout[1])}`, m.samples, m.lost, m.dups, m.connectMs, m.rssPeakMb ?? '-', m.load.toFixed(2)]);
+        for (const [name, m] of [
+          ['product', a],
+          ['bare ws', b],
+        ] as const) {
+          line([
+            backend,
+            i + 1,
+            name,
+            ms(m.p50),
+            ms(m.p99),
+            ms(m.max),
+            `${ms(m.first[0])} / ${ms(m.first[1])}`,
+            `${ms(m.queued[0])} / ${ms(m.queued[1])}`,
+            `${ms(m.fanout[0])} / ${ms(m.fanout[1])}`,
+            m.samples,
+            m.lost,
+            m.dups,
+            m.connectMs,
+            m.rssPeakMb ?? '-',
+            m.load.toFixed(2),
+          ]);
         }
-        console.error(`streams ${backend} run ${i + 1}/${RUNS}: product p99 ${a.p99} ms (lost ${a.lost}, ${a.status}), bare ws p99 ${b.p99} ms`);
+        console.error(
+          `streams ${backend} run ${i + 1}/${RUNS}: product p99 ${a.p99} ms (lost ${a.lost}, ${a.status}), bare ws p99 ${b.p99} ms`,
+        );
       }
     } finally {
       await pg?.stop();
@@ -461,9 +569,13 @@ async function main() {
     });
   }
 
-  console.log(`\nWebSocket streams: ${SUBSCRIBERS} subscribers on one pipeline run, ${RUNS} product/baseline pairs per backend (medians)\n`);
+  console.log(
+    `\nWebSocket streams: ${SUBSCRIBERS} subscribers on one pipeline run, ${RUNS} product/baseline pairs per backend (medians)\n`,
+  );
   report(rows);
-  console.log(`\nEvery run (ms; "first arrival" = service + kernel, "queued in client" = the measuring process's own queue, "server fan-out" = step_update to last socket write in the server):\n`);
+  console.log(
+    `\nEvery run (ms; "first arrival" = service + kernel, "queued in client" = the measuring process's own queue, "server fan-out" = step_update to last socket write in the server):\n`,
+  );
   console.log(detail.join('\n'));
   console.log(
     `\n${machine()}. SQLite: WAL, synchronous=NORMAL. PostgreSQL: throwaway server, fsync=on, synchronous_commit=off, one replica (events still NOTIFYed). ` +

@@ -87,12 +87,18 @@ const result = await build({
 //    no node_modules beside it. (Calls only: ajv's code generator holds require("...") in strings.)
 const builtins = new Set(builtinModules);
 const leaks = Object.keys(result.metafile.outputs).flatMap((file) =>
-  [...readFileSync(file, 'utf8').matchAll(/(?<![\w$.'"`])require\(\s*["']([^"']+)["']\s*\)/g)].map((m) => m[1]).filter((name) => !name.startsWith('node:') && !builtins.has(name.split('/')[0])).map((name) => `${file}: require("${name}")`),
+  [...readFileSync(file, 'utf8').matchAll(/(?<![\w$.'"`])require\(\s*["']([^"']+)["']\s*\)/g)]
+    .map((m) => m[1])
+    .filter((name) => !name.startsWith('node:') && !builtins.has(name.split('/')[0]))
+    .map((name) => `${file}: require("${name}")`),
 );
 if (leaks.length) {
-  console.error(`build-provider: the bundle would load packages from node_modules, which the release does not ship:\n  ${[...new Set(leaks)].join('\n  ')}`);
+  console.error(
+    `build-provider: the bundle would load packages from node_modules, which the release does not ship:\n  ${[...new Set(leaks)].join('\n  ')}`,
+  );
   process.exit(1);
 }
 if (process.argv.includes('--metafile')) {
-  for (const [file, out] of Object.entries(result.metafile.outputs)) console.log(`${(out.bytes / 1024).toFixed(0).padStart(6)} KB  ${file}`);
+  for (const [file, out] of Object.entries(result.metafile.outputs))
+    console.log(`${(out.bytes / 1024).toFixed(0).padStart(6)} KB  ${file}`);
 }

@@ -15,7 +15,15 @@ import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'nod
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { className as classNameOf, pascal, camel, propName } from '../src/cdktf/naming.js';
-import { dataSourceSpecs, PROVIDER_SOURCE, PROVIDER_TYPE, providerSchemaMessage, resourceSpecs, type AttrSpec, type ResourceSpec } from '../src/provider/schema.js';
+import {
+  dataSourceSpecs,
+  PROVIDER_SOURCE,
+  PROVIDER_TYPE,
+  providerSchemaMessage,
+  resourceSpecs,
+  type AttrSpec,
+  type ResourceSpec,
+} from '../src/provider/schema.js';
 
 const ROOT = join(import.meta.dirname, '..');
 export const GENERATED_DIR = join(ROOT, 'src', 'cdktf', 'generated');
@@ -119,7 +127,8 @@ class Emitter {
       // Nested attributes (not blocks): `name = { ... }` / `name = [{ ... }]`, rendered from the JSON form;
       // a block (`timeouts`) as `name { ... }`.
       case 'object':
-        if (a.block) return `{ value: ${camel(struct!.name)}ToTerraform(${value}), isBlock: true, type: 'struct', storageClassType: '${struct!.name}' }`;
+        if (a.block)
+          return `{ value: ${camel(struct!.name)}ToTerraform(${value}), isBlock: true, type: 'struct', storageClassType: '${struct!.name}' }`;
         return `{ value: ${camel(struct!.name)}ToTerraform(${value}), isBlock: false, type: 'any', storageClassType: '${struct!.name}' }`;
       case 'objects':
         return `{ value: cdk.listMapper(${camel(struct!.name)}ToTerraform, false)(${value}), isBlock: false, type: 'any', storageClassType: '${struct!.name}List' }`;
@@ -131,7 +140,14 @@ class Emitter {
     const n = q(a.name);
     switch (a.shape) {
       case 'primitive':
-        return { body: a.elem === 'string' ? `this.getStringAttribute(${n})` : a.elem === 'number' ? `this.getNumberAttribute(${n})` : `this.getBooleanAttribute(${n})` };
+        return {
+          body:
+            a.elem === 'string'
+              ? `this.getStringAttribute(${n})`
+              : a.elem === 'number'
+                ? `this.getNumberAttribute(${n})`
+                : `this.getBooleanAttribute(${n})`,
+        };
       case 'list':
         return a.elem === 'string'
           ? { body: `this.getListAttribute(${n})` }
@@ -139,7 +155,14 @@ class Emitter {
             ? { body: `this.getNumberListAttribute(${n})` }
             : { type: 'cdk.IResolvable', body: `this.interpolationForAttribute(${n})` };
       case 'map':
-        return { body: a.elem === 'string' ? `this.getStringMapAttribute(${n})` : a.elem === 'number' ? `this.getNumberMapAttribute(${n})` : `this.getBooleanMapAttribute(${n})` };
+        return {
+          body:
+            a.elem === 'string'
+              ? `this.getStringMapAttribute(${n})`
+              : a.elem === 'number'
+                ? `this.getNumberMapAttribute(${n})`
+                : `this.getBooleanMapAttribute(${n})`,
+        };
       case 'object':
         return { field: `new ${struct!.name}OutputReference(this, ${n})`, body: '' };
       case 'objects':
@@ -159,7 +182,8 @@ class Emitter {
     let out = '';
     if (settable(a)) {
       out += `${comment(describe(a), '')}export interface ${struct.name} {\n`;
-      for (const c of inputs) out += `${comment(describe(c), '  ')}  readonly ${propName(c, true)}${c.required ? '' : '?'}: ${this.tsType(c, children.get(c))};\n`;
+      for (const c of inputs)
+        out += `${comment(describe(c), '  ')}  readonly ${propName(c, true)}${c.required ? '' : '?'}: ${this.tsType(c, children.get(c))};\n`;
       out += '}\n\n';
 
       out += `export function ${fn}ToTerraform(struct?: ${struct.name} | cdk.IResolvable): any {\n`;
@@ -174,13 +198,14 @@ class Emitter {
     out += `export class ${struct.name}OutputReference extends cdk.ComplexObject {\n`;
     out += struct.list
       ? '  constructor(parent: cdk.IInterpolatingParent, attribute: string, index: number, isFromSet: boolean) {\n    super(parent, attribute, isFromSet, index);\n  }\n'
-      : "  constructor(parent: cdk.IInterpolatingParent, attribute: string) {\n    super(parent, attribute, false);\n  }\n";
+      : '  constructor(parent: cdk.IInterpolatingParent, attribute: string) {\n    super(parent, attribute, false);\n  }\n';
     out += this.getters(struct.attrs, children, true);
     out += '}\n\n';
 
     if (struct.list) {
       out += `export class ${struct.name}List extends cdk.ComplexList {\n`;
-      out += '  constructor(parent: cdk.IInterpolatingParent, attribute: string, wrapsSet: boolean) {\n    super(parent, attribute, wrapsSet);\n  }\n\n';
+      out +=
+        '  constructor(parent: cdk.IInterpolatingParent, attribute: string, wrapsSet: boolean) {\n    super(parent, attribute, wrapsSet);\n  }\n\n';
       out += `  get(index: number): ${struct.name}OutputReference {\n    return new ${struct.name}OutputReference(this.terraformResource, this.terraformAttribute, index, this.wrapsSet);\n  }\n`;
       out += '}\n\n';
     }
@@ -224,7 +249,8 @@ interface Flavour {
 export const RESOURCE: Flavour = { base: 'TerraformResource', prefix: '', block: 'resource' };
 export const DATA_SOURCE: Flavour = { base: 'TerraformDataSource', prefix: 'Data', block: 'data' };
 
-const generatorMetadata = (version: string) => `{ providerName: '${PROVIDER_TYPE}', providerVersion: '${version}', providerVersionConstraint: '${version}' }`;
+const generatorMetadata = (version: string) =>
+  `{ providerName: '${PROVIDER_TYPE}', providerVersion: '${version}', providerVersionConstraint: '${version}' }`;
 
 export function renderConstruct(spec: ResourceSpec, flavour: Flavour, version: string): { className: string; file: string; text: string } {
   const className = classNameOf(spec.typeName, flavour.prefix);
@@ -236,7 +262,8 @@ export function renderConstruct(spec: ResourceSpec, flavour: Flavour, version: s
   const type = q(spec.typeName);
 
   let out = `${comment(`Configuration of ${className} (\`${spec.typeName}\`).`, '')}export interface ${className}Config extends cdk.TerraformMetaArguments {\n`;
-  for (const a of inputs) out += `${comment(describe(a), '  ')}  readonly ${propName(a)}${a.required ? '' : '?'}: ${e.tsType(a, structs.get(a))};\n`;
+  for (const a of inputs)
+    out += `${comment(describe(a), '  ')}  readonly ${propName(a)}${a.required ? '' : '?'}: ${e.tsType(a, structs.get(a))};\n`;
   out += '}\n\n';
 
   out += comment(`${d.description || d.title} Terraform ${flavour.block} \`${spec.typeName}\`.`, '');
@@ -244,14 +271,16 @@ export function renderConstruct(spec: ResourceSpec, flavour: Flavour, version: s
   out += `  static readonly tfResourceType = ${type};\n\n`;
   if (flavour.block === 'resource') {
     out += `  /** An \`import\` block for an existing ${d.kind} (\`cdktf plan\` then writes its configuration); the id is the one \`terraform import\` takes. */\n`;
-    out += '  static generateConfigForImport(scope: cdk.Construct, importToId: string, importFromId: string, provider?: cdk.TerraformProvider) {\n';
+    out +=
+      '  static generateConfigForImport(scope: cdk.Construct, importToId: string, importFromId: string, provider?: cdk.TerraformProvider) {\n';
     out += `    return new cdk.ImportableResource(scope, importToId, { terraformResourceType: ${type}, importId: importFromId, provider });\n  }\n\n`;
   }
   out += `  constructor(scope: cdk.Construct, id: string, config: ${className}Config${inputs.some((a) => a.required) ? '' : ' = {}'}) {\n`;
   out += '    super(scope, id, {\n';
   out += `      terraformResourceType: ${type},\n`;
   out += `      terraformGeneratorMetadata: ${generatorMetadata(version)},\n`;
-  out += '      provider: config.provider,\n      dependsOn: config.dependsOn,\n      count: config.count,\n      lifecycle: config.lifecycle,\n      forEach: config.forEach,\n';
+  out +=
+    '      provider: config.provider,\n      dependsOn: config.dependsOn,\n      count: config.count,\n      lifecycle: config.lifecycle,\n      forEach: config.forEach,\n';
   if (flavour.block === 'resource') out += '      provisioners: config.provisioners,\n      connection: config.connection,\n';
   out += '    });\n';
   for (const a of inputs) out += `    this._${propName(a)} = config.${propName(a)};\n`;
@@ -296,8 +325,16 @@ export function renderProvider(version: string): string {
   const attrs = (providerSchemaMessage() as { block: { attributes: ProviderAttr[] } }).block.attributes;
   const elem = (a: ProviderAttr) => JSON.parse(a.type.toString()) as 'string' | 'number' | 'bool';
   const asAttr = (a: ProviderAttr): AttrSpec => ({
-    name: a.name, shape: 'primitive', elem: elem(a), required: false, optional: true, computed: false,
-    sensitive: !!a.sensitive, replace: false, description: a.description, json: {},
+    name: a.name,
+    shape: 'primitive',
+    elem: elem(a),
+    required: false,
+    optional: true,
+    computed: false,
+    sensitive: !!a.sensitive,
+    replace: false,
+    description: a.description,
+    json: {},
   });
   const specs = attrs.map(asAttr);
   const e = new Emitter([]);
@@ -305,7 +342,8 @@ export function renderProvider(version: string): string {
   out += '/** Configuration of the dataplatform provider; every field also has an environment variable. */\n';
   out += 'export interface DataplatformProviderConfig {\n';
   for (const a of specs) out += `${comment(describe(a), '  ')}  readonly ${propName(a)}?: ${e.tsType(a)};\n`;
-  out += '  /** Alias of this provider configuration, for a second tenant or login (`provider` meta-argument). */\n  readonly alias?: string;\n}\n\n';
+  out +=
+    '  /** Alias of this provider configuration, for a second tenant or login (`provider` meta-argument). */\n  readonly alias?: string;\n}\n\n';
   out += `/**\n * The dataplatform provider (\`${PROVIDER_SOURCE}\`, version ${version}): writes the provider block and\n * \`required_providers\`. Install it into a filesystem mirror with \`dpctl provider install\`.\n */\n`;
   out += 'export class DataplatformProvider extends cdk.TerraformProvider {\n';
   out += `  static readonly tfResourceType = '${PROVIDER_TYPE}';\n\n`;
@@ -326,7 +364,7 @@ export function renderProvider(version: string): string {
   }
   out += '\n  protected synthesizeAttributes(): { [name: string]: any } {\n    return {\n';
   for (const a of specs) out += `      ${a.name}: ${e.toTerraform(a, `this._${propName(a)}`)},\n`;
-  out += "      alias: cdk.stringToTerraform(this._alias),\n    };\n  }\n";
+  out += '      alias: cdk.stringToTerraform(this._alias),\n    };\n  }\n';
   out += '\n  protected synthesizeHclAttributes(): { [name: string]: any } {\n    const attrs: { [name: string]: any } = {\n';
   for (const a of specs) out += `      ${a.name}: ${e.toHcl(a, `this._${propName(a)}`)},\n`;
   out += `      alias: ${e.toHcl(asAttr({ name: 'alias', description: '', type: Buffer.from('"string"') }), 'this._alias')},\n`;
@@ -346,8 +384,18 @@ export function renderCdktfBindings(): Map<string, string> {
   const imports: string[] = [];
   const registries: string[] = [];
   const loops: { flavour: Flavour; specs: Iterable<ResourceSpec>; registry: string; what: string }[] = [
-    { flavour: RESOURCE, specs: resourceSpecs().values(), registry: 'RESOURCE_CONSTRUCTS', what: 'Every resource construct by Terraform type (the YAML bridge creates them from documents).' },
-    { flavour: DATA_SOURCE, specs: dataSourceSpecs().values(), registry: 'DATA_SOURCE_CONSTRUCTS', what: 'Every data source construct by Terraform type.' },
+    {
+      flavour: RESOURCE,
+      specs: resourceSpecs().values(),
+      registry: 'RESOURCE_CONSTRUCTS',
+      what: 'Every resource construct by Terraform type (the YAML bridge creates them from documents).',
+    },
+    {
+      flavour: DATA_SOURCE,
+      specs: dataSourceSpecs().values(),
+      registry: 'DATA_SOURCE_CONSTRUCTS',
+      what: 'Every data source construct by Terraform type.',
+    },
   ];
   for (const loop of loops) {
     const entries: string[] = [];

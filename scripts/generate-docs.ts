@@ -259,7 +259,10 @@ function identityExample(d: KindDescriptor): string {
 
 /** A Terraform block label / construct id from a name: `orders-db` -> `orders_db`. */
 export function labelOf(name: string): string {
-  const label = name.toLowerCase().replace(/[^a-z0-9]+/g, '_').replace(/^_+|_+$/g, '');
+  const label = name
+    .toLowerCase()
+    .replace(/[^a-z0-9]+/g, '_')
+    .replace(/^_+|_+$/g, '');
   return /^[a-z_]/.test(label) ? label : `_${label}`;
 }
 
@@ -545,7 +548,8 @@ function yamlNames(layout: KindLayout, value: unknown, path: (string | number)[]
   if (Array.isArray(value)) return value.map((item, i) => yamlNames(layout, item, [...path, i]));
   if (!isRecord(value)) return value;
   const out: Record<string, unknown> = {};
-  for (const [key, child] of Object.entries(value)) out[renameAt(layout, patternOf(path), key, 'api')?.yaml ?? key] = yamlNames(layout, child, [...path, key]);
+  for (const [key, child] of Object.entries(value))
+    out[renameAt(layout, patternOf(path), key, 'api')?.yaml ?? key] = yamlNames(layout, child, [...path, key]);
   return out;
 }
 
@@ -616,10 +620,18 @@ function attrNotes(a: AttrSpec, siblings: AttrSpec[], linkBase: string): string[
   if (values?.length) notes.push(`${a.shape === 'list' ? 'Each element must be' : 'Must be'} one of: ${values.map(code).join(', ')}.`);
   if (a.default !== undefined) notes.push(`Defaults to ${code(a.default)}.`);
   const ref = a.json['x-ref'] ?? a.json.items?.['x-ref'];
-  if (ref) notes.push(a.shape === 'list' ? `Ids of ${kindLink(ref, linkBase)} resources in the same project.` : `The id of ${article(kindNamed(ref).title)} ${kindLink(ref, linkBase)} in the same project.`);
+  if (ref)
+    notes.push(
+      a.shape === 'list'
+        ? `Ids of ${kindLink(ref, linkBase)} resources in the same project.`
+        : `The id of ${article(kindNamed(ref).title)} ${kindLink(ref, linkBase)} in the same project.`,
+    );
   const twin = siblings.find((t) => t.synthetic === 'wo' && t.secretOf === a.name);
   const version = siblings.find((t) => t.synthetic === 'wo_version' && t.secretOf === a.name);
-  if (twin && version) notes.push(`Or give the write-only \`${twin.name}\` with \`${version.name}\` (Terraform 1.11+), which is never kept in the plan or the state.`);
+  if (twin && version)
+    notes.push(
+      `Or give the write-only \`${twin.name}\` with \`${version.name}\` (Terraform 1.11+), which is never kept in the plan or the state.`,
+    );
   return notes;
 }
 
@@ -640,7 +652,12 @@ const GROUPS: [string, (a: AttrSpec) => boolean][] = [
 ];
 
 /** One level of attributes in tfplugindocs' groups, alphabetically; nested objects are queued for later. */
-function attrGroups(attrs: AttrSpec[], path: string[], queue: { path: string[]; attrs: AttrSpec[]; block?: boolean }[], linkBase: string): string[] {
+function attrGroups(
+  attrs: AttrSpec[],
+  path: string[],
+  queue: { path: string[]; attrs: AttrSpec[]; block?: boolean }[],
+  linkBase: string,
+): string[] {
   const lines: string[] = [];
   const byName = [...attrs].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
   for (const [title, member] of GROUPS) {
@@ -660,7 +677,12 @@ export function schemaMarkdown(attrs: AttrSpec[], linkBase: string): string[] {
   const queue: { path: string[]; attrs: AttrSpec[]; block?: boolean }[] = [];
   const lines = ['## Schema', '', ...attrGroups(attrs, [], queue, linkBase)];
   for (let next = queue.shift(); next; next = queue.shift()) {
-    lines.push(`<a id="${anchor(next.path, next.block)}"></a>`, `### Nested Schema for \`${next.path.join('.')}\``, '', ...attrGroups(next.attrs, next.path, queue, linkBase));
+    lines.push(
+      `<a id="${anchor(next.path, next.block)}"></a>`,
+      `### Nested Schema for \`${next.path.join('.')}\``,
+      '',
+      ...attrGroups(next.attrs, next.path, queue, linkBase),
+    );
   }
   return lines;
 }
@@ -688,8 +710,16 @@ function importSection(spec: ResourceSpec, subject: TfBlock, example: Example): 
     '',
   ];
   const secrets = d.secretPaths.map((p) => code(displayPath(p)));
-  if (secrets.length) lines.push(`Write-only fields are never returned, so an import cannot restore them: ${secrets.join(', ')}. Set them in the configuration; the next apply sends them.`, '');
-  if (d.onceFields.length) lines.push(`${d.onceFields.map(code).join(', ')} ${d.onceFields.length === 1 ? 'is' : 'are'} returned only when the ${noun(d)} is created, so an imported one has ${d.onceFields.length === 1 ? 'it' : 'them'} empty.`, '');
+  if (secrets.length)
+    lines.push(
+      `Write-only fields are never returned, so an import cannot restore them: ${secrets.join(', ')}. Set them in the configuration; the next apply sends them.`,
+      '',
+    );
+  if (d.onceFields.length)
+    lines.push(
+      `${d.onceFields.map(code).join(', ')} ${d.onceFields.length === 1 ? 'is' : 'are'} returned only when the ${noun(d)} is created, so an imported one has ${d.onceFields.length === 1 ? 'it' : 'them'} empty.`,
+      '',
+    );
   return lines;
 }
 
@@ -707,7 +737,14 @@ const OPERATION_ROUTES: Record<Operation, { method: string; item: boolean; title
 /** The API operations of a kind, from its descriptor and the client's route patterns. */
 function apiSection(d: KindDescriptor): string[] {
   const routes = kindRoutes(d);
-  const lines = ['## API', '', `The ${noun(d)} is served by the Data Platform Management API (paths relative to the tenant host):`, '', '| Operation | Request | Needs role |', '|---|---|---|'];
+  const lines = [
+    '## API',
+    '',
+    `The ${noun(d)} is served by the Data Platform Management API (paths relative to the tenant host):`,
+    '',
+    '| Operation | Request | Needs role |',
+    '|---|---|---|',
+  ];
   for (const op of d.operations) {
     const r = OPERATION_ROUTES[op];
     const path = `/api/v1${r.item ? routes.item : routes.collection}`;
@@ -716,10 +753,16 @@ function apiSection(d: KindDescriptor): string[] {
   }
   lines.push('');
   if (d.operations.some((op) => !d.specOperations.includes(op))) {
-    lines.push('An *extension* is an operation the API specification does not list; the service serves it unless started with `--strict-spec`.', '');
+    lines.push(
+      'An *extension* is an operation the API specification does not list; the service serves it unless started with `--strict-spec`.',
+      '',
+    );
   }
   if (d.scope === 'project') {
-    lines.push(`With an API key, the same operations are also served without the project prefix (\`/api/v1/${d.collection}\`), for the key's own project (an extension).`, '');
+    lines.push(
+      `With an API key, the same operations are also served without the project prefix (\`/api/v1/${d.collection}\`), for the key's own project (an extension).`,
+      '',
+    );
   }
   return lines;
 }
@@ -732,7 +775,8 @@ const plural = (d: KindDescriptor) => {
   const t = noun(d);
   return /[^aeiou]y$/.test(t) ? `${t.slice(0, -1)}ies` : `${t}s`;
 };
-const identityCaseInsensitive = (d: KindDescriptor) => d.normalizers.some((n) => n.rule === 'lowercase' && n.path.length === 1 && n.path[0] === d.identity);
+const identityCaseInsensitive = (d: KindDescriptor) =>
+  d.normalizers.some((n) => n.rule === 'lowercase' && n.path.length === 1 && n.path[0] === d.identity);
 
 const WRITE_VERBS = { create: 'creating', update: 'changing', delete: 'deleting' } as const;
 /** `a`, `a and b`, `a, b and c`. */
@@ -743,18 +787,33 @@ function aboutKind(d: KindDescriptor): string[] {
   const title = noun(d);
   const lines: string[] = [];
   const identity = `it is identified by its \`${d.identity}\`${identityCaseInsensitive(d) ? ' (compared case-insensitively)' : ''}`;
-  lines.push(d.scope === 'project' ? `${capital(article(d.title))} ${title} lives in a project (\`project_id\`), where ${identity}.` : `${capital(article(d.title))} ${title} belongs to the tenant, not to a project; ${identity}.`);
+  lines.push(
+    d.scope === 'project'
+      ? `${capital(article(d.title))} ${title} lives in a project (\`project_id\`), where ${identity}.`
+      : `${capital(article(d.title))} ${title} belongs to the tenant, not to a project; ${identity}.`,
+  );
   if (!d.operations.includes('update')) lines.push(`The API cannot change ${article(d.title)} ${title}: every change replaces it.`);
-  for (const dag of d.dags) lines.push(`The \`${dag.field}\` must form a graph: each ${dag.noun}'s \`depends_on\` names other ${dag.noun}s of the same ${title}, and cycles are refused.`);
+  for (const dag of d.dags)
+    lines.push(
+      `The \`${dag.field}\` must form a graph: each ${dag.noun}'s \`depends_on\` names other ${dag.noun}s of the same ${title}, and cycles are refused.`,
+    );
   const writes = (['create', 'update', 'delete'] as const).filter((op) => d.operations.includes(op)).map((op) => WRITE_VERBS[op]);
   if (d.provisioning) {
     lines.push(
       `The platform provisions ${plural(d)} through its project's infrastructure plan and apply: after each create, update and delete the provider runs that plan and apply and waits for the result (up to \`timeouts\`; defaults ${listed((Object.keys(TIMEOUT_DEFAULTS) as TimeoutOp[]).map((op) => `${op} ${TIMEOUT_DEFAULTS[op]}`))}). A change the platform fails (an unknown region, for example) fails the apply with the platform's message; ${article(d.title)} ${title} whose create failed stays in the state, tainted, and the next apply replaces it.`,
     );
   }
-  if (d.testAction) lines.push(`With \`run_setup_tests = true\` the provider tests the ${title}'s connection after each create and update; a failed test fails the apply with the test's message (the ${title} is saved all the same).`);
-  if (d.health) lines.push(`When the platform reports ${article(d.title)} ${title} degraded (\`${d.health.field}\` ${listed((d.health.degraded ?? []).map((v) => code(v)))}), ${d.provisioning ? "a refresh shows a warning with its reason, and the next plan updates it, so that the apply runs the platform's plan and apply again" : 'refresh and apply show a warning with its reason'}.`);
-  lines.push(`Reading ${plural(d)} needs the \`${d.readPermission}\` role${writes.length ? `; ${listed(writes)} them \`${d.writePermission}\`` : ''}.`);
+  if (d.testAction)
+    lines.push(
+      `With \`run_setup_tests = true\` the provider tests the ${title}'s connection after each create and update; a failed test fails the apply with the test's message (the ${title} is saved all the same).`,
+    );
+  if (d.health)
+    lines.push(
+      `When the platform reports ${article(d.title)} ${title} degraded (\`${d.health.field}\` ${listed((d.health.degraded ?? []).map((v) => code(v)))}), ${d.provisioning ? "a refresh shows a warning with its reason, and the next plan updates it, so that the apply runs the platform's plan and apply again" : 'refresh and apply show a warning with its reason'}.`,
+    );
+  lines.push(
+    `Reading ${plural(d)} needs the \`${d.readPermission}\` role${writes.length ? `; ${listed(writes)} them \`${d.writePermission}\`` : ''}.`,
+  );
   return [lines.join(' '), ''];
 }
 
@@ -765,9 +824,14 @@ function yamlNotes(layout: KindLayout): string[] {
   if (layout.hasLabels) notes.push('`metadata.labels` is `labels`.');
   for (const r of layout.renames) {
     const target = kindNamed(r.refKind);
-    notes.push(`\`${displayPath([...r.parent, r.api])}\` is written \`spec.${displayPath([...r.parent, r.yaml])}\` and holds ${r.many ? `names of ${plural(target)}, not their ids` : `the name of ${article(target.title)} ${noun(target)}, not its id`}.`);
+    notes.push(
+      `\`${displayPath([...r.parent, r.api])}\` is written \`spec.${displayPath([...r.parent, r.yaml])}\` and holds ${r.many ? `names of ${plural(target)}, not their ids` : `the name of ${article(target.title)} ${noun(target)}, not its id`}.`,
+    );
   }
-  for (const p of layout.secretPaths) notes.push(`\`spec.${displayPath(p)}\` is a secret: \`{ secretRef: { env: NAME } }\` or \`{ secretRef: { file: path } }\`, never the value.`);
+  for (const p of layout.secretPaths)
+    notes.push(
+      `\`spec.${displayPath(p)}\` is a secret: \`{ secretRef: { env: NAME } }\` or \`{ secretRef: { file: path } }\`, never the value.`,
+    );
   return ['In YAML, unlike Terraform:', '', ...notes.map((n) => `- ${n}`), ''];
 }
 
@@ -777,7 +841,11 @@ function yamlSection(example: Example): string[] {
   if (!declarable(d)) {
     const missing = (['create', 'update', 'delete'] as const).filter((op) => !d.operations.includes(op));
     const reason = missing.length ? `the API cannot ${missing.join(' or ')} them` : 'the kind has no YAML form';
-    return [...heading, `${d.title}s cannot be declared in YAML: a reconciler must create, update and delete what it declares, and ${reason}. Manage them with Terraform or the API.`, ''];
+    return [
+      ...heading,
+      `${d.title}s cannot be declared in YAML: a reconciler must create, update and delete what it declares, and ${reason}. Manage them with Terraform or the API.`,
+      '',
+    ];
   }
   return [
     ...heading,
@@ -793,14 +861,19 @@ function terraformNotes(model: TfModel): string[] {
   const names = model.variables.map((v) => `\`TF_VAR_${v.name}\``).join(', ');
   const lines = [`Secrets come from sensitive variables (${names}), never from the configuration.`];
   if (model.variables.some((v) => v.ephemeral)) {
-    lines.push('Write-only arguments (`*_wo`, with `*_wo_version`) keep them out of the plan and the state; they need Terraform 1.11 or later (with an older one, set the plain argument instead).');
+    lines.push(
+      'Write-only arguments (`*_wo`, with `*_wo_version`) keep them out of the plan and the state; they need Terraform 1.11 or later (with an older one, set the plain argument instead).',
+    );
   }
   return [lines.join(' '), ''];
 }
 
 function cdktfNotes(model: TfModel): string[] {
   if (!model.variables.length) return [];
-  return [`\`secret(this, NAME)\` declares a sensitive variable that Terraform reads from \`TF_VAR_NAME\`; the value never enters the synthesized JSON.`, ''];
+  return [
+    `\`secret(this, NAME)\` declares a sensitive variable that Terraform reads from \`TF_VAR_NAME\`; the value never enters the synthesized JSON.`,
+    '',
+  ];
 }
 
 function exampleSection(model: TfModel, stackName: string, example?: Example): string[] {
@@ -854,15 +927,23 @@ function aboutDataSource(spec: DataSourceSpec): string[] {
   }
   const view = spec.source.view;
   const owners = view.owners.map((o) => kindLink(o, '../resources/'));
-  const given = view.oneOf ? `exactly one of ${view.owners.map((o) => `\`${o}_id\``).join(', ')}` : view.owners.map((o) => `\`${o}_id\``).join(', ');
-  return [`A read-only view of ${owners.join(', ')}: give \`project_id\` and ${given}. Its attributes are the ${noun(kindNamed(view.kind))} the API returns.`, ''];
+  const given = view.oneOf
+    ? `exactly one of ${view.owners.map((o) => `\`${o}_id\``).join(', ')}`
+    : view.owners.map((o) => `\`${o}_id\``).join(', ');
+  return [
+    `A read-only view of ${owners.join(', ')}: give \`project_id\` and ${given}. Its attributes are the ${noun(kindNamed(view.kind))} the API returns.`,
+    '',
+  ];
 }
 
 function dataSourcePage(spec: DataSourceSpec): string {
   const d = spec.descriptor;
   const model = dataModel(spec);
   const subject = model.blocks[model.blocks.length - 1];
-  const description = spec.source.type === 'lookup' ? `Looks up ${article(d.title)} ${noun(d)} by ${d.identity}. ${sentence(d.description)}` : sentence(d.description);
+  const description =
+    spec.source.type === 'lookup'
+      ? `Looks up ${article(d.title)} ${noun(d)} by ${d.identity}. ${sentence(d.description)}`
+      : sentence(d.description);
   return [
     ...frontMatter(`${spec.typeName} Data Source - ${PROVIDER_TYPE}`, description),
     `# ${spec.typeName} (Data Source)`,
@@ -935,7 +1016,11 @@ function providerExample(): string {
 function pageTable(rows: { typeName: string; dir: string; description: string; yaml?: string }[], withYaml: boolean): string[] {
   const head = withYaml ? ['| Name | YAML kind | Description |', '|---|---|---|'] : ['| Name | Description |', '|---|---|'];
   const body = rows.map((r) => {
-    const cells = [`[${r.typeName}](${r.dir}/${pageName(r.typeName)}.md)`, ...(withYaml ? [r.yaml ? `\`${r.yaml}\`` : '-'] : []), oneLine(r.description).replace(/\|/g, '\\|')];
+    const cells = [
+      `[${r.typeName}](${r.dir}/${pageName(r.typeName)}.md)`,
+      ...(withYaml ? [r.yaml ? `\`${r.yaml}\`` : '-'] : []),
+      oneLine(r.description).replace(/\|/g, '\\|'),
+    ];
     return `| ${cells.join(' | ')} |`;
   });
   return [...head, ...body, ''];
@@ -964,10 +1049,28 @@ export function indexPage(): string {
     ...schemaMarkdown(attrs, 'resources/'),
     '## Resources',
     '',
-    ...pageTable(resources.map((s) => ({ typeName: s.typeName, dir: 'resources', description: s.descriptor.description, yaml: declarable(s.descriptor) ? layoutOf(s.descriptor).yamlKind : undefined })), true),
+    ...pageTable(
+      resources.map((s) => ({
+        typeName: s.typeName,
+        dir: 'resources',
+        description: s.descriptor.description,
+        yaml: declarable(s.descriptor) ? layoutOf(s.descriptor).yamlKind : undefined,
+      })),
+      true,
+    ),
     '## Data Sources',
     '',
-    ...pageTable(dataSources.map((s) => ({ typeName: s.typeName, dir: 'data-sources', description: s.source.type === 'lookup' ? `Looks up ${article(s.descriptor.title)} ${noun(s.descriptor)} by ${s.descriptor.identity}.` : s.descriptor.description })), false),
+    ...pageTable(
+      dataSources.map((s) => ({
+        typeName: s.typeName,
+        dir: 'data-sources',
+        description:
+          s.source.type === 'lookup'
+            ? `Looks up ${article(s.descriptor.title)} ${noun(s.descriptor)} by ${s.descriptor.identity}.`
+            : s.descriptor.description,
+      })),
+      false,
+    ),
     '## YAML reference',
     '',
     `The same resources can be declared as Kubernetes-style YAML documents (\`apiVersion: ${API_VERSION}\`) and applied with \`dpctl plan\` / \`dpctl apply\` or kept true by \`dpctl controller\`${notDeclarable.length ? `; all but ${notDeclarable.join(', ')}` : ''}. Each resource page above shows its kind's document and how its fields are written in YAML. The format is described in the [YAML guide](guides/yaml.md#the-format), and [\`schemas/document.schema.json\`](../schemas/document.schema.json) is its JSON Schema, for editors.`,

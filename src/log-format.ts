@@ -16,7 +16,8 @@ export type LogFormat = (typeof LOG_FORMATS)[number];
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'silent'] as const;
 
 /** The help text of --log-format. */
-export const LOG_FORMAT_HELP = 'log lines as json (one object a line) or pretty (one human-readable line each); default: pretty when stdout is a terminal, else json';
+export const LOG_FORMAT_HELP =
+  'log lines as json (one object a line) or pretty (one human-readable line each); default: pretty when stdout is a terminal, else json';
 
 /** The format asked for, else pretty on a terminal and JSON anywhere else (pipes, files, containers). */
 export function resolveLogFormat(format?: string, out: { isTTY?: boolean } = process.stdout): LogFormat {
@@ -114,10 +115,12 @@ export function formatLogLine(line: string, color = false): string {
   }
   // The request id last: it is for looking a line up, not for reading.
   const fields = Object.entries(o).filter(([key, value]) => !SHOWN.has(key) && value !== undefined);
-  for (const [key, value] of [...fields.filter(([k]) => k !== 'reqId'), ...fields.filter(([k]) => k === 'reqId')]) parts.push(`${paint('2', `${key}=`)}${showValue(value)}`);
+  for (const [key, value] of [...fields.filter(([k]) => k !== 'reqId'), ...fields.filter(([k]) => k === 'reqId')])
+    parts.push(`${paint('2', `${key}=`)}${showValue(value)}`);
   // Not the request fields of a line that is no request (a lone `url`, e.g. the status listener's).
   if (!isRequest) {
-    for (const key of ['method', 'url', 'statusCode', 'ms'] as const) if (o[key] !== undefined) parts.push(`${paint('2', `${key}=`)}${showValue(o[key])}`);
+    for (const key of ['method', 'url', 'statusCode', 'ms'] as const)
+      if (o[key] !== undefined) parts.push(`${paint('2', `${key}=`)}${showValue(o[key])}`);
   }
   return `${paint('2', time)} ${paint(levelColor, label.padEnd(5))} ${parts.join(' ')}\n${stack}`;
 }

@@ -84,7 +84,13 @@ export async function runOnce(command: Command): Promise<Run> {
 export function summarize(runs: Run[]): Summary {
   const walls = runs.map((r) => r.wallMs);
   const peaks = runs.map((r) => r.peakMb).filter((p): p is number => p !== null);
-  return { runs, medianMs: median(walls), minMs: Math.min(...walls), maxMs: Math.max(...walls), medianPeakMb: peaks.length ? median(peaks) : null };
+  return {
+    runs,
+    medianMs: median(walls),
+    minMs: Math.min(...walls),
+    maxMs: Math.max(...walls),
+    medianPeakMb: peaks.length ? median(peaks) : null,
+  };
 }
 
 /** Runs A and B in turn, `runs` times each, after `warmup` unmeasured pairs. */

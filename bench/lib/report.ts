@@ -33,7 +33,8 @@ export interface BenchRow {
 
 export const machineLoad = (): number => Math.round(loadavg()[0] * 100) / 100;
 
-export const machine = (): string => `${cpus().length} cores (${cpus()[0]?.model.trim() ?? 'unknown'}), ${Math.round(totalmem() / 2 ** 30)} GiB, node ${process.version}`;
+export const machine = (): string =>
+  `${cpus().length} cores (${cpus()[0]?.model.trim() ?? 'unknown'}), ${Math.round(totalmem() / 2 ** 30)} GiB, node ${process.version}`;
 
 export const seconds = (ms: number): string => `${(ms / 1000).toFixed(2)} s`;
 
@@ -67,12 +68,22 @@ export function report(rows: BenchRow[]): void {
 export function benchSizes(defaults: number[] = [1_000, 10_000, 100_000]): number[] {
   const raw = process.env.BENCH_SIZES;
   if (!raw) return defaults;
-  return raw.split(',').map((s) => Number(s.trim())).filter((n) => Number.isInteger(n) && n > 0);
+  return raw
+    .split(',')
+    .map((s) => Number(s.trim()))
+    .filter((n) => Number.isInteger(n) && n > 0);
 }
 
 /** BENCH_BACKENDS=sqlite narrows the databases (default both). */
 export function benchBackends(): Array<'sqlite' | 'postgres'> {
   const raw = process.env.BENCH_BACKENDS;
   const all: Array<'sqlite' | 'postgres'> = ['sqlite', 'postgres'];
-  return raw ? all.filter((b) => raw.split(',').map((s) => s.trim()).includes(b)) : all;
+  return raw
+    ? all.filter((b) =>
+        raw
+          .split(',')
+          .map((s) => s.trim())
+          .includes(b),
+      )
+    : all;
 }

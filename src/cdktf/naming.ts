@@ -23,15 +23,47 @@ export const camel = (name: string) => {
  * members of ComplexObject (a step's `depends_on` stays `dependsOn`).
  */
 const COMPLEX_OBJECT_MEMBERS = [
-  'fqn', 'toString', 'resolve', 'creationStack', 'internalValue', 'interpolationForAttribute', 'interpolationAsList', 'computeFqn',
-  'terraformAttribute', 'terraformResource', 'complexObjectIndex', 'complexObjectIsFromSet',
+  'fqn',
+  'toString',
+  'resolve',
+  'creationStack',
+  'internalValue',
+  'interpolationForAttribute',
+  'interpolationAsList',
+  'computeFqn',
+  'terraformAttribute',
+  'terraformResource',
+  'complexObjectIndex',
+  'complexObjectIsFromSet',
 ];
 const RESOURCE_MEMBERS = new Set([
   ...COMPLEX_OBJECT_MEMBERS,
-  'provider', 'count', 'dependsOn', 'lifecycle', 'forEach', 'provisioners', 'connection', 'node', 'friendlyUniqueId',
-  'terraformResourceType', 'terraformGeneratorMetadata', 'terraformMetaArguments', 'rawOverrides', 'cdktfStack', 'stack',
-  'toTerraform', 'toHclTerraform', 'toMetadata', 'importFrom', 'moveTo', 'moveToId', 'moveFromId', 'addOverride',
-  'overrideLogicalId', 'resetOverrideLogicalId', 'hasResourceMove',
+  'provider',
+  'count',
+  'dependsOn',
+  'lifecycle',
+  'forEach',
+  'provisioners',
+  'connection',
+  'node',
+  'friendlyUniqueId',
+  'terraformResourceType',
+  'terraformGeneratorMetadata',
+  'terraformMetaArguments',
+  'rawOverrides',
+  'cdktfStack',
+  'stack',
+  'toTerraform',
+  'toHclTerraform',
+  'toMetadata',
+  'importFrom',
+  'moveTo',
+  'moveToId',
+  'moveFromId',
+  'addOverride',
+  'overrideLogicalId',
+  'resetOverrideLogicalId',
+  'hasResourceMove',
 ]);
 const STRUCT_MEMBERS = new Set(COMPLEX_OBJECT_MEMBERS);
 
@@ -58,7 +90,8 @@ export function bodyToConfig(attrs: AttrSpec[], body: Record<string, unknown>, n
     if (!(field in body)) continue;
     const v = body[field];
     if (a.shape === 'object' && isRecord(v)) out[propName(a, nested)] = bodyToConfig(a.attrs!, v, true);
-    else if (a.shape === 'objects' && Array.isArray(v)) out[propName(a, nested)] = v.map((item) => (isRecord(item) ? bodyToConfig(a.attrs!, item, true) : item));
+    else if (a.shape === 'objects' && Array.isArray(v))
+      out[propName(a, nested)] = v.map((item) => (isRecord(item) ? bodyToConfig(a.attrs!, item, true) : item));
     else out[propName(a, nested)] = v;
   }
   return out;

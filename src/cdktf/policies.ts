@@ -8,7 +8,10 @@ import { apiField, type AttrSpec } from '../provider/schema.js';
  * `labels.team` -> `labels["team"]` on a map). Observe-only and disabled are handled by the
  * bridge itself (a data source; nothing).
  */
-export function lifecycleOf(policy: ResourcePolicy, attrs: AttrSpec[]): { lifecycle?: { preventDestroy?: boolean; ignoreChanges?: string[] } } {
+export function lifecycleOf(
+  policy: ResourcePolicy,
+  attrs: AttrSpec[],
+): { lifecycle?: { preventDestroy?: boolean; ignoreChanges?: string[] } } {
   const ignoreChanges = policy.ignoreFields.map((parts) => attributeRef(parts, attrs));
   if (!policy.preventDestroy && !ignoreChanges.length) return {};
   return { lifecycle: { ...(policy.preventDestroy ? { preventDestroy: true } : {}), ...(ignoreChanges.length ? { ignoreChanges } : {}) } };

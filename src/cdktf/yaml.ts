@@ -1,7 +1,15 @@
 import { resolve } from 'node:path';
 import * as cdk from './cdk.js';
 import { setAt } from '../kinds/index.js';
-import { ConfigValidationError, declaredLookup, loadConfig, resolveReferences, subjectOf, type ConfigDocument, type ConfigError } from '../config/index.js';
+import {
+  ConfigValidationError,
+  declaredLookup,
+  loadConfig,
+  resolveReferences,
+  subjectOf,
+  type ConfigDocument,
+  type ConfigError,
+} from '../config/index.js';
 import { PROVIDER_TYPE, resourceSpecs } from '../provider/schema.js';
 import { DATA_SOURCE_CONSTRUCTS, RESOURCE_CONSTRUCTS } from './generated/index.js';
 import { bodyToConfig, camel } from './naming.js';
@@ -45,7 +53,9 @@ export class YamlPlatform extends cdk.Construct {
 
     // Ids of other documents as lazy tokens: each resolves to the construct's id attribute at
     // synth time, whatever the order the documents are created in.
-    const lookup = declaredLookup(this.documents, (doc) => cdk.Lazy.stringValue({ produce: () => this.resourceOf(doc).getStringAttribute('id') }));
+    const lookup = declaredLookup(this.documents, (doc) =>
+      cdk.Lazy.stringValue({ produce: () => this.resourceOf(doc).getStringAttribute('id') }),
+    );
     const problems: ConfigError[] = [];
     for (const doc of this.documents) {
       // dpctl.dev/reconcile: disabled: not in the stack at all (a reference to it fails at synth).
@@ -60,13 +70,21 @@ export class YamlPlatform extends cdk.Construct {
         // Observe only: Terraform reads it (a data source) and never writes it; what references it gets its id.
         const source = DATA_SOURCE_CONSTRUCTS[spec.typeName as keyof typeof DATA_SOURCE_CONSTRUCTS] as unknown as AnyDataSource;
         const where = doc.descriptor.scope === 'project' ? { projectId: lookup('project', undefined, doc.project!) } : {};
-        this.constructs.set(YamlPlatform.key(doc.descriptor.kind, doc.project, doc.name), new source(this, id, { [camel(doc.descriptor.identity)]: doc.name, ...where, provider: props.provider }));
+        this.constructs.set(
+          YamlPlatform.key(doc.descriptor.kind, doc.project, doc.name),
+          new source(this, id, { [camel(doc.descriptor.identity)]: doc.name, ...where, provider: props.provider }),
+        );
         continue;
       }
       const body = structuredClone(doc.body);
       for (const [field, ref] of resolveReferences(doc, lookup)) setAt(body, doc.references.find((r) => r.field === field)!.path, ref);
       for (const s of doc.secrets) {
-        const value = 'env' in s.ref ? secretVariable(this, s.ref.env, { description: `${subjectOf(doc)} ${s.yamlField} (dpctl reads $${s.ref.env}; set TF_VAR_${s.ref.env}).` }).stringValue : cdk.Fn.file(resolve(s.baseDir, s.ref.file));
+        const value =
+          'env' in s.ref
+            ? secretVariable(this, s.ref.env, {
+                description: `${subjectOf(doc)} ${s.yamlField} (dpctl reads $${s.ref.env}; set TF_VAR_${s.ref.env}).`,
+              }).stringValue
+            : cdk.Fn.file(resolve(s.baseDir, s.ref.file));
         setAt(body, s.path, value);
       }
       if (doc.descriptor.scope === 'project') body.project_id = lookup('project', undefined, doc.project!);

@@ -35,10 +35,13 @@ export function alertsCommand(): Command {
 }
 
 const projectOption = (cmd: Command) => cmd.requiredOption('--project <name>', 'the project (its name)');
-const outputOption = (cmd: Command, json: string) => cmd.addOption(new Option('--output <format>', `output format (json: ${json})`).choices(['text', 'json']).default('text'));
+const outputOption = (cmd: Command, json: string) =>
+  cmd.addOption(new Option('--output <format>', `output format (json: ${json})`).choices(['text', 'json']).default('text'));
 
 function listCommand(): Command {
-  const cmd = projectOption(withConnection(new Command('list').description('List alerts, oldest first: id, severity, status, rule, fired time, message')));
+  const cmd = projectOption(
+    withConnection(new Command('list').description('List alerts, oldest first: id, severity, status, rule, fired time, message')),
+  );
   cmd
     .addOption(new Option('--status <status>', 'only alerts in this state (open: firing or acknowledged)').choices(STATUSES))
     .addOption(new Option('--severity <severity>', 'only alerts of this severity').choices(SEVERITIES));
@@ -56,7 +59,9 @@ function listCommand(): Command {
 }
 
 function transitionCommand(name: string, verb: 'acknowledge' | 'resolve', description: string): Command {
-  const cmd = projectOption(withConnection(new Command(name).description(description).argument('<alert-id>', 'the alert\'s id (see dpctl alerts list)')));
+  const cmd = projectOption(
+    withConnection(new Command(name).description(description).argument('<alert-id>', "the alert's id (see dpctl alerts list)")),
+  );
   return outputOption(cmd, 'the alert after the change').action((alertId: string, opts: TransitionOpts) =>
     guarded(() =>
       withClient(opts, async (client) => {
@@ -106,7 +111,14 @@ const json = (value: unknown) => `${JSON.stringify(value, null, 2)}\n`;
 
 /** An aligned table; the message, the widest column, is last and unpadded. */
 function renderTable(alerts: Alert[], rules: Map<string, string>): string {
-  const rows = alerts.map((a) => [a.id, a.severity, a.status, rules.get(a.alert_rule_id) ?? a.alert_rule_id, firedAt(a.fired_at), a.message]);
+  const rows = alerts.map((a) => [
+    a.id,
+    a.severity,
+    a.status,
+    rules.get(a.alert_rule_id) ?? a.alert_rule_id,
+    firedAt(a.fired_at),
+    a.message,
+  ]);
   const header = ['ID', 'SEVERITY', 'STATUS', 'RULE', 'FIRED', 'MESSAGE'];
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i].length)));
   const line = (cells: string[]) => `${cells.map((c, i) => (i === cells.length - 1 ? c : c.padEnd(widths[i]))).join('  ')}\n`;

@@ -45,13 +45,20 @@ export function withCommon(cmd: Command, outputs: CommonOpts['output'][] = ['tex
     .option('--source-id <id>', 'ownership label value (default: the config directory name)')
     .addOption(new Option('--output <format>', 'output format').choices(outputs).default('text'))
     .option('--concurrency <n>', 'parallel API calls', '4')
-    .option('--allow-undeclared-projects', 'metadata.project may name a project that exists on the server without a Project document', false)
+    .option(
+      '--allow-undeclared-projects',
+      'metadata.project may name a project that exists on the server without a Project document',
+      false,
+    )
     .option('--adopt', 'take ownership of existing resources the config declares that dpctl did not create', false)
     .option('--spec-operations', 'plan with only the operations the spec documents (a service run with --strict-spec)', false)
     .option('--no-cache', 'do not use the parse/validation cache (DPCTL_CACHE_DIR, else $XDG_CACHE_HOME/dpctl or ~/.cache/dpctl)');
 }
 
-export async function makeClient(opts: Pick<CommonOpts, 'url' | 'apiKey' | 'caFile' | 'insecure'>, extra: Partial<ClientConfig> = {}): Promise<DataPlatformClient> {
+export async function makeClient(
+  opts: Pick<CommonOpts, 'url' | 'apiKey' | 'caFile' | 'insecure'>,
+  extra: Partial<ClientConfig> = {},
+): Promise<DataPlatformClient> {
   const { DataPlatformClient, clientConfigFromEnv } = await loadClient();
   const overrides: Partial<ClientConfig> = { ...extra };
   if (opts.url) overrides.url = opts.url;
@@ -105,7 +112,10 @@ export function parseConcurrency(value: string): number {
 }
 
 export async function engineOptions(path: string, opts: CommonOpts, projects?: Promise<Record<string, unknown>[]>): Promise<EngineOptions> {
-  const [{ defaultSourceId, parseTarget }, { ConfigParseCache, PersistentParseCache }] = await Promise.all([loadEngine(), import('../config/index.js')]);
+  const [{ defaultSourceId, parseTarget }, { ConfigParseCache, PersistentParseCache }] = await Promise.all([
+    loadEngine(),
+    import('../config/index.js'),
+  ]);
   const concurrency = parseConcurrency(opts.concurrency);
   return {
     // Valid files parsed and validated by an earlier run are not parsed again (see docs/guides/reconciler.md).
@@ -130,7 +140,8 @@ export async function guarded(fn: () => Promise<number>): Promise<void> {
   try {
     process.exitCode = await fn();
   } catch (err) {
-    if (err instanceof (await loadEngine()).EngineConfigError) process.stderr.write(`${err.errors.join('\n')}\ninvalid: ${err.errors.length} error${err.errors.length === 1 ? '' : 's'}\n`);
+    if (err instanceof (await loadEngine()).EngineConfigError)
+      process.stderr.write(`${err.errors.join('\n')}\ninvalid: ${err.errors.length} error${err.errors.length === 1 ? '' : 's'}\n`);
     else process.stderr.write(`dpctl: ${(err as Error).message}\n`);
     process.exitCode = 1;
   }
@@ -155,24 +166,44 @@ async function markdownOnConfigError<T>(command: 'plan' | 'drift', output: Commo
 
 /** `dpctl plan <path>`: 0 in sync, 2 changes (the platform's pending provisioning included), 1 error. */
 export function planCommand(): Command {
-  return withCommon(new Command('plan').description('Show what apply would change (observes with list calls; changes nothing)'), ['text', 'json', 'markdown'])
+  return withCommon(new Command('plan').description('Show what apply would change (observes with list calls; changes nothing)'), [
+    'text',
+    'json',
+    'markdown',
+  ])
     .option('--prune', 'also plan deleting managed resources that left the config', false)
     .option('--allow-mass-delete', 'allow pruning more than max(5, 20%) of the managed resources', false)
     .option('--target <address>', TARGET_HELP, collect)
-    .option('--out <file>', 'also save the plan to FILE (no secret values, only fingerprints): dpctl apply FILE applies exactly it, or refuses')
+    .option(
+      '--out <file>',
+      'also save the plan to FILE (no secret values, only fingerprints): dpctl apply FILE applies exactly it, or refuses',
+    )
     .action((path: string, opts: CommonOpts & { out?: string }) =>
       guarded(async () => {
         const { client, projects, close } = await connect(opts);
         try {
           const engine = await loadEngine();
           const options = await engineOptions(path, opts, projects);
-          const { plan, state, secrets } = await markdownOnConfigError('plan', opts.output, async () => engine.preparePlan(client, [path], options));
+          const { plan, state, secrets } = await markdownOnConfigError('plan', opts.output, async () =>
+            engine.preparePlan(client, [path], options),
+          );
           const previews = plan.errors.length ? [] : await engine.previewProvisioning(client, plan, state);
-          if (opts.output === 'json') print(`${JSON.stringify({ ...engine.planJson(plan), provisioning: engine.provisioningPreviewJson(previews), health: engine.planHealthJson(plan) }, null, 2)}\n`);
+          if (opts.output === 'json')
+            print(
+              `${JSON.stringify({ ...engine.planJson(plan), provisioning: engine.provisioningPreviewJson(previews), health: engine.planHealthJson(plan) }, null, 2)}\n`,
+            );
           else if (opts.output === 'markdown') print(engine.renderPlanMarkdown(plan) + engine.renderSettleMarkdown(previews, plan));
-          else print(engine.renderPlan(plan, { colour: !!process.stdout.isTTY, sections: engine.renderProvisioningPreview(previews) + engine.renderPlanHealth(plan) }));
+          else
+            print(
+              engine.renderPlan(plan, {
+                colour: !!process.stdout.isTTY,
+                sections: engine.renderProvisioningPreview(previews) + engine.renderPlanHealth(plan),
+              }),
+            );
           if (opts.out && !plan.errors.length) {
-            writeFileSync(opts.out, `${JSON.stringify(engine.savePlan(plan, secrets, savedMeta(path, opts, options)), null, 2)}\n`, { mode: 0o600 });
+            writeFileSync(opts.out, `${JSON.stringify(engine.savePlan(plan, secrets, savedMeta(path, opts, options)), null, 2)}\n`, {
+              mode: 0o600,
+            });
             process.stderr.write(`saved the plan to ${opts.out}: apply it with dpctl apply ${opts.out}\n`);
           }
           const provisions = previews.some((p) => p.expected.length);
@@ -188,7 +219,15 @@ export function planCommand(): Command {
 function savedMeta(path: string, opts: CommonOpts, options: EngineOptions) {
   return {
     config_path: resolve(path),
-    options: { source_id: options.sourceId, prune: !!options.prune, allow_mass_delete: !!options.allowMassDelete, adopt: !!options.adopt, spec_operations: !!options.specOperations, allow_undeclared_projects: !!options.allowUndeclaredProjects, targets: opts.target ?? [] },
+    options: {
+      source_id: options.sourceId,
+      prune: !!options.prune,
+      allow_mass_delete: !!options.allowMassDelete,
+      adopt: !!options.adopt,
+      spec_operations: !!options.specOperations,
+      allow_undeclared_projects: !!options.allowUndeclaredProjects,
+      targets: opts.target ?? [],
+    },
   };
 }
 
@@ -201,7 +240,11 @@ interface ApplyOpts extends CommonOpts {
 
 /** `dpctl apply <path|plan file>`: 0 only when everything converged, was provisioned, passed its tests and is healthy. */
 export function applyCommand(): Command {
-  return withCommon(new Command('apply').description('Plan (or take a plan saved by dpctl plan --out), make the platform match the config, provision and wait until it works'))
+  return withCommon(
+    new Command('apply').description(
+      'Plan (or take a plan saved by dpctl plan --out), make the platform match the config, provision and wait until it works',
+    ),
+  )
     .option('--prune', 'delete managed resources (label dpctl.dev/managed-by = source id) that left the config', false)
     .option('--allow-mass-delete', 'allow pruning more than max(5, 20%) of the managed resources', false)
     .option('--target <address>', TARGET_HELP, collect)
@@ -218,7 +261,17 @@ function fromSavedPlan(file: string, opts: ApplyOpts, saved: SavedPlan): { path:
   process.stderr.write(`applying the plan saved in ${file} (${saved.created_at}) for ${saved.config_path}\n`);
   return {
     path: saved.config_path,
-    opts: { ...opts, sourceId: o.source_id, prune: o.prune, allowMassDelete: o.allow_mass_delete, adopt: o.adopt, specOperations: o.spec_operations, allowUndeclaredProjects: o.allow_undeclared_projects, target: o.targets, autoApprove: true },
+    opts: {
+      ...opts,
+      sourceId: o.source_id,
+      prune: o.prune,
+      allowMassDelete: o.allow_mass_delete,
+      adopt: o.adopt,
+      specOperations: o.spec_operations,
+      allowUndeclaredProjects: o.allow_undeclared_projects,
+      target: o.targets,
+      autoApprove: true,
+    },
   };
 }
 
@@ -233,8 +286,18 @@ async function runApply(given: string, flags: ApplyOpts): Promise<number> {
     const { plan, documents, state, secrets } = await engine.preparePlan(client, [path], options);
     const json = opts.output === 'json';
     const previews = plan.errors.length ? [] : await engine.previewProvisioning(client, plan, state);
-    if (!json) print(engine.renderPlan(plan, { colour: !!process.stdout.isTTY, sections: engine.renderProvisioningPreview(previews) + engine.renderPlanHealth(plan) }));
-    const refusal = plan.errors.length ? 'the plan has errors' : saved ? staleRefusal(engine.staleReasons(saved, plan, secrets)) : undefined;
+    if (!json)
+      print(
+        engine.renderPlan(plan, {
+          colour: !!process.stdout.isTTY,
+          sections: engine.renderProvisioningPreview(previews) + engine.renderPlanHealth(plan),
+        }),
+      );
+    const refusal = plan.errors.length
+      ? 'the plan has errors'
+      : saved
+        ? staleRefusal(engine.staleReasons(saved, plan, secrets))
+        : undefined;
     if (refusal) {
       if (json) print(`${JSON.stringify(engine.planJson(plan), null, 2)}\n`);
       process.stderr.write(`dpctl: nothing applied: ${refusal}\n`);
@@ -244,9 +307,22 @@ async function runApply(given: string, flags: ApplyOpts): Promise<number> {
       process.stderr.write('dpctl: apply cancelled\n');
       return 1;
     }
-    const progress = json ? undefined : progressPrinter(plan.changes.reduce((n, c) => n + (c.action === 'no-op' ? 0 : c.action === 'replace' ? 2 : 1), 0));
-    const result = await engine.applyPlan(client, plan, documents, state, secrets, { concurrency: options.concurrency!, onProgress: progress?.line });
-    const settled = await engine.settle(client, plan, result, state, { previews, wait: opts.wait, deadline, testConnections: opts.testConnections, concurrency: options.concurrency!, onProgress: progress?.line, onPhase: progress?.phase });
+    const progress = json
+      ? undefined
+      : progressPrinter(plan.changes.reduce((n, c) => n + (c.action === 'no-op' ? 0 : c.action === 'replace' ? 2 : 1), 0));
+    const result = await engine.applyPlan(client, plan, documents, state, secrets, {
+      concurrency: options.concurrency!,
+      onProgress: progress?.line,
+    });
+    const settled = await engine.settle(client, plan, result, state, {
+      previews,
+      wait: opts.wait,
+      deadline,
+      testConnections: opts.testConnections,
+      concurrency: options.concurrency!,
+      onProgress: progress?.line,
+      onPhase: progress?.phase,
+    });
     progress?.end();
     if (json) print(`${JSON.stringify({ ...engine.applyJson(plan, result), ...engine.settleJson(settled) }, null, 2)}\n`);
     else print(engine.renderApplySummary(result) + engine.renderSettle(settled));
@@ -264,7 +340,8 @@ const isFile = (path: string) => {
   }
 };
 
-const staleRefusal = (reasons: string[]) => (reasons.length ? `the saved plan is stale, plan again:\n${reasons.map((r) => `  ${r}`).join('\n')}` : undefined);
+const staleRefusal = (reasons: string[]) =>
+  reasons.length ? `the saved plan is stale, plan again:\n${reasons.map((r) => `  ${r}`).join('\n')}` : undefined;
 
 /**
  * On a terminal, apply asks first, as terraform apply does; only "yes" goes on. Anywhere
@@ -309,22 +386,30 @@ function progressPrinter(total: number): { line: (text: string) => void; phase: 
 
 /** `dpctl drift <path>`: 0 none, 2 drift, 1 error. */
 export function driftCommand(): Command {
-  return withCommon(new Command('drift').description('Report resources changed or deleted by hand, and unmanaged extras, in the config\'s projects'), ['text', 'json', 'markdown'])
-    .action((path: string, opts: CommonOpts) =>
-      guarded(async () => {
-        const { client, projects, close } = await connect(opts);
-        try {
-          const { detectDrift, driftJson, renderDrift, renderDriftMarkdown, planHealthJson, renderPlanHealth } = await loadEngine();
-          const engine = await engineOptions(path, opts, projects);
-          const { plan, drift } = await markdownOnConfigError('drift', opts.output, () => detectDrift(client, [path], engine));
-          if (opts.output === 'json') print(`${JSON.stringify({ ...driftJson(plan.sourceId, drift, plan.errors), health: planHealthJson(plan) }, null, 2)}\n`);
-          else print(opts.output === 'markdown' ? renderDriftMarkdown(plan.sourceId, drift, plan.errors) : renderDrift(drift) + renderPlanHealth(plan));
-          // JSON and markdown carry the errors themselves.
-          for (const e of opts.output === 'text' ? plan.errors : []) process.stderr.write(`error: ${e}\n`);
-          return plan.errors.length ? 1 : drift.length ? 2 : 0;
-        } finally {
-          await close();
-        }
-      }),
-    );
+  return withCommon(
+    new Command('drift').description("Report resources changed or deleted by hand, and unmanaged extras, in the config's projects"),
+    ['text', 'json', 'markdown'],
+  ).action((path: string, opts: CommonOpts) =>
+    guarded(async () => {
+      const { client, projects, close } = await connect(opts);
+      try {
+        const { detectDrift, driftJson, renderDrift, renderDriftMarkdown, planHealthJson, renderPlanHealth } = await loadEngine();
+        const engine = await engineOptions(path, opts, projects);
+        const { plan, drift } = await markdownOnConfigError('drift', opts.output, () => detectDrift(client, [path], engine));
+        if (opts.output === 'json')
+          print(`${JSON.stringify({ ...driftJson(plan.sourceId, drift, plan.errors), health: planHealthJson(plan) }, null, 2)}\n`);
+        else
+          print(
+            opts.output === 'markdown'
+              ? renderDriftMarkdown(plan.sourceId, drift, plan.errors)
+              : renderDrift(drift) + renderPlanHealth(plan),
+          );
+        // JSON and markdown carry the errors themselves.
+        for (const e of opts.output === 'text' ? plan.errors : []) process.stderr.write(`error: ${e}\n`);
+        return plan.errors.length ? 1 : drift.length ? 2 : 0;
+      } finally {
+        await close();
+      }
+    }),
+  );
 }

@@ -73,7 +73,9 @@ async function runAction(kind: RunKind, name: string, opts: RunOpts): Promise<nu
     }
     if (opts.output === 'text') print(`${title(target)}: run ${runId} started\n`);
     const progress = progressPrinter(opts.output === 'json' ? (s) => process.stderr.write(s) : print);
-    const run = await withTimeout(timeoutMs, runId, (signal) => (kind === 'pipeline' ? followPipeline(client, target, runId, reader, progress, signal) : pollRun(reader, progress.run, signal)));
+    const run = await withTimeout(timeoutMs, runId, (signal) =>
+      kind === 'pipeline' ? followPipeline(client, target, runId, reader, progress, signal) : pollRun(reader, progress.run, signal),
+    );
     return report(target, run, opts.output);
   } finally {
     await client.close();
@@ -109,13 +111,15 @@ const json = (value: unknown) => `${JSON.stringify(value, null, 2)}\n`;
  */
 function runReader(client: DataPlatformClient, t: Target, runId: string): (signal?: AbortSignal) => Promise<Run> {
   if (t.kind === 'pipeline') return (signal) => client.pipelineRun(t.projectId, t.resourceId, runId, { signal });
-  const route = t.kind === 'sync' ? '/projects/{id}/connectors/{ownerId}/runs/{runId}' : '/projects/{id}/dbt-projects/{ownerId}/runs/{runId}';
+  const route =
+    t.kind === 'sync' ? '/projects/{id}/connectors/{ownerId}/runs/{runId}' : '/projects/{id}/dbt-projects/{ownerId}/runs/{runId}';
   const fromList = runFromList(client, t, runId);
   let useList = false;
   return async (signal) => {
     if (!useList) {
       try {
-        return (await client.request<Run>({ method: 'GET', route, params: { id: t.projectId, ownerId: t.resourceId, runId }, signal })).body;
+        return (await client.request<Run>({ method: 'GET', route, params: { id: t.projectId, ownerId: t.resourceId, runId }, signal }))
+          .body;
       } catch (err) {
         const { ApiError } = await import('../client/index.js');
         if (!(err instanceof ApiError && err.status === 404)) throw err;
@@ -134,7 +138,7 @@ function runFromList(client: DataPlatformClient, t: Target, runId: string): (sig
   const history = client.runs(t.projectId, t.owner);
   let start: string | undefined;
   const search = async (from: string | undefined, signal?: AbortSignal): Promise<Run | undefined> => {
-    for (let cursor = from; ; ) {
+    for (let cursor = from; ;) {
       const page = await history.list(undefined, { cursor, signal });
       const run = page.data.find((r) => r.id === runId);
       if (run) {
@@ -160,14 +164,16 @@ async function withTimeout(ms: number, runId: string, fn: (signal: AbortSignal) 
   try {
     return await fn(deadline.signal);
   } catch (err) {
-    if (deadline.signal.aborted) throw new Error(`timed out after ${formatMs(ms)} waiting for run ${runId} to end (it goes on in the service)`);
+    if (deadline.signal.aborted)
+      throw new Error(`timed out after ${formatMs(ms)} waiting for run ${runId} to end (it goes on in the service)`);
     throw err;
   } finally {
     clearTimeout(timer);
   }
 }
 
-const formatMs = (ms: number) => (ms % 3_600_000 === 0 ? `${ms / 3_600_000}h` : ms % 60_000 === 0 ? `${ms / 60_000}m` : ms % 1000 === 0 ? `${ms / 1000}s` : `${ms}ms`);
+const formatMs = (ms: number) =>
+  ms % 3_600_000 === 0 ? `${ms / 3_600_000}h` : ms % 60_000 === 0 ? `${ms / 60_000}m` : ms % 1000 === 0 ? `${ms / 1000}s` : `${ms}ms`;
 
 /** Resolves after `ms`, or at once when the signal aborts. */
 function sleep(ms: number, signal: AbortSignal): Promise<void> {
@@ -200,7 +206,14 @@ async function pollRun(read: (signal: AbortSignal) => Promise<Run>, onRead: (run
  * steps; and whatever ends the stream (the run's end, a lost connection, a refusal) the exit code
  * comes from the run as the service records it.
  */
-async function followPipeline(client: DataPlatformClient, t: Target, runId: string, read: (signal: AbortSignal) => Promise<Run>, progress: Progress, signal: AbortSignal): Promise<Run> {
+async function followPipeline(
+  client: DataPlatformClient,
+  t: Target,
+  runId: string,
+  read: (signal: AbortSignal) => Promise<Run>,
+  progress: Progress,
+  signal: AbortSignal,
+): Promise<Run> {
   const stream = client.streams.pipelineRun(t.resourceId, runId, { projectId: t.projectId, signal, maxAttempts: 5 });
   const stopWatching = closeWhenEnded(stream, read, signal);
   try {
@@ -215,7 +228,17 @@ async function followPipeline(client: DataPlatformClient, t: Target, runId: stri
   // Steps whose final state the stream did not deliver (it closed early): as the run records them.
   for (const s of run.steps) {
     if (s.status === 'completed' || s.status === 'failed' || s.status === 'skipped') {
-      progress.step({ type: 'step_update', step_id: s.step_id, step_name: s.step_name, status: s.status, duration_seconds: s.duration_seconds, timestamp: s.finished_at ?? '' }, s.error);
+      progress.step(
+        {
+          type: 'step_update',
+          step_id: s.step_id,
+          step_name: s.step_name,
+          status: s.status,
+          duration_seconds: s.duration_seconds,
+          timestamp: s.finished_at ?? '',
+        },
+        s.error,
+      );
     }
   }
   return run;
@@ -268,9 +291,12 @@ function progressPrinter(write: (s: string) => void): Progress {
     write(`  ${what} ${name}: ${status}${took}${detail ? ` (${detail})` : ''}\n`);
   };
   return {
-    step: (u, error) => line('step', u.step_name, u.status, u.duration_seconds, u.status === 'failed' || u.status === 'skipped' ? error : undefined),
+    step: (u, error) =>
+      line('step', u.step_name, u.status, u.duration_seconds, u.status === 'failed' || u.status === 'skipped' ? error : undefined),
     run(run) {
-      for (const t of run.tables) if (t.status !== 'pending') line('table', t.table, t.status, t.duration_seconds, t.status === 'completed' && t.rows !== null ? `${t.rows} rows` : t.error);
+      for (const t of run.tables)
+        if (t.status !== 'pending')
+          line('table', t.table, t.status, t.duration_seconds, t.status === 'completed' && t.rows !== null ? `${t.rows} rows` : t.error);
       for (const m of run.models) if (m.status !== 'pending') line('model', m.name, m.status, m.duration_seconds, m.error);
     },
     note: (text) => void process.stderr.write(`dpctl: ${text}\n`),

@@ -91,42 +91,147 @@ export function serveCommand(): Command {
     .option('--port <port>', 'port to listen on (0 picks a free one)', int('--port'), 8443)
     .option('--host <host>', 'address to listen on', '127.0.0.1')
     .option('--data-dir <dir>', 'where the SQLite database and the generated certificate live', '.dpctl-data')
-    .option('--database-url <url>', 'use PostgreSQL (postgres://...) instead of the data dir\'s SQLite')
-    .option('--secrets-key-file <file>', 'base64 32-byte master key that encrypts write-only values at rest (env DP_SECRETS_KEY; default: generated into <data-dir>/secrets.key, or the database with --database-url)')
+    .option('--database-url <url>', "use PostgreSQL (postgres://...) instead of the data dir's SQLite")
+    .option(
+      '--secrets-key-file <file>',
+      'base64 32-byte master key that encrypts write-only values at rest (env DP_SECRETS_KEY; default: generated into <data-dir>/secrets.key, or the database with --database-url)',
+    )
     .option('--tls-cert <file>', 'PEM certificate to serve instead of a generated self-signed one')
     .option('--tls-key <file>', 'PEM private key for --tls-cert')
-    .addOption(new Option('--run-history <n>', 'runs kept per connector, pipeline or dbt project; the oldest finished ones are deleted as new ones start (0: keep all)').env('DP_RUN_HISTORY').argParser(int('--run-history')).default(DEFAULT_OPTIONS.runHistory))
-    .addOption(new Option('--tls-cert-cache <n>', 'most per-tenant TLS certificates kept in memory (least recently used dropped)').env('DP_TLS_CERT_CACHE').argParser(int('--tls-cert-cache')).default(DEFAULT_OPTIONS.tlsCertCacheSize))
-    .addOption(new Option('--handshake-timeout <seconds>', 'a new connection\'s wait for its first byte, then for the end of the TLS handshake').env('DP_HANDSHAKE_TIMEOUT').argParser(positive('--handshake-timeout')).default(DEFAULT_OPTIONS.handshakeTimeout))
-    .addOption(new Option('--headers-timeout <seconds>', 'from the handshake to the first request\'s headers, and from any request\'s start to its last header').env('DP_HEADERS_TIMEOUT').argParser(positive('--headers-timeout')).default(DEFAULT_OPTIONS.headersTimeout))
-    .addOption(new Option('--request-timeout <seconds>', 'from a request\'s start to the end of its body').env('DP_REQUEST_TIMEOUT').argParser(positive('--request-timeout')).default(DEFAULT_OPTIONS.requestTimeout))
-    .addOption(new Option('--keep-alive-timeout <seconds>', 'how long an idle keep-alive connection stays open').env('DP_KEEP_ALIVE_TIMEOUT').argParser(positive('--keep-alive-timeout')).default(DEFAULT_OPTIONS.keepAliveTimeout))
-    .addOption(new Option('--max-connections-per-address <n>', 'open connections per client address (IPv4, IPv6 /64), streams included; 0 = no cap; raise it behind a proxy').env('DP_MAX_CONNECTIONS_PER_ADDRESS').argParser(int('--max-connections-per-address')).default(DEFAULT_OPTIONS.maxConnectionsPerAddress))
+    .addOption(
+      new Option(
+        '--run-history <n>',
+        'runs kept per connector, pipeline or dbt project; the oldest finished ones are deleted as new ones start (0: keep all)',
+      )
+        .env('DP_RUN_HISTORY')
+        .argParser(int('--run-history'))
+        .default(DEFAULT_OPTIONS.runHistory),
+    )
+    .addOption(
+      new Option('--tls-cert-cache <n>', 'most per-tenant TLS certificates kept in memory (least recently used dropped)')
+        .env('DP_TLS_CERT_CACHE')
+        .argParser(int('--tls-cert-cache'))
+        .default(DEFAULT_OPTIONS.tlsCertCacheSize),
+    )
+    .addOption(
+      new Option('--handshake-timeout <seconds>', "a new connection's wait for its first byte, then for the end of the TLS handshake")
+        .env('DP_HANDSHAKE_TIMEOUT')
+        .argParser(positive('--handshake-timeout'))
+        .default(DEFAULT_OPTIONS.handshakeTimeout),
+    )
+    .addOption(
+      new Option(
+        '--headers-timeout <seconds>',
+        "from the handshake to the first request's headers, and from any request's start to its last header",
+      )
+        .env('DP_HEADERS_TIMEOUT')
+        .argParser(positive('--headers-timeout'))
+        .default(DEFAULT_OPTIONS.headersTimeout),
+    )
+    .addOption(
+      new Option('--request-timeout <seconds>', "from a request's start to the end of its body")
+        .env('DP_REQUEST_TIMEOUT')
+        .argParser(positive('--request-timeout'))
+        .default(DEFAULT_OPTIONS.requestTimeout),
+    )
+    .addOption(
+      new Option('--keep-alive-timeout <seconds>', 'how long an idle keep-alive connection stays open')
+        .env('DP_KEEP_ALIVE_TIMEOUT')
+        .argParser(positive('--keep-alive-timeout'))
+        .default(DEFAULT_OPTIONS.keepAliveTimeout),
+    )
+    .addOption(
+      new Option(
+        '--max-connections-per-address <n>',
+        'open connections per client address (IPv4, IPv6 /64), streams included; 0 = no cap; raise it behind a proxy',
+      )
+        .env('DP_MAX_CONNECTIONS_PER_ADDRESS')
+        .argParser(int('--max-connections-per-address'))
+        .default(DEFAULT_OPTIONS.maxConnectionsPerAddress),
+    )
     .option('--base-domain <domain>', 'tenants are also served at <slug>.<domain>')
     .option('--rate-limit <n>', 'requests per minute per tenant per endpoint', int('--rate-limit'), 600)
-    .option('--anonymous-rate-limit <n>', 'requests per minute per source address per anonymous endpoint (login, refresh, SSO, invitations)', int('--anonymous-rate-limit'), DEFAULT_OPTIONS.anonymousRateLimit)
-    .option('--login-lock-after <n>', 'failed sign-ins per account and address before back-off (1 s, doubling)', positive('--login-lock-after'), DEFAULT_OPTIONS.loginLockAfter)
-    .option('--login-address-lock-after <n>', 'failed sign-ins or refreshes per address, across accounts, before back-off', positive('--login-address-lock-after'), DEFAULT_OPTIONS.loginAddressLockAfter)
-    .option('--login-account-lock-after <n>', 'failed sign-ins per account, across addresses, before back-off (locks of 60 s at most)', positive('--login-account-lock-after'), DEFAULT_OPTIONS.loginAccountLockAfter)
+    .option(
+      '--anonymous-rate-limit <n>',
+      'requests per minute per source address per anonymous endpoint (login, refresh, SSO, invitations)',
+      int('--anonymous-rate-limit'),
+      DEFAULT_OPTIONS.anonymousRateLimit,
+    )
+    .option(
+      '--login-lock-after <n>',
+      'failed sign-ins per account and address before back-off (1 s, doubling)',
+      positive('--login-lock-after'),
+      DEFAULT_OPTIONS.loginLockAfter,
+    )
+    .option(
+      '--login-address-lock-after <n>',
+      'failed sign-ins or refreshes per address, across accounts, before back-off',
+      positive('--login-address-lock-after'),
+      DEFAULT_OPTIONS.loginAddressLockAfter,
+    )
+    .option(
+      '--login-account-lock-after <n>',
+      'failed sign-ins per account, across addresses, before back-off (locks of 60 s at most)',
+      positive('--login-account-lock-after'),
+      DEFAULT_OPTIONS.loginAccountLockAfter,
+    )
     .option('--login-max-lock <seconds>', 'longest sign-in lock', positive('--login-max-lock'), DEFAULT_OPTIONS.loginMaxLockSeconds)
-    .option('--trust-proxy <addresses>', 'proxies (addresses/CIDRs, comma-separated; env DP_TRUST_PROXY) whose X-Forwarded-For names the client for per-address limits')
+    .option(
+      '--trust-proxy <addresses>',
+      'proxies (addresses/CIDRs, comma-separated; env DP_TRUST_PROXY) whose X-Forwarded-For names the client for per-address limits',
+    )
     .option('--access-token-ttl <seconds>', 'access-token lifetime', int('--access-token-ttl'), 3600)
-    .option('--strict-spec', 'serve only the spec\'s documented surface (no extensions)', false)
-    .option('--time-scale <factor>', 'run simulated work (dbt models, simulated syncs, provisioning) this many times faster', positive('--time-scale'), 1)
-    .option('--source-timeout <seconds>', 'how long connecting to a connector\'s source may take', positive('--source-timeout'), 5)
-    .option('--source-query-timeout <seconds>', 'how long one statement of a sync (a table\'s row count) may run on the source', positive('--source-query-timeout'), 300)
-    .option('--demo', 'bootstrap a "demo" tenant (admin@demo.local / demo-password) unless DP_BOOTSTRAP_* say otherwise; local use only', false)
+    .option('--strict-spec', "serve only the spec's documented surface (no extensions)", false)
+    .option(
+      '--time-scale <factor>',
+      'run simulated work (dbt models, simulated syncs, provisioning) this many times faster',
+      positive('--time-scale'),
+      1,
+    )
+    .option('--source-timeout <seconds>', "how long connecting to a connector's source may take", positive('--source-timeout'), 5)
+    .option(
+      '--source-query-timeout <seconds>',
+      "how long one statement of a sync (a table's row count) may run on the source",
+      positive('--source-query-timeout'),
+      300,
+    )
+    .option(
+      '--demo',
+      'bootstrap a "demo" tenant (admin@demo.local / demo-password) unless DP_BOOTSTRAP_* say otherwise; local use only',
+      false,
+    )
     .option('--outbound-ca-file <file>', 'PEM CA trusted (besides the system CAs) for outbound HTTPS: webhook and Slack notifications')
-    .option('--smtp-url <url>', 'send email channels through this SMTP server (smtp://user:password@host:587, smtps://...; env DP_SMTP_URL) instead of the email_outbox table', (v: string) => checkSmtpUrl(v, '--smtp-url'))
+    .option(
+      '--smtp-url <url>',
+      'send email channels through this SMTP server (smtp://user:password@host:587, smtps://...; env DP_SMTP_URL) instead of the email_outbox table',
+      (v: string) => checkSmtpUrl(v, '--smtp-url'),
+    )
     .option('--smtp-from <address>', 'sender of notification emails', DEFAULT_OPTIONS.smtpFrom)
     .option('--no-metrics', 'do not serve GET /metrics (Prometheus: event-loop delay, process metrics; no tenant data)')
     .option('--metrics-token <token>', 'GET /metrics asks for "Authorization: Bearer <token>" (env DP_METRICS_TOKEN; default: open)')
-    .option('--egress-deny <cidrs>', 'CIDRs no outbound connection (connector sources, webhooks, Slack, SMTP, SSO) may reach, comma-separated; "default" = link-local/metadata and private ranges, "none" = nothing (env DP_EGRESS_DENY; default: "default")')
-    .option('--egress-allow <cidrs>', 'CIDRs allowed again inside denied ones (the most specific range decides), comma-separated (env DP_EGRESS_ALLOW)')
-    .option('--reconcile <dir>', 'also run the controller in this process: keep the bootstrapped tenant equal to the YAML in <dir> (edit a file and it is applied)')
-    .option('--reconcile-interval <duration>', 'time between the controller\'s runs with --reconcile', '2s')
+    .option(
+      '--egress-deny <cidrs>',
+      'CIDRs no outbound connection (connector sources, webhooks, Slack, SMTP, SSO) may reach, comma-separated; "default" = link-local/metadata and private ranges, "none" = nothing (env DP_EGRESS_DENY; default: "default")',
+    )
+    .option(
+      '--egress-allow <cidrs>',
+      'CIDRs allowed again inside denied ones (the most specific range decides), comma-separated (env DP_EGRESS_ALLOW)',
+    )
+    .option(
+      '--reconcile <dir>',
+      'also run the controller in this process: keep the bootstrapped tenant equal to the YAML in <dir> (edit a file and it is applied)',
+    )
+    .option('--reconcile-interval <duration>', "time between the controller's runs with --reconcile", '2s')
     .option('--controller-listen <host:port>', 'status page of the controller with --reconcile', '127.0.0.1:9090')
-    .addOption(new Option('--log-level <level>', 'log level of the service and the --reconcile controller: each request is logged at debug, 4xx at info, 5xx at error').choices(LOG_LEVELS).env('DP_LOG_LEVEL').default('info'))
+    .addOption(
+      new Option(
+        '--log-level <level>',
+        'log level of the service and the --reconcile controller: each request is logged at debug, 4xx at info, 5xx at error',
+      )
+        .choices(LOG_LEVELS)
+        .env('DP_LOG_LEVEL')
+        .default('info'),
+    )
     .addOption(new Option('--log-format <format>', LOG_FORMAT_HELP).choices(LOG_FORMATS).env('DP_LOG_FORMAT'))
     .action(async (opts) => {
       let service: RunningService | undefined;
@@ -202,14 +307,33 @@ export function serveCommand(): Command {
             `Login:    curl --cacert ${service.tls.certPath} -X POST ${service.baseUrl(slug)}/auth/login -H 'Content-Type: application/json' -d '{"email":"${email}","password":"${password === DEMO.password ? password : '...'}"}'`,
           );
         } else {
-          lines.push(`Docs:     https://localhost:${service.port}/api/docs`, 'No tenant bootstrapped: set DP_BOOTSTRAP_TENANT, DP_BOOTSTRAP_EMAIL and DP_BOOTSTRAP_PASSWORD, or run `dpctl tenant create`.');
+          lines.push(
+            `Docs:     https://localhost:${service.port}/api/docs`,
+            'No tenant bootstrapped: set DP_BOOTSTRAP_TENANT, DP_BOOTSTRAP_EMAIL and DP_BOOTSTRAP_PASSWORD, or run `dpctl tenant create`.',
+          );
         }
         if (service.tls.certPath) lines.push(`CA file:  ${service.tls.certPath} (self-signed; pass it to clients)`);
         const { smtpUrl } = service.ctx.options;
-        lines.push(`Email:    ${smtpUrl ? `sent through ${redactedSmtpUrl(smtpUrl)}` : 'written to the email_outbox table (no --smtp-url)'}`);
+        lines.push(
+          `Email:    ${smtpUrl ? `sent through ${redactedSmtpUrl(smtpUrl)}` : 'written to the email_outbox table (no --smtp-url)'}`,
+        );
         if (opts.reconcile) {
-          if (!(slug && email && password)) throw new Error('--reconcile needs a bootstrapped tenant: use --demo or set DP_BOOTSTRAP_TENANT, DP_BOOTSTRAP_EMAIL and DP_BOOTSTRAP_PASSWORD');
-          controller = await startDemoController({ service, slug, email, password, dir: opts.reconcile, stateDir: join(opts.dataDir, 'controller'), interval: opts.reconcileInterval, listen: opts.controllerListen, logLevel: opts.logLevel, logFormat: opts.logFormat });
+          if (!(slug && email && password))
+            throw new Error(
+              '--reconcile needs a bootstrapped tenant: use --demo or set DP_BOOTSTRAP_TENANT, DP_BOOTSTRAP_EMAIL and DP_BOOTSTRAP_PASSWORD',
+            );
+          controller = await startDemoController({
+            service,
+            slug,
+            email,
+            password,
+            dir: opts.reconcile,
+            stateDir: join(opts.dataDir, 'controller'),
+            interval: opts.reconcileInterval,
+            listen: opts.controllerListen,
+            logLevel: opts.logLevel,
+            logFormat: opts.logFormat,
+          });
           lines.push(
             `Controller: reconciling ${controller.dir} into tenant "${slug}" every ${opts.reconcileInterval}; edit a YAML file there and it is applied`,
             `Status:   ${controller.url}/status`,
@@ -228,16 +352,26 @@ export function tenantCommand(): Command {
     .requiredOption('--admin-email <email>', 'email of the first admin')
     .option('--data-dir <dir>', 'data dir of the service', '.dpctl-data')
     .option('--database-url <url>', 'PostgreSQL URL, when the service uses one')
-    .option('--secrets-key-file <file>', 'the service\'s secrets key file, when it uses one (env DP_SECRETS_KEY)')
+    .option('--secrets-key-file <file>', "the service's secrets key file, when it uses one (env DP_SECRETS_KEY)")
     .action(async (slug: string, opts) => {
       const password = process.env.DP_ADMIN_PASSWORD || (await readStdin()).trim();
       if (!password) throw new Error('give the admin password in DP_ADMIN_PASSWORD or on stdin');
-      const [{ openServiceContext }, { ensureTenantWithAdmin }] = await Promise.all([import('../service/server.js'), import('../service/bootstrap.js')]);
-      const ctx = await openServiceContext({ dataDir: opts.dataDir, databaseUrl: opts.databaseUrl ?? process.env.DP_DATABASE_URL, secretsKeyFile: opts.secretsKeyFile, secretsKey: process.env.DP_SECRETS_KEY });
+      const [{ openServiceContext }, { ensureTenantWithAdmin }] = await Promise.all([
+        import('../service/server.js'),
+        import('../service/bootstrap.js'),
+      ]);
+      const ctx = await openServiceContext({
+        dataDir: opts.dataDir,
+        databaseUrl: opts.databaseUrl ?? process.env.DP_DATABASE_URL,
+        secretsKeyFile: opts.secretsKeyFile,
+        secretsKey: process.env.DP_SECRETS_KEY,
+      });
       try {
         if (await ctx.tenants.bySlug(slug)) throw new Error(`tenant "${slug}" already exists`);
         await ensureTenantWithAdmin(ctx, slug, opts.adminEmail, password);
-        process.stdout.write(`Created tenant "${slug}" with admin ${opts.adminEmail}; it is served at https://${slug}.localhost:<port>/api/v1\n`);
+        process.stdout.write(
+          `Created tenant "${slug}" with admin ${opts.adminEmail}; it is served at https://${slug}.localhost:<port>/api/v1\n`,
+        );
       } finally {
         await ctx.db.close();
       }
@@ -246,7 +380,12 @@ export function tenantCommand(): Command {
 }
 
 /** A CIDR list from its flag, else its environment variable, checked (parse: egress.ts, loaded with the service). */
-function cidrs(parse: (text: string, source: string) => string[], flag: string | undefined, flagName: string, envName: string): string[] | undefined {
+function cidrs(
+  parse: (text: string, source: string) => string[],
+  flag: string | undefined,
+  flagName: string,
+  envName: string,
+): string[] | undefined {
   if (flag !== undefined) return parse(flag, flagName);
   const env = process.env[envName];
   return env ? parse(env, envName) : undefined;

@@ -4,13 +4,20 @@ import { FOLLOWER_PREFIX, rootCauses } from '../config/errors.js';
 /** `dpctl validate <path...>`: every error of every file, before anything is sent anywhere. */
 export function validateCommand(): Command {
   return new Command('validate')
-    .description('Check declarative YAML (files, or directories read recursively) against the document schema, names, projects and references; sends nothing to any server')
+    .description(
+      'Check declarative YAML (files, or directories read recursively) against the document schema, names, projects and references; sends nothing to any server',
+    )
     .argument('<paths...>', 'YAML files or directories (*.yaml, *.yml)')
-    .option('--allow-undeclared-projects', 'metadata.project may name a project that exists on the server without a Project document', false)
+    .option(
+      '--allow-undeclared-projects',
+      'metadata.project may name a project that exists on the server without a Project document',
+      false,
+    )
     .option('--check-secrets', 'also read every secretRef (environment variables, files) and check the values', false)
     .option('--no-cache', 'do not use the parse/validation cache (DPCTL_CACHE_DIR, else $XDG_CACHE_HOME/dpctl or ~/.cache/dpctl)')
     .action(async (paths: string[], opts: { allowUndeclaredProjects: boolean; checkSecrets: boolean; cache?: boolean }) => {
-      const { ConfigParseCache, PersistentParseCache, formatConfigError, loadConfig, projectLayout, resolveSecrets, sortErrors } = await import('../config/index.js');
+      const { ConfigParseCache, PersistentParseCache, formatConfigError, loadConfig, projectLayout, resolveSecrets, sortErrors } =
+        await import('../config/index.js');
       // Valid files parsed and validated by an earlier run (validate, plan, apply...) are not parsed again; files with errors never come from the cache.
       const cache = opts.cache === false ? undefined : new ConfigParseCache({ persistent: new PersistentParseCache(), memory: false });
       const { config, errors } = loadConfig(paths, { allowUndeclaredProjects: opts.allowUndeclaredProjects, cache });
@@ -21,14 +28,18 @@ export function validateCommand(): Command {
         const files = new Set(all.map((e) => e.file)).size;
         const roots = rootCauses(all);
         const causes = roots < all.length ? ` (${roots} root cause${roots === 1 ? '' : 's'})` : '';
-        process.stderr.write(`invalid: ${all.length} error${all.length === 1 ? '' : 's'} in ${files} file${files === 1 ? '' : 's'}${causes}\n`);
+        process.stderr.write(
+          `invalid: ${all.length} error${all.length === 1 ? '' : 's'} in ${files} file${files === 1 ? '' : 's'}${causes}\n`,
+        );
         process.exitCode = 1;
         return;
       }
       const counts = new Map<string, number>();
       for (const doc of config.documents) counts.set(doc.yamlKind, (counts.get(doc.yamlKind) ?? 0) + 1);
       const byKind = [...counts].map(([k, n]) => `${n} ${k}`).join(', ');
-      const projects = new Set(config.documents.flatMap((d) => (d.project !== undefined ? [d.project] : d.layout === projectLayout() ? [d.name] : []))).size;
+      const projects = new Set(
+        config.documents.flatMap((d) => (d.project !== undefined ? [d.project] : d.layout === projectLayout() ? [d.name] : [])),
+      ).size;
       process.stdout.write(
         `valid: ${config.documents.length} document${config.documents.length === 1 ? '' : 's'} in ${config.files.length} file${config.files.length === 1 ? '' : 's'}, ${projects} project${projects === 1 ? '' : 's'} (${byKind || 'nothing declared'})\n`,
       );
@@ -42,13 +53,17 @@ export const FOLLOWERS_SHOWN = 5;
 /** The lines to print: every root cause, each with the errors that follow from it (only the first few and a count when many). */
 export function showErrors(errors: { text: string; follows: boolean }[]): string {
   const out: string[] = [];
-  for (let i = 0; i < errors.length; ) {
+  for (let i = 0; i < errors.length;) {
     out.push(errors[i].text);
     let end = i + 1;
     while (end < errors.length && errors[end].follows) end++;
     const followers = errors.slice(i + 1, end);
     if (followers.length <= FOLLOWERS_LISTED) out.push(...followers.map((f) => f.text));
-    else out.push(...followers.slice(0, FOLLOWERS_SHOWN).map((f) => f.text), `${FOLLOWER_PREFIX}... and ${followers.length - FOLLOWERS_SHOWN} more`);
+    else
+      out.push(
+        ...followers.slice(0, FOLLOWERS_SHOWN).map((f) => f.text),
+        `${FOLLOWER_PREFIX}... and ${followers.length - FOLLOWERS_SHOWN} more`,
+      );
     i = end;
   }
   return out.map((l) => `${l}\n`).join('');

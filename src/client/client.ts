@@ -4,7 +4,20 @@ import { ApiKeyCredentials, PasswordCredentials } from './auth.js';
 import { apiBase, clientConfigFromEnv, DEFAULT_RETRY, validateConfig, type ClientConfig } from './config.js';
 import { DataPlatformError } from './errors.js';
 import type { ClientEvent } from './events.js';
-import type { Alert, AuditLogEntry, ConnectionTest, DiscoveredSchema, InfrastructureApply, InfrastructurePlan, LineageGraph, Model, Run, RunTrigger, WritableKindName, WritableKinds } from '../kinds/generated/kinds.js';
+import type {
+  Alert,
+  AuditLogEntry,
+  ConnectionTest,
+  DiscoveredSchema,
+  InfrastructureApply,
+  InfrastructurePlan,
+  LineageGraph,
+  Model,
+  Run,
+  RunTrigger,
+  WritableKindName,
+  WritableKinds,
+} from '../kinds/generated/kinds.js';
 import { HttpCore, type CallResult, type CallSpec, type Method } from './http.js';
 import { KindResourceClient, ListEndpoint, type CallOptions, type DynamicResourceClient, type ResourceClient } from './resources.js';
 import { StatsRecorder, type ClientStats } from './stats.js';
@@ -41,7 +54,12 @@ export class AlertsClient extends ListEndpoint<Alert, AlertFilters> {
     return this.transition('resolve', alertId, options);
   }
   private async transition(verb: 'acknowledge' | 'resolve', alertId: string, options: CallOptions) {
-    const res = await this.core.call<Alert>({ method: 'POST', route: `${this.route}/{alertId}/${verb}`, params: { ...this.params, alertId }, signal: options.signal });
+    const res = await this.core.call<Alert>({
+      method: 'POST',
+      route: `${this.route}/{alertId}/${verb}`,
+      params: { ...this.params, alertId },
+      signal: options.signal,
+    });
     return res.body;
   }
 }
@@ -90,7 +108,9 @@ export class DataPlatformClient {
       this.#core.setCredentials(new ApiKeyCredentials(config.apiKey));
     } else {
       const subject = `${new URL(this.baseUrl).origin} ${config.email!.trim().toLowerCase()}`;
-      this.#core.setCredentials(new PasswordCredentials(this.#core, config.email!, config.password!, subject, config.tokenStore, emit, config.signal));
+      this.#core.setCredentials(
+        new PasswordCredentials(this.#core, config.email!, config.password!, subject, config.tokenStore, emit, config.signal),
+      );
     }
     this.#streams = new StreamsClient({ core: this.#core, tls, userAgent, emit, signal: config.signal }, (projectId, pipelineId, runId) =>
       this.pipelineRun(projectId, pipelineId, runId),
@@ -147,22 +167,48 @@ export class DataPlatformClient {
   }
 
   async lineage(projectId: string, dbtProjectId: string, options: CallOptions = {}): Promise<LineageGraph> {
-    return (await this.request<LineageGraph>({ method: 'GET', route: '/projects/{id}/dbt-projects/{dbtId}/lineage', params: { id: projectId, dbtId: dbtProjectId }, signal: options.signal })).body;
+    return (
+      await this.request<LineageGraph>({
+        method: 'GET',
+        route: '/projects/{id}/dbt-projects/{dbtId}/lineage',
+        params: { id: projectId, dbtId: dbtProjectId },
+        signal: options.signal,
+      })
+    ).body;
   }
 
   /** Run history of a connector, pipeline or dbt project. */
   runs(projectId: string, owner: RunOwner): ListEndpoint<Run, Record<string, never>> {
-    if ('connectorId' in owner) return new ListEndpoint(this.#core, '/projects/{id}/connectors/{connectorId}/runs', { id: projectId, connectorId: owner.connectorId });
-    if ('pipelineId' in owner) return new ListEndpoint(this.#core, '/projects/{id}/pipelines/{pipelineId}/runs', { id: projectId, pipelineId: owner.pipelineId });
+    if ('connectorId' in owner)
+      return new ListEndpoint(this.#core, '/projects/{id}/connectors/{connectorId}/runs', {
+        id: projectId,
+        connectorId: owner.connectorId,
+      });
+    if ('pipelineId' in owner)
+      return new ListEndpoint(this.#core, '/projects/{id}/pipelines/{pipelineId}/runs', { id: projectId, pipelineId: owner.pipelineId });
     return new ListEndpoint(this.#core, '/projects/{id}/dbt-projects/{dbtId}/runs', { id: projectId, dbtId: owner.dbtProjectId });
   }
 
   async pipelineRun(projectId: string, pipelineId: string, runId: string, options: CallOptions = {}): Promise<Run> {
-    return (await this.request<Run>({ method: 'GET', route: '/projects/{id}/pipelines/{pipelineId}/runs/{runId}', params: { id: projectId, pipelineId, runId }, signal: options.signal })).body;
+    return (
+      await this.request<Run>({
+        method: 'GET',
+        route: '/projects/{id}/pipelines/{pipelineId}/runs/{runId}',
+        params: { id: projectId, pipelineId, runId },
+        signal: options.signal,
+      })
+    ).body;
   }
 
   async discoveredSchema(projectId: string, connectorId: string, options: CallOptions = {}): Promise<DiscoveredSchema> {
-    return (await this.request<DiscoveredSchema>({ method: 'GET', route: '/projects/{id}/connectors/{connectorId}/schema', params: { id: projectId, connectorId }, signal: options.signal })).body;
+    return (
+      await this.request<DiscoveredSchema>({
+        method: 'GET',
+        route: '/projects/{id}/connectors/{connectorId}/schema',
+        params: { id: projectId, connectorId },
+        signal: options.signal,
+      })
+    ).body;
   }
 
   /** The whole tenant's audit log (admin users; an extension). */
@@ -194,11 +240,20 @@ export class DataPlatformClient {
 
   /** Applies the current plan; with `planId`, only if it is still current (else 409). */
   async applyInfrastructure(projectId: string, planId?: string, options: CallOptions = {}): Promise<InfrastructureApply> {
-    return this.post<InfrastructureApply>('/projects/{id}/infrastructure/apply', { id: projectId }, planId ? { plan_id: planId } : undefined, options);
+    return this.post<InfrastructureApply>(
+      '/projects/{id}/infrastructure/apply',
+      { id: projectId },
+      planId ? { plan_id: planId } : undefined,
+      options,
+    );
   }
 
   /** Sends a test notification through a channel and reports the delivery. */
-  async testChannel(projectId: string, channelId: string, options: CallOptions = {}): Promise<{ success: boolean; message: string; status_code?: number }> {
+  async testChannel(
+    projectId: string,
+    channelId: string,
+    options: CallOptions = {},
+  ): Promise<{ success: boolean; message: string; status_code?: number }> {
     return this.post('/projects/{id}/notification-channels/{channelId}/test', { id: projectId, channelId }, undefined, options);
   }
 

@@ -102,11 +102,15 @@ export function validateConfig(config: ClientConfig): void {
   } catch {
     throw new ClientConfigError(`url is not a valid URL: ${JSON.stringify(config.url)}`);
   }
-  if (parsed.protocol !== 'https:') throw new ClientConfigError(`url must use https:// (the API refuses plain HTTP); got ${parsed.protocol}//${parsed.host}`);
+  if (parsed.protocol !== 'https:')
+    throw new ClientConfigError(`url must use https:// (the API refuses plain HTTP); got ${parsed.protocol}//${parsed.host}`);
   if (parsed.username || parsed.password) throw new ClientConfigError('url must not contain credentials; use apiKey or email and password');
   const userAuth = config.email !== undefined || config.password !== undefined;
   if (config.apiKey && userAuth) throw new ClientConfigError('give either an API key or an email and password, not both');
-  if (!config.apiKey && !userAuth) throw new ClientConfigError('no credentials: give an API key (DATAPLATFORM_API_KEY) or an email and password (DATAPLATFORM_EMAIL, DATAPLATFORM_PASSWORD)');
+  if (!config.apiKey && !userAuth)
+    throw new ClientConfigError(
+      'no credentials: give an API key (DATAPLATFORM_API_KEY) or an email and password (DATAPLATFORM_EMAIL, DATAPLATFORM_PASSWORD)',
+    );
   if (userAuth && (!config.email || !config.password)) throw new ClientConfigError('user login needs both an email and a password');
   if (config.tokenStore && config.apiKey) throw new ClientConfigError('a token store is only used with email and password login');
   if (config.insecure && (config.caFile || config.ca)) throw new ClientConfigError('give either a CA (caFile) or insecure: true, not both');

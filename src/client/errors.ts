@@ -59,16 +59,18 @@ export class ApiError extends DataPlatformError {
   /** An earlier attempt of the same call failed ambiguously (it may have been applied). */
   readonly afterAmbiguousFailure: boolean;
 
-  constructor(init: RequestInfo & {
-    status: number;
-    code: ErrorCode;
-    serverMessage: string;
-    details?: ErrorDetail[];
-    requestId?: string;
-    retryAfterMs?: number;
-    attempt?: number;
-    afterAmbiguousFailure?: boolean;
-  }) {
+  constructor(
+    init: RequestInfo & {
+      status: number;
+      code: ErrorCode;
+      serverMessage: string;
+      details?: ErrorDetail[];
+      requestId?: string;
+      retryAfterMs?: number;
+      attempt?: number;
+      afterAmbiguousFailure?: boolean;
+    },
+  ) {
     const rid = init.requestId ? `, request id ${init.requestId}` : '';
     super(`${init.serverMessage} (HTTP ${init.status} ${init.code} on ${init.method} ${init.route}${rid})`);
     this.status = init.status;

@@ -3,7 +3,16 @@
  * (never with a credential), statuses and timings: no token, key, password or body.
  */
 export type ClientEvent =
-  | { type: 'response'; method: string; route: string; url: string; status: number; attempt: number; durationMs: number; requestId?: string }
+  | {
+      type: 'response';
+      method: string;
+      route: string;
+      url: string;
+      status: number;
+      attempt: number;
+      durationMs: number;
+      requestId?: string;
+    }
   | { type: 'network_error'; method: string; route: string; url: string; code?: string; attempt: number }
   /** A 429: every request of this client to `endpoint` waits until `until` (epoch ms). */
   | { type: 'rate_limited'; endpoint: string; retryAfterMs: number; until: number }

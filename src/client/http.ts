@@ -156,17 +156,21 @@ export class HttpCore {
 
     const attemptOnce = async (attempt: number): Promise<CallResult<T>> => {
       if (attempt > 1) this.o.emit({ type: 'retry', method: spec.method, route: spec.route, attempt, reason: lastReason });
-      const waited = await this.gate.wait(gateKey, deadline, signal, (end) =>
-        new AbortError(
-          new ApiError({
-            ...info,
-            status: 429,
-            code: 'rate_limited',
-            serverMessage: `${endpoint} is paused for another ${Math.ceil((end - Date.now()) / 1000)} s by a Retry-After, longer than this call may still wait`,
-            retryAfterMs: end - Date.now(),
-            attempt,
-          }),
-        ),
+      const waited = await this.gate.wait(
+        gateKey,
+        deadline,
+        signal,
+        (end) =>
+          new AbortError(
+            new ApiError({
+              ...info,
+              status: 429,
+              code: 'rate_limited',
+              serverMessage: `${endpoint} is paused for another ${Math.ceil((end - Date.now()) / 1000)} s by a Retry-After, longer than this call may still wait`,
+              retryAfterMs: end - Date.now(),
+              attempt,
+            }),
+          ),
       );
       if (waited > 0) {
         this.o.stats.waited(waited);
@@ -215,7 +219,14 @@ export class HttpCore {
             body = JSON.parse(text);
           } catch {
             throw new AbortError(
-              new ApiError({ ...info, status, code: 'invalid_response', serverMessage: 'the answer is not valid JSON', requestId, attempt }),
+              new ApiError({
+                ...info,
+                status,
+                code: 'invalid_response',
+                serverMessage: 'the answer is not valid JSON',
+                requestId,
+                attempt,
+              }),
             );
           }
         }

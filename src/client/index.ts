@@ -2,7 +2,15 @@
  * Typed client of the Data Platform Management API (undici): API key or password auth with
  * refresh, 429 pauses per endpoint, safe retries, pagination, typed errors and call counts.
  */
-export { DataPlatformClient, AlertsClient, type AlertFilters, type AuditLogFilters, type RunOwner, type ProjectKindName, type TenantKindName } from './client.js';
+export {
+  DataPlatformClient,
+  AlertsClient,
+  type AlertFilters,
+  type AuditLogFilters,
+  type RunOwner,
+  type ProjectKindName,
+  type TenantKindName,
+} from './client.js';
 export { clientConfigFromEnv, validateConfig, apiBase, DEFAULT_RETRY, type ClientConfig, type RetryOptions } from './config.js';
 export {
   DataPlatformError,
@@ -17,11 +25,28 @@ export {
 } from './errors.js';
 export type { ClientEvent } from './events.js';
 export { formatRoute, type CallSpec, type CallResult, type Method, type Query } from './http.js';
-export { PAGE_LIMIT, ListEndpoint, kindRoutes, type Page, type PageOptions, type CallOptions, type ResourceClient, type DynamicResourceClient } from './resources.js';
+export {
+  PAGE_LIMIT,
+  ListEndpoint,
+  kindRoutes,
+  type Page,
+  type PageOptions,
+  type CallOptions,
+  type ResourceClient,
+  type DynamicResourceClient,
+} from './resources.js';
 export type { ClientStats, EndpointStats } from './stats.js';
 export { FileTokenStore, MemoryTokenStore, type TokenStore, type Tokens } from './token-store.js';
 export { localhostLookup } from './transport.js';
-export { EventStream, StreamsClient, StreamClosedError, type StepUpdate, type AlertEvent, type StreamOptions, type PipelineRunStreamOptions } from './streams.js';
+export {
+  EventStream,
+  StreamsClient,
+  StreamClosedError,
+  type StepUpdate,
+  type AlertEvent,
+  type StreamOptions,
+  type PipelineRunStreamOptions,
+} from './streams.js';
 export { parseRetryAfter } from './rate-gate.js';
 export { testConnectionOf, type ConnectionTestResult } from './actions.js';
 export {

@@ -49,11 +49,20 @@ export class ProvisioningRefused extends DataPlatformError {}
 export function provisioningRoutes(d: KindDescriptor) {
   if (!d.provisioning) throw new DataPlatformError(`kind ${d.kind} is not provisioned (no x-provisioning)`);
   const { collection } = kindRoutes(d);
-  return { plan: `${collection}/${d.provisioning.plan}`, apply: `${collection}/${d.provisioning.apply}`, run: `${collection}/${d.provisioning.runs}/{runId}` };
+  return {
+    plan: `${collection}/${d.provisioning.plan}`,
+    apply: `${collection}/${d.provisioning.apply}`,
+    run: `${collection}/${d.provisioning.runs}/{runId}`,
+  };
 }
 
 /** Plans the project, applies that plan when it has changes, and waits for the apply to end. */
-export async function provisionProject(client: DataPlatformClient, d: KindDescriptor, projectId: string, o: ProvisionOptions): Promise<ProvisionResult> {
+export async function provisionProject(
+  client: DataPlatformClient,
+  d: KindDescriptor,
+  projectId: string,
+  o: ProvisionOptions,
+): Promise<ProvisionResult> {
   const routes = provisioningRoutes(d);
   const params = { id: projectId };
   const base = o.pollMs ?? 500;
@@ -65,23 +74,42 @@ export async function provisionProject(client: DataPlatformClient, d: KindDescri
     if (refusal) throw new ProvisioningRefused(refusal);
     let runId: string;
     try {
-      runId = (await client.request<{ run_id: string }>({ method: 'POST', route: routes.apply, params, body: { plan_id: plan.plan_id }, signal: o.signal })).body.run_id;
+      runId = (
+        await client.request<{ run_id: string }>({
+          method: 'POST',
+          route: routes.apply,
+          params,
+          body: { plan_id: plan.plan_id },
+          signal: o.signal,
+        })
+      ).body.run_id;
     } catch (err) {
       // Another apply runs, or the plan changed since: wait, then plan (and check) again.
       if (!(err instanceof ApiError && err.status === 409)) throw err;
-      if (Date.now() + wait > o.deadline) throw new ProvisioningTimeout(`gave up waiting for another infrastructure apply in the project to end: ${err.serverMessage}`);
+      if (Date.now() + wait > o.deadline)
+        throw new ProvisioningTimeout(`gave up waiting for another infrastructure apply in the project to end: ${err.serverMessage}`);
       await sleep(wait, o.signal);
       wait = Math.min(wait * 2, base * 8);
       continue;
     }
     o.onPlan?.(plan);
-    if (o.wait === false) return { plan, run: (await client.request<ProvisioningRun>({ method: 'GET', route: routes.run, params: { ...params, runId }, signal: o.signal })).body };
+    if (o.wait === false)
+      return {
+        plan,
+        run: (await client.request<ProvisioningRun>({ method: 'GET', route: routes.run, params: { ...params, runId }, signal: o.signal }))
+          .body,
+      };
     return { plan, run: await followRun(client, routes.run, { ...params, runId }, o) };
   }
 }
 
 /** Polls an apply's run until it is no longer running (or the deadline passes). */
-async function followRun(client: DataPlatformClient, route: string, params: Record<string, string>, o: ProvisionOptions): Promise<ProvisioningRun> {
+async function followRun(
+  client: DataPlatformClient,
+  route: string,
+  params: Record<string, string>,
+  o: ProvisionOptions,
+): Promise<ProvisioningRun> {
   const base = o.pollMs ?? 500;
   let wait = base;
   for (;;) {

@@ -86,7 +86,9 @@ interface ReadOps<T> {
 /** The typed API of one kind in one scope; methods exist only for the operations the kind serves. */
 export type ResourceClient<K extends WritableKindName> = ReadOps<Resource<K>> &
   ('create' extends KindOps<K> ? { create(body: WritableKinds[K]['create'], options?: CallOptions): Promise<Resource<K>> } : unknown) &
-  ('update' extends KindOps<K> ? { update(id: string, patch: WritableKinds[K]['update'], options?: CallOptions): Promise<Resource<K>> } : unknown) &
+  ('update' extends KindOps<K>
+    ? { update(id: string, patch: WritableKinds[K]['update'], options?: CallOptions): Promise<Resource<K>> }
+    : unknown) &
   ('delete' extends KindOps<K> ? { delete(id: string, options?: CallOptions): Promise<void> } : unknown);
 
 type AnyResource = Record<string, unknown> & { id: string };
@@ -117,12 +119,16 @@ export class KindResourceClient implements DynamicResourceClient {
     readonly descriptor: KindDescriptor,
     private readonly projectId: string | undefined,
   ) {
-    if (descriptor.readOnlyKind) throw new DataPlatformError(`kind ${descriptor.kind} is read-only: use its view (alerts, runs, audit logs...)`);
-    if (descriptor.scope === 'project' && !projectId) throw new DataPlatformError(`kind ${descriptor.kind} lives in a project: pass { projectId }`);
+    if (descriptor.readOnlyKind)
+      throw new DataPlatformError(`kind ${descriptor.kind} is read-only: use its view (alerts, runs, audit logs...)`);
+    if (descriptor.scope === 'project' && !projectId)
+      throw new DataPlatformError(`kind ${descriptor.kind} lives in a project: pass { projectId }`);
     this.routes = kindRoutes(descriptor);
     this.params = descriptor.scope === 'project' ? { id: projectId! } : {};
     this.lister = new ListEndpoint(core, this.routes.collection, this.params);
-    this.identityLowercase = descriptor.normalizers.some((n) => n.rule === 'lowercase' && n.path.length === 1 && n.path[0] === descriptor.identity);
+    this.identityLowercase = descriptor.normalizers.some(
+      (n) => n.rule === 'lowercase' && n.path.length === 1 && n.path[0] === descriptor.identity,
+    );
   }
 
   get kind() {
@@ -150,7 +156,14 @@ export class KindResourceClient implements DynamicResourceClient {
 
   async get(id: string, options: CallOptions = {}) {
     this.supports('get');
-    return (await this.core.call<AnyResource>({ method: 'GET', route: this.routes.item, params: { ...this.params, resourceId: id }, signal: options.signal })).body;
+    return (
+      await this.core.call<AnyResource>({
+        method: 'GET',
+        route: this.routes.item,
+        params: { ...this.params, resourceId: id },
+        signal: options.signal,
+      })
+    ).body;
   }
 
   async findByName(value: string, options: CallOptions = {}) {
@@ -184,7 +197,15 @@ export class KindResourceClient implements DynamicResourceClient {
 
   async update(id: string, patch: Record<string, unknown>, options: CallOptions = {}) {
     this.supports('update');
-    return (await this.core.call<AnyResource>({ method: 'PATCH', route: this.routes.item, params: { ...this.params, resourceId: id }, body: patch, signal: options.signal })).body;
+    return (
+      await this.core.call<AnyResource>({
+        method: 'PATCH',
+        route: this.routes.item,
+        params: { ...this.params, resourceId: id },
+        body: patch,
+        signal: options.signal,
+      })
+    ).body;
   }
 
   /**
@@ -194,7 +215,12 @@ export class KindResourceClient implements DynamicResourceClient {
   async delete(id: string, options: CallOptions = {}) {
     this.supports('delete');
     try {
-      await this.core.call({ method: 'DELETE', route: this.routes.item, params: { ...this.params, resourceId: id }, signal: options.signal });
+      await this.core.call({
+        method: 'DELETE',
+        route: this.routes.item,
+        params: { ...this.params, resourceId: id },
+        signal: options.signal,
+      });
     } catch (err) {
       if (err instanceof ApiError && err.status === 404 && err.afterAmbiguousFailure) return;
       throw err;

@@ -68,7 +68,15 @@ export class StreamClosedError extends DataPlatformError {
   }
 }
 
-const CLOSE = { normal: 1000, goingAway: 1001, abnormal: 1006, internalError: 1011, unauthorized: 4401, forbidden: 4403, notFound: 4404 } as const;
+const CLOSE = {
+  normal: 1000,
+  goingAway: 1001,
+  abnormal: 1006,
+  internalError: 1011,
+  unauthorized: 4401,
+  forbidden: 4403,
+  notFound: 4404,
+} as const;
 const FINAL_CLOSE_CODES = new Set<number>([CLOSE.forbidden, CLOSE.notFound]);
 const TERMINAL_RUN = new Set<Run['status']>(['succeeded', 'failed', 'cancelled']);
 
@@ -198,7 +206,9 @@ export class EventStream<T> implements AsyncIterable<T> {
       }
       if (failures > maxAttempts) {
         const last = outcome.type === 'closed' ? new StreamClosedError(this.path, outcome.code, outcome.reason) : outcome.error;
-        return this.fail(new DataPlatformError(`stream ${this.path}: gave up after ${maxAttempts} attempts in a row; last: ${last.message}`));
+        return this.fail(
+          new DataPlatformError(`stream ${this.path}: gave up after ${maxAttempts} attempts in a row; last: ${last.message}`),
+        );
       }
       this.ctx.emit({ type: 'retry', method: 'GET', route: this.path, attempt: failures + 1, reason: describe(outcome) });
       await sleep(waitMs, this.#abort.signal);
@@ -233,7 +243,11 @@ export class EventStream<T> implements AsyncIterable<T> {
         this.#socket = undefined;
         resolve(o);
       };
-      const socket = new WebSocket(url, { ...this.ctx.tls, headers: { 'user-agent': this.ctx.userAgent }, maxPayload: 1024 * 1024 } as WebSocket.ClientOptions);
+      const socket = new WebSocket(url, {
+        ...this.ctx.tls,
+        headers: { 'user-agent': this.ctx.userAgent },
+        maxPayload: 1024 * 1024,
+      } as WebSocket.ClientOptions);
       this.#socket = socket;
       socket.once('open', () => {
         opened = true;

@@ -94,10 +94,26 @@ export function createAgent(options: TransportOptions, tls: TlsConnectOptions = 
 }
 
 /** Failures that are worth another try (the request certainly never left, or the connection broke). */
-const NOT_SENT_TRANSIENT = new Set(['ECONNREFUSED', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'EADDRNOTAVAIL', 'UND_ERR_CONNECT_TIMEOUT']);
-const MAYBE_SENT_TRANSIENT = new Set(['ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'ECONNABORTED', 'UND_ERR_SOCKET', 'UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT']);
+const NOT_SENT_TRANSIENT = new Set([
+  'ECONNREFUSED',
+  'EAI_AGAIN',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'EADDRNOTAVAIL',
+  'UND_ERR_CONNECT_TIMEOUT',
+]);
+const MAYBE_SENT_TRANSIENT = new Set([
+  'ECONNRESET',
+  'EPIPE',
+  'ETIMEDOUT',
+  'ECONNABORTED',
+  'UND_ERR_SOCKET',
+  'UND_ERR_HEADERS_TIMEOUT',
+  'UND_ERR_BODY_TIMEOUT',
+]);
 /** Failures before any byte of the request was sent that another try will not fix: DNS, TLS verification, bad arguments. */
-const NOT_SENT_PERMANENT = /^(ENOTFOUND|ERR_TLS_|ERR_SSL_|CERT_|UNABLE_TO_|DEPTH_ZERO_SELF_SIGNED_CERT|SELF_SIGNED_CERT_IN_CHAIN|ERR_INVALID_URL|UND_ERR_INVALID_ARG)/;
+const NOT_SENT_PERMANENT =
+  /^(ENOTFOUND|ERR_TLS_|ERR_SSL_|CERT_|UNABLE_TO_|DEPTH_ZERO_SELF_SIGNED_CERT|SELF_SIGNED_CERT_IN_CHAIN|ERR_INVALID_URL|UND_ERR_INVALID_ARG)/;
 
 /** The innermost error code of an undici/system error. */
 export function errorCode(err: unknown): string | undefined {
@@ -136,6 +152,7 @@ export function describeNetworkError(err: unknown): string {
 }
 
 /** The service's certificate is not signed by a CA we trust: the usual case of a local service with its own CA. */
-const UNTRUSTED_CERTIFICATE = /^(UNABLE_TO_VERIFY_LEAF_SIGNATURE|UNABLE_TO_GET_ISSUER_CERT(_LOCALLY)?|DEPTH_ZERO_SELF_SIGNED_CERT|SELF_SIGNED_CERT_IN_CHAIN)$/;
+const UNTRUSTED_CERTIFICATE =
+  /^(UNABLE_TO_VERIFY_LEAF_SIGNATURE|UNABLE_TO_GET_ISSUER_CERT(_LOCALLY)?|DEPTH_ZERO_SELF_SIGNED_CERT|SELF_SIGNED_CERT_IN_CHAIN)$/;
 export const UNTRUSTED_CERTIFICATE_HINT =
   "the service's certificate is not trusted: point DATAPLATFORM_CA_FILE (dpctl --ca-file, the provider's ca_file) at its CA certificate, or for a throwaway local service set DATAPLATFORM_INSECURE=1 (--insecure)";

@@ -16,14 +16,25 @@ type Request = (url: string, options: RequestOptions) => Promise<Undici.Dispatch
 
 async function load(): Promise<{ Agent: typeof Undici.Agent; request: Request }> {
   try {
-    const [agentModule, requestModule] = await Promise.all([import('undici/lib/dispatcher/agent.js' as string), import('undici/lib/api/api-request.js' as string)]);
+    const [agentModule, requestModule] = await Promise.all([
+      import('undici/lib/dispatcher/agent.js' as string),
+      import('undici/lib/api/api-request.js' as string),
+    ]);
     const AgentClass = agentModule.default as typeof Undici.Agent;
-    const apiRequest = requestModule.default as (this: Dispatcher, options: Record<string, unknown>) => Promise<Undici.Dispatcher.ResponseData>;
+    const apiRequest = requestModule.default as (
+      this: Dispatcher,
+      options: Record<string, unknown>,
+    ) => Promise<Undici.Dispatcher.ResponseData>;
     if (typeof AgentClass === 'function' && typeof apiRequest === 'function') {
       // What undici's `request(url, options)` does before it calls the same function on the dispatcher.
       const request: Request = (url, options) => {
         const u = new URL(url);
-        return apiRequest.call(options.dispatcher, { ...options, origin: u.origin, path: `${u.pathname}${u.search}`, method: options.method ?? 'GET' });
+        return apiRequest.call(options.dispatcher, {
+          ...options,
+          origin: u.origin,
+          path: `${u.pathname}${u.search}`,
+          method: options.method ?? 'GET',
+        });
       };
       return { Agent: AgentClass, request };
     }

@@ -26,7 +26,13 @@ export function toApiBodyShared(doc: ConfigDocument, resolveRef: ReferenceLookup
 
 type Setter = (body: Record<string, unknown>, path: (string | number)[], value: unknown) => void;
 
-function fillBody(body: Record<string, unknown>, doc: ConfigDocument, resolveRef: ReferenceLookup, secrets: ResolvedSecrets, set: Setter): Record<string, unknown> {
+function fillBody(
+  body: Record<string, unknown>,
+  doc: ConfigDocument,
+  resolveRef: ReferenceLookup,
+  secrets: ResolvedSecrets,
+  set: Setter,
+): Record<string, unknown> {
   const errors: ConfigError[] = doc.references.length ? checkReferences(doc, resolveRef) : [];
   for (const ref of doc.references) {
     const id = resolveRef(ref.kind, doc.project, ref.name);
@@ -35,7 +41,12 @@ function fillBody(body: Record<string, unknown>, doc: ConfigDocument, resolveRef
   for (const secret of doc.secrets) {
     const value = secrets.get(doc, secret.field);
     if (value === undefined) {
-      errors.push({ ...secret.location, subject: subjectOf(doc), field: secret.yamlField, message: 'secret not resolved (run resolveSecrets first)' });
+      errors.push({
+        ...secret.location,
+        subject: subjectOf(doc),
+        field: secret.yamlField,
+        message: 'secret not resolved (run resolveSecrets first)',
+      });
       continue;
     }
     set(body, secret.path, value);
@@ -50,7 +61,8 @@ function setAtCopying(body: Record<string, unknown>, path: (string | number)[], 
   for (let i = 0; i < path.length - 1; i++) {
     const key = path[i];
     const next = cur[key];
-    const copy = next === null || typeof next !== 'object' ? {} : Array.isArray(next) ? next.slice() : { ...(next as Record<string, unknown>) };
+    const copy =
+      next === null || typeof next !== 'object' ? {} : Array.isArray(next) ? next.slice() : { ...(next as Record<string, unknown>) };
     cur[key] = copy;
     cur = copy as Record<string | number, unknown>;
   }

@@ -22,7 +22,11 @@ const secretRefSchema: JsonSchema = {
       maxProperties: 1,
       properties: {
         env: { type: 'string', pattern: '^[A-Za-z_][A-Za-z0-9_]*$', description: 'Name of an environment variable holding the value.' },
-        file: { type: 'string', minLength: 1, description: 'Path of a file holding the value, relative to the YAML file\'s directory; one trailing newline is dropped.' },
+        file: {
+          type: 'string',
+          minLength: 1,
+          description: "Path of a file holding the value, relative to the YAML file's directory; one trailing newline is dropped.",
+        },
       },
     },
   },
@@ -63,7 +67,9 @@ function renameProperty(node: JsonSchema, rename: FieldRename, refTitle: string)
           rename.many ? `Names of ${refTitle}s in the same project` : `Name of a ${refTitle} in the same project`,
           rename.many ? `(the API field ${rename.api} takes their ids).` : `(the API field ${rename.api} takes its id).`,
           original.description,
-        ].filter(Boolean).join(' ');
+        ]
+          .filter(Boolean)
+          .join(' ');
         return [rename.yaml, renamed];
       });
       part.properties = Object.fromEntries(entries);
@@ -86,7 +92,12 @@ const stripDefault = (s: JsonSchema | undefined): JsonSchema => {
 function capsAsMaxItems(node: JsonSchema): void {
   const cap = (node as Record<string, unknown>)['x-max-items'];
   if (typeof cap === 'number') (node as Record<string, unknown>).maxItems = cap;
-  const children = [...Object.values(node.properties ?? {}), ...(node.items ? [node.items] : []), ...(node.allOf ?? []), ...(node.then ? [node.then] : [])];
+  const children = [
+    ...Object.values(node.properties ?? {}),
+    ...(node.items ? [node.items] : []),
+    ...(node.allOf ?? []),
+    ...(node.then ? [node.then] : []),
+  ];
   for (const child of children) capsAsMaxItems(child);
 }
 
@@ -105,7 +116,12 @@ export function specSchema(layout: KindLayout): JsonSchema {
     const name = path[path.length - 1];
     const original = name === '*' ? parent?.items : parent?.properties?.[name];
     if (!parent || !original) throw new Error(`${d.kind}: secret ${path.join('.')} not found in the create schema`);
-    const replacement: JsonSchema = { $ref: `#/$defs/${SECRET_REF_DEF}`, description: ['Secret (write-only): { secretRef: { env: NAME } } or { secretRef: { file: path } }.', original.description].filter(Boolean).join(' ') } as JsonSchema;
+    const replacement: JsonSchema = {
+      $ref: `#/$defs/${SECRET_REF_DEF}`,
+      description: ['Secret (write-only): { secretRef: { env: NAME } } or { secretRef: { file: path } }.', original.description]
+        .filter(Boolean)
+        .join(' '),
+    } as JsonSchema;
     if (name === '*') parent.items = replacement;
     else parent.properties![name] = replacement;
   }
@@ -174,8 +190,15 @@ export function buildDocumentSchema(): JsonSchema {
     properties: {
       apiVersion: { const: API_VERSION, description: `Always ${API_VERSION}.` },
       kind: { type: 'string', enum: layouts.map((l) => l.yamlKind), description: 'The resource kind.' },
-      metadata: { type: 'object', description: 'name (the identity), project (name of the project, for project-scoped kinds), labels, annotations (dpctl.dev/ policies).' },
-      spec: { type: 'object', description: 'The writable fields of the resource, in snake_case; references by name; secrets as secretRef.' },
+      metadata: {
+        type: 'object',
+        description:
+          'name (the identity), project (name of the project, for project-scoped kinds), labels, annotations (dpctl.dev/ policies).',
+      },
+      spec: {
+        type: 'object',
+        description: 'The writable fields of the resource, in snake_case; references by name; secrets as secretRef.',
+      },
     },
     allOf: branches,
     $defs: defs,

@@ -38,7 +38,8 @@ export interface ErrorRelation {
 }
 
 /** The key of a document for ErrorRelation: kind as written in YAML (`Connector`), project (none for tenant-level kinds), name. */
-export const documentKey = (yamlKind: string, project: string | undefined, name: string): string => `doc\0${yamlKind}\0${project ?? ''}\0${name.trim().toLowerCase()}`;
+export const documentKey = (yamlKind: string, project: string | undefined, name: string): string =>
+  `doc\0${yamlKind}\0${project ?? ''}\0${name.trim().toLowerCase()}`;
 
 export const formatLocation = (loc: SourceLocation): string => `${loc.file}:${loc.line}:${loc.column}`;
 
@@ -49,7 +50,8 @@ export function formatConfigError(e: ConfigError): string {
   const where = e.line !== undefined ? `${e.file}:${e.line}:${e.column ?? 1}` : e.file;
   const line = [where, e.subject, e.field, e.message].filter((p) => p !== undefined && p !== '').join(': ');
   if (e.follows) return `${FOLLOWER_PREFIX}${line}`;
-  if (e.followers) return `${line} (and ${e.followers} error${e.followers === 1 ? '' : 's'} that follow${e.followers === 1 ? 's' : ''} from it)`;
+  if (e.followers)
+    return `${line} (and ${e.followers} error${e.followers === 1 ? '' : 's'} that follow${e.followers === 1 ? 's' : ''} from it)`;
   return line;
 }
 
@@ -81,7 +83,11 @@ export function sortErrors(errors: ConfigError[], fileOrder: string[] = []): Con
     return rest as ConfigError;
   });
   const byPosition = flat.sort(
-    (a, b) => rank(a.file) - rank(b.file) || (a.file < b.file ? -1 : a.file > b.file ? 1 : 0) || (a.line ?? 0) - (b.line ?? 0) || (a.column ?? 0) - (b.column ?? 0),
+    (a, b) =>
+      rank(a.file) - rank(b.file) ||
+      (a.file < b.file ? -1 : a.file > b.file ? 1 : 0) ||
+      (a.line ?? 0) - (b.line ?? 0) ||
+      (a.column ?? 0) - (b.column ?? 0),
   );
 
   // Each error's direct cause: the first error (in position order) that causes what it follows.

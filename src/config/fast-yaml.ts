@@ -1,4 +1,17 @@
-import { constructFromEvents, defineScalarTag, EVENT_ID, getScalarValue, mapTag, NOT_RESOLVED, parseEvents, Schema, seqTag, strTag, type Event, type ScalarEvent } from 'js-yaml';
+import {
+  constructFromEvents,
+  defineScalarTag,
+  EVENT_ID,
+  getScalarValue,
+  mapTag,
+  NOT_RESOLVED,
+  parseEvents,
+  Schema,
+  seqTag,
+  strTag,
+  type Event,
+  type ScalarEvent,
+} from 'js-yaml';
 
 /**
  * The fast path of YAML loading. The `yaml` package (the reference: its errors, positions and
@@ -26,7 +39,10 @@ export const YAML_CORE_SCALARS: readonly { test: RegExp; resolve: (source: strin
   { test: /^0o[0-7]+$/, resolve: (s) => parseInt(s.substring(2), 8) },
   { test: /^[-+]?[0-9]+$/, resolve: (s) => parseInt(s, 10) },
   { test: /^0x[0-9a-fA-F]+$/, resolve: (s) => parseInt(s.substring(2), 16) },
-  { test: /^(?:[-+]?\.(?:inf|Inf|INF)|\.nan|\.NaN|\.NAN)$/, resolve: (s) => (s.slice(-3).toLowerCase() === 'nan' ? NaN : s[0] === '-' ? Number.NEGATIVE_INFINITY : Number.POSITIVE_INFINITY) },
+  {
+    test: /^(?:[-+]?\.(?:inf|Inf|INF)|\.nan|\.NaN|\.NAN)$/,
+    resolve: (s) => (s.slice(-3).toLowerCase() === 'nan' ? NaN : s[0] === '-' ? Number.NEGATIVE_INFINITY : Number.POSITIVE_INFINITY),
+  },
   { test: /^[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)[eE][-+]?[0-9]+$/, resolve: (s) => parseFloat(s) },
   { test: /^[-+]?(?:\.[0-9]+|[0-9]+\.[0-9]*)$/, resolve: (s) => parseFloat(s) },
 ];
@@ -34,7 +50,8 @@ export const YAML_CORE_SCALARS: readonly { test: RegExp; resolve: (source: strin
 const PLAIN = 1;
 const NON_STRING_FIRST = /^[~nNtTfF0-9+\-.]/;
 /** A plain scalar that `yaml` would not read as a string. */
-const resolvesToNonString = (text: string) => text === '' || (NON_STRING_FIRST.test(text) && YAML_CORE_SCALARS.some((t) => t.test.test(text)));
+const resolvesToNonString = (text: string) =>
+  text === '' || (NON_STRING_FIRST.test(text) && YAML_CORE_SCALARS.some((t) => t.test.test(text)));
 const coreScalar = defineScalarTag<unknown>('tag:dpctl.dev,2024:yaml-core', {
   implicit: true,
   implicitFirstChars: null,

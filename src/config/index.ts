@@ -10,7 +10,25 @@ export { toApiBody } from './api-body.js';
 export { resolveSecrets, trimOneNewline, type ResolvedSecrets, type SecretOptions } from './secrets.js';
 export { checkReferences, declaredLookup, firstOf, resolveReferences, applyReferences, type ReferenceLookup } from './references.js';
 export { buildDocumentSchema, renderDocumentSchema, DOCUMENT_SCHEMA_FILE, DOCUMENT_SCHEMA_ID } from './document-schema.js';
-export { API_VERSION, declarableKinds, declarableLayouts, layoutOf, layoutByYamlKind, projectLayout, yamlReferenceName, type KindLayout, type FieldRename } from './layout.js';
+export {
+  API_VERSION,
+  declarableKinds,
+  declarableLayouts,
+  layoutOf,
+  layoutByYamlKind,
+  projectLayout,
+  yamlReferenceName,
+  type KindLayout,
+  type FieldRename,
+} from './layout.js';
 export { ConfigValidationError, formatConfigError, formatLocation, sortErrors, type ConfigError, type SourceLocation } from './errors.js';
-export { locationOf, subjectOf, type ConfigDocument, type DocumentReference, type DocumentSecret, type LoadedConfig, type SecretRef } from './model.js';
+export {
+  locationOf,
+  subjectOf,
+  type ConfigDocument,
+  type DocumentReference,
+  type DocumentSecret,
+  type LoadedConfig,
+  type SecretRef,
+} from './model.js';
 export * from './policies.js';

@@ -60,7 +60,8 @@ const samePattern = (a: FieldPath, b: FieldPath) => a.length === b.length && a.e
  */
 export function declarableKinds(): KindDescriptor[] {
   return [...KINDS.values()].filter(
-    (d) => d.yamlKind && d.collection && !d.readOnlyKind && (['create', 'update', 'delete'] as const).every((op) => d.operations.includes(op)),
+    (d) =>
+      d.yamlKind && d.collection && !d.readOnlyKind && (['create', 'update', 'delete'] as const).every((op) => d.operations.includes(op)),
   );
 }
 

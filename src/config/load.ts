@@ -22,7 +22,15 @@ import {
   yamlToApiPath,
   type KindLayout,
 } from './layout.js';
-import { locationOf, subjectOf, type ConfigDocument, type DocumentReference, type DocumentSecret, type LoadedConfig, type SecretRef } from './model.js';
+import {
+  locationOf,
+  subjectOf,
+  type ConfigDocument,
+  type DocumentReference,
+  type DocumentSecret,
+  type LoadedConfig,
+  type SecretRef,
+} from './model.js';
 import { documentLocation, keyLocation, valueLocation, walkLocations, yaml, type YamlSource } from './positions.js';
 import { checkReferences, declaredLookup, firstOf, type ReferenceLookup } from './references.js';
 import { policyOf, unknownPolicyMessage } from './policies.js';
@@ -78,12 +86,17 @@ const displayPath = (cwd: string, abs: string) => {
 const isRecord = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === 'object' && !Array.isArray(v);
 
 function identityKey(layout: KindLayout, project: string | undefined, name: string): string {
-  const lower = layout.descriptor.normalizers.some((n) => n.rule === 'lowercase' && n.path.length === 1 && n.path[0] === layout.descriptor.identity);
+  const lower = layout.descriptor.normalizers.some(
+    (n) => n.rule === 'lowercase' && n.path.length === 1 && n.path[0] === layout.descriptor.identity,
+  );
   return JSON.stringify([layout.descriptor.kind, project ?? null, lower ? name.trim().toLowerCase() : name]);
 }
 
 function yamlErrorMessage(message: string): string {
-  return message.split('\n')[0].replace(/ at line \d+, column \d+:?$/, '').trim();
+  return message
+    .split('\n')[0]
+    .replace(/ at line \d+, column \d+:?$/, '')
+    .trim();
 }
 
 /**
@@ -116,7 +129,8 @@ function loadAll(paths: string | string[], options: LoadOptions): LoadResult {
       continue;
     }
     const found = stat.isDirectory() ? listYamlFiles(abs) : [abs];
-    if (stat.isDirectory() && !found.length) errors.push({ file: displayPath(cwd, abs), message: 'no *.yaml or *.yml files in this directory' });
+    if (stat.isDirectory() && !found.length)
+      errors.push({ file: displayPath(cwd, abs), message: 'no *.yaml or *.yml files in this directory' });
     for (const f of found) files.set(displayPath(cwd, f), f);
   }
   const fileOrder = [...files.keys()].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
@@ -177,7 +191,9 @@ function loadAll(paths: string | string[], options: LoadOptions): LoadResult {
   }
 
   // References by name: to a document of the loaded set (valid or not: its own errors are reported), else the given lookup.
-  const declared = declaredLookup(identified.map((i) => ({ descriptor: i.layout.descriptor, yamlKind: i.layout.yamlKind, project: i.project, name: i.name })));
+  const declared = declaredLookup(
+    identified.map((i) => ({ descriptor: i.layout.descriptor, yamlKind: i.layout.yamlKind, project: i.project, name: i.name })),
+  );
   const lookup = firstOf(declared, options.lookup);
   for (const doc of [...documents, ...drafts]) errors.push(...checkReferences(doc, lookup));
   // Pipeline steps and dbt models must form a DAG: caught here, before the API would refuse them.
@@ -247,7 +263,12 @@ class FilePositions {
     if (!this.docs) {
       const { LineCounter, parseAllDocuments } = yaml();
       this.lineCounter = new LineCounter();
-      this.docs = [...parseAllDocuments(inflateRawSync(Buffer.from(this.packed!, 'latin1')).toString('utf8'), { lineCounter: this.lineCounter, merge: true })] as Document.Parsed[];
+      this.docs = [
+        ...parseAllDocuments(inflateRawSync(Buffer.from(this.packed!, 'latin1')).toString('utf8'), {
+          lineCounter: this.lineCounter,
+          merge: true,
+        }),
+      ] as Document.Parsed[];
       this.packed = undefined;
     }
     return { file: this.file, doc: this.docs[index], lineCounter: this.lineCounter! };
@@ -354,7 +375,13 @@ function loadFileFull(file: string, absolutePath: string, text: string): FileRes
       const causes = intendedDocument(recover(doc));
       for (const e of doc.errors) {
         const { line, col } = lineCounter.linePos(e.pos[0]);
-        out.errors.push({ file, line, column: col, message: `YAML syntax: ${yamlErrorMessage(e.message)}`, relation: { syntax: true, ...(causes && { causes: [causes] }) } });
+        out.errors.push({
+          file,
+          line,
+          column: col,
+          message: `YAML syntax: ${yamlErrorMessage(e.message)}`,
+          relation: { syntax: true, ...(causes && { causes: [causes] }) },
+        });
       }
       return;
     }
@@ -409,7 +436,8 @@ function checkDocument(src: YamlSource, positions: FilePositions, value: unknown
 
   // Secrets written inline: one clear message, and nothing else about them.
   const suppressed = layout ? inlineSecrets(layout, value) : [];
-  for (const parts of suppressed) report(parts, valueLocation(src, parts), `is a secret and is never written inline: use ${SECRET_REF_HINT}`);
+  for (const parts of suppressed)
+    report(parts, valueLocation(src, parts), `is a secret and is never written inline: use ${SECRET_REF_HINT}`);
 
   const validate = validator();
   if (!validate(value)) {
@@ -438,7 +466,10 @@ function checkDocument(src: YamlSource, positions: FilePositions, value: unknown
       if (suppressed.some((s) => isUnder(parts, s))) continue;
       let message = refine(layout, value, parts, e, converted.message);
       // A misspelt or misplaced key: the field meant; "is required" of that field follows from it.
-      const suggestion = layout && e.keyword === 'additionalProperties' && message === converted.message ? suggestField(layout.yamlKind, parts, presentKeys(value, instance)) : undefined;
+      const suggestion =
+        layout && e.keyword === 'additionalProperties' && message === converted.message
+          ? suggestField(layout.yamlKind, parts, presentKeys(value, instance))
+          : undefined;
       if (suggestion) message += suggestion.hint;
       report(parts, loc, message);
       const reported = byField.get(formatPath(parts))!;
@@ -449,7 +480,8 @@ function checkDocument(src: YamlSource, positions: FilePositions, value: unknown
 
   let identified: Identified | undefined;
   const project = typeof meta.project === 'string' ? meta.project : undefined;
-  if (layout && name !== undefined && (!layout.projectScoped || project !== undefined)) identified = identify(layout, name, project, positions, index);
+  if (layout && name !== undefined && (!layout.projectScoped || project !== undefined))
+    identified = identify(layout, name, project, positions, index);
   // Not in the loaded set: references to the document it was meant to be follow from its errors.
   const meant = identified ? undefined : intendedDocument(value);
   if (meant) for (const e of errors) relate(e, 'causes', meant);
@@ -520,16 +552,29 @@ function intendedDocument(value: unknown): string | undefined {
 }
 
 /** Says what to do instead, where the schema's own message would only say what is wrong. */
-function refine(layout: KindLayout | undefined, value: Record<string, unknown>, parts: (string | number)[], e: ErrorObject, message: string): string {
+function refine(
+  layout: KindLayout | undefined,
+  value: Record<string, unknown>,
+  parts: (string | number)[],
+  e: ErrorObject,
+  message: string,
+): string {
   const [top, ...rest] = parts;
   if (e.keyword === 'const') return `must be ${JSON.stringify(e.params.allowedValue)}`;
   if (top === 'kind' && rest.length === 0 && e.keyword === 'enum') {
     const meant = typeof value.kind === 'string' ? suggestKind(value.kind) : undefined;
-    return meant ? `unknown kind ${JSON.stringify(value.kind)} (did you mean ${meant}?)` : `unknown kind ${JSON.stringify(value.kind)}: ${message}`;
+    return meant
+      ? `unknown kind ${JSON.stringify(value.kind)} (did you mean ${meant}?)`
+      : `unknown kind ${JSON.stringify(value.kind)}: ${message}`;
   }
   if (!layout) return message;
   const d = layout.descriptor;
-  if (top === 'spec' && rest.length && (e.keyword === 'minProperties' || e.keyword === 'maxProperties') && rest[rest.length - 1] === 'secretRef') {
+  if (
+    top === 'spec' &&
+    rest.length &&
+    (e.keyword === 'minProperties' || e.keyword === 'maxProperties') &&
+    rest[rest.length - 1] === 'secretRef'
+  ) {
     return 'must hold exactly one of env or file';
   }
   if (e.keyword !== 'additionalProperties') return message;
@@ -604,7 +649,14 @@ function locateAt(obj: { location: SourceLocation }, doc: ConfigDocument, field:
  * The document's model. Its positions (location, locations, those of references and secrets),
  * its identity and source are computed when first read.
  */
-function buildDocument(positions: FilePositions, layout: KindLayout, value: Record<string, unknown>, index: number, absolutePath: string, file: string): ConfigDocument {
+function buildDocument(
+  positions: FilePositions,
+  layout: KindLayout,
+  value: Record<string, unknown>,
+  index: number,
+  absolutePath: string,
+  file: string,
+): ConfigDocument {
   // Flattened: no string of the document is a slice that keeps its file's text alive (FilePositions keeps it packed).
   if (loadStrings) shareStrings(value, loadStrings, true);
   const d = layout.descriptor;
@@ -616,7 +668,10 @@ function buildDocument(positions: FilePositions, layout: KindLayout, value: Reco
   // One labels copy for both: documents are never changed after loading (the plan copies what it
   // changes). Labels in the literal, not added after: an object grown by one property after a
   // spread keeps it in a separate backing store (~40 bytes more per document).
-  const body: Record<string, unknown> = layout.hasLabels && meta.labels !== undefined ? { [d.identity]: name, ...spec, [LABELS_FIELD]: labels } : { [d.identity]: name, ...spec };
+  const body: Record<string, unknown> =
+    layout.hasLabels && meta.labels !== undefined
+      ? { [d.identity]: name, ...spec, [LABELS_FIELD]: labels }
+      : { [d.identity]: name, ...spec };
 
   const doc = {
     descriptor: d,

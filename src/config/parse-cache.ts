@@ -71,7 +71,8 @@ export function defineLazyShared<T extends object>(obj: T, table: { readonly [K 
 function withChanges<T extends object>(obj: T, changes: Partial<T>): T {
   // The copy shares the table of computations and computes its lazy properties for itself.
   const copy = Object.defineProperties({}, Object.getOwnPropertyDescriptors(obj)) as T;
-  for (const [k, v] of Object.entries(changes)) Object.defineProperty(copy, k, { value: v, enumerable: true, writable: true, configurable: true });
+  for (const [k, v] of Object.entries(changes))
+    Object.defineProperty(copy, k, { value: v, enumerable: true, writable: true, configurable: true });
   return copy;
 }
 

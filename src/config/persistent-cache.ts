@@ -50,7 +50,10 @@ export class PersistentParseCache {
   private readonly prefix: string;
   private wrote = false;
 
-  constructor(root: string = defaultCacheDir(), private readonly maxBytes: number = cacheMaxBytes()) {
+  constructor(
+    root: string = defaultCacheDir(),
+    private readonly maxBytes: number = cacheMaxBytes(),
+  ) {
     this.dir = join(root, CACHE_FORMAT);
     this.prefix = `${CACHE_FORMAT}\0${PACKAGE_VERSION}\0${DOCUMENT_VALIDATOR_HASH}\0`;
   }

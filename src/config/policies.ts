@@ -18,12 +18,14 @@ export const POLICY_ANNOTATIONS: Record<string, JsonSchema> = {
   [RECONCILE_ANNOTATION]: {
     type: 'string',
     enum: ['apply', 'observe', 'disabled'],
-    description: 'apply (the default): plan and apply it. observe: plan and drift report it, never write it. disabled: ignore the document (never planned, written or pruned).',
+    description:
+      'apply (the default): plan and apply it. observe: plan and drift report it, never write it. disabled: ignore the document (never planned, written or pruned).',
   },
   [IGNORE_FIELDS_ANNOTATION]: {
     type: 'string',
     pattern: '^\\s*[A-Za-z0-9_./-]+(\\s*,\\s*[A-Za-z0-9_./-]+)*\\s*$',
-    description: 'Comma-separated API field paths (config.port, labels.team, schedule) whose differences plan, apply and drift ignore; an update keeps the live value there.',
+    description:
+      'Comma-separated API field paths (config.port, labels.team, schedule) whose differences plan, apply and drift ignore; an update keeps the live value there.',
   },
   [PREVENT_DESTROY_ANNOTATION]: {
     type: 'string',
@@ -39,7 +41,11 @@ export interface ResourcePolicy {
   preventDestroy: boolean;
 }
 
-export const DEFAULT_POLICY: ResourcePolicy = Object.freeze({ reconcile: 'apply', ignoreFields: Object.freeze([]) as unknown as string[][], preventDestroy: false });
+export const DEFAULT_POLICY: ResourcePolicy = Object.freeze({
+  reconcile: 'apply',
+  ignoreFields: Object.freeze([]) as unknown as string[][],
+  preventDestroy: false,
+});
 
 /** The JSON Schema of `metadata.annotations`: string values; the known dpctl.dev/ keys checked; other dpctl.dev/ keys refused. */
 export function annotationsSchema(): JsonSchema {

@@ -97,7 +97,8 @@ export function walkLocations(src: YamlSource, visit: (path: (string | number)[]
         if (k === undefined) continue;
         const value = pair.value as Node | null;
         if (value) walk(value, [...path, k]);
-        else if (pair.key && typeof pair.key === 'object' && (pair.key as Node).range) visit([...path, k], at(src, (pair.key as Node).range![0]));
+        else if (pair.key && typeof pair.key === 'object' && (pair.key as Node).range)
+          visit([...path, k], at(src, (pair.key as Node).range![0]));
       }
     } else if (isSeq(node)) {
       node.items.forEach((item, i) => walk(item as Node, [...path, i]));

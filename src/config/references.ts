@@ -9,19 +9,24 @@ import { subjectOf, type ConfigDocument } from './model.js';
 export type ReferenceLookup = (kind: string, project: string | undefined, name: string) => string | undefined;
 
 /** Tries each lookup in turn (declared documents first, then live resources, for example). */
-export const firstOf = (...lookups: (ReferenceLookup | undefined)[]): ReferenceLookup => (kind, project, name) => {
-  for (const lookup of lookups) {
-    const id = lookup?.(kind, project, name);
-    if (id !== undefined) return id;
-  }
-  return undefined;
-};
+export const firstOf =
+  (...lookups: (ReferenceLookup | undefined)[]): ReferenceLookup =>
+  (kind, project, name) => {
+    for (const lookup of lookups) {
+      const id = lookup?.(kind, project, name);
+      if (id !== undefined) return id;
+    }
+    return undefined;
+  };
 
 /**
  * A lookup over declared documents. Their ids are not known before they are applied, so
  * `idOf` gives one (the engine passes ids it created); by default a placeholder `Kind/project/name`.
  */
-export function declaredLookup(documents: Iterable<Pick<ConfigDocument, 'descriptor' | 'yamlKind' | 'project' | 'name'>>, idOf?: (doc: ConfigDocument) => string | undefined): ReferenceLookup {
+export function declaredLookup(
+  documents: Iterable<Pick<ConfigDocument, 'descriptor' | 'yamlKind' | 'project' | 'name'>>,
+  idOf?: (doc: ConfigDocument) => string | undefined,
+): ReferenceLookup {
   const byKey = new Map<string, Pick<ConfigDocument, 'descriptor' | 'yamlKind' | 'project' | 'name'>>();
   for (const doc of documents) byKey.set(JSON.stringify([doc.descriptor.kind, doc.project ?? null, doc.name]), doc);
   return (kind, project, name) => {
@@ -40,7 +45,10 @@ export function checkReferences(doc: ConfigDocument, lookup: ReferenceLookup): C
       ...ref.location,
       subject: subjectOf(doc),
       field: ref.yamlField,
-      message: doc.project !== undefined ? `no ${ref.yamlKind} named "${ref.name}" in project "${doc.project}"` : `no ${ref.yamlKind} named "${ref.name}"`,
+      message:
+        doc.project !== undefined
+          ? `no ${ref.yamlKind} named "${ref.name}" in project "${doc.project}"`
+          : `no ${ref.yamlKind} named "${ref.name}"`,
       // Follows from the error that kept that document out of the loaded set, if there is one (sortErrors).
       relation: { follows: [documentKey(ref.yamlKind, doc.project, ref.name)] },
     });

@@ -39,7 +39,10 @@ export const trimOneNewline = (text: string) => text.replace(/\r?\n$/, '');
  * YAML file's directory). Problems (unset variable, missing file, a value the field does not
  * accept) are errors at the secretRef's position; no message ever contains a value.
  */
-export function resolveSecrets(documents: ConfigDocument[], options: SecretOptions = {}): { secrets: ResolvedSecrets; errors: ConfigError[] } {
+export function resolveSecrets(
+  documents: ConfigDocument[],
+  options: SecretOptions = {},
+): { secrets: ResolvedSecrets; errors: ConfigError[] } {
   const env = options.env ?? process.env;
   const read = options.readFile ?? ((p: string) => readFileSync(p, 'utf8'));
   const values = new Map<ConfigDocument, Map<string, string>>();
@@ -47,7 +50,12 @@ export function resolveSecrets(documents: ConfigDocument[], options: SecretOptio
   for (const doc of documents) {
     for (const secret of doc.secrets) {
       const fail = (where: string, message: string) =>
-        errors.push({ ...locationOf(doc, `${secret.field}.secretRef.${where}`), subject: subjectOf(doc), field: secret.yamlField, message });
+        errors.push({
+          ...locationOf(doc, `${secret.field}.secretRef.${where}`),
+          subject: subjectOf(doc),
+          field: secret.yamlField,
+          message,
+        });
       let value: string;
       let origin: string;
       if ('env' in secret.ref) {
@@ -65,7 +73,14 @@ export function resolveSecrets(documents: ConfigDocument[], options: SecretOptio
           value = trimOneNewline(read(path));
         } catch (err) {
           const code = (err as NodeJS.ErrnoException).code;
-          const why = code === 'ENOENT' ? 'no such file' : code === 'EISDIR' ? 'it is a directory' : code === 'EACCES' ? 'permission denied' : (code ?? (err as Error).message);
+          const why =
+            code === 'ENOENT'
+              ? 'no such file'
+              : code === 'EISDIR'
+                ? 'it is a directory'
+                : code === 'EACCES'
+                  ? 'permission denied'
+                  : (code ?? (err as Error).message);
           const shown = secret.displayFile ?? path;
           fail('file', `${origin} cannot be read: ${why}${shown !== secret.ref.file ? ` (looked for ${shown})` : ''}`);
           continue;

@@ -30,7 +30,8 @@ export function shareStrings(value: Record<string, unknown> | unknown[], table: 
       }
       const shared = table.get(v);
       // (=== compares contents: an equal string found is written back, the first one seen.)
-      if (shared === undefined) table.set(v, flatten && v.length >= SLICE_MIN_LENGTH ? ((value as Record<string, unknown>)[k] = flatCopy(v)) : v);
+      if (shared === undefined)
+        table.set(v, flatten && v.length >= SLICE_MIN_LENGTH ? ((value as Record<string, unknown>)[k] = flatCopy(v)) : v);
       else (value as Record<string, unknown>)[k] = shared;
     } else if (v !== null && typeof v === 'object') {
       shareStrings(v as Record<string, unknown>, table, flatten);

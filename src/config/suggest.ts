@@ -54,7 +54,11 @@ export function closest(word: string, candidates: Iterable<string>): string | un
 }
 
 /** The kind meant by an unknown kind, if one is close. */
-export const suggestKind = (kind: string): string | undefined => closest(kind, declarableLayouts().map((l) => l.yamlKind));
+export const suggestKind = (kind: string): string | undefined =>
+  closest(
+    kind,
+    declarableLayouts().map((l) => l.yamlKind),
+  );
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 type Node = Record<string, any>;
@@ -64,13 +68,15 @@ let documentSchema: Node | undefined;
 function expand(node: Node | undefined, out: Node[] = [], depth = 0): Node[] {
   if (!node || typeof node !== 'object' || depth > 8) return out;
   out.push(node);
-  if (typeof node.$ref === 'string' && node.$ref.startsWith('#/$defs/')) expand(documentSchema!.$defs?.[node.$ref.slice('#/$defs/'.length)], out, depth + 1);
+  if (typeof node.$ref === 'string' && node.$ref.startsWith('#/$defs/'))
+    expand(documentSchema!.$defs?.[node.$ref.slice('#/$defs/'.length)], out, depth + 1);
   for (const k of ['allOf', 'anyOf', 'oneOf']) for (const branch of (node[k] as Node[] | undefined) ?? []) expand(branch, out, depth + 1);
   for (const k of ['then', 'else']) expand(node[k] as Node | undefined, out, depth + 1);
   return out;
 }
 
-const keysOf = (nodes: Node[]) => new Set(nodes.flatMap((n) => (n.properties && typeof n.properties === 'object' ? Object.keys(n.properties) : [])));
+const keysOf = (nodes: Node[]) =>
+  new Set(nodes.flatMap((n) => (n.properties && typeof n.properties === 'object' ? Object.keys(n.properties) : [])));
 
 function childOf(nodes: Node[], part: string | number): Node[] {
   const out: Node[] = [];
@@ -86,7 +92,11 @@ function childOf(nodes: Node[], part: string | number): Node[] {
 function schemasAt(yamlKind: string, parts: (string | number)[]): Node[] {
   documentSchema ??= buildDocumentSchema() as Node;
   const top: Node = {
-    properties: { ...documentSchema.properties, metadata: { $ref: `#/$defs/${yamlKind}Metadata` }, spec: { $ref: `#/$defs/${yamlKind}Spec` } },
+    properties: {
+      ...documentSchema.properties,
+      metadata: { $ref: `#/$defs/${yamlKind}Metadata` },
+      spec: { $ref: `#/$defs/${yamlKind}Spec` },
+    },
   };
   let nodes = expand(top);
   for (const part of parts) nodes = childOf(nodes, part);
@@ -118,6 +128,9 @@ export function suggestField(yamlKind: string, parts: (string | number)[], prese
     return { hint: ` (did you mean ${formatPath(intended)}, indented under ${formatPath([...parent, under[0]])}?)`, intended };
   }
   const taken = new Set(present);
-  const match = closest(key, [...known].filter((k) => !taken.has(k)));
+  const match = closest(
+    key,
+    [...known].filter((k) => !taken.has(k)),
+  );
   return match ? { hint: ` (did you mean ${match}?)`, intended: [...parent, match] } : undefined;
 }

@@ -18,7 +18,10 @@ export class Backoff {
   private readonly baseMs: number;
   private readonly maxMs: number;
 
-  constructor(options: BackoffOptions = {}, private readonly now: () => number = Date.now) {
+  constructor(
+    options: BackoffOptions = {},
+    private readonly now: () => number = Date.now,
+  ) {
     this.baseMs = options.baseMs ?? 5_000;
     this.maxMs = options.maxMs ?? 300_000;
   }

@@ -149,7 +149,11 @@ export async function startController(options: ControllerOptions): Promise<Runni
   };
   const ready = () => (leader ? plannedOnce : !stopping.signal.aborted);
   const snapshot = (): ControllerStatus => {
-    const base = { ...status, controller: { ...status.controller, suspended, ready: ready(), leader: { ...status.controller.leader, elected: leader } }, runs };
+    const base = {
+      ...status,
+      controller: { ...status.controller, suspended, ready: ready(), leader: { ...status.controller.leader, elected: leader } },
+      runs,
+    };
     return { ...base, conditions: conditions.update(deriveConditions(base, running)) };
   };
 
@@ -171,7 +175,12 @@ export async function startController(options: ControllerOptions): Promise<Runni
     if (!store) return;
     saving = saving
       .then(() => store.save(value))
-      .catch((err: Error) => log.error({ err: err.message, suspended: value, store: store.description }, 'saving the suspension failed: a restart or another leader may not keep it'));
+      .catch((err: Error) =>
+        log.error(
+          { err: err.message, suspended: value, store: store.description },
+          'saving the suspension failed: a restart or another leader may not keep it',
+        ),
+      );
   };
   /** Takes the stored value (a suspend or resume made meanwhile wins over what the load read). */
   const loadSuspension = async (when: string) => {
@@ -188,7 +197,10 @@ export async function startController(options: ControllerOptions): Promise<Runni
     }
     if (stored === undefined || stored === suspended || changes !== suspensionChanges) return;
     suspended = stored;
-    log.info({ suspended, when, store: store.description }, stored ? 'reconciling suspended (stored suspension)' : 'reconciling resumed (stored suspension)');
+    log.info(
+      { suspended, when, store: store.description },
+      stored ? 'reconciling suspended (stored suspension)' : 'reconciling resumed (stored suspension)',
+    );
     metrics.recordStatus(snapshot());
     changed();
   };
@@ -200,7 +212,13 @@ export async function startController(options: ControllerOptions): Promise<Runni
     suspended = value;
     log.info({ suspended }, value ? 'reconciling suspended' : 'reconciling resumed');
     metrics.recordStatus(snapshot());
-    options.notifier?.notify({ reason: value ? 'Suspended' : 'Resumed', severity: 'info', subject: engine.sourceId, message: value ? 'reconciling is suspended' : 'reconciling resumed', revision: lastGood?.id ?? null });
+    options.notifier?.notify({
+      reason: value ? 'Suspended' : 'Resumed',
+      severity: 'info',
+      subject: engine.sourceId,
+      message: value ? 'reconciling is suspended' : 'reconciling resumed',
+      revision: lastGood?.id ?? null,
+    });
     changed();
     // Resume runs at once rather than after the rest of the interval.
     if (!value) trigger('resume');
@@ -254,7 +272,11 @@ export async function startController(options: ControllerOptions): Promise<Runni
 
   /** Errors of a revision as `file:line:column: ...`, relative to the checkout. */
   const validate = (rev: Revision): string[] => {
-    const { config, errors } = loadConfig([rev.configDir], { cwd: rev.root, allowUndeclaredProjects: engine.allowUndeclaredProjects ?? false, cache: engine.parseCache });
+    const { config, errors } = loadConfig([rev.configDir], {
+      cwd: rev.root,
+      allowUndeclaredProjects: engine.allowUndeclaredProjects ?? false,
+      cache: engine.parseCache,
+    });
     const resolved = resolveSecrets(config.documents, { env: engine.env ?? process.env });
     return sortErrors([...errors, ...resolved.errors], config.files).map(formatConfigError);
   };
@@ -304,10 +326,17 @@ export async function startController(options: ControllerOptions): Promise<Runni
     detail,
   });
   const changeDetail = (c: PlannedChange) =>
-    c.action === 'create' ? 'not on the server' : c.action === 'delete' ? c.reasons.join('; ') : [c.changes.map((f) => f.field).join(', '), ...c.reasons].filter(Boolean).join('; ');
+    c.action === 'create'
+      ? 'not on the server'
+      : c.action === 'delete'
+        ? c.reasons.join('; ')
+        : [c.changes.map((f) => f.field).join(', '), ...c.reasons].filter(Boolean).join('; ');
 
   /** Plans against the live platform and applies (or reports) the revision in force. */
-  const reconcileRevision = async (rev: Revision, signal: AbortSignal): Promise<{ result: RunResult; errors: string[]; summary: Record<string, number> }> => {
+  const reconcileRevision = async (
+    rev: Revision,
+    signal: AbortSignal,
+  ): Promise<{ result: RunResult; errors: string[]; summary: Record<string, number> }> => {
     const paths = [rev.configDir];
     const opts: EngineOptions = { ...engine, cwd: rev.root };
     if (options.mode === 'drift') {
@@ -316,14 +345,20 @@ export async function startController(options: ControllerOptions): Promise<Runni
       const rows = plan.changes.map((c) => (c.action === 'no-op' ? rowOf(c, 'in-sync', null) : rowOf(c, 'drifted', changeDetail(c))));
       status.resources = withHealth(rows, observedHealth(plan));
       plannedOnce = true;
-      return { result: resultWithHealth(plan.errors.length ? 'plan-error' : drift.length ? 'drift' : 'in-sync', status.resources), errors: plan.errors, summary: summaryOf(plan) };
+      return {
+        result: resultWithHealth(plan.errors.length ? 'plan-error' : drift.length ? 'drift' : 'in-sync', status.resources),
+        errors: plan.errors,
+        summary: summaryOf(plan),
+      };
     }
     const prepared = await preparePlan(options.client, paths, opts);
     const { plan } = prepared;
     plannedOnce = true;
     status.drift = driftJson(plan.sourceId, driftReport(plan, prepared.documents, prepared.state), plan.errors).drift;
     if (plan.errors.length) {
-      status.resources = plan.changes.map((c) => (c.action === 'no-op' ? rowOf(c, 'in-sync', null) : rowOf(c, 'pending', `not applied: the plan has errors`)));
+      status.resources = plan.changes.map((c) =>
+        c.action === 'no-op' ? rowOf(c, 'in-sync', null) : rowOf(c, 'pending', `not applied: the plan has errors`),
+      );
       log.error({ errors: plan.errors }, 'plan has errors: nothing applied');
       return { result: 'plan-error', errors: plan.errors, summary: summaryOf(plan) };
     }
@@ -333,7 +368,9 @@ export async function startController(options: ControllerOptions): Promise<Runni
       return e ? `backing off after ${e.failures} failure${e.failures === 1 ? '' : 's'}: ${e.lastError}` : undefined;
     });
     const outcomes = new Map<PlannedChange, Outcome>();
-    const previews = (await previewProvisioning(options.client, plan, prepared.state, signal)).filter((p) => !backoff.waiting(PROVISION + p.project));
+    const previews = (await previewProvisioning(options.client, plan, prepared.state, signal)).filter(
+      (p) => !backoff.waiting(PROVISION + p.project),
+    );
     let applied: ApplyResult = { outcomes: [], converged: true };
     if (toApply.changes.some((c) => c.action !== 'no-op')) {
       applied = await applyPlan(options.client, toApply, prepared.documents, prepared.state, prepared.secrets, {
@@ -354,7 +391,15 @@ export async function startController(options: ControllerOptions): Promise<Runni
       onProgress: (line) => log.info({ revision: rev.id }, line.trim()),
     });
     for (const p of settled.provisioning) {
-      if (p.failures.length) log.warn({ project: p.project, failures: p.failures, failures_in_a_row: backoff.failed(PROVISION + p.project, p.failures[0].message).failures }, 'provisioning failed: backing off');
+      if (p.failures.length)
+        log.warn(
+          {
+            project: p.project,
+            failures: p.failures,
+            failures_in_a_row: backoff.failed(PROVISION + p.project, p.failures[0].message).failures,
+          },
+          'provisioning failed: backing off',
+        );
       else backoff.succeeded(PROVISION + p.project);
     }
     status.resources = plan.changes.map((c) => {
@@ -377,7 +422,10 @@ export async function startController(options: ControllerOptions): Promise<Runni
           return { ...rowOf(c, 'applied', `${c.action} done`), id: o.id ?? c.id ?? null };
         case 'failed': {
           const e = backoff.failed(c.key, o.message ?? 'failed');
-          log.warn({ resource: subjectOfChange(c), failures: e.failures, next_attempt_at: iso(e.nextAttemptAt), err: o.message }, 'change failed: backing off');
+          log.warn(
+            { resource: subjectOfChange(c), failures: e.failures, next_attempt_at: iso(e.nextAttemptAt), err: o.message },
+            'change failed: backing off',
+          );
           return { ...rowOf(c, 'failed', o.message ?? null), failures: e.failures, next_attempt_at: iso(e.nextAttemptAt) };
         }
         case 'skipped':
@@ -387,10 +435,18 @@ export async function startController(options: ControllerOptions): Promise<Runni
       }
     });
     status.resources = withHealth(status.resources, settled.health);
-    const failed = status.resources.filter((r) => r.state === 'failed' || r.state === 'backoff' || r.state === 'skipped' || r.state === 'unsupported');
+    const failed = status.resources.filter(
+      (r) => r.state === 'failed' || r.state === 'backoff' || r.state === 'skipped' || r.state === 'unsupported',
+    );
     const result: RunResult = signal.aborted ? 'stopped' : failed.length ? 'incomplete' : resultWithHealth('converged', status.resources);
     const unwell = status.resources.filter((r) => r.state === 'degraded' || r.state === 'progressing');
-    return { result, errors: [...failed, ...unwell].map((r) => `${r.yaml_kind} ${r.project ? `${r.project}/` : ''}${r.name}: ${r.state}: ${r.detail ?? ''}`), summary: summaryOf(plan) };
+    return {
+      result,
+      errors: [...failed, ...unwell].map(
+        (r) => `${r.yaml_kind} ${r.project ? `${r.project}/` : ''}${r.name}: ${r.state}: ${r.detail ?? ''}`,
+      ),
+      summary: summaryOf(plan),
+    };
   };
 
   /** Health as the plan observed it (drift mode, where nothing is applied nor waited for). */
@@ -411,19 +467,33 @@ export async function startController(options: ControllerOptions): Promise<Runni
   const reconcileOnce = async (trigger: string) => {
     const started = Date.now();
     const resourcesBefore = status.resources;
-    const before = { revision: status.last_run?.revision ?? null, converged: status.revision.converged?.id ?? null, resources: status.resources };
+    const before = {
+      revision: status.last_run?.revision ?? null,
+      converged: status.revision.converged?.id ?? null,
+      resources: status.resources,
+    };
     runAbort = new AbortController();
     const signal = AbortSignal.any([runAbort.signal, stopping.signal]);
     let outcome: { result: RunResult; errors: string[]; summary: Record<string, number> };
     try {
       await refresh(signal);
       if (!lastGood) {
-        outcome = { result: status.revision.invalid ? 'invalid' : 'error', errors: status.revision.invalid?.errors ?? [status.revision.fetch_error ?? 'no revision yet'], summary: {} };
+        outcome = {
+          result: status.revision.invalid ? 'invalid' : 'error',
+          errors: status.revision.invalid?.errors ?? [status.revision.fetch_error ?? 'no revision yet'],
+          summary: {},
+        };
       } else {
         outcome = await reconcileRevision(lastGood, signal);
-        if (outcome.result === 'converged' || outcome.result === 'in-sync') status.revision.converged = { id: lastGood.id, summary: lastGood.summary ?? null, at: iso(Date.now()) };
+        if (outcome.result === 'converged' || outcome.result === 'in-sync')
+          status.revision.converged = { id: lastGood.id, summary: lastGood.summary ?? null, at: iso(Date.now()) };
         // The newest commit is invalid: the run applied the last good one, and says so.
-        if (status.revision.invalid) outcome = { ...outcome, result: outcome.result === 'converged' || outcome.result === 'in-sync' ? 'invalid' : outcome.result, errors: [...status.revision.invalid.errors, ...outcome.errors] };
+        if (status.revision.invalid)
+          outcome = {
+            ...outcome,
+            result: outcome.result === 'converged' || outcome.result === 'in-sync' ? 'invalid' : outcome.result,
+            errors: [...status.revision.invalid.errors, ...outcome.errors],
+          };
       }
     } catch (err) {
       const errors = err instanceof EngineConfigError ? err.errors : [(err as Error).message];
@@ -433,7 +503,16 @@ export async function startController(options: ControllerOptions): Promise<Runni
     metrics.recordClient(options.client.stats());
     const finished = Date.now();
     runs++;
-    status.last_run = { trigger, started_at: iso(started), finished_at: iso(finished), duration_ms: finished - started, result: outcome.result, revision: lastGood?.id ?? null, summary: outcome.summary, errors: outcome.errors };
+    status.last_run = {
+      trigger,
+      started_at: iso(started),
+      finished_at: iso(finished),
+      duration_ms: finished - started,
+      result: outcome.result,
+      revision: lastGood?.id ?? null,
+      summary: outcome.summary,
+      errors: outcome.errors,
+    };
     status.recent_runs = withRecentRun(status.recent_runs, status.last_run);
     for (const event of options.notifier ? runEvents(before, snapshot()) : []) options.notifier!.notify(event);
     changed();
@@ -447,7 +526,10 @@ export async function startController(options: ControllerOptions): Promise<Runni
     const acted = status.resources !== resourcesBefore && status.resources.some((r) => r.state === 'applied' || r.state === 'failed');
     const notable = trigger !== 'interval' || acted || outcomeKey !== lastOutcome;
     lastOutcome = outcomeKey;
-    log[notable ? 'info' : 'debug']({ trigger, revision: lastGood?.id ?? null, result: outcome.result, duration_ms: finished - started, summary: outcome.summary }, 'reconcile run');
+    log[notable ? 'info' : 'debug'](
+      { trigger, revision: lastGood?.id ?? null, result: outcome.result, duration_ms: finished - started, summary: outcome.summary },
+      'reconcile run',
+    );
   };
 
   const main = async () => {
@@ -515,5 +597,12 @@ export async function startController(options: ControllerOptions): Promise<Runni
 }
 
 function summaryOf(plan: Plan): Record<string, number> {
-  return { create: plan.summary.create, update: plan.summary.update, replace: plan.summary.replace, delete: plan.summary.delete, no_op: plan.summary['no-op'], unsupported: plan.summary.unsupported };
+  return {
+    create: plan.summary.create,
+    update: plan.summary.update,
+    replace: plan.summary.replace,
+    delete: plan.summary.delete,
+    no_op: plan.summary['no-op'],
+    unsupported: plan.summary.unsupported,
+  };
 }

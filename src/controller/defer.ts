@@ -7,7 +7,10 @@ import { resourceKey, type Plan, type PlannedChange } from '../engine/index.js';
  * apply neither retries a failing resource early nor fails its dependents for it. Returns the
  * plan to apply and why each change was held back.
  */
-export function deferChanges(plan: Plan, waiting: (key: string) => string | undefined): { plan: Plan; deferred: Map<PlannedChange, string> } {
+export function deferChanges(
+  plan: Plan,
+  waiting: (key: string) => string | undefined,
+): { plan: Plan; deferred: Map<PlannedChange, string> } {
   const deferred = new Map<PlannedChange, string>();
   const heldWrites = new Map<string, PlannedChange>(); // key -> change not written this run
   for (const c of plan.changes) {
@@ -36,7 +39,9 @@ export function deferChanges(plan: Plan, waiting: (key: string) => string | unde
     grew = false;
     for (const c of plan.changes) {
       if (c.action === 'no-op' || deferred.has(c)) continue;
-      const blocker = needs(c).map((k) => heldWrites.get(k)).find((b) => b !== undefined);
+      const blocker = needs(c)
+        .map((k) => heldWrites.get(k))
+        .find((b) => b !== undefined);
       if (!blocker) continue;
       deferred.set(c, `waits for ${blocker.yamlKind} ${blocker.project ? `${blocker.project}/` : ''}${blocker.name}, which is backing off`);
       heldWrites.set(c.key, c);

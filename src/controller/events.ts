@@ -7,7 +7,8 @@ import type { ControllerStatus, ResourceStatus } from './status.js';
  * resource, drift in drift mode) is passed on at every run and announced once.
  */
 
-const subjectOf = (r: Pick<ResourceStatus, 'yaml_kind' | 'project' | 'name'>) => `${r.yaml_kind} ${r.project ? `${r.project}/` : ''}${r.name}`;
+const subjectOf = (r: Pick<ResourceStatus, 'yaml_kind' | 'project' | 'name'>) =>
+  `${r.yaml_kind} ${r.project ? `${r.project}/` : ''}${r.name}`;
 const FAILED = new Set(['incomplete', 'plan-error', 'error', 'invalid']);
 const WRITES = new Set(['create', 'update', 'replace', 'delete']);
 
@@ -23,20 +24,56 @@ export function runEvents(before: RunSnapshot, after: ControllerStatus): Control
   const revision = run.revision;
   const events: ControllerEvent[] = [];
   const converged = after.revision.converged?.id ?? null;
-  if (converged && converged !== before.converged) events.push({ reason: 'RevisionApplied', severity: 'info', subject: after.controller.source_id, message: `revision ${converged.slice(0, 12)}${after.revision.converged?.summary ? ` (${after.revision.converged.summary})` : ''} is applied and healthy`, revision });
+  if (converged && converged !== before.converged)
+    events.push({
+      reason: 'RevisionApplied',
+      severity: 'info',
+      subject: after.controller.source_id,
+      message: `revision ${converged.slice(0, 12)}${after.revision.converged?.summary ? ` (${after.revision.converged.summary})` : ''} is applied and healthy`,
+      revision,
+    });
   if (FAILED.has(run.result)) {
     const more = run.errors.length > 3 ? ` (and ${run.errors.length - 3} more)` : '';
-    events.push({ reason: 'ApplyFailed', severity: 'error', subject: after.controller.source_id, message: `${run.result}: ${run.errors.slice(0, 3).join('; ')}${more}`, revision });
+    events.push({
+      reason: 'ApplyFailed',
+      severity: 'error',
+      subject: after.controller.source_id,
+      message: `${run.result}: ${run.errors.slice(0, 3).join('; ')}${more}`,
+      revision,
+    });
   }
   const was = new Map(before.resources.map((r) => [subjectOf(r), r]));
   for (const r of after.resources) {
     const subject = subjectOf(r);
-    if (r.state === 'degraded') events.push({ reason: 'ResourceDegraded', severity: 'error', subject, message: r.health_reason ?? r.detail ?? 'degraded', revision });
-    else if (was.get(subject)?.state === 'degraded' && r.health !== 'degraded') events.push({ reason: 'ResourceRecovered', severity: 'info', subject, message: `healthy again${r.state === 'applied' ? ` (${r.detail})` : ''}`, revision });
-    else if (was.get(subject)?.state === 'drifted' && r.state === 'in-sync') events.push({ reason: 'DriftCorrected', severity: 'info', subject, message: 'no longer differs from the configuration', revision });
-    if (r.state === 'drifted') events.push({ reason: 'DriftDetected', severity: 'error', subject, message: `differs from the configuration: ${r.detail ?? ''}`, revision });
+    if (r.state === 'degraded')
+      events.push({ reason: 'ResourceDegraded', severity: 'error', subject, message: r.health_reason ?? r.detail ?? 'degraded', revision });
+    else if (was.get(subject)?.state === 'degraded' && r.health !== 'degraded')
+      events.push({
+        reason: 'ResourceRecovered',
+        severity: 'info',
+        subject,
+        message: `healthy again${r.state === 'applied' ? ` (${r.detail})` : ''}`,
+        revision,
+      });
+    else if (was.get(subject)?.state === 'drifted' && r.state === 'in-sync')
+      events.push({ reason: 'DriftCorrected', severity: 'info', subject, message: 'no longer differs from the configuration', revision });
+    if (r.state === 'drifted')
+      events.push({
+        reason: 'DriftDetected',
+        severity: 'error',
+        subject,
+        message: `differs from the configuration: ${r.detail ?? ''}`,
+        revision,
+      });
     // Applied while the revision stayed the same: the platform had drifted, and this run put it back.
-    if (r.state === 'applied' && WRITES.has(r.action) && revision === before.revision) events.push({ reason: 'DriftCorrected', severity: 'info', subject, message: `${r.detail ?? r.action}: the platform matches the configuration again`, revision });
+    if (r.state === 'applied' && WRITES.has(r.action) && revision === before.revision)
+      events.push({
+        reason: 'DriftCorrected',
+        severity: 'info',
+        subject,
+        message: `${r.detail ?? r.action}: the platform matches the configuration again`,
+        revision,
+      });
   }
   return events;
 }

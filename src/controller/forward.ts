@@ -40,7 +40,13 @@ export interface RelayAnswer {
  * Sends `body` with the relayed headers to `<leaderUrl><path>` and returns the leader's answer.
  * Rejects when the leader cannot be reached in time (refused, reset, timed out).
  */
-export async function relayToLeader(leaderUrl: string, path: string, body: Buffer, headers: IncomingHttpHeaders, timeoutMs = RELAY_TIMEOUT_MS): Promise<RelayAnswer> {
+export async function relayToLeader(
+  leaderUrl: string,
+  path: string,
+  body: Buffer,
+  headers: IncomingHttpHeaders,
+  timeoutMs = RELAY_TIMEOUT_MS,
+): Promise<RelayAnswer> {
   const out: Record<string, string> = { [FORWARDED_HEADER]: '1' };
   for (const name of RELAYED_HEADERS) {
     const value = headers[name];

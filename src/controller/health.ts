@@ -48,16 +48,29 @@ export function deriveConditions(s: ControllerStatus, running: boolean): Conditi
   const run = s.last_run;
   const result = run?.result;
   const first = run?.errors[0] ?? '';
-  const ready: ConditionValue =
-    s.controller.suspended ? { type: 'Ready', status: 'Unknown', reason: 'Suspended', message: 'reconciling is suspended' }
-    : !run ? { type: 'Ready', status: 'Unknown', reason: 'Progressing', message: 'no run has finished yet' }
-    : result === 'converged' || result === 'in-sync' ? { type: 'Ready', status: 'True', reason: 'Succeeded', message: `revision ${run.revision?.slice(0, 12) ?? '-'} applied and healthy` }
-    : { type: 'Ready', status: 'False', reason: REASON[result!] ?? 'Failed', message: first || `last run: ${result}` };
+  const ready: ConditionValue = s.controller.suspended
+    ? { type: 'Ready', status: 'Unknown', reason: 'Suspended', message: 'reconciling is suspended' }
+    : !run
+      ? { type: 'Ready', status: 'Unknown', reason: 'Progressing', message: 'no run has finished yet' }
+      : result === 'converged' || result === 'in-sync'
+        ? {
+            type: 'Ready',
+            status: 'True',
+            reason: 'Succeeded',
+            message: `revision ${run.revision?.slice(0, 12) ?? '-'} applied and healthy`,
+          }
+        : { type: 'Ready', status: 'False', reason: REASON[result!] ?? 'Failed', message: first || `last run: ${result}` };
   const reconciling = running || result === 'progressing';
-  const stalledReason = result === 'invalid' || result === 'plan-error' || result === 'degraded' || result === 'error' ? REASON[result] : undefined;
+  const stalledReason =
+    result === 'invalid' || result === 'plan-error' || result === 'degraded' || result === 'error' ? REASON[result] : undefined;
   return [
     ready,
-    { type: 'Reconciling', status: reconciling ? 'True' : 'False', reason: running ? 'Progressing' : result === 'progressing' ? 'Progressing' : 'Idle', message: running ? 'a run is under way' : result === 'progressing' ? first || 'resources are still progressing' : '' },
+    {
+      type: 'Reconciling',
+      status: reconciling ? 'True' : 'False',
+      reason: running ? 'Progressing' : result === 'progressing' ? 'Progressing' : 'Idle',
+      message: running ? 'a run is under way' : result === 'progressing' ? first || 'resources are still progressing' : '',
+    },
     { type: 'Stalled', status: stalledReason ? 'True' : 'False', reason: stalledReason ?? 'None', message: stalledReason ? first : '' },
   ];
 }
@@ -83,7 +96,10 @@ export class ConditionTracker {
   update(values: ConditionValue[]): Condition[] {
     return values.map((v) => {
       const before = this.last.get(v.type);
-      const c: Condition = { ...v, last_transition_time: before && before.status === v.status ? before.last_transition_time : new Date(this.now()).toISOString() };
+      const c: Condition = {
+        ...v,
+        last_transition_time: before && before.status === v.status ? before.last_transition_time : new Date(this.now()).toISOString(),
+      };
       this.last.set(v.type, c);
       return c;
     });

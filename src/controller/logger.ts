@@ -8,7 +8,11 @@ import { logStream, resolveLogFormat, type LogFormat } from '../log-format.js';
  */
 export function controllerLogger(level: string, format?: LogFormat | string): Logger {
   return pino(
-    { name: 'dpctl-controller', level, redact: { paths: ['password', 'apiKey', 'token', 'secret', '*.password', '*.apiKey', '*.token', '*.secret'], censor: '[redacted]' } },
+    {
+      name: 'dpctl-controller',
+      level,
+      redact: { paths: ['password', 'apiKey', 'token', 'secret', '*.password', '*.apiKey', '*.token', '*.secret'], censor: '[redacted]' },
+    },
     logStream(resolveLogFormat(format), pino.destination({ fd: 1, sync: true })) as pino.DestinationStream,
   );
 }

@@ -16,22 +16,96 @@ export class ControllerMetrics {
     buckets: [0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120, 300],
     registers: [this.registry],
   });
-  private readonly resources = new Gauge({ name: 'dpctl_controller_resources', help: 'Managed resources by state after the last run', labelNames: ['state'], registers: [this.registry] });
-  private readonly health = new Gauge({ name: 'dpctl_controller_resource_health', help: 'Declared resources by kind and health (x-health rules) after the last run', labelNames: ['kind', 'health'], registers: [this.registry] });
-  private readonly drift = new Gauge({ name: 'dpctl_controller_drift_resources', help: 'Resources that differ from the config (last run), by drift type', labelNames: ['type'], registers: [this.registry] });
-  private readonly driftTotal = new Gauge({ name: 'dpctl_controller_drift_count', help: 'Resources that differ from the config (last run)', registers: [this.registry] });
-  private readonly apiCalls = new Counter({ name: 'dpctl_controller_api_calls_total', help: 'HTTP requests sent to the API (every attempt), by endpoint', labelNames: ['endpoint'], registers: [this.registry] });
-  private readonly apiErrors = new Counter({ name: 'dpctl_controller_api_errors_total', help: 'API requests that failed with a network error or a 5xx, by endpoint', labelNames: ['endpoint'], registers: [this.registry] });
-  private readonly apiRateLimited = new Counter({ name: 'dpctl_controller_api_rate_limited_total', help: '429 answers from the API, by endpoint', labelNames: ['endpoint'], registers: [this.registry] });
-  readonly runs = new Counter({ name: 'dpctl_controller_runs_total', help: 'Reconcile runs, by result', labelNames: ['result'], registers: [this.registry] });
-  readonly invalidRevisions = new Counter({ name: 'dpctl_controller_invalid_revisions_total', help: 'Revisions that failed validation (not applied)', registers: [this.registry] });
-  readonly fetchErrors = new Counter({ name: 'dpctl_controller_fetch_errors_total', help: 'Source fetches that failed', registers: [this.registry] });
-  readonly webhooks = new Counter({ name: 'dpctl_controller_webhooks_total', help: 'Webhook calls, by outcome', labelNames: ['outcome'], registers: [this.registry] });
-  private readonly revisionInfo = new Gauge({ name: 'dpctl_controller_applied_revision_info', help: 'The revision in force (last one that passed validation)', labelNames: ['revision', 'source'], registers: [this.registry] });
-  private readonly convergedInfo = new Gauge({ name: 'dpctl_controller_converged_revision_info', help: 'The last revision a run fully applied (apply mode) or found in sync (drift mode)', labelNames: ['revision', 'source'], registers: [this.registry] });
-  private readonly lastRun = new Gauge({ name: 'dpctl_controller_last_run_timestamp_seconds', help: 'When the last reconcile run finished', registers: [this.registry] });
-  private readonly leader = new Gauge({ name: 'dpctl_controller_leader', help: '1 while this replica holds leadership', registers: [this.registry] });
-  private readonly suspended = new Gauge({ name: 'dpctl_controller_suspended', help: '1 while reconciling is suspended', registers: [this.registry] });
+  private readonly resources = new Gauge({
+    name: 'dpctl_controller_resources',
+    help: 'Managed resources by state after the last run',
+    labelNames: ['state'],
+    registers: [this.registry],
+  });
+  private readonly health = new Gauge({
+    name: 'dpctl_controller_resource_health',
+    help: 'Declared resources by kind and health (x-health rules) after the last run',
+    labelNames: ['kind', 'health'],
+    registers: [this.registry],
+  });
+  private readonly drift = new Gauge({
+    name: 'dpctl_controller_drift_resources',
+    help: 'Resources that differ from the config (last run), by drift type',
+    labelNames: ['type'],
+    registers: [this.registry],
+  });
+  private readonly driftTotal = new Gauge({
+    name: 'dpctl_controller_drift_count',
+    help: 'Resources that differ from the config (last run)',
+    registers: [this.registry],
+  });
+  private readonly apiCalls = new Counter({
+    name: 'dpctl_controller_api_calls_total',
+    help: 'HTTP requests sent to the API (every attempt), by endpoint',
+    labelNames: ['endpoint'],
+    registers: [this.registry],
+  });
+  private readonly apiErrors = new Counter({
+    name: 'dpctl_controller_api_errors_total',
+    help: 'API requests that failed with a network error or a 5xx, by endpoint',
+    labelNames: ['endpoint'],
+    registers: [this.registry],
+  });
+  private readonly apiRateLimited = new Counter({
+    name: 'dpctl_controller_api_rate_limited_total',
+    help: '429 answers from the API, by endpoint',
+    labelNames: ['endpoint'],
+    registers: [this.registry],
+  });
+  readonly runs = new Counter({
+    name: 'dpctl_controller_runs_total',
+    help: 'Reconcile runs, by result',
+    labelNames: ['result'],
+    registers: [this.registry],
+  });
+  readonly invalidRevisions = new Counter({
+    name: 'dpctl_controller_invalid_revisions_total',
+    help: 'Revisions that failed validation (not applied)',
+    registers: [this.registry],
+  });
+  readonly fetchErrors = new Counter({
+    name: 'dpctl_controller_fetch_errors_total',
+    help: 'Source fetches that failed',
+    registers: [this.registry],
+  });
+  readonly webhooks = new Counter({
+    name: 'dpctl_controller_webhooks_total',
+    help: 'Webhook calls, by outcome',
+    labelNames: ['outcome'],
+    registers: [this.registry],
+  });
+  private readonly revisionInfo = new Gauge({
+    name: 'dpctl_controller_applied_revision_info',
+    help: 'The revision in force (last one that passed validation)',
+    labelNames: ['revision', 'source'],
+    registers: [this.registry],
+  });
+  private readonly convergedInfo = new Gauge({
+    name: 'dpctl_controller_converged_revision_info',
+    help: 'The last revision a run fully applied (apply mode) or found in sync (drift mode)',
+    labelNames: ['revision', 'source'],
+    registers: [this.registry],
+  });
+  private readonly lastRun = new Gauge({
+    name: 'dpctl_controller_last_run_timestamp_seconds',
+    help: 'When the last reconcile run finished',
+    registers: [this.registry],
+  });
+  private readonly leader = new Gauge({
+    name: 'dpctl_controller_leader',
+    help: '1 while this replica holds leadership',
+    registers: [this.registry],
+  });
+  private readonly suspended = new Gauge({
+    name: 'dpctl_controller_suspended',
+    help: '1 while reconciling is suspended',
+    registers: [this.registry],
+  });
   private seen = new Map<string, { calls: number; failed: number; rateLimited: number }>();
 
   constructor(options: { processMetrics?: boolean } = {}) {
@@ -66,7 +140,8 @@ export class ControllerMetrics {
       byHealth.set(key, entry);
     }
     for (const e of byHealth.values()) this.health.set({ kind: e.kind, health: e.health }, e.n);
-    for (const type of ['changed', 'deleted', 'orphaned', 'unmanaged']) this.drift.set({ type }, status.drift.filter((d) => d.type === type).length);
+    for (const type of ['changed', 'deleted', 'orphaned', 'unmanaged'])
+      this.drift.set({ type }, status.drift.filter((d) => d.type === type).length);
     this.driftTotal.set(status.drift.length);
     this.revisionInfo.reset();
     if (status.revision.applied) this.revisionInfo.set({ revision: status.revision.applied.id, source: status.controller.source }, 1);

@@ -54,7 +54,12 @@ export interface NotifierOptions {
 }
 
 /** Events that end a condition, by the reason that started it: they clear its dedup entry. */
-const ENDS: Partial<Record<EventReason, EventReason>> = { DriftCorrected: 'DriftDetected', ResourceRecovered: 'ResourceDegraded', RevisionApplied: 'ApplyFailed', Resumed: 'Suspended' };
+const ENDS: Partial<Record<EventReason, EventReason>> = {
+  DriftCorrected: 'DriftDetected',
+  ResourceRecovered: 'ResourceDegraded',
+  RevisionApplied: 'ApplyFailed',
+  Resumed: 'Suspended',
+};
 
 export class Notifier {
   private readonly sent = new Map<string, { message: string; at: number }>();
@@ -116,14 +121,22 @@ export class Notifier {
   }
 
   private async deliver(r: Receiver, e: ControllerEvent, dropped: number): Promise<void> {
-    const body = JSON.stringify(r.type === 'slack' ? slackMessage(e, this.o.source, dropped) : { ...e, source: this.o.source, at: new Date(this.now()).toISOString(), dropped_since_last: dropped });
+    const body = JSON.stringify(
+      r.type === 'slack'
+        ? slackMessage(e, this.o.source, dropped)
+        : { ...e, source: this.o.source, at: new Date(this.now()).toISOString(), dropped_since_last: dropped },
+    );
     const headers: Record<string, string> = { 'content-type': 'application/json', 'user-agent': 'dpctl-controller' };
     if (r.secret) headers['x-dpctl-signature-256'] = `sha256=${createHmac('sha256', r.secret).update(body).digest('hex')}`;
     const attempts = this.o.attempts ?? 5;
     for (let i = 1; ; i++) {
-      const error = await post(r.url, body, headers, this.o.ca).then(() => null, (err: Error) => err.message);
+      const error = await post(r.url, body, headers, this.o.ca).then(
+        () => null,
+        (err: Error) => err.message,
+      );
       if (error === null) return;
-      if (i >= attempts) return void this.o.log?.warn({ receiver: redactUrl(r.url), reason: e.reason, err: error, attempts }, 'notification not delivered');
+      if (i >= attempts)
+        return void this.o.log?.warn({ receiver: redactUrl(r.url), reason: e.reason, err: error, attempts }, 'notification not delivered');
       await new Promise((res) => setTimeout(res, (this.o.retryBaseMs ?? 1_000) * 2 ** (i - 1)).unref());
     }
   }
@@ -132,7 +145,9 @@ export class Notifier {
 function slackMessage(e: ControllerEvent, source: string, dropped: number) {
   const icon = e.severity === 'error' ? ':red_circle:' : ':large_green_circle:';
   const more = dropped ? `\n_${dropped} more notification${dropped === 1 ? '' : 's'} were rate-limited._` : '';
-  return { text: `${icon} *${e.reason}* ${e.subject} (${source}${e.revision ? ` @ ${e.revision.slice(0, 12)}` : ''})\n${e.message}${more}` };
+  return {
+    text: `${icon} *${e.reason}* ${e.subject} (${source}${e.revision ? ` @ ${e.revision.slice(0, 12)}` : ''})\n${e.message}${more}`,
+  };
 }
 
 /** Receiver URLs carry their own secret (Slack's path): logs show the host only. */
@@ -148,10 +163,21 @@ const redactUrl = (url: string) => {
 function post(url: string, body: string, headers: Record<string, string>, ca?: string): Promise<void> {
   return new Promise((resolve, reject) => {
     const request = url.startsWith('http:') ? httpRequest : httpsRequest;
-    const req = request(url, { method: 'POST', headers: { ...headers, 'content-length': String(Buffer.byteLength(body)) }, timeout: 10_000, ...(ca ? { ca } : {}) }, (res) => {
-      res.resume();
-      res.on('end', () => ((res.statusCode ?? 0) >= 200 && (res.statusCode ?? 0) < 300 ? resolve() : reject(new Error(`HTTP ${res.statusCode}`))));
-    });
+    const req = request(
+      url,
+      {
+        method: 'POST',
+        headers: { ...headers, 'content-length': String(Buffer.byteLength(body)) },
+        timeout: 10_000,
+        ...(ca ? { ca } : {}),
+      },
+      (res) => {
+        res.resume();
+        res.on('end', () =>
+          (res.statusCode ?? 0) >= 200 && (res.statusCode ?? 0) < 300 ? resolve() : reject(new Error(`HTTP ${res.statusCode}`)),
+        );
+      },
+    );
     req.on('timeout', () => req.destroy(new Error('no answer in 10 s')));
     req.on('error', reject);
     req.end(body);

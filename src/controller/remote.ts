@@ -52,7 +52,10 @@ export async function runRemote(command: RemoteCommand, opts: RemoteOpts, io: Io
     case 'resume': {
       const answer = (await post(base, `/${command}`, webhookSecret(opts))) as { suspended?: boolean };
       if (json) io.out(`${JSON.stringify(answer)}\n`);
-      else if (answer.suspended) io.out(`suspended: the controller at ${base} fetches and applies nothing until \`dpctl controller resume\` (it stays suspended across restarts and leader changes)\n`);
+      else if (answer.suspended)
+        io.out(
+          `suspended: the controller at ${base} fetches and applies nothing until \`dpctl controller resume\` (it stays suspended across restarts and leader changes)\n`,
+        );
       else io.out(`resumed: the controller at ${base} reconciles again, starting with a run now\n`);
       return 0;
     }
@@ -70,7 +73,10 @@ export function controllerUrl(flag: string | undefined, env: NodeJS.ProcessEnv =
   } catch {
     url = undefined;
   }
-  if (!url || !/^https?:$/.test(url.protocol)) throw new RemoteError(`--url must be the controller's listener as an http(s) URL, e.g. ${DEFAULT_CONTROLLER_URL}; got ${JSON.stringify(text)}`);
+  if (!url || !/^https?:$/.test(url.protocol))
+    throw new RemoteError(
+      `--url must be the controller's listener as an http(s) URL, e.g. ${DEFAULT_CONTROLLER_URL}; got ${JSON.stringify(text)}`,
+    );
   return text.replace(/\/+$/, '');
 }
 
@@ -82,7 +88,9 @@ export function webhookSecret(opts: RemoteOpts, env: NodeJS.ProcessEnv = process
     try {
       text = readFileSync(file, 'utf8');
     } catch (err) {
-      throw new RemoteError(`--webhook-secret-file ${file}: ${(err as NodeJS.ErrnoException).code === 'ENOENT' ? 'no such file' : (err as Error).message}`);
+      throw new RemoteError(
+        `--webhook-secret-file ${file}: ${(err as NodeJS.ErrnoException).code === 'ENOENT' ? 'no such file' : (err as Error).message}`,
+      );
     }
     const value = text.replace(/\r?\n$/, '');
     if (!value) throw new RemoteError(`--webhook-secret-file ${file} is empty`);
@@ -90,7 +98,9 @@ export function webhookSecret(opts: RemoteOpts, env: NodeJS.ProcessEnv = process
   }
   const value = env.DPCTL_WEBHOOK_SECRET;
   if (value) return value;
-  throw new RemoteError('this needs the controller\'s webhook secret: give --webhook-secret-file FILE, or set DPCTL_WEBHOOK_SECRET_FILE or DPCTL_WEBHOOK_SECRET');
+  throw new RemoteError(
+    "this needs the controller's webhook secret: give --webhook-secret-file FILE, or set DPCTL_WEBHOOK_SECRET_FILE or DPCTL_WEBHOOK_SECRET",
+  );
 }
 
 async function request(base: string, path: string, init: RequestInit = {}): Promise<Response> {
@@ -98,8 +108,11 @@ async function request(base: string, path: string, init: RequestInit = {}): Prom
     return await fetch(`${base}${path}`, { ...init, redirect: 'manual', signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS) });
   } catch (err) {
     const e = err as Error & { cause?: NodeJS.ErrnoException };
-    const why = e.name === 'TimeoutError' ? `no answer within ${REQUEST_TIMEOUT_MS / 1000} s` : (e.cause?.code ?? e.cause?.message ?? e.message);
-    throw new RemoteError(`cannot reach the controller at ${base} (${why}); is it running, and is --url (or DPCTL_CONTROLLER_URL) its --listen address?`);
+    const why =
+      e.name === 'TimeoutError' ? `no answer within ${REQUEST_TIMEOUT_MS / 1000} s` : (e.cause?.code ?? e.cause?.message ?? e.message);
+    throw new RemoteError(
+      `cannot reach the controller at ${base} (${why}); is it running, and is --url (or DPCTL_CONTROLLER_URL) its --listen address?`,
+    );
   }
 }
 
@@ -118,13 +131,21 @@ async function failure(res: Response, path: string): Promise<RemoteError> {
   const action = path.slice(1);
   switch (res.status) {
     case 401:
-      return new RemoteError(`the controller refused the webhook secret (401 unauthorized): check --webhook-secret-file, DPCTL_WEBHOOK_SECRET_FILE or DPCTL_WEBHOOK_SECRET`);
+      return new RemoteError(
+        `the controller refused the webhook secret (401 unauthorized): check --webhook-secret-file, DPCTL_WEBHOOK_SECRET_FILE or DPCTL_WEBHOOK_SECRET`,
+      );
     case 403:
-      return new RemoteError(`${action} is off on this controller (403 ${code || 'forbidden'}): it was started without a webhook secret (--webhook-secret-file, DPCTL_WEBHOOK_SECRET)`);
+      return new RemoteError(
+        `${action} is off on this controller (403 ${code || 'forbidden'}): it was started without a webhook secret (--webhook-secret-file, DPCTL_WEBHOOK_SECRET)`,
+      );
     case 503:
-      return new RemoteError(code === 'no_leader' ? `no leader to ${action} (503): ${message}` : `the controller cannot ${action} now (503 ${code}): ${message}`);
+      return new RemoteError(
+        code === 'no_leader' ? `no leader to ${action} (503): ${message}` : `the controller cannot ${action} now (503 ${code}): ${message}`,
+      );
     case 404:
-      return new RemoteError(`${res.url || path} is not there (404): is --url a dpctl controller's listener (and one recent enough to have ${path})?`);
+      return new RemoteError(
+        `${res.url || path} is not there (404): is --url a dpctl controller's listener (and one recent enough to have ${path})?`,
+      );
     default:
       return new RemoteError(`${action}: the controller answered ${res.status}${code ? ` ${code}` : ''}: ${message}`);
   }
@@ -134,7 +155,8 @@ async function getStatus(base: string): Promise<{ status: ControllerStatus; now:
   const res = await request(base, '/status.json', { headers: { accept: 'application/json' } });
   if (!res.ok) throw await failure(res, '/status.json');
   const status = (await res.json().catch(() => undefined)) as ControllerStatus | undefined;
-  if (!status?.controller || !Array.isArray(status.recent_runs)) throw new RemoteError(`${base}/status.json is not a dpctl controller's status`);
+  if (!status?.controller || !Array.isArray(status.recent_runs))
+    throw new RemoteError(`${base}/status.json is not a dpctl controller's status`);
   // Ages by the controller's clock (its Date header), so a client whose clock is off reads them right.
   const date = Date.parse(res.headers.get('date') ?? '');
   return { status, now: Number.isNaN(date) ? Date.now() : date };
@@ -181,7 +203,10 @@ async function reconcile(base: string, opts: RemoteOpts, io: Io): Promise<number
   const json = opts.output === 'json';
   const answer = (await post(base, '/reconcile', webhookSecret(opts))) as { requested_at?: string };
   const requestedAt = answer.requested_at;
-  if (!requestedAt || Number.isNaN(Date.parse(requestedAt))) throw new RemoteError(`the controller at ${base} accepted the request but did not say when (no requested_at): cannot tell its run apart`);
+  if (!requestedAt || Number.isNaN(Date.parse(requestedAt)))
+    throw new RemoteError(
+      `the controller at ${base} accepted the request but did not say when (no requested_at): cannot tell its run apart`,
+    );
   if (!json) io.err(`reconcile requested (${requestedAt}); waiting for the run (up to ${flagDuration(timeoutMs)})\n`);
   const deadline = Date.now() + timeoutMs;
   let standby = 0;
@@ -201,14 +226,23 @@ async function reconcile(base: string, opts: RemoteOpts, io: Io): Promise<number
       );
     }
     if (Date.now() >= deadline) {
-      throw new RemoteError(`no run requested at ${requestedAt} finished within ${flagDuration(timeoutMs)} (last run: ${status.last_run ? `${status.last_run.trigger}, ${status.last_run.result}, started ${status.last_run.started_at}` : 'none'}); \`dpctl controller status\` shows where it is`);
+      throw new RemoteError(
+        `no run requested at ${requestedAt} finished within ${flagDuration(timeoutMs)} (last run: ${status.last_run ? `${status.last_run.trigger}, ${status.last_run.result}, started ${status.last_run.started_at}` : 'none'}); \`dpctl controller status\` shows where it is`,
+      );
     }
     await sleep(Math.min(POLL_MS, Math.max(0, deadline - Date.now())));
   }
 }
 
 const plan = (s: Record<string, number>) => {
-  const parts = [['create', 'to create'], ['update', 'to update'], ['replace', 'to replace'], ['delete', 'to delete'], ['no_op', 'unchanged'], ['unsupported', 'not supported']]
+  const parts = [
+    ['create', 'to create'],
+    ['update', 'to update'],
+    ['replace', 'to replace'],
+    ['delete', 'to delete'],
+    ['no_op', 'unchanged'],
+    ['unsupported', 'not supported'],
+  ]
     .filter(([k]) => s[k])
     .map(([k, word]) => `${s[k]} ${word}`);
   return parts.length ? parts.join(', ') : 'nothing planned';
@@ -216,7 +250,10 @@ const plan = (s: Record<string, number>) => {
 
 /** A finished run: result, duration, revision, plan, errors. */
 export function formatRun(run: RunRecord | LastRun): string {
-  const lines = [`run ${run.result} in ${durationText(run.duration_ms)} (trigger ${run.trigger}, revision ${run.revision ? shortRevision(run.revision) : '-'}, started ${run.started_at})`, `plan: ${plan(run.summary ?? {})}`];
+  const lines = [
+    `run ${run.result} in ${durationText(run.duration_ms)} (trigger ${run.trigger}, revision ${run.revision ? shortRevision(run.revision) : '-'}, started ${run.started_at})`,
+    `plan: ${plan(run.summary ?? {})}`,
+  ];
   const errors = 'errors' in run ? run.errors : run.first_error ? [run.first_error] : [];
   const count = 'errors' in run ? run.errors.length : run.error_count;
   if (count) lines.push(`${plural(count, 'error')}:`, ...errors.map((e) => `  ${e}`));
@@ -230,7 +267,18 @@ function table(rows: string[][]): string[] {
   return rows.map((r) => r.map((cell, i) => (i === r.length - 1 ? cell : cell.padEnd(widths[i]))).join('  '));
 }
 
-const STATE_ORDER: ResourceStatus['state'][] = ['in-sync', 'applied', 'drifted', 'progressing', 'pending', 'degraded', 'failed', 'backoff', 'skipped', 'unsupported'];
+const STATE_ORDER: ResourceStatus['state'][] = [
+  'in-sync',
+  'applied',
+  'drifted',
+  'progressing',
+  'pending',
+  'degraded',
+  'failed',
+  'backoff',
+  'skipped',
+  'unsupported',
+];
 const PROBLEMS = new Set<ResourceStatus['state']>(['degraded', 'failed', 'backoff']);
 
 /**
@@ -241,19 +289,36 @@ const PROBLEMS = new Set<ResourceStatus['state']>(['degraded', 'failed', 'backof
 export function formatStatus(s: ControllerStatus, now: number): string {
   const ready = s.conditions.find((c) => c.type === 'Ready');
   const run = s.last_run;
-  const lastRun = run ? `${run.result} ${relativeTime(Date.parse(run.finished_at), now)}, took ${durationText(run.duration_ms)} (${run.trigger})` : '-';
+  const lastRun = run
+    ? `${run.result} ${relativeTime(Date.parse(run.finished_at), now)}, took ${durationText(run.duration_ms)} (${run.trigger})`
+    : '-';
   const rev = (r: { id: string } | null) => (r ? shortRevision(r.id) : '-');
   const lines = table([
     ['NAME', 'READY', 'REASON', 'SUSPENDED', 'REVISION', 'CONVERGED', 'LAST RUN'],
-    [s.controller.source_id, ready?.status ?? 'Unknown', ready?.reason ?? '-', s.controller.suspended ? 'True' : 'False', rev(s.revision.applied), rev(s.revision.converged), lastRun],
+    [
+      s.controller.source_id,
+      ready?.status ?? 'Unknown',
+      ready?.reason ?? '-',
+      s.controller.suspended ? 'True' : 'False',
+      rev(s.revision.applied),
+      rev(s.revision.converged),
+      lastRun,
+    ],
   ]);
   lines.push('');
   if (ready?.message) lines.push(`Message:    ${ready.message}`);
   const l = s.controller.leader;
-  lines.push(`Leader:     ${l.elected ? `${l.identity} (this replica leads; ${l.election})` : `standby ${l.identity} (${l.election}): the leader's runs are in the leader's status`}`);
-  lines.push(`Source:     ${s.controller.source} (${s.controller.mode} mode, every ${flagDuration(s.controller.interval_ms)}${s.controller.prune ? ', prune' : ''})`);
+  lines.push(
+    `Leader:     ${l.elected ? `${l.identity} (this replica leads; ${l.election})` : `standby ${l.identity} (${l.election}): the leader's runs are in the leader's status`}`,
+  );
+  lines.push(
+    `Source:     ${s.controller.source} (${s.controller.mode} mode, every ${flagDuration(s.controller.interval_ms)}${s.controller.prune ? ', prune' : ''})`,
+  );
   if (s.revision.applied?.summary) lines.push(`Revision:   ${shortRevision(s.revision.applied.id)} ${s.revision.applied.summary}`);
-  if (s.revision.invalid) lines.push(`Invalid:    ${shortRevision(s.revision.invalid.id)} not applied: ${s.revision.invalid.errors[0] ?? ''}${s.revision.invalid.errors.length > 1 ? ` (+${s.revision.invalid.errors.length - 1} more)` : ''}`);
+  if (s.revision.invalid)
+    lines.push(
+      `Invalid:    ${shortRevision(s.revision.invalid.id)} not applied: ${s.revision.invalid.errors[0] ?? ''}${s.revision.invalid.errors.length > 1 ? ` (+${s.revision.invalid.errors.length - 1} more)` : ''}`,
+    );
   if (s.revision.fetch_error) lines.push(`Fetch:      failed: ${s.revision.fetch_error}`);
   const counts = new Map<string, number>();
   for (const r of s.resources) counts.set(r.state, (counts.get(r.state) ?? 0) + 1);
@@ -267,7 +332,9 @@ export function formatStatus(s: ControllerStatus, now: number): string {
     const width = Math.max(...problems.map((r) => r.state.length));
     for (const r of problems) {
       const retry = r.next_attempt_at ? ` (attempt ${(r.failures ?? 0) + 1} ${relativeTime(Date.parse(r.next_attempt_at), now)})` : '';
-      lines.push(`  ${r.state.padEnd(width)}  ${r.yaml_kind} ${r.project ? `${r.project}/` : ''}${r.name}: ${r.detail ?? r.health_reason ?? ''}${retry}`);
+      lines.push(
+        `  ${r.state.padEnd(width)}  ${r.yaml_kind} ${r.project ? `${r.project}/` : ''}${r.name}: ${r.detail ?? r.health_reason ?? ''}${retry}`,
+      );
     }
   }
   return `${lines.join('\n')}\n`;

@@ -51,7 +51,10 @@ function send(res: ServerResponse, status: number, type: string, body: string, h
 
 /** The status page, with a policy that lets only its own inline style and script run. */
 const sendPage = (res: ServerResponse, s: ControllerStatus) =>
-  send(res, 200, 'text/html; charset=utf-8', renderStatusHtml(s), { 'content-security-policy': STATUS_PAGE_CSP, 'referrer-policy': 'no-referrer' });
+  send(res, 200, 'text/html; charset=utf-8', renderStatusHtml(s), {
+    'content-security-policy': STATUS_PAGE_CSP,
+    'referrer-policy': 'no-referrer',
+  });
 
 function readBody(req: IncomingMessage): Promise<Buffer | undefined> {
   return new Promise((resolve, reject) => {
@@ -87,17 +90,28 @@ export function createStatusServer(h: StatusHandlers): Server {
   const events = new StatusEvents(h.status, h.events);
   h.subscribe?.(() => events.publish());
   const controlAllowed = (req: IncomingMessage, body: Buffer): boolean =>
-    !!h.webhookSecret && (verifyBearer(h.webhookSecret, req.headers.authorization) || verifySignature(h.webhookSecret, body, header(req, 'x-hub-signature-256')));
+    !!h.webhookSecret &&
+    (verifyBearer(h.webhookSecret, req.headers.authorization) ||
+      verifySignature(h.webhookSecret, body, header(req, 'x-hub-signature-256')));
 
   /** On a standby, passes an authenticated request to the leader and answers with the leader's answer; undefined on the leader. */
-  const relayed = async (req: IncomingMessage, path: string, body: Buffer): Promise<{ status: number; type: string; body: string; outcome: string } | undefined> => {
+  const relayed = async (
+    req: IncomingMessage,
+    path: string,
+    body: Buffer,
+  ): Promise<{ status: number; type: string; body: string; outcome: string } | undefined> => {
     const secret = h.webhookSecret;
     // Both callers checked the secret already; without one nothing is relayed.
     if (!h.relay || !secret || h.relay.isLeader()) return undefined;
     const notReachable = (why: string) => ({
       status: 503,
       type: 'application/json; charset=utf-8',
-      body: JSON.stringify({ error: { code: 'no_leader', message: `no leader is reachable: this replica is a standby and ${why}; the leader's next interval run still fetches the change` } }),
+      body: JSON.stringify({
+        error: {
+          code: 'no_leader',
+          message: `no leader is reachable: this replica is a standby and ${why}; the leader's next interval run still fetches the change`,
+        },
+      }),
       outcome: 'no_leader',
     });
     if (header(req, FORWARDED_HEADER)) {
@@ -136,7 +150,9 @@ export function createStatusServer(h: StatusHandlers): Server {
       case 'GET /healthz':
         return send(res, 200, 'application/json; charset=utf-8', '{"status":"ok"}');
       case 'GET /readyz':
-        return h.ready() ? send(res, 200, 'application/json; charset=utf-8', '{"status":"ready"}') : sendError(res, 503, 'not_ready', 'no successful fetch and plan yet');
+        return h.ready()
+          ? send(res, 200, 'application/json; charset=utf-8', '{"status":"ready"}')
+          : sendError(res, 503, 'not_ready', 'no successful fetch and plan yet');
       case 'GET /metrics':
         return send(res, 200, h.metrics.registry.contentType, await h.metrics.registry.metrics());
       case 'GET /status':
@@ -161,7 +177,12 @@ export function createStatusServer(h: StatusHandlers): Server {
         if (!verifySignature(h.webhookSecret, body, header(req, 'x-hub-signature-256'))) {
           h.metrics.webhooks.inc({ outcome: 'unauthorized' });
           h.logger.warn({ remote: req.socket.remoteAddress }, 'webhook refused: missing or bad X-Hub-Signature-256');
-          return sendError(res, 401, 'unauthorized', 'missing or invalid X-Hub-Signature-256 (sha256=<HMAC-SHA256 of the body with the webhook secret>)');
+          return sendError(
+            res,
+            401,
+            'unauthorized',
+            'missing or invalid X-Hub-Signature-256 (sha256=<HMAC-SHA256 of the body with the webhook secret>)',
+          );
         }
         const forward = await relayed(req, path, body);
         if (forward) {
@@ -175,8 +196,20 @@ export function createStatusServer(h: StatusHandlers): Server {
       case 'POST /suspend':
       case 'POST /resume': {
         const body = (await readBody(req)) ?? Buffer.alloc(0);
-        if (!h.webhookSecret) return sendError(res, 403, 'forbidden', 'suspend and resume need --webhook-secret (sent as a bearer token or an X-Hub-Signature-256)');
-        if (!controlAllowed(req, body)) return sendError(res, 401, 'unauthorized', 'send the webhook secret as Authorization: Bearer <secret>, or sign the body with X-Hub-Signature-256');
+        if (!h.webhookSecret)
+          return sendError(
+            res,
+            403,
+            'forbidden',
+            'suspend and resume need --webhook-secret (sent as a bearer token or an X-Hub-Signature-256)',
+          );
+        if (!controlAllowed(req, body))
+          return sendError(
+            res,
+            401,
+            'unauthorized',
+            'send the webhook secret as Authorization: Bearer <secret>, or sign the body with X-Hub-Signature-256',
+          );
         // Suspension is the leader's: a standby passes it on and keeps its own flag as it is.
         const forward = await relayed(req, path, body);
         if (forward) return send(res, forward.status, forward.type, forward.body);
@@ -188,19 +221,42 @@ export function createStatusServer(h: StatusHandlers): Server {
       case 'POST /reconcile': {
         // `dpctl controller reconcile`: a run now. Authenticated and relayed to the leader like /suspend.
         const body = (await readBody(req)) ?? Buffer.alloc(0);
-        if (!h.webhookSecret) return sendError(res, 403, 'forbidden', 'reconcile needs --webhook-secret (sent as a bearer token or an X-Hub-Signature-256)');
-        if (!controlAllowed(req, body)) return sendError(res, 401, 'unauthorized', 'send the webhook secret as Authorization: Bearer <secret>, or sign the body with X-Hub-Signature-256');
+        if (!h.webhookSecret)
+          return sendError(res, 403, 'forbidden', 'reconcile needs --webhook-secret (sent as a bearer token or an X-Hub-Signature-256)');
+        if (!controlAllowed(req, body))
+          return sendError(
+            res,
+            401,
+            'unauthorized',
+            'send the webhook secret as Authorization: Bearer <secret>, or sign the body with X-Hub-Signature-256',
+          );
         const forward = await relayed(req, path, body);
         if (forward) return send(res, forward.status, forward.type, forward.body);
         // A suspended controller starts no run: say so rather than accept a request that would wait forever.
-        if (h.status().controller.suspended) return sendError(res, 409, 'suspended', 'reconciling is suspended: resume it first (POST /resume, dpctl controller resume)');
+        if (h.status().controller.suspended)
+          return sendError(res, 409, 'suspended', 'reconciling is suspended: resume it first (POST /resume, dpctl controller resume)');
         // The controller's clock: the caller waits for a run that started at or after it (recent_runs[].started_at).
         const requestedAt = new Date().toISOString();
         h.trigger('reconcile');
         return send(res, 202, 'application/json; charset=utf-8', JSON.stringify({ requested_at: requestedAt }));
       }
       default:
-        if (['/healthz', '/readyz', '/metrics', '/status', '/status.json', '/status.html', '/status/events', '/hooks/git', '/suspend', '/resume', '/reconcile'].includes(path)) return sendError(res, 405, 'method_not_allowed', `${method} is not allowed on ${path}`);
+        if (
+          [
+            '/healthz',
+            '/readyz',
+            '/metrics',
+            '/status',
+            '/status.json',
+            '/status.html',
+            '/status/events',
+            '/hooks/git',
+            '/suspend',
+            '/resume',
+            '/reconcile',
+          ].includes(path)
+        )
+          return sendError(res, 405, 'method_not_allowed', `${method} is not allowed on ${path}`);
         return sendError(res, 404, 'not_found', `no route ${path}`);
     }
   };
@@ -276,7 +332,9 @@ export function parseAdvertiseUrl(text: string): string {
     url = undefined;
   }
   if (!url || !/^https?:$/.test(url.protocol) || (url.pathname !== '/' && url.pathname !== '') || url.search || url.hash) {
-    throw new Error(`--advertise-url must be an http(s) URL of this replica's listener without a path, e.g. http://10.0.0.12:9090; got ${JSON.stringify(text)}`);
+    throw new Error(
+      `--advertise-url must be an http(s) URL of this replica's listener without a path, e.g. http://10.0.0.12:9090; got ${JSON.stringify(text)}`,
+    );
   }
   return url.origin;
 }

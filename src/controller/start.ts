@@ -61,16 +61,31 @@ export interface ControllerOpts extends Pick<CommonOpts, 'url' | 'apiKey' | 'caF
  * holds its token): give them by environment in production, not flags (visible in `ps`).
  */
 function receiversOf(opts: ControllerOpts): Receiver[] {
-  const list = (flag: string[] | undefined, env: string | undefined) => [...(flag ?? []), ...(env ?? '').split(',').map((u) => u.trim()).filter(Boolean)];
+  const list = (flag: string[] | undefined, env: string | undefined) => [
+    ...(flag ?? []),
+    ...(env ?? '')
+      .split(',')
+      .map((u) => u.trim())
+      .filter(Boolean),
+  ];
   const secretFile = opts.notifySecretFile ?? process.env.DPCTL_NOTIFY_SECRET_FILE;
-  const secret = (secretFile ? readSecretFile(secretFile, '--notify-secret-file') : undefined) ?? (process.env.DPCTL_NOTIFY_SECRET || undefined);
+  const secret =
+    (secretFile ? readSecretFile(secretFile, '--notify-secret-file') : undefined) ?? (process.env.DPCTL_NOTIFY_SECRET || undefined);
   const checked = (url: string, what: string) => {
-    if (!/^https?:\/\/[^/]/.test(url)) throw new Error(`${what} must be an http(s) URL; got ${JSON.stringify(url.replace(/\/\/.*/, '//...'))}`);
+    if (!/^https?:\/\/[^/]/.test(url))
+      throw new Error(`${what} must be an http(s) URL; got ${JSON.stringify(url.replace(/\/\/.*/, '//...'))}`);
     return url;
   };
   return [
-    ...list(opts.notifyWebhook, process.env.DPCTL_NOTIFY_WEBHOOK_URLS).map((url): Receiver => ({ type: 'webhook', url: checked(url, '--notify-webhook'), secret })),
-    ...list(opts.notifySlack, process.env.DPCTL_NOTIFY_SLACK_URLS).map((url): Receiver => ({ type: 'slack', url: checked(url, '--notify-slack') })),
+    ...list(opts.notifyWebhook, process.env.DPCTL_NOTIFY_WEBHOOK_URLS).map((url): Receiver => ({
+      type: 'webhook',
+      url: checked(url, '--notify-webhook'),
+      secret,
+    })),
+    ...list(opts.notifySlack, process.env.DPCTL_NOTIFY_SLACK_URLS).map((url): Receiver => ({
+      type: 'slack',
+      url: checked(url, '--notify-slack'),
+    })),
   ];
 }
 
@@ -118,7 +133,8 @@ export async function startFromOptions(opts: ControllerOpts, log: Logger) {
   const notifyRepeatMs = parseDuration(opts.notifyRepeat ?? '1h', '--notify-repeat');
   const concurrency = parseConcurrency(opts.concurrency);
   const leaseSeconds = Number(opts.leaseSeconds);
-  if (!Number.isInteger(leaseSeconds) || leaseSeconds < 1) throw new Error(`--lease-seconds must be a whole number of seconds >= 1, got ${opts.leaseSeconds}`);
+  if (!Number.isInteger(leaseSeconds) || leaseSeconds < 1)
+    throw new Error(`--lease-seconds must be a whole number of seconds >= 1, got ${opts.leaseSeconds}`);
   const listen = parseListen(opts.listen);
   const explicitAdvertise = opts.advertiseUrl === undefined ? undefined : parseAdvertiseUrl(opts.advertiseUrl);
   // Read at every publication: with --listen ...:0 the port is known once the listener is up.
@@ -128,7 +144,10 @@ export async function startFromOptions(opts: ControllerOpts, log: Logger) {
   mkdirSync(stateDir, { recursive: true, mode: 0o700 });
 
   const webhookSecretFile = opts.webhookSecretFile ?? process.env.DPCTL_WEBHOOK_SECRET_FILE;
-  const webhookSecret = opts.webhookSecret ?? (webhookSecretFile ? readSecretFile(webhookSecretFile, '--webhook-secret-file') : undefined) ?? (process.env.DPCTL_WEBHOOK_SECRET || undefined);
+  const webhookSecret =
+    opts.webhookSecret ??
+    (webhookSecretFile ? readSecretFile(webhookSecretFile, '--webhook-secret-file') : undefined) ??
+    (process.env.DPCTL_WEBHOOK_SECRET || undefined);
 
   // Credentials: flags, then files (mounted secrets), then DATAPLATFORM_* variables.
   const apiKeyFile = opts.apiKeyFile ?? (process.env.DATAPLATFORM_API_KEY_FILE || undefined);
@@ -144,14 +163,23 @@ export async function startFromOptions(opts: ControllerOpts, log: Logger) {
 
   const plain = opts.sourceType === 'dir' || (opts.sourceType === 'auto' && isPlainDirectory(opts.source));
   const source: ConfigSource = plain
-    ? new DirectorySource(opts.path && opts.path !== '.' ? join(opts.source, opts.path) : opts.source, { snapshotDir: join(stateDir, 'dir') })
+    ? new DirectorySource(opts.path && opts.path !== '.' ? join(opts.source, opts.path) : opts.source, {
+        snapshotDir: join(stateDir, 'dir'),
+      })
     : new GitSource({ url: opts.source, branch: opts.branch, path: opts.path, stateDir });
 
   const electorOptions: ElectorOptions =
     opts.leaderElection === 'lock'
       ? { kind: 'lock', path: resolve(opts.lockFile ?? join(stateDir, 'leader.lock')), identity: opts.identity, leaseSeconds, advertise }
       : opts.leaderElection === 'lease'
-        ? { kind: 'lease', namespace: opts.leaseNamespace ?? podNamespace(), name: opts.leaseName, identity: opts.identity, leaseSeconds, advertise }
+        ? {
+            kind: 'lease',
+            namespace: opts.leaseNamespace ?? podNamespace(),
+            name: opts.leaseName,
+            identity: opts.identity,
+            leaseSeconds,
+            advertise,
+          }
         : { kind: 'none' };
   const elector = createElector(electorOptions, { log: (message) => log.info({ election: opts.leaderElection }, message) });
   // Suspension survives restarts and leader changes where the replicas meet: the state directory
@@ -159,7 +187,10 @@ export async function startFromOptions(opts: ControllerOpts, log: Logger) {
   const suspension: SuspensionStore =
     electorOptions.kind === 'lease'
       ? new LeaseSuspensionStore(new LeaseApi(electorOptions.namespace, electorOptions.name))
-      : new FileSuspensionStore(electorOptions.kind === 'lock' ? `${electorOptions.path}.suspended.json` : join(stateDir, 'suspended.json'), elector.identity);
+      : new FileSuspensionStore(
+          electorOptions.kind === 'lock' ? `${electorOptions.path}.suspended.json` : join(stateDir, 'suspended.json'),
+          elector.identity,
+        );
 
   const sourceId = opts.sourceId ?? defaultSourceId(opts.source, opts.path, plain);
   // Receivers' own CA (a receiver inside the cluster with a private CA); public ones need none.
@@ -189,7 +220,17 @@ export async function startFromOptions(opts: ControllerOpts, log: Logger) {
     },
   });
   log.info(
-    { source: source.description, mode: opts.mode, interval_ms: intervalMs, status: controller.url ? `${controller.url}/status` : null, webhook: webhookSecret ? 'on' : 'off', leader_election: elector.description, suspension: suspension.description, advertise_url: opts.leaderElection === 'none' ? null : (advertise() ?? null), state_dir: stateDir },
+    {
+      source: source.description,
+      mode: opts.mode,
+      interval_ms: intervalMs,
+      status: controller.url ? `${controller.url}/status` : null,
+      webhook: webhookSecret ? 'on' : 'off',
+      leader_election: elector.description,
+      suspension: suspension.description,
+      advertise_url: opts.leaderElection === 'none' ? null : (advertise() ?? null),
+      state_dir: stateDir,
+    },
     'controller started',
   );
   return controller;

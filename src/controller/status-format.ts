@@ -11,7 +11,8 @@ export const esc = (s: unknown): string =>
 export function relativeTime(ms: number, now: number): string {
   const d = Math.round((now - ms) / 1000);
   const a = Math.abs(d);
-  const text = a < 60 ? `${a} s` : a < 3600 ? `${Math.floor(a / 60)} min` : a < 86400 ? `${Math.floor(a / 3600)} h` : `${Math.floor(a / 86400)} d`;
+  const text =
+    a < 60 ? `${a} s` : a < 3600 ? `${Math.floor(a / 60)} min` : a < 86400 ? `${Math.floor(a / 3600)} h` : `${Math.floor(a / 86400)} d`;
   return d >= 0 ? `${text} ago` : `in ${text}`;
 }
 

@@ -10,7 +10,18 @@ export const PAGE_ROWS = 500;
 const DRIFT_FIELDS = 50;
 
 /** Problems first: what needs someone, then what differs, then what is on its way, then what is done. */
-const ORDER: ResourceState[] = ['failed', 'backoff', 'degraded', 'unsupported', 'skipped', 'drifted', 'pending', 'progressing', 'applied', 'in-sync'];
+const ORDER: ResourceState[] = [
+  'failed',
+  'backoff',
+  'degraded',
+  'unsupported',
+  'skipped',
+  'drifted',
+  'pending',
+  'progressing',
+  'applied',
+  'in-sync',
+];
 const RANK = Object.fromEntries(ORDER.map((state, i) => [state, i])) as Record<ResourceState, number>;
 const rank = (r: ResourceStatus) => Math.min(RANK[r.state] ?? RANK.pending, r.health === 'degraded' ? RANK.degraded : ORDER.length);
 /** Failed, backing off, degraded, unsupported, skipped or drifted. */
@@ -49,20 +60,29 @@ export function groupResources(resources: ResourceStatus[], limit = PAGE_ROWS): 
     .map(([project, all]) => ({
       project,
       all,
-      rows: all.filter((r) => shown.has(r)).sort((a, b) => rank(a) - rank(b) || a.yaml_kind.localeCompare(b.yaml_kind) || a.name.localeCompare(b.name)),
+      rows: all
+        .filter((r) => shown.has(r))
+        .sort((a, b) => rank(a) - rank(b) || a.yaml_kind.localeCompare(b.yaml_kind) || a.name.localeCompare(b.name)),
     }));
 }
 
 /** "2 failed · 1 drifted · 20 in-sync", problems first. */
 function stateCounts(rows: ResourceStatus[]): string {
   const counts = new Map<ResourceState, number>();
-  for (const r of [...rows].sort((a, b) => (RANK[a.state] ?? RANK.pending) - (RANK[b.state] ?? RANK.pending))) counts.set(r.state, (counts.get(r.state) ?? 0) + 1);
-  return [...counts].map(([state, n]) => `<span class="pill state-${esc(state)}" data-state="${esc(state)}" data-count="${n}">${n} ${esc(state)}</span>`).join(' ');
+  for (const r of [...rows].sort((a, b) => (RANK[a.state] ?? RANK.pending) - (RANK[b.state] ?? RANK.pending)))
+    counts.set(r.state, (counts.get(r.state) ?? 0) + 1);
+  return [...counts]
+    .map(([state, n]) => `<span class="pill state-${esc(state)}" data-state="${esc(state)}" data-count="${n}">${n} ${esc(state)}</span>`)
+    .join(' ');
 }
 
 function renderRow(r: ResourceStatus, now: number): string {
-  const health = r.health ? `<span class="pill health-${esc(r.health)}">${esc(r.health)}</span>${r.health_reason ? ` <span class="reason">${esc(r.health_reason)}</span>` : ''}` : '';
-  const retry = r.failures ? ` <span class="retry">(${esc(plural(r.failures, 'failure'))}${r.next_attempt_at ? `, next attempt ${timeTag(r.next_attempt_at, now)}` : ''})</span>` : '';
+  const health = r.health
+    ? `<span class="pill health-${esc(r.health)}">${esc(r.health)}</span>${r.health_reason ? ` <span class="reason">${esc(r.health_reason)}</span>` : ''}`
+    : '';
+  const retry = r.failures
+    ? ` <span class="retry">(${esc(plural(r.failures, 'failure'))}${r.next_attempt_at ? `, next attempt ${timeTag(r.next_attempt_at, now)}` : ''})</span>`
+    : '';
   return `<tr class="row-${esc(r.state)}${isProblem(r) ? ' problem' : ''}" data-name="${esc(r.name)}"><td>${esc(r.yaml_kind)}</td><td>${esc(r.name)}</td><td><span class="pill state-${esc(r.state)}">${esc(r.state)}</span></td><td>${health}</td><td>${esc(r.detail ?? '')}${retry}</td></tr>`;
 }
 
@@ -80,7 +100,8 @@ ${g.rows.map((r) => renderRow(r, now)).join('\n')}
 
 /** The resources, one section per project (the tenant-level kinds first). */
 export function renderResources(s: ControllerStatus, now: number): string {
-  if (!s.resources.length) return '<div id="resources"><p class="empty">No resources yet: none declared, or no run has planned yet.</p></div>';
+  if (!s.resources.length)
+    return '<div id="resources"><p class="empty">No resources yet: none declared, or no run has planned yet.</p></div>';
   const groups = groupResources(s.resources);
   const hidden = s.resources.length - groups.reduce((n, g) => n + g.rows.length, 0);
   return `<div id="resources">${groups.map((g) => renderGroup(g, now)).join('\n')}${hidden ? `<p class="more" id="resources-more">${hidden} more in <a href="status.json">/status.json</a> (JSON): the page shows ${PAGE_ROWS} rows, problems first.</p>` : ''}</div>`;
@@ -89,14 +110,21 @@ export function renderResources(s: ControllerStatus, now: number): string {
 type DriftEntry = ControllerStatus['drift'][number];
 
 /** A stable id for an entry's `<details>`, so the script keeps it open or closed across updates. */
-const driftId = (d: DriftEntry) => `drift-${createHash('sha1').update(`${d.type}\0${d.kind}\0${d.project ?? ''}\0${d.name}`).digest('hex').slice(0, 12)}`;
+const driftId = (d: DriftEntry) =>
+  `drift-${createHash('sha1')
+    .update(`${d.type}\0${d.kind}\0${d.project ?? ''}\0${d.name}`)
+    .digest('hex')
+    .slice(0, 12)}`;
 
 function renderDriftEntry(d: DriftEntry): string {
   const head = `<span class="pill drift-${esc(d.type)}">${esc(d.type)}</span> <b>${esc(d.yaml_kind)}</b> ${esc(d.project ? `${d.project}/` : '')}${esc(d.name)} <span class="reason">${esc(d.detail)}</span>`;
   if (!d.fields.length) return `<div class="drift-entry" data-name="${esc(d.name)}">${head}</div>`;
   const fields = d.fields.slice(0, DRIFT_FIELDS);
   const rows = fields
-    .map((f) => `<tr${'sensitive' in f && f.sensitive ? ' class="sensitive"' : ''}><td><code>${esc(f.field)}</code></td><td class="before"><pre>${esc(valueText(f.before))}</pre></td><td class="after"><pre>${esc(valueText(f.after))}</pre></td></tr>`)
+    .map(
+      (f) =>
+        `<tr${'sensitive' in f && f.sensitive ? ' class="sensitive"' : ''}><td><code>${esc(f.field)}</code></td><td class="before"><pre>${esc(valueText(f.before))}</pre></td><td class="after"><pre>${esc(valueText(f.after))}</pre></td></tr>`,
+    )
     .join('');
   const more = d.fields.length > fields.length ? `<p class="more">${d.fields.length - fields.length} more fields in /status.</p>` : '';
   return `<details class="drift-entry" id="${driftId(d)}" data-name="${esc(d.name)}"${d.fields.length <= 10 ? ' open' : ''}><summary>${head}</summary>
@@ -109,7 +137,10 @@ export function renderDrift(s: ControllerStatus): string {
   const shown = s.drift.slice(0, PAGE_ROWS);
   const more = s.drift.length - shown.length;
   const n = s.drift.length;
-  const what = s.controller.mode === 'apply' ? 'differed from the config when the last run planned' : `${n === 1 ? 'differs' : 'differ'} from the config (found by the last run)`;
+  const what =
+    s.controller.mode === 'apply'
+      ? 'differed from the config when the last run planned'
+      : `${n === 1 ? 'differs' : 'differ'} from the config (found by the last run)`;
   return `<section><h2>Drift <small>${esc(plural(n, 'resource'))} ${what}</small></h2>
 <div id="drift">${shown.map(renderDriftEntry).join('\n')}</div>${more ? `<p class="more">${more} more in <a href="status.json">/status.json</a> (JSON).</p>` : ''}</section>`;
 }

@@ -11,9 +11,12 @@ const MAX_ERRORS = 200;
 const MAX_ERROR_CHARS = 2_000;
 
 const rev = (r: RevisionInfo | null, now: number) =>
-  r ? `<code title="${esc(r.id)}">${esc(shortRevision(r.id))}</code> ${esc(r.summary ?? '')} <span class="when">${timeTag(r.at, now)}</span>` : '<em>none yet</em>';
+  r
+    ? `<code title="${esc(r.id)}">${esc(shortRevision(r.id))}</code> ${esc(r.summary ?? '')} <span class="when">${timeTag(r.at, now)}</span>`
+    : '<em>none yet</em>';
 
-const controllerState = (s: ControllerStatus) => (s.controller.suspended ? 'suspended' : s.controller.leader.elected ? 'active (leader)' : 'standby');
+const controllerState = (s: ControllerStatus) =>
+  s.controller.suspended ? 'suspended' : s.controller.leader.elected ? 'active (leader)' : 'standby';
 
 /** The big line at the top: the Ready condition, as a team reads it from across the room. */
 function renderOverall(s: ControllerStatus): string {
@@ -30,7 +33,12 @@ function renderSummary(s: ControllerStatus, now: number): string {
     ['Revision in force', `<span id="revision">${rev(s.revision.applied, now)}</span>`],
     ['Newest revision', `<span id="newest-revision">${rev(s.revision.fetched, now)}</span>`],
     ['Last converged', `<span id="converged-revision">${rev(s.revision.converged, now)}</span>`],
-    ['Last run', run ? `<span id="last-run" class="pill result-${esc(run.result)}">${esc(run.result)}</span> ${timeTag(run.finished_at, now)}, ${esc(durationText(run.duration_ms))} (${esc(run.trigger)})` : '<span id="last-run">none yet</span>'],
+    [
+      'Last run',
+      run
+        ? `<span id="last-run" class="pill result-${esc(run.result)}">${esc(run.result)}</span> ${timeTag(run.finished_at, now)}, ${esc(durationText(run.duration_ms))} (${esc(run.trigger)})`
+        : '<span id="last-run">none yet</span>',
+    ],
     ['Last fetch', timeTag(s.revision.last_fetch_at, now)],
     ['Drift', `<span id="drift-count">${s.drift.length}</span>`],
   ];
@@ -43,7 +51,9 @@ function renderConditions(s: ControllerStatus, now: number): string {
       `<li class="cond status-${esc(c.status)}" data-condition="${esc(c.type)}" data-status="${esc(c.status)}"><b>${esc(c.type)}</b> <span class="cond-status">${esc(c.status)}</span> <span class="reason">${esc(c.reason)}</span>${c.message ? ` <span class="msg">${esc(c.message)}</span>` : ''} <span class="when">since ${timeTag(c.last_transition_time, now)}</span></li>`,
   );
   // The compact form (as kubectl shows conditions) on hover.
-  const compact = s.conditions.map((c) => `${c.type}=${c.status}${c.status !== 'False' || c.type === 'Ready' ? ` (${c.reason})` : ''}`).join(', ');
+  const compact = s.conditions
+    .map((c) => `${c.type}=${c.status}${c.status !== 'False' || c.type === 'Ready' ? ` (${c.reason})` : ''}`)
+    .join(', ');
   return `<ul id="conditions" class="conditions" title="${esc(compact)}">${items.join('')}</ul>`;
 }
 
@@ -65,11 +75,17 @@ function renderErrors(s: ControllerStatus): string {
   const all = orderedErrors(s);
   if (!all.length) return '';
   const lines = all.slice(0, MAX_ERRORS);
-  const li = (e: { source: string; line: string }) => `<li><span class="source">${esc(e.source)}</span> <code>${esc(e.line.length > MAX_ERROR_CHARS ? `${e.line.slice(0, MAX_ERROR_CHARS)}…` : e.line)}</code></li>`;
+  const li = (e: { source: string; line: string }) =>
+    `<li><span class="source">${esc(e.source)}</span> <code>${esc(e.line.length > MAX_ERROR_CHARS ? `${e.line.slice(0, MAX_ERROR_CHARS)}…` : e.line)}</code></li>`;
   const open = lines.slice(0, ERRORS_OPEN).map(li).join('');
   const rest = lines.slice(ERRORS_OPEN);
-  const folded = rest.length ? `<details id="errors-more"><summary>${esc(plural(rest.length, 'more error'))}</summary><ol start="${ERRORS_OPEN + 1}">${rest.map(li).join('')}</ol></details>` : '';
-  const cut = all.length > lines.length ? `<p class="more">${all.length - lines.length} more in <a href="status.json">/status.json</a> (JSON).</p>` : '';
+  const folded = rest.length
+    ? `<details id="errors-more"><summary>${esc(plural(rest.length, 'more error'))}</summary><ol start="${ERRORS_OPEN + 1}">${rest.map(li).join('')}</ol></details>`
+    : '';
+  const cut =
+    all.length > lines.length
+      ? `<p class="more">${all.length - lines.length} more in <a href="status.json">/status.json</a> (JSON).</p>`
+      : '';
   return `<section class="errors"><h2>Errors <small>root cause first</small></h2><div id="errors"><ol>${open}</ol>${folded}</div>${cut}</section>`;
 }
 

@@ -1,9 +1,32 @@
 /** What `/status` reports: JSON for machines, and the same as an HTML page (status-page.ts). */
 
-export type ResourceState = 'in-sync' | 'applied' | 'drifted' | 'failed' | 'backoff' | 'skipped' | 'unsupported' | 'pending' | 'degraded' | 'progressing';
-export const RESOURCE_STATES: ResourceState[] = ['in-sync', 'applied', 'drifted', 'failed', 'backoff', 'skipped', 'unsupported', 'pending', 'degraded', 'progressing'];
+export type ResourceState =
+  'in-sync' | 'applied' | 'drifted' | 'failed' | 'backoff' | 'skipped' | 'unsupported' | 'pending' | 'degraded' | 'progressing';
+export const RESOURCE_STATES: ResourceState[] = [
+  'in-sync',
+  'applied',
+  'drifted',
+  'failed',
+  'backoff',
+  'skipped',
+  'unsupported',
+  'pending',
+  'degraded',
+  'progressing',
+];
 
-export type RunResult = 'converged' | 'drift' | 'in-sync' | 'incomplete' | 'plan-error' | 'invalid' | 'error' | 'suspended' | 'stopped' | 'degraded' | 'progressing';
+export type RunResult =
+  | 'converged'
+  | 'drift'
+  | 'in-sync'
+  | 'incomplete'
+  | 'plan-error'
+  | 'invalid'
+  | 'error'
+  | 'suspended'
+  | 'stopped'
+  | 'degraded'
+  | 'progressing';
 
 /** A Kubernetes-style condition (Ready, Reconciling, Stalled), as Flux reports them. */
 export interface Condition {

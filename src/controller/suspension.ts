@@ -105,7 +105,10 @@ export class LeaseSuspensionStore implements SuspensionStore {
       } else {
         // Already so: no write, so the Lease's version (which standbys watch) does not move for nothing.
         if (lease.metadata.annotations?.[SUSPENDED_ANNOTATION] === value) return;
-        written = await this.api.replace({ ...lease, metadata: { ...lease.metadata, annotations: { ...lease.metadata.annotations, [SUSPENDED_ANNOTATION]: value } } });
+        written = await this.api.replace({
+          ...lease,
+          metadata: { ...lease.metadata, annotations: { ...lease.metadata.annotations, [SUSPENDED_ANNOTATION]: value } },
+        });
       }
       if (written.ok) return;
       // 409: someone (a renewal) wrote since we read; read again after a short, random pause.

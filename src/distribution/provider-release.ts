@@ -83,7 +83,9 @@ export function zipFiles(files: Array<{ name: string; data: Buffer; mode: number
 }
 
 /** Builds the whole release in memory. */
-export async function buildRelease(options: { version?: string; bundleDir?: string; platforms?: readonly string[] } = {}): Promise<ProviderRelease> {
+export async function buildRelease(
+  options: { version?: string; bundleDir?: string; platforms?: readonly string[] } = {},
+): Promise<ProviderRelease> {
   const version = options.version ?? PROVIDER_VERSION;
   const platforms = options.platforms ?? RELEASE_PLATFORMS;
   const contents = packageFiles(version, options.bundleDir);
@@ -101,7 +103,8 @@ export async function buildRelease(options: { version?: string; bundleDir?: stri
   files.set(manifest, Buffer.from(`${JSON.stringify({ version: 1, metadata: { protocol_versions: ['6.0'] } }, null, 2)}\n`));
   const sums = [...files].map(([name, data]) => `${sha256(data).digest('hex')}  ${name}\n`).join('');
   files.set(`${BASE}_${version}_SHA256SUMS`, Buffer.from(sums));
-  for (const [path, body] of Object.entries(mirrorDocuments(version, archives))) files.set(path, Buffer.from(`${JSON.stringify(body, null, 2)}\n`));
+  for (const [path, body] of Object.entries(mirrorDocuments(version, archives)))
+    files.set(path, Buffer.from(`${JSON.stringify(body, null, 2)}\n`));
   return { version, files, archives };
 }
 
@@ -110,7 +113,9 @@ export async function buildRelease(options: { version?: string; bundleDir?: stri
  * `<version>.json` (an archive per platform, its URL relative to that document).
  */
 function mirrorDocuments(version: string, archives: ProviderRelease['archives']): Record<string, unknown> {
-  const up = MIRROR_PATH.split('/').map(() => '..').join('/');
+  const up = MIRROR_PATH.split('/')
+    .map(() => '..')
+    .join('/');
   return {
     [`${MIRROR_PATH}/index.json`]: { versions: { [version]: {} } },
     [`${MIRROR_PATH}/${version}.json`]: {
@@ -118,4 +123,3 @@ function mirrorDocuments(version: string, archives: ProviderRelease['archives'])
     },
   };
 }
-

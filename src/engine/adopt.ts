@@ -74,7 +74,12 @@ export async function adoptResources(client: DataPlatformClient, paths: string[]
     const d = c.doc!.descriptor;
     if (!hasLabels(d)) {
       const secretNote = c.doc!.secrets.length ? '; its secrets are not compared (set on create only)' : '';
-      result.entries.push({ ...base, status: 'matches', changes: [], detail: `matches the config; a ${c.yamlKind} has no labels to record ownership${secretNote}` });
+      result.entries.push({
+        ...base,
+        status: 'matches',
+        changes: [],
+        detail: `matches the config; a ${c.yamlKind} has no labels to record ownership${secretNote}`,
+      });
       continue;
     }
     const live = (c.live!.object[LABELS_FIELD] as Record<string, string> | undefined) ?? {};
@@ -84,7 +89,8 @@ export async function adoptResources(client: DataPlatformClient, paths: string[]
     if (hasSecrets) {
       if (options.trustSecrets) {
         wanted[SECRETS_SHA_LABEL] = c.labels![SECRETS_SHA_LABEL];
-        if (live[SECRETS_SHA_LABEL] !== wanted[SECRETS_SHA_LABEL]) detail += '; secrets not checked (write-only): trusted, fingerprint of the configured values recorded';
+        if (live[SECRETS_SHA_LABEL] !== wanted[SECRETS_SHA_LABEL])
+          detail += '; secrets not checked (write-only): trusted, fingerprint of the configured values recorded';
       } else if (live[SECRETS_SHA_LABEL] !== c.labels![SECRETS_SHA_LABEL]) {
         detail += '; secrets not checked (write-only): the next apply sets them again (--trust-secrets records their fingerprint instead)';
       }
@@ -117,21 +123,48 @@ export function adoptExitCode(result: AdoptResult): number {
 const show = (v: unknown) => (v === undefined ? '(absent)' : JSON.stringify(v));
 
 export function renderAdopt(result: AdoptResult): string {
-  const rows = [['STATUS', 'KIND', 'PROJECT', 'NAME', 'DETAIL'], ...result.entries.map((e) => [e.status, e.yamlKind, e.project ?? '-', e.name, e.detail])];
+  const rows = [
+    ['STATUS', 'KIND', 'PROJECT', 'NAME', 'DETAIL'],
+    ...result.entries.map((e) => [e.status, e.yamlKind, e.project ?? '-', e.name, e.detail]),
+  ];
   const widths = rows[0].map((_, i) => Math.max(...rows.map((r) => r[i].length)));
-  const out = result.entries.length ? rows.map((r) => r.map((c, i) => (i === r.length - 1 ? c : c.padEnd(widths[i]))).join('  ').trimEnd()) : [];
-  for (const e of result.entries) for (const f of e.changes) out.push(`  ${e.yamlKind} ${e.project ? `${e.project}/` : ''}${e.name}: ${f.field}: ${show(f.after)} in config, ${show(f.before)} on the server`);
+  const out = result.entries.length
+    ? rows.map((r) =>
+        r
+          .map((c, i) => (i === r.length - 1 ? c : c.padEnd(widths[i])))
+          .join('  ')
+          .trimEnd(),
+      )
+    : [];
+  for (const e of result.entries)
+    for (const f of e.changes)
+      out.push(
+        `  ${e.yamlKind} ${e.project ? `${e.project}/` : ''}${e.name}: ${f.field}: ${show(f.after)} in config, ${show(f.before)} on the server`,
+      );
   for (const w of result.warnings) out.push(`warning: ${w}`);
   for (const e of result.errors) out.push(`error: ${e}`);
   const count = (s: AdoptStatus) => result.entries.filter((e) => e.status === s).length;
-  out.push(result.errors.length ? 'Nothing adopted: the plan has errors.' : `Adopt: ${count('adopted')} adopted, ${count('owned')} already owned, ${count('matches')} matching without labels, ${count('differs')} differ, ${count('missing')} missing, ${count('failed')} failed.`);
+  out.push(
+    result.errors.length
+      ? 'Nothing adopted: the plan has errors.'
+      : `Adopt: ${count('adopted')} adopted, ${count('owned')} already owned, ${count('matches')} matching without labels, ${count('differs')} differ, ${count('missing')} missing, ${count('failed')} failed.`,
+  );
   return `${out.join('\n')}\n`;
 }
 
 export function adoptJson(result: AdoptResult) {
   return {
     source_id: result.sourceId,
-    entries: result.entries.map((e) => ({ status: e.status, kind: e.kind, yaml_kind: e.yamlKind, project: e.project ?? null, name: e.name, id: e.id ?? null, fields: e.changes.map((f) => ({ field: f.field, before: f.before ?? null, after: f.after ?? null })), detail: e.detail })),
+    entries: result.entries.map((e) => ({
+      status: e.status,
+      kind: e.kind,
+      yaml_kind: e.yamlKind,
+      project: e.project ?? null,
+      name: e.name,
+      id: e.id ?? null,
+      fields: e.changes.map((f) => ({ field: f.field, before: f.before ?? null, after: f.after ?? null })),
+      detail: e.detail,
+    })),
     errors: result.errors,
     warnings: result.warnings,
   };

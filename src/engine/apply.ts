@@ -48,7 +48,14 @@ interface Node {
  * deletes (prune, the delete half of a replace) in reverse order, at most `concurrency` at a
  * time. A failed change is reported and what depends on it is skipped; the rest goes on.
  */
-export async function applyPlan(client: DataPlatformClient, plan: Plan, documents: ConfigDocument[], state: LiveState, secrets: ResolvedSecrets, options: ApplyOptions): Promise<ApplyResult> {
+export async function applyPlan(
+  client: DataPlatformClient,
+  plan: Plan,
+  documents: ConfigDocument[],
+  state: LiveState,
+  secrets: ResolvedSecrets,
+  options: ApplyOptions,
+): Promise<ApplyResult> {
   const progress = options.onProgress ?? (() => {});
   const nodes = new Map<string, Node>();
   const add = (change: PlannedChange, step: Step) => {
@@ -97,12 +104,16 @@ export async function applyPlan(client: DataPlatformClient, plan: Plan, document
         if (nodes.get(`write:${k}`)?.change.action === 'update') dep(node.id, `write:${k}`);
       }
       // A project goes after the deletes inside it.
-      if (c.kind === 'project') for (const other of nodes.values()) if (other.step === 'delete' && other.change.project === c.name) dep(node.id, other.id);
+      if (c.kind === 'project')
+        for (const other of nodes.values()) if (other.step === 'delete' && other.change.project === c.name) dep(node.id, other.id);
     }
   }
   const ids = new Map<string, string>();
   for (const [k, r] of state.resources) ids.set(k, r.object.id);
-  const lookup = firstOf(declaredLookup(documents, (doc) => ids.get(docKey(doc))), liveLookup(state, descriptors));
+  const lookup = firstOf(
+    declaredLookup(documents, (doc) => ids.get(docKey(doc))),
+    liveLookup(state, descriptors),
+  );
 
   const run = async (node: Node): Promise<void> => {
     const c = node.change;
@@ -234,10 +245,16 @@ export async function applyPlan(client: DataPlatformClient, plan: Plan, document
 
   for (const node of nodes.values()) {
     const prior = outcomes.get(node.change);
-    const status: OutcomeStatus = node.state === 'done' ? 'done' : node.state === 'unsupported' ? 'unsupported' : node.state === 'skipped' ? 'skipped' : 'failed';
+    const status: OutcomeStatus =
+      node.state === 'done' ? 'done' : node.state === 'unsupported' ? 'unsupported' : node.state === 'skipped' ? 'skipped' : 'failed';
     // A replace is done only when both halves are.
     if (prior && prior.status !== 'done' && status === 'done') continue;
-    outcomes.set(node.change, { change: node.change, status, message: node.state === 'done' ? undefined : node.message, id: node.step === 'write' && node.state === 'done' ? node.message : prior?.id });
+    outcomes.set(node.change, {
+      change: node.change,
+      status,
+      message: node.state === 'done' ? undefined : node.message,
+      id: node.step === 'write' && node.state === 'done' ? node.message : prior?.id,
+    });
   }
   const list = [...outcomes.values()];
   return { outcomes: list, converged: list.every((o) => o.status === 'done') };

@@ -211,7 +211,8 @@ export function secretsFingerprint(identity: string, secrets: { field: string; v
 export function leafChanges(prefix: (string | number)[], before: unknown, after: unknown, out: FieldChange[] = []): FieldChange[] {
   if (deepEqual(before, after)) return out;
   if (isObject(before) && isObject(after)) {
-    for (const k of [...new Set([...Object.keys(before), ...Object.keys(after)])].sort()) leafChanges([...prefix, k], before[k], after[k], out);
+    for (const k of [...new Set([...Object.keys(before), ...Object.keys(after)])].sort())
+      leafChanges([...prefix, k], before[k], after[k], out);
     return out;
   }
   out.push({ field: formatPath(prefix), before, after });
@@ -250,7 +251,14 @@ export function diffResource(
     let want: unknown;
     if (desired[name] !== undefined) want = fillDefaults(prop, desired[name]);
     else if (prop.default !== undefined) want = fillDefaults(prop, defaultValue(prop.default));
-    else if (options.clearUndeclared && actual[name] !== undefined && actual[name] !== null && name !== d.identity && !(schema.required ?? []).includes(name)) want = null;
+    else if (
+      options.clearUndeclared &&
+      actual[name] !== undefined &&
+      actual[name] !== null &&
+      name !== d.identity &&
+      !(schema.required ?? []).includes(name)
+    )
+      want = null;
     else continue;
     let have: unknown = actual[name];
     if (have === undefined || have === null) have = prop.default !== undefined ? fillDefaults(prop, defaultValue(prop.default)) : have;

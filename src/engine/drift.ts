@@ -20,19 +20,34 @@ export function driftReport(plan: Plan, documents: ConfigDocument[], state: Live
   const out: DriftEntry[] = [];
   for (const c of plan.changes) {
     const base = { kind: c.kind, yamlKind: c.yamlKind, project: c.project, name: c.name, id: c.id, changes: c.changes };
-    if (c.action === 'update' || c.action === 'replace') out.push({ ...base, type: 'changed', detail: `${c.changes.map((f) => f.field).join(', ') || c.reasons.join('; ')}${c.action === 'replace' ? ' (needs replace)' : ''}` });
-    else if (c.action === 'create') out.push({ ...base, changes: [], type: 'deleted', detail: 'declared but not on the server (deleted by hand, or never applied)' });
-    else if (c.action === 'delete') out.push({ ...base, type: 'orphaned', detail: 'managed by this source but no longer declared (apply --prune deletes it)' });
+    if (c.action === 'update' || c.action === 'replace')
+      out.push({
+        ...base,
+        type: 'changed',
+        detail: `${c.changes.map((f) => f.field).join(', ') || c.reasons.join('; ')}${c.action === 'replace' ? ' (needs replace)' : ''}`,
+      });
+    else if (c.action === 'create')
+      out.push({ ...base, changes: [], type: 'deleted', detail: 'declared but not on the server (deleted by hand, or never applied)' });
+    else if (c.action === 'delete')
+      out.push({ ...base, type: 'orphaned', detail: 'managed by this source but no longer declared (apply --prune deletes it)' });
   }
   const declared = new Set(documents.map(docKey));
-  const projects = new Set(documents.map((d) => d.project ?? (d.descriptor.kind === 'project' ? d.name : undefined)).filter((p): p is string => p !== undefined));
+  const projects = new Set(
+    documents.map((d) => d.project ?? (d.descriptor.kind === 'project' ? d.name : undefined)).filter((p): p is string => p !== undefined),
+  );
   for (const [k, r] of state.resources) {
     if (declared.has(k) || r.project === undefined || !projects.has(r.project)) continue;
     const owner = hasLabels(r.descriptor) ? (r.object[LABELS_FIELD] as Record<string, string> | undefined)?.[MANAGED_BY_LABEL] : undefined;
     if (owner === plan.sourceId) continue; // orphaned, listed above
     const d = r.descriptor;
     out.push({
-      type: 'unmanaged', kind: d.kind, yamlKind: d.yamlKind ?? d.kind, project: r.project, name: String(r.object[d.identity]), id: r.object.id, changes: [],
+      type: 'unmanaged',
+      kind: d.kind,
+      yamlKind: d.yamlKind ?? d.kind,
+      project: r.project,
+      name: String(r.object[d.identity]),
+      id: r.object.id,
+      changes: [],
       detail: owner ? `managed by another source "${owner}"` : 'not declared (made by hand)',
     });
   }

@@ -82,7 +82,13 @@ function withoutDefaults(schema: JsonSchema | undefined, value: unknown): unknow
   for (const [k, v] of Object.entries(value)) {
     const prop = schema.properties[k];
     if (v === null || v === undefined) continue;
-    if (prop && !required.has(k) && prop.default !== undefined && deepEqual(fillDefaults(prop, v), fillDefaults(prop, structuredClone(prop.default)))) continue;
+    if (
+      prop &&
+      !required.has(k) &&
+      prop.default !== undefined &&
+      deepEqual(fillDefaults(prop, v), fillDefaults(prop, structuredClone(prop.default)))
+    )
+      continue;
     out[k] = Array.isArray(v) && prop?.items ? v.map((item) => withoutDefaults(prop.items, item)) : withoutDefaults(prop, v);
   }
   return out;
@@ -93,7 +99,12 @@ function ordered(schema: JsonSchema | undefined, value: unknown): unknown {
   if (Array.isArray(value)) return value.map((v) => ordered(schema?.items, v));
   if (!isObject(value)) return value;
   const known = Object.keys(schema?.properties ?? {});
-  const keys = [...known.filter((k) => k in value), ...Object.keys(value).filter((k) => !known.includes(k)).sort()];
+  const keys = [
+    ...known.filter((k) => k in value),
+    ...Object.keys(value)
+      .filter((k) => !known.includes(k))
+      .sort(),
+  ];
   return Object.fromEntries(keys.map((k) => [k, ordered(schema?.properties?.[k], value[k])]));
 }
 
@@ -102,7 +113,8 @@ function apiToSpec(layout: KindLayout, value: unknown, path: (string | number)[]
   if (Array.isArray(value)) return value.map((item, i) => apiToSpec(layout, item, [...path, i]));
   if (!isObject(value)) return value;
   const out: Record<string, unknown> = {};
-  for (const [key, child] of Object.entries(value)) out[renameAt(layout, patternOf(path), key, 'api')?.yaml ?? key] = apiToSpec(layout, child, [...path, key]);
+  for (const [key, child] of Object.entries(value))
+    out[renameAt(layout, patternOf(path), key, 'api')?.yaml ?? key] = apiToSpec(layout, child, [...path, key]);
   return out;
 }
 
@@ -118,7 +130,8 @@ function secretsOf(d: KindDescriptor, object: Record<string, unknown>): (string 
   if (!hasLabels(d)) return [];
   const discriminators: { field: string; values: string[] }[] = [];
   for (const [field, prop] of Object.entries(d.schema.properties ?? {})) {
-    if (!prop['x-computed'] && Array.isArray(prop.enum) && prop.enum.every((v) => typeof v === 'string')) discriminators.push({ field, values: prop.enum as string[] });
+    if (!prop['x-computed'] && Array.isArray(prop.enum) && prop.enum.every((v) => typeof v === 'string'))
+      discriminators.push({ field, values: prop.enum as string[] });
   }
   const claimedBy = (name: string) => discriminators.find((x) => x.values.some((v) => name.startsWith(`${v}_`)));
   const secretNames = new Set(d.secretPaths.map((p) => String(p[p.length - 1])));
@@ -163,11 +176,16 @@ export function exportDocument(
     for (const { path, value } of valuesAt(body, ref.path)) {
       if (typeof value !== 'string') continue;
       const target = nameOfId(value);
-      if (target === undefined) warn(`${subject}: ${formatPath(path)} refers to ${value}, which is not among the exported resources; left as the id`);
+      if (target === undefined)
+        warn(`${subject}: ${formatPath(path)} refers to ${value}, which is not among the exported resources; left as the id`);
       else setAt(body, path, target);
     }
   }
-  const labels = Object.fromEntries(Object.entries((body[LABELS_FIELD] as Record<string, string> | undefined) ?? {}).filter(([k]) => !ENGINE_LABELS.includes(k) && !k.startsWith('dpctl.dev/')).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)));
+  const labels = Object.fromEntries(
+    Object.entries((body[LABELS_FIELD] as Record<string, string> | undefined) ?? {})
+      .filter(([k]) => !ENGINE_LABELS.includes(k) && !k.startsWith('dpctl.dev/'))
+      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)),
+  );
   delete body[LABELS_FIELD];
   delete body[d.identity];
   let spec = withoutDefaults(d.createSchema, body) as Record<string, unknown>;
@@ -191,7 +209,7 @@ export function exportDocument(
 function yamlPathOf(layout: KindLayout, field: string): (string | number)[] {
   const parts = field.split(/\.|\[(\d+)\]/).filter((p) => p !== undefined && p !== '');
   const path = parts.map((p) => (/^\d+$/.test(p) ? Number(p) : p));
-  return path.map((seg, i) => (typeof seg === 'number' ? seg : renameAt(layout, patternOf(path.slice(0, i)), seg, 'api')?.yaml ?? seg));
+  return path.map((seg, i) => (typeof seg === 'number' ? seg : (renameAt(layout, patternOf(path.slice(0, i)), seg, 'api')?.yaml ?? seg)));
 }
 
 const compare = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
@@ -203,7 +221,8 @@ export function renderDocuments(documents: ExportedDocument[], header: string[] 
   if (secrets.length) {
     lines.push('Secrets are write-only and cannot be read back: set these environment variables before plan or apply:');
     const width = Math.max(...secrets.map((s) => s.env.length));
-    for (const s of secrets) lines.push(`  ${s.env.padEnd(width)}  ${s.yamlKind} ${s.project ? `${s.project}/` : ''}${s.name} ${s.yamlField}`);
+    for (const s of secrets)
+      lines.push(`  ${s.env.padEnd(width)}  ${s.yamlKind} ${s.project ? `${s.project}/` : ''}${s.name} ${s.yamlField}`);
   }
   const head = lines.map((l) => `# ${l}`.trimEnd()).join('\n');
   const { Document } = yaml();
@@ -236,13 +255,25 @@ export async function exportResources(client: DataPlatformClient, options: Expor
     if (d.scope === 'project') for (const p of wanted) jobs.push({ d, project: p });
     else if (options.users && d.kind === 'user') jobs.push({ d });
   }
-  const listed = await mapLimit(jobs, options.concurrency ?? 4, async (job) => (await client.resourcesOf(job.d.kind, { projectId: job.project?.id }).listAll()) as LiveObject[]);
+  const listed = await mapLimit(
+    jobs,
+    options.concurrency ?? 4,
+    async (job) => (await client.resourcesOf(job.d.kind, { projectId: job.project?.id }).listAll()) as LiveObject[],
+  );
   jobs.forEach((job, i) => {
     for (const object of listed[i]) docs.push({ d: job.d, project: job.project ? String(job.project.name) : undefined, object });
   });
   const names = new Map<string, string>();
   for (const x of docs) names.set(x.object.id, String(x.object[x.d.identity]));
-  const exported = docs.map((x) => exportDocument(x.d, x.project, x.object, (id) => names.get(id), (w) => warnings.push(w)));
+  const exported = docs.map((x) =>
+    exportDocument(
+      x.d,
+      x.project,
+      x.object,
+      (id) => names.get(id),
+      (w) => warnings.push(w),
+    ),
+  );
   // Unique variable names, whatever the names held.
   const used = new Map<string, number>();
   for (const doc of exported) {

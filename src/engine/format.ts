@@ -20,13 +20,19 @@ export function renderPlan(plan: Plan, options: { colour: boolean; verbose?: boo
   const lines: string[] = [];
   const shown = plan.changes.filter((c) => c.action !== 'no-op');
   for (const c of shown) {
-    lines.push(paint(c.action, `${SYMBOL[c.action].padStart(3)} ${subjectOfChange(c)}${c.id ? ` (${c.id})` : ''}: ${c.action}${c.unsupported ? ' (NOT SUPPORTED by the service)' : ''}${c.observeOnly ? ' (observe only)' : ''}`));
+    lines.push(
+      paint(
+        c.action,
+        `${SYMBOL[c.action].padStart(3)} ${subjectOfChange(c)}${c.id ? ` (${c.id})` : ''}: ${c.action}${c.unsupported ? ' (NOT SUPPORTED by the service)' : ''}${c.observeOnly ? ' (observe only)' : ''}`,
+      ),
+    );
     for (const r of c.reasons) lines.push(`      # ${r}`);
     for (const f of c.changes) lines.push(fieldLine(c.action, f));
     for (const n of c.notes) lines.push(`      # note: ${n}`);
     if (c.unsupported) lines.push(`      # ${c.unsupported}: reported, not applied`);
   }
-  for (const c of plan.changes) if (c.action === 'no-op' && c.notes.length && options.verbose) lines.push(`    ${subjectOfChange(c)}: ${c.notes.join('; ')}`);
+  for (const c of plan.changes)
+    if (c.action === 'no-op' && c.notes.length && options.verbose) lines.push(`    ${subjectOfChange(c)}: ${c.notes.join('; ')}`);
   for (const w of plan.warnings) lines.push(`warning: ${w}`);
   for (const e of plan.errors) lines.push(`error: ${e}`);
   if (options.sections) lines.push(options.sections.replace(/\n$/, ''));
@@ -48,7 +54,12 @@ function changeJson(c: PlannedChange) {
     name: c.name,
     id: c.id ?? null,
     ownership: c.ownership,
-    fields: c.changes.map((f) => ({ field: f.field, before: f.before ?? null, after: f.after ?? null, ...(f.sensitive ? { sensitive: true } : {}) })),
+    fields: c.changes.map((f) => ({
+      field: f.field,
+      before: f.before ?? null,
+      after: f.after ?? null,
+      ...(f.sensitive ? { sensitive: true } : {}),
+    })),
     reasons: c.reasons,
     notes: c.notes,
     unsupported: c.unsupported ?? null,
@@ -61,7 +72,14 @@ function changeJson(c: PlannedChange) {
 export function planJson(plan: Plan) {
   return {
     source_id: plan.sourceId,
-    summary: { create: plan.summary.create, update: plan.summary.update, replace: plan.summary.replace, delete: plan.summary.delete, no_op: plan.summary['no-op'], unsupported: plan.summary.unsupported },
+    summary: {
+      create: plan.summary.create,
+      update: plan.summary.update,
+      replace: plan.summary.replace,
+      delete: plan.summary.delete,
+      no_op: plan.summary['no-op'],
+      unsupported: plan.summary.unsupported,
+    },
     changes: plan.changes.map(changeJson),
     managed_count: plan.managedCount,
     errors: plan.errors,
@@ -73,7 +91,15 @@ export function applyJson(plan: Plan, result: ApplyResult) {
   return {
     ...planJson(plan),
     converged: result.converged,
-    results: result.outcomes.map((o) => ({ action: o.change.action, kind: o.change.kind, project: o.change.project ?? null, name: o.change.name, status: o.status, id: o.id ?? o.change.id ?? null, message: o.message ?? null })),
+    results: result.outcomes.map((o) => ({
+      action: o.change.action,
+      kind: o.change.kind,
+      project: o.change.project ?? null,
+      name: o.change.name,
+      status: o.status,
+      id: o.id ?? o.change.id ?? null,
+      message: o.message ?? null,
+    })),
   };
 }
 
@@ -87,17 +113,43 @@ export function driftJson(sourceId: string, entries: DriftEntry[], errors: strin
   return {
     source_id: sourceId,
     summary: { changed: by('changed'), deleted: by('deleted'), orphaned: by('orphaned'), unmanaged: by('unmanaged') },
-    drift: entries.map((e) => ({ type: e.type, kind: e.kind, yaml_kind: e.yamlKind, project: e.project ?? null, name: e.name, id: e.id ?? null, fields: e.changes.map((f) => ({ field: f.field, before: f.before ?? null, after: f.after ?? null, ...(f.sensitive ? { sensitive: true } : {}) })), detail: e.detail })),
+    drift: entries.map((e) => ({
+      type: e.type,
+      kind: e.kind,
+      yaml_kind: e.yamlKind,
+      project: e.project ?? null,
+      name: e.name,
+      id: e.id ?? null,
+      fields: e.changes.map((f) => ({
+        field: f.field,
+        before: f.before ?? null,
+        after: f.after ?? null,
+        ...(f.sensitive ? { sensitive: true } : {}),
+      })),
+      detail: e.detail,
+    })),
     errors,
   };
 }
 
 export function renderDrift(entries: DriftEntry[]): string {
   if (!entries.length) return 'No drift: the platform matches the config.\n';
-  const rows = [['DRIFT', 'KIND', 'PROJECT', 'NAME', 'DETAIL'], ...entries.map((e) => [e.type, e.yamlKind, e.project ?? '-', e.name, e.detail])];
+  const rows = [
+    ['DRIFT', 'KIND', 'PROJECT', 'NAME', 'DETAIL'],
+    ...entries.map((e) => [e.type, e.yamlKind, e.project ?? '-', e.name, e.detail]),
+  ];
   const widths = rows[0].map((_, i) => Math.max(...rows.map((r) => r[i].length)));
-  const out = rows.map((r) => r.map((c, i) => (i === r.length - 1 ? c : c.padEnd(widths[i]))).join('  ').trimEnd());
-  for (const e of entries) for (const f of e.changes) out.push(`  ${e.yamlKind} ${e.project ? `${e.project}/` : ''}${e.name}: ${f.field}: ${show(f.after)} in config, ${show(f.before)} on the server`);
+  const out = rows.map((r) =>
+    r
+      .map((c, i) => (i === r.length - 1 ? c : c.padEnd(widths[i])))
+      .join('  ')
+      .trimEnd(),
+  );
+  for (const e of entries)
+    for (const f of e.changes)
+      out.push(
+        `  ${e.yamlKind} ${e.project ? `${e.project}/` : ''}${e.name}: ${f.field}: ${show(f.after)} in config, ${show(f.before)} on the server`,
+      );
   out.push(`${entries.length} drifted resource${entries.length === 1 ? '' : 's'}.`);
   return `${out.join('\n')}\n`;
 }
@@ -204,7 +256,8 @@ function alertList(out: Budget, type: string, title: string, items: string[], wh
   out.force(`\n> [!${type}]\n> ${title}\n>`);
   let shown = 0;
   while (shown < items.length && out.add(`> - ${escapeMarkdown(items[shown])}`)) shown++;
-  if (shown < items.length) out.force(`> - _…and ${plural(items.length - shown, `more ${what}`)}, left out to fit GitHub's comment size limit_`);
+  if (shown < items.length)
+    out.force(`> - _…and ${plural(items.length - shown, `more ${what}`)}, left out to fit GitHub's comment size limit_`);
 }
 
 /** Rows by table: tenant-wide resources (users, ...) first, then projects by name. */
@@ -255,22 +308,42 @@ function detailsBlock(row: MdRow): string {
 function renderReport(r: MdReport, max: number): string {
   const out = new Budget(max, NOTES_RESERVE + r.headline.length + 1);
   out.force(`### ${r.title}`);
-  if (r.errors.length) alertList(out, 'CAUTION', `**${plural(r.errors.length, 'error')}: nothing can be applied until ${r.errors.length === 1 ? 'it is' : 'they are'} fixed.**`, r.errors, 'error');
+  if (r.errors.length)
+    alertList(
+      out,
+      'CAUTION',
+      `**${plural(r.errors.length, 'error')}: nothing can be applied until ${r.errors.length === 1 ? 'it is' : 'they are'} fixed.**`,
+      r.errors,
+      'error',
+    );
   out.force(`\n${r.headline}`);
   if (r.warnings.length) alertList(out, 'WARNING', `**${plural(r.warnings.length, 'warning')}**`, r.warnings, 'warning');
   const groups = byGroup(r.rows);
   const listed = tables(out, groups, r);
-  if (listed < r.rows.length) out.force(`\n_…${listed ? `and ${r.rows.length - listed} more` : `${r.rows.length}`} not listed, to fit GitHub's comment size limit._`);
+  if (listed < r.rows.length)
+    out.force(`\n_…${listed ? `and ${r.rows.length - listed} more` : `${r.rows.length}`} not listed, to fit GitHub's comment size limit._`);
   // Details only for rows that have something to show, and only when every row is listed (a detail without its row would confuse).
-  const withDiff = listed === r.rows.length ? groups.flatMap(([, rows]) => rows).filter((row) => row.fields.length || row.comments.length || row.removed) : [];
+  const withDiff =
+    listed === r.rows.length
+      ? groups.flatMap(([, rows]) => rows).filter((row) => row.fields.length || row.comments.length || row.removed)
+      : [];
   let left = 0;
   // A block that does not fit is skipped, not the end: one huge create should not hide every small diff after it.
   for (const row of withDiff) if (!out.add(detailsBlock(row))) left++;
-  if (left) out.force(`\n_Details of ${left} of ${withDiff.length} resources left out to fit GitHub's ${max.toLocaleString('en-US')}-character comment limit; run the command locally for the full diff._`);
+  if (left)
+    out.force(
+      `\n_Details of ${left} of ${withDiff.length} resources left out to fit GitHub's ${max.toLocaleString('en-US')}-character comment limit; run the command locally for the full diff._`,
+    );
   return out.text();
 }
 
-const PLAN_BADGE: Record<Action, string> = { create: '➕ create', update: '✏️ update', replace: '♻️ replace', delete: '🗑️ delete', 'no-op': '' };
+const PLAN_BADGE: Record<Action, string> = {
+  create: '➕ create',
+  update: '✏️ update',
+  replace: '♻️ replace',
+  delete: '🗑️ delete',
+  'no-op': '',
+};
 
 /** A Project's own row goes in its table, with the resources inside it. */
 const groupOf = (kind: string, project: string | null, name: string) => project ?? (kind === 'project' ? name : null);
@@ -288,18 +361,35 @@ export function renderPlanMarkdown(plan: Plan, options: { maxLength?: number } =
       name: c.name,
       group: groupOf(c.kind, c.project, c.name),
       fields: c.fields,
-      comments: [...c.reasons, ...c.notes.map((n) => `note: ${n}`), ...(c.unsupported ? [`NOT SUPPORTED by the service: ${c.unsupported}; reported, not applied`] : [])],
+      comments: [
+        ...c.reasons,
+        ...c.notes.map((n) => `note: ${n}`),
+        ...(c.unsupported ? [`NOT SUPPORTED by the service: ${c.unsupported}; reported, not applied`] : []),
+      ],
       removed: c.action === 'delete',
     }));
   const counts = `**Plan:** ${s.create} to create, ${s.update} to update, ${s.replace} to replace, ${s.delete} to delete, ${s.no_op} unchanged${s.unsupported ? ` (${s.unsupported} not supported by the service)` : ''}`;
   const headline = `${rows.length ? counts : `**No changes.** ${plural(s.no_op, 'resource')} in sync`} · source ${mdCode(json.source_id)}`;
-  return renderReport({ title: 'dpctl plan', headline, errors: json.errors, warnings: json.warnings, rows, actionHeader: 'Action' }, options.maxLength ?? GITHUB_COMMENT_LIMIT);
+  return renderReport(
+    { title: 'dpctl plan', headline, errors: json.errors, warnings: json.warnings, rows, actionHeader: 'Action' },
+    options.maxLength ?? GITHUB_COMMENT_LIMIT,
+  );
 }
 
-const DRIFT_BADGE: Record<string, string> = { changed: '✏️ changed', deleted: '❌ deleted', orphaned: '🗑️ orphaned', unmanaged: '❔ unmanaged' };
+const DRIFT_BADGE: Record<string, string> = {
+  changed: '✏️ changed',
+  deleted: '❌ deleted',
+  orphaned: '🗑️ orphaned',
+  unmanaged: '❔ unmanaged',
+};
 
 /** `dpctl drift --output markdown`: a comment of driftJson; a diff is `-` on the server, `+` in the config. */
-export function renderDriftMarkdown(sourceId: string, entries: DriftEntry[], errors: string[], options: { maxLength?: number } = {}): string {
+export function renderDriftMarkdown(
+  sourceId: string,
+  entries: DriftEntry[],
+  errors: string[],
+  options: { maxLength?: number } = {},
+): string {
   const json = driftJson(sourceId, entries, errors);
   const s = json.summary;
   const rows = json.drift.map((e): MdRow => ({
@@ -314,11 +404,17 @@ export function renderDriftMarkdown(sourceId: string, entries: DriftEntry[], err
   }));
   const counts = `**Drift:** ${s.changed} changed, ${s.deleted} deleted, ${s.orphaned} orphaned, ${s.unmanaged} unmanaged`;
   const headline = `${rows.length ? counts : '**No drift.** The platform matches the config.'} · source ${mdCode(json.source_id)}`;
-  return renderReport({ title: 'dpctl drift', headline, errors: json.errors, warnings: [], rows, actionHeader: 'Drift', detailHeader: 'Detail' }, options.maxLength ?? GITHUB_COMMENT_LIMIT);
+  return renderReport(
+    { title: 'dpctl drift', headline, errors: json.errors, warnings: [], rows, actionHeader: 'Drift', detailHeader: 'Detail' },
+    options.maxLength ?? GITHUB_COMMENT_LIMIT,
+  );
 }
 
 /** An invalid config as a comment: nothing was planned, but the pull request's author needs to see why. */
 export function renderConfigErrorsMarkdown(command: 'plan' | 'drift', errors: string[], options: { maxLength?: number } = {}): string {
   const headline = `**Invalid configuration:** nothing was ${command === 'plan' ? 'planned' : 'compared'}.`;
-  return renderReport({ title: `dpctl ${command}`, headline, errors, warnings: [], rows: [], actionHeader: 'Action' }, options.maxLength ?? GITHUB_COMMENT_LIMIT);
+  return renderReport(
+    { title: `dpctl ${command}`, headline, errors, warnings: [], rows: [], actionHeader: 'Action' },
+    options.maxLength ?? GITHUB_COMMENT_LIMIT,
+  );
 }

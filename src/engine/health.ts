@@ -28,7 +28,14 @@ export function unhealthy(plan: Plan): HealthEntry[] {
   return plan.changes.filter((c) => c.health && c.health.health !== 'healthy').map((c) => healthEntry(c, c.health!));
 }
 
-export const healthEntry = (c: PlannedChange, h: HealthStatus): HealthEntry => ({ subject: subjectOfChange(c), kind: c.kind, project: c.project, name: c.name, health: h.health, reason: h.reason });
+export const healthEntry = (c: PlannedChange, h: HealthStatus): HealthEntry => ({
+  subject: subjectOfChange(c),
+  kind: c.kind,
+  project: c.project,
+  name: c.name,
+  health: h.health,
+  reason: h.reason,
+});
 
 /** Counts by health, for summary lines ("1 degraded, 2 progressing"). */
 export function healthCounts(entries: HealthEntry[]): string {
@@ -67,7 +74,11 @@ export async function waitForHealth(client: DataPlatformClient, changes: Planned
   return watched.map((c) => healthEntry(c, results.get(c) ?? { health: 'unknown', reason: 'not found after the apply' }));
 }
 
-async function observeHealth(client: DataPlatformClient, watched: PlannedChange[], o: HealthWaitOptions): Promise<Map<PlannedChange, HealthStatus>> {
+async function observeHealth(
+  client: DataPlatformClient,
+  watched: PlannedChange[],
+  o: HealthWaitOptions,
+): Promise<Map<PlannedChange, HealthStatus>> {
   const groups = new Map<string, PlannedChange[]>();
   for (const c of watched) {
     const key = collectionKey(c.kind, c.project);

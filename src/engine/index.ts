@@ -5,7 +5,15 @@
 import { basename, dirname, resolve } from 'node:path';
 import { statSync } from 'node:fs';
 import type { DataPlatformClient } from '../client/index.js';
-import { formatConfigError, loadConfig, resolveSecrets, sortErrors, type ConfigDocument, type ConfigParseCache, type ResolvedSecrets } from '../config/index.js';
+import {
+  formatConfigError,
+  loadConfig,
+  resolveSecrets,
+  sortErrors,
+  type ConfigDocument,
+  type ConfigParseCache,
+  type ResolvedSecrets,
+} from '../config/index.js';
 import { applyPlan, type ApplyResult } from './apply.js';
 import { driftReport, type DriftEntry } from './drift.js';
 import { observe, type LiveState } from './observe.js';
@@ -77,12 +85,21 @@ export class EngineConfigError extends Error {
 
 /** Loads and validates the config, resolves secrets, observes and plans. */
 export async function preparePlan(client: DataPlatformClient, paths: string[], options: EngineOptions): Promise<Prepared> {
-  const { config, errors } = loadConfig(paths, { allowUndeclaredProjects: options.allowUndeclaredProjects ?? false, cwd: options.cwd, cache: options.parseCache });
+  const { config, errors } = loadConfig(paths, {
+    allowUndeclaredProjects: options.allowUndeclaredProjects ?? false,
+    cwd: options.cwd,
+    cache: options.parseCache,
+  });
   const resolved = resolveSecrets(config.documents, { env: options.env ?? process.env });
   const all = sortErrors([...errors, ...resolved.errors], config.files);
   if (all.length) throw new EngineConfigError(all.map(formatConfigError));
   const prune = options.prune ?? false;
-  const state = await observe(client, config.documents, { allKinds: options.allKinds ?? prune, concurrency: options.concurrency ?? 4, sourceId: options.sourceId, projects: options.projects });
+  const state = await observe(client, config.documents, {
+    allKinds: options.allKinds ?? prune,
+    concurrency: options.concurrency ?? 4,
+    sourceId: options.sourceId,
+    projects: options.projects,
+  });
   const full = makePlan(config.documents, state, resolved.secrets, {
     sourceId: options.sourceId,
     prune,
@@ -96,15 +113,26 @@ export async function preparePlan(client: DataPlatformClient, paths: string[], o
 }
 
 /** Plans and, when the plan has no errors, applies. */
-export async function reconcile(client: DataPlatformClient, paths: string[], options: EngineOptions & { onProgress?: (line: string) => void }): Promise<Prepared & { result?: ApplyResult }> {
+export async function reconcile(
+  client: DataPlatformClient,
+  paths: string[],
+  options: EngineOptions & { onProgress?: (line: string) => void },
+): Promise<Prepared & { result?: ApplyResult }> {
   const prepared = await preparePlan(client, paths, options);
   if (prepared.plan.errors.length) return prepared;
-  const result = await applyPlan(client, prepared.plan, prepared.documents, prepared.state, prepared.secrets, { concurrency: options.concurrency ?? 4, onProgress: options.onProgress });
+  const result = await applyPlan(client, prepared.plan, prepared.documents, prepared.state, prepared.secrets, {
+    concurrency: options.concurrency ?? 4,
+    onProgress: options.onProgress,
+  });
   return { ...prepared, result };
 }
 
 /** Drift: a plan with prune over every declarable kind, as a report. */
-export async function detectDrift(client: DataPlatformClient, paths: string[], options: EngineOptions): Promise<Prepared & { drift: DriftEntry[] }> {
+export async function detectDrift(
+  client: DataPlatformClient,
+  paths: string[],
+  options: EngineOptions,
+): Promise<Prepared & { drift: DriftEntry[] }> {
   const prepared = await preparePlan(client, paths, { ...options, prune: true, allowMassDelete: true, allKinds: true });
   return { ...prepared, drift: driftReport(prepared.plan, prepared.documents, prepared.state) };
 }

@@ -78,7 +78,6 @@ export interface ObserveOptions {
   projects?: Promise<Record<string, unknown>[]>;
 }
 
-
 /**
  * Lists all projects, then, for each project the config names that exists, every kind the
  * config uses (or every declarable kind); tenant-level kinds once. Never one GET per resource.
@@ -110,16 +109,18 @@ export async function observe(client: DataPlatformClient, documents: ConfigDocum
     else if (doc.descriptor.kind === 'project') projectNames.add(doc.name);
   }
   if (options.allKinds && options.sourceId !== undefined) {
-    for (const [name, p] of state.projects) if ((p.labels as Record<string, string> | undefined)?.[MANAGED_BY_LABEL] === options.sourceId) projectNames.add(name);
+    for (const [name, p] of state.projects)
+      if ((p.labels as Record<string, string> | undefined)?.[MANAGED_BY_LABEL] === options.sourceId) projectNames.add(name);
   }
   const jobs: { descriptor: KindDescriptor; project?: string; projectId?: string }[] = [];
   for (const d of kinds) {
     if (d.kind === 'project' || !d.operations.includes('list')) continue;
     if (d.scope === 'tenant') jobs.push({ descriptor: d });
-    else for (const name of [...projectNames].sort()) {
-      const live = state.projects.get(name);
-      if (live) jobs.push({ descriptor: d, project: name, projectId: live.id });
-    }
+    else
+      for (const name of [...projectNames].sort()) {
+        const live = state.projects.get(name);
+        if (live) jobs.push({ descriptor: d, project: name, projectId: live.id });
+      }
   }
   await mapLimit(jobs, options.concurrency, async (job) => {
     try {

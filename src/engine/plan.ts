@@ -1,4 +1,13 @@
-import { ConfigValidationError, declaredLookup, firstOf, formatConfigError, subjectOf, type ConfigDocument, type ReferenceLookup, type ResolvedSecrets } from '../config/index.js';
+import {
+  ConfigValidationError,
+  declaredLookup,
+  firstOf,
+  formatConfigError,
+  subjectOf,
+  type ConfigDocument,
+  type ReferenceLookup,
+  type ResolvedSecrets,
+} from '../config/index.js';
 import { toApiBodyShared } from '../config/api-body.js';
 import { valuesAt, type HealthStatus, type KindDescriptor, type Operation } from '../kinds/index.js';
 import {
@@ -79,9 +88,11 @@ export const opsOf = (d: KindDescriptor, specOnly: boolean): Operation[] => (spe
 export const docKey = (doc: ConfigDocument) => resourceKey(doc.descriptor, doc.project, doc.name);
 
 /** `Kind project/name` as printed. */
-export const subjectOfChange = (c: Pick<PlannedChange, 'yamlKind' | 'project' | 'name'>) => `${c.yamlKind} ${c.project ? `${c.project}/` : ''}${c.name}`;
+export const subjectOfChange = (c: Pick<PlannedChange, 'yamlKind' | 'project' | 'name'>) =>
+  `${c.yamlKind} ${c.project ? `${c.project}/` : ''}${c.name}`;
 
-export const placeholder = (doc: Pick<ConfigDocument, 'yamlKind' | 'project' | 'name'>) => `(known after apply: ${doc.yamlKind}/${doc.project ? `${doc.project}/` : ''}${doc.name})`;
+export const placeholder = (doc: Pick<ConfigDocument, 'yamlKind' | 'project' | 'name'>) =>
+  `(known after apply: ${doc.yamlKind}/${doc.project ? `${doc.project}/` : ''}${doc.name})`;
 
 /** Lookup over live resources: (kind, project name, name) -> id. */
 export function liveLookup(state: LiveState, descriptors: Map<string, KindDescriptor>): ReferenceLookup {
@@ -135,7 +146,8 @@ function copyOf(record: Record<string, string>): Record<string, string> {
 /** Ids this live object references (by the descriptor's reference paths). */
 export function liveReferences(r: LiveResource): string[] {
   const out: string[] = [];
-  for (const ref of r.descriptor.references) for (const { value } of valuesAt(r.object, ref.path)) if (typeof value === 'string') out.push(value);
+  for (const ref of r.descriptor.references)
+    for (const { value } of valuesAt(r.object, ref.path)) if (typeof value === 'string') out.push(value);
   return out;
 }
 
@@ -146,7 +158,14 @@ export function liveReferences(r: LiveResource): string[] {
 export function makePlan(documents: ConfigDocument[], state: LiveState, secrets: ResolvedSecrets, options: PlanOptions): Plan {
   const descriptors = new Map(documents.map((d) => [d.descriptor.kind, d.descriptor]));
   for (const r of state.resources.values()) descriptors.set(r.descriptor.kind, r.descriptor);
-  const plan: Plan = { sourceId: options.sourceId, changes: [], errors: [], warnings: [...state.warnings], managedCount: 0, summary: { create: 0, update: 0, replace: 0, delete: 0, 'no-op': 0, unsupported: 0 } };
+  const plan: Plan = {
+    sourceId: options.sourceId,
+    changes: [],
+    errors: [],
+    warnings: [...state.warnings],
+    managedCount: 0,
+    summary: { create: 0, update: 0, replace: 0, delete: 0, 'no-op': 0, unsupported: 0 },
+  };
   // Each document's key, made once: the plan's change keeps it.
   const keys = new Map(documents.map((d) => [d, docKey(d)]));
   const declared = new Map(documents.map((d) => [keys.get(d)!, d]));
@@ -157,12 +176,14 @@ export function makePlan(documents: ConfigDocument[], state: LiveState, secrets:
   );
 
   for (const r of state.resources.values()) {
-    if (hasLabels(r.descriptor) && (r.object[LABELS_FIELD] as Record<string, string> | undefined)?.[MANAGED_BY_LABEL] === options.sourceId) plan.managedCount++;
+    if (hasLabels(r.descriptor) && (r.object[LABELS_FIELD] as Record<string, string> | undefined)?.[MANAGED_BY_LABEL] === options.sourceId)
+      plan.managedCount++;
   }
 
   // With undeclared projects allowed, a project must at least exist on the server (and be visible to this credential).
   const declaredProjects = new Set(documents.filter((doc) => doc.descriptor.kind === 'project').map((doc) => doc.name));
-  const missingProject = (doc: ConfigDocument) => doc.project !== undefined && !declaredProjects.has(doc.project) && !state.projects.has(doc.project);
+  const missingProject = (doc: ConfigDocument) =>
+    doc.project !== undefined && !declaredProjects.has(doc.project) && !state.projects.has(doc.project);
 
   const byKey = new Map<string, PlannedChange>();
   for (const doc of documents) {
@@ -200,7 +221,9 @@ export function makePlan(documents: ConfigDocument[], state: LiveState, secrets:
       labels = copyOf(doc.labels);
       const owner = (existing?.object[LABELS_FIELD] as Record<string, string> | undefined)?.[MANAGED_BY_LABEL];
       if (existing && owner !== undefined && owner !== options.sourceId) {
-        plan.errors.push(`${subjectOf(doc)}${doc.project ? ` (project ${doc.project})` : ''}: managed by another source "${owner}" (label ${MANAGED_BY_LABEL}); not touching it`);
+        plan.errors.push(
+          `${subjectOf(doc)}${doc.project ? ` (project ${doc.project})` : ''}: managed by another source "${owner}" (label ${MANAGED_BY_LABEL}); not touching it`,
+        );
         continue;
       }
       if (!existing || owner === options.sourceId) {
@@ -216,13 +239,31 @@ export function makePlan(documents: ConfigDocument[], state: LiveState, secrets:
       body[LABELS_FIELD] = labels;
     }
     const change: PlannedChange = {
-      kind: d.kind, yamlKind: doc.yamlKind, project: doc.project, name: doc.name, key, doc, live: existing, id: existing?.object.id,
-      reasons: none(), notes: none(), patchFields: none(), action: 'no-op', changes: none(), ownership, labels,
+      kind: d.kind,
+      yamlKind: doc.yamlKind,
+      project: doc.project,
+      name: doc.name,
+      key,
+      doc,
+      live: existing,
+      id: existing?.object.id,
+      reasons: none(),
+      notes: none(),
+      patchFields: none(),
+      action: 'no-op',
+      changes: none(),
+      ownership,
+      labels,
     };
     if (!hasLabels(d) && doc.secrets.length) {
-      addTo(change, 'notes', `${doc.secrets.map((s) => s.field).join(', ')}: write-only and this kind has no labels to hold a fingerprint, so set on create only (never compared)`);
+      addTo(
+        change,
+        'notes',
+        `${doc.secrets.map((s) => s.field).join(', ')}: write-only and this kind has no labels to hold a fingerprint, so set on create only (never compared)`,
+      );
     }
-    if (ownership === 'unmanaged') addTo(change, 'notes', 'exists and was not created by dpctl: updated in place, never pruned (--adopt to take ownership)');
+    if (ownership === 'unmanaged')
+      addTo(change, 'notes', 'exists and was not created by dpctl: updated in place, never pruned (--adopt to take ownership)');
     if (!existing) {
       change.action = 'create';
       change.changes = leafChanges([], {}, displayBody(doc, body));
@@ -236,7 +277,13 @@ export function makePlan(documents: ConfigDocument[], state: LiveState, secrets:
         if (liveSha !== labels![SECRETS_SHA_LABEL]) {
           for (const f of secretTopFields(d)) if (body[f] !== undefined) fields.add(f);
           for (const s of doc.secrets) changes.push({ field: s.field, before: SENSITIVE, after: SENSITIVE, sensitive: true });
-          addTo(change, 'notes', liveSha === undefined ? 'secret values cannot be read back and carry no fingerprint yet: they are set again' : 'a secret value changed (fingerprint differs)');
+          addTo(
+            change,
+            'notes',
+            liveSha === undefined
+              ? 'secret values cannot be read back and carry no fingerprint yet: they are set again'
+              : 'a secret value changed (fingerprint differs)',
+          );
         }
         // Only the fingerprint label differs: the labels PATCH carries it.
         if (liveSha !== labels![SECRETS_SHA_LABEL]) fields.add(LABELS_FIELD);
@@ -248,7 +295,8 @@ export function makePlan(documents: ConfigDocument[], state: LiveState, secrets:
       if (kept.immutable.length) {
         change.action = 'replace';
         addTo(change, 'reasons', `${kept.immutable.join(', ')} cannot change in place`);
-        if (!ops.includes('delete') || !ops.includes('create')) change.unsupported = `the service has no ${ops.includes('delete') ? 'create' : 'delete'} for ${d.kind}, so it cannot be replaced`;
+        if (!ops.includes('delete') || !ops.includes('create'))
+          change.unsupported = `the service has no ${ops.includes('delete') ? 'create' : 'delete'} for ${d.kind}, so it cannot be replaced`;
       } else if (kept.fields.size) {
         change.action = 'update';
         if (!ops.includes('update')) change.unsupported = `the service has no update for ${d.kind}`;
@@ -289,7 +337,8 @@ export function makePlan(documents: ConfigDocument[], state: LiveState, secrets:
       dependent.action = 'replace';
       addTo(dependent, 'reasons', `depends on ${refs.map((id) => subjectOfChange(replacedIds.get(id)!)).join(', ')}, which is replaced`);
       const ops = opsOf(dependent.doc!.descriptor, options.specOperations);
-      if (!ops.includes('delete') || !ops.includes('create')) dependent.unsupported = `the service cannot delete and re-create ${dependent.kind}`;
+      if (!ops.includes('delete') || !ops.includes('create'))
+        dependent.unsupported = `the service cannot delete and re-create ${dependent.kind}`;
       grew = true;
     }
   }
@@ -310,21 +359,41 @@ export function makePlan(documents: ConfigDocument[], state: LiveState, secrets:
       const d = r.descriptor;
       const name = String(r.object[d.identity]);
       const change: PlannedChange = {
-        action: 'delete', kind: d.kind, yamlKind: d.yamlKind ?? d.kind, project: r.project, name, id: r.object.id, changes: [], reasons: ['managed by this source and no longer in the config'],
-        notes: [], ownership: 'owned', key: resourceKey(d, r.project, name), live: r, patchFields: [],
+        action: 'delete',
+        kind: d.kind,
+        yamlKind: d.yamlKind ?? d.kind,
+        project: r.project,
+        name,
+        id: r.object.id,
+        changes: [],
+        reasons: ['managed by this source and no longer in the config'],
+        notes: [],
+        ownership: 'owned',
+        key: resourceKey(d, r.project, name),
+        live: r,
+        patchFields: [],
       };
       if (d.kind === 'project') {
         const inside = [...state.resources.values()].filter((x) => x.project === name);
-        const foreign = inside.filter((x) => !hasLabels(x.descriptor) || (x.object[LABELS_FIELD] as Record<string, string> | undefined)?.[MANAGED_BY_LABEL] !== options.sourceId);
+        const foreign = inside.filter(
+          (x) =>
+            !hasLabels(x.descriptor) ||
+            (x.object[LABELS_FIELD] as Record<string, string> | undefined)?.[MANAGED_BY_LABEL] !== options.sourceId,
+        );
         addTo(change, 'notes', `deleting a project deletes everything in it (${inside.length} resource${inside.length === 1 ? '' : 's'})`);
-        if (foreign.length) plan.warnings.push(`${subjectOfChange(change)}: pruning it also deletes ${foreign.length} resource${foreign.length === 1 ? '' : 's'} inside it that this source does not manage: ${foreign.map((x) => `${x.descriptor.yamlKind} ${x.object[x.descriptor.identity]}`).join(', ')}`);
+        if (foreign.length)
+          plan.warnings.push(
+            `${subjectOfChange(change)}: pruning it also deletes ${foreign.length} resource${foreign.length === 1 ? '' : 's'} inside it that this source does not manage: ${foreign.map((x) => `${x.descriptor.yamlKind} ${x.object[x.descriptor.identity]}`).join(', ')}`,
+          );
       }
       if (!opsOf(d, options.specOperations).includes('delete')) change.unsupported = `the service has no delete for ${d.kind}`;
       plan.changes.push(change);
     }
     const limit = Math.max(5, Math.floor(plan.managedCount * 0.2));
     if (counted > limit && !options.allowMassDelete) {
-      plan.errors.push(`refusing to delete ${counted} of ${plan.managedCount} managed resources (more than ${limit}, the larger of 5 and 20%): check the path and --source-id, or pass --allow-mass-delete`);
+      plan.errors.push(
+        `refusing to delete ${counted} of ${plan.managedCount} managed resources (more than ${limit}, the larger of 5 and 20%): check the path and --source-id, or pass --allow-mass-delete`,
+      );
     }
   }
 

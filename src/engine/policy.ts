@@ -19,7 +19,12 @@ export function withoutIgnored(policy: ResourcePolicy, changes: FieldChange[], f
   const kept = changes.filter((c) => !isIgnored(policy, c.field));
   const touched = new Set(ignored.map((c) => topOf(c.field)));
   const keptFields = new Set([...fields].filter((f) => !touched.has(f) || kept.some((c) => topOf(c.field) === f)));
-  return { changes: kept, fields: keptFields, immutable: immutable.filter((f) => !isIgnored(policy, f)), ignored: ignored.map((c) => c.field) };
+  return {
+    changes: kept,
+    fields: keptFields,
+    immutable: immutable.filter((f) => !isIgnored(policy, f)),
+    ignored: ignored.map((c) => c.field),
+  };
 }
 
 /**
@@ -44,5 +49,8 @@ export const OBSERVE_NOTE = 'observe only (dpctl.dev/reconcile: observe): report
 export function preventDestroyErrors(plan: Plan): string[] {
   return plan.changes
     .filter((c: PlannedChange) => c.doc?.policy.preventDestroy && (c.action === 'delete' || c.action === 'replace'))
-    .map((c) => `${subjectOfChange(c)}: dpctl.dev/prevent-destroy is "true" and this plan would ${c.action} it (${c.reasons.join('; ') || 'no reason given'}); nothing is applied: change the configuration, or remove the annotation to allow it`);
+    .map(
+      (c) =>
+        `${subjectOfChange(c)}: dpctl.dev/prevent-destroy is "true" and this plan would ${c.action} it (${c.reasons.join('; ') || 'no reason given'}); nothing is applied: change the configuration, or remove the annotation to allow it`,
+    );
 }

@@ -1,4 +1,15 @@
-import { ApiError, failedChanges, provisionProject, provisioningRoutes, ProvisioningRefused, ProvisioningTimeout, type DataPlatformClient, type ProvisioningChange, type ProvisioningPlan, type ProvisioningRun } from '../client/index.js';
+import {
+  ApiError,
+  failedChanges,
+  provisionProject,
+  provisioningRoutes,
+  ProvisioningRefused,
+  ProvisioningTimeout,
+  type DataPlatformClient,
+  type ProvisioningChange,
+  type ProvisioningPlan,
+  type ProvisioningRun,
+} from '../client/index.js';
 import type { KindDescriptor } from '../kinds/index.js';
 import type { LiveState } from './observe.js';
 import type { Plan, PlannedChange } from './plan.js';
@@ -48,13 +59,15 @@ function provisionedChanges(plan: Plan): Map<string, PlannedChange[]> {
 export function expectedChanges(current: ProvisioningChange[], changes: PlannedChange[]): ExpectedProvisioning[] {
   const expected = new Map<string, ExpectedProvisioning>();
   const put = (e: ExpectedProvisioning) => expected.set(changeKey(e.action, e.name), e);
-  for (const c of current) put({ action: c.action!, name: c.name!, resource_type: c.resource_type, changed_fields: c.changed_fields ?? [], origin: 'platform' });
+  for (const c of current)
+    put({ action: c.action!, name: c.name!, resource_type: c.resource_type, changed_fields: c.changed_fields ?? [], origin: 'platform' });
   for (const c of changes) {
     const neverProvisioned = expected.has(changeKey('create', c.name));
     const type = (c.doc?.body.resource_type ?? c.live?.object.resource_type) as string | undefined;
     const fields = c.changes.map((f) => f.field.split('.')[0]).filter((f, i, all) => all.indexOf(f) === i);
     if (c.action === 'create') put({ action: 'create', name: c.name, resource_type: type, changed_fields: fields, origin: 'config' });
-    else if (c.action === 'update' && !neverProvisioned) put({ action: 'update', name: c.name, resource_type: type, changed_fields: c.patchFields, origin: 'config' });
+    else if (c.action === 'update' && !neverProvisioned)
+      put({ action: 'update', name: c.name, resource_type: type, changed_fields: c.patchFields, origin: 'config' });
     else if (c.action === 'replace' || c.action === 'delete') {
       // Never provisioned: nothing to deprovision, the pending create just goes.
       if (neverProvisioned) expected.delete(changeKey('create', c.name));
@@ -70,7 +83,12 @@ export function expectedChanges(current: ProvisioningChange[], changes: PlannedC
  * that are not provisioned and healthy (pending, failed). A project that does not exist yet has
  * no platform plan: only the config's creates.
  */
-export async function previewProvisioning(client: DataPlatformClient, plan: Plan, state: LiveState, signal?: AbortSignal): Promise<ProjectProvisioning[]> {
+export async function previewProvisioning(
+  client: DataPlatformClient,
+  plan: Plan,
+  state: LiveState,
+  signal?: AbortSignal,
+): Promise<ProjectProvisioning[]> {
   const out: ProjectProvisioning[] = [];
   for (const [project, changes] of provisionedChanges(plan)) {
     // Nothing to change and everything provisioned (healthy): no plan to ask for. The controller
@@ -82,7 +100,15 @@ export async function previewProvisioning(client: DataPlatformClient, plan: Plan
     let note: string | undefined;
     if (projectId) {
       try {
-        current = (await client.request<ProvisioningPlan>({ method: 'POST', route: provisioningRoutes(descriptor).plan, params: { id: projectId }, signal })).body.changes ?? [];
+        current =
+          (
+            await client.request<ProvisioningPlan>({
+              method: 'POST',
+              route: provisioningRoutes(descriptor).plan,
+              params: { id: projectId },
+              signal,
+            })
+          ).body.changes ?? [];
       } catch (err) {
         if (!(err instanceof ApiError && err.status === 403)) throw err;
         note = `the platform's current ${descriptor.kind} plan is not readable with this credential (${err.serverMessage}): only this config's part is shown`;
@@ -122,7 +148,11 @@ export interface ProvisionAllOptions {
 }
 
 /** Runs each previewed project's provisioning, one project after another (each is one platform apply). */
-export async function provisionAll(client: DataPlatformClient, previews: ProjectProvisioning[], o: ProvisionAllOptions): Promise<ProvisioningOutcome[]> {
+export async function provisionAll(
+  client: DataPlatformClient,
+  previews: ProjectProvisioning[],
+  o: ProvisionAllOptions,
+): Promise<ProvisioningOutcome[]> {
   const out: ProvisioningOutcome[] = [];
   for (const p of previews) {
     const projectId = o.projectIds.get(p.project);
@@ -137,14 +167,16 @@ export async function provisionAll(client: DataPlatformClient, previews: Project
         wait: o.wait,
         pollMs: o.pollMs,
         check: (plan) => unexpectedChange(p.expected, plan),
-        onPlan: (plan) => o.onProgress?.(`  ${p.project}: provisioning ${plan.changes!.map((c) => `${c.action} ${c.name}`).join(', ')} (${plan.plan_id})`),
+        onPlan: (plan) =>
+          o.onProgress?.(`  ${p.project}: provisioning ${plan.changes!.map((c) => `${c.action} ${c.name}`).join(', ')} (${plan.plan_id})`),
         onRun: (run) => reportUnits(run, done, p.project, o.onProgress),
       });
       outcome.changes = result.plan.changes ?? [];
       outcome.run = result.run;
       if (result.run && o.wait) outcome.failures = failedChanges(result.run).map((f) => ({ name: f.name, message: f.error }));
     } catch (err) {
-      if (err instanceof ProvisioningRefused || err instanceof ProvisioningTimeout) outcome.failures.push({ name: p.project, message: (err as Error).message });
+      if (err instanceof ProvisioningRefused || err instanceof ProvisioningTimeout)
+        outcome.failures.push({ name: p.project, message: (err as Error).message });
       else throw err;
     }
   }
@@ -156,6 +188,10 @@ function reportUnits(run: ProvisioningRun, done: Set<string>, project: string, p
   for (const c of run.changes ?? []) {
     if ((c.status !== 'completed' && c.status !== 'failed') || done.has(c.resource_id)) continue;
     done.add(c.resource_id);
-    progress?.(c.status === 'completed' ? `  ${project}/${c.name}: ${c.action === 'delete' ? 'deprovisioned' : 'provisioned'}` : `  x ${project}/${c.name}: provisioning failed: ${c.error}`);
+    progress?.(
+      c.status === 'completed'
+        ? `  ${project}/${c.name}: ${c.action === 'delete' ? 'deprovisioned' : 'provisioned'}`
+        : `  x ${project}/${c.name}: provisioning failed: ${c.error}`,
+    );
   }
 }

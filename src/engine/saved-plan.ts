@@ -28,7 +28,15 @@ export interface SavedPlan {
   created_at: string;
   /** The configuration planned (absolute) and the options that shape a plan: apply re-plans with the same. */
   config_path: string;
-  options: { source_id: string; prune: boolean; allow_mass_delete: boolean; adopt: boolean; spec_operations: boolean; allow_undeclared_projects: boolean; targets: string[] };
+  options: {
+    source_id: string;
+    prune: boolean;
+    allow_mass_delete: boolean;
+    adopt: boolean;
+    spec_operations: boolean;
+    allow_undeclared_projects: boolean;
+    targets: string[];
+  };
   fingerprints: SavedChange[];
   /** What was shown (planJson): for people reviewing the file. */
   plan: ReturnType<typeof planJson>;
@@ -49,11 +57,26 @@ export function liveFingerprint(r: LiveResource): string {
 }
 
 function fingerprintsOf(plan: Plan, secrets: ResolvedSecrets): SavedChange[] {
-  return plan.changes.map((c) => ({ subject: subjectOfChange(c), action: c.action, config_sha: c.doc ? configFingerprint(c.doc, secrets) : null, live_sha: c.live ? liveFingerprint(c.live) : null }));
+  return plan.changes.map((c) => ({
+    subject: subjectOfChange(c),
+    action: c.action,
+    config_sha: c.doc ? configFingerprint(c.doc, secrets) : null,
+    live_sha: c.live ? liveFingerprint(c.live) : null,
+  }));
 }
 
-export function savePlan(plan: Plan, secrets: ResolvedSecrets, meta: Omit<SavedPlan, 'format' | 'created_at' | 'fingerprints' | 'plan'>): SavedPlan {
-  return { format: SAVED_PLAN_FORMAT, created_at: new Date().toISOString(), ...meta, fingerprints: fingerprintsOf(plan, secrets), plan: planJson(plan) };
+export function savePlan(
+  plan: Plan,
+  secrets: ResolvedSecrets,
+  meta: Omit<SavedPlan, 'format' | 'created_at' | 'fingerprints' | 'plan'>,
+): SavedPlan {
+  return {
+    format: SAVED_PLAN_FORMAT,
+    created_at: new Date().toISOString(),
+    ...meta,
+    fingerprints: fingerprintsOf(plan, secrets),
+    plan: planJson(plan),
+  };
 }
 
 /** A parsed file, when it is a saved plan (else null: a YAML path). */
@@ -79,7 +102,10 @@ export function staleReasons(saved: SavedPlan, fresh: Plan, secrets: ResolvedSec
     now.delete(was.subject);
     if (!is) reasons.push(`${was.subject}: no longer in the plan`);
     else if (is.config_sha !== was.config_sha) reasons.push(`${was.subject}: the configuration changed`);
-    else if (is.live_sha !== was.live_sha) reasons.push(`${was.subject}: ${was.live_sha === null ? 'now exists on the platform' : is.live_sha === null ? 'no longer exists on the platform' : 'changed on the platform'}`);
+    else if (is.live_sha !== was.live_sha)
+      reasons.push(
+        `${was.subject}: ${was.live_sha === null ? 'now exists on the platform' : is.live_sha === null ? 'no longer exists on the platform' : 'changed on the platform'}`,
+      );
     else if (is.action !== was.action) reasons.push(`${was.subject}: now planned as ${is.action}, saved as ${was.action}`);
   }
   for (const extra of now.values()) reasons.push(`${extra.subject}: new in the plan (${extra.action})`);

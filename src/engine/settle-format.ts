@@ -35,19 +35,35 @@ export function renderPlanHealth(plan: Plan): string {
   return `Health (as observed): ${healthCounts(entries)}\n${entries.map((e) => `  ! ${e.subject}: ${e.health}: ${e.reason}`).join('\n')}\n`;
 }
 
-const healthJson = (e: HealthEntry) => ({ kind: e.kind, project: e.project ?? null, name: e.name, health: e.health, reason: e.reason ?? null });
+const healthJson = (e: HealthEntry) => ({
+  kind: e.kind,
+  project: e.project ?? null,
+  name: e.name,
+  health: e.health,
+  reason: e.reason ?? null,
+});
 
 export function provisioningPreviewJson(previews: ProjectProvisioning[]) {
   return previews.map((p) => ({ project: p.project, kind: p.descriptor.kind, changes: p.expected, note: p.note ?? null }));
 }
 
 export function planHealthJson(plan: Plan) {
-  return plan.changes.filter((c) => c.health).map((c) => healthJson({ subject: '', kind: c.kind, project: c.project, name: c.name, health: c.health!.health, reason: c.health!.reason }));
+  return plan.changes
+    .filter((c) => c.health)
+    .map((c) =>
+      healthJson({ subject: '', kind: c.kind, project: c.project, name: c.name, health: c.health!.health, reason: c.health!.reason }),
+    );
 }
 
 export function settleJson(s: SettleResult) {
   return {
-    provisioning: s.provisioning.map((p) => ({ project: p.project, run_id: p.run?.id ?? null, status: p.run?.status ?? null, changes: p.changes.map((c) => ({ action: c.action, name: c.name })), failures: p.failures })),
+    provisioning: s.provisioning.map((p) => ({
+      project: p.project,
+      run_id: p.run?.id ?? null,
+      status: p.run?.status ?? null,
+      changes: p.changes.map((c) => ({ action: c.action, name: c.name })),
+      failures: p.failures,
+    })),
     connection_tests: s.tests,
     health: s.health.map(healthJson),
     failures: s.failures,
@@ -62,19 +78,30 @@ export function renderSettle(s: SettleResult): string {
     const notHealthy = s.health.filter((h) => h.health !== 'healthy');
     lines.push(notHealthy.length ? `Health: ${healthCounts(s.health)}.` : `Health: all ${s.health.length} healthy.`);
   }
-  if (s.failures.length) lines.push(`Not done: ${s.failures.length} problem${s.failures.length === 1 ? '' : 's'} after the writes (above); run apply again once fixed.`);
+  if (s.failures.length)
+    lines.push(
+      `Not done: ${s.failures.length} problem${s.failures.length === 1 ? '' : 's'} after the writes (above); run apply again once fixed.`,
+    );
   return lines.length ? `${lines.join('\n')}\n` : '';
 }
 
 /** At most this many lines per markdown section: a PR comment has a size limit (the plan's own table is capped in format.ts). */
 const MARKDOWN_LINES = 50;
 
-const capped = (lines: string[]) => (lines.length > MARKDOWN_LINES ? [...lines.slice(0, MARKDOWN_LINES), `- _…and ${lines.length - MARKDOWN_LINES} more; run the command locally for all._`] : lines);
+const capped = (lines: string[]) =>
+  lines.length > MARKDOWN_LINES
+    ? [...lines.slice(0, MARKDOWN_LINES), `- _…and ${lines.length - MARKDOWN_LINES} more; run the command locally for all._`]
+    : lines;
 
 /** The provisioning preview and the unhealthy resources, as markdown sections after the plan's comment. */
 export function renderSettleMarkdown(previews: ProjectProvisioning[], plan: Plan): string {
   const out: string[] = [];
-  const provisioning = previews.flatMap((p) => p.expected.map((e) => `- ${SYMBOL[e.action]} ${VERB[e.action]} ${escapeMarkdown(`${p.project}/${e.name}`)}${e.origin === 'platform' ? ' _(already pending on the platform)_' : ''}`));
+  const provisioning = previews.flatMap((p) =>
+    p.expected.map(
+      (e) =>
+        `- ${SYMBOL[e.action]} ${VERB[e.action]} ${escapeMarkdown(`${p.project}/${e.name}`)}${e.origin === 'platform' ? ' _(already pending on the platform)_' : ''}`,
+    ),
+  );
   if (provisioning.length) out.push('', '#### Infrastructure the platform will provision', '', ...capped(provisioning));
   const health = unhealthy(plan).map((e) => `- ⚠️ ${escapeMarkdown(e.subject)}: **${e.health}**: ${escapeMarkdown(e.reason ?? '')}`);
   if (health.length) out.push('', `#### Health (as observed): ${healthCounts(unhealthy(plan))}`, '', ...capped(health));

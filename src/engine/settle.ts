@@ -56,14 +56,36 @@ function settledChanges(plan: Plan, result: ApplyResult): PlannedChange[] {
   return plan.changes.filter((c) => c.action !== 'delete' && c.doc && !failed.has(c));
 }
 
-export async function settle(client: DataPlatformClient, plan: Plan, result: ApplyResult, state: LiveState, o: SettleOptions): Promise<SettleResult> {
+export async function settle(
+  client: DataPlatformClient,
+  plan: Plan,
+  result: ApplyResult,
+  state: LiveState,
+  o: SettleOptions,
+): Promise<SettleResult> {
   const projectIds = projectIdsAfter(state, result);
   if (o.previews.length) o.onPhase?.('provisioning');
-  const provisioning = await provisionAll(client, o.previews, { projectIds, deadline: o.deadline, wait: o.wait, signal: o.signal, onProgress: o.onProgress, pollMs: o.pollMs });
+  const provisioning = await provisionAll(client, o.previews, {
+    projectIds,
+    deadline: o.deadline,
+    wait: o.wait,
+    signal: o.signal,
+    onProgress: o.onProgress,
+    pollMs: o.pollMs,
+  });
   if (o.testConnections) o.onPhase?.('testing connections');
   const tests = o.testConnections ? await testConnections(client, result, projectIds, o) : [];
   if (o.wait) o.onPhase?.('waiting for health');
-  const health = o.wait ? await healthAfter(client, settledChanges(plan, result), provisioning.length > 0, { projectIds, deadline: o.deadline, concurrency: o.concurrency, signal: o.signal, onProgress: o.onProgress, pollMs: o.pollMs }) : [];
+  const health = o.wait
+    ? await healthAfter(client, settledChanges(plan, result), provisioning.length > 0, {
+        projectIds,
+        deadline: o.deadline,
+        concurrency: o.concurrency,
+        signal: o.signal,
+        onProgress: o.onProgress,
+        pollMs: o.pollMs,
+      })
+    : [];
   // A failed provisioning also leaves its resource degraded: report it once, with the platform's reason.
   const reported = new Set(provisioning.flatMap((p) => p.failures.map((f) => `${p.project}/${f.name}`)));
   const unhealthy = health.filter((h) => !reported.has(`${h.project}/${h.name}`));
@@ -81,21 +103,34 @@ export async function settle(client: DataPlatformClient, plan: Plan, result: App
  * observed, and (after a provisioning) the provisioned kinds are listed again; the rest keep
  * the health observed for the plan, so an apply with nothing to do costs no extra list call.
  */
-async function healthAfter(client: DataPlatformClient, changes: PlannedChange[], provisioned: boolean, o: HealthWaitOptions): Promise<HealthEntry[]> {
-  const stale = (c: PlannedChange) => c.action !== 'no-op' || (c.health !== undefined && c.health.health !== 'healthy') || (provisioned && !!c.doc?.descriptor.provisioning);
+async function healthAfter(
+  client: DataPlatformClient,
+  changes: PlannedChange[],
+  provisioned: boolean,
+  o: HealthWaitOptions,
+): Promise<HealthEntry[]> {
+  const stale = (c: PlannedChange) =>
+    c.action !== 'no-op' || (c.health !== undefined && c.health.health !== 'healthy') || (provisioned && !!c.doc?.descriptor.provisioning);
   const watched = changes.filter((c) => c.doc?.descriptor.health && stale(c));
   const fresh = new Map((watched.length ? await waitForHealth(client, watched, o) : []).map((e, i) => [watched[i], e]));
   return changes.filter((c) => c.doc?.descriptor.health).map((c) => fresh.get(c) ?? healthEntry(c, c.health ?? { health: 'healthy' }));
 }
 
 /** Tests the connection of every created, updated or replaced resource of a kind with x-test-action. */
-async function testConnections(client: DataPlatformClient, result: ApplyResult, projectIds: Map<string, string>, o: SettleOptions): Promise<ConnectionTestOutcome[]> {
+async function testConnections(
+  client: DataPlatformClient,
+  result: ApplyResult,
+  projectIds: Map<string, string>,
+  o: SettleOptions,
+): Promise<ConnectionTestOutcome[]> {
   const written = result.outcomes.filter((x) => x.status === 'done' && x.change.action !== 'delete' && x.change.doc?.descriptor.testAction);
   return mapLimit(written, o.concurrency, async (x) => {
     const c = x.change;
     const projectId = c.project !== undefined ? projectIds.get(c.project) : undefined;
     const answer = await testConnectionOf(client, c.doc!.descriptor, { projectId }, (x.id ?? c.id)!, { signal: o.signal });
-    o.onProgress?.(`  ${answer.success ? '' : 'x '}${subjectOfChange(c)}: connection test ${answer.success ? 'passed' : 'failed'}: ${answer.message}`);
+    o.onProgress?.(
+      `  ${answer.success ? '' : 'x '}${subjectOfChange(c)}: connection test ${answer.success ? 'passed' : 'failed'}: ${answer.message}`,
+    );
     return { subject: subjectOfChange(c), success: answer.success, message: answer.message };
   });
 }

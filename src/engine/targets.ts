@@ -20,9 +20,13 @@ export interface Target {
 export function parseTarget(text: string): Target {
   const parts = text.split('/');
   const kind = [...KINDS.values()].find((d) => d.yamlKind?.toLowerCase() === parts[0]?.toLowerCase());
-  if (!kind?.yamlKind || parts.some((p) => !p)) throw new Error(`--target ${JSON.stringify(text)}: expected Kind/project/name, or Kind/name for a tenant-level kind (e.g. Connector/analytics/orders-db)`);
+  if (!kind?.yamlKind || parts.some((p) => !p))
+    throw new Error(
+      `--target ${JSON.stringify(text)}: expected Kind/project/name, or Kind/name for a tenant-level kind (e.g. Connector/analytics/orders-db)`,
+    );
   const scoped = kind.scope === 'project';
-  if (parts.length !== (scoped ? 3 : 2)) throw new Error(`--target ${JSON.stringify(text)}: a ${kind.yamlKind} is named ${scoped ? 'Kind/project/name' : 'Kind/name'}`);
+  if (parts.length !== (scoped ? 3 : 2))
+    throw new Error(`--target ${JSON.stringify(text)}: a ${kind.yamlKind} is named ${scoped ? 'Kind/project/name' : 'Kind/name'}`);
   return scoped ? { yamlKind: kind.yamlKind, project: parts[1], name: parts[2], text } : { yamlKind: kind.yamlKind, name: parts[1], text };
 }
 
@@ -44,7 +48,12 @@ function closure(documents: ConfigDocument[], roots: Set<string>): Set<string> {
     out.add(key);
     const doc = byKey.get(key);
     if (!doc) continue;
-    const needs = [doc.project !== undefined ? projectDoc(doc.project) : undefined, ...doc.references.map((r) => byKindName.get(`${r.kind}\u0000${doc.project ?? ''}\u0000${r.name}`) ?? byKindName.get(`${r.kind}\u0000\u0000${r.name}`))];
+    const needs = [
+      doc.project !== undefined ? projectDoc(doc.project) : undefined,
+      ...doc.references.map(
+        (r) => byKindName.get(`${r.kind}\u0000${doc.project ?? ''}\u0000${r.name}`) ?? byKindName.get(`${r.kind}\u0000\u0000${r.name}`),
+      ),
+    ];
     for (const d of needs) if (d) stack.push(docKey(d));
   }
   return out;
@@ -60,11 +69,25 @@ export function restrictToTargets(plan: Plan, documents: ConfigDocument[], targe
   const dragged = (c: PlannedChange) => c.action === 'replace' && c.reasons.some((r) => replaced.some((s) => r.includes(s)));
   const changes = plan.changes.filter((c) => keep.has(c.key) || dragged(c));
   const known = new Set(plan.changes.map((c) => c.key));
-  const errors = [...plan.errors, ...targets.filter((t) => !known.has(targetKey(t))).map((t) => `--target ${t.text}: no such resource in the configuration or among the managed resources planned for deletion`)];
+  const errors = [
+    ...plan.errors,
+    ...targets
+      .filter((t) => !known.has(targetKey(t)))
+      .map((t) => `--target ${t.text}: no such resource in the configuration or among the managed resources planned for deletion`),
+  ];
   const summary = { create: 0, update: 0, replace: 0, delete: 0, 'no-op': 0, unsupported: 0 };
   for (const c of changes) {
     summary[c.action]++;
     if (c.unsupported) summary.unsupported++;
   }
-  return { ...plan, changes, errors, summary, warnings: [...plan.warnings, `planned for ${targets.map((t) => t.text).join(', ')} only (--target): the rest of the configuration may differ from the platform`] };
+  return {
+    ...plan,
+    changes,
+    errors,
+    summary,
+    warnings: [
+      ...plan.warnings,
+      `planned for ${targets.map((t) => t.text).join(', ')} only (--target): the rest of the configuration may differ from the platform`,
+    ],
+  };
 }

@@ -18,7 +18,11 @@ const SOURCE_PATH = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 's
 
 type Mode = 'create' | 'update' | 'response';
 
-const pascal = (kind: string) => kind.split(/[_-]/).map((p) => p[0].toUpperCase() + p.slice(1)).join('');
+const pascal = (kind: string) =>
+  kind
+    .split(/[_-]/)
+    .map((p) => p[0].toUpperCase() + p.slice(1))
+    .join('');
 const literal = (v: unknown) => JSON.stringify(v);
 const IDENT = /^[A-Za-z_$][A-Za-z0-9_$]*$/;
 const key = (name: string) => (IDENT.test(name) ? name : JSON.stringify(name));
@@ -76,7 +80,9 @@ function objectType(schema: JsonSchema, mode: Mode, indent: string, requiredOver
   for (const [name, prop] of props) {
     const optional = mode === 'update' ? true : mode === 'create' ? !required.has(name) : !presentInResponse(name, prop, required);
     // A PATCH replaces whole top-level fields, so below the top a PATCH body follows the create rules.
-    lines.push(`${doc(prop, inner)}${inner}${key(name)}${optional ? '?' : ''}: ${typeOf(prop, mode === 'update' ? 'create' : mode, inner)};`);
+    lines.push(
+      `${doc(prop, inner)}${inner}${key(name)}${optional ? '?' : ''}: ${typeOf(prop, mode === 'update' ? 'create' : mode, inner)};`,
+    );
   }
   const extra = schema.additionalProperties;
   if (extra !== false) {
@@ -88,7 +94,12 @@ function objectType(schema: JsonSchema, mode: Mode, indent: string, requiredOver
 }
 
 function declare(name: string, schema: JsonSchema, mode: Mode, d: KindDescriptor, required?: Set<string>): string {
-  const what = mode === 'create' ? 'Create request body' : mode === 'update' ? 'PATCH body (fields given replace the stored ones)' : 'As the API returns it';
+  const what =
+    mode === 'create'
+      ? 'Create request body'
+      : mode === 'update'
+        ? 'PATCH body (fields given replace the stored ones)'
+        : 'As the API returns it';
   const header = `/** ${d.title}: ${what}. */\n`;
   return `${header}export interface ${name} ${objectType(schema, mode, '', required)}\n`;
 }

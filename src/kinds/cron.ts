@@ -15,7 +15,8 @@ export function cronError(expression: string): string | null {
 
 function checkCron(expression: string): string | null {
   const fields = expression.trim().split(/\s+/);
-  if (fields.length !== 5) return `must be a five-field cron expression (minute hour day-of-month month day-of-week), got ${fields.length} field(s)`;
+  if (fields.length !== 5)
+    return `must be a five-field cron expression (minute hour day-of-month month day-of-week), got ${fields.length} field(s)`;
   try {
     CronExpressionParser.parse(fields.join(' '), { tz: 'UTC' });
     return null;
@@ -57,7 +58,9 @@ function memo(cache: Map<string, number>, key: string, compute: () => number): n
 export function nextTickAfter(expression: string, afterMs: number): number {
   const minute = Math.floor(afterMs / MINUTE) * MINUTE;
   return memo(nextCache, `${expression}\u0000${minute}`, () =>
-    CronExpressionParser.parse(expression, { tz: 'UTC', currentDate: new Date(minute) }).next().getTime(),
+    CronExpressionParser.parse(expression, { tz: 'UTC', currentDate: new Date(minute) })
+      .next()
+      .getTime(),
   );
 }
 
@@ -65,6 +68,8 @@ export function nextTickAfter(expression: string, afterMs: number): number {
 export function latestTickAt(expression: string, atMs: number): number {
   const minute = Math.floor(atMs / MINUTE) * MINUTE;
   return memo(latestCache, `${expression}\u0000${minute}`, () =>
-    CronExpressionParser.parse(expression, { tz: 'UTC', currentDate: new Date(minute + 1) }).prev().getTime(),
+    CronExpressionParser.parse(expression, { tz: 'UTC', currentDate: new Date(minute + 1) })
+      .prev()
+      .getTime(),
   );
 }

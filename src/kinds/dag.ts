@@ -15,7 +15,12 @@ export type DagProblem =
  * path when a dependency leads back to a node still being visited; returning true stops the walk.
  * Nodes are finished (`onDone`) dependencies first, roots in declaration order.
  */
-function walkDag(nodes: DagNode[], byIndex: Map<string, number>, onDone: (index: number) => void, onCycle?: (root: number, path: number[]) => boolean): void {
+function walkDag(
+  nodes: DagNode[],
+  byIndex: Map<string, number>,
+  onDone: (index: number) => void,
+  onCycle?: (root: number, path: number[]) => boolean,
+): void {
   const state = new Uint8Array(nodes.length); // 0 new, 1 visiting, 2 done
   const path: number[] = [];
   const next: number[] = []; // next[k]: which dependency of path[k] to look at
@@ -61,10 +66,15 @@ export function checkDag(nodes: DagNode[]): DagProblem | null {
     }
   }
   let problem: DagProblem | null = null;
-  walkDag(nodes, byName, () => undefined, (root, path) => {
-    problem = { type: 'cycle', index: root, name: nodes[root].name, cycle: path.map((i) => nodes[i].name) };
-    return true;
-  });
+  walkDag(
+    nodes,
+    byName,
+    () => undefined,
+    (root, path) => {
+      problem = { type: 'cycle', index: root, name: nodes[root].name, cycle: path.map((i) => nodes[i].name) };
+      return true;
+    },
+  );
   return problem;
 }
 
@@ -72,7 +82,11 @@ export function checkDag(nodes: DagNode[]): DagProblem | null {
 export function describeDagProblem(problem: DagProblem, list: string, noun: string): { field: string; message: string } {
   const at = `${list}[${problem.index}]`;
   if (problem.type === 'duplicate') return { field: `${at}.name`, message: `${noun} name "${problem.name}" is used twice` };
-  if (problem.type === 'missing') return { field: `${at}.depends_on`, message: `${noun} "${problem.name}" depends on "${problem.dependency}", which is not a ${noun} here` };
+  if (problem.type === 'missing')
+    return {
+      field: `${at}.depends_on`,
+      message: `${noun} "${problem.name}" depends on "${problem.dependency}", which is not a ${noun} here`,
+    };
   return { field: `${at}.depends_on`, message: `${noun} "${problem.name}" is part of a dependency cycle: ${problem.cycle.join(' -> ')}` };
 }
 

@@ -169,7 +169,9 @@ export function describeKind(file: KindSchemaFile): KindDescriptor {
     testAction: file['x-test-action'],
     provisioning: file['x-provisioning'],
     scheduleField: Object.keys(props).find((n) => props[n]['x-format'] === 'cron'),
-    dags: Object.entries(props).filter(([, p]) => p['x-dag']).map(([field, p]) => ({ field, noun: String(p['x-dag']) })),
+    dags: Object.entries(props)
+      .filter(([, p]) => p['x-dag'])
+      .map(([field, p]) => ({ field, noun: String(p['x-dag']) })),
     computedFields: top((p) => !!p['x-computed']),
     immutableFields: top((p) => !!p['x-immutable']),
     secretPaths,

@@ -73,7 +73,10 @@ export function documentPatternError(pattern: string, document: object, path: st
 export function compileSafeRegex(pattern: string, options: { whole?: boolean } = {}): SafeRegex {
   // Same wording as Ajv's maxLength, so a schema that has both reports it once.
   if (pattern.length > MAX_PATTERN_LENGTH) throw new RegexPatternError(`must NOT have more than ${MAX_PATTERN_LENGTH} characters`);
-  const tooComplex = (size: string) => new RegexPatternError(`is too complex: it compiles to ${size} instructions, more than ${MAX_PROGRAM_SIZE} (use fewer or smaller counted repetitions like {n,m})`);
+  const tooComplex = (size: string) =>
+    new RegexPatternError(
+      `is too complex: it compiles to ${size} instructions, more than ${MAX_PROGRAM_SIZE} (use fewer or smaller counted repetitions like {n,m})`,
+    );
   // Compiling costs about a microsecond per instruction: do not pay it for what is clearly too big.
   const estimate = estimateProgramSize(pattern);
   if (estimate > 2 * MAX_PROGRAM_SIZE) throw tooComplex(`about ${estimate}`);

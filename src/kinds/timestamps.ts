@@ -20,7 +20,8 @@ function utc(year: number, month: number, day: number, hour: number, minute: num
   return d.getTime();
 }
 
-const daysIn = (year: number, month: number) => (month === 2 ? (year % 4 === 0 && (year % 100 !== 0 || year % 400 === 0) ? 29 : 28) : [4, 6, 9, 11].includes(month) ? 30 : 31);
+const daysIn = (year: number, month: number) =>
+  month === 2 ? (year % 4 === 0 && (year % 100 !== 0 || year % 400 === 0) ? 29 : 28) : [4, 6, 9, 11].includes(month) ? 30 : 31;
 
 /** Why `value` is not an accepted timestamp, or null when it is. */
 export function timestampError(value: string): string | null {

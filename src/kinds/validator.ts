@@ -8,9 +8,30 @@ import { isTimestamp } from './timestamps.js';
 
 /** Our keywords that only annotate (they drive surfaces, not validation). */
 export const ANNOTATIONS = [
-  'x-kind', 'x-yaml-kind', 'x-collection', 'x-scope', 'x-identity', 'x-operations', 'x-spec-operations',
-  'x-write-permission', 'x-read-permission', 'x-read-only-kind', 'x-deleted-with-parent', 'x-health', 'x-test-action', 'x-provisioning', 'x-computed', 'x-immutable', 'x-secret',
-  'x-sensitive', 'x-once', 'x-ref', 'x-normalize', 'x-extension', 'x-initial', 'x-dag',
+  'x-kind',
+  'x-yaml-kind',
+  'x-collection',
+  'x-scope',
+  'x-identity',
+  'x-operations',
+  'x-spec-operations',
+  'x-write-permission',
+  'x-read-permission',
+  'x-read-only-kind',
+  'x-deleted-with-parent',
+  'x-health',
+  'x-test-action',
+  'x-provisioning',
+  'x-computed',
+  'x-immutable',
+  'x-secret',
+  'x-sensitive',
+  'x-once',
+  'x-ref',
+  'x-normalize',
+  'x-extension',
+  'x-initial',
+  'x-dag',
 ];
 
 // Ajv itself (about 0.1 s to load) is loaded on the first createAjv: the CLI validates YAML with
@@ -65,7 +86,10 @@ export function createAjv(options: { coerceTypes?: boolean; useDefaults?: boolea
     code(cxt: KeywordCxt) {
       const { gen, data, schema, it } = cxt;
       const check = gen.scopeValue('func', { ref: xFormatError, ...(standalone ? { code: new codegen.Name(standalone.xFormat) } : {}) });
-      const message = gen.const('xFormatMessage', _`${check}(${schema as string}, ${data}, ${names.rootData}, ${strConcat(names.instancePath, it.errorPath)})`);
+      const message = gen.const(
+        'xFormatMessage',
+        _`${check}(${schema as string}, ${data}, ${names.rootData}, ${strConcat(names.instancePath, it.errorPath)})`,
+      );
       cxt.setParams({ message });
       cxt.fail(_`${message} !== null`);
     },
@@ -88,7 +112,10 @@ export function toFieldErrors(errors: ErrorObject[] | null | undefined, prefix =
   const byField = new Map<string, { entry: FieldError; messages: Set<string> }>();
   for (const e of errors ?? []) {
     if (e.keyword === 'if' || e.keyword === 'allOf') continue;
-    const parts = e.instancePath.split('/').filter(Boolean).map((p) => p.replace(/~1/g, '/').replace(/~0/g, '~'));
+    const parts = e.instancePath
+      .split('/')
+      .filter(Boolean)
+      .map((p) => p.replace(/~1/g, '/').replace(/~0/g, '~'));
     let message = e.message ?? 'is invalid';
     if (e.keyword === 'required') {
       parts.push(String(e.params.missingProperty));

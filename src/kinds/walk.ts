@@ -4,11 +4,7 @@ import type { JsonSchema } from './schema-types.js';
 export type FieldPath = string[];
 
 /** Visits every property schema (nested objects and array items included) with its path. */
-export function walkProperties(
-  schema: JsonSchema,
-  visit: (path: FieldPath, prop: JsonSchema) => void,
-  prefix: FieldPath = [],
-): void {
+export function walkProperties(schema: JsonSchema, visit: (path: FieldPath, prop: JsonSchema) => void, prefix: FieldPath = []): void {
   for (const [name, prop] of Object.entries(schema.properties ?? {})) {
     const path = [...prefix, name];
     visit(path, prop);

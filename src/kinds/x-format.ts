@@ -15,6 +15,7 @@ export function xFormatError(format: string, value: string, rootData: unknown, i
   if (format === 'cron') return cronError(value);
   if (format === 'name') return nameError(value);
   // Checked with the engine that will run it (RE2 semantics, bounded size), not V8's RegExp.
-  if (format === 'regex') return typeof rootData === 'object' && rootData ? documentPatternError(value, rootData, instancePath) : safeRegexError(value);
+  if (format === 'regex')
+    return typeof rootData === 'object' && rootData ? documentPatternError(value, rootData, instancePath) : safeRegexError(value);
   return null;
 }

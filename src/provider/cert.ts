@@ -67,7 +67,11 @@ export interface PluginCertificate {
   certDerB64: string;
 }
 
-const pem = (label: string, der: Buffer) => `-----BEGIN ${label}-----\n${der.toString('base64').replace(/(.{64})/g, '$1\n').replace(/\n$/, '')}\n-----END ${label}-----\n`;
+const pem = (label: string, der: Buffer) =>
+  `-----BEGIN ${label}-----\n${der
+    .toString('base64')
+    .replace(/(.{64})/g, '$1\n')
+    .replace(/\n$/, '')}\n-----END ${label}-----\n`;
 
 /**
  * A fresh ECDSA P-256 key and a self-signed certificate for `localhost`: CA, key usage

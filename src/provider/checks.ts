@@ -38,7 +38,11 @@ export async function connectionTest(h: ResourceHandler, state: TfObject, signal
  * error with `degradedIsError` (a provisioned kind that should now be provisioned); progressing
  * is a warning only after an apply that waited for it.
  */
-export function healthDiagnostics(spec: ResourceSpec, state: TfObject | null, o: { degradedIsError?: boolean; afterWait?: boolean } = {}): Diagnostic[] {
+export function healthDiagnostics(
+  spec: ResourceSpec,
+  state: TfObject | null,
+  o: { degradedIsError?: boolean; afterWait?: boolean } = {},
+): Diagnostic[] {
   if (!state || !spec.descriptor.health) return [];
   const api = objectToApi(spec.attrs, state);
   const { health, reason } = healthOf(spec.descriptor, api);
@@ -46,10 +50,11 @@ export function healthDiagnostics(spec: ResourceSpec, state: TfObject | null, o:
     const summary = `${named(spec, api)} is degraded: ${reason}`;
     if (o.degradedIsError) return [error(summary, `The platform did not provision it. Fix the cause and run terraform apply again.`)];
     const next = spec.descriptor.provisioning
-      ? 'The next apply runs the platform\'s plan and apply again for it (an in-place update, or a replace when Terraform holds it tainted).'
+      ? "The next apply runs the platform's plan and apply again for it (an in-place update, or a replace when Terraform holds it tainted)."
       : 'Its configuration is as Terraform declares it, so nothing is planned for it; look at its recent runs and errors on the platform.';
     return [warning(summary, `The platform reports this ${spec.descriptor.title.toLowerCase()} as not working. ${next}`)];
   }
-  if (health === 'progressing' && o.afterWait) return [warning(`${named(spec, api)} is still in progress: ${reason}`, 'The platform has not finished with it yet.')];
+  if (health === 'progressing' && o.afterWait)
+    return [warning(`${named(spec, api)} is still in progress: ${reason}`, 'The platform has not finished with it yet.')];
   return [];
 }

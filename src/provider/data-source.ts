@@ -25,7 +25,12 @@ export class DataSourceHandler {
     const owners = source.view.owners.map((o) => `${o}_id`);
     const set = owners.filter((o) => config[o] !== null && config[o] !== undefined);
     if (set.length === 1) return [];
-    return [{ attribute: set[1] ?? owners[0], summary: `${this.spec.typeName}: give exactly one of ${owners.join(', ')}${set.length ? ` (got ${set.join(', ')})` : ''}` }];
+    return [
+      {
+        attribute: set[1] ?? owners[0],
+        summary: `${this.spec.typeName}: give exactly one of ${owners.join(', ')}${set.length ? ` (got ${set.join(', ')})` : ''}`,
+      },
+    ];
   }
 
   async read(config: TfObject): Promise<TfObject> {
@@ -49,7 +54,8 @@ export class DataSourceHandler {
     try {
       items = await this.cache.all(api, projectId);
     } catch (err) {
-      if (err instanceof ApiError && err.status === 404 && projectId) throw new ProviderError(`${this.spec.typeName}: project ${JSON.stringify(projectId)} not found`, err.message);
+      if (err instanceof ApiError && err.status === 404 && projectId)
+        throw new ProviderError(`${this.spec.typeName}: project ${JSON.stringify(projectId)} not found`, err.message);
       throw err;
     }
     const found = items.find((i) => norm(i[d.identity]) === norm(wanted));
@@ -76,18 +82,27 @@ export class DataSourceHandler {
         case 'dbt_lineage':
           return { ...(await client.lineage(projectId, ownerId)), id: ownerId };
         case 'latest_run': {
-          const ids: Record<string, RunOwner> = { connector: { connectorId: ownerId }, pipeline: { pipelineId: ownerId }, dbt_project: { dbtProjectId: ownerId } };
+          const ids: Record<string, RunOwner> = {
+            connector: { connectorId: ownerId },
+            pipeline: { pipelineId: ownerId },
+            dbt_project: { dbtProjectId: ownerId },
+          };
           // The history is oldest first: the latest run is the last item of the last page.
           const runs = await client.runs(projectId, ids[owner]).listAll();
           const latest = runs.at(-1);
-          if (!latest) throw new ProviderError(`${this.spec.typeName}: the ${what} has not run yet`, 'Trigger a run first, or read this data source only once one exists.');
+          if (!latest)
+            throw new ProviderError(
+              `${this.spec.typeName}: the ${what} has not run yet`,
+              'Trigger a run first, or read this data source only once one exists.',
+            );
           return latest;
         }
         default:
           throw new ProviderError(`${this.spec.typeName}: no reader for view ${view.name}`);
       }
     } catch (err) {
-      if (err instanceof ApiError && err.status === 404) throw new ProviderError(`${this.spec.typeName}: ${err.serverMessage || 'not found'} (${what})`, err.message);
+      if (err instanceof ApiError && err.status === 404)
+        throw new ProviderError(`${this.spec.typeName}: ${err.serverMessage || 'not found'} (${what})`, err.message);
       throw err;
     }
   }

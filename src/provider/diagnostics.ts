@@ -42,7 +42,9 @@ export function attributePath(attrs: AttrSpec[], field: string, resolvable = fal
       steps.push({ element_key_int: Number(part) });
       if (current.shape === 'list') current = undefined;
     } else {
-      const next: AttrSpec | undefined = (current?.shape === 'object' || current?.shape === 'objects' ? current.attrs : level)?.find((a) => apiField(a) === part);
+      const next: AttrSpec | undefined = (current?.shape === 'object' || current?.shape === 'objects' ? current.attrs : level)?.find(
+        (a) => apiField(a) === part,
+      );
       if (!next || (resolvable && steps.length)) break;
       steps.push({ attribute_name: next.name });
       current = next;
@@ -105,7 +107,7 @@ export function hint(err: unknown): string | undefined {
       return `The service failed${attempts}. Run terraform apply again once it is healthy: this request (${err.method}) is safe to repeat, and Terraform reads resources back from the service before changing anything.`;
     }
     if (err.status === 401) {
-      return 'The service did not accept the credentials: check the provider block\'s api_key (DATAPLATFORM_API_KEY), or email and password (DATAPLATFORM_EMAIL, DATAPLATFORM_PASSWORD); an API key may have been revoked.';
+      return "The service did not accept the credentials: check the provider block's api_key (DATAPLATFORM_API_KEY), or email and password (DATAPLATFORM_EMAIL, DATAPLATFORM_PASSWORD); an API key may have been revoked.";
     }
     if (err.status === 403) {
       return 'The credentials lack permission for this: an API key reaches only its own project, and changing resources needs read-write (users, API keys and project settings need admin); a read-only user can only read.';
@@ -118,7 +120,7 @@ export function hint(err: unknown): string | undefined {
   if (err instanceof NetworkError) {
     // The client's message already says what to do about an untrusted certificate.
     if (err.message.includes(UNTRUSTED_CERTIFICATE_HINT)) return undefined;
-    return 'Check the provider\'s endpoint (DATAPLATFORM_URL) and that the service is up; for a certificate error, set ca_file (DATAPLATFORM_CA_FILE) to the service\'s CA.';
+    return "Check the provider's endpoint (DATAPLATFORM_URL) and that the service is up; for a certificate error, set ca_file (DATAPLATFORM_CA_FILE) to the service's CA.";
   }
   return undefined;
 }

@@ -64,7 +64,12 @@ interface ZipOfVersion {
 
 async function ownZips(platforms: readonly string[]): Promise<ZipOfVersion[]> {
   const release = await buildRelease({ platforms });
-  return [...release.archives].map(([platform, a]) => ({ version: release.version, platform, name: a.zip, data: release.files.get(a.zip)! }));
+  return [...release.archives].map(([platform, a]) => ({
+    version: release.version,
+    platform,
+    name: a.zip,
+    data: release.files.get(a.zip)!,
+  }));
 }
 
 /** Every version's zip of those platforms in a release directory. */
@@ -73,8 +78,11 @@ function zipsInRelease(from: string, platforms: readonly string[]): ZipOfVersion
   const pattern = /^terraform-provider-[a-z]+_([^_]+)_([a-z0-9]+_[a-z0-9]+)\.zip$/;
   const found = readdirSync(from).flatMap((name) => {
     const m = pattern.exec(name);
-    return m && name.startsWith(`terraform-provider-${PROVIDER_TYPE}_`) && platforms.includes(m[2]) ? [{ version: m[1], platform: m[2], name, data: readFileSync(join(from, name)) }] : [];
+    return m && name.startsWith(`terraform-provider-${PROVIDER_TYPE}_`) && platforms.includes(m[2])
+      ? [{ version: m[1], platform: m[2], name, data: readFileSync(join(from, name)) }]
+      : [];
   });
-  if (found.length === 0) throw new Error(`${from} has no terraform-provider-${PROVIDER_TYPE}_<version>_<platform>.zip for ${platforms.join(', ')}`);
+  if (found.length === 0)
+    throw new Error(`${from} has no terraform-provider-${PROVIDER_TYPE}_<version>_<platform>.zip for ${platforms.join(', ')}`);
   return found;
 }

@@ -16,7 +16,13 @@ export interface Outcome {
  * problems with a resource that exists, so they are diagnostics beside the new state, never a
  * lost state: after a failed create Terraform then records the resource as tainted.
  */
-export async function applyChange(h: ResourceHandler, prior: TfObject | null, planned: TfObject | null, config: TfObject | null, signal?: AbortSignal): Promise<Outcome> {
+export async function applyChange(
+  h: ResourceHandler,
+  prior: TfObject | null,
+  planned: TfObject | null,
+  config: TfObject | null,
+  signal?: AbortSignal,
+): Promise<Outcome> {
   const d = h.spec.descriptor;
   if (planned === null) {
     await h.apply(prior, null);
@@ -37,7 +43,8 @@ export async function applyChange(h: ResourceHandler, prior: TfObject | null, pl
   }
   // A provisioned kind that is still degraded after the wait did not get provisioned (someone
   // else's apply failed it): an error unless this apply's own failure already said so.
-  if (!diagnostics.some(isError)) diagnostics.push(...healthDiagnostics(h.spec, state, { degradedIsError: !!d.provisioning, afterWait: !!d.provisioning }));
+  if (!diagnostics.some(isError))
+    diagnostics.push(...healthDiagnostics(h.spec, state, { degradedIsError: !!d.provisioning, afterWait: !!d.provisioning }));
   return { state, diagnostics };
 }
 
@@ -45,7 +52,12 @@ export async function applyChange(h: ResourceHandler, prior: TfObject | null, pl
 async function readBack(h: ResourceHandler, planned: TfObject, state: TfObject): Promise<TfObject> {
   const fresh = await h.fetch(state);
   const problems = inconsistencies(planned, fresh);
-  if (problems.length) throw new ProviderError(`${h.spec.typeName}: the resource read back after provisioning does not match the plan`, problems.join('\n'), state);
+  if (problems.length)
+    throw new ProviderError(
+      `${h.spec.typeName}: the resource read back after provisioning does not match the plan`,
+      problems.join('\n'),
+      state,
+    );
   return fresh;
 }
 

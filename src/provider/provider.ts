@@ -15,7 +15,6 @@ import { decodeDynamic, encodeDynamic, isTfObject, type DynamicValue, type TfObj
 
 const log = (msg: string) => process.stderr.write(`[dataplatform-provider] ${msg}\n`);
 
-
 const present = (v: TfValue | undefined) => (typeof v === 'string' && v.trim() !== '' ? v : undefined);
 const truthy = (v: string | undefined) => v !== undefined && /^(1|true|yes|on)$/i.test(v.trim());
 
@@ -60,9 +59,19 @@ export function providerConfigConflicts(config: TfObject | null): { attribute: s
   const out: { attribute: string; summary: string; detail: string }[] = [];
   if (present(c.api_key)) {
     for (const name of ['email', 'password'] as const)
-      if (present(c[name])) out.push({ attribute: name, summary: `give either api_key or email and password, not both`, detail: `The provider block sets api_key and ${name}. Remove api_key to sign in with email and password, or remove ${name} to use the API key.` });
+      if (present(c[name]))
+        out.push({
+          attribute: name,
+          summary: `give either api_key or email and password, not both`,
+          detail: `The provider block sets api_key and ${name}. Remove api_key to sign in with email and password, or remove ${name} to use the API key.`,
+        });
   }
-  if (c.insecure === true && present(c.ca_file)) out.push({ attribute: 'insecure', summary: 'give either ca_file or insecure = true, not both', detail: 'ca_file makes the provider trust that CA; insecure = true turns certificate checks off. Keep ca_file.' });
+  if (c.insecure === true && present(c.ca_file))
+    out.push({
+      attribute: 'insecure',
+      summary: 'give either ca_file or insecure = true, not both',
+      detail: 'ca_file makes the provider trust that CA; insecure = true turns certificate checks off. Keep ca_file.',
+    });
   return out;
 }
 
@@ -142,7 +151,10 @@ export function providerImplementation(onStop: () => void) {
     GetMetadata: unary('GetMetadata', () => canned.GetMetadata),
     GetProviderSchema: unary('GetProviderSchema', () => canned.GetProviderSchema),
     ValidateProviderConfig: unary('ValidateProviderConfig', (req) => ({
-      diagnostics: providerConfigConflicts(obj(req.config)).map((c) => ({ ...error(c.summary, c.detail), attribute: { steps: [{ attribute_name: c.attribute }] } })),
+      diagnostics: providerConfigConflicts(obj(req.config)).map((c) => ({
+        ...error(c.summary, c.detail),
+        attribute: { steps: [{ attribute_name: c.attribute }] },
+      })),
     })),
     ValidateResourceConfig: unary('ValidateResourceConfig', (req) => {
       const h = handler(req.type_name);
@@ -167,7 +179,11 @@ export function providerImplementation(onStop: () => void) {
         }
       }
       // Settings live in blocks (`timeouts`), which Terraform can place down to the attribute.
-      for (const e of settingErrors(config)) diagnostics.push({ ...error(`${req.type_name}: ${e.path.join('.')} ${e.message}`), attribute: { steps: e.path.map((attribute_name) => ({ attribute_name })) } });
+      for (const e of settingErrors(config))
+        diagnostics.push({
+          ...error(`${req.type_name}: ${e.path.join('.')} ${e.message}`),
+          attribute: { steps: e.path.map((attribute_name) => ({ attribute_name })) },
+        });
       for (const e of validateConfig(h.spec, config)) {
         const attribute = attributePath(h.spec.attrs, e.field, true);
         diagnostics.push({ ...error(`${req.type_name}: ${e.field} ${e.message}`), ...(attribute ? { attribute } : {}) });
@@ -176,7 +192,11 @@ export function providerImplementation(onStop: () => void) {
     }),
     ValidateDataResourceConfig: unary('ValidateDataResourceConfig', (req) => {
       const h = dataHandler(req.type_name);
-      return { diagnostics: h.validate(obj(req.config)).map((p) => ({ ...error(p.summary), attribute: { steps: [{ attribute_name: p.attribute }] } })) };
+      return {
+        diagnostics: h
+          .validate(obj(req.config))
+          .map((p) => ({ ...error(p.summary), attribute: { steps: [{ attribute_name: p.attribute }] } })),
+      };
     }),
     ConfigureProvider: unary('ConfigureProvider', (req) => {
       try {

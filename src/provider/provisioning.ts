@@ -23,7 +23,13 @@ const log = (msg: string) => process.stderr.write(`[dataplatform-provider] ${msg
 export async function waitForProvisioning(h: ResourceHandler, state: TfObject, op: TimeoutOp, signal?: AbortSignal): Promise<Diagnostic[]> {
   const d = h.spec.descriptor;
   const projectId = typeof state.project_id === 'string' ? state.project_id : null;
-  if (!projectId) return [error(`${h.spec.typeName}: cannot provision without a project_id`, `kind ${d.kind} has x-provisioning, which plans and applies a project.`)];
+  if (!projectId)
+    return [
+      error(
+        `${h.spec.typeName}: cannot provision without a project_id`,
+        `kind ${d.kind} has x-provisioning, which plans and applies a project.`,
+      ),
+    ];
   const timeout = timeoutOf(state, op);
   try {
     const { run } = await provisionProject(h.client(), d, projectId, {
@@ -34,7 +40,13 @@ export async function waitForProvisioning(h: ResourceHandler, state: TfObject, o
     return run ? failuresOf(h, state, op, run) : [];
   } catch (err) {
     if (err instanceof ProvisioningTimeout) return [timedOut(h, state, op, err.message)];
-    if (signal?.aborted) return [error(`${h.spec.typeName}: stopped while waiting for provisioning`, `Terraform stopped the provider. The platform goes on with its apply; run terraform apply again to wait for it.`)];
+    if (signal?.aborted)
+      return [
+        error(
+          `${h.spec.typeName}: stopped while waiting for provisioning`,
+          `Terraform stopped the provider. The platform goes on with its apply; run terraform apply again to wait for it.`,
+        ),
+      ];
     return [diagnose(err)];
   }
 }
@@ -51,11 +63,17 @@ const AFTER_FAILURE: Record<TimeoutOp, string> = {
 function failuresOf(h: ResourceHandler, state: TfObject, op: TimeoutOp, run: ProvisioningRun): Diagnostic[] {
   return failedChanges(run)
     .filter((c) => c.resource_id === state.id)
-    .map((c) => error(`${h.spec.typeName}: provisioning failed: ${c.error}`, `The platform's infrastructure apply (run ${run.id}) could not ${c.action} "${c.name}" (${c.resource_id}). ${AFTER_FAILURE[op]}`));
+    .map((c) =>
+      error(
+        `${h.spec.typeName}: provisioning failed: ${c.error}`,
+        `The platform's infrastructure apply (run ${run.id}) could not ${c.action} "${c.name}" (${c.resource_id}). ${AFTER_FAILURE[op]}`,
+      ),
+    );
 }
 
 const AFTER_TIMEOUT: Record<TimeoutOp, string> = {
-  create: 'Terraform keeps the resource in the state, marked tainted, so the next apply replaces it; once the platform has provisioned it, terraform untaint keeps it instead.',
+  create:
+    'Terraform keeps the resource in the state, marked tainted, so the next apply replaces it; once the platform has provisioned it, terraform untaint keeps it instead.',
   update: 'The state holds the new configuration; run terraform apply again to wait for the platform again.',
   delete: 'The resource is already deleted from the API; the next terraform plan drops it from the state.',
 };

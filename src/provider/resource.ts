@@ -21,7 +21,8 @@ export class ProviderError extends Error {
 function woVersions(a: AttrSpec, v: TfValue, out: TfValue[] = []): TfValue[] {
   if (a.synthetic === 'wo_version') out.push(v);
   else if (a.shape === 'object' && isTfObject(v)) for (const c of a.attrs!) woVersions(c, v[c.name] ?? null, out);
-  else if (a.shape === 'objects' && Array.isArray(v)) for (const item of v) if (isTfObject(item)) for (const c of a.attrs!) woVersions(c, item[c.name] ?? null, out);
+  else if (a.shape === 'objects' && Array.isArray(v))
+    for (const item of v) if (isTfObject(item)) for (const c of a.attrs!) woVersions(c, item[c.name] ?? null, out);
   return out;
 }
 
@@ -49,7 +50,8 @@ export function writeOnlyConflicts(attrs: AttrSpec[], config: TfObject | null, p
     const c = config[a.name] ?? null;
     if (a.synthetic === 'wo' && c !== null && (config[a.secretOf!] ?? null) !== null) out.push([...path, a.secretOf!].join('.'));
     else if (a.shape === 'object' && isTfObject(c)) writeOnlyConflicts(a.attrs!, c, [...path, a.name], out);
-    else if (a.shape === 'objects' && Array.isArray(c)) c.forEach((item, i) => isTfObject(item) && writeOnlyConflicts(a.attrs!, item, [...path, a.name, String(i)], out));
+    else if (a.shape === 'objects' && Array.isArray(c))
+      c.forEach((item, i) => isTfObject(item) && writeOnlyConflicts(a.attrs!, item, [...path, a.name, String(i)], out));
   }
   return out;
 }
@@ -58,13 +60,19 @@ export function writeOnlyConflicts(attrs: AttrSpec[], config: TfObject | null, p
  * Where a config sets a write-only attribute (`<secret>_wo`, unknown values included): each as
  * the attribute names and list positions down to it, e.g. `['credentials', 'password_wo']`.
  */
-export function writeOnlySet(attrs: AttrSpec[], config: TfObject | null, path: (string | number)[] = [], out: (string | number)[][] = []): (string | number)[][] {
+export function writeOnlySet(
+  attrs: AttrSpec[],
+  config: TfObject | null,
+  path: (string | number)[] = [],
+  out: (string | number)[][] = [],
+): (string | number)[][] {
   if (!config) return out;
   for (const a of attrs) {
     const c = config[a.name] ?? null;
     if (a.writeOnly && c !== null) out.push([...path, a.name]);
     else if (a.shape === 'object' && isTfObject(c)) writeOnlySet(a.attrs!, c, [...path, a.name], out);
-    else if (a.shape === 'objects' && Array.isArray(c)) c.forEach((item, i) => isTfObject(item) && writeOnlySet(a.attrs!, item, [...path, a.name, i], out));
+    else if (a.shape === 'objects' && Array.isArray(c))
+      c.forEach((item, i) => isTfObject(item) && writeOnlySet(a.attrs!, item, [...path, a.name, i], out));
   }
   return out;
 }
@@ -111,7 +119,8 @@ export class ResourceHandler {
     if (a.shape === 'object' && isTfObject(c)) {
       const prior = isTfObject(p) ? p : null;
       const out: TfObject = {};
-      for (const child of a.attrs!) out[child.name] = this.planAttr(child, c[child.name] ?? null, prior ? (prior[child.name] ?? null) : null, create || !prior);
+      for (const child of a.attrs!)
+        out[child.name] = this.planAttr(child, c[child.name] ?? null, prior ? (prior[child.name] ?? null) : null, create || !prior);
       return out;
     }
     if (a.shape === 'objects' && Array.isArray(c)) {
@@ -120,7 +129,8 @@ export class ResourceHandler {
         if (!isTfObject(item)) return item;
         const pi = isTfObject(prior[i]) ? (prior[i] as TfObject) : null;
         const out: TfObject = {};
-        for (const child of a.attrs!) out[child.name] = this.planAttr(child, item[child.name] ?? null, pi ? (pi[child.name] ?? null) : null, create || !pi);
+        for (const child of a.attrs!)
+          out[child.name] = this.planAttr(child, item[child.name] ?? null, pi ? (pi[child.name] ?? null) : null, create || !pi);
         return out;
       });
     }
@@ -131,7 +141,8 @@ export class ResourceHandler {
     if (proposed === null) return { planned: null, replace: [] };
     const create = prior === null;
     const planned: TfObject = {};
-    for (const a of this.spec.attrs) planned[a.name] = this.planAttr(a, config?.[a.name] ?? null, create ? null : (prior[a.name] ?? null), create);
+    for (const a of this.spec.attrs)
+      planned[a.name] = this.planAttr(a, config?.[a.name] ?? null, create ? null : (prior[a.name] ?? null), create);
     const replace: string[][] = [];
     if (!create) {
       let changed = false;
@@ -149,7 +160,8 @@ export class ResourceHandler {
         if (a.replace) replace.push([a.name]);
       }
       if ((changed || this.provisioningFailed(prior)) && replace.length === 0) {
-        for (const a of this.spec.attrs) if (computedOnly(a) && !STABLE.has(apiField(a)) && !this.d.onceFields.includes(apiField(a))) planned[a.name] = UNKNOWN;
+        for (const a of this.spec.attrs)
+          if (computedOnly(a) && !STABLE.has(apiField(a)) && !this.d.onceFields.includes(apiField(a))) planned[a.name] = UNKNOWN;
       }
     }
     return { planned, replace };
@@ -262,7 +274,13 @@ export class ResourceHandler {
     return state;
   }
 
-  private async write(api: DynamicResourceClient, writable: AttrSpec[], prior: TfObject | null, planned: TfObject, config: TfObject | null): Promise<Record<string, unknown>> {
+  private async write(
+    api: DynamicResourceClient,
+    writable: AttrSpec[],
+    prior: TfObject | null,
+    planned: TfObject,
+    config: TfObject | null,
+  ): Promise<Record<string, unknown>> {
     if (prior === null) {
       const body = objectToApi(writable, planned);
       if (config) injectWriteOnly(writable, config, body);
@@ -348,7 +366,10 @@ export class ResourceHandler {
     if (this.projectScoped) {
       const slash = id.indexOf('/');
       if (slash <= 0 || slash === id.length - 1) {
-        throw new ProviderError(`${this.spec.typeName}: import id must be <project_id>/<id> or <project_id>/<${this.d.identity}>`, `got ${JSON.stringify(id)}`);
+        throw new ProviderError(
+          `${this.spec.typeName}: import id must be <project_id>/<id> or <project_id>/<${this.d.identity}>`,
+          `got ${JSON.stringify(id)}`,
+        );
       }
       projectId = id.slice(0, slash);
       ref = id.slice(slash + 1);
@@ -361,7 +382,11 @@ export class ResourceHandler {
       if (!(err instanceof ApiError && (err.status === 404 || err.status === 400))) throw err;
     }
     remote ??= await api.findByName(ref);
-    if (!remote) throw new ProviderError(`${this.spec.typeName}: nothing found for ${JSON.stringify(id)}`, `looked up by id and by ${this.d.identity}`);
+    if (!remote)
+      throw new ProviderError(
+        `${this.spec.typeName}: nothing found for ${JSON.stringify(id)}`,
+        `looked up by id and by ${this.d.identity}`,
+      );
     const state = objectToTf(this.spec.attrs, remote);
     if (projectId) state.project_id = projectId;
     for (const a of this.spec.attrs) if (a.synthetic === 'setting') state[a.name] = settingDefault(a);

@@ -67,7 +67,16 @@ const META_ARGUMENTS: Record<string, string> = {
 
 /** Top-level attributes named like a meta-argument get their Terraform name (nested ones are fine). */
 function renameMetaArguments(attrs: AttrSpec[]): AttrSpec[] {
-  return attrs.map((a) => (META_ARGUMENTS[a.name] ? { ...a, name: META_ARGUMENTS[a.name], apiName: a.name, description: `${a.description}${a.description ? ' ' : ''}(API field \`${a.name}\`, renamed: \`${a.name}\` is a Terraform meta-argument.)` } : a));
+  return attrs.map((a) =>
+    META_ARGUMENTS[a.name]
+      ? {
+          ...a,
+          name: META_ARGUMENTS[a.name],
+          apiName: a.name,
+          description: `${a.description}${a.description ? ' ' : ''}(API field \`${a.name}\`, renamed: \`${a.name}\` is a Terraform meta-argument.)`,
+        }
+      : a,
+  );
 }
 
 export interface ResourceSpec {
@@ -131,9 +140,32 @@ export function withWriteOnlyTwins(attrs: AttrSpec[]): AttrSpec[] {
   for (const a of attrs) {
     out.push(a);
     if (a.shape !== 'primitive' || !a.json['x-secret'] || a.computed || a.required) continue;
-    const base = { shape: 'primitive' as const, required: false, optional: true, computed: false, replace: false, json: {}, secretOf: a.name };
-    out.push({ ...base, name: `${a.name}_wo`, elem: a.elem, sensitive: true, writeOnly: true, synthetic: 'wo', description: `Write-only variant of ${a.name}: never kept in the plan or the state. Set ${a.name}_wo_version with it.` });
-    out.push({ ...base, name: `${a.name}_wo_version`, elem: 'number', sensitive: false, synthetic: 'wo_version', description: `Change it to send ${a.name}_wo again.` });
+    const base = {
+      shape: 'primitive' as const,
+      required: false,
+      optional: true,
+      computed: false,
+      replace: false,
+      json: {},
+      secretOf: a.name,
+    };
+    out.push({
+      ...base,
+      name: `${a.name}_wo`,
+      elem: a.elem,
+      sensitive: true,
+      writeOnly: true,
+      synthetic: 'wo',
+      description: `Write-only variant of ${a.name}: never kept in the plan or the state. Set ${a.name}_wo_version with it.`,
+    });
+    out.push({
+      ...base,
+      name: `${a.name}_wo_version`,
+      elem: 'number',
+      sensitive: false,
+      synthetic: 'wo_version',
+      description: `Change it to send ${a.name}_wo again.`,
+    });
   }
   return out;
 }
@@ -167,7 +199,11 @@ export function resourceSpec(d: KindDescriptor): ResourceSpec {
     if (!d.operations.includes('update') && !attr.computed) attr.replace = true;
     attrs.push(attr);
   }
-  return { typeName: `${PROVIDER_TYPE}_${d.kind}`, descriptor: d, attrs: [...renameMetaArguments(withWriteOnlyTwins(attrs)), ...settingAttrs(d)] };
+  return {
+    typeName: `${PROVIDER_TYPE}_${d.kind}`,
+    descriptor: d,
+    attrs: [...renameMetaArguments(withWriteOnlyTwins(attrs)), ...settingAttrs(d)],
+  };
 }
 
 let specs: Map<string, ResourceSpec> | undefined;
@@ -206,9 +242,25 @@ export interface ViewSpec {
  * how they are reached is listed here; their attributes are derived from the kinds' schemas.
  */
 export const VIEWS: ViewSpec[] = [
-  { name: 'connector_schema', kind: 'discovered_schema', owners: ['connector'], description: 'Tables and columns discovered in a connector\'s source (GET .../connectors/{id}/schema; reading it discovers again).' },
-  { name: 'dbt_lineage', kind: 'lineage_graph', owners: ['dbt_project'], description: 'The lineage graph of a dbt project: source tables and models as nodes, reads as edges.' },
-  { name: 'latest_run', kind: 'run', owners: ['connector', 'pipeline', 'dbt_project'], oneOf: true, description: 'The most recent run of a connector, pipeline or dbt project (give exactly one of their ids).' },
+  {
+    name: 'connector_schema',
+    kind: 'discovered_schema',
+    owners: ['connector'],
+    description: "Tables and columns discovered in a connector's source (GET .../connectors/{id}/schema; reading it discovers again).",
+  },
+  {
+    name: 'dbt_lineage',
+    kind: 'lineage_graph',
+    owners: ['dbt_project'],
+    description: 'The lineage graph of a dbt project: source tables and models as nodes, reads as edges.',
+  },
+  {
+    name: 'latest_run',
+    kind: 'run',
+    owners: ['connector', 'pipeline', 'dbt_project'],
+    oneOf: true,
+    description: 'The most recent run of a connector, pipeline or dbt project (give exactly one of their ids).',
+  },
 ];
 
 export interface DataSourceSpec extends ResourceSpec {
@@ -226,7 +278,18 @@ function asComputed(a: AttrSpec): AttrSpec {
 }
 
 function inputAttr(name: string, description: string, required: boolean): AttrSpec {
-  return { name, shape: 'primitive', elem: 'string', required, optional: !required, computed: false, sensitive: false, replace: false, description, json: { type: 'string' } };
+  return {
+    name,
+    shape: 'primitive',
+    elem: 'string',
+    required,
+    optional: !required,
+    computed: false,
+    sensitive: false,
+    replace: false,
+    description,
+    json: { type: 'string' },
+  };
 }
 
 /** `data "dataplatform_<kind>"`: a resource looked up by project and identity, secrets left out. */
@@ -235,7 +298,11 @@ export function lookupSpec(d: KindDescriptor): DataSourceSpec {
   const inputs = d.scope === 'project' ? ['project_id', d.identity] : [d.identity];
   const attrs = resource.attrs
     .filter((a) => !a.synthetic && !a.json['x-secret'])
-    .map((a) => (inputs.includes(a.name) ? { ...a, required: true, optional: false, computed: false, replace: false, default: undefined, attrs: undefined } : asComputed(a)));
+    .map((a) =>
+      inputs.includes(a.name)
+        ? { ...a, required: true, optional: false, computed: false, replace: false, default: undefined, attrs: undefined }
+        : asComputed(a),
+    );
   return { typeName: resource.typeName, descriptor: d, attrs, source: { type: 'lookup' }, inputs };
 }
 
@@ -245,7 +312,13 @@ export function viewSpec(view: ViewSpec): DataSourceSpec {
   const attrs: AttrSpec[] = [inputAttr('project_id', 'Id of the project.', true)];
   for (const owner of view.owners) {
     const title = kind(owner).title.toLowerCase();
-    attrs.push(inputAttr(`${owner}_id`, view.oneOf ? `Id of the ${title} (give exactly one of ${view.owners.map((o) => `${o}_id`).join(', ')}).` : `Id of the ${title}.`, !view.oneOf));
+    attrs.push(
+      inputAttr(
+        `${owner}_id`,
+        view.oneOf ? `Id of the ${title} (give exactly one of ${view.owners.map((o) => `${o}_id`).join(', ')}).` : `Id of the ${title}.`,
+        !view.oneOf,
+      ),
+    );
   }
   for (const [name, prop] of Object.entries(d.schema.properties ?? {})) {
     if (inputs.includes(name)) continue;
@@ -253,8 +326,19 @@ export function viewSpec(view: ViewSpec): DataSourceSpec {
   }
   attrs.splice(0, attrs.length, ...renameMetaArguments(attrs));
   // Terraform's data sources are expected to carry an `id`; a view without one gets the owner's.
-  if (!attrs.some((a) => a.name === 'id')) attrs.push(asComputed(attrOf('id', { type: 'string', description: `Id of the ${kind(view.owners[0]).title.toLowerCase()} the view belongs to.` }, false)));
-  return { typeName: `${PROVIDER_TYPE}_${view.name}`, descriptor: { ...d, description: view.description }, attrs, source: { type: 'view', view }, inputs };
+  if (!attrs.some((a) => a.name === 'id'))
+    attrs.push(
+      asComputed(
+        attrOf('id', { type: 'string', description: `Id of the ${kind(view.owners[0]).title.toLowerCase()} the view belongs to.` }, false),
+      ),
+    );
+  return {
+    typeName: `${PROVIDER_TYPE}_${view.name}`,
+    descriptor: { ...d, description: view.description },
+    attrs,
+    source: { type: 'view', view },
+    inputs,
+  };
 }
 
 let dataSpecs: Map<string, DataSourceSpec> | undefined;
@@ -316,7 +400,11 @@ function attributeMessage(a: AttrSpec): Record<string, unknown> {
 
 /** A nested block (nesting SINGLE: absent is null), as terraform-plugin-framework-timeouts serves `timeouts`. */
 function blockMessage(a: AttrSpec): Record<string, unknown> {
-  return { type_name: a.name, nesting: 1, block: { version: 0, description: a.description, attributes: a.attrs!.map(attributeMessage), block_types: [] } };
+  return {
+    type_name: a.name,
+    nesting: 1,
+    block: { version: 0, description: a.description, attributes: a.attrs!.map(attributeMessage), block_types: [] },
+  };
 }
 
 export function schemaMessage(spec: ResourceSpec): Record<string, unknown> {
@@ -352,7 +440,12 @@ export function providerSchemaMessage(): Record<string, unknown> {
         str('email', 'User login (env DATAPLATFORM_EMAIL), with password.'),
         str('password', 'User password (env DATAPLATFORM_PASSWORD).', true),
         str('ca_file', 'PEM file of a CA to trust (env DATAPLATFORM_CA_FILE).'),
-        { name: 'insecure', type: Buffer.from('"bool"'), description: 'Skip TLS verification (env DATAPLATFORM_INSECURE).', optional: true },
+        {
+          name: 'insecure',
+          type: Buffer.from('"bool"'),
+          description: 'Skip TLS verification (env DATAPLATFORM_INSECURE).',
+          optional: true,
+        },
       ],
       block_types: [],
     },

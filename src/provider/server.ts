@@ -16,7 +16,9 @@ type Handlers = Record<string, (call: Call, callback: Callback) => void>;
  */
 export async function serveProvider(env: NodeJS.ProcessEnv = process.env): Promise<void> {
   if (!env.TF_PLUGIN_MAGIC_COOKIE) {
-    process.stderr.write('This binary is a plugin for Terraform: it is not meant to be run directly. Install it with `dpctl provider install`.\n');
+    process.stderr.write(
+      'This binary is a plugin for Terraform: it is not meant to be run directly. Install it with `dpctl provider install`.\n',
+    );
     process.exit(1);
   }
   const clientCert = env.PLUGIN_CLIENT_CERT;
@@ -37,10 +39,20 @@ export async function serveProvider(env: NodeJS.ProcessEnv = process.env): Promi
   // schema answer below, which does not need it, is never delayed by its compilation.
   let implementation: Promise<Handlers> | undefined;
   const load = () => (implementation ??= import('./provider.js').then((m) => m.providerImplementation(() => undefined) as Handlers));
-  const preload = () => setImmediate(() => void load().catch((err: Error) => process.stderr.write(`[dataplatform-provider] cannot load: ${err.stack ?? err.message}\n`)));
+  const preload = () =>
+    setImmediate(
+      () => void load().catch((err: Error) => process.stderr.write(`[dataplatform-provider] cannot load: ${err.stack ?? err.message}\n`)),
+    );
   const service = defs.tfplugin6.Provider.service as grpc.ServiceDefinition;
   const lazy: Handlers = Object.fromEntries(
-    Object.keys(service).map((name) => [name, (call: Call, callback: Callback) => void load().then((h) => h[name](call, callback), (err: Error) => callback({ code: grpc.status.INTERNAL, details: err.message }))]),
+    Object.keys(service).map((name) => [
+      name,
+      (call: Call, callback: Callback) =>
+        void load().then(
+          (h) => h[name](call, callback),
+          (err: Error) => callback({ code: grpc.status.INTERNAL, details: err.message }),
+        ),
+    ]),
   );
   // The schema answers, already encoded by the build (see static-responses.ts).
   const canned = readStaticResponses();
@@ -62,7 +74,11 @@ export async function serveProvider(env: NodeJS.ProcessEnv = process.env): Promi
     },
   });
   server.addService(defs.grpc.health.v1.Health.service, { Check: (_call: Call, callback: Callback) => callback(null, { status: 1 }) });
-  const creds = grpc.ServerCredentials.createSsl(Buffer.from(clientCert), [{ private_key: Buffer.from(keyPem), cert_chain: Buffer.from(certPem) }], true);
+  const creds = grpc.ServerCredentials.createSsl(
+    Buffer.from(clientCert),
+    [{ private_key: Buffer.from(keyPem), cert_chain: Buffer.from(certPem) }],
+    true,
+  );
   await new Promise<void>((resolve, reject) => server.bindAsync(`unix://${socket}`, creds, (err) => (err ? reject(err) : resolve())));
   process.on('SIGTERM', exit);
   process.on('SIGINT', () => undefined); // Terraform forwards Ctrl-C; it stops us through StopProvider/Shutdown.
@@ -80,7 +96,10 @@ function recordStats(handlers: Handlers, file: string): Handlers {
   const rpcs: Record<string, { calls: number; ms: number }> = {};
   process.on('exit', () => {
     const cpu = process.cpuUsage();
-    appendFileSync(file, `${JSON.stringify({ pid: process.pid, lifeMs: Math.round(process.uptime() * 1000), cpuMs: Math.round((cpu.user + cpu.system) / 1000), rpcs })}\n`);
+    appendFileSync(
+      file,
+      `${JSON.stringify({ pid: process.pid, lifeMs: Math.round(process.uptime() * 1000), cpuMs: Math.round((cpu.user + cpu.system) / 1000), rpcs })}\n`,
+    );
   });
   return Object.fromEntries(
     Object.entries(handlers).map(([name, fn]) => [
@@ -101,6 +120,9 @@ function recordStats(handlers: Handlers, file: string): Handlers {
 /** The service, with answers given as Buffers sent as they are (already encoded). */
 function passEncodedAnswers(service: grpc.ServiceDefinition): grpc.ServiceDefinition {
   return Object.fromEntries(
-    Object.entries(service).map(([name, method]) => [name, { ...method, responseSerialize: (value: unknown) => (Buffer.isBuffer(value) ? value : method.responseSerialize(value)) }]),
+    Object.entries(service).map(([name, method]) => [
+      name,
+      { ...method, responseSerialize: (value: unknown) => (Buffer.isBuffer(value) ? value : method.responseSerialize(value)) },
+    ]),
   ) as grpc.ServiceDefinition;
 }

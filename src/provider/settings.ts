@@ -36,7 +36,11 @@ const setting = (name: string, description: string, elem: 'string' | 'bool', ext
 function timeoutsBlock(d: KindDescriptor): AttrSpec {
   const noun = d.title.toLowerCase();
   const wait = (op: TimeoutOp, what: string) =>
-    setting(op, `How long the ${op} of the ${noun} may wait for ${what}, as a Go duration ("30s", "10m", "2h"). Default ${TIMEOUT_DEFAULTS[op]}.`, 'string');
+    setting(
+      op,
+      `How long the ${op} of the ${noun} may wait for ${what}, as a Go duration ("30s", "10m", "2h"). Default ${TIMEOUT_DEFAULTS[op]}.`,
+      'string',
+    );
   return setting(
     TIMEOUTS,
     `How long create, update and delete wait for the platform to provision the ${noun} (its project's infrastructure plan and apply). Not sent to the API.`,
@@ -46,7 +50,11 @@ function timeoutsBlock(d: KindDescriptor): AttrSpec {
       elem: undefined,
       block: true,
       json: { type: 'object' },
-      attrs: [wait('create', 'it to be provisioned'), wait('update', 'the change to be provisioned'), wait('delete', 'it to be deprovisioned')],
+      attrs: [
+        wait('create', 'it to be provisioned'),
+        wait('update', 'the change to be provisioned'),
+        wait('delete', 'it to be deprovisioned'),
+      ],
     },
   );
 }
@@ -68,7 +76,7 @@ export function settingAttrs(d: KindDescriptor): AttrSpec[] {
   return out;
 }
 
-const UNIT_MS: Record<string, number> = { ns: 1e-6, us: 1e-3, 'µs': 1e-3, 'μs': 1e-3, ms: 1, s: 1000, m: 60_000, h: 3_600_000 };
+const UNIT_MS: Record<string, number> = { ns: 1e-6, us: 1e-3, µs: 1e-3, μs: 1e-3, ms: 1, s: 1000, m: 60_000, h: 3_600_000 };
 
 /** Milliseconds of a Go duration ("1h30m", "90s", "1.5h"), or null when it is not one (or not positive). */
 export function parseDuration(text: string): number | null {
@@ -96,7 +104,10 @@ export function settingErrors(config: TfObject | null): { path: string[]; messag
   for (const op of Object.keys(TIMEOUT_DEFAULTS)) {
     const v = block[op];
     if (typeof v === 'string' && parseDuration(v) === null) {
-      out.push({ path: [TIMEOUTS, op], message: `${JSON.stringify(v)} is not a duration: give a positive Go duration such as "30s", "10m" or "1h30m"` });
+      out.push({
+        path: [TIMEOUTS, op],
+        message: `${JSON.stringify(v)} is not a duration: give a positive Go duration such as "30s", "10m" or "1h30m"`,
+      });
     }
   }
   return out;

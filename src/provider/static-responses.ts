@@ -30,7 +30,14 @@ interface StaticResponsesFile {
 /** A hash of every kind file, names and contents. */
 export function kindsFingerprint(dir = KINDS_DIR): string {
   const hash = createHash('sha256');
-  for (const file of readdirSync(dir).filter((f) => f.endsWith('.json')).sort()) hash.update(file).update('\0').update(readFileSync(join(dir, file))).update('\0');
+  for (const file of readdirSync(dir)
+    .filter((f) => f.endsWith('.json'))
+    .sort())
+    hash
+      .update(file)
+      .update('\0')
+      .update(readFileSync(join(dir, file)))
+      .update('\0');
   return hash.digest('hex');
 }
 
@@ -50,6 +57,7 @@ export function readStaticResponses(path = STATIC_RESPONSES_PATH): { responses: 
   } catch (err) {
     return { unusable: `${path} cannot be read (${(err as Error).message}); run npm run build` };
   }
-  if (file.kinds !== kindsFingerprint()) return { unusable: `${path} was made from other kinds than schemas/kinds holds now; run npm run build` };
+  if (file.kinds !== kindsFingerprint())
+    return { unusable: `${path} was made from other kinds than schemas/kinds holds now; run npm run build` };
   return { responses: new Map(STATIC_METHODS.map((m) => [m, Buffer.from(file.responses[m], 'base64')])) };
 }

@@ -18,7 +18,9 @@ export function validateConfig(spec: ResourceSpec, config: TfObject | null): Fie
   const d = spec.descriptor;
   const unknownAttrs = spec.attrs.filter((a) => hasUnknown(config[a.name] ?? null));
   const unknown = unknownAttrs.map(apiField);
-  const writable = spec.attrs.filter((a) => !unknownAttrs.includes(a) && !(a.name === 'project_id' && d.scope === 'project') && !(a.computed && !a.optional && !a.required));
+  const writable = spec.attrs.filter(
+    (a) => !unknownAttrs.includes(a) && !(a.name === 'project_id' && d.scope === 'project') && !(a.computed && !a.optional && !a.required),
+  );
   const body = objectToApi(writable, config);
   injectWriteOnly(writable, config, body);
   const key = `${d.kind}:${unknown.join(',')}`;

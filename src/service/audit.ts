@@ -44,8 +44,21 @@ export class AuditLog {
       `INSERT INTO audit_logs (id, tenant_id, project_id, ts, actor_type, actor_id, actor_name, action, resource_type, resource_id, resource_name, request_id, outcome, status_code, diff)
        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
       [
-        newId('audit'), e.tenantId, e.projectId, e.timestamp, e.actor.type, e.actor.id, e.actor.name, e.action, e.resourceType,
-        e.resourceId, e.resourceName, e.requestId, e.statusCode < 400 ? 'success' : 'failure', e.statusCode, e.diff ? JSON.stringify(e.diff) : null,
+        newId('audit'),
+        e.tenantId,
+        e.projectId,
+        e.timestamp,
+        e.actor.type,
+        e.actor.id,
+        e.actor.name,
+        e.action,
+        e.resourceType,
+        e.resourceId,
+        e.resourceName,
+        e.requestId,
+        e.statusCode < 400 ? 'success' : 'failure',
+        e.statusCode,
+        e.diff ? JSON.stringify(e.diff) : null,
       ],
     );
   }

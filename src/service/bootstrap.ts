@@ -11,7 +11,12 @@ const withDefaults = createAjv({ useDefaults: true });
  * Creates a tenant and its first admin if they do not exist yet (idempotent, so it can
  * run at every start). Returns whether anything was created.
  */
-export async function ensureTenantWithAdmin(ctx: ServiceContext, slug: string, email: string, password: string): Promise<{ tenant: Tenant; created: boolean }> {
+export async function ensureTenantWithAdmin(
+  ctx: ServiceContext,
+  slug: string,
+  email: string,
+  password: string,
+): Promise<{ tenant: Tenant; created: boolean }> {
   if (password.length < 8) throw new Error('the admin password must have at least 8 characters');
   let tenant = await ctx.tenants.bySlug(slug);
   let created = false;
@@ -27,7 +32,10 @@ export async function ensureTenantWithAdmin(ctx: ServiceContext, slug: string, e
   const id = newId('user');
   const data = ordered(user, { ...initialComputed(user, id, '', nowIso(ctx.options.clock)), ...body, status: 'active' });
   await ctx.db.tx(async (q) => {
-    await ctx.resources.insert({ id, tenantId: tenant!.id, projectId: '', kind: 'user', parentId: '', name: normalizedEmail, data, secrets: null }, q);
+    await ctx.resources.insert(
+      { id, tenantId: tenant!.id, projectId: '', kind: 'user', parentId: '', name: normalizedEmail, data, secrets: null },
+      q,
+    );
     await ctx.auth.setPassword(q, tenant!.id, id, password);
   });
   return { tenant, created: true };

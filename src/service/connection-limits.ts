@@ -19,7 +19,13 @@ export interface ConnectionLimits {
 }
 
 /** The limits, from the service options' seconds. */
-export function connectionLimits(o: { handshakeTimeout: number; headersTimeout: number; requestTimeout: number; keepAliveTimeout: number; maxConnectionsPerAddress: number }): ConnectionLimits {
+export function connectionLimits(o: {
+  handshakeTimeout: number;
+  headersTimeout: number;
+  requestTimeout: number;
+  keepAliveTimeout: number;
+  maxConnectionsPerAddress: number;
+}): ConnectionLimits {
   const ms = (s: number) => Math.max(1, Math.round(s * 1000));
   const headersTimeoutMs = ms(o.headersTimeout);
   // Node refuses a headers timeout above the request timeout: the headers are part of the request.
@@ -80,7 +86,10 @@ export function clientErrorHandler(l: ConnectionLimits) {
     if (err.code === 'ECONNRESET' || socket.destroyed) return;
     const [status, message] =
       err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
-        ? [408, `The request did not arrive in time: headers must arrive within ${seconds(l.headersTimeoutMs)}, the whole request within ${seconds(l.requestTimeoutMs)}`]
+        ? [
+            408,
+            `The request did not arrive in time: headers must arrive within ${seconds(l.headersTimeoutMs)}, the whole request within ${seconds(l.requestTimeoutMs)}`,
+          ]
         : err.code === 'HPE_HEADER_OVERFLOW'
           ? [431, 'Request headers are larger than the limit of this service']
           : [400, 'Malformed HTTP request'];

@@ -15,7 +15,9 @@ const INTRO =
   'Every operation except signing in needs an `Authorization: Bearer <token>` header. The token is either an access token from ' +
   '`POST /api/v1/auth/login` with your email and password (the sign-in form at the top of the interactive reference, `/api/docs`, does that for you), or a ' +
   'project API key (`dpk_...`, created by an admin with `POST /projects/{id}/api-keys`); **Authorize** takes either one pasted.\n\n' +
-  'The machine-readable description is the [OpenAPI document](' + DOCS_PREFIX + '/openapi.json).';
+  'The machine-readable description is the [OpenAPI document](' +
+  DOCS_PREFIX +
+  '/openapi.json).';
 
 /**
  * Swagger UI calls this in the browser: @fastify/swagger-ui copies the function's source into its
@@ -54,14 +56,17 @@ export async function registerDocs(app: FastifyInstance, ctx: ServiceContext) {
           '4403 (no longer allowed), 4404 (pipeline deleted), 1001 (server shutting down), 1011 (server error). See docs/guides/streams.md in the package.',
       },
       servers: [{ url: '/api/v1', description: 'This tenant host' }],
-      components: { securitySchemes: { bearerAuth: { type: 'http', scheme: 'bearer', description: 'An access token from /auth/login or an API key' } } },
+      components: {
+        securitySchemes: { bearerAuth: { type: 'http', scheme: 'bearer', description: 'An access token from /auth/login or an API key' } },
+      },
       security: [{ bearerAuth: [] }],
     },
     stripBasePath: true,
     // @fastify/swagger marks every request body required; an operation whose schema says
     // `x-body-optional: true` (infrastructure apply) takes none at all.
     transformObject: (document) => {
-      const openapiObject = (document as { openapiObject: { paths?: Record<string, Record<string, Record<string, unknown>>> } }).openapiObject;
+      const openapiObject = (document as { openapiObject: { paths?: Record<string, Record<string, Record<string, unknown>>> } })
+        .openapiObject;
       for (const item of Object.values(openapiObject.paths ?? {})) {
         for (const op of Object.values(item)) {
           if (!op?.['x-body-optional']) continue;

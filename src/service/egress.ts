@@ -68,7 +68,10 @@ export function parseCidr(text: string): Cidr {
 
 /** A comma-separated list (flag or environment value): `default` expands, `none` or nothing is the empty list. */
 export function parseCidrList(text: string, source: string): string[] {
-  const items = text.split(',').map((s) => s.trim()).filter(Boolean);
+  const items = text
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
   if (items.length === 1 && items[0] === 'none') return [];
   for (const item of items) {
     if (item === 'default') continue;
@@ -144,7 +147,9 @@ export class EgressPolicy {
     const timeout = new Promise<never>((_, reject) => {
       timer = setTimeout(() => reject(Object.assign(new Error(`resolving ${host} timed out`), { code: 'ETIMEDOUT' })), timeoutMs);
     });
-    const lookup = new Promise<string>((resolve, reject) => this.lookup(host, {}, (err, address) => (err ? reject(err) : resolve(address as string))));
+    const lookup = new Promise<string>((resolve, reject) =>
+      this.lookup(host, {}, (err, address) => (err ? reject(err) : resolve(address as string))),
+    );
     try {
       return await Promise.race([lookup, timeout]);
     } finally {

@@ -2,9 +2,22 @@ import { createHash, randomBytes } from 'node:crypto';
 
 /** Resource ids: a kind prefix and 16 random bytes, e.g. con_4vX...; opaque to clients. */
 const PREFIX: Record<string, string> = {
-  project: 'prj', connector: 'con', infrastructure_resource: 'inf', dbt_project: 'dbt', pipeline: 'pip',
-  alert_rule: 'arl', notification_channel: 'chn', escalation_policy: 'esc', classification: 'cls',
-  masking_policy: 'msk', user: 'usr', api_key: 'key', run: 'run', alert: 'alt', tenant: 'tnt', session: 'ses',
+  project: 'prj',
+  connector: 'con',
+  infrastructure_resource: 'inf',
+  dbt_project: 'dbt',
+  pipeline: 'pip',
+  alert_rule: 'arl',
+  notification_channel: 'chn',
+  escalation_policy: 'esc',
+  classification: 'cls',
+  masking_policy: 'msk',
+  user: 'usr',
+  api_key: 'key',
+  run: 'run',
+  alert: 'alt',
+  tenant: 'tnt',
+  session: 'ses',
 };
 
 export const newId = (kind: string) => `${PREFIX[kind] ?? kind.slice(0, 3)}_${randomBytes(12).toString('base64url')}`;

@@ -42,7 +42,11 @@ export class EventLoopDelay {
   /** Seconds. */
   read(): Delay {
     const now = summarise(this.monitor);
-    return { p50: Math.max(now.p50, this.previous.p50), p99: Math.max(now.p99, this.previous.p99), max: Math.max(now.max, this.previous.max) };
+    return {
+      p50: Math.max(now.p50, this.previous.p50),
+      p99: Math.max(now.p99, this.previous.p99),
+      max: Math.max(now.max, this.previous.max),
+    };
   }
 
   stop(): void {
@@ -75,9 +79,20 @@ export function registerMetrics(app: FastifyInstance, options: { token?: string 
   for (const [name, key, help] of [
     ['dpctl_service_event_loop_delay_p50_seconds', 'p50', 'Median event-loop delay over the last 10-20 s'],
     ['dpctl_service_event_loop_delay_p99_seconds', 'p99', '99th percentile event-loop delay over the last 10-20 s'],
-    ['dpctl_service_event_loop_delay_max_seconds', 'max', 'Longest event-loop delay over the last 10-20 s: how long the slowest request may have waited'],
+    [
+      'dpctl_service_event_loop_delay_max_seconds',
+      'max',
+      'Longest event-loop delay over the last 10-20 s: how long the slowest request may have waited',
+    ],
   ] as const) {
-    new Gauge({ name, help, registers: [registry], collect() { this.set(loop.read()[key]); } });
+    new Gauge({
+      name,
+      help,
+      registers: [registry],
+      collect() {
+        this.set(loop.read()[key]);
+      },
+    });
   }
 
   let cached: { at: number; text: Promise<string> } | undefined;

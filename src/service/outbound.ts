@@ -59,6 +59,7 @@ export function outboundAgent(egress: EgressPolicy, options: ExtraCas = {}): Age
   let byCas = agents.get(egress);
   if (!byCas) agents.set(egress, (byCas = new Map()));
   let agent = byCas.get(key);
-  if (!agent) byCas.set(key, (agent = new Agent({ connect: egressConnector(egress, pems.length ? [...rootCertificates, ...pems] : undefined) })));
+  if (!agent)
+    byCas.set(key, (agent = new Agent({ connect: egressConnector(egress, pems.length ? [...rootCertificates, ...pems] : undefined) })));
   return agent;
 }

@@ -70,7 +70,14 @@ export const SCAN_WINDOW = 10_000;
  * Builds the spec's envelope from `limit + 1` rows fetched in sequence order. `scannedTo`: the
  * last sequence number a bounded scan examined (see SCAN_WINDOW), when rows lie beyond it.
  */
-export function toPage<R extends { seq: number }, T>(rows: R[], limit: number, scope: string, cursors: Cursors, map: (r: R) => T, scannedTo?: number): Page<T> {
+export function toPage<R extends { seq: number }, T>(
+  rows: R[],
+  limit: number,
+  scope: string,
+  cursors: Cursors,
+  map: (r: R) => T,
+  scannedTo?: number,
+): Page<T> {
   const hasMore = rows.length > limit;
   const pageRows = hasMore ? rows.slice(0, limit) : rows;
   const page: Page<T> = { data: pageRows.map(map), has_more: hasMore || scannedTo !== undefined };

@@ -21,18 +21,22 @@ const CONTENT_TYPES: Array<[RegExp, string]> = [
  */
 export function registerProviderMirror(app: FastifyInstance): void {
   let release: Promise<ProviderRelease> | undefined;
-  app.get(`${PROVIDER_MIRROR_PREFIX}*`, { schema: { hide: true }, config: { settings: { tenantless: true, public: true } } }, async (req, reply) => {
-    const path = (req.params as { '*': string })['*'];
-    let files: ProviderRelease['files'];
-    try {
-      files = (await (release ??= buildRelease())).files;
-    } catch (err) {
-      release = undefined;
-      throw new ApiError('resource_not_found', `This service has no provider release to serve: ${(err as Error).message}`);
-    }
-    const body = files.get(path);
-    if (!body) throw new ApiError('resource_not_found', `No file ${PROVIDER_MIRROR_PREFIX}${path} in the provider release`);
-    const type = CONTENT_TYPES.find(([pattern]) => pattern.test(path))?.[1] ?? 'application/octet-stream';
-    return reply.header('Content-Type', type).header('Cache-Control', 'public, max-age=300').send(body);
-  });
+  app.get(
+    `${PROVIDER_MIRROR_PREFIX}*`,
+    { schema: { hide: true }, config: { settings: { tenantless: true, public: true } } },
+    async (req, reply) => {
+      const path = (req.params as { '*': string })['*'];
+      let files: ProviderRelease['files'];
+      try {
+        files = (await (release ??= buildRelease())).files;
+      } catch (err) {
+        release = undefined;
+        throw new ApiError('resource_not_found', `This service has no provider release to serve: ${(err as Error).message}`);
+      }
+      const body = files.get(path);
+      if (!body) throw new ApiError('resource_not_found', `No file ${PROVIDER_MIRROR_PREFIX}${path} in the provider release`);
+      const type = CONTENT_TYPES.find(([pattern]) => pattern.test(path))?.[1] ?? 'application/octet-stream';
+      return reply.header('Content-Type', type).header('Cache-Control', 'public, max-age=300').send(body);
+    },
+  );
 }

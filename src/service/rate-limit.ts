@@ -68,9 +68,15 @@ export class RateLimiter {
       return;
     }
     const retryAfter = Math.max(1, windowStart + WINDOW_SECONDS - nowSeconds);
-    throw new ApiError('rate_limited', `Rate limit of ${this.perMinute} requests per minute exceeded for ${endpoint}${this.whose}; retry in ${retryAfter} s`, undefined, 429, {
-      'Retry-After': String(retryAfter),
-    });
+    throw new ApiError(
+      'rate_limited',
+      `Rate limit of ${this.perMinute} requests per minute exceeded for ${endpoint}${this.whose}; retry in ${retryAfter} s`,
+      undefined,
+      429,
+      {
+        'Retry-After': String(retryAfter),
+      },
+    );
   }
 
   /** Takes up to `nextBatch` permits from the shared count (what is left of the quota if less). */

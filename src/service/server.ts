@@ -76,11 +76,23 @@ function toApiError(err: FastifyError | ApiError | Error): ApiError {
     return new ApiError('validation_error', `Invalid ${fe.validationContext ?? 'request'}: ${summary}`, details);
   }
   const status = fe.statusCode ?? 500;
-  if (fe.code === 'FST_ERR_CTP_BODY_TOO_LARGE') return new ApiError('validation_error', 'Request body is larger than the limit of this service', [{ field: '(body)', message: 'too large' }], 413);
+  if (fe.code === 'FST_ERR_CTP_BODY_TOO_LARGE')
+    return new ApiError(
+      'validation_error',
+      'Request body is larger than the limit of this service',
+      [{ field: '(body)', message: 'too large' }],
+      413,
+    );
   if (fe.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE')
-    return new ApiError('validation_error', 'Request bodies must be JSON with Content-Type: application/json', [{ field: 'Content-Type', message: 'must be application/json' }], 415);
+    return new ApiError(
+      'validation_error',
+      'Request bodies must be JSON with Content-Type: application/json',
+      [{ field: 'Content-Type', message: 'must be application/json' }],
+      415,
+    );
   if (status === 404) return new ApiError('resource_not_found', 'Not found');
-  if (status >= 400 && status < 500) return new ApiError('validation_error', `Malformed request: ${fe.message}`, [{ field: '(body)', message: fe.message }], 400);
+  if (status >= 400 && status < 500)
+    return new ApiError('validation_error', `Malformed request: ${fe.message}`, [{ field: '(body)', message: fe.message }], 400);
   return new ApiError('internal_error', 'Internal error; quote the X-Request-Id when reporting it');
 }
 
@@ -112,7 +124,9 @@ export async function openServiceContext(partial: Partial<ServiceOptions> & { da
 function startSecretsMigration(app: FastifyInstance, ctx: ServiceContext): { done: Promise<number>; stop: () => void } {
   const { options } = ctx;
   if (options.databaseUrl && !options.secretsKeyFile && !options.secretsKey) {
-    app.log.warn(`Secrets at rest are sealed with ${describeOrigin('database')}: a dump of the whole database holds the key. Give every replica the same --secrets-key-file or DP_SECRETS_KEY (docs/security.md).`);
+    app.log.warn(
+      `Secrets at rest are sealed with ${describeOrigin('database')}: a dump of the whole database holds the key. Give every replica the same --secrets-key-file or DP_SECRETS_KEY (docs/security.md).`,
+    );
   }
   const abort = new AbortController();
   const done = sealClearSecrets(ctx.db, ctx.resources.cipher, abort.signal);
@@ -134,7 +148,14 @@ export async function startService(partial: Partial<ServiceOptions> & { dataDir:
     const slug = tenantSlugFromHost(name, options.baseDomain);
     return name === options.baseDomain || (!!slug && !!(await ctx.tenants.bySlug(slug)));
   };
-  const tls = await loadOrCreateTls({ certFile: options.tlsCert, keyFile: options.tlsKey, dataDir: options.dataDir, baseDomain: options.baseDomain, issuable, certCacheSize: options.tlsCertCacheSize });
+  const tls = await loadOrCreateTls({
+    certFile: options.tlsCert,
+    keyFile: options.tlsKey,
+    dataDir: options.dataDir,
+    baseDomain: options.baseDomain,
+    issuable,
+    certCacheSize: options.tlsCertCacheSize,
+  });
   const limits = connectionLimits(options);
 
   const bodyAjv = createAjv({ useDefaults: true });
@@ -176,7 +197,12 @@ export async function startService(partial: Partial<ServiceOptions> & { dataDir:
     try {
       done(null, JSON.parse(text));
     } catch (err) {
-      done(new ApiError('validation_error', `Body is not valid JSON: ${(err as Error).message}`, [{ field: '(body)', message: 'is not valid JSON' }]), undefined);
+      done(
+        new ApiError('validation_error', `Body is not valid JSON: ${(err as Error).message}`, [
+          { field: '(body)', message: 'is not valid JSON' },
+        ]),
+        undefined,
+      );
     }
   });
 
@@ -190,15 +216,22 @@ export async function startService(partial: Partial<ServiceOptions> & { dataDir:
     if (settings.tenantless) return;
     const slug = tenantSlugFromHost(req.headers.host, options.baseDomain);
     const tenant = slug ? await ctx.tenants.bySlug(slug) : undefined;
-    if (!tenant) throw new ApiError('resource_not_found', `No tenant at host ${req.headers.host ?? '(none)'}; use https://<tenant>.localhost:${options.port}/api/v1`);
+    if (!tenant)
+      throw new ApiError(
+        'resource_not_found',
+        `No tenant at host ${req.headers.host ?? '(none)'}; use https://<tenant>.localhost:${options.port}/api/v1`,
+      );
     req.tenant = tenant;
     if (!settings.public) {
       const header = req.headers.authorization;
       const match = header?.match(/^Bearer\s+(\S+)\s*$/i);
-      if (!match) throw unauthorized(header ? 'Authorization header must be "Bearer <token>"' : 'Missing Authorization header with a Bearer token');
+      if (!match)
+        throw unauthorized(header ? 'Authorization header must be "Bearer <token>"' : 'Missing Authorization header with a Bearer token');
       req.actor = await ctx.auth.authenticate(tenant.id, match[1]);
       if (settings.permission && PERMISSION_RANK[req.actor.level] < PERMISSION_RANK[settings.permission]) {
-        throw forbidden(`This operation needs ${settings.permission} permission; the ${req.actor.type === 'api_key' ? 'API key' : 'user'} has ${req.actor.level}`);
+        throw forbidden(
+          `This operation needs ${settings.permission} permission; the ${req.actor.type === 'api_key' ? 'API key' : 'user'} has ${req.actor.level}`,
+        );
       }
       assertKeyMayReach(req.actor, settings.keys, { method: req.method, url: req.routeOptions.url, params: req.params });
     }
@@ -211,7 +244,11 @@ export async function startService(partial: Partial<ServiceOptions> & { dataDir:
     const audit = req.routeOptions.config?.settings?.audit;
     if (audit && req.tenant) {
       const d = req.auditDetails ?? {};
-      const actor = d.actor ?? (req.actor ? { type: req.actor.type, id: req.actor.id, name: req.actor.name } : { type: 'anonymous' as const, id: null, name: null });
+      const actor =
+        d.actor ??
+        (req.actor
+          ? { type: req.actor.type, id: req.actor.id, name: req.actor.name }
+          : { type: 'anonymous' as const, id: null, name: null });
       const params = req.params as Record<string, string | undefined>;
       await ctx.audit.record({
         tenantId: req.tenant.id,
@@ -237,7 +274,14 @@ export async function startService(partial: Partial<ServiceOptions> & { dataDir:
     // req.log carries the request id already (fastify's child logger binds reqId).
     const level = errorLogged.has(req) ? 'debug' : requestLevel(reply.statusCode);
     req.log[level](
-      { method: req.method, url: redactUrl(req.url), statusCode: reply.statusCode, tenant: req.tenant?.slug, actor: req.actor && `${req.actor.type}:${req.actor.id}`, ms: Math.round(reply.elapsedTime) },
+      {
+        method: req.method,
+        url: redactUrl(req.url),
+        statusCode: reply.statusCode,
+        tenant: req.tenant?.slug,
+        actor: req.actor && `${req.actor.type}:${req.actor.id}`,
+        ms: Math.round(reply.elapsedTime),
+      },
       'request',
     );
   });
@@ -247,7 +291,17 @@ export async function startService(partial: Partial<ServiceOptions> & { dataDir:
     // Logged at once (the client may be gone before the response completes), with what the request line would say.
     if (apiError.status >= 500) {
       errorLogged.add(req);
-      req.log.error({ err, method: req.method, url: redactUrl(req.url), statusCode: apiError.status, tenant: req.tenant?.slug, actor: req.actor && `${req.actor.type}:${req.actor.id}` }, 'request failed');
+      req.log.error(
+        {
+          err,
+          method: req.method,
+          url: redactUrl(req.url),
+          statusCode: apiError.status,
+          tenant: req.tenant?.slug,
+          actor: req.actor && `${req.actor.type}:${req.actor.id}`,
+        },
+        'request failed',
+      );
     }
     reply.code(apiError.status).headers(apiError.headers).type('application/json');
     return apiError.toJSON();

@@ -9,7 +9,8 @@ export function checkSmtpUrl(url: string, source: string): string {
   } catch {
     throw new Error(`${source} is not a URL: give ${example}`);
   }
-  if (parsed.protocol !== 'smtp:' && parsed.protocol !== 'smtps:') throw new Error(`${source} must start with smtp:// or smtps://, got ${parsed.protocol}//: give ${example}`);
+  if (parsed.protocol !== 'smtp:' && parsed.protocol !== 'smtps:')
+    throw new Error(`${source} must start with smtp:// or smtps://, got ${parsed.protocol}//: give ${example}`);
   if (!parsed.hostname) throw new Error(`${source} has no host: give ${example}`);
   return url;
 }

@@ -33,9 +33,15 @@ export interface CertStats {
 export const DEFAULT_CERT_CACHE_SIZE = 500;
 
 const toPem = (der: ArrayBuffer, label: string) =>
-  `-----BEGIN ${label}-----\n${Buffer.from(der).toString('base64').replace(/(.{64})/g, '$1\n').replace(/\n$/, '')}\n-----END ${label}-----\n`;
+  `-----BEGIN ${label}-----\n${Buffer.from(der)
+    .toString('base64')
+    .replace(/(.{64})/g, '$1\n')
+    .replace(/\n$/, '')}\n-----END ${label}-----\n`;
 
-const serial = () => Buffer.from(webcrypto.getRandomValues(new Uint8Array(8))).toString('hex').replace(/^[89a-f]/, '1');
+const serial = () =>
+  Buffer.from(webcrypto.getRandomValues(new Uint8Array(8)))
+    .toString('hex')
+    .replace(/^[89a-f]/, '1');
 
 interface KeyedCert {
   cert: x509.X509Certificate;
@@ -83,7 +89,13 @@ async function loadOrCreateCa(dir: string): Promise<KeyedCert & { path: string }
 async function issueLeaf(ca: KeyedCert, hostname: string): Promise<{ cert: string; key: string }> {
   const keys = (await webcrypto.subtle.generateKey(ALG, true, ['sign', 'verify'])) as CryptoKeyPair;
   const names = [{ type: 'dns' as const, value: hostname }];
-  const ips = hostname === 'localhost' ? [{ type: 'ip' as const, value: '127.0.0.1' }, { type: 'ip' as const, value: '::1' }] : [];
+  const ips =
+    hostname === 'localhost'
+      ? [
+          { type: 'ip' as const, value: '127.0.0.1' },
+          { type: 'ip' as const, value: '::1' },
+        ]
+      : [];
   const cert = await x509.X509CertificateGenerator.create({
     serialNumber: serial(),
     subject: `CN=${hostname}`,
@@ -131,7 +143,8 @@ export async function loadOrCreateTls(options: TlsOptions): Promise<TlsMaterial>
   }
   const ca = await loadOrCreateCa(join(options.dataDir, 'tls'));
   const fallback = await issueLeaf(ca, 'localhost');
-  const ours = (name: string) => name.endsWith('.localhost') || (!!options.baseDomain && (name === options.baseDomain || name.endsWith(`.${options.baseDomain}`)));
+  const ours = (name: string) =>
+    name.endsWith('.localhost') || (!!options.baseDomain && (name === options.baseDomain || name.endsWith(`.${options.baseDomain}`)));
   const contexts = new LRUCache<string, Promise<SecureContext>>({ max: Math.max(1, options.certCacheSize ?? DEFAULT_CERT_CACHE_SIZE) });
   let issued = 0;
   const contextFor = async (name: string): Promise<SecureContext | undefined> => {

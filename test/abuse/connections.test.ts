@@ -90,7 +90,11 @@ async function rawGet(port: number, servername: string, path: string): Promise<{
 /** A WebSocket stream from the attacker's address. */
 const openWebSocket = (svc: TestService, url: string) =>
   new Promise<WebSocket>((resolve, reject) => {
-    const ws = new WebSocket(url, { ca: readFileSync(svc.service.tls.certPath), lookup: localhostLookup, localAddress: ATTACKER } as WebSocket.ClientOptions);
+    const ws = new WebSocket(url, {
+      ca: readFileSync(svc.service.tls.certPath),
+      lookup: localhostLookup,
+      localAddress: ATTACKER,
+    } as WebSocket.ClientOptions);
     ws.once('open', () => resolve(ws));
     ws.once('error', reject);
   });
@@ -117,7 +121,10 @@ describe('connections that send no request are closed', () => {
       const sockets = await Promise.all(Array.from({ length: 20 }, () => connectTls(fast.port, `${fastBystander.slug}.localhost`)));
       return Promise.all(sockets.map((s) => closesWithin(s, FAST.headersTimeout * 1000 + SLACK_MS)));
     });
-    expect(result.filter((ms) => ms === undefined), JSON.stringify(result)).toEqual([]);
+    expect(
+      result.filter((ms) => ms === undefined),
+      JSON.stringify(result),
+    ).toEqual([]);
     expectServed(probe);
   });
 
@@ -146,9 +153,11 @@ describe('connections that send no request are closed', () => {
     expect(JSON.parse(text.split('\r\n\r\n')[1]).error.code).toBe('validation_error');
   });
 
-  it('an idle keep-alive connection is closed after the keep-alive timeout (plus Node\'s 1 s grace)', async () => {
+  it("an idle keep-alive connection is closed after the keep-alive timeout (plus Node's 1 s grace)", async () => {
     const s = await connectTls(fast.port, `${fastBystander.slug}.localhost`);
-    s.write(`GET /api/v1/projects?limit=1 HTTP/1.1\r\nHost: ${fastBystander.slug}.localhost\r\nAuthorization: Bearer ${fastBystander.adminToken}\r\n\r\n`);
+    s.write(
+      `GET /api/v1/projects?limit=1 HTTP/1.1\r\nHost: ${fastBystander.slug}.localhost\r\nAuthorization: Bearer ${fastBystander.adminToken}\r\n\r\n`,
+    );
     await new Promise((resolve) => s.once('data', resolve));
     expect(await closesWithin(s, FAST.keepAliveTimeout * 1000 + 1000 + SLACK_MS)).toBeDefined();
   });
@@ -199,7 +208,8 @@ describe('TLS certificates per host name', () => {
     const names = Array.from({ length: 200 }, (_, i) => (i % 4 === 3 ? `deep.n${i}.localhost` : `made-up-${i}.localhost`));
     const { result, probe } = await whileServingOther(capped, cappedBystander, async () => {
       const answers = [];
-      for (let i = 0; i < names.length; i += 10) answers.push(...(await Promise.all(names.slice(i, i + 10).map((n) => rawGet(capped.port, n, '/api/v1/projects')))));
+      for (let i = 0; i < names.length; i += 10)
+        answers.push(...(await Promise.all(names.slice(i, i + 10).map((n) => rawGet(capped.port, n, '/api/v1/projects')))));
       return answers;
     });
     for (const answer of result) {

@@ -62,7 +62,12 @@ afterAll(async () => {
 
 let n = 0;
 async function connector(host: string, port: number): Promise<string> {
-  const body = { name: `scan-${++n}`, connector_type: 'postgresql', config: { host, port, database: 'postgres', ssl_mode: 'disable' }, credentials: { username: 'postgres', password: 'x' } };
+  const body = {
+    name: `scan-${++n}`,
+    connector_type: 'postgresql',
+    config: { host, port, database: 'postgres', ssl_mode: 'disable' },
+    credentials: { username: 'postgres', password: 'x' },
+  };
   return (await svc.ok(t, 'POST', connectors, { body, token: rwKey })).id;
 }
 
@@ -99,7 +104,9 @@ describe('connector tests cannot scan ports', () => {
       ['::ffff:127.0.0.1', '::ffff:127.0.0.1'],
       ['0.0.0.0', '0.0.0.0'],
     ];
-    const { result, probe: other } = await whileServingOther(svc, bystander, () => Promise.all(cases.map(async ([host]) => probe(await connector(host, 5432)))));
+    const { result, probe: other } = await whileServingOther(svc, bystander, () =>
+      Promise.all(cases.map(async ([host]) => probe(await connector(host, 5432)))),
+    );
     result.forEach((a, i) => {
       expect(a.body).toEqual({ success: false, message: REFUSED(cases[i][1]) });
       expect(a.ms).toBeLessThan(500);
@@ -131,9 +138,16 @@ describe('connector tests cannot scan ports', () => {
 
 describe('notification deliveries', () => {
   test('a webhook to a denied address fails once, cleanly, and is recorded as failed; an allowed one is delivered', async () => {
-    const make = async (url: string) => (await svc.ok(t, 'POST', channels, { body: { name: `hook-${++n}`, type: 'webhook', config: { url } }, token: rwKey })).id;
-    const [literal, named, ok] = await Promise.all([make(`http://127.0.0.1:${denied.port}/hook`), make(`http://localhost:${denied.port}/hook`), make(`http://127.0.0.2:${allowed.port}/hook`)]);
-    const { result, probe: other } = await whileServingOther(svc, bystander, () => Promise.all([literal, named, ok].map((id) => svc.call(t, 'POST', `${channels}/${id}/test`, { token: rwKey }))));
+    const make = async (url: string) =>
+      (await svc.ok(t, 'POST', channels, { body: { name: `hook-${++n}`, type: 'webhook', config: { url } }, token: rwKey })).id;
+    const [literal, named, ok] = await Promise.all([
+      make(`http://127.0.0.1:${denied.port}/hook`),
+      make(`http://localhost:${denied.port}/hook`),
+      make(`http://127.0.0.2:${allowed.port}/hook`),
+    ]);
+    const { result, probe: other } = await whileServingOther(svc, bystander, () =>
+      Promise.all([literal, named, ok].map((id) => svc.call(t, 'POST', `${channels}/${id}/test`, { token: rwKey }))),
+    );
     const [a, b, c] = result;
     expect(a.status, a.text).toBe(200);
     expect(a.body).toMatchObject({ success: false, message: REFUSED('127.0.0.1') });
@@ -148,7 +162,12 @@ describe('notification deliveries', () => {
   });
 
   test('email through an SMTP server on a denied address fails at once, not retried', async () => {
-    const id = (await svc.ok(t, 'POST', channels, { body: { name: `mail-${++n}`, type: 'email', config: { email_addresses: ['ops@example.com'] } }, token: rwKey })).id;
+    const id = (
+      await svc.ok(t, 'POST', channels, {
+        body: { name: `mail-${++n}`, type: 'email', config: { email_addresses: ['ops@example.com'] } },
+        token: rwKey,
+      })
+    ).id;
     const started = performance.now();
     const res = await svc.call(t, 'POST', `${channels}/${id}/test`, { token: rwKey });
     expect(res.body).toMatchObject({ success: false, message: REFUSED('127.0.0.1') });
@@ -161,7 +180,9 @@ describe('notification deliveries', () => {
 
 describe('SSO discovery', () => {
   test('an OIDC issuer on a denied address is a clear 422, and the IdP is never reached', async () => {
-    const provider = await svc.ok(t, 'POST', '/sso-providers', { body: { name: 'internal', protocol: 'oidc', issuer: `https://127.0.0.1:${denied.port}`, client_id: 'x' } });
+    const provider = await svc.ok(t, 'POST', '/sso-providers', {
+      body: { name: 'internal', protocol: 'oidc', issuer: `https://127.0.0.1:${denied.port}`, client_id: 'x' },
+    });
     const res = await svc.call(t, 'GET', `/auth/sso/${provider.id}/login`, { token: '' });
     expect(res.status, res.text).toBe(422);
     expect(res.body.error.code).toBe('unprocessable_entity');

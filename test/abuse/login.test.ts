@@ -21,7 +21,11 @@ function httpFrom(service: TestService, localAddress: string): TestHttp {
   const http = new TestHttp(service.service.tls.certPath);
   void http.agent.close();
   // localAddress is a Client option of undici (a connect option is ignored).
-  (http as { agent: Agent }).agent = new Agent({ localAddress, connect: { ca: readFileSync(service.service.tls.certPath), lookup: localhostLookup }, connections: 8 });
+  (http as { agent: Agent }).agent = new Agent({
+    localAddress,
+    connect: { ca: readFileSync(service.service.tls.certPath), lookup: localhostLookup },
+    connections: 8,
+  });
   return http;
 }
 
@@ -31,7 +35,8 @@ function freshStart() {
   skew += 60_000 - ((Date.now() + skew) % 60_000) + 100;
 }
 
-const login = (http: TestHttp, s: TestService, slug: string, email: string, password: string) => http.call('POST', s.url(slug, '/auth/login'), { body: { email, password } });
+const login = (http: TestHttp, s: TestService, slug: string, email: string, password: string) =>
+  http.call('POST', s.url(slug, '/auth/login'), { body: { email, password } });
 
 function expectRateLimited(res: HttpResponse) {
   expect(res.status, res.text).toBe(429);
@@ -61,7 +66,7 @@ describe('login throttle', () => {
       const { result, probe } = await whileServingOther(svc, bystander, () =>
         Promise.all(Array.from({ length: 50 }, (_, i) => login(svc.http, svc, t.slug, t.adminEmail, `wrong-guess-${i}`))),
       );
-      const statuses = result.map((r) => r.status); 
+      const statuses = result.map((r) => r.status);
       // Exactly five under normal load; six if the burst outlives the first (1 s) lock on a loaded machine.
       expect(statuses.filter((s) => s === 401).length).toBeGreaterThanOrEqual(5);
       expect(statuses.filter((s) => s === 401).length).toBeLessThanOrEqual(6);
@@ -124,7 +129,11 @@ describe('login throttle', () => {
     const { result, probe } = await whileServingOther(svc, bystander, async () => {
       const answers: number[] = [];
       for (let batch = 0; batch < 5; batch++) {
-        const res = await Promise.all(Array.from({ length: 30 }, (_, i) => login(svc.http, svc, victim.slug, `nobody-${batch}-${i}@${victim.slug}.test`, 'guess-password')));
+        const res = await Promise.all(
+          Array.from({ length: 30 }, (_, i) =>
+            login(svc.http, svc, victim.slug, `nobody-${batch}-${i}@${victim.slug}.test`, 'guess-password'),
+          ),
+        );
         answers.push(...res.map((r) => r.status));
       }
       return answers;
@@ -137,7 +146,9 @@ describe('login throttle', () => {
 
     const admin = await login(other, svc, victim.slug, victim.adminEmail, victim.adminPassword);
     expect(admin.status, admin.text).toBe(200);
-    const refreshed = await other.call('POST', svc.url(victim.slug, '/auth/refresh'), { body: { refresh_token: admin.body.refresh_token } });
+    const refreshed = await other.call('POST', svc.url(victim.slug, '/auth/refresh'), {
+      body: { refresh_token: admin.body.refresh_token },
+    });
     expect(refreshed.status, refreshed.text).toBe(200);
     for (let i = 0; i < 5; i++) expect((await svc.call(victim, 'GET', '/users', { token: refreshed.body.access_token })).status).toBe(200);
   });
@@ -145,8 +156,13 @@ describe('login throttle', () => {
   it('the per-address budget of anonymous endpoints: 429 from the flooding address only', async () => {
     freshStart();
     const bystander = await svc.tenant();
-    const accept = (http: TestHttp) => http.call('POST', svc.url(t.slug, '/auth/invitations/accept'), { body: { invitation_token: 'dpinv_guess', password: 'new-password-1' } });
-    const { result: flood, probe } = await whileServingOther(svc, bystander, () => Promise.all(Array.from({ length: 220 }, () => accept(svc.http))));
+    const accept = (http: TestHttp) =>
+      http.call('POST', svc.url(t.slug, '/auth/invitations/accept'), {
+        body: { invitation_token: 'dpinv_guess', password: 'new-password-1' },
+      });
+    const { result: flood, probe } = await whileServingOther(svc, bystander, () =>
+      Promise.all(Array.from({ length: 220 }, () => accept(svc.http))),
+    );
     expect(probe.failures).toEqual([]);
     expect(probe.max).toBeLessThan(BYSTANDER_MAX_MS);
     expect(flood.filter((r) => r.status === 401).length).toBe(200);
@@ -163,7 +179,11 @@ describe('login throttle', () => {
     const victim = await svc.tenant();
     const bystander = await svc.tenant();
     const { result: bad, probe } = await whileServingOther(svc, bystander, () =>
-      Promise.all(Array.from({ length: 40 }, (_, i) => svc.http.call('POST', svc.url(victim.slug, '/auth/refresh'), { body: { refresh_token: `dprt_guess_${i}` } }))),
+      Promise.all(
+        Array.from({ length: 40 }, (_, i) =>
+          svc.http.call('POST', svc.url(victim.slug, '/auth/refresh'), { body: { refresh_token: `dprt_guess_${i}` } }),
+        ),
+      ),
     );
     expect(probe.failures).toEqual([]);
     expect(probe.max).toBeLessThan(BYSTANDER_MAX_MS);

@@ -54,9 +54,16 @@ describe('timestamps in query parameters', () => {
   });
 
   test('good timestamps with offsets and fractions still filter as instants', async () => {
-    const page = await svc.ok(t, 'GET', `/projects/${projectId}/audit-logs`, { query: { since: '2000-01-01T01:00:00.5+01:00', until: '9999-12-31T23:59:59Z' } });
+    const page = await svc.ok(t, 'GET', `/projects/${projectId}/audit-logs`, {
+      query: { since: '2000-01-01T01:00:00.5+01:00', until: '9999-12-31T23:59:59Z' },
+    });
     expect(page.data.map((e: { action: string }) => e.action)).toContain('project.create');
-    expectInvalid(await svc.call(t, 'GET', `/projects/${projectId}/audit-logs`, { query: { since: '2024-01-01T01:00:00+01:00', until: '2024-01-01T00:00:00Z' } }), 'until');
+    expectInvalid(
+      await svc.call(t, 'GET', `/projects/${projectId}/audit-logs`, {
+        query: { since: '2024-01-01T01:00:00+01:00', until: '2024-01-01T00:00:00Z' },
+      }),
+      'until',
+    );
   });
 });
 
@@ -80,9 +87,29 @@ describe('names', () => {
       for (const [, name] of BAD_NAMES) {
         expectInvalid(await svc.call(t, 'POST', '/projects', { body: { name } }), 'name');
         expectInvalid(await svc.call(t, 'PATCH', `/projects/${projectId}`, { body: { name } }), 'name');
-        expectInvalid(await svc.call(t, 'POST', `${base}/notification-channels`, { body: { name, type: 'email', config: { email_addresses: ['a@example.com'] } } }), 'name');
-        expectInvalid(await svc.call(t, 'POST', `${base}/pipelines`, { body: { name: 'p', steps: [{ name, type: 'notification', channel_id: 'chn_x' }] } }), 'steps[0].name');
-        expectInvalid(await svc.call(t, 'POST', '/users', { body: { email: `u${Math.random().toString(36).slice(2)}@${t.slug}.test`, name, role: 'read-only', password: 'users-password-1' } }), 'name');
+        expectInvalid(
+          await svc.call(t, 'POST', `${base}/notification-channels`, {
+            body: { name, type: 'email', config: { email_addresses: ['a@example.com'] } },
+          }),
+          'name',
+        );
+        expectInvalid(
+          await svc.call(t, 'POST', `${base}/pipelines`, {
+            body: { name: 'p', steps: [{ name, type: 'notification', channel_id: 'chn_x' }] },
+          }),
+          'steps[0].name',
+        );
+        expectInvalid(
+          await svc.call(t, 'POST', '/users', {
+            body: {
+              email: `u${Math.random().toString(36).slice(2)}@${t.slug}.test`,
+              name,
+              role: 'read-only',
+              password: 'users-password-1',
+            },
+          }),
+          'name',
+        );
       }
     });
     expect(probe.failures).toEqual([]);
@@ -94,12 +121,17 @@ describe('names', () => {
 
   test('the message says which character and where', async () => {
     const res = await svc.call(t, 'POST', '/projects', { body: { name: 'invoice\u202Egpj.exe' } });
-    expect(res.body.error.details).toContainEqual({ field: 'name', message: 'must not contain a bidirectional control character (U+202E at position 7)' });
+    expect(res.body.error.details).toContainEqual({
+      field: 'name',
+      message: 'must not contain a bidirectional control character (U+202E at position 7)',
+    });
   });
 
   test('letters of every script, emoji and joiners stay allowed', async () => {
     for (const name of ['données', 'データ基盤', 'مشروع', '👩‍💻 team', 'क्‍ष']) {
-      const created = await svc.ok(t, 'POST', `/projects/${projectId}/notification-channels`, { body: { name, type: 'email', config: { email_addresses: ['a@example.com'] } } });
+      const created = await svc.ok(t, 'POST', `/projects/${projectId}/notification-channels`, {
+        body: { name, type: 'email', config: { email_addresses: ['a@example.com'] } },
+      });
       expect(created.name).toBe(name);
     }
   });

@@ -18,7 +18,11 @@ beforeAll(async () => {
   await svc.project(bystander, 'calm');
   base = `/projects/${(await svc.project(attacker, 'big')).id}`;
   // Email without an SMTP server goes to the outbox table: each notification step is pure service work.
-  channelId = (await svc.ok(attacker, 'POST', `${base}/notification-channels`, { body: { name: 'ops', type: 'email', config: { email_addresses: ['ops@example.com'] } } })).id;
+  channelId = (
+    await svc.ok(attacker, 'POST', `${base}/notification-channels`, {
+      body: { name: 'ops', type: 'email', config: { email_addresses: ['ops@example.com'] } },
+    })
+  ).id;
 });
 afterAll(() => svc?.close());
 
@@ -38,7 +42,9 @@ function expect422(res: { status: number; body: any }, field: string) {
 
 describe('caps on the lists a tenant can grow', () => {
   it('501 pipeline steps is 422 on steps, and nothing is stored', async () => {
-    const { result, probe } = await whileServingOther(svc, bystander, () => svc.call(attacker, 'POST', `${base}/pipelines`, { body: { name: 'too-big', steps: chain(501) } }));
+    const { result, probe } = await whileServingOther(svc, bystander, () =>
+      svc.call(attacker, 'POST', `${base}/pipelines`, { body: { name: 'too-big', steps: chain(501) } }),
+    );
     expect422(result, 'steps');
     expect(result.body.error.message).toContain('at most 500');
     expect(probe.failures).toEqual([]);
@@ -54,9 +60,19 @@ describe('caps on the lists a tenant can grow', () => {
 
   it('dbt models (1,000), alert rule channels and escalation steps / channels (50)', async () => {
     const models = Array.from({ length: 1001 }, (_, i) => ({ name: `m${i}` }));
-    expect422(await svc.call(attacker, 'POST', `${base}/dbt-projects`, { body: { name: 'dbt', repository: 'https://git.example.com/a.git', models } }), 'models');
+    expect422(
+      await svc.call(attacker, 'POST', `${base}/dbt-projects`, {
+        body: { name: 'dbt', repository: 'https://git.example.com/a.git', models },
+      }),
+      'models',
+    );
     const fiftyOne = Array.from({ length: 51 }, () => channelId).map((id, i) => (i ? `${id}-${i}` : id));
-    expect422(await svc.call(attacker, 'POST', `${base}/escalation-policies`, { body: { name: 'esc', steps: [{ delay_minutes: 0, channel_ids: fiftyOne }] } }), 'steps[0].channel_ids');
+    expect422(
+      await svc.call(attacker, 'POST', `${base}/escalation-policies`, {
+        body: { name: 'esc', steps: [{ delay_minutes: 0, channel_ids: fiftyOne }] },
+      }),
+      'steps[0].channel_ids',
+    );
     const steps = Array.from({ length: 51 }, (_, i) => ({ delay_minutes: i, channel_ids: [channelId] }));
     expect422(await svc.call(attacker, 'POST', `${base}/escalation-policies`, { body: { name: 'esc', steps } }), 'steps');
   });

@@ -78,9 +78,24 @@ describe.each(['read-only', 'read-write'] as const)('a %s API key of project A',
         expect(real.body).toEqual(none.body);
       }
       if (level === 'read-write') {
-        expectError(await svc.call(t, 'PATCH', `/projects/${projectB.id}/notification-channels/${channelB.id}`, { token, body: { name: 'taken' } }), 404, 'resource_not_found');
-        expectError(await svc.call(t, 'POST', `/projects/${projectB.id}/notification-channels`, { token, body: channel('planted') }), 404, 'resource_not_found');
-        expectError(await svc.call(t, 'POST', '/users', { token, body: { email: `k@${t.slug}.test`, role: 'admin', password: 'escalated-password' } }), 403, 'forbidden');
+        expectError(
+          await svc.call(t, 'PATCH', `/projects/${projectB.id}/notification-channels/${channelB.id}`, { token, body: { name: 'taken' } }),
+          404,
+          'resource_not_found',
+        );
+        expectError(
+          await svc.call(t, 'POST', `/projects/${projectB.id}/notification-channels`, { token, body: channel('planted') }),
+          404,
+          'resource_not_found',
+        );
+        expectError(
+          await svc.call(t, 'POST', '/users', {
+            token,
+            body: { email: `k@${t.slug}.test`, role: 'admin', password: 'escalated-password' },
+          }),
+          403,
+          'forbidden',
+        );
       }
     });
     expect(probe.failures).toEqual([]);

@@ -48,7 +48,16 @@ const caDir = mkdtempSync(join(tmpdir(), 'dp-slack-ca-'));
 const sourcePassword = () => (passwordAuth ? SECURE_PASSWORD : 'unused-pw-at-rest-3c1d');
 
 async function boot(options: Partial<ServiceOptions> = {}): Promise<TestService> {
-  const service = await startService({ port: 0, logLevel: 'silent', rateLimit: 100_000, timeScale: 1000, outboundCaFile, dataDir, databaseUrl, ...options });
+  const service = await startService({
+    port: 0,
+    logLevel: 'silent',
+    rateLimit: 100_000,
+    timeScale: 1000,
+    outboundCaFile,
+    dataDir,
+    databaseUrl,
+    ...options,
+  });
   const next = new TestService(service, new TestHttp(service.tls.certPath), dataDir);
   // The tenants and their tokens live in the store; only the port changed.
   t = { ...t, base: next.url(t.slug) };
@@ -88,7 +97,8 @@ async function rawStore(): Promise<string> {
 }
 
 async function expectNoSecretsIn(dump: string) {
-  for (const secret of [SECURE_PASSWORD, 'unused-pw-at-rest', SIGNING, 'slack-at-rest-77d2', 'T0SECRET', LEGACY_SIGNING, LEGACY_BULK]) expect(dump.includes(secret), `"${secret}" is in the store in clear`).toBe(false);
+  for (const secret of [SECURE_PASSWORD, 'unused-pw-at-rest', SIGNING, 'slack-at-rest-77d2', 'T0SECRET', LEGACY_SIGNING, LEGACY_BULK])
+    expect(dump.includes(secret), `"${secret}" is in the store in clear`).toBe(false);
 }
 
 /** The secrets still work: the connection test logs in with the password, deliveries carry the HMAC and reach the Slack URL. */
@@ -99,14 +109,24 @@ async function expectSecretsWork(s: TestService, signing: string) {
   expect(await s.ok(t, 'POST', `${base}/notification-channels/${ids.webhook}/test`, {}, 200)).toMatchObject({ success: true });
   expect(await s.ok(t, 'POST', `${base}/notification-channels/${ids.slack}/test`, {}, 200)).toMatchObject({ success: true });
   const got = hook.received.slice(before);
-  expect(validSignature(got.find((r) => r.path === '/signed')!, signing)).toBe(true);
+  expect(
+    validSignature(
+      got.find((r) => r.path === '/signed')!,
+      signing,
+    ),
+  ).toBe(true);
   expect(slack.received.slice(slackBefore).some((r) => r.path === SLACK_PATH)).toBe(true);
 }
 
 beforeAll(async () => {
   const slackTls = await loadOrCreateTls({ dataDir: caDir });
   outboundCaFile = slackTls.certPath;
-  [svc, src, hook, slack] = await Promise.all([startTestService({ timeScale: 1000, outboundCaFile }), createSourceDb(0.1), webhookServer(), webhookServer({ tls: { cert: slackTls.cert, key: slackTls.key } })]);
+  [svc, src, hook, slack] = await Promise.all([
+    startTestService({ timeScale: 1000, outboundCaFile }),
+    createSourceDb(0.1),
+    webhookServer(),
+    webhookServer({ tls: { cert: slackTls.cert, key: slackTls.key } }),
+  ]);
   dataDir = svc.dataDir;
   databaseUrl = svc.service.ctx.options.databaseUrl;
   passwordAuth = await ensurePasswordRole(src);
@@ -127,16 +147,40 @@ afterAll(async () => {
 describe('attack 7: reading write-only values from the store', () => {
   it('connector passwords, signing secrets and Slack URLs are only ciphertext in the store, and still work', async () => {
     const { probe } = await whileServingOther(svc, bystander, async () => {
-      const credentials = passwordAuth ? { username: SECURE_ROLE, password: SECURE_PASSWORD } : { username: src.admin.username, password: sourcePassword() };
-      ids.connector = (await svc.ok(t, 'POST', `${base}/connectors`, { body: { name: 'pg', connector_type: 'postgresql', config: { host: src.host, port: src.port, database: src.database, schema: 'shop', ssl_mode: 'disable' }, credentials, selected_tables: ['shop.orders'] } })).id;
-      ids.webhook = (await svc.ok(t, 'POST', `${base}/notification-channels`, { body: { name: 'hook', type: 'webhook', config: { url: hook.url('/signed'), signing_secret: SIGNING } } })).id;
-      ids.slack = (await svc.ok(t, 'POST', `${base}/notification-channels`, { body: { name: 'slack', type: 'slack', config: { slack_webhook_url: slack.url(SLACK_PATH) } } })).id;
+      const credentials = passwordAuth
+        ? { username: SECURE_ROLE, password: SECURE_PASSWORD }
+        : { username: src.admin.username, password: sourcePassword() };
+      ids.connector = (
+        await svc.ok(t, 'POST', `${base}/connectors`, {
+          body: {
+            name: 'pg',
+            connector_type: 'postgresql',
+            config: { host: src.host, port: src.port, database: src.database, schema: 'shop', ssl_mode: 'disable' },
+            credentials,
+            selected_tables: ['shop.orders'],
+          },
+        })
+      ).id;
+      ids.webhook = (
+        await svc.ok(t, 'POST', `${base}/notification-channels`, {
+          body: { name: 'hook', type: 'webhook', config: { url: hook.url('/signed'), signing_secret: SIGNING } },
+        })
+      ).id;
+      ids.slack = (
+        await svc.ok(t, 'POST', `${base}/notification-channels`, {
+          body: { name: 'slack', type: 'slack', config: { slack_webhook_url: slack.url(SLACK_PATH) } },
+        })
+      ).id;
       await expectSecretsWork(svc, SIGNING);
     });
     expect(probe.failures).toEqual([]);
     expect(probe.max).toBeLessThan(BYSTANDER_MAX_MS);
     await svc.service.secretsMigration;
-    const rows = await svc.service.ctx.db.all<{ secrets: string }>('SELECT secrets FROM resources WHERE id IN (?, ?, ?)', [ids.connector, ids.webhook, ids.slack]);
+    const rows = await svc.service.ctx.db.all<{ secrets: string }>('SELECT secrets FROM resources WHERE id IN (?, ?, ?)', [
+      ids.connector,
+      ids.webhook,
+      ids.slack,
+    ]);
     expect(rows).toHaveLength(3);
     for (const r of rows) expect(r.secrets).toMatch(/^enc:v1:[0-9a-f]{16}:/);
     await expectNoSecretsIn(await rawStore());
@@ -155,81 +199,104 @@ describe('attack 7: reading write-only values from the store', () => {
     expect(await svc.ok(t, 'POST', `${base}/notification-channels/${ids.slack}/test`, {}, 200)).toMatchObject({ success: true });
   });
 
-  it('a store written in clear by an older version is sealed on start, in the background, other tenants served meanwhile', { timeout: 120_000 }, async () => {
-    await stop(svc);
-    const db = await storeDb();
-    try {
-      await seedLegacyClearRows(db);
-    } finally {
-      await db.close();
-    }
-    expect(await rawStore()).toContain(LEGACY_SIGNING);
+  it(
+    'a store written in clear by an older version is sealed on start, in the background, other tenants served meanwhile',
+    { timeout: 120_000 },
+    async () => {
+      await stop(svc);
+      const db = await storeDb();
+      try {
+        await seedLegacyClearRows(db);
+      } finally {
+        await db.close();
+      }
+      expect(await rawStore()).toContain(LEGACY_SIGNING);
 
-    svc = await boot();
-    const started = performance.now();
-    const { result: sealed, probe } = await whileServingOther(svc, bystander, () => svc.service.secretsMigration);
-    const tookMs = performance.now() - started;
-    expect(sealed).toBe(LEGACY_ROWS + 2);
-    expect(probe.failures).toEqual([]);
-    expect(probe.max).toBeLessThan(BYSTANDER_MAX_MS);
-    console.log(`sealed ${sealed} clear rows in ${Math.round(tookMs)} ms; bystander: ${probe.count} calls, p50 ${Math.round(probe.p50)} ms, max ${Math.round(probe.max)} ms`);
-    await expectNoSecretsIn(await rawStore());
-    await expectSecretsWork(svc, LEGACY_SIGNING);
+      svc = await boot();
+      const started = performance.now();
+      const { result: sealed, probe } = await whileServingOther(svc, bystander, () => svc.service.secretsMigration);
+      const tookMs = performance.now() - started;
+      expect(sealed).toBe(LEGACY_ROWS + 2);
+      expect(probe.failures).toEqual([]);
+      expect(probe.max).toBeLessThan(BYSTANDER_MAX_MS);
+      console.log(
+        `sealed ${sealed} clear rows in ${Math.round(tookMs)} ms; bystander: ${probe.count} calls, p50 ${Math.round(probe.p50)} ms, max ${Math.round(probe.max)} ms`,
+      );
+      await expectNoSecretsIn(await rawStore());
+      await expectSecretsWork(svc, LEGACY_SIGNING);
 
-    // Idempotent: the next start finds nothing to do.
-    await stop(svc);
-    svc = await boot();
-    expect(await svc.service.secretsMigration).toBe(0);
-  });
+      // Idempotent: the next start finds nothing to do.
+      await stop(svc);
+      svc = await boot();
+      expect(await svc.service.secretsMigration).toBe(0);
+    },
+  );
 
-  it('rotate-key re-encrypts everything under a new key; the old key no longer opens the store; a wrong key stops start-up with a clear error', { timeout: 120_000 }, async () => {
-    const db0 = svc.service.ctx.db;
-    const oldKey = databaseUrl
-      ? (await db0.get<{ value: string }>("SELECT value FROM meta WHERE key = 'secrets.master_key'"))!.value
-      : readFileSync(join(dataDir, 'secrets.key'), 'utf8').trim();
-    const sealedBefore = (await db0.get<{ secrets: string }>('SELECT secrets FROM resources WHERE id = ?', [ids.connector]))!.secrets;
-    await stop(svc);
+  it(
+    'rotate-key re-encrypts everything under a new key; the old key no longer opens the store; a wrong key stops start-up with a clear error',
+    { timeout: 120_000 },
+    async () => {
+      const db0 = svc.service.ctx.db;
+      const oldKey = databaseUrl
+        ? (await db0.get<{ value: string }>("SELECT value FROM meta WHERE key = 'secrets.master_key'"))!.value
+        : readFileSync(join(dataDir, 'secrets.key'), 'utf8').trim();
+      const sealedBefore = (await db0.get<{ secrets: string }>('SELECT secrets FROM resources WHERE id = ?', [ids.connector]))!.secrets;
+      await stop(svc);
 
-    const newKeyFile = join(keyDir, 'new.key');
-    const args = ['rotate-key', '--data-dir', dataDir, '--new-key-file', newKeyFile, ...(databaseUrl ? ['--database-url', databaseUrl] : [])];
-    await secretsCommand().exitOverride().parseAsync(args, { from: 'user' });
-    const newKey = masterKey(Buffer.from(readFileSync(newKeyFile, 'utf8').trim(), 'base64'));
+      const newKeyFile = join(keyDir, 'new.key');
+      const args = [
+        'rotate-key',
+        '--data-dir',
+        dataDir,
+        '--new-key-file',
+        newKeyFile,
+        ...(databaseUrl ? ['--database-url', databaseUrl] : []),
+      ];
+      await secretsCommand().exitOverride().parseAsync(args, { from: 'user' });
+      const newKey = masterKey(Buffer.from(readFileSync(newKeyFile, 'utf8').trim(), 'base64'));
 
-    const db = await storeDb();
-    try {
-      const rows = await db.all<{ id: string; tenant_id: string; secrets: string }>('SELECT id, tenant_id, secrets FROM resources WHERE secrets IS NOT NULL');
-      expect(rows.length).toBe(LEGACY_ROWS + 3);
-      expect(rows.filter((r) => !r.secrets.startsWith(`enc:v1:${newKey.id}:`))).toEqual([]);
-      // The old key opens neither the rows now nor (by design) anything the rotation wrote.
-      const connector = rows.find((r) => r.id === ids.connector)!;
-      expect(connector.secrets).not.toBe(sealedBefore);
-      const oldCipher = new SecretCipher(masterKey(Buffer.from(oldKey, 'base64')));
-      expect(() => oldCipher.open(connector.secrets, connector.tenant_id, connector.id)).toThrow(/not configured/);
-      expect(new SecretCipher(newKey).open(connector.secrets, connector.tenant_id, connector.id)).toMatchObject({ credentials: { password: sourcePassword() } });
-      // The generated key is gone from where it was kept.
-      if (databaseUrl) expect(await db.get("SELECT value FROM meta WHERE key = 'secrets.master_key'")).toBeUndefined();
-    } finally {
-      await db.close();
-    }
+      const db = await storeDb();
+      try {
+        const rows = await db.all<{ id: string; tenant_id: string; secrets: string }>(
+          'SELECT id, tenant_id, secrets FROM resources WHERE secrets IS NOT NULL',
+        );
+        expect(rows.length).toBe(LEGACY_ROWS + 3);
+        expect(rows.filter((r) => !r.secrets.startsWith(`enc:v1:${newKey.id}:`))).toEqual([]);
+        // The old key opens neither the rows now nor (by design) anything the rotation wrote.
+        const connector = rows.find((r) => r.id === ids.connector)!;
+        expect(connector.secrets).not.toBe(sealedBefore);
+        const oldCipher = new SecretCipher(masterKey(Buffer.from(oldKey, 'base64')));
+        expect(() => oldCipher.open(connector.secrets, connector.tenant_id, connector.id)).toThrow(/not configured/);
+        expect(new SecretCipher(newKey).open(connector.secrets, connector.tenant_id, connector.id)).toMatchObject({
+          credentials: { password: sourcePassword() },
+        });
+        // The generated key is gone from where it was kept.
+        if (databaseUrl) expect(await db.get("SELECT value FROM meta WHERE key = 'secrets.master_key'")).toBeUndefined();
+      } finally {
+        await db.close();
+      }
 
-    // Running it again is harmless (crash-safe: it continues where it stopped, here with nothing left).
-    await secretsCommand().exitOverride().parseAsync(args, { from: 'user' });
+      // Running it again is harmless (crash-safe: it continues where it stopped, here with nothing left).
+      await secretsCommand().exitOverride().parseAsync(args, { from: 'user' });
 
-    // The old key, no key, and a random key: start-up stops with a message naming the keys.
-    await expect(boot({ secretsKey: oldKey })).rejects.toThrow(new RegExp(`sealed with key ${newKey.id}, but DP_SECRETS_KEY holds key`));
-    await expect(boot()).rejects.toThrow(/no key is configured: pass it with --secrets-key-file or DP_SECRETS_KEY/);
-    const wrongFile = join(keyDir, 'wrong.key');
-    writeFileSync(wrongFile, generateKey().toString('base64'));
-    await expect(boot({ secretsKeyFile: wrongFile })).rejects.toThrow(/sealed with key [0-9a-f]{16}, but the --secrets-key-file holds key/);
-    writeFileSync(wrongFile, 'not a key');
-    await expect(boot({ secretsKeyFile: wrongFile })).rejects.toThrow(/--secrets-key-file .* must hold a base64-encoded 32-byte key/);
+      // The old key, no key, and a random key: start-up stops with a message naming the keys.
+      await expect(boot({ secretsKey: oldKey })).rejects.toThrow(new RegExp(`sealed with key ${newKey.id}, but DP_SECRETS_KEY holds key`));
+      await expect(boot()).rejects.toThrow(/no key is configured: pass it with --secrets-key-file or DP_SECRETS_KEY/);
+      const wrongFile = join(keyDir, 'wrong.key');
+      writeFileSync(wrongFile, generateKey().toString('base64'));
+      await expect(boot({ secretsKeyFile: wrongFile })).rejects.toThrow(
+        /sealed with key [0-9a-f]{16}, but the --secrets-key-file holds key/,
+      );
+      writeFileSync(wrongFile, 'not a key');
+      await expect(boot({ secretsKeyFile: wrongFile })).rejects.toThrow(/--secrets-key-file .* must hold a base64-encoded 32-byte key/);
 
-    svc = await boot({ secretsKeyFile: newKeyFile });
-    const { probe } = await whileServingOther(svc, bystander, () => expectSecretsWork(svc, LEGACY_SIGNING));
-    expect(probe.failures).toEqual([]);
-    expect(probe.max).toBeLessThan(BYSTANDER_MAX_MS);
-    await expectNoSecretsIn(await rawStore());
-  });
+      svc = await boot({ secretsKeyFile: newKeyFile });
+      const { probe } = await whileServingOther(svc, bystander, () => expectSecretsWork(svc, LEGACY_SIGNING));
+      expect(probe.failures).toEqual([]);
+      expect(probe.max).toBeLessThan(BYSTANDER_MAX_MS);
+      await expectNoSecretsIn(await rawStore());
+    },
+  );
 });
 
 /**
@@ -238,8 +305,14 @@ describe('attack 7: reading write-only values from the store', () => {
  */
 async function seedLegacyClearRows(db: Db) {
   const tenantId = (await db.get<{ tenant_id: string }>('SELECT tenant_id FROM resources WHERE id = ?', [ids.webhook]))!.tenant_id;
-  await db.run('UPDATE resources SET secrets = ? WHERE id = ?', [JSON.stringify({ config: { signing_secret: LEGACY_SIGNING } }), ids.webhook]);
-  await db.run('UPDATE resources SET secrets = ? WHERE id = ?', [JSON.stringify({ config: { slack_webhook_url: slack.url(SLACK_PATH) } }), ids.slack]);
+  await db.run('UPDATE resources SET secrets = ? WHERE id = ?', [
+    JSON.stringify({ config: { signing_secret: LEGACY_SIGNING } }),
+    ids.webhook,
+  ]);
+  await db.run('UPDATE resources SET secrets = ? WHERE id = ?', [
+    JSON.stringify({ config: { slack_webhook_url: slack.url(SLACK_PATH) } }),
+    ids.slack,
+  ]);
   await db.run("DELETE FROM meta WHERE key = 'secrets.clear_migrated'");
   const series =
     db.dialect === 'sqlite'

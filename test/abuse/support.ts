@@ -15,7 +15,12 @@ export interface Probe {
   failures: number[];
 }
 
-export async function whileServingOther<T>(svc: TestService, bystander: TestTenant, attack: () => Promise<T>, path = '/projects?limit=1'): Promise<{ result: T; probe: Probe }> {
+export async function whileServingOther<T>(
+  svc: TestService,
+  bystander: TestTenant,
+  attack: () => Promise<T>,
+  path = '/projects?limit=1',
+): Promise<{ result: T; probe: Probe }> {
   const latencies: number[] = [];
   const failures: number[] = [];
   let running = true;

@@ -13,7 +13,11 @@ async function synthExampleWith(library: 'cdktf' | 'cdktn') {
   const real = (await vi.importActual(library)) as typeof cdk;
   const { PlatformStack } = await import('../../examples/cdktf/platform-stack.js');
   const stack = new PlatformStack(cdk.Testing.app(), 'platform');
-  return { usedLibrary: cdk.TerraformStack === real.TerraformStack, stackClass: cdk.TerraformStack, json: JSON.parse(cdk.Testing.synth(stack)) };
+  return {
+    usedLibrary: cdk.TerraformStack === real.TerraformStack,
+    stackClass: cdk.TerraformStack,
+    json: JSON.parse(cdk.Testing.synth(stack)),
+  };
 }
 
 describe('cdktn instead of cdktf', () => {

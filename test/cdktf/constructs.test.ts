@@ -1,6 +1,18 @@
 import { describe, expect, it } from 'vitest';
 import { TerraformStack, Testing } from '../../src/cdktf/cdk.js';
-import { AlertRule, Connector, DATA_SOURCE_CONSTRUCTS, DataConnector, DataLatestRun, DataplatformProvider, InfrastructureResource, NotificationChannel, Pipeline, Project, User } from '../../src/cdktf/index.js';
+import {
+  AlertRule,
+  Connector,
+  DATA_SOURCE_CONSTRUCTS,
+  DataConnector,
+  DataLatestRun,
+  DataplatformProvider,
+  InfrastructureResource,
+  NotificationChannel,
+  Pipeline,
+  Project,
+  User,
+} from '../../src/cdktf/index.js';
 
 /** A stack with the provider, as `cdktf synth` sees it. */
 function stack() {
@@ -84,7 +96,13 @@ describe('generated constructs', () => {
   it('pass the meta-arguments through: provider alias, dependsOn, count, lifecycle', () => {
     const s = stack();
     const other = new DataplatformProvider(s, 'second', { alias: 'second', apiKey: 'k' });
-    const channel = new NotificationChannel(s, 'ch', { projectId: 'p', name: 'oncall', type: 'email', config: { emailAddresses: ['a@example.com'] }, provider: other });
+    const channel = new NotificationChannel(s, 'ch', {
+      projectId: 'p',
+      name: 'oncall',
+      type: 'email',
+      config: { emailAddresses: ['a@example.com'] },
+      provider: other,
+    });
     const rule = new AlertRule(s, 'rule', {
       projectId: 'p',
       name: 'r',
@@ -109,9 +127,21 @@ describe('generated constructs', () => {
 
   it('name attributes in camelCase from the provider schema (provider_name: the API field `provider` is a meta-argument)', () => {
     const s = stack();
-    const wh = new InfrastructureResource(s, 'wh', { projectId: 'p', name: 'wh', resourceType: 'warehouse', providerName: 'snowflake', region: 'eu-west-1' });
+    const wh = new InfrastructureResource(s, 'wh', {
+      projectId: 'p',
+      name: 'wh',
+      resourceType: 'warehouse',
+      providerName: 'snowflake',
+      region: 'eu-west-1',
+    });
     expect(wh.providerNameInput).toBe('snowflake');
-    expect(only(synth(s), 'dataplatform_infrastructure_resource')).toEqual({ project_id: 'p', name: 'wh', resource_type: 'warehouse', provider_name: 'snowflake', region: 'eu-west-1' });
+    expect(only(synth(s), 'dataplatform_infrastructure_resource')).toEqual({
+      project_id: 'p',
+      name: 'wh',
+      resource_type: 'warehouse',
+      provider_name: 'snowflake',
+      region: 'eu-west-1',
+    });
   });
 
   it('import: importFrom writes an import block, generateConfigForImport an importable resource', () => {
@@ -119,7 +149,12 @@ describe('generated constructs', () => {
     new Project(s, 'existing', { name: 'legacy' }).importFrom('legacy');
     User.generateConfigForImport(s, 'dana', 'dana@example.com');
     const json = synth(s);
-    expect(json.import).toEqual(expect.arrayContaining([{ id: 'legacy', to: 'dataplatform_project.existing' }, { id: 'dana@example.com', to: 'dataplatform_user.dana' }]));
+    expect(json.import).toEqual(
+      expect.arrayContaining([
+        { id: 'legacy', to: 'dataplatform_project.existing' },
+        { id: 'dana@example.com', to: 'dataplatform_user.dana' },
+      ]),
+    );
   });
 
   it('setters and reset* change what is synthesized', () => {
@@ -128,11 +163,24 @@ describe('generated constructs', () => {
     c.resetSchedule();
     c.putCredentials({ username: 'u' });
     c.name = 'renamed';
-    expect(only(synth(s), 'dataplatform_connector')).toEqual({ project_id: 'p', name: 'renamed', connector_type: 'mysql', credentials: { username: 'u' } });
+    expect(only(synth(s), 'dataplatform_connector')).toEqual({
+      project_id: 'p',
+      name: 'renamed',
+      connector_type: 'mysql',
+      credentials: { username: 'u' },
+    });
   });
 
   it('data sources: a lookup per listable kind and the views, as data blocks with token getters', () => {
-    expect(Object.keys(DATA_SOURCE_CONSTRUCTS)).toEqual(expect.arrayContaining(['dataplatform_connector', 'dataplatform_project', 'dataplatform_latest_run', 'dataplatform_connector_schema', 'dataplatform_dbt_lineage']));
+    expect(Object.keys(DATA_SOURCE_CONSTRUCTS)).toEqual(
+      expect.arrayContaining([
+        'dataplatform_connector',
+        'dataplatform_project',
+        'dataplatform_latest_run',
+        'dataplatform_connector_schema',
+        'dataplatform_dbt_lineage',
+      ]),
+    );
     const s = stack();
     const existing = new DataConnector(s, 'orders', { projectId: 'p1', name: 'orders-db' });
     const run = new DataLatestRun(s, 'last', { projectId: 'p1', connectorId: existing.id });
@@ -140,6 +188,9 @@ describe('generated constructs', () => {
     const json = synth(s);
     expect(json.data.dataplatform_connector.orders).toEqual({ project_id: 'p1', name: 'orders-db' });
     expect(json.data.dataplatform_latest_run.last).toEqual({ project_id: 'p1', connector_id: '${data.dataplatform_connector.orders.id}' });
-    expect(only(json, 'dataplatform_project').labels).toEqual({ host: '${data.dataplatform_connector.orders.config.host}', status: '${data.dataplatform_latest_run.last.status}' });
+    expect(only(json, 'dataplatform_project').labels).toEqual({
+      host: '${data.dataplatform_connector.orders.config.host}',
+      status: '${data.dataplatform_latest_run.last.status}',
+    });
   });
 });

@@ -8,7 +8,9 @@ import { resourceSpecs } from '../../src/provider/schema.js';
 describe('generated cdktf bindings', () => {
   it('are up to date with the schemas (run: node --import tsx scripts/generate-cdktf.ts)', () => {
     const expected = renderCdktfBindings();
-    const onDisk = readdirSync(GENERATED_DIR).filter((f) => f.endsWith('.ts')).sort();
+    const onDisk = readdirSync(GENERATED_DIR)
+      .filter((f) => f.endsWith('.ts'))
+      .sort();
     expect(onDisk).toEqual([...expected.keys()].sort());
     for (const [name, text] of expected) expect(readFileSync(join(GENERATED_DIR, name), 'utf8'), `${name} is stale`).toBe(text);
   });

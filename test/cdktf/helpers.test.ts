@@ -13,7 +13,10 @@ describe('helpers above the bindings', () => {
     const platform = new Platform(s, 'platform', { provider: { endpoint: 'https://acme.localhost:8443' } });
     const sales = platform.addProject('sales', { description: 'd' });
     sales.addConnector('crm', { connectorType: 'salesforce' });
-    sales.add(MaskingPolicy, 'redact', { classificationId: sales.add(Classification, 'pii', { sensitivity: 'confidential' }).id, method: 'redact' });
+    sales.add(MaskingPolicy, 'redact', {
+      classificationId: sales.add(Classification, 'pii', { sensitivity: 'confidential' }).id,
+      method: 'redact',
+    });
     // Two kinds may share a name: the construct ids differ by kind.
     sales.addNotificationChannel('crm', { type: 'email', config: { emailAddresses: ['a@example.com'] } });
     platform.addUser('dana@example.com', { role: 'read-only' });
@@ -39,27 +42,51 @@ describe('helpers above the bindings', () => {
     expect(pipeline.steps).toEqual([
       { name: 'sync-orders', type: 'connector_sync', connector_id: ref('dataplatform_connector', 'orders-db') },
       { name: 'sync-billing', type: 'connector_sync', connector_id: ref('dataplatform_connector', 'billing-db') },
-      { name: 'build-models', type: 'dbt_run', dbt_project_id: ref('dataplatform_dbt_project', 'warehouse-models'), depends_on: ['sync-orders', 'sync-billing'] },
-      { name: 'announce', type: 'notification', channel_id: ref('dataplatform_notification_channel', 'data-team-slack'), depends_on: ['build-models'] },
+      {
+        name: 'build-models',
+        type: 'dbt_run',
+        dbt_project_id: ref('dataplatform_dbt_project', 'warehouse-models'),
+        depends_on: ['sync-orders', 'sync-billing'],
+      },
+      {
+        name: 'announce',
+        type: 'notification',
+        channel_id: ref('dataplatform_notification_channel', 'data-team-slack'),
+        depends_on: ['build-models'],
+      },
     ]);
-    expect(byName(json, 'dataplatform_alert_rule', 'revenue-pipeline-failed').target).toEqual({ pipeline_id: ref('dataplatform_pipeline', 'nightly-revenue') });
+    expect(byName(json, 'dataplatform_alert_rule', 'revenue-pipeline-failed').target).toEqual({
+      pipeline_id: ref('dataplatform_pipeline', 'nightly-revenue'),
+    });
   });
 
   it('refuses bad steps at synth time with a clear message', () => {
     const s = new TerraformStack(Testing.app(), 's');
     const p = new Platform(s, 'p').addProject('x');
     const c = p.addConnector('c', { connectorType: 'mysql' });
-    expect(() => step('bad', p.project)).toThrow('step "bad": a pipeline step cannot run a dataplatform_project (it runs dataplatform_connector, dataplatform_dbt_project, dataplatform_notification_channel)');
+    expect(() => step('bad', p.project)).toThrow(
+      'step "bad": a pipeline step cannot run a dataplatform_project (it runs dataplatform_connector, dataplatform_dbt_project, dataplatform_notification_channel)',
+    );
     const elsewhere = step('sync', c);
-    expect(() => p.addPipeline('pl', { steps: [step('after', c, { after: [elsewhere] })] })).toThrow('step "after" runs after "sync", which is not a step of this pipeline');
+    expect(() => p.addPipeline('pl', { steps: [step('after', c, { after: [elsewhere] })] })).toThrow(
+      'step "after" runs after "sync", which is not a step of this pipeline',
+    );
     expect(() => p.addPipeline('p2', { steps: [step('same', c), step('same', c)] })).toThrow('two steps are named "same"');
   });
 
   it('reads secrets from sensitive variables: only ${var.X} in the JSON, one variable per name, at the stack top', () => {
     const json = synth(new PlatformStack(Testing.app(), 'platform'));
-    expect(json.variable.ORDERS_DB_PASSWORD).toEqual({ type: 'string', sensitive: true, nullable: false, description: 'Password of the orders database replica user.' });
+    expect(json.variable.ORDERS_DB_PASSWORD).toEqual({
+      type: 'string',
+      sensitive: true,
+      nullable: false,
+      description: 'Password of the orders database replica user.',
+    });
     expect(Object.keys(json.variable).sort()).toEqual(['BILLING_DB_PASSWORD', 'ORDERS_DB_PASSWORD', 'SLACK_WEBHOOK_URL']);
-    expect(byName(json, 'dataplatform_connector', 'orders-db').credentials).toEqual({ username: 'replicator', password: '${var.ORDERS_DB_PASSWORD}' });
+    expect(byName(json, 'dataplatform_connector', 'orders-db').credentials).toEqual({
+      username: 'replicator',
+      password: '${var.ORDERS_DB_PASSWORD}',
+    });
     expect(byName(json, 'dataplatform_notification_channel', 'data-team-slack').config.slack_webhook_url).toBe('${var.SLACK_WEBHOOK_URL}');
 
     const s = new TerraformStack(Testing.app(), 's');
@@ -78,10 +105,23 @@ describe('helpers above the bindings', () => {
     });
     expect(Testing.toHaveProvider(synthesized, 'dataplatform')).toBe(true);
     expect(Testing.toHaveResourceWithProperties(synthesized, 'dataplatform_project', { name: 'sales' })).toBe(true);
-    expect(Testing.toHaveResourceWithProperties(synthesized, 'dataplatform_connector', { name: 'crm', connector_type: 'salesforce', schedule: '0 * * * *' })).toBe(true);
+    expect(
+      Testing.toHaveResourceWithProperties(synthesized, 'dataplatform_connector', {
+        name: 'crm',
+        connector_type: 'salesforce',
+        schedule: '0 * * * *',
+      }),
+    ).toBe(true);
     // The matchers do fail: another value of the same resource is not found.
-    expect(Testing.toHaveResourceWithProperties(synthesized, 'dataplatform_connector', { name: 'crm', connector_type: 'mysql' })).toBe(false);
-    expect(Testing.toHaveResourceWithProperties(synthesized, 'dataplatform_pipeline', { name: 'hourly', steps: [{ name: 'sync-crm', type: 'connector_sync' }] })).toBe(true);
+    expect(Testing.toHaveResourceWithProperties(synthesized, 'dataplatform_connector', { name: 'crm', connector_type: 'mysql' })).toBe(
+      false,
+    );
+    expect(
+      Testing.toHaveResourceWithProperties(synthesized, 'dataplatform_pipeline', {
+        name: 'hourly',
+        steps: [{ name: 'sync-crm', type: 'connector_sync' }],
+      }),
+    ).toBe(true);
     expect(Testing.toHaveResource(synthesized, 'dataplatform_alert_rule')).toBe(false);
   });
 });

@@ -53,7 +53,10 @@ describe('YamlPlatform: the dpctl YAML format as constructs', () => {
     expect(count).toBe(config.documents.length);
     // The pipeline's steps point at the connectors and the dbt project as references.
     const pipeline = yaml.resource('Pipeline', 'nightly-revenue', 'analytics');
-    expect(Object.values(json.resource.dataplatform_pipeline as Record<string, any>).find((p) => p.name === 'nightly-revenue').steps[2].dbt_project_id).toBe(addressOf('dbt_project', 'analytics', 'warehouse-models'));
+    expect(
+      Object.values(json.resource.dataplatform_pipeline as Record<string, any>).find((p) => p.name === 'nightly-revenue').steps[2]
+        .dbt_project_id,
+    ).toBe(addressOf('dbt_project', 'analytics', 'warehouse-models'));
     expect(pipeline.terraformResourceType).toBe('dataplatform_pipeline');
   });
 
@@ -61,8 +64,16 @@ describe('YamlPlatform: the dpctl YAML format as constructs', () => {
     process.env.ORDERS_DB_PASSWORD = 'must-not-leak';
     try {
       const { json, stack } = synthYaml(EXAMPLE);
-      expect(Object.keys(json.variable).sort()).toEqual(['ANALYTICS_SLACK_WEBHOOK_URL', 'BILLING_DB_PASSWORD', 'ONCALL_SIGNING_SECRET', 'OPS_BOT_PASSWORD', 'ORDERS_DB_PASSWORD', 'SALESFORCE_PASSWORD']);
-      for (const v of Object.values(json.variable as Record<string, any>)) expect(v).toMatchObject({ type: 'string', sensitive: true, nullable: false });
+      expect(Object.keys(json.variable).sort()).toEqual([
+        'ANALYTICS_SLACK_WEBHOOK_URL',
+        'BILLING_DB_PASSWORD',
+        'ONCALL_SIGNING_SECRET',
+        'OPS_BOT_PASSWORD',
+        'ORDERS_DB_PASSWORD',
+        'SALESFORCE_PASSWORD',
+      ]);
+      for (const v of Object.values(json.variable as Record<string, any>))
+        expect(v).toMatchObject({ type: 'string', sensitive: true, nullable: false });
       expect(Testing.synth(stack)).not.toContain('must-not-leak');
     } finally {
       delete process.env.ORDERS_DB_PASSWORD;
@@ -143,9 +154,14 @@ spec:
     );
     const { yaml, json } = synthYaml(dir);
     const guarded = yaml.resource('Connector', 'guarded', 'p');
-    expect(json.resource.dataplatform_connector[guarded.friendlyUniqueId].lifecycle).toEqual({ prevent_destroy: true, ignore_changes: ['config.port', 'labels["team"]'] });
+    expect(json.resource.dataplatform_connector[guarded.friendlyUniqueId].lifecycle).toEqual({
+      prevent_destroy: true,
+      ignore_changes: ['config.port', 'labels["team"]'],
+    });
     const names = Object.values(json.resource.dataplatform_connector as Record<string, { name: string }>).map((c) => c.name);
     expect(names).toEqual(['guarded']);
-    expect(Object.values(json.data.dataplatform_connector as Record<string, { name: string; project_id: string }>)).toEqual([{ name: 'watched', project_id: expect.stringMatching(/^\$\{dataplatform_project\..*\.id\}$/) }]);
+    expect(Object.values(json.data.dataplatform_connector as Record<string, { name: string; project_id: string }>)).toEqual([
+      { name: 'watched', project_id: expect.stringMatching(/^\$\{dataplatform_project\..*\.id\}$/) },
+    ]);
   });
 });

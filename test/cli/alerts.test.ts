@@ -28,9 +28,19 @@ beforeAll(async () => {
   await svc.project(t, 'quiet');
   const base = `/projects/${projectId}`;
   const config = { host: '127.0.0.1', port: await closedPort(), database: 'shop', ssl_mode: 'disable' };
-  const connector = await svc.ok(t, 'POST', `${base}/connectors`, { body: { name: 'orders-db', connector_type: 'postgresql', config, credentials: { username: 'loader', password: 'pw' }, selected_tables: ['public.orders'] } });
+  const connector = await svc.ok(t, 'POST', `${base}/connectors`, {
+    body: {
+      name: 'orders-db',
+      connector_type: 'postgresql',
+      config,
+      credentials: { username: 'loader', password: 'pw' },
+      selected_tables: ['public.orders'],
+    },
+  });
   const condition = { metric: 'run_failed', operator: 'gt', threshold: 0 };
-  await svc.ok(t, 'POST', `${base}/alert-rules`, { body: { name: 'orders sync failed', severity: 'critical', condition, target: { connector_id: connector.id } } });
+  await svc.ok(t, 'POST', `${base}/alert-rules`, {
+    body: { name: 'orders sync failed', severity: 'critical', condition, target: { connector_id: connector.id } },
+  });
   await svc.ok(t, 'POST', `${base}/alert-rules`, { body: { name: 'any run failed', severity: 'warning', condition } });
   await client.syncConnector(projectId, connector.id);
   const alerts = await eventually(async () => {
@@ -46,7 +56,11 @@ afterAll(async () => {
 
 const dpctl = (...args: string[]) => runDpctl(['alerts', ...args], { env });
 /** Table rows (header first), split on the column gaps. */
-const rows = (stdout: string) => stdout.trimEnd().split('\n').map((l) => l.split(/ {2,}/));
+const rows = (stdout: string) =>
+  stdout
+    .trimEnd()
+    .split('\n')
+    .map((l) => l.split(/ {2,}/));
 
 describe('dpctl alerts list', () => {
   test('an aligned table: id, severity, status, rule name, fired time, message', async () => {
@@ -80,7 +94,11 @@ describe('dpctl alerts list', () => {
       dpctl('list', '--project', 'ops', '--status', 'resolved'),
     ]);
     expect(critical.code, critical.stderr).toBe(0);
-    expect(rows(critical.stdout).slice(1).map((row) => row[0])).toEqual([fired.critical.id]);
+    expect(
+      rows(critical.stdout)
+        .slice(1)
+        .map((row) => row[0]),
+    ).toEqual([fired.critical.id]);
     expect(warningJson.code, warningJson.stderr).toBe(0);
     expect(JSON.parse(warningJson.stdout)).toEqual([fired.warning]);
     expect(resolved).toMatchObject({ code: 0, stdout: 'No alerts.\n', stderr: '' });
@@ -97,7 +115,9 @@ describe('dpctl alerts list', () => {
     expect(JSON.parse(json.stdout)).toEqual([]);
     expect(unknown).toMatchObject({ code: 1, stdout: '', stderr: 'dpctl: project "nope" not found\n' });
     expect(badStatus.code).toBe(1);
-    expect(badStatus.stderr).toContain("option '--status <status>' argument 'closed' is invalid. Allowed choices are firing, acknowledged, resolved, open.");
+    expect(badStatus.stderr).toContain(
+      "option '--status <status>' argument 'closed' is invalid. Allowed choices are firing, acknowledged, resolved, open.",
+    );
   });
 });
 
@@ -106,15 +126,28 @@ describe('dpctl alerts ack / resolve', () => {
     const ack = await dpctl('ack', fired.critical.id, '--project', 'ops');
     expect(ack).toMatchObject({ code: 0, stdout: `alert ${fired.critical.id} acknowledged\n`, stderr: '' });
     const acknowledged = await dpctl('list', '--project', 'ops', '--status', 'acknowledged', '--output', 'json');
-    expect(JSON.parse(acknowledged.stdout)).toMatchObject([{ id: fired.critical.id, status: 'acknowledged', acknowledged_by: t.adminEmail }]);
+    expect(JSON.parse(acknowledged.stdout)).toMatchObject([
+      { id: fired.critical.id, status: 'acknowledged', acknowledged_by: t.adminEmail },
+    ]);
 
     const resolve = await dpctl('resolve', fired.warning.id, '--project', 'ops', '--output', 'json');
     expect(resolve.code, resolve.stderr).toBe(0);
     expect(JSON.parse(resolve.stdout)).toMatchObject({ id: fired.warning.id, status: 'resolved', resolved_by: t.adminEmail });
 
-    const [open, resolved] = await Promise.all([dpctl('list', '--project', 'ops', '--status', 'open'), dpctl('list', '--project', 'ops', '--status', 'resolved')]);
-    expect(rows(open.stdout).slice(1).map((row) => [row[0], row[2]])).toEqual([[fired.critical.id, 'acknowledged']]);
-    expect(rows(resolved.stdout).slice(1).map((row) => [row[0], row[2]])).toEqual([[fired.warning.id, 'resolved']]);
+    const [open, resolved] = await Promise.all([
+      dpctl('list', '--project', 'ops', '--status', 'open'),
+      dpctl('list', '--project', 'ops', '--status', 'resolved'),
+    ]);
+    expect(
+      rows(open.stdout)
+        .slice(1)
+        .map((row) => [row[0], row[2]]),
+    ).toEqual([[fired.critical.id, 'acknowledged']]);
+    expect(
+      rows(resolved.stdout)
+        .slice(1)
+        .map((row) => [row[0], row[2]]),
+    ).toEqual([[fired.warning.id, 'resolved']]);
     expect((await client.alerts(projectId).listAll({ status: 'resolved' })).map((a) => a.id)).toEqual([fired.warning.id]);
   });
 

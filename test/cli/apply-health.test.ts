@@ -26,7 +26,8 @@ afterAll(() => svc?.close());
 const doc = (kind: string, name: string, project: string | undefined, spec: string) =>
   `apiVersion: dataplatform/v1\nkind: ${kind}\nmetadata:\n  name: ${name}\n${project ? `  project: ${project}\n` : ''}spec:\n${spec.replace(/^/gm, '  ')}\n`;
 const projectDoc = (p: string) => doc('Project', p, undefined, 'description: health tests');
-const infra = (p: string, name: string, type: string, provider: string, region: string) => doc('InfrastructureResource', name, p, `resource_type: ${type}\nprovider: ${provider}\nregion: ${region}`);
+const infra = (p: string, name: string, type: string, provider: string, region: string) =>
+  doc('InfrastructureResource', name, p, `resource_type: ${type}\nprovider: ${provider}\nregion: ${region}`);
 
 /** A config directory (its name is the source id) holding one file of documents. */
 function config(name: string, docs: string[]): string {
@@ -44,12 +45,20 @@ async function live(project: string, collection: string, name: string): Promise<
 
 describe('dpctl plan and apply: provisioning', () => {
   test('plan shows what the platform will provision; apply provisions it, waits, and the next plan is empty', async () => {
-    const dir = config('prov-ok', [projectDoc('prov-ok'), infra('prov-ok', 'wh', 'warehouse', 'snowflake', 'eu-west-1'), infra('prov-ok', 'raw', 'bucket', 'aws', 'us-east-1')]);
+    const dir = config('prov-ok', [
+      projectDoc('prov-ok'),
+      infra('prov-ok', 'wh', 'warehouse', 'snowflake', 'eu-west-1'),
+      infra('prov-ok', 'raw', 'bucket', 'aws', 'us-east-1'),
+    ]);
     const plan = await runDpctl(['plan', dir], { env });
     expect(plan.code).toBe(2);
-    expect(plan.stdout).toContain('Infrastructure the platform will provision in project prov-ok (after this apply):\n  + provision bucket raw\n  + provision warehouse wh\n');
+    expect(plan.stdout).toContain(
+      'Infrastructure the platform will provision in project prov-ok (after this apply):\n  + provision bucket raw\n  + provision warehouse wh\n',
+    );
     const markdown = await runDpctl(['plan', dir, '--output', 'markdown'], { env });
-    expect(markdown.stdout).toContain('#### Infrastructure the platform will provision\n\n- + provision prov-ok/raw\n- + provision prov-ok/wh\n');
+    expect(markdown.stdout).toContain(
+      '#### Infrastructure the platform will provision\n\n- + provision prov-ok/raw\n- + provision prov-ok/wh\n',
+    );
     const apply = await runDpctl(['apply', dir], { env });
     expect(apply.stderr).toBe('');
     expect(apply.code).toBe(0);
@@ -62,21 +71,41 @@ describe('dpctl plan and apply: provisioning', () => {
     expect(again.stdout).not.toContain('Infrastructure the platform will provision');
   });
 
-  test('a refused provisioning fails the apply naming the resource and the platform\'s message; a re-run fails the same way; the fix (a replace) converges', async () => {
-    const docs = [projectDoc('prov-bad'), infra('prov-bad', 'net', 'network', 'azure', 'westeurope'), infra('prov-bad', 'lake', 'bucket', 'aws', 'mars-1')];
+  test("a refused provisioning fails the apply naming the resource and the platform's message; a re-run fails the same way; the fix (a replace) converges", async () => {
+    const docs = [
+      projectDoc('prov-bad'),
+      infra('prov-bad', 'net', 'network', 'azure', 'westeurope'),
+      infra('prov-bad', 'lake', 'bucket', 'aws', 'mars-1'),
+    ];
     const dir = config('prov-bad', docs);
     const first = await runDpctl(['apply', dir], { env });
     expect(first.code).toBe(1);
     expect(first.stdout).toContain('error: prov-bad/lake: provisioning failed: aws has no region "mars-1"');
     expect(first.stdout).toContain('Not done: 1 problem after the writes');
     expect(await live('prov-bad', 'infrastructure', 'net')).toMatchObject({ status: 'provisioned' });
-    expect(await live('prov-bad', 'infrastructure', 'lake')).toMatchObject({ status: 'failed', last_error: expect.stringContaining('mars-1') });
+    expect(await live('prov-bad', 'infrastructure', 'lake')).toMatchObject({
+      status: 'failed',
+      last_error: expect.stringContaining('mars-1'),
+    });
 
     const plan = await runDpctl(['plan', dir, '--output', 'json'], { env });
     expect(plan.code).toBe(2);
     const json = JSON.parse(plan.stdout);
-    expect(json.provisioning).toEqual([{ project: 'prov-bad', kind: 'infrastructure_resource', changes: [{ action: 'create', name: 'lake', resource_type: 'bucket', changed_fields: expect.any(Array), origin: 'platform' }], note: null }]);
-    expect(json.health).toContainEqual({ kind: 'infrastructure_resource', project: 'prov-bad', name: 'lake', health: 'degraded', reason: expect.stringMatching(/^status is failed: aws has no region "mars-1"/) });
+    expect(json.provisioning).toEqual([
+      {
+        project: 'prov-bad',
+        kind: 'infrastructure_resource',
+        changes: [{ action: 'create', name: 'lake', resource_type: 'bucket', changed_fields: expect.any(Array), origin: 'platform' }],
+        note: null,
+      },
+    ]);
+    expect(json.health).toContainEqual({
+      kind: 'infrastructure_resource',
+      project: 'prov-bad',
+      name: 'lake',
+      health: 'degraded',
+      reason: expect.stringMatching(/^status is failed: aws has no region "mars-1"/),
+    });
 
     const rerun = await runDpctl(['apply', dir], { env });
     expect(rerun.code).toBe(1);
@@ -87,7 +116,9 @@ describe('dpctl plan and apply: provisioning', () => {
     expect(fixed.code).toBe(0);
     const result = JSON.parse(fixed.stdout);
     expect(result.failures).toEqual([]);
-    expect(result.provisioning).toEqual([{ project: 'prov-bad', run_id: expect.any(String), status: 'succeeded', changes: [{ action: 'create', name: 'lake' }], failures: [] }]);
+    expect(result.provisioning).toEqual([
+      { project: 'prov-bad', run_id: expect.any(String), status: 'succeeded', changes: [{ action: 'create', name: 'lake' }], failures: [] },
+    ]);
     expect(await live('prov-bad', 'infrastructure', 'lake')).toMatchObject({ status: 'provisioned', region: 'eu-west-1' });
   });
 
@@ -107,41 +138,77 @@ describe('dpctl plan and apply: provisioning', () => {
 describe('dpctl apply: connection tests and health', () => {
   test('--test-connections tests created and changed connectors; a failed test fails the apply after everything else is applied', async () => {
     const port = await closedPort();
-    const pg = doc('Connector', 'orders-db', 'conn-test', `connector_type: postgresql\nconfig:\n  host: 127.0.0.1\n  port: ${port}\n  database: shop\ncredentials:\n  username: loader`);
+    const pg = doc(
+      'Connector',
+      'orders-db',
+      'conn-test',
+      `connector_type: postgresql\nconfig:\n  host: 127.0.0.1\n  port: ${port}\n  database: shop\ncredentials:\n  username: loader`,
+    );
     const crm = doc('Connector', 'crm', 'conn-test', 'connector_type: salesforce');
     const dir = config('conn-test', [projectDoc('conn-test'), crm, pg]);
     const r = await runDpctl(['apply', dir, '--test-connections'], { env });
     expect(r.code).toBe(1);
     expect(r.stdout).toMatch(/ {2}Connector conn-test\/crm: connection test passed: /);
-    expect(r.stdout).toMatch(/error: Connector conn-test\/orders-db: connection test failed: Host unreachable: connection to 127\.0\.0\.1:\d+ refused/);
+    expect(r.stdout).toMatch(
+      /error: Connector conn-test\/orders-db: connection test failed: Host unreachable: connection to 127\.0\.0\.1:\d+ refused/,
+    );
     expect(await live('conn-test', 'connectors', 'orders-db')).toBeDefined();
     // Nothing changed: nothing to test, and the connector itself is healthy (a failed test is not a state).
     expect((await runDpctl(['apply', dir, '--test-connections'], { env })).code).toBe(0);
   });
 
-  test('a declared connector whose last sync failed fails the apply as degraded, with the platform\'s reason; plan shows it', async () => {
+  test("a declared connector whose last sync failed fails the apply as degraded, with the platform's reason; plan shows it", async () => {
     const port = await closedPort();
-    const dir = config('degraded', [projectDoc('degraded'), doc('Connector', 'orders-db', 'degraded', `connector_type: postgresql\nconfig:\n  host: 127.0.0.1\n  port: ${port}\n  database: shop\ncredentials:\n  username: loader`)]);
+    const dir = config('degraded', [
+      projectDoc('degraded'),
+      doc(
+        'Connector',
+        'orders-db',
+        'degraded',
+        `connector_type: postgresql\nconfig:\n  host: 127.0.0.1\n  port: ${port}\n  database: shop\ncredentials:\n  username: loader`,
+      ),
+    ]);
     expect((await runDpctl(['apply', dir], { env })).code).toBe(0);
     const c = await live('degraded', 'connectors', 'orders-db');
     const { run_id } = await svc.ok(t, 'POST', `/projects/${c.project_id}/connectors/${c.id}/sync`);
-    for (let i = 0; i < 100 && (await live('degraded', 'connectors', 'orders-db')).status === 'syncing'; i++) await new Promise((r) => setTimeout(r, 50));
+    for (let i = 0; i < 100 && (await live('degraded', 'connectors', 'orders-db')).status === 'syncing'; i++)
+      await new Promise((r) => setTimeout(r, 50));
     expect(run_id).toBeTruthy();
     const plan = await runDpctl(['plan', dir], { env });
     expect(plan.code).toBe(0);
-    expect(plan.stdout).toMatch(/Health \(as observed\): 1 degraded\n {2}! Connector degraded\/orders-db: degraded: status is error: Host unreachable/);
+    expect(plan.stdout).toMatch(
+      /Health \(as observed\): 1 degraded\n {2}! Connector degraded\/orders-db: degraded: status is error: Host unreachable/,
+    );
     const drift = await runDpctl(['drift', dir], { env });
-    expect(drift.stdout).toMatch(/Health \(as observed\): 1 degraded\n {2}! Connector degraded\/orders-db: degraded: status is error: Host unreachable/);
+    expect(drift.stdout).toMatch(
+      /Health \(as observed\): 1 degraded\n {2}! Connector degraded\/orders-db: degraded: status is error: Host unreachable/,
+    );
     expect(JSON.parse((await runDpctl(['drift', dir, '--output', 'json'], { env })).stdout).health).toEqual([
       { kind: 'project', project: null, name: 'degraded', health: 'healthy', reason: null },
-      { kind: 'connector', project: 'degraded', name: 'orders-db', health: 'degraded', reason: expect.stringMatching(/^status is error: Host unreachable/) },
+      {
+        kind: 'connector',
+        project: 'degraded',
+        name: 'orders-db',
+        health: 'degraded',
+        reason: expect.stringMatching(/^status is error: Host unreachable/),
+      },
     ]);
     const r = await runDpctl(['apply', dir], { env });
     expect(r.code).toBe(1);
-    expect(r.stdout).toMatch(/error: Connector degraded\/orders-db: degraded: status is error: Host unreachable: connection to 127\.0\.0\.1:\d+ refused/);
+    expect(r.stdout).toMatch(
+      /error: Connector degraded\/orders-db: degraded: status is error: Host unreachable: connection to 127\.0\.0\.1:\d+ refused/,
+    );
     expect(r.stdout).toContain('Health: 1 degraded.');
     const json = JSON.parse((await runDpctl(['apply', dir, '--output', 'json'], { env })).stdout);
-    expect(json.health).toEqual([{ kind: 'connector', project: 'degraded', name: 'orders-db', health: 'degraded', reason: expect.stringMatching(/^status is error: Host unreachable/) }]);
+    expect(json.health).toEqual([
+      {
+        kind: 'connector',
+        project: 'degraded',
+        name: 'orders-db',
+        health: 'degraded',
+        reason: expect.stringMatching(/^status is error: Host unreachable/),
+      },
+    ]);
     expect(json.changes[1]).toMatchObject({ name: 'orders-db', action: 'no-op', health: 'degraded' });
   });
 });

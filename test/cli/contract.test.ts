@@ -25,7 +25,14 @@ afterAll(async () => {
 const envFor = (t: TestTenant) => cliEnvFor(svc, t);
 
 /** No DATAPLATFORM_* variable at all: everything must come from flags. */
-const NO_DATAPLATFORM_ENV = { DATAPLATFORM_URL: '', DATAPLATFORM_API_KEY: '', DATAPLATFORM_EMAIL: '', DATAPLATFORM_PASSWORD: '', DATAPLATFORM_CA_FILE: '', DATAPLATFORM_INSECURE: '' };
+const NO_DATAPLATFORM_ENV = {
+  DATAPLATFORM_URL: '',
+  DATAPLATFORM_API_KEY: '',
+  DATAPLATFORM_EMAIL: '',
+  DATAPLATFORM_PASSWORD: '',
+  DATAPLATFORM_CA_FILE: '',
+  DATAPLATFORM_INSECURE: '',
+};
 
 /** A config directory named `name` (the default source id) with the given files. */
 function configDir(name: string, files: Record<string, string>): string {
@@ -83,7 +90,18 @@ describe('dpctl --help', () => {
     expect(r.stderr).toBe('');
     expect(r.code).toBe(0);
     expect(r.stdout).toMatch(/^Usage: dpctl \[options\] \[command\]$/m);
-    for (const cmd of ['serve [options]', 'tenant', 'validate [options] <paths...>', 'plan [options] <path>', 'apply [options] <path>', 'drift [options] <path>', 'export [options]', 'adopt [options] <path>', 'provider', 'controller [options]']) {
+    for (const cmd of [
+      'serve [options]',
+      'tenant',
+      'validate [options] <paths...>',
+      'plan [options] <path>',
+      'apply [options] <path>',
+      'drift [options] <path>',
+      'export [options]',
+      'adopt [options] <path>',
+      'provider',
+      'controller [options]',
+    ]) {
       expect(r.stdout).toMatch(new RegExp(`^  ${cmd.replace(/[[\].]/g, '\\$&')}  `, 'm'));
     }
 
@@ -103,22 +121,64 @@ describe('dpctl --help', () => {
   });
 
   const CONNECTION = ['--url <url>', '--api-key <key>', '--ca-file <file>', '--insecure'];
-  const COMMON = [...CONNECTION, '--source-id <id>', '--output <format>', '--concurrency <n>', '--allow-undeclared-projects', '--adopt', '--spec-operations'];
+  const COMMON = [
+    ...CONNECTION,
+    '--source-id <id>',
+    '--output <format>',
+    '--concurrency <n>',
+    '--allow-undeclared-projects',
+    '--adopt',
+    '--spec-operations',
+  ];
   const cases: { args: string[]; usage: string; flags: string[]; not?: string[] }[] = [
-    { args: ['serve'], usage: 'dpctl serve [options]', flags: ['--port <port>', '--data-dir <dir>', '--database-url <url>', '--demo', '--reconcile <dir>'] },
+    {
+      args: ['serve'],
+      usage: 'dpctl serve [options]',
+      flags: ['--port <port>', '--data-dir <dir>', '--database-url <url>', '--demo', '--reconcile <dir>'],
+    },
     { args: ['tenant'], usage: 'dpctl tenant [options] [command]', flags: ['create [options] <slug>'] },
     { args: ['tenant', 'create'], usage: 'dpctl tenant create [options] <slug>', flags: ['--admin-email <email>', '--data-dir <dir>'] },
-    { args: ['validate'], usage: 'dpctl validate [options] <paths...>', flags: ['--check-secrets', '--allow-undeclared-projects'], not: ['--url <url>'] },
+    {
+      args: ['validate'],
+      usage: 'dpctl validate [options] <paths...>',
+      flags: ['--check-secrets', '--allow-undeclared-projects'],
+      not: ['--url <url>'],
+    },
     { args: ['plan'], usage: 'dpctl plan [options] <path>', flags: [...COMMON, '--prune', '--allow-mass-delete'] },
     { args: ['apply'], usage: 'dpctl apply [options] <path>', flags: [...COMMON, '--prune', '--allow-mass-delete'] },
     { args: ['drift'], usage: 'dpctl drift [options] <path>', flags: COMMON, not: ['--prune', '--allow-mass-delete'] },
-    { args: ['export'], usage: 'dpctl export [options]', flags: [...CONNECTION, '--project <name>', '--all-projects', '--users', '--out <dir>'] },
+    {
+      args: ['export'],
+      usage: 'dpctl export [options]',
+      flags: [...CONNECTION, '--project <name>', '--all-projects', '--users', '--out <dir>'],
+    },
     { args: ['adopt'], usage: 'dpctl adopt [options] <path>', flags: [...COMMON, '--trust-secrets', '--dry-run'] },
-    { args: ['init'], usage: 'dpctl init [options] [dir]', flags: ['--format <format>', '--force', '--package-spec <spec>'], not: ['--url <url>'] },
+    {
+      args: ['init'],
+      usage: 'dpctl init [options] [dir]',
+      flags: ['--format <format>', '--force', '--package-spec <spec>'],
+      not: ['--url <url>'],
+    },
     { args: ['provider'], usage: 'dpctl provider [options] [command]', flags: ['package [options]', 'install [options]'] },
     { args: ['provider', 'package'], usage: 'dpctl provider package [options]', flags: ['--out <dir>'] },
-    { args: ['provider', 'install'], usage: 'dpctl provider install [options]', flags: ['--dir <mirror>', '--from <release>', '--platform <os_arch...>'] },
-    { args: ['controller'], usage: 'dpctl controller [options]', flags: [...CONNECTION, '--source <git-url-or-dir>', '--mode <mode>', '--interval <duration>', '--prune', '--allow-mass-delete', '--leader-election <kind>'] },
+    {
+      args: ['provider', 'install'],
+      usage: 'dpctl provider install [options]',
+      flags: ['--dir <mirror>', '--from <release>', '--platform <os_arch...>'],
+    },
+    {
+      args: ['controller'],
+      usage: 'dpctl controller [options]',
+      flags: [
+        ...CONNECTION,
+        '--source <git-url-or-dir>',
+        '--mode <mode>',
+        '--interval <duration>',
+        '--prune',
+        '--allow-mass-delete',
+        '--leader-election <kind>',
+      ],
+    },
   ];
   test.concurrent.each(cases)('dpctl $args --help: exit 0, usage line and its real flags', async ({ args, usage, flags, not }) => {
     const r = await runDpctl([...args, '--help']);
@@ -162,9 +222,14 @@ describe('credentials: a project API key instead of email and password', () => {
   });
 
   test('from DATAPLATFORM_API_KEY: plan exit 2, apply exit 0 and created, plan again exit 0, drift exit 0', async () => {
-    const [undeclared, plan] = await Promise.all([runDpctl(['plan', dir], { env: keyEnv }), runDpctl(['plan', dir, '--allow-undeclared-projects'], { env: keyEnv })]);
+    const [undeclared, plan] = await Promise.all([
+      runDpctl(['plan', dir], { env: keyEnv }),
+      runDpctl(['plan', dir, '--allow-undeclared-projects'], { env: keyEnv }),
+    ]);
     expect(undeclared.code).toBe(1);
-    expect(undeclared.stderr).toContain('metadata.project: no Project document named "keyed" (declare it, or allow projects that exist on the server with --allow-undeclared-projects)');
+    expect(undeclared.stderr).toContain(
+      'metadata.project: no Project document named "keyed" (declare it, or allow projects that exist on the server with --allow-undeclared-projects)',
+    );
     expect(plan.stderr).toBe('');
     expect(plan.code).toBe(2);
     expect(plan.stdout).toContain('  + Connector keyed/warehouse-db: create');
@@ -194,15 +259,28 @@ describe('credentials: a project API key instead of email and password', () => {
 
   test('from --url, --api-key and --ca-file with no DATAPLATFORM_* variable: plan, apply, plan, drift', async () => {
     edit(dir, 'resources.yaml', 'schedule: "0 * * * *"', 'schedule: "15 * * * *"');
-    const flags = ['--allow-undeclared-projects', '--url', `https://${t.slug}.localhost:${svc.port}`, '--api-key', readWrite, '--ca-file', svc.service.tls.certPath];
+    const flags = [
+      '--allow-undeclared-projects',
+      '--url',
+      `https://${t.slug}.localhost:${svc.port}`,
+      '--api-key',
+      readWrite,
+      '--ca-file',
+      svc.service.tls.certPath,
+    ];
     const env = { ...secrets, ...NO_DATAPLATFORM_ENV };
     // Without the flags (and without the variables) there is nothing to connect to.
-    const [plan, none] = await Promise.all([runDpctl(['plan', dir, ...flags], { env }), runDpctl(['plan', dir, '--allow-undeclared-projects'], { env })]);
+    const [plan, none] = await Promise.all([
+      runDpctl(['plan', dir, ...flags], { env }),
+      runDpctl(['plan', dir, '--allow-undeclared-projects'], { env }),
+    ]);
     expect(none.code).toBe(1);
     expect(none.stderr).toBe('dpctl: DATAPLATFORM_URL is not set (for example https://acme.localhost:8443)\n');
     expect(plan.stderr).toBe('');
     expect(plan.code).toBe(2);
-    expect(plan.stdout).toMatch(/^ {2}~ Connector keyed\/warehouse-db \(con_[^)]+\): update\n {6}schedule: "0 \* \* \* \*" -> "15 \* \* \* \*"$/m);
+    expect(plan.stdout).toMatch(
+      /^ {2}~ Connector keyed\/warehouse-db \(con_[^)]+\): update\n {6}schedule: "0 \* \* \* \*" -> "15 \* \* \* \*"$/m,
+    );
     const apply = await runDpctl(['apply', dir, ...flags], { env });
     expect(apply.code).toBe(0);
     expect(apply.stdout).toContain('~ Connector keyed/warehouse-db: updated (schedule)');
@@ -237,7 +315,9 @@ describe('credentials: a project API key instead of email and password', () => {
     expect((await client.resources('connector', { projectId: keyed }).listAll())[0].schedule).toBe('15 * * * *');
 
     // --api-key wins over DATAPLATFORM_EMAIL + DATAPLATFORM_PASSWORD (the admin's, who could apply this).
-    const flagWins = await runDpctl(['apply', dir, '--allow-undeclared-projects', '--api-key', readOnly], { env: { ...envFor(t), ...secrets } });
+    const flagWins = await runDpctl(['apply', dir, '--allow-undeclared-projects', '--api-key', readOnly], {
+      env: { ...envFor(t), ...secrets },
+    });
     expect(flagWins.code).toBe(1);
     expect(flagWins.stdout).toContain('failed: This operation needs read-write permission; the API key has read-only (HTTP 403 forbidden');
     expect((await client.resources('connector', { projectId: keyed }).listAll())[0].schedule).toBe('15 * * * *');
@@ -256,7 +336,10 @@ describe('TLS trust: DATAPLATFORM_CA_FILE, DATAPLATFORM_INSECURE and their flags
 
   test('DATAPLATFORM_INSECURE=1 (or --insecure) without a CA file: the plan works', async () => {
     const noCa = { ...env, DATAPLATFORM_CA_FILE: '' };
-    const [variable, flag] = await Promise.all([runDpctl(['plan', dir], { env: { ...noCa, DATAPLATFORM_INSECURE: '1' } }), runDpctl(['plan', dir, '--insecure'], { env: noCa })]);
+    const [variable, flag] = await Promise.all([
+      runDpctl(['plan', dir], { env: { ...noCa, DATAPLATFORM_INSECURE: '1' } }),
+      runDpctl(['plan', dir, '--insecure'], { env: noCa }),
+    ]);
     expect(variable.stderr).toBe('');
     expect(variable.code).toBe(2);
     expect(variable.stdout).toMatch(PLANNED);
@@ -276,7 +359,11 @@ describe('TLS trust: DATAPLATFORM_CA_FILE, DATAPLATFORM_INSECURE and their flags
     expect(neither.stdout).toBe('');
     // The first request (the login) fails on the service's self-signed CA: the message names the
     // certificate problem and the URL...
-    expect(neither.stderr).toMatch(new RegExp(`^dpctl: POST https://${t.slug}\\.localhost:${svc.port}/api/v1/auth/login failed: UNABLE_TO_VERIFY_LEAF_SIGNATURE unable to verify the first certificate \\(.*\\)\\n$`));
+    expect(neither.stderr).toMatch(
+      new RegExp(
+        `^dpctl: POST https://${t.slug}\\.localhost:${svc.port}/api/v1/auth/login failed: UNABLE_TO_VERIFY_LEAF_SIGNATURE unable to verify the first certificate \\(.*\\)\\n$`,
+      ),
+    );
     // ...and says what to do.
     expect(neither.stderr).toContain(`(${UNTRUSTED_CERTIFICATE_HINT})`);
     expect(neither.stderr).not.toContain(t.adminPassword);
@@ -289,7 +376,9 @@ describe('TLS trust: DATAPLATFORM_CA_FILE, DATAPLATFORM_INSECURE and their flags
   test('a CA file and insecure together: refused from the environment; a flag overrides the other variable', async () => {
     const [both, caFlag, insecureFlag] = await Promise.all([
       runDpctl(['plan', dir], { env: { ...env, DATAPLATFORM_INSECURE: '1' } }),
-      runDpctl(['plan', dir, '--ca-file', svc.service.tls.certPath], { env: { ...env, DATAPLATFORM_CA_FILE: '', DATAPLATFORM_INSECURE: '1' } }),
+      runDpctl(['plan', dir, '--ca-file', svc.service.tls.certPath], {
+        env: { ...env, DATAPLATFORM_CA_FILE: '', DATAPLATFORM_INSECURE: '1' },
+      }),
       runDpctl(['plan', dir, '--insecure'], { env }),
     ]);
     expect(both.code).toBe(1);
@@ -318,7 +407,13 @@ describe('dpctl drift right after an apply', () => {
     expect(json.stderr).toBe('');
     expect(json.code).toBe(0);
     const report = JSON.parse(json.stdout);
-    expect(report).toEqual({ source_id: 'platform', summary: { changed: 0, deleted: 0, orphaned: 0, unmanaged: 0 }, drift: [], errors: [], health: expect.any(Array) });
+    expect(report).toEqual({
+      source_id: 'platform',
+      summary: { changed: 0, deleted: 0, orphaned: 0, unmanaged: 0 },
+      drift: [],
+      errors: [],
+      health: expect.any(Array),
+    });
     // Applied and waited for: everything declared is healthy (the warehouse was provisioned).
     expect(report.health.length).toBe(25);
     expect(report.health.filter((h: { health: string }) => h.health !== 'healthy')).toEqual([]);
@@ -351,7 +446,12 @@ describe('dpctl apply --prune', () => {
   test('deletes a document removed from the config, never a hand-made resource of the same project', async () => {
     await client.resources('classification', { projectId: analytics }).create({ name: 'by-hand', sensitivity: 'internal' });
     // Nothing references an alert rule.
-    edit(dir, 'analytics/alerting.yaml', /---\napiVersion: dataplatform\/v1\nkind: AlertRule\nmetadata:\n {2}name: orders-stale\n[\s\S]*$/, '');
+    edit(
+      dir,
+      'analytics/alerting.yaml',
+      /---\napiVersion: dataplatform\/v1\nkind: AlertRule\nmetadata:\n {2}name: orders-stale\n[\s\S]*$/,
+      '',
+    );
 
     const plain = await runDpctl(['plan', dir], { env });
     expect(plain.code).toBe(0);
@@ -360,7 +460,9 @@ describe('dpctl apply --prune', () => {
     const apply = await runDpctl(['apply', dir, '--prune'], { env });
     expect(apply.stderr).toBe('');
     expect(apply.code).toBe(0);
-    expect(apply.stdout).toMatch(/^ {2}- AlertRule analytics\/orders-stale \(arl_[^)]+\): delete\n {6}# managed by this source and no longer in the config$/m);
+    expect(apply.stdout).toMatch(
+      /^ {2}- AlertRule analytics\/orders-stale \(arl_[^)]+\): delete\n {6}# managed by this source and no longer in the config$/m,
+    );
     expect(apply.stdout).toContain('Plan: 0 to create, 0 to update, 0 to replace, 1 to delete, 24 unchanged.');
     expect(apply.stdout).toMatch(/^- AlertRule analytics\/orders-stale: deleted$/m);
     expect(apply.stdout).toContain('Apply complete: 1 done, 0 failed, 0 skipped, 0 not supported.');
@@ -376,7 +478,9 @@ describe('dpctl apply --prune', () => {
   test('mass-delete guard: more than max(5, 20%) of the managed resources is refused without --allow-mass-delete', async () => {
     // 22 managed (25 minus 2 users minus the pruned rule): the limit is max(5, floor(22 * 0.2)) = 5.
     // Five deletes are allowed: marketing without everything but its connector.
-    writeFileSync(join(dir, 'marketing', 'marketing.yaml'), `apiVersion: dataplatform/v1
+    writeFileSync(
+      join(dir, 'marketing', 'marketing.yaml'),
+      `apiVersion: dataplatform/v1
 kind: Connector
 metadata:
   name: crm
@@ -393,7 +497,8 @@ spec:
         env: SALESFORCE_PASSWORD
   selected_tables: [Account, Opportunity, Campaign]
   schedule: "15 */4 * * *"
-`);
+`,
+    );
     const five = await runDpctl(['plan', dir, '--prune'], { env });
     expect(five.code).toBe(2);
     expect(five.stdout).toContain('Plan: 0 to create, 0 to update, 0 to replace, 5 to delete, 19 unchanged.');
@@ -401,7 +506,8 @@ spec:
 
     // Six are not: marketing's whole file goes (its Project document stays).
     rmSync(join(dir, 'marketing', 'marketing.yaml'));
-    const refusal = 'error: refusing to delete 6 of 22 managed resources (more than 5, the larger of 5 and 20%): check the path and --source-id, or pass --allow-mass-delete';
+    const refusal =
+      'error: refusing to delete 6 of 22 managed resources (more than 5, the larger of 5 and 20%): check the path and --source-id, or pass --allow-mass-delete';
     const plan = await runDpctl(['plan', dir, '--prune'], { env });
     expect(plan.code).toBe(1);
     expect(plan.stdout).toContain(refusal);
@@ -416,7 +522,14 @@ spec:
     expect(allowed.stderr).toBe('');
     expect(allowed.code).toBe(0);
     expect(allowed.stdout).not.toContain('refusing');
-    for (const deleted of ['Connector marketing/crm', 'NotificationChannel marketing/growth-email', 'Pipeline marketing/crm-sync', 'AlertRule marketing/crm-sync-failed', 'Classification marketing/pii-phone', 'MaskingPolicy marketing/redact-phones']) {
+    for (const deleted of [
+      'Connector marketing/crm',
+      'NotificationChannel marketing/growth-email',
+      'Pipeline marketing/crm-sync',
+      'AlertRule marketing/crm-sync-failed',
+      'Classification marketing/pii-phone',
+      'MaskingPolicy marketing/redact-phones',
+    ]) {
       expect(allowed.stdout).toMatch(new RegExp(`^- ${deleted}: deleted$`, 'm'));
     }
     expect(allowed.stdout).toContain('Apply complete: 6 done, 0 failed, 0 skipped, 0 not supported.');
@@ -463,7 +576,9 @@ spec:
     const r = await runDpctl(['apply', dir, '--allow-undeclared-projects'], { env });
     expect(r.code).toBe(1);
     expect(r.stdout).toContain('Plan: 3 to create, 0 to update, 0 to replace, 0 to delete, 0 unchanged.');
-    expect(r.stdout).toMatch(/^x User new-analyst@example\.com: failed: API keys are limited to their project; creating users needs a user token \(HTTP 403 forbidden on POST \/users, request id req_[\w-]+\)$/m);
+    expect(r.stdout).toMatch(
+      /^x User new-analyst@example\.com: failed: API keys are limited to their project; creating users needs a user token \(HTTP 403 forbidden on POST \/users, request id req_[\w-]+\)$/m,
+    );
     expect(r.stdout).toMatch(/^\+ Connector ops\/warehouse-db: created \(con_/m);
     expect(r.stdout).toMatch(/^\+ NotificationChannel ops\/team-email: created \(chn_/m);
     expect(r.stdout).toContain('Apply incomplete: 2 done, 1 failed, 0 skipped, 0 not supported.');
@@ -477,14 +592,29 @@ spec:
     const out = JSON.parse(json.stdout);
     expect(out).toMatchObject({ converged: false, summary: { create: 1, update: 0, delete: 0, no_op: 2 }, errors: [] });
     expect(out.results).toEqual([
-      { action: 'create', kind: 'user', project: null, name: 'new-analyst@example.com', status: 'failed', id: null, message: expect.stringContaining('API keys are limited to their project; creating users needs a user token (HTTP 403 forbidden') },
+      {
+        action: 'create',
+        kind: 'user',
+        project: null,
+        name: 'new-analyst@example.com',
+        status: 'failed',
+        id: null,
+        message: expect.stringContaining('API keys are limited to their project; creating users needs a user token (HTTP 403 forbidden'),
+      },
     ]);
   });
 
   test('apply --prune whose delete the service refuses (409: a hand-made alert rule uses the channel): exit 1, the update beside it applied', async () => {
     rmSync(join(dir, 'users.yaml'));
     const channel = (await client.resources('notification_channel', { projectId: ops }).listAll())[0];
-    await client.resources('alert_rule', { projectId: ops }).create({ name: 'by-hand', severity: 'info', condition: { metric: 'run_failed', operator: 'gte', threshold: 1 }, channel_ids: [channel.id] });
+    await client
+      .resources('alert_rule', { projectId: ops })
+      .create({
+        name: 'by-hand',
+        severity: 'info',
+        condition: { metric: 'run_failed', operator: 'gte', threshold: 1 },
+        channel_ids: [channel.id],
+      });
     writeFileSync(join(dir, 'resources.yaml'), projectResources('ops', '30 * * * *').replace(/---\n[\s\S]*$/, ''));
 
     const r = await runDpctl(['apply', dir, '--allow-undeclared-projects', '--prune'], { env });
@@ -516,12 +646,17 @@ spec:
   sensitivity: confidential
 `,
     });
-    const [plan, apply] = await Promise.all([runDpctl(['plan', dir, '--allow-undeclared-projects'], { env }), runDpctl(['apply', dir, '--allow-undeclared-projects'], { env })]);
+    const [plan, apply] = await Promise.all([
+      runDpctl(['plan', dir, '--allow-undeclared-projects'], { env }),
+      runDpctl(['apply', dir, '--allow-undeclared-projects'], { env }),
+    ]);
     expect(apply.code).toBe(1);
     expect(apply.stdout + apply.stderr).not.toContain('pass { projectId }');
     expect(plan.code).toBe(1);
     for (const r of [plan, apply]) {
-      expect(r.stdout + r.stderr).toContain('pii.yaml:1:1: Classification/pii: metadata.project: no project "ghost" on the server and no Project document declares it (projects this credential sees: none)');
+      expect(r.stdout + r.stderr).toContain(
+        'pii.yaml:1:1: Classification/pii: metadata.project: no project "ghost" on the server and no Project document declares it (projects this credential sees: none)',
+      );
     }
   });
 });

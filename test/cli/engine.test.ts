@@ -52,15 +52,35 @@ describe('dpctl plan / apply / drift', () => {
     const r = await runDpctl(['plan', dir, '--output', 'json'], { env });
     expect(r.code).toBe(2);
     const json = JSON.parse(r.stdout);
-    expect(json).toMatchObject({ source_id: 'platform', summary: { create: 0, update: 1, replace: 0, delete: 0, no_op: 24, unsupported: 0 }, errors: [], managed_count: 23 });
+    expect(json).toMatchObject({
+      source_id: 'platform',
+      summary: { create: 0, update: 1, replace: 0, delete: 0, no_op: 24, unsupported: 0 },
+      errors: [],
+      managed_count: 23,
+    });
     const change = json.changes.find((c: any) => c.action === 'update');
     expect(change).toEqual({
-      action: 'update', kind: 'pipeline', yaml_kind: 'Pipeline', project: 'analytics', name: 'nightly-revenue', id: expect.stringMatching(/^pip_/), ownership: 'owned',
-      fields: [{ field: 'schedule', before: '0 2 * * *', after: '0 4 * * *' }], reasons: [], notes: [], unsupported: null, observe_only: false, health: 'healthy', health_reason: null,
+      action: 'update',
+      kind: 'pipeline',
+      yaml_kind: 'Pipeline',
+      project: 'analytics',
+      name: 'nightly-revenue',
+      id: expect.stringMatching(/^pip_/),
+      ownership: 'owned',
+      fields: [{ field: 'schedule', before: '0 2 * * *', after: '0 4 * * *' }],
+      reasons: [],
+      notes: [],
+      unsupported: null,
+      observe_only: false,
+      health: 'healthy',
+      health_reason: null,
     });
     const applied = await runDpctl(['apply', dir, '--output', 'json'], { env });
     expect(applied.code).toBe(0);
-    expect(JSON.parse(applied.stdout)).toMatchObject({ converged: true, results: [{ action: 'update', name: 'nightly-revenue', status: 'done' }] });
+    expect(JSON.parse(applied.stdout)).toMatchObject({
+      converged: true,
+      results: [{ action: 'update', name: 'nightly-revenue', status: 'done' }],
+    });
   });
 
   test('drift: changed and deleted by hand and an unmanaged extra (exit 2, table and JSON); apply corrects it', async () => {
@@ -83,7 +103,16 @@ describe('dpctl plan / apply / drift', () => {
 
     const json = JSON.parse((await runDpctl(['drift', dir, '--output', 'json'], { env })).stdout);
     expect(json.summary).toEqual({ changed: 1, deleted: 1, orphaned: 0, unmanaged: 1 });
-    expect(json.drift[0]).toEqual({ type: 'changed', kind: 'connector', yaml_kind: 'Connector', project: 'analytics', name: 'orders-db', id: orders.id, fields: [{ field: 'schedule', before: '5 * * * *', after: '0 * * * *' }], detail: 'schedule' });
+    expect(json.drift[0]).toEqual({
+      type: 'changed',
+      kind: 'connector',
+      yaml_kind: 'Connector',
+      project: 'analytics',
+      name: 'orders-db',
+      id: orders.id,
+      fields: [{ field: 'schedule', before: '5 * * * *', after: '0 * * * *' }],
+      detail: 'schedule',
+    });
 
     const apply = await runDpctl(['apply', dir], { env });
     expect(apply.code).toBe(0);
@@ -111,7 +140,10 @@ test('an apply killed mid-way converges on re-run, with no duplicates', async ()
   const t = await svc.tenant();
   const env = envFor(t);
   const dir = copyExample('interrupted');
-  const child = spawn(process.execPath, [DPCTL, 'apply', dir, '--concurrency', '1'], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, [DPCTL, 'apply', dir, '--concurrency', '1'], {
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let out = '';
   await new Promise<void>((resolve) => {
     child.stdout.on('data', (d) => {
@@ -156,10 +188,14 @@ test('on a terminal, apply shows colour and a [done/total] status line; off a te
   // `script` runs dpctl with a pseudo-terminal as stdout, as a person at a shell would.
   const onTty = await new Promise<{ code: number | null; out: string }>((resolve) => {
     // --auto-approve: on a terminal apply asks first otherwise (saved-plan.test.ts answers it).
-    const child = spawn('script', ['-qec', `${JSON.stringify(process.execPath)} ${JSON.stringify(DPCTL)} apply --auto-approve ${JSON.stringify(dir)}`, '/dev/null'], {
-      env: { ...process.env, ...env, COLUMNS: '160' },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
+    const child = spawn(
+      'script',
+      ['-qec', `${JSON.stringify(process.execPath)} ${JSON.stringify(DPCTL)} apply --auto-approve ${JSON.stringify(dir)}`, '/dev/null'],
+      {
+        env: { ...process.env, ...env, COLUMNS: '160' },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      },
+    );
     let out = '';
     child.stdout.on('data', (d) => (out += d));
     child.once('close', (code) => resolve({ code, out }));

@@ -27,14 +27,34 @@ describe('dpctl init', () => {
     const r = await runDpctl(['init', dir]);
     expect(r.code, r.stderr).toBe(0);
     expect(r.stdout).toContain(`wrote a yaml configuration repository in ${dir}`);
-    for (const f of ['.gitignore', 'README.md', '.github/workflows/platform.yml', 'package.json', 'platform/projects.yaml', 'platform/starter/sources.yaml', 'platform/starter/warehouse.yaml', '.vscode/settings.json']) {
+    for (const f of [
+      '.gitignore',
+      'README.md',
+      '.github/workflows/platform.yml',
+      'package.json',
+      'platform/projects.yaml',
+      'platform/starter/sources.yaml',
+      'platform/starter/warehouse.yaml',
+      '.vscode/settings.json',
+    ]) {
       expect(r.stdout).toContain(`  ${f}\n`);
     }
     const pkg = JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8'));
-    expect(pkg).toMatchObject({ name: 'team-config', private: true, dependencies: { 'dataplatform-as-code': '^0.1.0' }, scripts: { validate: 'dpctl validate platform' } });
+    expect(pkg).toMatchObject({
+      name: 'team-config',
+      private: true,
+      dependencies: { 'dataplatform-as-code': '^0.1.0' },
+      scripts: { validate: 'dpctl validate platform' },
+    });
     const { config, errors } = loadConfig([join(dir, 'platform')]);
     expect(errors).toEqual([]);
-    expect(config.documents.map((d) => d.yamlKind).sort()).toEqual(['AlertRule', 'Connector', 'InfrastructureResource', 'NotificationChannel', 'Project']);
+    expect(config.documents.map((d) => d.yamlKind).sort()).toEqual([
+      'AlertRule',
+      'Connector',
+      'InfrastructureResource',
+      'NotificationChannel',
+      'Project',
+    ]);
     const workflow = readFileSync(join(dir, '.github/workflows/platform.yml'), 'utf8');
     expect(workflow).toContain('npx dpctl plan platform --output markdown > plan.md');
     expect(workflow).toContain('gh pr comment');
@@ -46,14 +66,21 @@ describe('dpctl init', () => {
     mkdirSync(join(dir, '.git'));
     mkdirSync(join(dir, 'node_modules'));
     writeFileSync(join(dir, 'package-lock.json'), '{}');
-    writeFileSync(join(dir, 'package.json'), JSON.stringify({ name: 'ours', scripts: { test: 'true' }, dependencies: { 'dataplatform-as-code': 'file:../x.tgz' } }));
+    writeFileSync(
+      join(dir, 'package.json'),
+      JSON.stringify({ name: 'ours', scripts: { test: 'true' }, dependencies: { 'dataplatform-as-code': 'file:../x.tgz' } }),
+    );
     const r = await runDpctl(['init', dir, '--format', 'cdktf']);
     expect(r.code, r.stderr).toBe(0);
     const pkg = JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8'));
     expect(pkg.name).toBe('ours');
     expect(pkg.type).toBe('module');
     expect(pkg.scripts).toMatchObject({ test: 'true', deploy: 'cdktf deploy platform --auto-approve --skip-provider-lock' });
-    expect(pkg.dependencies).toMatchObject({ 'dataplatform-as-code': 'file:../x.tgz', cdktf: expect.any(String), constructs: expect.any(String) });
+    expect(pkg.dependencies).toMatchObject({
+      'dataplatform-as-code': 'file:../x.tgz',
+      cdktf: expect.any(String),
+      constructs: expect.any(String),
+    });
     expect(readFileSync(join(dir, 'main.ts'), 'utf8')).toContain("from 'dataplatform-as-code/cdktf'");
   });
 
@@ -83,7 +110,13 @@ describe('dpctl init', () => {
 
   it('every format has the common files and its own, none written twice', () => {
     for (const format of INIT_FORMATS) {
-      const files = scaffold({ format, packageName: 'dataplatform-as-code', packageSpec: '^1.0.0', providerVersion: '1.0.0', repoName: 'r' });
+      const files = scaffold({
+        format,
+        packageName: 'dataplatform-as-code',
+        packageSpec: '^1.0.0',
+        providerVersion: '1.0.0',
+        repoName: 'r',
+      });
       expect([...files.keys()], format).toEqual(expect.arrayContaining(['.gitignore', 'README.md', '.github/workflows/platform.yml']));
       expect(files.get('README.md'), format).toContain('# r');
     }

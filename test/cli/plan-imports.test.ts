@@ -25,13 +25,20 @@ describe('dpctl plan start-up', () => {
     const started = Date.now();
     // Nothing listens on port 1: a login left running would retry for seconds.
     const { run, packages } = tracer.run(['plan', '--no-cache', config], {
-      DATAPLATFORM_URL: 'https://acme.localhost:1', DATAPLATFORM_EMAIL: 'a@example.com', DATAPLATFORM_PASSWORD: 'correct-horse', DATAPLATFORM_API_KEY: '', DATAPLATFORM_CA_FILE: '', DATAPLATFORM_INSECURE: '',
+      DATAPLATFORM_URL: 'https://acme.localhost:1',
+      DATAPLATFORM_EMAIL: 'a@example.com',
+      DATAPLATFORM_PASSWORD: 'correct-horse',
+      DATAPLATFORM_API_KEY: '',
+      DATAPLATFORM_CA_FILE: '',
+      DATAPLATFORM_INSECURE: '',
     });
     const elapsed = Date.now() - started;
     expect(run.status, run.stderr).toBe(1);
     expect(run.stderr).toContain('p.yaml:6:3: Project/p1: spec.nope: is not a known field');
     expect(packages.has('undici') && packages.has('yaml') && packages.has('commander'), run.stderr).toBe(true);
-    expect(['ws', 'fastify', 'pg', 'better-sqlite3', 'nodemailer', 'openid-client', 'pino', '@grpc/grpc-js'].filter((p) => packages.has(p))).toEqual([]);
+    expect(
+      ['ws', 'fastify', 'pg', 'better-sqlite3', 'nodemailer', 'openid-client', 'pino', '@grpc/grpc-js'].filter((p) => packages.has(p)),
+    ).toEqual([]);
     // A login left running would retry 4 times, waiting at least 0.25 + 0.5 + 1 + 2 s.
     expect(elapsed).toBeLessThan(3_500);
   });

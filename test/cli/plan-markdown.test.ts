@@ -24,7 +24,9 @@ describe('dpctl plan --output markdown (the built binary, as a CI job runs it)',
     const r = await runDpctl(['plan', dir, '--output', 'markdown'], { env });
     expect(r.stderr).toBe('');
     expect(r.code).toBe(2);
-    expect(r.stdout).toMatch(/^### dpctl plan\n\n\*\*Plan:\*\* 25 to create, 0 to update, 0 to replace, 0 to delete, 0 unchanged · source <code>platform<\/code>\n/);
+    expect(r.stdout).toMatch(
+      /^### dpctl plan\n\n\*\*Plan:\*\* 25 to create, 0 to update, 0 to replace, 0 to delete, 0 unchanged · source <code>platform<\/code>\n/,
+    );
     expect(r.stdout).toContain('#### Project <code>analytics</code>\n\n| Action | Kind | Name |\n|---|---|---|\n');
     expect(r.stdout).toContain('| ➕ create | Connector | <code>orders-db</code> |');
     expect(r.stdout.match(/<details><summary>➕ create /g)).toHaveLength(25);
@@ -39,7 +41,9 @@ describe('dpctl plan --output markdown (the built binary, as a CI job runs it)',
     expect(r.code).toBe(2);
     expect(r.stdout).toContain('**Plan:** 0 to create, 1 to update, 0 to replace, 0 to delete, 24 unchanged');
     expect(r.stdout).toContain('| ✏️ update | Pipeline | <code>nightly-revenue</code> |');
-    expect(r.stdout).toContain('<details><summary>✏️ update Pipeline <code>analytics/nightly-revenue</code></summary>\n\n```diff\n- schedule = "0 2 * * *"\n+ schedule = "0 4 * * *"\n```\n\n</details>\n');
+    expect(r.stdout).toContain(
+      '<details><summary>✏️ update Pipeline <code>analytics/nightly-revenue</code></summary>\n\n```diff\n- schedule = "0 2 * * *"\n+ schedule = "0 4 * * *"\n```\n\n</details>\n',
+    );
     edit(dir, 'analytics/transform.yaml', 'schedule: "0 4 * * *"', 'schedule: "0 2 * * *"');
     const none = await runDpctl(['plan', dir, '--output', 'markdown'], { env });
     expect(none.code).toBe(0);
@@ -52,7 +56,9 @@ describe('dpctl plan --output markdown (the built binary, as a CI job runs it)',
     const r = await runDpctl(['plan', bad, '--output', 'markdown'], { env });
     expect(r.code).toBe(1);
     expect(r.stderr).toContain('spec.config.port: must be integer');
-    expect(r.stdout).toMatch(/^### dpctl plan\n\n> \[!CAUTION\]\n> \*\*1 error: nothing can be applied until it is fixed\.\*\*\n>\n> - \S*analytics\/sources\.yaml:\d+:\d+: .*spec\.config\.port: must be integer\n/);
+    expect(r.stdout).toMatch(
+      /^### dpctl plan\n\n> \[!CAUTION\]\n> \*\*1 error: nothing can be applied until it is fixed\.\*\*\n>\n> - \S*analytics\/sources\.yaml:\d+:\d+: .*spec\.config\.port: must be integer\n/,
+    );
     expect(r.stdout).toContain('**Invalid configuration:** nothing was planned.');
   });
 });

@@ -21,9 +21,21 @@ beforeAll(async () => {
 afterAll(() => svc?.close());
 
 const project = (p: string) => `apiVersion: dataplatform/v1\nkind: Project\nmetadata:\n  name: ${p}\nspec:\n  description: policies\n`;
-function connector(p: string, name: string, o: { annotations?: Record<string, string>; schedule?: string; type?: string; port?: number; labels?: Record<string, string> } = {}) {
-  const ann = o.annotations ? `  annotations:\n${Object.entries(o.annotations).map(([k, v]) => `    ${k}: "${v}"\n`).join('')}` : '';
-  const labels = o.labels ? `  labels:\n${Object.entries(o.labels).map(([k, v]) => `    ${k}: ${v}\n`).join('')}` : '';
+function connector(
+  p: string,
+  name: string,
+  o: { annotations?: Record<string, string>; schedule?: string; type?: string; port?: number; labels?: Record<string, string> } = {},
+) {
+  const ann = o.annotations
+    ? `  annotations:\n${Object.entries(o.annotations)
+        .map(([k, v]) => `    ${k}: "${v}"\n`)
+        .join('')}`
+    : '';
+  const labels = o.labels
+    ? `  labels:\n${Object.entries(o.labels)
+        .map(([k, v]) => `    ${k}: ${v}\n`)
+        .join('')}`
+    : '';
   return `apiVersion: dataplatform/v1\nkind: Connector\nmetadata:\n  name: ${name}\n  project: ${p}\n${labels}${ann}spec:\n  connector_type: ${o.type ?? 'mysql'}\n  config:\n    host: db.internal\n    port: ${o.port ?? 3306}\n    database: shop\n  schedule: "${o.schedule ?? '0 * * * *'}"\n`;
 }
 
@@ -39,18 +51,26 @@ function config(name: string, docs: string[]): string {
 
 async function live(p: string, name: string): Promise<Record<string, any> | undefined> {
   const proj = (await svc.ok(t, 'GET', '/projects', { query: { limit: 100 } })).data.find((x: { name: string }) => x.name === p);
-  return (await svc.ok(t, 'GET', `/projects/${proj.id}/connectors`, { query: { limit: 100 } })).data.find((x: { name: string }) => x.name === name);
+  return (await svc.ok(t, 'GET', `/projects/${proj.id}/connectors`, { query: { limit: 100 } })).data.find(
+    (x: { name: string }) => x.name === name,
+  );
 }
 
 describe('dpctl.dev/reconcile', () => {
   test('observe: the difference is planned and reported as drift, never applied; disabled: not planned, and not pruned', async () => {
     const dir = config('observe', [project('observe'), connector('observe', 'watched'), connector('observe', 'off')]);
     expect((await runDpctl(['apply', dir], { env })).code).toBe(0);
-    write(dir, [project('observe'), connector('observe', 'watched', { schedule: '5 * * * *', annotations: { 'dpctl.dev/reconcile': 'observe' } }), connector('observe', 'off', { schedule: '9 * * * *', annotations: { 'dpctl.dev/reconcile': 'disabled' } })]);
+    write(dir, [
+      project('observe'),
+      connector('observe', 'watched', { schedule: '5 * * * *', annotations: { 'dpctl.dev/reconcile': 'observe' } }),
+      connector('observe', 'off', { schedule: '9 * * * *', annotations: { 'dpctl.dev/reconcile': 'disabled' } }),
+    ]);
     const plan = await runDpctl(['plan', dir, '--prune'], { env });
     expect(plan.code, plan.stdout).toBe(0);
     expect(plan.stdout).toContain('~ Connector observe/watched');
-    expect(plan.stdout).toMatch(/: update \(observe only\)\n {6}schedule: "0 \* \* \* \*" -> "5 \* \* \* \*"\n {6}# note: observe only \(dpctl.dev\/reconcile: observe\): reported, never applied/);
+    expect(plan.stdout).toMatch(
+      /: update \(observe only\)\n {6}schedule: "0 \* \* \* \*" -> "5 \* \* \* \*"\n {6}# note: observe only \(dpctl.dev\/reconcile: observe\): reported, never applied/,
+    );
     expect(plan.stdout).not.toContain('observe/off');
     const apply = await runDpctl(['apply', dir, '--prune'], { env });
     expect(apply.code, apply.stdout).toBe(0);
@@ -58,7 +78,13 @@ describe('dpctl.dev/reconcile', () => {
     expect((await live('observe', 'off'))!.schedule).toBe('0 * * * *');
     const drift = await runDpctl(['drift', dir, '--output', 'json'], { env });
     expect(drift.code).toBe(2);
-    expect(JSON.parse(drift.stdout).drift).toEqual([expect.objectContaining({ type: 'changed', name: 'watched', fields: [{ field: 'schedule', before: '0 * * * *', after: '5 * * * *' }] })]);
+    expect(JSON.parse(drift.stdout).drift).toEqual([
+      expect.objectContaining({
+        type: 'changed',
+        name: 'watched',
+        fields: [{ field: 'schedule', before: '0 * * * *', after: '5 * * * *' }],
+      }),
+    ]);
   });
 });
 
@@ -68,7 +94,9 @@ describe('dpctl.dev/ignore-fields', () => {
     const dir = config('ignore', [project('ignore'), connector('ignore', 'orders', { annotations: ann })]);
     expect((await runDpctl(['apply', dir], { env })).code).toBe(0);
     const c = (await live('ignore', 'orders'))!;
-    await svc.ok(t, 'PATCH', `/projects/${c.project_id}/connectors/${c.id}`, { body: { config: { ...c.config, port: 3307 }, labels: { ...c.labels, team: 'by-hand' } } });
+    await svc.ok(t, 'PATCH', `/projects/${c.project_id}/connectors/${c.id}`, {
+      body: { config: { ...c.config, port: 3307 }, labels: { ...c.labels, team: 'by-hand' } },
+    });
     const plan = await runDpctl(['plan', dir], { env });
     expect(plan.code, plan.stdout).toBe(0);
     expect((await runDpctl(['drift', dir], { env })).code).toBe(0);
@@ -87,20 +115,33 @@ describe('dpctl.dev/prevent-destroy', () => {
     const dir = config('guarded', [project('guarded'), connector('guarded', 'orders', { annotations: guard })]);
     expect((await runDpctl(['apply', dir], { env })).code).toBe(0);
     const before = (await live('guarded', 'orders'))!.id;
-    write(dir, [project('guarded'), connector('guarded', 'orders', { annotations: guard, type: 'postgresql', port: 5432 }).replace('database: shop', 'database: shop\n  credentials:\n    username: x')]);
+    write(dir, [
+      project('guarded'),
+      connector('guarded', 'orders', { annotations: guard, type: 'postgresql', port: 5432 }).replace(
+        'database: shop',
+        'database: shop\n  credentials:\n    username: x',
+      ),
+    ]);
     const plan = await runDpctl(['plan', dir], { env });
     expect(plan.code).toBe(1);
-    expect(plan.stdout).toMatch(/error: Connector guarded\/orders: dpctl.dev\/prevent-destroy is "true" and this plan would replace it \(connector_type cannot change in place\)/);
+    expect(plan.stdout).toMatch(
+      /error: Connector guarded\/orders: dpctl.dev\/prevent-destroy is "true" and this plan would replace it \(connector_type cannot change in place\)/,
+    );
     const apply = await runDpctl(['apply', dir], { env });
     expect(apply.code).toBe(1);
     expect(apply.stderr).toContain('nothing applied: the plan has errors');
     expect((await live('guarded', 'orders'))!.id).toBe(before);
   });
 
-  test('an unknown dpctl.dev/ annotation is an error at its key; other annotations are the user\'s', async () => {
-    const dir = config('typo', [project('typo'), connector('typo', 'orders', { annotations: { 'dpctl.dev/prevent-destory': 'true', 'team.example.com/owner': 'data' } })]);
+  test("an unknown dpctl.dev/ annotation is an error at its key; other annotations are the user's", async () => {
+    const dir = config('typo', [
+      project('typo'),
+      connector('typo', 'orders', { annotations: { 'dpctl.dev/prevent-destory': 'true', 'team.example.com/owner': 'data' } }),
+    ]);
     const r = await runDpctl(['validate', dir], { env });
     expect(r.code).toBe(1);
-    expect(r.stdout + r.stderr).toMatch(/platform\.yaml:\d+:5: Connector\/orders: metadata\.annotations\.dpctl\.dev\/prevent-destory: unknown annotation dpctl\.dev\/prevent-destory: the dpctl\.dev\/ annotations are dpctl\.dev\/reconcile, dpctl\.dev\/ignore-fields, dpctl\.dev\/prevent-destroy/);
+    expect(r.stdout + r.stderr).toMatch(
+      /platform\.yaml:\d+:5: Connector\/orders: metadata\.annotations\.dpctl\.dev\/prevent-destory: unknown annotation dpctl\.dev\/prevent-destory: the dpctl\.dev\/ annotations are dpctl\.dev\/reconcile, dpctl\.dev\/ignore-fields, dpctl\.dev\/prevent-destroy/,
+    );
   });
 });

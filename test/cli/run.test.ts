@@ -35,7 +35,15 @@ beforeAll(async () => {
   }
   for (const name of ['broken', 'broken-pipeline']) {
     const config = { host: '127.0.0.1', port, database: 'shop', ssl_mode: 'disable' };
-    ids[name] = (await post('/connectors', { name, connector_type: 'postgresql', config, credentials: { username: 'loader', password: 'pw' }, selected_tables: ['public.orders'] })).id;
+    ids[name] = (
+      await post('/connectors', {
+        name,
+        connector_type: 'postgresql',
+        config,
+        credentials: { username: 'loader', password: 'pw' },
+        selected_tables: ['public.orders'],
+      })
+    ).id;
   }
   const models = [
     { name: 'fct_orders', materialization: 'table', depends_on: ['stg_orders'] },
@@ -95,7 +103,13 @@ describe('dpctl run sync', () => {
     const r = await dpctl(['run', 'sync', 'crm-json', '--project', 'analytics', '--follow', '--output', 'json']);
     expect(r.code, r.stderr).toBe(0);
     const run = JSON.parse(r.stdout) as Run;
-    expect(run).toMatchObject({ run_type: 'connector_sync', resource_id: ids['crm-json'], status: 'succeeded', error: null, trigger: 'manual' });
+    expect(run).toMatchObject({
+      run_type: 'connector_sync',
+      resource_id: ids['crm-json'],
+      status: 'succeeded',
+      error: null,
+      trigger: 'manual',
+    });
     expect(run.tables.map((x) => [x.table, x.status])).toEqual([
       ['Account', 'completed'],
       ['Opportunity', 'completed'],
@@ -113,7 +127,13 @@ describe('dpctl run sync', () => {
 
   test('an API key and the connection flags instead of the environment', async () => {
     const key = await svc.apiKey(t, projectId, 'read-write');
-    const noEnv = { DATAPLATFORM_URL: '', DATAPLATFORM_EMAIL: '', DATAPLATFORM_PASSWORD: '', DATAPLATFORM_CA_FILE: '', DATAPLATFORM_API_KEY: '' };
+    const noEnv = {
+      DATAPLATFORM_URL: '',
+      DATAPLATFORM_EMAIL: '',
+      DATAPLATFORM_PASSWORD: '',
+      DATAPLATFORM_CA_FILE: '',
+      DATAPLATFORM_API_KEY: '',
+    };
     const flags = ['--url', `https://${t.slug}.localhost:${svc.port}`, '--api-key', key.key, '--ca-file', svc.service.tls.certPath];
     const r = await dpctl(['run', 'sync', 'crm-key', '--project', 'analytics', '--follow', ...flags], noEnv);
     expect(r.code, r.stderr).toBe(0);
@@ -127,7 +147,12 @@ describe('dpctl run pipeline --follow', () => {
     expect(r.stderr).toBe('');
     expect(r.code).toBe(0);
     const steps = r.stdout.split('\n').filter((l) => l.startsWith('  step '));
-    expect(steps.map((l) => l.replace(/ in [\d.]+ s$/, ''))).toEqual(['  step sync_source: running', '  step sync_source: completed', '  step transform: running', '  step transform: completed']);
+    expect(steps.map((l) => l.replace(/ in [\d.]+ s$/, ''))).toEqual([
+      '  step sync_source: running',
+      '  step sync_source: completed',
+      '  step transform: running',
+      '  step transform: completed',
+    ]);
     expect(r.stdout).toMatch(/^pipeline "nightly": run \S+ succeeded in [\d.]+ s$/m);
   });
 
@@ -152,7 +177,11 @@ describe('dpctl run pipeline --follow', () => {
       expect(ok.stdout).toMatch(/run \S+ succeeded/);
       const failed = await dpctl(['run', 'pipeline', 'broken-nightly', '--project', 'analytics', '--follow', '--output', 'json'], url);
       expect(failed.code).toBe(1);
-      expect(JSON.parse(failed.stdout)).toMatchObject({ run_type: 'pipeline', status: 'failed', error: expect.stringMatching(/^step sync_source failed/) });
+      expect(JSON.parse(failed.stdout)).toMatchObject({
+        run_type: 'pipeline',
+        status: 'failed',
+        error: expect.stringMatching(/^step sync_source failed/),
+      });
     } finally {
       await proxy.close();
     }
@@ -191,7 +220,9 @@ describe("a service with only the spec's operations (--strict-spec)", () => {
     try {
       const st = await strict.tenant();
       const p = await strict.project(st, 'analytics');
-      await strict.ok(st, 'POST', `/projects/${p.id}/connectors`, { body: { name: 'crm', connector_type: 'salesforce', selected_tables: ['Account'] } });
+      await strict.ok(st, 'POST', `/projects/${p.id}/connectors`, {
+        body: { name: 'crm', connector_type: 'salesforce', selected_tables: ['Account'] },
+      });
       const r = await runDpctl(['run', 'sync', 'crm', '--project', 'analytics', '--follow'], { env: cliEnvFor(strict, st) });
       expect(r.stderr).toBe('');
       expect(r.code).toBe(0);

@@ -35,7 +35,9 @@ function config(name: string, docs: string[]): string {
 async function connectorNamed(p: string, name: string): Promise<Record<string, any> | undefined> {
   const proj = (await svc.ok(t, 'GET', '/projects', { query: { limit: 100 } })).data.find((x: { name: string }) => x.name === p);
   if (!proj) return undefined;
-  return (await svc.ok(t, 'GET', `/projects/${proj.id}/connectors`, { query: { limit: 100 } })).data.find((x: { name: string }) => x.name === name);
+  return (await svc.ok(t, 'GET', `/projects/${proj.id}/connectors`, { query: { limit: 100 } })).data.find(
+    (x: { name: string }) => x.name === name,
+  );
 }
 
 describe('saved plans', () => {
@@ -50,7 +52,10 @@ describe('saved plans', () => {
     expect(text).not.toContain('db-secret-value-1');
     const saved = JSON.parse(text);
     expect(saved).toMatchObject({ format: 'dpctl-plan/v1', config_path: dir, options: { source_id: 'saved-ok', targets: [] } });
-    expect(saved.fingerprints.map((f: { subject: string; action: string }) => `${f.action} ${f.subject}`)).toEqual(['create Project saved-ok', 'create Connector saved-ok/orders']);
+    expect(saved.fingerprints.map((f: { subject: string; action: string }) => `${f.action} ${f.subject}`)).toEqual([
+      'create Project saved-ok',
+      'create Connector saved-ok/orders',
+    ]);
     const apply = await runDpctl(['apply', file], { env });
     expect(apply.code, apply.stderr).toBe(0);
     expect(apply.stderr).toContain(`applying the plan saved in ${file}`);
@@ -58,7 +63,9 @@ describe('saved plans', () => {
     // Applied: the same file is now stale (the connector exists).
     const again = await runDpctl(['apply', file], { env });
     expect(again.code).toBe(1);
-    expect(again.stderr).toContain('dpctl: nothing applied: the saved plan is stale, plan again:\n  Project saved-ok: now exists on the platform\n  Connector saved-ok/orders: now exists on the platform\n');
+    expect(again.stderr).toContain(
+      'dpctl: nothing applied: the saved plan is stale, plan again:\n  Project saved-ok: now exists on the platform\n  Connector saved-ok/orders: now exists on the platform\n',
+    );
   });
 
   test('a configuration changed since the plan, a secret value changed, or a resource changed by hand: refused, nothing applied', async () => {
@@ -95,7 +102,9 @@ describe('--target', () => {
     expect(plan.code).toBe(2);
     const json = JSON.parse(plan.stdout);
     expect(json.changes.map((c: { action: string; name: string }) => `${c.action} ${c.name}`)).toEqual(['create targets', 'create a']);
-    expect(json.warnings).toContain('planned for Connector/targets/a only (--target): the rest of the configuration may differ from the platform');
+    expect(json.warnings).toContain(
+      'planned for Connector/targets/a only (--target): the rest of the configuration may differ from the platform',
+    );
     expect((await runDpctl(['apply', dir, '--target', 'connector/targets/a'], { env })).code).toBe(0);
     expect(await connectorNamed('targets', 'a')).toBeDefined();
     expect(await connectorNamed('targets', 'b')).toBeUndefined();

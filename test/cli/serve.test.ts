@@ -54,7 +54,10 @@ describe('dpctl serve start-up contract', () => {
     const http = new TestHttp(caFile);
     const tokens = await login(http, first.port);
     expect(tokens.status).toBe(200);
-    const created = await http.call('POST', `https://acme.localhost:${first.port}/api/v1/projects`, { token: tokens.body.access_token, body: { name: 'kept' } });
+    const created = await http.call('POST', `https://acme.localhost:${first.port}/api/v1/projects`, {
+      token: tokens.body.access_token,
+      body: { name: 'kept' },
+    });
     expect(created.status).toBe(201);
     expect(await first.stop('SIGTERM')).toBe(0);
 
@@ -86,7 +89,12 @@ describe('dpctl serve start-up contract', () => {
     // body sent) when SIGTERM comes; the rest of the body follows after the signal.
     const body = JSON.stringify({ email: BOOT.DP_BOOTSTRAP_EMAIL, password: BOOT.DP_BOOTSTRAP_PASSWORD });
     const half = Math.floor(body.length / 2);
-    const socket = tlsConnect({ host: '127.0.0.1', port: s.port, servername: 'acme.localhost', ca: readFileSync(join(dataDir, 'tls', 'ca.pem')) });
+    const socket = tlsConnect({
+      host: '127.0.0.1',
+      port: s.port,
+      servername: 'acme.localhost',
+      ca: readFileSync(join(dataDir, 'tls', 'ca.pem')),
+    });
     let answer = '';
     socket.on('data', (d) => (answer += d));
     const closed = new Promise((r) => socket.on('close', r));
@@ -122,8 +130,29 @@ describe('dpctl serve start-up contract', () => {
 
   it('serves a given certificate with --tls-cert/--tls-key', async () => {
     const dir = tempDir();
-    execFileSync('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-days', '2', '-subj', '/CN=acme.localhost',
-      '-addext', 'subjectAltName=DNS:acme.localhost', '-keyout', join(dir, 'key.pem'), '-out', join(dir, 'cert.pem')], { stdio: 'ignore' });
+    execFileSync(
+      'openssl',
+      [
+        'req',
+        '-x509',
+        '-newkey',
+        'ec',
+        '-pkeyopt',
+        'ec_paramgen_curve:P-256',
+        '-nodes',
+        '-days',
+        '2',
+        '-subj',
+        '/CN=acme.localhost',
+        '-addext',
+        'subjectAltName=DNS:acme.localhost',
+        '-keyout',
+        join(dir, 'key.pem'),
+        '-out',
+        join(dir, 'cert.pem'),
+      ],
+      { stdio: 'ignore' },
+    );
     const s = await serve(['--data-dir', join(dir, 'data'), '--tls-cert', join(dir, 'cert.pem'), '--tls-key', join(dir, 'key.pem')], BOOT);
     expect(existsSync(join(dir, 'data', 'tls', 'ca.pem'))).toBe(false);
     const http = new TestHttp(join(dir, 'cert.pem'));
@@ -144,7 +173,11 @@ describe('dpctl serve start-up contract', () => {
     // An SSO callback carries the authorization code and the flow state in its query string.
     await http.call('GET', `${base}/auth/sso/sso_unknown/callback`, { query: { code: 'sso-code-secret-7', state: 'sso-state-secret-7' } });
     await s.stop('SIGTERM');
-    const lines = s.stdout().trim().split('\n').map((l) => JSON.parse(l));
+    const lines = s
+      .stdout()
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l));
     const requests = lines.filter((l) => l.msg === 'request');
     expect(requests.length).toBeGreaterThanOrEqual(3);
     // One reqId per line (JSON.parse would keep only the last of two).
@@ -153,12 +186,33 @@ describe('dpctl serve start-up contract', () => {
     expect(requests.find((l) => l.url === '/api/v1/auth/login')).toMatchObject({ level: 20, statusCode: 200 });
     // A token in the query string is not a way to authenticate REST; the unknown parameter is a 400, and the log hides it.
     const list = requests.find((l) => l.method === 'GET' && l.url.startsWith('/api/v1/projects'));
-    expect(list).toMatchObject({ level: 30, tenant: 'acme', statusCode: 400, reqId: expect.stringMatching(/^req_/), actor: expect.stringMatching(/^user:/) });
-    expect(requests.find((l) => l.method === 'POST' && l.url === '/api/v1/users')).toMatchObject({ level: 20, statusCode: 201, actor: expect.stringMatching(/^user:/) });
+    expect(list).toMatchObject({
+      level: 30,
+      tenant: 'acme',
+      statusCode: 400,
+      reqId: expect.stringMatching(/^req_/),
+      actor: expect.stringMatching(/^user:/),
+    });
+    expect(requests.find((l) => l.method === 'POST' && l.url === '/api/v1/users')).toMatchObject({
+      level: 20,
+      statusCode: 201,
+      actor: expect.stringMatching(/^user:/),
+    });
     expect(list.url).toContain('token=[redacted]');
     const all = s.stdout() + s.stderr();
-    expect(requests.find((l) => l.url.startsWith('/api/v1/auth/sso/'))).toMatchObject({ statusCode: 404, url: '/api/v1/auth/sso/sso_unknown/callback?code=[redacted]&state=[redacted]' });
-    for (const secret of [token, tokens.body.refresh_token, BOOT.DP_BOOTSTRAP_PASSWORD, 'another-secret-9', 'sso-code-secret-7', 'sso-state-secret-7']) expect(all).not.toContain(secret);
+    expect(requests.find((l) => l.url.startsWith('/api/v1/auth/sso/'))).toMatchObject({
+      statusCode: 404,
+      url: '/api/v1/auth/sso/sso_unknown/callback?code=[redacted]&state=[redacted]',
+    });
+    for (const secret of [
+      token,
+      tokens.body.refresh_token,
+      BOOT.DP_BOOTSTRAP_PASSWORD,
+      'another-secret-9',
+      'sso-code-secret-7',
+      'sso-state-secret-7',
+    ])
+      expect(all).not.toContain(secret);
     await http.close();
   });
 });
@@ -166,14 +220,23 @@ describe('dpctl serve start-up contract', () => {
 describe('dpctl tenant create', () => {
   it('adds a tenant whose admin can log in, with the password from the environment or stdin', async () => {
     const dataDir = tempDir();
-    const fromEnv = await runDpctl(['tenant', 'create', 'beta', '--admin-email', 'root@beta.test', '--data-dir', dataDir], { env: { DP_ADMIN_PASSWORD: 'beta-password-1' } });
+    const fromEnv = await runDpctl(['tenant', 'create', 'beta', '--admin-email', 'root@beta.test', '--data-dir', dataDir], {
+      env: { DP_ADMIN_PASSWORD: 'beta-password-1' },
+    });
     expect(fromEnv.code).toBe(0);
-    const fromStdin = await runDpctl(['tenant', 'create', 'gamma', '--admin-email', 'root@gamma.test', '--data-dir', dataDir], { input: 'gamma-password-1\n', env: { DP_ADMIN_PASSWORD: '' } });
+    const fromStdin = await runDpctl(['tenant', 'create', 'gamma', '--admin-email', 'root@gamma.test', '--data-dir', dataDir], {
+      input: 'gamma-password-1\n',
+      env: { DP_ADMIN_PASSWORD: '' },
+    });
     expect(fromStdin.code).toBe(0);
-    const duplicate = await runDpctl(['tenant', 'create', 'beta', '--admin-email', 'x@beta.test', '--data-dir', dataDir], { env: { DP_ADMIN_PASSWORD: 'beta-password-1' } });
+    const duplicate = await runDpctl(['tenant', 'create', 'beta', '--admin-email', 'x@beta.test', '--data-dir', dataDir], {
+      env: { DP_ADMIN_PASSWORD: 'beta-password-1' },
+    });
     expect(duplicate.code).toBe(1);
     expect(duplicate.stderr).toContain('already exists');
-    const badSlug = await runDpctl(['tenant', 'create', 'Not_A_Slug', '--admin-email', 'x@y.test', '--data-dir', dataDir], { env: { DP_ADMIN_PASSWORD: 'whatever-123' } });
+    const badSlug = await runDpctl(['tenant', 'create', 'Not_A_Slug', '--admin-email', 'x@y.test', '--data-dir', dataDir], {
+      env: { DP_ADMIN_PASSWORD: 'whatever-123' },
+    });
     expect(badSlug.code).toBe(1);
     expect(badSlug.stderr).toMatch(/lowercase letters/);
 
@@ -199,7 +262,9 @@ describe('dpctl serve logs', () => {
     const http = new TestHttp(join(dataDir, 'tls', 'ca.pem'));
     const token = (await login(http, s.port)).body.access_token;
     const base = `https://acme.localhost:${s.port}/api/v1`;
-    const statuses = await Promise.all(Array.from({ length: 30 }, (_, i) => http.call('GET', `${base}/${i % 2 ? 'projects' : 'users'}`, { token }).then((r) => r.status)));
+    const statuses = await Promise.all(
+      Array.from({ length: 30 }, (_, i) => http.call('GET', `${base}/${i % 2 ? 'projects' : 'users'}`, { token }).then((r) => r.status)),
+    );
     expect(new Set(statuses)).toEqual(new Set([200]));
     expect((await http.call('GET', `${base}/projects`)).status).toBe(401);
     await http.close();
@@ -215,7 +280,14 @@ describe('dpctl serve logs', () => {
     const requests = lines.filter((l) => l.msg === 'request');
     // 32 requests: only the 401 is logged.
     expect(requests).toHaveLength(1);
-    expect(requests[0]).toMatchObject({ level: 30, method: 'GET', url: '/api/v1/projects', statusCode: 401, tenant: 'acme', reqId: expect.stringMatching(/^req_/) });
+    expect(requests[0]).toMatchObject({
+      level: 30,
+      method: 'GET',
+      url: '/api/v1/projects',
+      statusCode: 401,
+      tenant: 'acme',
+      reqId: expect.stringMatching(/^req_/),
+    });
     for (const line of raw) expect(line.match(/"reqId"/g)?.length ?? 0, line).toBeLessThanOrEqual(1);
     expect(lines.every((l) => l.level >= 30)).toBe(true);
   });
@@ -232,7 +304,9 @@ describe('dpctl serve logs', () => {
     // No colours when stdout is no terminal.
     expect(s.stdout()).not.toContain('\x1b[');
     expect(lines).toContainEqual(expect.stringMatching(/^\S+ DEBUG POST \/api\/v1\/auth\/login 200 \d+ms tenant=acme reqId=req_\S+$/));
-    expect(lines).toContainEqual(expect.stringMatching(/^\S+ DEBUG GET \/api\/v1\/projects 200 \d+ms tenant=acme actor=user:\S+ reqId=req_\S+$/));
+    expect(lines).toContainEqual(
+      expect.stringMatching(/^\S+ DEBUG GET \/api\/v1\/projects 200 \d+ms tenant=acme actor=user:\S+ reqId=req_\S+$/),
+    );
     expect(lines).toContainEqual(expect.stringMatching(/^\S+ INFO  GET \/api\/v1\/projects 401 \d+ms tenant=acme reqId=req_\S+$/));
     for (const line of lines) expect(line.match(/reqId=/g)?.length ?? 0, line).toBeLessThanOrEqual(1);
 
@@ -242,14 +316,23 @@ describe('dpctl serve logs', () => {
       serve(['--data-dir', envDir], { ...BOOT, DP_LOG_FORMAT: 'pretty', DP_LOG_LEVEL: 'debug' }),
       serve(['--data-dir', jsonDir, '--log-format', 'json'], { ...BOOT, DP_LOG_FORMAT: 'pretty', DP_LOG_LEVEL: 'debug' }),
     ]);
-    for (const [r, dir] of [[fromEnv, envDir], [json, jsonDir]] as const) {
+    for (const [r, dir] of [
+      [fromEnv, envDir],
+      [json, jsonDir],
+    ] as const) {
       const http = new TestHttp(join(dir, 'tls', 'ca.pem'));
       expect((await http.call('GET', `https://acme.localhost:${r.port}/api/v1/projects`)).status).toBe(401);
       await http.close();
     }
     await Promise.all([fromEnv.stop('SIGTERM'), json.stop('SIGTERM')]);
     expect(fromEnv.stdout()).toMatch(/^\d\d:\d\d:\d\d\.\d{3} INFO  GET \/api\/v1\/projects 401 /m);
-    expect(json.stdout().trim().split('\n').map((l) => JSON.parse(l))).toContainEqual(expect.objectContaining({ msg: 'request', statusCode: 401 }));
+    expect(
+      json
+        .stdout()
+        .trim()
+        .split('\n')
+        .map((l) => JSON.parse(l)),
+    ).toContainEqual(expect.objectContaining({ msg: 'request', statusCode: 401 }));
   });
 
   it('refuses an unknown --log-format', async () => {
@@ -271,7 +354,10 @@ describe('dpctl serve logs', () => {
   it.skipIf(!hasScript)('on a terminal the default is pretty, coloured', async () => {
     const dataDir = tempDir();
     const command = [process.execPath, DPCTL, 'serve', '--port', '0', '--data-dir', dataDir].map((a) => `'${a}'`).join(' ');
-    const child = spawn('script', ['-qec', command, '/dev/null'], { env: { ...process.env, ...BOOT, NO_COLOR: '', TERM: 'xterm' }, stdio: ['pipe', 'pipe', 'pipe'] });
+    const child = spawn('script', ['-qec', command, '/dev/null'], {
+      env: { ...process.env, ...BOOT, NO_COLOR: '', TERM: 'xterm' },
+      stdio: ['pipe', 'pipe', 'pipe'],
+    });
     let out = '';
     child.stdout.on('data', (d) => (out += d));
     const closed = new Promise((r) => child.once('close', r));

@@ -119,7 +119,10 @@ describe('npm start', () => {
   it('applies an edit of a YAML file within a few seconds', async () => {
     const file = join(examples, 'projects.yaml');
     const text = readFileSync(file, 'utf8');
-    const edited = text.replace('description: Company-wide reporting warehouse and its pipelines.', 'description: Edited by the start test');
+    const edited = text.replace(
+      'description: Company-wide reporting warehouse and its pipelines.',
+      'description: Edited by the start test',
+    );
     expect(edited).not.toBe(text);
     writeFileSync(file, edited);
     const started = Date.now();
@@ -131,8 +134,16 @@ describe('npm start', () => {
     expect(project.name).toBe('analytics');
     expect(Date.now() - started).toBeLessThan(15_000);
     // An applied change is logged at info, with the run that applied it.
-    const logged = () => stdout.split('\n').filter(Boolean).map((l) => JSON.parse(l));
-    await until('the run that applied it in the log', async () => (logged().some((l) => l.msg === 'reconcile run' && l.summary?.update >= 1) ? true : undefined), 10_000);
+    const logged = () =>
+      stdout
+        .split('\n')
+        .filter(Boolean)
+        .map((l) => JSON.parse(l));
+    await until(
+      'the run that applied it in the log',
+      async () => (logged().some((l) => l.msg === 'reconcile run' && l.summary?.update >= 1) ? true : undefined),
+      10_000,
+    );
     expect(logged().find((l) => /^~ Project analytics: updated/.test(l.msg))).toMatchObject({ level: 30 });
   });
 
@@ -226,7 +237,9 @@ describe('stopping npm start', () => {
     const port = Number(output.match(/listening on https:\/\/[^\s:]+:(\d+)/)![1]);
     agent = new TestHttp(output.match(/CA file: +(\S+)/)![1]);
     // The service answers (and the client keeps its connection open, as a browser tab would).
-    const login = await agent.call('POST', `${output.match(/API: +(https:\/\/\S+)/)![1]}/auth/login`, { body: { email: 'admin@demo.local', password: 'demo-password' } });
+    const login = await agent.call('POST', `${output.match(/API: +(https:\/\/\S+)/)![1]}/auth/login`, {
+      body: { email: 'admin@demo.local', password: 'demo-password' },
+    });
     expect(login.status).toBe(200);
 
     const stoppedAt = Date.now();

@@ -28,11 +28,14 @@ function packagesLoadedBy(args: string[]): Set<string> {
 const HEAVY = ['fastify', 'pg', 'better-sqlite3', 'nodemailer', 'openid-client', 'ws', 'pino', 'undici', '@grpc/grpc-js'];
 
 describe('CLI start-up loads only what the command needs', () => {
-  it.each([['--help'], ['plan', '--help'], ['serve', '--help'], ['controller', '--help'], ['provider', '--help']])('dpctl %s loads commander only', (...args) => {
-    expect([...packagesLoadedBy(args)]).toEqual(['commander']);
-  });
+  it.each([['--help'], ['plan', '--help'], ['serve', '--help'], ['controller', '--help'], ['provider', '--help']])(
+    'dpctl %s loads commander only',
+    (...args) => {
+      expect([...packagesLoadedBy(args)]).toEqual(['commander']);
+    },
+  );
 
-  it('dpctl validate of a valid config loads the fast path (js-yaml, the generated validator\'s ajv runtime), not yaml, the service, the client or the controller', () => {
+  it("dpctl validate of a valid config loads the fast path (js-yaml, the generated validator's ajv runtime), not yaml, the service, the client or the controller", () => {
     const packages = packagesLoadedBy(['validate', '--no-cache', join(import.meta.dirname, '..', '..', 'examples', 'platform')]);
     expect(packages.has('js-yaml') && packages.has('ajv')).toBe(true);
     // `yaml` (~40 ms of CPU to load) is for positions: only a config with an error needs one.

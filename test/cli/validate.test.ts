@@ -16,7 +16,10 @@ describe('dpctl validate', () => {
   it('exits 1 and prints every error of every file at once', async () => {
     const r = await runDpctl(['validate', `${FIX}/invalid/two-files`]);
     expect(r.code).toBe(1);
-    const expected = readFileSync(`${FIX}/invalid/two-files/expected.txt`, 'utf8').trim().split('\n').map((l) => `${FIX}/invalid/two-files/${l}`);
+    const expected = readFileSync(`${FIX}/invalid/two-files/expected.txt`, 'utf8')
+      .trim()
+      .split('\n')
+      .map((l) => `${FIX}/invalid/two-files/${l}`);
     expect(r.stderr.trim().split('\n')).toEqual([...expected, 'invalid: 9 errors in 2 files']);
     expect(r.stdout).toBe('');
   });
@@ -24,8 +27,15 @@ describe('dpctl validate', () => {
   it('takes several paths, and lets projects exist on the server with --allow-undeclared-projects', async () => {
     const strict = await runDpctl(['validate', `${FIX}/invalid/undeclared-project`, `${FIX}/valid/platform.yaml`]);
     expect(strict.code).toBe(1);
-    expect(strict.stderr).toContain(`${FIX}/invalid/undeclared-project/connector.yaml:5:12: Connector/orders: metadata.project: no Project document named "live-only"`);
-    const allowed = await runDpctl(['validate', '--allow-undeclared-projects', `${FIX}/invalid/undeclared-project`, `${FIX}/valid/platform.yaml`]);
+    expect(strict.stderr).toContain(
+      `${FIX}/invalid/undeclared-project/connector.yaml:5:12: Connector/orders: metadata.project: no Project document named "live-only"`,
+    );
+    const allowed = await runDpctl([
+      'validate',
+      '--allow-undeclared-projects',
+      `${FIX}/invalid/undeclared-project`,
+      `${FIX}/valid/platform.yaml`,
+    ]);
     expect(allowed.code).toBe(0);
     expect(allowed.stdout).toMatch(/^valid: 14 documents in 2 files, 2 projects/);
   });
@@ -34,7 +44,9 @@ describe('dpctl validate', () => {
     const env = { OPS_PASSWORD: 'ops-password-1', HOOK_SECRET: '' };
     const failed = await runDpctl(['validate', '--check-secrets', `${FIX}/valid`], { env });
     expect(failed.code).toBe(1);
-    expect(failed.stderr).toContain(`${FIX}/valid/platform.yaml:82:41: NotificationChannel/b: spec.config.signing_secret: environment variable HOOK_SECRET is not set (it is empty)`);
+    expect(failed.stderr).toContain(
+      `${FIX}/valid/platform.yaml:82:41: NotificationChannel/b: spec.config.signing_secret: environment variable HOOK_SECRET is not set (it is empty)`,
+    );
     const ok = await runDpctl(['validate', '--check-secrets', `${FIX}/valid`], { env: { ...env, HOOK_SECRET: 'hook-secret' } });
     expect(ok.code).toBe(0);
   });
@@ -44,7 +56,9 @@ describe('dpctl validate', () => {
     expect(tab.code).toBe(1);
     const tabLines = tab.stderr.trim().split('\n');
     // The syntax error comes first although its file sorts last; its 2 follow-up syntax errors and the reference to the broken Connector are under it.
-    expect(tabLines[0]).toBe(`${FIX}/invalid/root-cause-tab/sources/connectors.yaml:11:1: YAML syntax: Tabs are not allowed as indentation (and 3 errors that follow from it)`);
+    expect(tabLines[0]).toBe(
+      `${FIX}/invalid/root-cause-tab/sources/connectors.yaml:11:1: YAML syntax: Tabs are not allowed as indentation (and 3 errors that follow from it)`,
+    );
     expect(tabLines.slice(1, -1).every((l) => l.startsWith('  ↳ '))).toBe(true);
     expect(tabLines.at(-1)).toBe('invalid: 4 errors in 2 files (1 root cause)');
 
@@ -64,8 +78,12 @@ describe('dpctl validate', () => {
     const r = await runDpctl(['validate', `${FIX}/invalid/did-you-mean`]);
     expect(r.code).toBe(1);
     const at = `${FIX}/invalid/did-you-mean/typos.yaml`;
-    expect(r.stderr).toContain(`${at}:8:7: Conector/orders-db: kind: unknown kind "Conector" (did you mean Connector?) (and 1 error that follows from it)\n`);
-    expect(r.stderr).toContain(`${at}:23:3: Connector/crm: spec.conector_type: is not a known field (did you mean connector_type?) (and 1 error that follows from it)\n  ↳ ${at}:23:3: Connector/crm: spec.connector_type: is required\n`);
+    expect(r.stderr).toContain(
+      `${at}:8:7: Conector/orders-db: kind: unknown kind "Conector" (did you mean Connector?) (and 1 error that follows from it)\n`,
+    );
+    expect(r.stderr).toContain(
+      `${at}:23:3: Connector/crm: spec.conector_type: is not a known field (did you mean connector_type?) (and 1 error that follows from it)\n  ↳ ${at}:23:3: Connector/crm: spec.connector_type: is required\n`,
+    );
     expect(r.stderr).toContain(`${at}:21:3: Connector/crm: metadata.lables: is not a known field (did you mean labels?)\n`);
     expect(r.stderr).toContain(`${at}:37:59: Pipeline/nightly: spec.steps[2].connector: no Connector named "zzzzzzzz" in project "shop"\n`);
     expect(r.stderr).toMatch(/\ninvalid: 9 errors in 1 file \(6 root causes\)\n$/);

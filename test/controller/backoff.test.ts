@@ -22,10 +22,17 @@ beforeAll(async () => {
   t = await svc.tenant();
   proxy = await FaultProxy.start(svc);
   proxy.rule = ({ method, path }) =>
-    failing && method === 'POST' && path.endsWith('/classifications') ? { status: 400, body: { error: { code: 'validation_error', message: 'injected failure' } } } : 'forward';
+    failing && method === 'POST' && path.endsWith('/classifications')
+      ? { status: 400, body: { error: { code: 'validation_error', message: 'injected failure' } } }
+      : 'forward';
   ctl = await startTestController({
     source: new DirectorySource(copyExample()),
-    client: new DataPlatformClient({ url: `https://${t.slug}.localhost:${proxy.port}`, email: t.adminEmail, password: t.adminPassword, caFile: svc.service.tls.certPath }),
+    client: new DataPlatformClient({
+      url: `https://${t.slug}.localhost:${proxy.port}`,
+      email: t.adminEmail,
+      password: t.adminPassword,
+      caFile: svc.service.tls.certPath,
+    }),
     mode: 'apply',
     intervalMs: 300,
     backoff: { baseMs: 2_000, maxMs: 60_000 },
@@ -40,38 +47,55 @@ afterAll(async () => {
 const creates = () => proxy.seen.filter((r) => r.method === 'POST' && r.path.endsWith('/classifications')).length;
 const row = (name: string) => ctl.status().resources.find((r) => r.name === name)!;
 
-test('a failing resource backs off exponentially without blocking the rest; it is applied once it can be', { timeout: 60_000 }, async () => {
-  await waitFor('a run with the classifications failed', () => row('pii-email')?.state === 'failed' && ctl.status(), 30_000, () => ctl.status().last_run);
-  const status = ctl.status();
-  expect(status.last_run!.result).toBe('incomplete');
-  expect(row('pii-email')).toMatchObject({ state: 'failed', failures: 1, detail: expect.stringContaining('injected failure') });
-  // What references a classification waits for it; the rest is applied.
-  expect(row('hash-emails')).toMatchObject({ state: 'skipped' });
-  expect(row('orders-db').state).toBe('applied');
-  expect(status.resources.filter((r) => r.state === 'applied').length).toBeGreaterThan(15);
-  // In force, but not fully applied: no revision has converged yet.
-  expect(status.revision.applied).not.toBeNull();
-  expect(status.revision.converged).toBeNull();
+test(
+  'a failing resource backs off exponentially without blocking the rest; it is applied once it can be',
+  { timeout: 60_000 },
+  async () => {
+    await waitFor(
+      'a run with the classifications failed',
+      () => row('pii-email')?.state === 'failed' && ctl.status(),
+      30_000,
+      () => ctl.status().last_run,
+    );
+    const status = ctl.status();
+    expect(status.last_run!.result).toBe('incomplete');
+    expect(row('pii-email')).toMatchObject({ state: 'failed', failures: 1, detail: expect.stringContaining('injected failure') });
+    // What references a classification waits for it; the rest is applied.
+    expect(row('hash-emails')).toMatchObject({ state: 'skipped' });
+    expect(row('orders-db').state).toBe('applied');
+    expect(status.resources.filter((r) => r.state === 'applied').length).toBeGreaterThan(15);
+    // In force, but not fully applied: no revision has converged yet.
+    expect(status.revision.applied).not.toBeNull();
+    expect(status.revision.converged).toBeNull();
 
-  // Runs every 300 ms, but the classifications are not tried again for 2 s.
-  const tried = creates();
-  const runs = ctl.status().runs;
-  await waitFor('two more runs', () => ctl.status().runs >= runs + 2);
-  expect(creates()).toBe(tried);
-  expect(row('pii-email')).toMatchObject({ state: 'backoff', failures: 1 });
-  expect(row('hash-emails')).toMatchObject({ state: 'backoff', detail: expect.stringMatching(/^waits for Classification analytics\/(pii-email|payment-card), which is backing off$/) });
-  expect(row('orders-db').state).toBe('in-sync');
+    // Runs every 300 ms, but the classifications are not tried again for 2 s.
+    const tried = creates();
+    const runs = ctl.status().runs;
+    await waitFor('two more runs', () => ctl.status().runs >= runs + 2);
+    expect(creates()).toBe(tried);
+    expect(row('pii-email')).toMatchObject({ state: 'backoff', failures: 1 });
+    expect(row('hash-emails')).toMatchObject({
+      state: 'backoff',
+      detail: expect.stringMatching(/^waits for Classification analytics\/(pii-email|payment-card), which is backing off$/),
+    });
+    expect(row('orders-db').state).toBe('in-sync');
 
-  // The second failure doubles the wait (4 s).
-  const second = await waitFor('the second failure', () => (row('pii-email').failures === 2 ? row('pii-email') : undefined), 10_000);
-  const waitMs = Date.parse(second.next_attempt_at!) - Date.parse(ctl.status().last_run!.finished_at);
-  expect(waitMs).toBeGreaterThan(3_000);
-  expect(waitMs).toBeLessThanOrEqual(4_100);
+    // The second failure doubles the wait (4 s).
+    const second = await waitFor('the second failure', () => (row('pii-email').failures === 2 ? row('pii-email') : undefined), 10_000);
+    const waitMs = Date.parse(second.next_attempt_at!) - Date.parse(ctl.status().last_run!.finished_at);
+    expect(waitMs).toBeGreaterThan(3_000);
+    expect(waitMs).toBeLessThanOrEqual(4_100);
 
-  // The service accepts them again: they and their dependents are applied at their next attempt.
-  failing = false;
-  await waitFor('convergence', () => ctl.status().last_run?.result === 'converged', 20_000, () => ctl.status().resources.filter((r) => r.state !== 'in-sync'));
-  expect(row('pii-email').state).toBe('applied');
-  expect(row('hash-emails').state).toBe('applied');
-  expect(ctl.status().revision.converged?.id).toBe(ctl.status().revision.applied?.id);
-});
+    // The service accepts them again: they and their dependents are applied at their next attempt.
+    failing = false;
+    await waitFor(
+      'convergence',
+      () => ctl.status().last_run?.result === 'converged',
+      20_000,
+      () => ctl.status().resources.filter((r) => r.state !== 'in-sync'),
+    );
+    expect(row('pii-email').state).toBe('applied');
+    expect(row('hash-emails').state).toBe('applied');
+    expect(ctl.status().revision.converged?.id).toBe(ctl.status().revision.applied?.id);
+  },
+);

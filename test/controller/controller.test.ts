@@ -54,7 +54,8 @@ function parseMetrics(text: string): { name: string; labels: string; value: numb
   }
   return out;
 }
-const sum = (samples: ReturnType<typeof parseMetrics>, name: string) => samples.filter((s) => s.name === name).reduce((n, s) => n + s.value, 0);
+const sum = (samples: ReturnType<typeof parseMetrics>, name: string) =>
+  samples.filter((s) => s.name === name).reduce((n, s) => n + s.value, 0);
 
 describe('apply mode, following a git branch', () => {
   let t: TestTenant;
@@ -82,7 +83,12 @@ describe('apply mode, following a git branch', () => {
   });
 
   const converged = (rev: string) =>
-    waitFor(`a converged run of ${rev.slice(0, 8)}`, () => ctl.status().last_run?.result === 'converged' && ctl.status().last_run?.revision === rev && ctl.status(), 60_000, () => ctl.status().last_run);
+    waitFor(
+      `a converged run of ${rev.slice(0, 8)}`,
+      () => ctl.status().last_run?.result === 'converged' && ctl.status().last_run?.revision === rev && ctl.status(),
+      60_000,
+      () => ctl.status().last_run,
+    );
 
   test('commit config: it is applied; /readyz turns ready; the status lists every resource', async () => {
     const status = await converged(good);
@@ -98,7 +104,14 @@ describe('apply mode, following a git branch', () => {
   });
 
   test('commit a change: it is applied', async () => {
-    const rev = repo.write('platform/analytics/transform.yaml', (await import('node:fs')).readFileSync(join(repo.work, 'platform/analytics/transform.yaml'), 'utf8').replace('schedule: "0 2 * * *"', 'schedule: "0 4 * * *"')).commit('pipeline at 4');
+    const rev = repo
+      .write(
+        'platform/analytics/transform.yaml',
+        (await import('node:fs'))
+          .readFileSync(join(repo.work, 'platform/analytics/transform.yaml'), 'utf8')
+          .replace('schedule: "0 2 * * *"', 'schedule: "0 4 * * *"'),
+      )
+      .commit('pipeline at 4');
     await converged(rev);
     expect((await find(t, 'pipelines', 'nightly-revenue')).schedule).toBe('0 4 * * *');
     good = rev;
@@ -107,7 +120,11 @@ describe('apply mode, following a git branch', () => {
   test('drift made by hand is corrected within an interval', async () => {
     await patchByHand(t, 'connectors', 'orders-db', { schedule: '5 * * * *' });
     const started = Date.now();
-    await waitFor('the connector schedule back to the config', async () => (await find(t, 'connectors', 'orders-db')).schedule === '0 * * * *', 10_000);
+    await waitFor(
+      'the connector schedule back to the config',
+      async () => (await find(t, 'connectors', 'orders-db')).schedule === '0 * * * *',
+      10_000,
+    );
     // One interval (1 s, plus jitter) and the run itself.
     expect(Date.now() - started).toBeLessThan(5_000);
   });
@@ -116,9 +133,17 @@ describe('apply mode, following a git branch', () => {
     const path = 'platform/analytics/transform.yaml';
     const text = (await import('node:fs')).readFileSync(join(repo.work, path), 'utf8');
     // A valid change and a broken file in one commit: nothing of it may reach the platform.
-    repo.write(path, text.replace('schedule: "0 4 * * *"', 'schedule: "0 6 * * *"')).write('platform/analytics/broken.yaml', 'apiVersion: dataplatform/v1\nkind: Connector\nmetadata:\n  name: x\n  project: analytics\nspec: [unclosed\n');
+    repo
+      .write(path, text.replace('schedule: "0 4 * * *"', 'schedule: "0 6 * * *"'))
+      .write(
+        'platform/analytics/broken.yaml',
+        'apiVersion: dataplatform/v1\nkind: Connector\nmetadata:\n  name: x\n  project: analytics\nspec: [unclosed\n',
+      );
     const bad = repo.commit('broken');
-    const status = await waitFor('the invalid revision reported', () => ctl.status().revision.invalid?.id === bad && ctl.status().last_run?.result === 'invalid' && ctl.status());
+    const status = await waitFor(
+      'the invalid revision reported',
+      () => ctl.status().revision.invalid?.id === bad && ctl.status().last_run?.result === 'invalid' && ctl.status(),
+    );
     expect(status.revision.applied?.id).toBe(good);
     expect(status.revision.converged?.id).toBe(good);
     expect(status.revision.invalid!.errors[0]).toMatch(/^platform\/analytics\/broken\.yaml:\d+:\d+: /);
@@ -157,7 +182,11 @@ describe('apply mode, following a git branch', () => {
     const body = '{}';
     const resumed = await http(ctl, '/resume', { method: 'POST', body, headers: { 'x-hub-signature-256': signBody(SECRET, body) } });
     expect(await resumed.json()).toEqual({ suspended: false });
-    await waitFor('the drift corrected after resume', async () => (await find(t, 'connectors', 'orders-db')).schedule === '0 * * * *', 10_000);
+    await waitFor(
+      'the drift corrected after resume',
+      async () => (await find(t, 'connectors', 'orders-db')).schedule === '0 * * * *',
+      10_000,
+    );
   });
 
   test('/metrics parses and moves; /status JSON; unknown routes answer the error envelope', async () => {
@@ -166,8 +195,12 @@ describe('apply mode, following a git branch', () => {
     await waitFor('a run', () => ctl.status().runs > runs);
     const after = parseMetrics(await (await http(ctl, '/metrics')).text());
     expect(sum(after, 'dpctl_controller_api_calls_total')).toBeGreaterThan(sum(before, 'dpctl_controller_api_calls_total'));
-    expect(sum(after, 'dpctl_controller_reconcile_duration_seconds_count')).toBeGreaterThan(sum(before, 'dpctl_controller_reconcile_duration_seconds_count'));
-    expect(after.find((s) => s.name === 'dpctl_controller_api_calls_total' && s.labels.includes('GET /projects"'))?.value).toBeGreaterThan(0);
+    expect(sum(after, 'dpctl_controller_reconcile_duration_seconds_count')).toBeGreaterThan(
+      sum(before, 'dpctl_controller_reconcile_duration_seconds_count'),
+    );
+    expect(after.find((s) => s.name === 'dpctl_controller_api_calls_total' && s.labels.includes('GET /projects"'))?.value).toBeGreaterThan(
+      0,
+    );
     expect(after.find((s) => s.name === 'dpctl_controller_resources' && s.labels === '{state="in-sync"}')?.value).toBe(25);
     expect(after.find((s) => s.name === 'dpctl_controller_applied_revision_info')?.labels).toContain(`revision="${good}"`);
     expect(after.find((s) => s.name === 'dpctl_controller_leader')?.value).toBe(1);
@@ -175,8 +208,16 @@ describe('apply mode, following a git branch', () => {
     const res = await http(ctl, '/status');
     expect(res.headers.get('content-type')).toContain('application/json');
     const status = await res.json();
-    expect(status).toMatchObject({ controller: { mode: 'apply', source_id: 'platform', suspended: false, ready: true, leader: { elected: true } }, revision: { applied: { id: good } } });
-    expect(status.resources.find((r: any) => r.name === 'orders-db')).toMatchObject({ kind: 'connector', project: 'analytics', state: 'in-sync', id: expect.stringMatching(/^con_/) });
+    expect(status).toMatchObject({
+      controller: { mode: 'apply', source_id: 'platform', suspended: false, ready: true, leader: { elected: true } },
+      revision: { applied: { id: good } },
+    });
+    expect(status.resources.find((r: any) => r.name === 'orders-db')).toMatchObject({
+      kind: 'connector',
+      project: 'analytics',
+      state: 'in-sync',
+      id: expect.stringMatching(/^con_/),
+    });
     expect(JSON.stringify(status)).not.toContain('orders-pw-1');
 
     const missing = await http(ctl, '/nope');
@@ -199,7 +240,9 @@ describe('drift mode, woken by the webhook', () => {
     const client = clientFor(svc, t);
     await reconcile(client, [copyExample()], { sourceId: 'platform', env });
     // ... and provisioned, as dpctl apply does: otherwise its warehouse would be progressing (pending) for ever.
-    await provisionProject(client, kind('infrastructure_resource'), (await client.projects.findByName('analytics'))!.id, { deadline: Date.now() + 30_000 });
+    await provisionProject(client, kind('infrastructure_resource'), (await client.projects.findByName('analytics'))!.id, {
+      deadline: Date.now() + 30_000,
+    });
     await client.close();
     ctl = await startTestController({
       source: gitSourceOf(`file://${repo.remote}`),
@@ -217,7 +260,12 @@ describe('drift mode, woken by the webhook', () => {
     repo?.close();
   });
 
-  const hook = (body: string, headers: Record<string, string>) => http(ctl, '/hooks/git', { method: 'POST', body, headers: { 'content-type': 'application/json', 'x-github-event': 'push', ...headers } });
+  const hook = (body: string, headers: Record<string, string>) =>
+    http(ctl, '/hooks/git', {
+      method: 'POST',
+      body,
+      headers: { 'content-type': 'application/json', 'x-github-event': 'push', ...headers },
+    });
 
   test('the first run finds the platform in sync', () => {
     expect(ctl.status().last_run).toMatchObject({ result: 'in-sync', trigger: 'start' });
@@ -244,7 +292,15 @@ describe('drift mode, woken by the webhook', () => {
     expect((await hook(body, { 'x-hub-signature-256': signBody(SECRET, body) })).status).toBe(202);
     const status = await waitFor('a drift run', () => ctl.status().runs > runs && ctl.status(), 20_000);
     expect(status.last_run).toMatchObject({ result: 'drift', trigger: 'webhook (push)' });
-    expect(status.drift).toEqual([expect.objectContaining({ type: 'changed', kind: 'connector', name: 'orders-db', detail: 'schedule', fields: [{ field: 'schedule', before: '9 * * * *', after: '0 * * * *' }] })]);
+    expect(status.drift).toEqual([
+      expect.objectContaining({
+        type: 'changed',
+        kind: 'connector',
+        name: 'orders-db',
+        detail: 'schedule',
+        fields: [{ field: 'schedule', before: '9 * * * *', after: '0 * * * *' }],
+      }),
+    ]);
     expect(status.resources.find((r) => r.name === 'orders-db')).toMatchObject({ state: 'drifted', detail: 'schedule' });
     expect((await find(t, 'connectors', 'orders-db')).schedule).toBe('9 * * * *');
     const metrics = parseMetrics(await (await http(ctl, '/metrics')).text());
@@ -252,11 +308,20 @@ describe('drift mode, woken by the webhook', () => {
   });
 
   test('a signed webhook fetches a new commit at once (the interval is an hour)', async () => {
-    const rev = repo.write('platform/extra.yaml', 'apiVersion: dataplatform/v1\nkind: Classification\nmetadata:\n  name: from-git\n  project: analytics\nspec:\n  sensitivity: internal\n').commit('a classification');
+    const rev = repo
+      .write(
+        'platform/extra.yaml',
+        'apiVersion: dataplatform/v1\nkind: Classification\nmetadata:\n  name: from-git\n  project: analytics\nspec:\n  sensitivity: internal\n',
+      )
+      .commit('a classification');
     const body = JSON.stringify({ ref: 'refs/heads/main', after: rev });
     const sent = Date.now();
     expect((await hook(body, { 'x-hub-signature-256': signBody(SECRET, body) })).status).toBe(202);
-    const status = await waitFor('the new revision fetched', () => ctl.status().revision.applied?.id === rev && ctl.status().last_run?.revision === rev && ctl.status(), 20_000);
+    const status = await waitFor(
+      'the new revision fetched',
+      () => ctl.status().revision.applied?.id === rev && ctl.status().last_run?.revision === rev && ctl.status(),
+      20_000,
+    );
     expect(Date.now() - sent).toBeLessThan(10_000);
     // Drift mode: the new classification is reported as missing, not created.
     expect(status.drift.map((d) => `${d.type} ${d.name}`).sort()).toEqual(['changed orders-db', 'deleted from-git']);
@@ -287,18 +352,33 @@ describe('--prune, with the mass-delete guard', () => {
   });
 
   test('a removed file is pruned; removing more than the guard allows is refused and deletes nothing', { timeout: 60_000 }, async () => {
-    await waitFor('a converged run', () => ctl.status().last_run?.result === 'converged', 60_000, () => ctl.status().last_run);
+    await waitFor(
+      'a converged run',
+      () => ctl.status().last_run?.result === 'converged',
+      60_000,
+      () => ctl.status().last_run,
+    );
     expect(await find(t, 'classifications', 'pii-email')).toBeDefined();
 
     // 4 resources leave the config: pruned.
     const pruned = repo.remove('platform/analytics/governance.yaml').commit('no governance');
-    await waitFor('the prune applied', () => ctl.status().last_run?.revision === pruned && ctl.status().last_run?.result === 'converged', 20_000, () => ctl.status().last_run);
+    await waitFor(
+      'the prune applied',
+      () => ctl.status().last_run?.revision === pruned && ctl.status().last_run?.result === 'converged',
+      20_000,
+      () => ctl.status().last_run,
+    );
     expect(await find(t, 'classifications', 'pii-email')).toBeUndefined();
     expect(await find(t, 'masking-policies', 'hash-emails')).toBeUndefined();
 
     // 6 more (over max(5, 20%)): refused, and nothing is deleted.
     const mass = repo.remove('platform/marketing').commit('no marketing resources');
-    const status = await waitFor('the guard', () => ctl.status().last_run?.revision === mass && ctl.status().last_run?.result === 'plan-error' && ctl.status(), 20_000, () => ctl.status().last_run);
+    const status = await waitFor(
+      'the guard',
+      () => ctl.status().last_run?.revision === mass && ctl.status().last_run?.result === 'plan-error' && ctl.status(),
+      20_000,
+      () => ctl.status().last_run,
+    );
     expect(status.last_run!.errors.join('\n')).toMatch(/refusing to delete 6 of \d+ managed resources/);
     expect(status.resources.filter((r) => r.action === 'delete').every((r) => r.state === 'pending')).toBe(true);
     const projects = await svc.ok(t, 'GET', '/projects');
@@ -327,27 +407,60 @@ describe('a plain directory source (git-sync, npm start)', () => {
     await ctl?.stop();
   });
 
-  test('an invalid edit is not applied and the last good revision stays in force: drift is still corrected', { timeout: 60_000 }, async () => {
-    const good = (await waitFor('a converged run', () => ctl.status().last_run?.result === 'converged' && ctl.status(), 60_000, () => ctl.status().last_run)).revision.applied!.id;
-    const transform = join(dir, 'analytics/transform.yaml');
-    const text = readFileSync(transform, 'utf8');
-    // A valid change and a broken file at once: nothing of it may reach the platform.
-    writeFileSync(transform, text.replace('schedule: "0 2 * * *"', 'schedule: "0 6 * * *"'));
-    writeFileSync(join(dir, 'analytics/broken.yaml'), 'apiVersion: dataplatform/v1\nkind: Connector\nmetadata:\n  name: x\n  project: analytics\nspec: [unclosed\n');
-    const status = await waitFor('the invalid revision reported', () => ctl.status().revision.invalid && ctl.status().last_run?.result === 'invalid' && ctl.status(), 20_000, () => ctl.status().last_run);
-    expect(status.revision.applied?.id).toBe(good);
-    expect(status.revision.invalid!.errors[0]).toMatch(/^analytics\/broken\.yaml:\d+:\d+: /);
+  test(
+    'an invalid edit is not applied and the last good revision stays in force: drift is still corrected',
+    { timeout: 60_000 },
+    async () => {
+      const good = (
+        await waitFor(
+          'a converged run',
+          () => ctl.status().last_run?.result === 'converged' && ctl.status(),
+          60_000,
+          () => ctl.status().last_run,
+        )
+      ).revision.applied!.id;
+      const transform = join(dir, 'analytics/transform.yaml');
+      const text = readFileSync(transform, 'utf8');
+      // A valid change and a broken file at once: nothing of it may reach the platform.
+      writeFileSync(transform, text.replace('schedule: "0 2 * * *"', 'schedule: "0 6 * * *"'));
+      writeFileSync(
+        join(dir, 'analytics/broken.yaml'),
+        'apiVersion: dataplatform/v1\nkind: Connector\nmetadata:\n  name: x\n  project: analytics\nspec: [unclosed\n',
+      );
+      const status = await waitFor(
+        'the invalid revision reported',
+        () => ctl.status().revision.invalid && ctl.status().last_run?.result === 'invalid' && ctl.status(),
+        20_000,
+        () => ctl.status().last_run,
+      );
+      expect(status.revision.applied?.id).toBe(good);
+      expect(status.revision.invalid!.errors[0]).toMatch(/^analytics\/broken\.yaml:\d+:\d+: /);
 
-    // The revision in force is still reconciled: drift made by hand is corrected while the files are broken.
-    await patchByHand(t, 'connectors', 'orders-db', { schedule: '5 * * * *' });
-    await waitFor('the connector schedule back to the last good revision', async () => (await find(t, 'connectors', 'orders-db')).schedule === '0 * * * *', 10_000);
-    expect(ctl.status().last_run?.result).toBe('invalid');
-    expect((await find(t, 'pipelines', 'nightly-revenue')).schedule).toBe('0 2 * * *');
+      // The revision in force is still reconciled: drift made by hand is corrected while the files are broken.
+      await patchByHand(t, 'connectors', 'orders-db', { schedule: '5 * * * *' });
+      await waitFor(
+        'the connector schedule back to the last good revision',
+        async () => (await find(t, 'connectors', 'orders-db')).schedule === '0 * * * *',
+        10_000,
+      );
+      expect(ctl.status().last_run?.result).toBe('invalid');
+      expect((await find(t, 'pipelines', 'nightly-revenue')).schedule).toBe('0 2 * * *');
 
-    // Fixing the files applies the change.
-    rmSync(join(dir, 'analytics/broken.yaml'));
-    await waitFor('the fix applied', async () => (await find(t, 'pipelines', 'nightly-revenue')).schedule === '0 6 * * *', 20_000, () => ctl.status().last_run);
-    await waitFor('a converged run of the fix', () => ctl.status().last_run?.result === 'converged' && ctl.status().revision.invalid === null, 10_000, () => ctl.status().last_run);
-    expect(ctl.status().revision.applied?.id).not.toBe(good);
-  });
+      // Fixing the files applies the change.
+      rmSync(join(dir, 'analytics/broken.yaml'));
+      await waitFor(
+        'the fix applied',
+        async () => (await find(t, 'pipelines', 'nightly-revenue')).schedule === '0 6 * * *',
+        20_000,
+        () => ctl.status().last_run,
+      );
+      await waitFor(
+        'a converged run of the fix',
+        () => ctl.status().last_run?.result === 'converged' && ctl.status().revision.invalid === null,
+        10_000,
+        () => ctl.status().last_run,
+      );
+      expect(ctl.status().revision.applied?.id).not.toBe(good);
+    },
+  );
 });

@@ -46,16 +46,39 @@ function secretFile(value: string): string {
 }
 
 function run(args: string[], env: Record<string, string>) {
-  const child = spawn(process.execPath, [DPCTL, 'controller', '--listen', '127.0.0.1:0', '--interval', '1s', '--state-dir', mkdtempSync(join(tmpdir(), 'dp-ctl-state-')), ...args], {
-    env: { ...process.env, ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
+  const child = spawn(
+    process.execPath,
+    [
+      DPCTL,
+      'controller',
+      '--listen',
+      '127.0.0.1:0',
+      '--interval',
+      '1s',
+      '--state-dir',
+      mkdtempSync(join(tmpdir(), 'dp-ctl-state-')),
+      ...args,
+    ],
+    {
+      env: { ...process.env, ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    },
+  );
   let out = '';
   child.stdout!.on('data', (d) => (out += d));
   child.stderr!.on('data', (d) => (out += d));
   const exited = new Promise<number | null>((resolve) => child.once('close', (code) => resolve(code)));
-  const logs = () => out.split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as Record<string, any>);
-  const url = waitFor('the status listener', () => logs().find((l) => l.msg === 'status listener up')?.url as string | undefined, 20_000, () => out);
+  const logs = () =>
+    out
+      .split('\n')
+      .filter((l) => l.startsWith('{'))
+      .map((l) => JSON.parse(l) as Record<string, any>);
+  const url = waitFor(
+    'the status listener',
+    () => logs().find((l) => l.msg === 'status listener up')?.url as string | undefined,
+    20_000,
+    () => out,
+  );
   const status = async () => (await fetch(`${await url}/status`)).json();
   const stop = async () => {
     child.kill('SIGTERM');
@@ -67,7 +90,14 @@ function run(args: string[], env: Record<string, string>) {
 /** Env without any credential: each test adds the one it is about. */
 function baseEnv(t: TestTenant): Record<string, string> {
   const { DATAPLATFORM_PASSWORD: _p, DATAPLATFORM_EMAIL: _e, ...env } = cliEnvFor(svc, t);
-  return { ...env, DATAPLATFORM_API_KEY: '', DATAPLATFORM_API_KEY_FILE: '', DATAPLATFORM_PASSWORD_FILE: '', DPCTL_WEBHOOK_SECRET: '', DPCTL_WEBHOOK_SECRET_FILE: '' };
+  return {
+    ...env,
+    DATAPLATFORM_API_KEY: '',
+    DATAPLATFORM_API_KEY_FILE: '',
+    DATAPLATFORM_PASSWORD_FILE: '',
+    DPCTL_WEBHOOK_SECRET: '',
+    DPCTL_WEBHOOK_SECRET_FILE: '',
+  };
 }
 
 describe('credentials from mounted files', () => {
@@ -87,33 +117,50 @@ describe('credentials from mounted files', () => {
     writeFileSync(join(configDir, 'keyed.yaml'), PROJECT_YAML('managed with a key'));
   });
 
-  test('--api-key-file and --webhook-secret-file: converges, the webhook secret comes from its file, no secret in the logs', { timeout: 60_000 }, async () => {
-    const webhookSecret = 'webhook-secret-from-a-file';
-    const c = run(['--source', configDir, '--api-key-file', secretFile(key), '--webhook-secret-file', secretFile(webhookSecret)], baseEnv(t));
-    try {
-      const s = await waitFor('a converged run', async () => {
-        const s = await c.status();
-        return s.last_run?.result === 'converged' && s;
-      }, 30_000, () => c.raw().slice(-2000));
-      expect(s.resources.map((r: any) => `${r.kind} ${r.name}`).sort()).toEqual(['classification pii', 'project keyed']);
-      const project = await svc.ok(t, 'GET', `/projects/${projectId}`);
-      expect(project.description).toBe('managed with a key');
-      // The file's secret (without its newline) guards suspend; another one is refused.
-      expect((await fetch(`${await c.url}/suspend`, { method: 'POST', headers: { authorization: 'Bearer wrong' } })).status).toBe(401);
-      const suspended = await fetch(`${await c.url}/suspend`, { method: 'POST', headers: { authorization: `Bearer ${webhookSecret}` } });
-      expect(await suspended.json()).toEqual({ suspended: true });
-    } finally {
-      expect(await c.stop()).toBe(0);
-    }
-    expect(c.raw()).not.toContain(key);
-    expect(c.raw()).not.toContain(webhookSecret);
-  });
+  test(
+    '--api-key-file and --webhook-secret-file: converges, the webhook secret comes from its file, no secret in the logs',
+    { timeout: 60_000 },
+    async () => {
+      const webhookSecret = 'webhook-secret-from-a-file';
+      const c = run(
+        ['--source', configDir, '--api-key-file', secretFile(key), '--webhook-secret-file', secretFile(webhookSecret)],
+        baseEnv(t),
+      );
+      try {
+        const s = await waitFor(
+          'a converged run',
+          async () => {
+            const s = await c.status();
+            return s.last_run?.result === 'converged' && s;
+          },
+          30_000,
+          () => c.raw().slice(-2000),
+        );
+        expect(s.resources.map((r: any) => `${r.kind} ${r.name}`).sort()).toEqual(['classification pii', 'project keyed']);
+        const project = await svc.ok(t, 'GET', `/projects/${projectId}`);
+        expect(project.description).toBe('managed with a key');
+        // The file's secret (without its newline) guards suspend; another one is refused.
+        expect((await fetch(`${await c.url}/suspend`, { method: 'POST', headers: { authorization: 'Bearer wrong' } })).status).toBe(401);
+        const suspended = await fetch(`${await c.url}/suspend`, { method: 'POST', headers: { authorization: `Bearer ${webhookSecret}` } });
+        expect(await suspended.json()).toEqual({ suspended: true });
+      } finally {
+        expect(await c.stop()).toBe(0);
+      }
+      expect(c.raw()).not.toContain(key);
+      expect(c.raw()).not.toContain(webhookSecret);
+    },
+  );
 
   test('DATAPLATFORM_API_KEY_FILE works the same', { timeout: 60_000 }, async () => {
     await svc.ok(t, 'PATCH', `/projects/${projectId}`, { body: { description: 'changed by hand' } });
     const c = run(['--source', configDir], { ...baseEnv(t), DATAPLATFORM_API_KEY_FILE: secretFile(key) });
     try {
-      await waitFor('the drift corrected', async () => (await svc.ok(t, 'GET', `/projects/${projectId}`)).description === 'managed with a key', 30_000, () => c.raw().slice(-2000));
+      await waitFor(
+        'the drift corrected',
+        async () => (await svc.ok(t, 'GET', `/projects/${projectId}`)).description === 'managed with a key',
+        30_000,
+        () => c.raw().slice(-2000),
+      );
     } finally {
       expect(await c.stop()).toBe(0);
     }
@@ -121,10 +168,14 @@ describe('credentials from mounted files', () => {
   });
 
   test('an API key and a password file at once are refused before anything starts', async () => {
-    const c = spawn(process.execPath, [DPCTL, 'controller', '--source', configDir, '--api-key-file', secretFile(key), '--password-file', secretFile('pw')], {
-      env: { ...process.env, ...baseEnv(t) },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
+    const c = spawn(
+      process.execPath,
+      [DPCTL, 'controller', '--source', configDir, '--api-key-file', secretFile(key), '--password-file', secretFile('pw')],
+      {
+        env: { ...process.env, ...baseEnv(t) },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      },
+    );
     let out = '';
     c.stdout.on('data', (d) => (out += d));
     c.stderr.on('data', (d) => (out += d));
@@ -135,7 +186,10 @@ describe('credentials from mounted files', () => {
   });
 
   test('a missing credential file is named, with no stack trace', async () => {
-    const c = spawn(process.execPath, [DPCTL, 'controller', '--source', configDir, '--api-key-file', '/nonexistent/dpctl/key'], { env: { ...process.env, ...baseEnv(t) }, stdio: ['ignore', 'pipe', 'pipe'] });
+    const c = spawn(process.execPath, [DPCTL, 'controller', '--source', configDir, '--api-key-file', '/nonexistent/dpctl/key'], {
+      env: { ...process.env, ...baseEnv(t) },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     let out = '';
     c.stdout.on('data', (d) => (out += d));
     c.stderr.on('data', (d) => (out += d));
@@ -231,38 +285,52 @@ describe('a git remote over HTTP with a token in the URL', () => {
     repo?.close();
   });
 
-  test('fetches and applies over HTTP; the token never shows in the logs or /status; a wrong token is a fetch error, redacted', { timeout: 60_000 }, async () => {
-    const env = { ...baseEnv(t), DATAPLATFORM_EMAIL: t.adminEmail, DATAPLATFORM_PASSWORD: t.adminPassword };
-    const remote = (token: string) => `http://ci-bot:${token}@127.0.0.1:${http.port}/remote.git`;
-    const c = run(['--source', remote(TOKEN), '--branch', 'main', '--path', 'platform'], env);
-    try {
-      const s = await waitFor('a converged run', async () => {
-        const s = await c.status();
-        return s.last_run?.result === 'converged' && s;
-      }, 30_000, () => c.raw().slice(-2000));
-      expect(s.controller.source).toBe(`git http://***@127.0.0.1:${http.port}/remote.git branch main path platform`);
-      expect(s.revision.applied.summary).toBe('one project');
-      const projects = await svc.ok(t, 'GET', '/projects');
-      expect(projects.data.find((p: any) => p.name === 'keyed')?.description).toBe('from a private remote');
-      expect(JSON.stringify(s)).not.toContain(TOKEN);
-    } finally {
-      expect(await c.stop()).toBe(0);
-    }
-    expect(c.raw()).not.toContain(TOKEN);
+  test(
+    'fetches and applies over HTTP; the token never shows in the logs or /status; a wrong token is a fetch error, redacted',
+    { timeout: 60_000 },
+    async () => {
+      const env = { ...baseEnv(t), DATAPLATFORM_EMAIL: t.adminEmail, DATAPLATFORM_PASSWORD: t.adminPassword };
+      const remote = (token: string) => `http://ci-bot:${token}@127.0.0.1:${http.port}/remote.git`;
+      const c = run(['--source', remote(TOKEN), '--branch', 'main', '--path', 'platform'], env);
+      try {
+        const s = await waitFor(
+          'a converged run',
+          async () => {
+            const s = await c.status();
+            return s.last_run?.result === 'converged' && s;
+          },
+          30_000,
+          () => c.raw().slice(-2000),
+        );
+        expect(s.controller.source).toBe(`git http://***@127.0.0.1:${http.port}/remote.git branch main path platform`);
+        expect(s.revision.applied.summary).toBe('one project');
+        const projects = await svc.ok(t, 'GET', '/projects');
+        expect(projects.data.find((p: any) => p.name === 'keyed')?.description).toBe('from a private remote');
+        expect(JSON.stringify(s)).not.toContain(TOKEN);
+      } finally {
+        expect(await c.stop()).toBe(0);
+      }
+      expect(c.raw()).not.toContain(TOKEN);
 
-    const wrong = run(['--source', remote('wrong-token'), '--branch', 'main', '--path', 'platform'], env);
-    try {
-      const s = await waitFor('the fetch error', async () => {
-        const s = await wrong.status();
-        return s.revision.fetch_error && s;
-      }, 30_000, () => wrong.raw().slice(-2000));
-      expect(s.revision.fetch_error).toMatch(/^git fetch failed: /);
-      expect(s.revision.fetch_error).toContain(`Authentication failed for 'http://127.0.0.1:${http.port}/remote.git/'`);
-      expect(s.controller.source).not.toContain('wrong-token');
-      expect(s.last_run?.result).toBe('error');
-    } finally {
-      expect(await wrong.stop()).toBe(0);
-    }
-    expect(wrong.raw()).not.toContain('wrong-token');
-  });
+      const wrong = run(['--source', remote('wrong-token'), '--branch', 'main', '--path', 'platform'], env);
+      try {
+        const s = await waitFor(
+          'the fetch error',
+          async () => {
+            const s = await wrong.status();
+            return s.revision.fetch_error && s;
+          },
+          30_000,
+          () => wrong.raw().slice(-2000),
+        );
+        expect(s.revision.fetch_error).toMatch(/^git fetch failed: /);
+        expect(s.revision.fetch_error).toContain(`Authentication failed for 'http://127.0.0.1:${http.port}/remote.git/'`);
+        expect(s.controller.source).not.toContain('wrong-token');
+        expect(s.last_run?.result).toBe('error');
+      } finally {
+        expect(await wrong.stop()).toBe(0);
+      }
+      expect(wrong.raw()).not.toContain('wrong-token');
+    },
+  );
 });

@@ -3,9 +3,25 @@ import { runEvents } from '../../src/controller/events.js';
 import type { ControllerStatus, ResourceStatus } from '../../src/controller/status.js';
 
 /** Which notifications a run's status gives, from the status before and after it. */
-const row = (name: string, state: ResourceStatus['state'], extra: Partial<ResourceStatus> = {}): ResourceStatus => ({ kind: 'connector', yaml_kind: 'Connector', project: 'p', name, id: null, action: 'no-op', state, detail: null, ...extra });
+const row = (name: string, state: ResourceStatus['state'], extra: Partial<ResourceStatus> = {}): ResourceStatus => ({
+  kind: 'connector',
+  yaml_kind: 'Connector',
+  project: 'p',
+  name,
+  id: null,
+  action: 'no-op',
+  state,
+  detail: null,
+  ...extra,
+});
 
-function after(o: { result: string; revision?: string; converged?: string | null; errors?: string[]; resources: ResourceStatus[] }): ControllerStatus {
+function after(o: {
+  result: string;
+  revision?: string;
+  converged?: string | null;
+  errors?: string[];
+  resources: ResourceStatus[];
+}): ControllerStatus {
   return {
     controller: { source_id: 'platform' },
     revision: { converged: o.converged ? { id: o.converged, summary: 'fix', at: '' } : null },
@@ -17,15 +33,38 @@ const reasons = (events: ReturnType<typeof runEvents>) => events.map((e) => `${e
 
 describe('runEvents', () => {
   it('a newly converged revision; a failed run with its first errors', () => {
-    expect(reasons(runEvents({ revision: 'r0', converged: 'r0', resources: [] }, after({ result: 'converged', converged: 'r1', resources: [] })))).toEqual(['RevisionApplied platform: revision r1 (fix) is applied and healthy']);
-    expect(reasons(runEvents({ revision: 'r1', converged: 'r1', resources: [] }, after({ result: 'converged', converged: 'r1', resources: [] })))).toEqual([]);
-    const failed = runEvents({ revision: 'r1', converged: null, resources: [] }, after({ result: 'incomplete', errors: ['a', 'b', 'c', 'd'], resources: [] }));
+    expect(
+      reasons(
+        runEvents({ revision: 'r0', converged: 'r0', resources: [] }, after({ result: 'converged', converged: 'r1', resources: [] })),
+      ),
+    ).toEqual(['RevisionApplied platform: revision r1 (fix) is applied and healthy']);
+    expect(
+      reasons(
+        runEvents({ revision: 'r1', converged: 'r1', resources: [] }, after({ result: 'converged', converged: 'r1', resources: [] })),
+      ),
+    ).toEqual([]);
+    const failed = runEvents(
+      { revision: 'r1', converged: null, resources: [] },
+      after({ result: 'incomplete', errors: ['a', 'b', 'c', 'd'], resources: [] }),
+    );
     expect(reasons(failed)).toEqual(['ApplyFailed platform: incomplete: a; b; c (and 1 more)']);
   });
 
   it('degraded and recovered resources; drift found, corrected by an apply of the same revision, or gone', () => {
     const before = { revision: 'r1', converged: 'r1', resources: [row('a', 'degraded'), row('b', 'drifted'), row('c', 'in-sync')] };
-    const events = runEvents(before, after({ result: 'converged', converged: 'r1', resources: [row('a', 'in-sync', { health: 'healthy' }), row('b', 'in-sync'), row('c', 'applied', { action: 'update', detail: 'update done' }), row('d', 'degraded', { health_reason: 'status is error: boom' })] }));
+    const events = runEvents(
+      before,
+      after({
+        result: 'converged',
+        converged: 'r1',
+        resources: [
+          row('a', 'in-sync', { health: 'healthy' }),
+          row('b', 'in-sync'),
+          row('c', 'applied', { action: 'update', detail: 'update done' }),
+          row('d', 'degraded', { health_reason: 'status is error: boom' }),
+        ],
+      }),
+    );
     expect(reasons(events)).toEqual([
       'ResourceRecovered Connector p/a: healthy again',
       'DriftCorrected Connector p/b: no longer differs from the configuration',
@@ -33,6 +72,13 @@ describe('runEvents', () => {
       'ResourceDegraded Connector p/d: status is error: boom',
     ]);
     // A new revision's changes are the revision's, not drift.
-    expect(reasons(runEvents({ ...before, revision: 'r0' }, after({ result: 'converged', converged: 'r1', resources: [row('c', 'applied', { action: 'update', detail: 'update done' })] })))).toEqual([]);
+    expect(
+      reasons(
+        runEvents(
+          { ...before, revision: 'r0' },
+          after({ result: 'converged', converged: 'r1', resources: [row('c', 'applied', { action: 'update', detail: 'update done' })] }),
+        ),
+      ),
+    ).toEqual([]);
   });
 });

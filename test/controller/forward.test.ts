@@ -67,7 +67,9 @@ const replicas: Replica[] = [];
 
 async function startReplica(name: string): Promise<Replica> {
   let url: string | undefined;
-  const elector = new ReleaseHeld(createElector({ kind: 'lock', path: lockPath, identity: name, leaseSeconds: LEASE_SECONDS, advertise: () => url }));
+  const elector = new ReleaseHeld(
+    createElector({ kind: 'lock', path: lockPath, identity: name, leaseSeconds: LEASE_SECONDS, advertise: () => url }),
+  );
   const ctl = await startTestController({
     source: gitSourceOf(repo.remote),
     client: clientFor(svc, t),
@@ -87,7 +89,13 @@ async function startReplica(name: string): Promise<Replica> {
 
 const push = (body: string, headers: Record<string, string> = {}) => ({
   method: 'POST',
-  headers: { 'content-type': 'application/json', 'x-github-event': 'push', 'x-github-delivery': 'd-1', 'x-hub-signature-256': signBody(SECRET, body), ...headers },
+  headers: {
+    'content-type': 'application/json',
+    'x-github-event': 'push',
+    'x-github-delivery': 'd-1',
+    'x-hub-signature-256': signBody(SECRET, body),
+    ...headers,
+  },
   body,
 });
 const webhookCount = async (r: Replica, outcome: string) => {
@@ -144,19 +152,31 @@ describe('a standby forwards webhooks and suspend/resume to the leader', () => {
     await ghost.release();
     leader = await waitFor('a leader', () => replicas.find((r) => r.ctl.status().controller.leader.elected), 15_000);
     standby = replicas.find((r) => r !== leader)!;
-    await waitFor('the first commit applied', () => leader.ctl.status().last_run?.result === 'converged', 60_000, () => leader.ctl.status().last_run);
+    await waitFor(
+      'the first commit applied',
+      () => leader.ctl.status().last_run?.result === 'converged',
+      60_000,
+      () => leader.ctl.status().last_run,
+    );
     expect(JSON.parse(readFileSync(`${lockPath}.leader.json`, 'utf8'))).toMatchObject({ identity: leader.name, url: leader.ctl.url });
   });
 
   test('a signed webhook sent to the standby is applied by the leader at once, despite an interval of an hour', async () => {
     const before = readFileSync(join(repo.work, 'platform/analytics/transform.yaml'), 'utf8');
-    const rev = repo.write('platform/analytics/transform.yaml', before.replace('schedule: "0 2 * * *"', 'schedule: "0 5 * * *"')).commit('pipeline at 5');
+    const rev = repo
+      .write('platform/analytics/transform.yaml', before.replace('schedule: "0 2 * * *"', 'schedule: "0 5 * * *"'))
+      .commit('pipeline at 5');
     const started = Date.now();
     const res = await fetch(`${standby.ctl.url}/hooks/git`, push(JSON.stringify({ ref: 'refs/heads/main', after: rev })));
     // The leader's own answer, passed back.
     expect(res.status).toBe(202);
     expect(await res.json()).toEqual({ status: 'fetch scheduled' });
-    await waitFor(`${rev.slice(0, 8)} applied by the leader`, () => leader.ctl.status().last_run?.revision === rev && leader.ctl.status().last_run?.result === 'converged', 2_500, () => leader.ctl.status().last_run);
+    await waitFor(
+      `${rev.slice(0, 8)} applied by the leader`,
+      () => leader.ctl.status().last_run?.revision === rev && leader.ctl.status().last_run?.result === 'converged',
+      2_500,
+      () => leader.ctl.status().last_run,
+    );
     const elapsed = Date.now() - started;
     console.log(`webhook at the standby -> commit applied by the leader: ${elapsed} ms`);
     expect(await pipelineSchedule()).toBe('0 5 * * *');
@@ -192,7 +212,8 @@ describe('a standby forwards webhooks and suspend/resume to the leader', () => {
   });
 
   test('suspend and resume sent to the standby apply to the leader; the standby keeps its own flag; a wrong token is refused there', async () => {
-    const control = (r: Replica, path: string, token = SECRET) => fetch(`${r.ctl.url}${path}`, { method: 'POST', headers: { authorization: `Bearer ${token}` } });
+    const control = (r: Replica, path: string, token = SECRET) =>
+      fetch(`${r.ctl.url}${path}`, { method: 'POST', headers: { authorization: `Bearer ${token}` } });
     expect((await control(standby, '/suspend', 'wrong')).status).toBe(401);
     expect(leader.ctl.status().controller.suspended).toBe(false);
 
@@ -228,7 +249,12 @@ describe('a standby forwards webhooks and suspend/resume to the leader', () => {
     const own = await fetch(`${standby.ctl.url}/hooks/git`, push(body));
     expect(own.status).toBe(202);
     expect(await webhookCount(standby, 'accepted')).toBe(1);
-    await waitFor('a run triggered by the webhook', () => standby.ctl.status().last_run?.trigger === 'webhook (push)', 30_000, () => standby.ctl.status().last_run);
+    await waitFor(
+      'a run triggered by the webhook',
+      () => standby.ctl.status().last_run?.trigger === 'webhook (push)',
+      30_000,
+      () => standby.ctl.status().last_run,
+    );
   });
 });
 
@@ -257,7 +283,13 @@ describe('the relay itself (against a plain HTTP server standing for the leader)
       expect(answer).toEqual({ status: 409, contentType: 'application/problem+json', body: '{"error":{"code":"x","message":"y"}}' });
       expect(seen!.url).toBe('/hooks/git');
       expect(seen!.body).toBe(body.toString());
-      expect(seen!.headers).toMatchObject({ [FORWARDED_HEADER]: '1', 'x-hub-signature-256': signBody(SECRET, body), 'x-github-event': 'push', 'x-github-delivery': 'abc', 'content-type': 'application/json' });
+      expect(seen!.headers).toMatchObject({
+        [FORWARDED_HEADER]: '1',
+        'x-hub-signature-256': signBody(SECRET, body),
+        'x-github-event': 'push',
+        'x-github-delivery': 'abc',
+        'content-type': 'application/json',
+      });
       // The secret as a bearer token never goes to an address read from the election.
       expect(seen!.headers.authorization).toBeUndefined();
       expect(seen!.headers.cookie).toBeUndefined();
@@ -272,7 +304,13 @@ describe('the relay itself (against a plain HTTP server standing for the leader)
     await new Promise<void>((r) => hung.listen(0, '127.0.0.1', r));
     try {
       const started = Date.now();
-      const err = await relayToLeader(`http://127.0.0.1:${(hung.address() as AddressInfo).port}`, '/hooks/git', Buffer.from('{}'), {}, 300).catch((e: unknown) => e);
+      const err = await relayToLeader(
+        `http://127.0.0.1:${(hung.address() as AddressInfo).port}`,
+        '/hooks/git',
+        Buffer.from('{}'),
+        {},
+        300,
+      ).catch((e: unknown) => e);
       expect(relayFailure(err)).toBe('the leader did not answer in time');
       expect(Date.now() - started).toBeLessThan(2_000);
     } finally {

@@ -22,7 +22,8 @@ const docs = (lakeRegion: string) =>
   ['Project health-ctl', 'InfrastructureResource wh warehouse snowflake eu-west-1', `InfrastructureResource lake bucket aws ${lakeRegion}`]
     .map((line) => {
       const [kind, name, type, provider, region] = line.split(' ');
-      if (kind === 'Project') return `apiVersion: dataplatform/v1\nkind: Project\nmetadata:\n  name: ${name}\nspec:\n  description: controller health\n`;
+      if (kind === 'Project')
+        return `apiVersion: dataplatform/v1\nkind: Project\nmetadata:\n  name: ${name}\nspec:\n  description: controller health\n`;
       return `apiVersion: dataplatform/v1\nkind: ${kind}\nmetadata:\n  name: ${name}\n  project: health-ctl\nspec:\n  resource_type: ${type}\n  provider: ${provider}\n  region: ${region}\n`;
     })
     .join('---\n');
@@ -57,14 +58,27 @@ const applyRuns = async () => {
 const runAgain = async (reason: string) => {
   const runs = ctl.status().runs;
   ctl.trigger(reason);
-  await waitFor(`run after ${reason}`, () => ctl.status().runs > runs && !ctl.status().conditions.some((c) => c.type === 'Reconciling' && c.reason === 'Progressing' && c.message === 'a run is under way'));
+  await waitFor(
+    `run after ${reason}`,
+    () =>
+      ctl.status().runs > runs &&
+      !ctl.status().conditions.some((c) => c.type === 'Reconciling' && c.reason === 'Progressing' && c.message === 'a run is under way'),
+  );
 };
 
 test('a refused provisioning: the resource is degraded with the reason, the revision is not converged, Ready=False and Stalled=True', async () => {
   const s = ctl.status();
-  expect(s.last_run).toMatchObject({ result: 'degraded', errors: [expect.stringMatching(/^InfrastructureResource health-ctl\/lake: degraded: status is failed: aws has no region "mars-1"/)] });
+  expect(s.last_run).toMatchObject({
+    result: 'degraded',
+    errors: [expect.stringMatching(/^InfrastructureResource health-ctl\/lake: degraded: status is failed: aws has no region "mars-1"/)],
+  });
   expect(row('wh')).toMatchObject({ state: 'applied', health: 'healthy' });
-  expect(row('lake')).toMatchObject({ state: 'degraded', health: 'degraded', health_reason: expect.stringContaining('mars-1'), detail: expect.stringContaining('mars-1') });
+  expect(row('lake')).toMatchObject({
+    state: 'degraded',
+    health: 'degraded',
+    health_reason: expect.stringContaining('mars-1'),
+    detail: expect.stringContaining('mars-1'),
+  });
   expect(s.revision.applied).not.toBeNull();
   expect(s.revision.converged).toBeNull();
   expect(condition('Ready')).toMatchObject({ status: 'False', reason: 'Degraded', message: expect.stringContaining('mars-1') });

@@ -7,9 +7,18 @@ import pino from 'pino';
 import { EXAMPLE, SECRET_ENV } from '../integration/engine/helpers.js';
 import { GitSource, startController, type ControllerOptions, type RunningController } from '../../src/controller/index.js';
 
-const GIT_ENV = { ...process.env, GIT_AUTHOR_NAME: 'Test', GIT_AUTHOR_EMAIL: 'test@example.com', GIT_COMMITTER_NAME: 'Test', GIT_COMMITTER_EMAIL: 'test@example.com', GIT_CONFIG_NOSYSTEM: '1', HOME: tmpdir() };
+const GIT_ENV = {
+  ...process.env,
+  GIT_AUTHOR_NAME: 'Test',
+  GIT_AUTHOR_EMAIL: 'test@example.com',
+  GIT_COMMITTER_NAME: 'Test',
+  GIT_COMMITTER_EMAIL: 'test@example.com',
+  GIT_CONFIG_NOSYSTEM: '1',
+  HOME: tmpdir(),
+};
 
-const git = (cwd: string, ...args: string[]) => execFileSync('git', args, { cwd, env: GIT_ENV, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] }).trim();
+const git = (cwd: string, ...args: string[]) =>
+  execFileSync('git', args, { cwd, env: GIT_ENV, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] }).trim();
 
 /**
  * A real git remote for the controller: a bare repository (`remote`) and a work clone where
@@ -57,12 +66,18 @@ export class TestRepo {
 }
 
 /** Polls until `check` returns a value other than undefined/null/false, or fails with the last state. */
-export async function waitFor<T>(what: string, check: () => Promise<T | undefined | null | false> | T | undefined | null | false, timeoutMs = 30_000, describe?: () => unknown): Promise<T> {
+export async function waitFor<T>(
+  what: string,
+  check: () => Promise<T | undefined | null | false> | T | undefined | null | false,
+  timeoutMs = 30_000,
+  describe?: () => unknown,
+): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const v = await check();
     if (v !== undefined && v !== null && v !== false) return v;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}${describe ? `: ${JSON.stringify(describe(), null, 1).slice(0, 3000)}` : ''}`);
+    if (Date.now() > deadline)
+      throw new Error(`timed out waiting for ${what}${describe ? `: ${JSON.stringify(describe(), null, 1).slice(0, 3000)}` : ''}`);
     await new Promise((r) => setTimeout(r, 100));
   }
 }
@@ -71,7 +86,9 @@ export async function waitFor<T>(what: string, check: () => Promise<T | undefine
  * The controller as these tests run it: sourceId `platform`, the examples' secrets in its env,
  * silent logs and no process metrics; anything given overrides (engine options are merged).
  */
-export function startTestController(options: Pick<ControllerOptions, 'source' | 'client' | 'mode' | 'intervalMs'> & Partial<ControllerOptions>): Promise<RunningController> {
+export function startTestController(
+  options: Pick<ControllerOptions, 'source' | 'client' | 'mode' | 'intervalMs'> & Partial<ControllerOptions>,
+): Promise<RunningController> {
   return startController({
     logger: pino({ level: 'silent' }),
     processMetrics: false,

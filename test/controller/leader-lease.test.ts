@@ -7,7 +7,13 @@ import type { AddressInfo } from 'node:net';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { Lease as LeaseModel } from 'kubernetes-models/coordination.k8s.io/v1/Lease';
 import { loadOrCreateTls } from '../../src/service/tls.js';
-import { createElector, LEADER_URL_ANNOTATION, LeaderElectionError, LeaseApi, type LeaderElector } from '../../src/controller/leader/index.js';
+import {
+  createElector,
+  LEADER_URL_ANNOTATION,
+  LeaderElectionError,
+  LeaseApi,
+  type LeaderElector,
+} from '../../src/controller/leader/index.js';
 import { LeaseSuspensionStore, SUSPENDED_ANNOTATION } from '../../src/controller/suspension.js';
 import type { Lease } from '../../src/controller/leader/kube-api.js';
 
@@ -54,7 +60,12 @@ class FakeKubeApi {
   }
 
   preset(spec: Lease['spec']) {
-    this.lease = { apiVersion: 'coordination.k8s.io/v1', kind: 'Lease', metadata: { name: NAME, namespace: NAMESPACE, resourceVersion: String(++this.resourceVersion) }, spec };
+    this.lease = {
+      apiVersion: 'coordination.k8s.io/v1',
+      kind: 'Lease',
+      metadata: { name: NAME, namespace: NAMESPACE, resourceVersion: String(++this.resourceVersion) },
+      spec,
+    };
   }
 
   private status(res: ServerResponse, code: number, reason: string, message: string) {
@@ -73,9 +84,15 @@ class FakeKubeApi {
     const caller = this.tokens.get((req.headers.authorization ?? '').replace(/^Bearer /, ''));
     if (!caller) return this.status(res, 401, 'Unauthorized', 'Unauthorized');
     if (this.forbidden.has(caller)) {
-      return this.status(res, 403, 'Forbidden', `leases.coordination.k8s.io "${NAME}" is forbidden: User "system:serviceaccount:${NAMESPACE}:${caller}" cannot get resource "leases"`);
+      return this.status(
+        res,
+        403,
+        'Forbidden',
+        `leases.coordination.k8s.io "${NAME}" is forbidden: User "system:serviceaccount:${NAMESPACE}:${caller}" cannot get resource "leases"`,
+      );
     }
-    if (this.unavailable.has(caller)) return this.status(res, 503, 'ServiceUnavailable', 'the server is currently unable to handle the request');
+    if (this.unavailable.has(caller))
+      return this.status(res, 503, 'ServiceUnavailable', 'the server is currently unable to handle the request');
     const item = `${COLLECTION}/${NAME}`;
 
     if (req.method === 'GET' && req.url === item) {
@@ -88,14 +105,17 @@ class FakeKubeApi {
           }
         });
       }
-      return this.lease ? this.send(res, 200, this.lease) : this.status(res, 404, 'NotFound', `leases.coordination.k8s.io "${NAME}" not found`);
+      return this.lease
+        ? this.send(res, 200, this.lease)
+        : this.status(res, 404, 'NotFound', `leases.coordination.k8s.io "${NAME}" not found`);
     }
     if ((req.method === 'POST' && req.url === COLLECTION) || (req.method === 'PUT' && req.url === item)) {
       const body = JSON.parse(text) as Lease;
       const invalid = this.invalid(body);
       if (invalid) return this.status(res, 422, 'Invalid', invalid);
       const before = this.lease?.spec;
-      const record = (status: number) => this.writes.push({ method: req.method as 'POST' | 'PUT', status, at: Date.now(), holder: body.spec?.holderIdentity, before });
+      const record = (status: number) =>
+        this.writes.push({ method: req.method as 'POST' | 'PUT', status, at: Date.now(), holder: body.spec?.holderIdentity, before });
       if (req.method === 'POST') {
         if (this.lease) {
           record(409);
@@ -105,7 +125,12 @@ class FakeKubeApi {
         if (!this.lease) return this.status(res, 404, 'NotFound', `leases.coordination.k8s.io "${NAME}" not found`);
         if (body.metadata.resourceVersion !== this.lease.metadata.resourceVersion) {
           record(409);
-          return this.status(res, 409, 'Conflict', `Operation cannot be fulfilled on leases.coordination.k8s.io "${NAME}": the object has been modified; please apply your changes to the latest version and try again`);
+          return this.status(
+            res,
+            409,
+            'Conflict',
+            `Operation cannot be fulfilled on leases.coordination.k8s.io "${NAME}": the object has been modified; please apply your changes to the latest version and try again`,
+          );
         }
       }
       // Like the API server: drop nulls (holderIdentity: null clears the field), stamp a new version.
@@ -127,7 +152,8 @@ class FakeKubeApi {
     if (body.metadata?.name !== NAME || body.metadata?.namespace !== NAMESPACE) return 'metadata.name/namespace do not match the request';
     for (const field of ['acquireTime', 'renewTime'] as const) {
       const value = body.spec?.[field];
-      if (value != null && !/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$/.test(value)) return `spec.${field}: cannot parse "${value}" as MicroTime`;
+      if (value != null && !/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$/.test(value))
+        return `spec.${field}: cannot parse "${value}" as MicroTime`;
     }
     return undefined;
   }
@@ -205,7 +231,12 @@ describe('Lease leader election (against an in-test Kubernetes API, not a real c
     const won = await Promise.race([a.acquire(never()).then(() => a), b.acquire(never()).then(() => b)]);
     const lost = won === a ? b : a;
     await until(() => api.writes.length >= 2, 2_000, 'the second create');
-    expect(api.writes.filter((w) => w.method === 'POST').map((w) => w.status).sort()).toEqual([201, 409]);
+    expect(
+      api.writes
+        .filter((w) => w.method === 'POST')
+        .map((w) => w.status)
+        .sort(),
+    ).toEqual([201, 409]);
     expect(api.lease?.spec).toMatchObject({ holderIdentity: won.identity, leaseDurationSeconds: LEASE_SECONDS, leaseTransitions: 0 });
     const firstRenew = api.lease!.spec!.renewTime!;
 
@@ -237,10 +268,19 @@ describe('Lease leader election (against an in-test Kubernetes API, not a real c
 
   // Like client-go: expiry is "this version has not changed for leaseDurationSeconds on my clock",
   // never "renewTime + duration < my clock", so a holder whose clock is off cannot lose (or keep) the lease early.
-  for (const [skew, offsetMs] of [['an hour behind', -3_600_000], ['an hour ahead', 3_600_000]] as const) {
+  for (const [skew, offsetMs] of [
+    ['an hour behind', -3_600_000],
+    ['an hour ahead', 3_600_000],
+  ] as const) {
     it(`takes over a dead holder's Lease after one lease duration of no change on its own clock (holder's clock ${skew})`, async () => {
       const stamp = new Date(Date.now() + offsetMs).toISOString().replace('Z', '000Z');
-      api.preset({ holderIdentity: 'pod-gone', leaseDurationSeconds: LEASE_SECONDS, acquireTime: stamp, renewTime: stamp, leaseTransitions: 4 });
+      api.preset({
+        holderIdentity: 'pod-gone',
+        leaseDurationSeconds: LEASE_SECONDS,
+        acquireTime: stamp,
+        renewTime: stamp,
+        leaseTransitions: 4,
+      });
       const a = elector('pod-a');
       const startedAt = Date.now();
       let leadsAt = 0;
@@ -252,7 +292,11 @@ describe('Lease leader election (against an in-test Kubernetes API, not a real c
       expect(leadsAt - startedAt).toBeGreaterThanOrEqual(LEASE_SECONDS * 1000);
       expect(leadsAt - startedAt).toBeLessThan(LEASE_SECONDS * 1000 + 2_000);
       expect(api.lease?.spec).toMatchObject({ holderIdentity: 'pod-a', leaseTransitions: 5 });
-      expect(logs.some((l) => l.startsWith(`pod-a: leader election: took over lease ${NAMESPACE}/${NAME} from pod-gone (not renewed for ${LEASE_SECONDS} s)`))).toBe(true);
+      expect(
+        logs.some((l) =>
+          l.startsWith(`pod-a: leader election: took over lease ${NAMESPACE}/${NAME} from pod-gone (not renewed for ${LEASE_SECONDS} s)`),
+        ),
+      ).toBe(true);
     });
   }
 

@@ -79,7 +79,12 @@ function startChild(id: string): Child {
         ? Promise.resolve(seen.get(line)!)
         : new Promise((resolve, reject) => {
             waiters.push({ line, resolve });
-            proc.once('exit', () => setTimeout(() => (seen.has(line) ? resolve(seen.get(line)!) : reject(new Error(`${id} exited before ${line}: ${lines.join(' | ')}`))), 50));
+            proc.once('exit', () =>
+              setTimeout(
+                () => (seen.has(line) ? resolve(seen.get(line)!) : reject(new Error(`${id} exited before ${line}: ${lines.join(' | ')}`))),
+                50,
+              ),
+            );
           }),
   };
   children.push(child);

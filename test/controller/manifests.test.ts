@@ -52,7 +52,9 @@ interface Manifest {
 function loadManifests(): { manifests: Manifest[]; kustomization: any } {
   const manifests: Manifest[] = [];
   let kustomization: any;
-  for (const name of readdirSync(DEPLOY).filter((f) => /\.ya?ml$/.test(f)).sort()) {
+  for (const name of readdirSync(DEPLOY)
+    .filter((f) => /\.ya?ml$/.test(f))
+    .sort()) {
     const file = join(DEPLOY, name);
     const text = readFileSync(file, 'utf8');
     for (const doc of parseAllDocuments(text, { prettyErrors: true })) {
@@ -161,7 +163,11 @@ describe('controller/deploy manifests', () => {
     expect(kustomization.resources).not.toContain('secret.example.yaml');
     expect(applied.filter((m) => m.doc.kind === 'Secret').map((m) => m.file)).toEqual([]);
     // Still, every Secret the Deployment names is shown in the example, with the keys it reads.
-    expect(all('Secret').map((s) => s.metadata.name).sort()).toEqual(['dpctl-config-secrets', 'dpctl-controller-credentials']);
+    expect(
+      all('Secret')
+        .map((s) => s.metadata.name)
+        .sort(),
+    ).toEqual(['dpctl-config-secrets', 'dpctl-controller-credentials']);
     expect(kustomization.namespace).toBe(one('Namespace').metadata.name);
     expect(kustomization.images.map((i: any) => i.name)).toContain(container.image!.split(':')[0]);
   });
@@ -222,13 +228,18 @@ describe('controller/deploy manifests', () => {
     expect(listen.host).toBe('0.0.0.0');
     const port = container.ports!.find((p) => p.containerPort === listen.port);
     expect(port, `a container port for --listen ${opts.listen}`).toBeDefined();
-    const probePort = (probe: any) => (typeof probe.httpGet.port === 'string' ? container.ports!.find((p) => p.name === probe.httpGet.port)?.containerPort : probe.httpGet.port);
+    const probePort = (probe: any) =>
+      typeof probe.httpGet.port === 'string'
+        ? container.ports!.find((p) => p.name === probe.httpGet.port)?.containerPort
+        : probe.httpGet.port;
     expect(container.livenessProbe!.httpGet!.path).toBe('/healthz');
     expect(probePort(container.livenessProbe)).toBe(listen.port);
     expect(container.readinessProbe!.httpGet!.path).toBe('/readyz');
     expect(probePort(container.readinessProbe)).toBe(listen.port);
     const service = one('Service');
-    const targets = service.spec.ports.map((p: any) => (typeof p.targetPort === 'string' ? container.ports!.find((cp) => cp.name === p.targetPort)?.containerPort : p.targetPort));
+    const targets = service.spec.ports.map((p: any) =>
+      typeof p.targetPort === 'string' ? container.ports!.find((cp) => cp.name === p.targetPort)?.containerPort : p.targetPort,
+    );
     expect(targets).toContain(listen.port);
     const podLabels = deployment.spec!.template.metadata!.labels!;
     for (const [k, v] of Object.entries(service.spec.selector)) expect(podLabels[k]).toBe(v);
@@ -256,9 +267,16 @@ describe('controller/deploy manifests', () => {
     expect(config.url).toBe(configMap.data.DATAPLATFORM_URL);
     expect(config.apiKey).toBe(secret.stringData.DATAPLATFORM_API_KEY);
     const secretRefs = (container.env ?? []).filter((e) => e.valueFrom?.secretKeyRef).map((e) => e.name);
-    expect(secretRefs.sort()).toEqual(['DATAPLATFORM_API_KEY', 'DPCTL_NOTIFY_SECRET', 'DPCTL_NOTIFY_SLACK_URLS', 'DPCTL_NOTIFY_WEBHOOK_URLS', 'DPCTL_WEBHOOK_SECRET']);
+    expect(secretRefs.sort()).toEqual([
+      'DATAPLATFORM_API_KEY',
+      'DPCTL_NOTIFY_SECRET',
+      'DPCTL_NOTIFY_SLACK_URLS',
+      'DPCTL_NOTIFY_WEBHOOK_URLS',
+      'DPCTL_WEBHOOK_SECRET',
+    ]);
     // Notifications are optional: a Secret without their keys still starts the pod.
-    for (const e of (container.env ?? []).filter((x) => x.name.startsWith('DPCTL_NOTIFY_'))) expect(e.valueFrom!.secretKeyRef!.optional).toBe(true);
+    for (const e of (container.env ?? []).filter((x) => x.name.startsWith('DPCTL_NOTIFY_')))
+      expect(e.valueFrom!.secretKeyRef!.optional).toBe(true);
     // No secret in the ConfigMap; the example Secret holds placeholders only.
     expect(Object.keys(configMap.data).filter((k) => /KEY|SECRET|PASSWORD|TOKEN/i.test(k))).toEqual([]);
     for (const s of all('Secret')) {
@@ -318,7 +336,11 @@ describe('controller/Dockerfile', () => {
   it('builds in one stage and runs from a small one as a numeric non-root user, with git, entering `dpctl controller`', () => {
     expect(dockerfile.stages.length).toBeGreaterThanOrEqual(2);
     const buildStage = dockerfile.stages[0];
-    const runs = (stage: typeof buildStage) => stage.instructions.filter((i) => i.op === 'RUN').map((i) => i.args).join('\n');
+    const runs = (stage: typeof buildStage) =>
+      stage.instructions
+        .filter((i) => i.op === 'RUN')
+        .map((i) => i.args)
+        .join('\n');
     expect(runs(buildStage)).toMatch(/npm ci\b/);
     expect(runs(buildStage)).toMatch(/npm run build\b/);
     expect(runs(buildStage)).toMatch(/npm prune --omit=dev/);
@@ -333,14 +355,21 @@ describe('controller/Dockerfile', () => {
   });
 
   it('copies only the runtime paths into the final image, and they are where the code looks for them', () => {
-    const copies = dockerfile.final.instructions.filter((i) => i.op === 'COPY').map((i) => {
-      const parts = i.args.split(/\s+/);
-      const from = parts.find((p) => p.startsWith('--from='))?.slice('--from='.length);
-      const [src, dest] = parts.filter((p) => !p.startsWith('--'));
-      return { from, src, dest };
-    });
+    const copies = dockerfile.final.instructions
+      .filter((i) => i.op === 'COPY')
+      .map((i) => {
+        const parts = i.args.split(/\s+/);
+        const from = parts.find((p) => p.startsWith('--from='))?.slice('--from='.length);
+        const [src, dest] = parts.filter((p) => !p.startsWith('--'));
+        return { from, src, dest };
+      });
     const buildName = dockerfile.stages[0].name;
-    expect(copies.filter((c) => c.from === buildName).map((c) => c.src).sort()).toEqual(['/app/dist', '/app/node_modules', '/app/package.json', '/app/schemas']);
+    expect(
+      copies
+        .filter((c) => c.from === buildName)
+        .map((c) => c.src)
+        .sort(),
+    ).toEqual(['/app/dist', '/app/node_modules', '/app/package.json', '/app/schemas']);
     expect(copies.filter((c) => !c.from).map((c) => c.src)).toEqual(['bin']);
     // bin/dpctl.js loads dist/cli/main.js; schemas/ is read two levels above dist/kinds.
     expect(readFileSync(join(ROOT, 'bin', 'dpctl.js'), 'utf8')).toContain("'../dist/cli/main.js'");
@@ -351,9 +380,17 @@ describe('controller/Dockerfile', () => {
   it('copies from the build context only paths that exist and that Dockerfile.dockerignore lets through', () => {
     const contextCopies = dockerfile.instructions
       .filter((i) => i.op === 'COPY' && !i.args.includes('--from='))
-      .flatMap((i) => i.args.split(/\s+/).filter((p) => !p.startsWith('--')).slice(0, -1));
+      .flatMap((i) =>
+        i.args
+          .split(/\s+/)
+          .filter((p) => !p.startsWith('--'))
+          .slice(0, -1),
+      );
     expect(contextCopies.length).toBeGreaterThan(3);
-    const ignore = readFileSync(join(ROOT, 'controller', 'Dockerfile.dockerignore'), 'utf8').split('\n').map((l) => l.trim()).filter((l) => l && !l.startsWith('#'));
+    const ignore = readFileSync(join(ROOT, 'controller', 'Dockerfile.dockerignore'), 'utf8')
+      .split('\n')
+      .map((l) => l.trim())
+      .filter((l) => l && !l.startsWith('#'));
     expect(ignore[0]).toBe('**');
     const allowed = ignore.filter((l) => l.startsWith('!')).map((l) => l.slice(1).replace(/\/\*\*$/, ''));
     for (const path of contextCopies) {
@@ -366,12 +403,26 @@ describe('controller/Dockerfile', () => {
     expect(dockerfileText).not.toMatch(/^\s*(ARG|ENV)\s+[^\n]*(TOKEN|PASSWORD|SECRET|API_KEY)/im);
     expect(dockerfileText).not.toMatch(/dpk_|BEGIN [A-Z ]*PRIVATE KEY/);
     // Every bare import reachable from the CLI must survive `npm prune --omit=dev`.
-    const result = await build({ entryPoints: [join(ROOT, 'src', 'cli', 'main.ts')], bundle: true, write: false, platform: 'node', format: 'esm', packages: 'external', metafile: true, logLevel: 'silent' });
+    const result = await build({
+      entryPoints: [join(ROOT, 'src', 'cli', 'main.ts')],
+      bundle: true,
+      write: false,
+      platform: 'node',
+      format: 'esm',
+      packages: 'external',
+      metafile: true,
+      logLevel: 'silent',
+    });
     const packages = new Set<string>();
     for (const input of Object.values(result.metafile!.inputs)) {
       for (const imp of input.imports) {
         if (!imp.external || imp.path.startsWith('node:') || imp.path.startsWith('.')) continue;
-        packages.add(imp.path.split('/').slice(0, imp.path.startsWith('@') ? 2 : 1).join('/'));
+        packages.add(
+          imp.path
+            .split('/')
+            .slice(0, imp.path.startsWith('@') ? 2 : 1)
+            .join('/'),
+        );
       }
     }
     const pkg = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { dependencies: Record<string, string> };

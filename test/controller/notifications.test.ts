@@ -77,14 +77,46 @@ test('degraded once, then recovered and applied after the fix; suspended; every 
   let out = '';
   controller = spawn(
     process.execPath,
-    [DPCTL, 'controller', '--source', dir, '--listen', '127.0.0.1:0', '--interval', '500ms', '--state-dir', join(dir, '..', 'state'), '--webhook-secret', 'ctl-secret'],
-    { env: { ...process.env, ...cliEnvFor(svc, t), DPCTL_NOTIFY_WEBHOOK_URLS: receiverUrl, DPCTL_NOTIFY_SECRET: SECRET, DPCTL_NOTIFY_CA_FILE: caPath }, stdio: ['ignore', 'pipe', 'pipe'] },
+    [
+      DPCTL,
+      'controller',
+      '--source',
+      dir,
+      '--listen',
+      '127.0.0.1:0',
+      '--interval',
+      '500ms',
+      '--state-dir',
+      join(dir, '..', 'state'),
+      '--webhook-secret',
+      'ctl-secret',
+    ],
+    {
+      env: {
+        ...process.env,
+        ...cliEnvFor(svc, t),
+        DPCTL_NOTIFY_WEBHOOK_URLS: receiverUrl,
+        DPCTL_NOTIFY_SECRET: SECRET,
+        DPCTL_NOTIFY_CA_FILE: caPath,
+      },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    },
   );
   controller.stdout!.on('data', (d) => (out += d));
   controller.stderr!.on('data', (d) => (out += d));
-  await waitFor('a degraded notification', () => events.find((e) => e.reason === 'ResourceDegraded'), 30_000, () => out);
+  await waitFor(
+    'a degraded notification',
+    () => events.find((e) => e.reason === 'ResourceDegraded'),
+    30_000,
+    () => out,
+  );
   const degraded = events.find((e) => e.reason === 'ResourceDegraded')!;
-  expect(degraded).toMatchObject({ severity: 'error', subject: 'InfrastructureResource notify-ctl/lake', source: 'notify', message: expect.stringContaining('aws has no region "mars-1"') });
+  expect(degraded).toMatchObject({
+    severity: 'error',
+    subject: 'InfrastructureResource notify-ctl/lake',
+    source: 'notify',
+    message: expect.stringContaining('aws has no region "mars-1"'),
+  });
   // Runs every 500 ms go on; the condition is announced once.
   const url = out.match(/"url":"(http:\/\/127\.0\.0\.1:\d+)"/)?.[1] ?? out.match(/url=(http:\/\/127\.0\.0\.1:\d+)/)![1];
   await waitFor('three more runs', async () => ((await (await fetch(`${url}/status.json`)).json()) as { runs: number }).runs >= 4, 30_000);
@@ -92,9 +124,18 @@ test('degraded once, then recovered and applied after the fix; suspended; every 
 
   writeFileSync(join(dir, 'platform.yaml'), config('eu-west-1'));
   // The run's events are delivered concurrently: either may arrive first.
-  await waitFor('the revision applied and the recovery', () => events.some((e) => e.reason === 'RevisionApplied') && events.some((e) => e.reason === 'ResourceRecovered'), 30_000, () => `${out}\n${reasons().join('\n')}`);
+  await waitFor(
+    'the revision applied and the recovery',
+    () => events.some((e) => e.reason === 'RevisionApplied') && events.some((e) => e.reason === 'ResourceRecovered'),
+    30_000,
+    () => `${out}\n${reasons().join('\n')}`,
+  );
   expect(reasons()).toContain('ResourceRecovered InfrastructureResource notify-ctl/lake');
-  expect(events.find((e) => e.reason === 'RevisionApplied')).toMatchObject({ severity: 'info', subject: 'notify', message: expect.stringMatching(/^revision sha256:[0-9a-f]{5}.* is applied and healthy$/) });
+  expect(events.find((e) => e.reason === 'RevisionApplied')).toMatchObject({
+    severity: 'info',
+    subject: 'notify',
+    message: expect.stringMatching(/^revision sha256:[0-9a-f]{5}.* is applied and healthy$/),
+  });
 
   const suspend = await fetch(`${url}/suspend`, { method: 'POST', headers: { authorization: 'Bearer ctl-secret' } });
   expect(suspend.status).toBe(200);

@@ -40,18 +40,41 @@ beforeEach(() => {
   failNext = 0;
 });
 
-const degraded = (message = 'status is error: Host unreachable'): ControllerEvent => ({ reason: 'ResourceDegraded', severity: 'error', subject: 'Connector analytics/orders-db', message, revision: 'abc123def4567890' });
+const degraded = (message = 'status is error: Host unreachable'): ControllerEvent => ({
+  reason: 'ResourceDegraded',
+  severity: 'error',
+  subject: 'Connector analytics/orders-db',
+  message,
+  revision: 'abc123def4567890',
+});
 
 describe('Notifier', () => {
   test('a generic webhook gets JSON signed with HMAC-SHA256 of the body; Slack gets its text message', async () => {
-    const n = new Notifier({ receivers: [{ type: 'webhook', url: `${url}/hook`, secret: 's3cret' }, { type: 'slack', url: `${url}/services/T0/B0/x` }], source: 'platform', ca });
+    const n = new Notifier({
+      receivers: [
+        { type: 'webhook', url: `${url}/hook`, secret: 's3cret' },
+        { type: 'slack', url: `${url}/services/T0/B0/x` },
+      ],
+      source: 'platform',
+      ca,
+    });
     n.notify(degraded());
     await n.flush();
     const hook = received.find((r) => r.path === '/hook')!;
     expect(hook.headers['x-dpctl-signature-256']).toBe(`sha256=${createHmac('sha256', 's3cret').update(hook.body).digest('hex')}`);
-    expect(JSON.parse(hook.body)).toMatchObject({ reason: 'ResourceDegraded', severity: 'error', subject: 'Connector analytics/orders-db', source: 'platform', revision: 'abc123def4567890', at: expect.any(String), dropped_since_last: 0 });
+    expect(JSON.parse(hook.body)).toMatchObject({
+      reason: 'ResourceDegraded',
+      severity: 'error',
+      subject: 'Connector analytics/orders-db',
+      source: 'platform',
+      revision: 'abc123def4567890',
+      at: expect.any(String),
+      dropped_since_last: 0,
+    });
     const slack = JSON.parse(received.find((r) => r.path.startsWith('/services'))!.body);
-    expect(slack.text).toBe(':red_circle: *ResourceDegraded* Connector analytics/orders-db (platform @ abc123def456)\nstatus is error: Host unreachable');
+    expect(slack.text).toBe(
+      ':red_circle: *ResourceDegraded* Connector analytics/orders-db (platform @ abc123def456)\nstatus is error: Host unreachable',
+    );
   });
 
   test('a failed delivery is retried with back-off until it goes through', async () => {
@@ -65,7 +88,12 @@ describe('Notifier', () => {
   test('a condition that persists notifies once, again when its message changes or after repeatMs; a recovery only after a failure', async () => {
     let now = 0;
     const n = new Notifier({ receivers: [{ type: 'webhook', url }], source: 'platform', ca, repeatMs: 60_000, now: () => now });
-    const recovered: ControllerEvent = { reason: 'ResourceRecovered', severity: 'info', subject: 'Connector analytics/orders-db', message: 'healthy again' };
+    const recovered: ControllerEvent = {
+      reason: 'ResourceRecovered',
+      severity: 'info',
+      subject: 'Connector analytics/orders-db',
+      message: 'healthy again',
+    };
     n.notify(recovered); // nothing was announced: no news
     n.notify(degraded());
     n.notify(degraded());

@@ -41,7 +41,12 @@ beforeAll(async () => {
   };
   ctl = await startTestController({
     source: new DirectorySource(copyExample()),
-    client: new DataPlatformClient({ url: `https://${t.slug}.localhost:${proxy.port}`, email: t.adminEmail, password: t.adminPassword, caFile: svc.service.tls.certPath }),
+    client: new DataPlatformClient({
+      url: `https://${t.slug}.localhost:${proxy.port}`,
+      email: t.adminEmail,
+      password: t.adminPassword,
+      caFile: svc.service.tls.certPath,
+    }),
     mode: 'apply',
     intervalMs: 300,
     listen: { host: '127.0.0.1', port: 0 },
@@ -60,12 +65,22 @@ const metric = async (name: string, endpoint: string) => {
 };
 
 test('a 429 in one run pauses the endpoint for the next runs too; 429s and 5xx are counted in /metrics', { timeout: 60_000 }, async () => {
-  await waitFor('a converged run', () => ctl.status().last_run?.result === 'converged', 30_000, () => ctl.status().last_run);
+  await waitFor(
+    'a converged run',
+    () => ctl.status().last_run?.result === 'converged',
+    30_000,
+    () => ctl.status().last_run,
+  );
   const runsBefore = ctl.status().runs;
   inject = '429';
   await waitFor('the 429', () => limitedAt > 0, 10_000);
   // Runs go on every 300 ms, but none sends the paused request before the Retry-After has passed.
-  await waitFor('a converged run after the pause', () => Date.parse(ctl.status().last_run?.finished_at ?? '') > limitedAt + 2_000 && ctl.status().last_run?.result === 'converged', 20_000, () => ctl.status().last_run);
+  await waitFor(
+    'a converged run after the pause',
+    () => Date.parse(ctl.status().last_run?.finished_at ?? '') > limitedAt + 2_000 && ctl.status().last_run?.result === 'converged',
+    20_000,
+    () => ctl.status().last_run,
+  );
   // The example has two projects whose connector lists a run sends together: the other project's
   // list may already be on the wire when the 429 comes back, so it can reach the proxy just after.
   // That one is allowed; any list sent later in the pause would be a run that ignored it.
@@ -80,7 +95,16 @@ test('a 429 in one run pauses the endpoint for the next runs too; 429s and 5xx a
   // A 503 on a list is retried by the client (a GET is safe to repeat); the run still converges and the error is counted.
   expect(await metric('dpctl_controller_api_errors_total', 'GET /projects/{id}/pipelines')).toBe(0);
   inject = '503';
-  await waitFor('the 503 counted', async () => (await metric('dpctl_controller_api_errors_total', 'GET /projects/{id}/pipelines')) === 1, 20_000);
+  await waitFor(
+    'the 503 counted',
+    async () => (await metric('dpctl_controller_api_errors_total', 'GET /projects/{id}/pipelines')) === 1,
+    20_000,
+  );
   const runs = ctl.status().runs;
-  await waitFor('a converged run after the 503', () => ctl.status().runs > runs && ctl.status().last_run?.result === 'converged', 20_000, () => ctl.status().last_run);
+  await waitFor(
+    'a converged run after the 503',
+    () => ctl.status().runs > runs && ctl.status().last_run?.result === 'converged',
+    20_000,
+    () => ctl.status().last_run,
+  );
 });

@@ -31,7 +31,11 @@ const config = (lakeRegion?: string) =>
   [
     'apiVersion: dataplatform/v1\nkind: Project\nmetadata:\n  name: remote-ctl\nspec:\n  description: controller remote\n',
     'apiVersion: dataplatform/v1\nkind: InfrastructureResource\nmetadata:\n  name: wh\n  project: remote-ctl\nspec:\n  resource_type: warehouse\n  provider: snowflake\n  region: eu-west-1\n',
-    ...(lakeRegion ? [`apiVersion: dataplatform/v1\nkind: InfrastructureResource\nmetadata:\n  name: lake\n  project: remote-ctl\nspec:\n  resource_type: bucket\n  provider: aws\n  region: ${lakeRegion}\n`] : []),
+    ...(lakeRegion
+      ? [
+          `apiVersion: dataplatform/v1\nkind: InfrastructureResource\nmetadata:\n  name: lake\n  project: remote-ctl\nspec:\n  resource_type: bucket\n  provider: aws\n  region: ${lakeRegion}\n`,
+        ]
+      : []),
   ].join('---\n');
 
 /** No controller URL or secret from the environment the tests run in: each test gives its own. */
@@ -54,7 +58,12 @@ beforeAll(async () => {
     webhookSecret: SECRET,
     backoff: { baseMs: 60_000, maxMs: 60_000 },
   });
-  await waitFor('the first run', () => ctl.status().last_run?.result === 'converged', 60_000, () => ctl.status().last_run);
+  await waitFor(
+    'the first run',
+    () => ctl.status().last_run?.result === 'converged',
+    60_000,
+    () => ctl.status().last_run,
+  );
 });
 afterAll(async () => {
   await ctl?.stop();
@@ -62,14 +71,20 @@ afterAll(async () => {
 });
 
 describe('dpctl controller status|suspend|resume|reconcile against a running controller', () => {
-  test('status: a table like flux get, and the controller\'s JSON; --url from DPCTL_CONTROLLER_URL too', async () => {
-    const [text, json, fromEnv] = await Promise.all([dpctl(['status', '--url', ctl.url!]), dpctl(['status', '--url', ctl.url!, '--output', 'json']), dpctl(['status'], { DPCTL_CONTROLLER_URL: ctl.url! })]);
+  test("status: a table like flux get, and the controller's JSON; --url from DPCTL_CONTROLLER_URL too", async () => {
+    const [text, json, fromEnv] = await Promise.all([
+      dpctl(['status', '--url', ctl.url!]),
+      dpctl(['status', '--url', ctl.url!, '--output', 'json']),
+      dpctl(['status'], { DPCTL_CONTROLLER_URL: ctl.url! }),
+    ]);
     expect(text.stderr).toBe('');
     expect(text.code).toBe(0);
     const lines = text.stdout.split('\n');
     expect(lines[0]).toMatch(/^NAME +READY +REASON +SUSPENDED +REVISION +CONVERGED +LAST RUN$/);
     const rev = ctl.status().revision.applied!.id.slice(0, 19);
-    expect(lines[1]).toMatch(new RegExp(`^platform +True +Succeeded +False +${rev} +${rev} +converged \\d+ s ago, took [\\d.]+ (ms|s) \\(start\\)$`));
+    expect(lines[1]).toMatch(
+      new RegExp(`^platform +True +Succeeded +False +${rev} +${rev} +converged \\d+ s ago, took [\\d.]+ (ms|s) \\(start\\)$`),
+    );
     expect(text.stdout).toMatch(/^Leader: +pid \d+ \(this replica leads; none \(always leader\)\)$/m);
     expect(text.stdout).toMatch(/^Resources: +2 (applied|in-sync) \(2 declared\)$/m);
     expect(text.stdout).not.toContain('Problems:');
@@ -84,11 +99,16 @@ describe('dpctl controller status|suspend|resume|reconcile against a running con
   });
 
   test('suspend and resume with the bearer secret; a wrong or missing secret exits 1 with a clear message', async () => {
-    const [wrong, missing] = await Promise.all([dpctl(['suspend', '--url', ctl.url!], { DPCTL_WEBHOOK_SECRET: 'not-the-secret' }), dpctl(['suspend', '--url', ctl.url!])]);
+    const [wrong, missing] = await Promise.all([
+      dpctl(['suspend', '--url', ctl.url!], { DPCTL_WEBHOOK_SECRET: 'not-the-secret' }),
+      dpctl(['suspend', '--url', ctl.url!]),
+    ]);
     expect(wrong.code).toBe(1);
-    expect(wrong.stderr).toBe('dpctl: the controller refused the webhook secret (401 unauthorized): check --webhook-secret-file, DPCTL_WEBHOOK_SECRET_FILE or DPCTL_WEBHOOK_SECRET\n');
+    expect(wrong.stderr).toBe(
+      'dpctl: the controller refused the webhook secret (401 unauthorized): check --webhook-secret-file, DPCTL_WEBHOOK_SECRET_FILE or DPCTL_WEBHOOK_SECRET\n',
+    );
     expect(missing.code).toBe(1);
-    expect(missing.stderr).toContain('needs the controller\'s webhook secret: give --webhook-secret-file FILE');
+    expect(missing.stderr).toContain("needs the controller's webhook secret: give --webhook-secret-file FILE");
     expect(ctl.status().controller.suspended).toBe(false);
 
     const suspend = await dpctl(['suspend', '--url', ctl.url!], { DPCTL_WEBHOOK_SECRET: SECRET });
@@ -114,11 +134,20 @@ describe('dpctl controller status|suspend|resume|reconcile against a running con
   });
 
   test('no secret on the controller: 403 as a message; nobody listening: a message; exit 1', async () => {
-    const bare = await startTestController({ source: new DirectorySource(dir), client: clientFor(svc, t), mode: 'drift', intervalMs: 3_600_000, listen: { host: '127.0.0.1', port: 0 }, suspended: true });
+    const bare = await startTestController({
+      source: new DirectorySource(dir),
+      client: clientFor(svc, t),
+      mode: 'drift',
+      intervalMs: 3_600_000,
+      listen: { host: '127.0.0.1', port: 0 },
+      suspended: true,
+    });
     try {
       const r = await dpctl(['suspend', '--url', bare.url!], { DPCTL_WEBHOOK_SECRET: SECRET });
       expect(r.code).toBe(1);
-      expect(r.stderr).toBe('dpctl: suspend is off on this controller (403 forbidden): it was started without a webhook secret (--webhook-secret-file, DPCTL_WEBHOOK_SECRET)\n');
+      expect(r.stderr).toBe(
+        'dpctl: suspend is off on this controller (403 forbidden): it was started without a webhook secret (--webhook-secret-file, DPCTL_WEBHOOK_SECRET)\n',
+      );
     } finally {
       await bare.stop();
     }
@@ -131,7 +160,9 @@ describe('dpctl controller status|suspend|resume|reconcile against a running con
     const r = await dpctl(['reconcile', '--url', ctl.url!, '--webhook-secret-file', secretFile]);
     expect(r.code, r.stderr).toBe(0);
     expect(r.stderr).toMatch(/^reconcile requested \(\d{4}-.*Z\); waiting for the run \(up to 5m\)\n$/);
-    expect(r.stdout).toMatch(/^run converged in [\d.]+ (ms|s) \(trigger reconcile, revision sha256:[0-9a-f]{12}, started .*\)\nplan: 2 unchanged\n$/);
+    expect(r.stdout).toMatch(
+      /^run converged in [\d.]+ (ms|s) \(trigger reconcile, revision sha256:[0-9a-f]{12}, started .*\)\nplan: 2 unchanged\n$/,
+    );
     expect(ctl.status().recent_runs[0]).toMatchObject({ trigger: 'reconcile', result: 'converged' });
 
     const json = await dpctl(['reconcile', '--url', ctl.url!, '--output', 'json'], { DPCTL_WEBHOOK_SECRET_FILE: secretFile });
@@ -150,7 +181,9 @@ describe('dpctl controller status|suspend|resume|reconcile against a running con
       expect(r.stdout).toMatch(/^1 error:\n  InfrastructureResource remote-ctl\/lake: degraded: .*aws has no region "mars-1"/m);
       const status = await dpctl(['status', '--url', ctl.url!]);
       expect(status.code).toBe(0);
-      expect(status.stdout.split('\n')[1]).toMatch(/^platform +False +Degraded +False +sha256:[0-9a-f]{12} +sha256:[0-9a-f]{12} +degraded /);
+      expect(status.stdout.split('\n')[1]).toMatch(
+        /^platform +False +Degraded +False +sha256:[0-9a-f]{12} +sha256:[0-9a-f]{12} +degraded /,
+      );
       expect(status.stdout).toMatch(/^Problems:\n  degraded  InfrastructureResource remote-ctl\/lake: .*mars-1/m);
     } finally {
       writeFileSync(join(dir, 'platform.yaml'), config());
@@ -160,7 +193,10 @@ describe('dpctl controller status|suspend|resume|reconcile against a running con
   test('reconcile times out with exit 1 when no run finishes in time', async () => {
     // A controller whose run cannot finish quickly: a source that hangs.
     const hanging = await startTestController({
-      source: { description: 'hanging', fetch: (signal) => new Promise((_, reject) => signal?.addEventListener('abort', () => reject(signal.reason))) },
+      source: {
+        description: 'hanging',
+        fetch: (signal) => new Promise((_, reject) => signal?.addEventListener('abort', () => reject(signal.reason))),
+      },
       client: clientFor(svc, t),
       mode: 'apply',
       intervalMs: 3_600_000,
@@ -179,35 +215,98 @@ describe('dpctl controller status|suspend|resume|reconcile against a running con
 });
 
 describe('which run answers a reconcile request', () => {
-  const run = (trigger: string, started: string, result = 'converged'): RunRecord => ({ trigger, started_at: started, finished_at: started, duration_ms: 1, result: result as RunRecord['result'], revision: 'r', summary: {}, error_count: 0, first_error: null });
+  const run = (trigger: string, started: string, result = 'converged'): RunRecord => ({
+    trigger,
+    started_at: started,
+    finished_at: started,
+    duration_ms: 1,
+    result: result as RunRecord['result'],
+    revision: 'r',
+    summary: {},
+    error_count: 0,
+    first_error: null,
+  });
   const status = (runs: RunRecord[]) => ({ recent_runs: runs, last_run: null }) as unknown as ControllerStatus;
   const asked = '2024-05-01T10:00:00.500Z';
 
   test('a run already under way when asked (another trigger, started before) does not count; the reconcile run after it does', () => {
     expect(runAfter(status([run('webhook (push)', '2024-05-01T10:00:00.100Z', 'degraded')]), asked)).toBeUndefined();
-    expect(runAfter(status([run('reconcile', '2024-05-01T10:00:01.000Z'), run('webhook (push)', '2024-05-01T10:00:00.100Z', 'degraded')]), asked)).toMatchObject({ trigger: 'reconcile', result: 'converged' });
+    expect(
+      runAfter(
+        status([run('reconcile', '2024-05-01T10:00:01.000Z'), run('webhook (push)', '2024-05-01T10:00:00.100Z', 'degraded')]),
+        asked,
+      ),
+    ).toMatchObject({ trigger: 'reconcile', result: 'converged' });
     // Started in the same millisecond as the request: only a reconcile run counts.
     expect(runAfter(status([run('interval', asked)]), asked)).toBeUndefined();
     expect(runAfter(status([run('reconcile', asked)]), asked)).toMatchObject({ trigger: 'reconcile' });
     // A webhook that arrived meanwhile may take the pending trigger's place: its run started after the request, it counts.
     expect(runAfter(status([run('webhook (push)', '2024-05-01T10:00:02.000Z')]), asked)).toMatchObject({ trigger: 'webhook (push)' });
     // The oldest run after the request answers it, not a later one.
-    expect(runAfter(status([run('interval', '2024-05-01T10:00:09.000Z', 'degraded'), run('reconcile', '2024-05-01T10:00:01.000Z')]), asked)).toMatchObject({ result: 'converged' });
+    expect(
+      runAfter(status([run('interval', '2024-05-01T10:00:09.000Z', 'degraded'), run('reconcile', '2024-05-01T10:00:01.000Z')]), asked),
+    ).toMatchObject({ result: 'converged' });
   });
 
   test('the status table of a standby and of a controller with problems', () => {
     const now = Date.parse('2024-05-01T10:01:00.000Z');
     const s = {
-      controller: { mode: 'apply', source: 'git https://example.com/p.git branch main path platform', source_id: 'platform', interval_ms: 30_000, prune: false, suspended: false, ready: true, leader: { elected: false, identity: 'pod-b', election: 'lease dpctl/dpctl-controller' }, started_at: '2024-05-01T09:00:00.000Z' },
-      revision: { fetched: null, applied: { id: 'a'.repeat(40), summary: 'add lake', at: '' }, converged: { id: 'b'.repeat(40), summary: null, at: '' }, invalid: null, fetch_error: null, last_fetch_at: null },
-      last_run: { trigger: 'interval', started_at: '2024-05-01T10:00:00.000Z', finished_at: '2024-05-01T10:00:12.000Z', duration_ms: 12_000, result: 'degraded', revision: 'a'.repeat(40), summary: {}, errors: [] },
+      controller: {
+        mode: 'apply',
+        source: 'git https://example.com/p.git branch main path platform',
+        source_id: 'platform',
+        interval_ms: 30_000,
+        prune: false,
+        suspended: false,
+        ready: true,
+        leader: { elected: false, identity: 'pod-b', election: 'lease dpctl/dpctl-controller' },
+        started_at: '2024-05-01T09:00:00.000Z',
+      },
+      revision: {
+        fetched: null,
+        applied: { id: 'a'.repeat(40), summary: 'add lake', at: '' },
+        converged: { id: 'b'.repeat(40), summary: null, at: '' },
+        invalid: null,
+        fetch_error: null,
+        last_fetch_at: null,
+      },
+      last_run: {
+        trigger: 'interval',
+        started_at: '2024-05-01T10:00:00.000Z',
+        finished_at: '2024-05-01T10:00:12.000Z',
+        duration_ms: 12_000,
+        result: 'degraded',
+        revision: 'a'.repeat(40),
+        summary: {},
+        errors: [],
+      },
       runs: 3,
       recent_runs: [],
       conditions: [{ type: 'Ready', status: 'False', reason: 'Degraded', message: 'lake is degraded', last_transition_time: '' }],
       resources: [
         { kind: 'project', yaml_kind: 'Project', project: null, name: 'p', id: 'x', action: 'no-op', state: 'in-sync', detail: null },
-        { kind: 'infrastructure_resource', yaml_kind: 'InfrastructureResource', project: 'p', name: 'lake', id: 'y', action: 'no-op', state: 'degraded', detail: 'no region' },
-        { kind: 'connector', yaml_kind: 'Connector', project: 'p', name: 'db', id: null, action: 'create', state: 'backoff', detail: 'backing off after 2 failures: 500', failures: 2, next_attempt_at: '2024-05-01T10:01:20.000Z' },
+        {
+          kind: 'infrastructure_resource',
+          yaml_kind: 'InfrastructureResource',
+          project: 'p',
+          name: 'lake',
+          id: 'y',
+          action: 'no-op',
+          state: 'degraded',
+          detail: 'no region',
+        },
+        {
+          kind: 'connector',
+          yaml_kind: 'Connector',
+          project: 'p',
+          name: 'db',
+          id: null,
+          action: 'create',
+          state: 'backoff',
+          detail: 'backing off after 2 failures: 500',
+          failures: 2,
+          next_attempt_at: '2024-05-01T10:01:20.000Z',
+        },
       ],
       drift: [],
     } as unknown as ControllerStatus;
@@ -238,7 +337,11 @@ describe('the controller and its suspension store', () => {
     return {
       saved,
       set: (v: boolean) => (value = v),
-      store: { description: 'memory', load: async () => value, save: async (v: boolean) => void saved.push((value = v)) } satisfies SuspensionStore,
+      store: {
+        description: 'memory',
+        load: async () => value,
+        save: async (v: boolean) => void saved.push((value = v)),
+      } satisfies SuspensionStore,
     };
   };
 
@@ -261,7 +364,14 @@ describe('the controller and its suspension store', () => {
       leaderUrl: async () => undefined,
     };
     const m = memoryStore(false);
-    const standby = await startTestController({ source: new DirectorySource(dir), client: clientFor(svc, t), mode: 'apply', intervalMs: 3_600_000, elector, suspension: m.store });
+    const standby = await startTestController({
+      source: new DirectorySource(dir),
+      client: clientFor(svc, t),
+      mode: 'apply',
+      intervalMs: 3_600_000,
+      elector,
+      suspension: m.store,
+    });
     try {
       expect(standby.status().controller.suspended).toBe(false);
       // The leader (another replica) suspends: stored. This replica then becomes leader and runs nothing.
@@ -284,11 +394,28 @@ describe('the controller and its suspension store', () => {
 
     // --suspend stores true; a store that fails is logged and the controller goes on.
     const started = memoryStore(undefined);
-    const withFlag = await startTestController({ source: new DirectorySource(dir), client: clientFor(svc, t), mode: 'apply', intervalMs: 3_600_000, suspended: true, suspension: started.store });
+    const withFlag = await startTestController({
+      source: new DirectorySource(dir),
+      client: clientFor(svc, t),
+      mode: 'apply',
+      intervalMs: 3_600_000,
+      suspended: true,
+      suspension: started.store,
+    });
     await withFlag.stop();
     expect(started.saved).toEqual([true]);
-    const broken: SuspensionStore = { description: 'broken', load: async () => Promise.reject(new Error('disk on fire')), save: async () => Promise.reject(new Error('disk on fire')) };
-    const survivor = await startTestController({ source: new DirectorySource(dir), client: clientFor(svc, t), mode: 'apply', intervalMs: 3_600_000, suspension: broken });
+    const broken: SuspensionStore = {
+      description: 'broken',
+      load: async () => Promise.reject(new Error('disk on fire')),
+      save: async () => Promise.reject(new Error('disk on fire')),
+    };
+    const survivor = await startTestController({
+      source: new DirectorySource(dir),
+      client: clientFor(svc, t),
+      mode: 'apply',
+      intervalMs: 3_600_000,
+      suspension: broken,
+    });
     try {
       await waitFor('a run despite the store', () => survivor.status().last_run, 30_000);
       survivor.suspend();
@@ -300,50 +427,64 @@ describe('the controller and its suspension store', () => {
 });
 
 describe('suspension survives a restart of dpctl controller (file store in the state directory)', () => {
-  test('suspend, restart on the same state dir: it comes back suspended and runs nothing; resume, restart: it reconciles', { timeout: 90_000 }, async () => {
-    const stateDir = mkdtempSync(join(tmpdir(), 'dp-ctl-state-'));
-    const env = { ...cliEnvFor(svc, t), ...CLEAN_ENV, DPCTL_WEBHOOK_SECRET_FILE: secretFile, DPCTL_LOG_FORMAT: 'json' };
-    const start = () => {
-      const child = spawn(process.execPath, [DPCTL, 'controller', '--source', dir, '--state-dir', stateDir, '--listen', '127.0.0.1:0', '--interval', '1h'], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
-      let out = '';
-      child.stdout!.on('data', (d) => (out += d));
-      child.stderr!.on('data', (d) => (out += d));
-      const exited = new Promise<number | null>((resolve) => child.once('close', (code) => resolve(code)));
-      const url = waitFor('the status listener', () => out.match(/"url":"(http:\/\/127\.0\.0\.1:\d+)","msg":"status listener up"/)?.[1], 20_000, () => out);
-      return { url, exited, stop: () => (child.kill('SIGTERM'), exited), raw: () => out };
-    };
-    const json = async (url: string) => JSON.parse((await dpctl(['status', '--url', url, '--output', 'json'])).stdout) as ControllerStatus;
+  test(
+    'suspend, restart on the same state dir: it comes back suspended and runs nothing; resume, restart: it reconciles',
+    { timeout: 90_000 },
+    async () => {
+      const stateDir = mkdtempSync(join(tmpdir(), 'dp-ctl-state-'));
+      const env = { ...cliEnvFor(svc, t), ...CLEAN_ENV, DPCTL_WEBHOOK_SECRET_FILE: secretFile, DPCTL_LOG_FORMAT: 'json' };
+      const start = () => {
+        const child = spawn(
+          process.execPath,
+          [DPCTL, 'controller', '--source', dir, '--state-dir', stateDir, '--listen', '127.0.0.1:0', '--interval', '1h'],
+          { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] },
+        );
+        let out = '';
+        child.stdout!.on('data', (d) => (out += d));
+        child.stderr!.on('data', (d) => (out += d));
+        const exited = new Promise<number | null>((resolve) => child.once('close', (code) => resolve(code)));
+        const url = waitFor(
+          'the status listener',
+          () => out.match(/"url":"(http:\/\/127\.0\.0\.1:\d+)","msg":"status listener up"/)?.[1],
+          20_000,
+          () => out,
+        );
+        return { url, exited, stop: () => (child.kill('SIGTERM'), exited), raw: () => out };
+      };
+      const json = async (url: string) =>
+        JSON.parse((await dpctl(['status', '--url', url, '--output', 'json'])).stdout) as ControllerStatus;
 
-    const first = start();
-    const url1 = await first.url;
-    await waitFor('the first run', async () => (await json(url1)).last_run, 30_000, first.raw);
-    expect(await dpctl(['suspend', '--url', url1], env)).toMatchObject({ code: 0 });
-    expect(JSON.parse(readFileSync(join(stateDir, 'suspended.json'), 'utf8'))).toMatchObject({ suspended: true });
-    expect(await first.stop()).toBe(0);
+      const first = start();
+      const url1 = await first.url;
+      await waitFor('the first run', async () => (await json(url1)).last_run, 30_000, first.raw);
+      expect(await dpctl(['suspend', '--url', url1], env)).toMatchObject({ code: 0 });
+      expect(JSON.parse(readFileSync(join(stateDir, 'suspended.json'), 'utf8'))).toMatchObject({ suspended: true });
+      expect(await first.stop()).toBe(0);
 
-    const second = start();
-    try {
-      const url2 = await second.url;
-      const s = await json(url2);
-      expect(s.controller.suspended).toBe(true);
-      await new Promise((r) => setTimeout(r, 500));
-      expect((await json(url2)).runs).toBe(0);
-      expect(second.raw()).toContain('reconciling suspended (stored suspension)');
-      expect(await dpctl(['resume', '--url', url2], env)).toMatchObject({ code: 0 });
-      await waitFor('the run after resume', async () => (await json(url2)).last_run?.trigger === 'resume', 30_000, second.raw);
-      expect(JSON.parse(readFileSync(join(stateDir, 'suspended.json'), 'utf8'))).toMatchObject({ suspended: false });
-    } finally {
-      expect(await second.stop()).toBe(0);
-    }
+      const second = start();
+      try {
+        const url2 = await second.url;
+        const s = await json(url2);
+        expect(s.controller.suspended).toBe(true);
+        await new Promise((r) => setTimeout(r, 500));
+        expect((await json(url2)).runs).toBe(0);
+        expect(second.raw()).toContain('reconciling suspended (stored suspension)');
+        expect(await dpctl(['resume', '--url', url2], env)).toMatchObject({ code: 0 });
+        await waitFor('the run after resume', async () => (await json(url2)).last_run?.trigger === 'resume', 30_000, second.raw);
+        expect(JSON.parse(readFileSync(join(stateDir, 'suspended.json'), 'utf8'))).toMatchObject({ suspended: false });
+      } finally {
+        expect(await second.stop()).toBe(0);
+      }
 
-    const third = start();
-    try {
-      const url3 = await third.url;
-      await waitFor('a run after the restart', async () => (await json(url3)).last_run?.trigger === 'start', 30_000, third.raw);
-      expect((await json(url3)).controller.suspended).toBe(false);
-    } finally {
-      await third.stop();
-    }
-    expect(existsSync(join(stateDir, 'suspended.json'))).toBe(true);
-  });
+      const third = start();
+      try {
+        const url3 = await third.url;
+        await waitFor('a run after the restart', async () => (await json(url3)).last_run?.trigger === 'start', 30_000, third.raw);
+        expect((await json(url3)).controller.suspended).toBe(false);
+      } finally {
+        await third.stop();
+      }
+      expect(existsSync(join(stateDir, 'suspended.json'))).toBe(true);
+    },
+  );
 });

@@ -16,7 +16,17 @@ import { richStatus } from './status-fixture.js';
 
 /** The controller's /status page in headless Chromium (launch options as in test/e2e/docs-browser.test.ts). */
 const CHROMIUM = process.env.DP_E2E_CHROMIUM ?? '/usr/bin/chromium';
-const CHROMIUM_ARGS = ['--headless=new', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--ignore-certificate-errors'];
+const CHROMIUM_ARGS = [
+  '--headless=new',
+  '--no-sandbox',
+  '--disable-gpu',
+  '--disable-quic',
+  '--no-first-run',
+  '--disable-background-networking',
+  '--disable-component-update',
+  '--disable-sync',
+  '--ignore-certificate-errors',
+];
 const inCI = (() => {
   const v = process.env.CI;
   return v !== undefined && v !== '' && !/^(0|false)$/i.test(v);
@@ -45,7 +55,13 @@ suite('controller status page in headless Chromium', () => {
     repo = new TestRepo();
     good = repo.addExample('platform').commit('the platform');
     // Runs only when the test says so (trigger): the page changes when the test expects it to.
-    ctl = await startTestController({ source: gitSourceOf(repo.remote), client: clientFor(svc, t), mode: 'apply', intervalMs: 600_000, listen: { host: '127.0.0.1', port: 0 } });
+    ctl = await startTestController({
+      source: gitSourceOf(repo.remote),
+      client: clientFor(svc, t),
+      mode: 'apply',
+      intervalMs: 600_000,
+      listen: { host: '127.0.0.1', port: 0 },
+    });
     browser = await chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS });
   });
   afterAll(async () => {
@@ -80,7 +96,9 @@ suite('controller status page in headless Chromium', () => {
         counts: [...g.querySelectorAll('.counts .pill')].map((p) => p.textContent),
         rows: [...g.querySelectorAll('tbody tr')].map((tr) => [...tr.querySelectorAll('td')].slice(0, 4).map((td) => td.textContent)),
       })),
-      conditions: [...document.querySelectorAll('#conditions li')].map((li) => `${li.getAttribute('data-condition')}=${li.getAttribute('data-status')}`),
+      conditions: [...document.querySelectorAll('#conditions li')].map(
+        (li) => `${li.getAttribute('data-condition')}=${li.getAttribute('data-status')}`,
+      ),
       revision: document.querySelector('#revision code')?.textContent,
       lastRun: document.querySelector('#last-run')?.textContent,
       runs: document.querySelectorAll('#runs tbody tr').length,
@@ -88,7 +106,12 @@ suite('controller status page in headless Chromium', () => {
 
   test('page load: groups by project with state and health, conditions, recent runs and human times', { timeout: 120_000 }, async () => {
     expect(haveChromium, `${CHROMIUM} is missing (scripts/ensure-chromium.sh installs it)`).toBe(true);
-    await waitFor('a converged run', () => ctl.status().last_run?.result === 'converged' && ctl.status().last_run?.revision === good, 90_000, () => ctl.status().last_run);
+    await waitFor(
+      'a converged run',
+      () => ctl.status().last_run?.result === 'converged' && ctl.status().last_run?.revision === good,
+      90_000,
+      () => ctl.status().last_run,
+    );
     const page = await newPage();
     const cspErrors: string[] = [];
     page.on('console', (m) => /Content.Security.Policy/i.test(m.text()) && cspErrors.push(m.text()));
@@ -140,39 +163,52 @@ suite('controller status page in headless Chromium', () => {
     await keepScreenshot(page, '1-loaded.png');
   });
 
-  test('a new commit arrives over server-sent events: the page changes without a reload, drift diff included', { timeout: 120_000 }, async () => {
-    const page = await newPage();
-    await page.goto(`${ctl.url}/status.html`);
-    await page.waitForFunction(() => document.getElementById('live-state')!.textContent === 'live', undefined, { timeout: 10_000 });
-    let navigations = 0;
-    page.on('framenavigated', (f) => f === page.mainFrame() && navigations++);
-    await page.evaluate(() => ((window as unknown as { marker: string }).marker = 'same document'));
-    const runsBefore = (await pageData(page)).runs;
+  test(
+    'a new commit arrives over server-sent events: the page changes without a reload, drift diff included',
+    { timeout: 120_000 },
+    async () => {
+      const page = await newPage();
+      await page.goto(`${ctl.url}/status.html`);
+      await page.waitForFunction(() => document.getElementById('live-state')!.textContent === 'live', undefined, { timeout: 10_000 });
+      let navigations = 0;
+      page.on('framenavigated', (f) => f === page.mainFrame() && navigations++);
+      await page.evaluate(() => ((window as unknown as { marker: string }).marker = 'same document'));
+      const runsBefore = (await pageData(page)).runs;
 
-    const sources = join(repo.work, 'platform/analytics/sources.yaml');
-    repo.write('platform/analytics/sources.yaml', readFileSync(sources, 'utf8').replace('schedule: "0 * * * *"', 'schedule: "*/30 * * * *"'));
-    const next = repo.commit('orders every 30 minutes');
-    ctl.trigger('test');
-    await page.waitForFunction((id) => document.querySelector('#revision')?.textContent?.includes(id), next.slice(0, 12), { timeout: 60_000, polling: 100 });
-    // The run of that revision finished: it heads the recent runs.
-    await page.waitForFunction((id) => document.querySelector('#runs tbody tr code')?.textContent === id, next.slice(0, 12), { timeout: 60_000, polling: 100 });
-    expect(await page.locator('#last-run').innerText()).toBe('converged');
+      const sources = join(repo.work, 'platform/analytics/sources.yaml');
+      repo.write(
+        'platform/analytics/sources.yaml',
+        readFileSync(sources, 'utf8').replace('schedule: "0 * * * *"', 'schedule: "*/30 * * * *"'),
+      );
+      const next = repo.commit('orders every 30 minutes');
+      ctl.trigger('test');
+      await page.waitForFunction((id) => document.querySelector('#revision')?.textContent?.includes(id), next.slice(0, 12), {
+        timeout: 60_000,
+        polling: 100,
+      });
+      // The run of that revision finished: it heads the recent runs.
+      await page.waitForFunction((id) => document.querySelector('#runs tbody tr code')?.textContent === id, next.slice(0, 12), {
+        timeout: 60_000,
+        polling: 100,
+      });
+      expect(await page.locator('#last-run').innerText()).toBe('converged');
 
-    expect(navigations).toBe(0);
-    expect(await page.evaluate(() => (window as unknown as { marker?: string }).marker)).toBe('same document');
-    expect(Number(await page.locator('#live').getAttribute('data-updates'))).toBeGreaterThanOrEqual(1);
-    const data = await pageData(page);
-    expect(data.revision).toBe(next.slice(0, 12));
-    expect(data.runs).toBeGreaterThan(runsBefore);
-    expect(await page.locator('#runs tbody tr').first().locator('code').innerText()).toBe(next.slice(0, 12));
-    // The run found orders-db changed (before it applied it): before and after per field.
-    const entry = page.locator('#drift .drift-entry[data-name="orders-db"]');
-    expect(await entry.locator('.pill').innerText()).toBe('changed');
-    const schedule = entry.locator('tr', { hasText: 'schedule' });
-    expect(await schedule.locator('td.before').innerText()).toBe('"0 * * * *"');
-    expect(await schedule.locator('td.after').innerText()).toBe('"*/30 * * * *"');
-    await keepScreenshot(page, '2-live-update.png');
-  });
+      expect(navigations).toBe(0);
+      expect(await page.evaluate(() => (window as unknown as { marker?: string }).marker)).toBe('same document');
+      expect(Number(await page.locator('#live').getAttribute('data-updates'))).toBeGreaterThanOrEqual(1);
+      const data = await pageData(page);
+      expect(data.revision).toBe(next.slice(0, 12));
+      expect(data.runs).toBeGreaterThan(runsBefore);
+      expect(await page.locator('#runs tbody tr').first().locator('code').innerText()).toBe(next.slice(0, 12));
+      // The run found orders-db changed (before it applied it): before and after per field.
+      const entry = page.locator('#drift .drift-entry[data-name="orders-db"]');
+      expect(await entry.locator('.pill').innerText()).toBe('changed');
+      const schedule = entry.locator('tr', { hasText: 'schedule' });
+      expect(await schedule.locator('td.before').innerText()).toBe('"0 * * * *"');
+      expect(await schedule.locator('td.after').innerText()).toBe('"*/30 * * * *"');
+      await keepScreenshot(page, '2-live-update.png');
+    },
+  );
 
   test('with JavaScript off the page renders the same data, and offers a reload', { timeout: 60_000 }, async () => {
     const withJs = await newPage();
@@ -195,26 +231,33 @@ suite('controller status page in headless Chromium', () => {
     await keepScreenshot(page, '3-no-javascript.png');
   });
 
-  test("an invalid commit: its errors first (file:line:column), live, while the good revision stays in force", { timeout: 90_000 }, async () => {
-    const page = await newPage();
-    await page.goto(`${ctl.url}/status.html`);
-    await page.waitForFunction(() => document.getElementById('live-state')!.textContent === 'live', undefined, { timeout: 10_000 });
-    const inForce = ctl.status().revision.applied!.id;
-    repo.write('platform/analytics/broken.yaml', 'apiVersion: dataplatform/v1\nkind: Connector\nmetadata:\n  name: broken\n  project: analytics\nspec:\n  type: postgres\n  schedule: 12\n  nope: [\n');
-    const bad = repo.commit('broken');
-    ctl.trigger('test');
-    await page.waitForFunction(() => document.querySelector('#last-run')?.textContent === 'invalid', undefined, { timeout: 60_000 });
-    expect(ctl.status().revision.invalid?.id).toBe(bad);
-    const first = page.locator('#errors li').first();
-    expect(await first.locator('.source').innerText()).toBe(`revision ${bad.slice(0, 12)} is invalid: not applied`);
-    expect(await first.locator('code').innerText()).toMatch(/^platform\/analytics\/broken\.yaml:\d+:\d+: /);
-    // Listed once, though both the revision and the run report it.
-    const lines = await page.locator('#errors li code').allInnerTexts();
-    expect(lines.length).toBe(new Set(lines).size);
-    expect(await page.locator('#conditions li[data-condition="Stalled"]').getAttribute('data-status')).toBe('True');
-    expect(await page.locator('#revision code').innerText()).toBe(inForce.slice(0, 12));
-    await keepScreenshot(page, '4-invalid-revision.png');
-  });
+  test(
+    'an invalid commit: its errors first (file:line:column), live, while the good revision stays in force',
+    { timeout: 90_000 },
+    async () => {
+      const page = await newPage();
+      await page.goto(`${ctl.url}/status.html`);
+      await page.waitForFunction(() => document.getElementById('live-state')!.textContent === 'live', undefined, { timeout: 10_000 });
+      const inForce = ctl.status().revision.applied!.id;
+      repo.write(
+        'platform/analytics/broken.yaml',
+        'apiVersion: dataplatform/v1\nkind: Connector\nmetadata:\n  name: broken\n  project: analytics\nspec:\n  type: postgres\n  schedule: 12\n  nope: [\n',
+      );
+      const bad = repo.commit('broken');
+      ctl.trigger('test');
+      await page.waitForFunction(() => document.querySelector('#last-run')?.textContent === 'invalid', undefined, { timeout: 60_000 });
+      expect(ctl.status().revision.invalid?.id).toBe(bad);
+      const first = page.locator('#errors li').first();
+      expect(await first.locator('.source').innerText()).toBe(`revision ${bad.slice(0, 12)} is invalid: not applied`);
+      expect(await first.locator('code').innerText()).toMatch(/^platform\/analytics\/broken\.yaml:\d+:\d+: /);
+      // Listed once, though both the revision and the run report it.
+      const lines = await page.locator('#errors li code').allInnerTexts();
+      expect(lines.length).toBe(new Set(lines).size);
+      expect(await page.locator('#conditions li[data-condition="Stalled"]').getAttribute('data-status')).toBe('True');
+      expect(await page.locator('#revision code').innerText()).toBe(inForce.slice(0, 12));
+      await keepScreenshot(page, '4-invalid-revision.png');
+    },
+  );
 
   describe('a page with everything on it (a fixture status behind the real listener)', () => {
     let server: Server;
@@ -223,7 +266,16 @@ suite('controller status page in headless Chromium', () => {
     beforeAll(async () => {
       if (!haveChromium) return;
       fixture = richStatus();
-      server = createStatusServer({ status: () => fixture, ready: () => true, metrics: new ControllerMetrics({ processMetrics: false }), trigger: () => undefined, suspend: () => undefined, resume: () => undefined, logger: pino({ level: 'silent' }), events: { watchMs: 100 } });
+      server = createStatusServer({
+        status: () => fixture,
+        ready: () => true,
+        metrics: new ControllerMetrics({ processMetrics: false }),
+        trigger: () => undefined,
+        suspend: () => undefined,
+        resume: () => undefined,
+        logger: pino({ level: 'silent' }),
+        events: { watchMs: 100 },
+      });
       url = await listen(server, '127.0.0.1', 0);
     });
     afterAll(async () => {
@@ -231,36 +283,44 @@ suite('controller status page in headless Chromium', () => {
       await new Promise<void>((resolve) => server.close(() => resolve()));
     });
 
-    test('problems first, field diffs, folded errors that stay open across updates; hostile strings stay text', { timeout: 60_000 }, async () => {
-      const page = await newPage();
-      const dialogs: string[] = [];
-      page.on('dialog', (d) => {
-        dialogs.push(d.message());
-        void d.dismiss();
-      });
-      await page.goto(`${url}/status.html`);
-      await page.waitForFunction(() => document.getElementById('live-state')!.textContent === 'live', undefined, { timeout: 10_000 });
-      const data = await pageData(page);
-      expect(data.groups.map((g) => g.name)).toEqual(['Tenant-level', 'analytics', 'marketing']);
-      expect(data.groups[1].rows.map((r) => r[2])).toEqual(['failed', 'degraded', 'applied', 'in-sync']);
-      expect(data.groups[1].counts).toEqual(['1 failed', '1 degraded', '1 applied', '1 in-sync']);
-      expect(await page.locator('section[data-project="analytics"] tr[data-name="events"] td').nth(3).innerText()).toBe('degraded last sync failed: timeout');
-      expect(await page.locator('#errors > ol > li').count()).toBe(5);
-      expect(await page.locator('#errors-more').getAttribute('open')).toBeNull();
-      const sensitive = page.locator('#drift tr.sensitive');
-      expect(await sensitive.locator('td.before').innerText()).toBe('(sensitive)');
-      expect(await sensitive.locator('td.after').innerText()).toBe('(sensitive)');
-      await page.locator('#errors-more summary').click();
-      await keepScreenshot(page, '5-fixture.png');
+    test(
+      'problems first, field diffs, folded errors that stay open across updates; hostile strings stay text',
+      { timeout: 60_000 },
+      async () => {
+        const page = await newPage();
+        const dialogs: string[] = [];
+        page.on('dialog', (d) => {
+          dialogs.push(d.message());
+          void d.dismiss();
+        });
+        await page.goto(`${url}/status.html`);
+        await page.waitForFunction(() => document.getElementById('live-state')!.textContent === 'live', undefined, { timeout: 10_000 });
+        const data = await pageData(page);
+        expect(data.groups.map((g) => g.name)).toEqual(['Tenant-level', 'analytics', 'marketing']);
+        expect(data.groups[1].rows.map((r) => r[2])).toEqual(['failed', 'degraded', 'applied', 'in-sync']);
+        expect(data.groups[1].counts).toEqual(['1 failed', '1 degraded', '1 applied', '1 in-sync']);
+        expect(await page.locator('section[data-project="analytics"] tr[data-name="events"] td').nth(3).innerText()).toBe(
+          'degraded last sync failed: timeout',
+        );
+        expect(await page.locator('#errors > ol > li').count()).toBe(5);
+        expect(await page.locator('#errors-more').getAttribute('open')).toBeNull();
+        const sensitive = page.locator('#drift tr.sensitive');
+        expect(await sensitive.locator('td.before').innerText()).toBe('(sensitive)');
+        expect(await sensitive.locator('td.after').innerText()).toBe('(sensitive)');
+        await page.locator('#errors-more summary').click();
+        await keepScreenshot(page, '5-fixture.png');
 
-      // An update (with hostile strings in it) replaces the page's live part; the reader's open <details> stays open.
-      fixture = richStatus(Date.now(), true);
-      await page.waitForFunction(() => document.querySelector('#live')!.getAttribute('data-updates') === '1', undefined, { timeout: 5_000 });
-      expect(await page.locator('#errors-more').getAttribute('open')).toBe('');
-      expect(await page.locator('#live img, #live script').count()).toBe(0);
-      expect(await page.locator('.group-name').nth(1).innerText()).toContain('<script>alert("x")</script>');
-      expect(await page.evaluate(() => (window as unknown as { __pwned?: number }).__pwned)).toBeUndefined();
-      expect(dialogs).toEqual([]);
-    });
+        // An update (with hostile strings in it) replaces the page's live part; the reader's open <details> stays open.
+        fixture = richStatus(Date.now(), true);
+        await page.waitForFunction(() => document.querySelector('#live')!.getAttribute('data-updates') === '1', undefined, {
+          timeout: 5_000,
+        });
+        expect(await page.locator('#errors-more').getAttribute('open')).toBe('');
+        expect(await page.locator('#live img, #live script').count()).toBe(0);
+        expect(await page.locator('.group-name').nth(1).innerText()).toContain('<script>alert("x")</script>');
+        expect(await page.evaluate(() => (window as unknown as { __pwned?: number }).__pwned)).toBeUndefined();
+        expect(dialogs).toEqual([]);
+      },
+    );
   });
 });

@@ -30,7 +30,11 @@ function open(url: string): Promise<Stream> {
             .split('\n\n')
             .filter((block) => block.includes('data: '))
             .map((block) => {
-              const field = (name: string) => block.split('\n').find((l) => l.startsWith(`${name}: `))?.slice(name.length + 2);
+              const field = (name: string) =>
+                block
+                  .split('\n')
+                  .find((l) => l.startsWith(`${name}: `))
+                  ?.slice(name.length + 2);
               return { event: field('event'), id: field('id'), data: JSON.parse(field('data')!) };
             }),
         close: () => req.destroy(),
@@ -88,7 +92,13 @@ describe('GET /status/events', () => {
     expect(b.body.startsWith('retry: 5000\n\n')).toBe(true);
     const [first] = b.events();
     expect(first.event).toBe('status');
-    expect(first.data).toMatchObject({ runs: 42, result: 'incomplete', suspended: false, leader: true, fp: expect.stringMatching(/^[0-9a-f]{16}$/) });
+    expect(first.data).toMatchObject({
+      runs: 42,
+      result: 'incomplete',
+      suspended: false,
+      leader: true,
+      fp: expect.stringMatching(/^[0-9a-f]{16}$/),
+    });
     expect(first.data.html).toContain('<div id="resources">');
     expect(first.data.html).not.toContain('<script');
 
@@ -97,7 +107,9 @@ describe('GET /status/events', () => {
     expect(c.res.statusCode).toBe(503);
     expect(c.res.headers['retry-after']).toBe('30');
     await waitFor('the 503 body', () => c.ended);
-    expect(JSON.parse(c.body)).toEqual({ error: { code: 'too_many_clients', message: 'at most 2 status event streams at once; reload the page later' } });
+    expect(JSON.parse(c.body)).toEqual({
+      error: { code: 'too_many_clients', message: 'at most 2 status event streams at once; reload the page later' },
+    });
 
     // Heartbeats keep the stream open (comment lines: EventSource ignores them).
     await waitFor('a heartbeat', () => /^: heartbeat \d{4}-/m.test(b.body));
@@ -105,16 +117,24 @@ describe('GET /status/events', () => {
 
     // A client that goes away frees its place.
     a.close();
-    const d = await waitFor('a place freed by the closed client', async () => {
-      const next = await open(url);
-      if (next.res.statusCode === 200) return next;
-      next.close();
-      return undefined;
-    }, 5_000);
+    const d = await waitFor(
+      'a place freed by the closed client',
+      async () => {
+        const next = await open(url);
+        if (next.res.statusCode === 200) return next;
+        next.close();
+        return undefined;
+      },
+      5_000,
+    );
 
     // A change (a run finished) reaches every open stream within the watch interval; nothing is sent when nothing changed.
     s = { ...s, runs: 43, last_run: { ...s.last_run!, result: 'converged', errors: [] } };
-    await waitFor('the change on both streams', () => b.events().some((e) => e.data.runs === 43) && d.events().some((e) => e.data.runs === 43), 5_000);
+    await waitFor(
+      'the change on both streams',
+      () => b.events().some((e) => e.data.runs === 43) && d.events().some((e) => e.data.runs === 43),
+      5_000,
+    );
     await new Promise((r) => setTimeout(r, 100));
     expect(b.events().filter((e) => e.data.runs === 43)).toHaveLength(1);
     const ids = b.events().map((e) => Number(e.id));
@@ -126,7 +146,11 @@ describe('GET /status/events', () => {
   test('suspend and resume are pushed at once, not at the next check', async () => {
     let suspended = false;
     const base = richStatus();
-    const url = await statusServer(() => ({ ...base, controller: { ...base.controller, suspended } }), { watchMs: 60_000, heartbeatMs: 60_000 }, { suspend: () => (suspended = true) });
+    const url = await statusServer(
+      () => ({ ...base, controller: { ...base.controller, suspended } }),
+      { watchMs: 60_000, heartbeatMs: 60_000 },
+      { suspend: () => (suspended = true) },
+    );
     const stream = await open(url);
     await waitFor('the first event', () => stream.events().length === 1);
     const res = await fetch(`${url}/suspend`, { method: 'POST', headers: { authorization: 'Bearer s3cret' } });
@@ -142,7 +166,9 @@ describe('GET /status/events', () => {
     await waitFor('both streams', () => streams.every((s) => s.events().length === 1));
     expect((await fetch(`${url}/status/events`, { method: 'POST' })).status).toBe(405);
     const page = await fetch(`${url}/status.html`);
-    expect(page.headers.get('content-security-policy')).toMatch(/^default-src 'none'; script-src 'sha256-[A-Za-z0-9+/=]+'; style-src 'sha256-/);
+    expect(page.headers.get('content-security-policy')).toMatch(
+      /^default-src 'none'; script-src 'sha256-[A-Za-z0-9+/=]+'; style-src 'sha256-/,
+    );
     expect((await (await fetch(`${url}/status.json`, { headers: { accept: 'text/html' } })).json()).runs).toBe(42);
     const server = servers.pop()!;
     await new Promise<void>((resolve) => server.close(() => resolve()));

@@ -157,13 +157,43 @@ describe('controller building blocks', () => {
   test('the status page escapes what comes from the config, the API and git', () => {
     const hostile = '<script>alert("x")</script>';
     const status: ControllerStatus = {
-      controller: { mode: 'apply', source: `git ${hostile}`, source_id: hostile, interval_ms: 30_000, prune: false, suspended: false, ready: true, leader: { elected: true, identity: hostile, election: 'none' }, started_at: '2026-01-01T00:00:00.000Z' },
-      revision: { fetched: { id: 'abc', summary: hostile, at: '2026-01-01T00:00:00.000Z' }, applied: { id: 'abc', summary: hostile, at: '2026-01-01T00:00:00.000Z' }, converged: null, invalid: { id: 'def', summary: null, errors: [`a.yaml:1:1: ${hostile}`] }, fetch_error: null, last_fetch_at: null },
+      controller: {
+        mode: 'apply',
+        source: `git ${hostile}`,
+        source_id: hostile,
+        interval_ms: 30_000,
+        prune: false,
+        suspended: false,
+        ready: true,
+        leader: { elected: true, identity: hostile, election: 'none' },
+        started_at: '2026-01-01T00:00:00.000Z',
+      },
+      revision: {
+        fetched: { id: 'abc', summary: hostile, at: '2026-01-01T00:00:00.000Z' },
+        applied: { id: 'abc', summary: hostile, at: '2026-01-01T00:00:00.000Z' },
+        converged: null,
+        invalid: { id: 'def', summary: null, errors: [`a.yaml:1:1: ${hostile}`] },
+        fetch_error: null,
+        last_fetch_at: null,
+      },
       last_run: null,
       runs: 0,
       recent_runs: [],
       conditions: [{ type: 'Ready', status: 'False', reason: hostile, message: hostile, last_transition_time: '2026-01-01T00:00:00.000Z' }],
-      resources: [{ kind: 'connector', yaml_kind: 'Connector', project: hostile, name: hostile, id: null, action: 'create', state: 'failed', detail: hostile, health: 'degraded', health_reason: hostile }],
+      resources: [
+        {
+          kind: 'connector',
+          yaml_kind: 'Connector',
+          project: hostile,
+          name: hostile,
+          id: null,
+          action: 'create',
+          state: 'failed',
+          detail: hostile,
+          health: 'degraded',
+          health_reason: hostile,
+        },
+      ],
       drift: [],
     };
     const html = renderStatusHtml(status);
@@ -190,8 +220,15 @@ describe('controller building blocks', () => {
   test('the status page groups resources by project (tenant-level first), problems first, with counts per state', () => {
     const now = Date.parse('2026-01-01T12:00:00Z');
     const html = renderStatusHtml(richStatus(now), now);
-    const groups = [...html.matchAll(/<section class="group[^"]*" data-project="([^"]*)" data-tenant-level="(true|false)">/g)].map((m) => [m[1], m[2]]);
-    expect(groups).toEqual([['', 'true'], ['analytics', 'false'], ['marketing', 'false']]);
+    const groups = [...html.matchAll(/<section class="group[^"]*" data-project="([^"]*)" data-tenant-level="(true|false)">/g)].map((m) => [
+      m[1],
+      m[2],
+    ]);
+    expect(groups).toEqual([
+      ['', 'true'],
+      ['analytics', 'false'],
+      ['marketing', 'false'],
+    ]);
     const analytics = html.slice(html.indexOf('data-project="analytics"'), html.indexOf('data-project="marketing"'));
     const names = [...analytics.matchAll(/<tr class="[^"]*" data-name="([^"]*)">/g)].map((m) => m[1]);
     // Failed and degraded before applied and in-sync.
@@ -199,13 +236,19 @@ describe('controller building blocks', () => {
     expect(names.slice(2)).toEqual(['clicks', 'warehouse']);
     expect(analytics).toMatch(/data-state="failed" data-count="1">1 failed<.*data-state="in-sync" data-count="1">1 in-sync</s);
     // The field diff: before and after per field; sensitive values stay "(sensitive)".
-    expect(html).toContain('<td class="before"><pre>&quot;*/15 * * * *&quot;</pre></td><td class="after"><pre>&quot;*/5 * * * *&quot;</pre></td>');
+    expect(html).toContain(
+      '<td class="before"><pre>&quot;*/15 * * * *&quot;</pre></td><td class="after"><pre>&quot;*/5 * * * *&quot;</pre></td>',
+    );
     expect(html).toMatch(/<tr class="sensitive"><td><code>spec.password<\/code><\/td><td class="before"><pre>\(sensitive\)<\/pre>/);
     // Human times with the exact time on hover; a backoff's next attempt is in the future.
     expect(html).toContain('<time datetime="2026-01-01T11:59:48.000Z" title="2026-01-01T11:59:48.000Z" data-rel>12 s ago</time>');
-    expect(html).toContain('next attempt <time datetime="2026-01-01T12:00:20.000Z" title="2026-01-01T12:00:20.000Z" data-rel>in 20 s</time>');
+    expect(html).toContain(
+      'next attempt <time datetime="2026-01-01T12:00:20.000Z" title="2026-01-01T12:00:20.000Z" data-rel>in 20 s</time>',
+    );
     // Runs: revision, result, duration. Errors: the long list folded after five.
-    expect(html).toMatch(/<table id="runs">.*<code title="9f8e7d6c5b4a39281706">9f8e7d6c5b4a<\/code>.*result-incomplete.*2\.3 s.*850 ms.*1 min 5 s/s);
+    expect(html).toMatch(
+      /<table id="runs">.*<code title="9f8e7d6c5b4a39281706">9f8e7d6c5b4a<\/code>.*result-incomplete.*2\.3 s.*850 ms.*1 min 5 s/s,
+    );
     expect(html).toContain('<details id="errors-more"><summary>7 more errors</summary>');
     // Without JavaScript: a meta refresh inside <noscript>, and a reload link.
     expect(html).toMatch(/<noscript><meta http-equiv="refresh" content="\d+"><\/noscript>/);
@@ -214,7 +257,9 @@ describe('controller building blocks', () => {
   });
 
   test('the page is bounded: PAGE_ROWS rows, chosen problems first, the rest counted', () => {
-    const many = Array.from({ length: PAGE_ROWS + 100 }, (_, i) => resource({ name: `r${String(i).padStart(4, '0')}`, project: `p${i % 7}` }));
+    const many = Array.from({ length: PAGE_ROWS + 100 }, (_, i) =>
+      resource({ name: `r${String(i).padStart(4, '0')}`, project: `p${i % 7}` }),
+    );
     many.push(resource({ name: 'zz-broken', project: 'p6', state: 'failed', detail: 'boom' }));
     const groups = groupResources(many);
     expect(groups.reduce((n, g) => n + g.rows.length, 0)).toBe(PAGE_ROWS);
@@ -233,7 +278,10 @@ describe('controller building blocks', () => {
     expect(errors[0]).toEqual({ source: 'revision 0123456789ab is invalid: not applied', line: s.revision.invalid!.errors[0] });
     expect(errors[1].line).toBe(s.revision.invalid!.errors[1]);
     expect(errors[2]).toEqual({ source: 'fetch failed', line: 'git fetch: connection reset' });
-    expect(errors[3]).toEqual({ source: 'last run: incomplete', line: 'Connector analytics/orders-db: failed: 422 spec.port out of range' });
+    expect(errors[3]).toEqual({
+      source: 'last run: incomplete',
+      line: 'Connector analytics/orders-db: failed: 422 spec.port out of range',
+    });
     // The run repeats the invalid revision's first error: shown once.
     expect(errors).toHaveLength(2 + 1 + s.last_run!.errors.length - 1);
   });
@@ -249,7 +297,16 @@ describe('controller building blocks', () => {
     expect(timeTag('not a time', now)).toBe('not a time');
     let runs: RunRecord[] = [];
     for (let i = 0; i < RECENT_RUNS + 5; i++) {
-      runs = withRecentRun(runs, { trigger: `t${i}`, started_at: 'a', finished_at: 'b', duration_ms: i, result: 'converged', revision: 'r', summary: {}, errors: i % 2 ? ['first', 'second'] : [] });
+      runs = withRecentRun(runs, {
+        trigger: `t${i}`,
+        started_at: 'a',
+        finished_at: 'b',
+        duration_ms: i,
+        result: 'converged',
+        revision: 'r',
+        summary: {},
+        errors: i % 2 ? ['first', 'second'] : [],
+      });
     }
     expect(runs).toHaveLength(RECENT_RUNS);
     expect(runs[0]).toMatchObject({ trigger: `t${RECENT_RUNS + 4}`, error_count: 0, first_error: null });
@@ -264,6 +321,8 @@ describe('controller building blocks', () => {
     expect(statusFingerprint({ ...s, runs: 43 })).not.toBe(fp);
     expect(statusFingerprint({ ...s, controller: { ...s.controller, suspended: true } })).not.toBe(fp);
     expect(statusFingerprint({ ...s, controller: { ...s.controller, leader: { ...s.controller.leader, elected: false } } })).not.toBe(fp);
-    expect(statusFingerprint({ ...s, conditions: s.conditions.map((c) => (c.type === 'Reconciling' ? { ...c, status: 'True' as const } : c)) })).not.toBe(fp);
+    expect(
+      statusFingerprint({ ...s, conditions: s.conditions.map((c) => (c.type === 'Reconciling' ? { ...c, status: 'True' as const } : c)) }),
+    ).not.toBe(fp);
   });
 });

@@ -222,54 +222,58 @@ suite('interactive API reference in headless Chromium', () => {
     expect(pageErrors, 'uncaught errors in the page').toEqual([]);
   });
 
-  it('signs in with the form (a wrong password is refused in the form), then try-it-out sends the new token', { timeout: 90_000 }, async () => {
-    requireChromium();
-    const { page, pageErrors } = await openDocs('sign-in-form');
-    const form = page.locator('#dp-docs-header form');
-    const status = form.locator('.dp-status');
-    const submit = form.getByRole('button', { name: 'Sign in' });
-    expect(await authorized(page)).toBe(false);
+  it(
+    'signs in with the form (a wrong password is refused in the form), then try-it-out sends the new token',
+    { timeout: 90_000 },
+    async () => {
+      requireChromium();
+      const { page, pageErrors } = await openDocs('sign-in-form');
+      const form = page.locator('#dp-docs-header form');
+      const status = form.locator('.dp-status');
+      const submit = form.getByRole('button', { name: 'Sign in' });
+      expect(await authorized(page)).toBe(false);
 
-    // A wrong password: the service's 401 message, in the form, and nothing authorized.
-    await form.getByLabel('Email').fill(t.adminEmail);
-    await form.getByLabel('Password').fill('not-the-password');
-    const refused = page.waitForResponse((r) => new URL(r.url()).pathname === '/api/v1/auth/login');
-    await submit.click();
-    expect((await refused).status()).toBe(401);
-    await expect.poll(() => status.getAttribute('data-kind')).toBe('error');
-    const refusal = await status.innerText();
-    expect(refusal).toBe('Invalid email or password (HTTP 401)');
-    expect(refusal).not.toMatch(/\bat\s|Error:|stack/);
-    expect(await authorized(page)).toBe(false);
+      // A wrong password: the service's 401 message, in the form, and nothing authorized.
+      await form.getByLabel('Email').fill(t.adminEmail);
+      await form.getByLabel('Password').fill('not-the-password');
+      const refused = page.waitForResponse((r) => new URL(r.url()).pathname === '/api/v1/auth/login');
+      await submit.click();
+      expect((await refused).status()).toBe(401);
+      await expect.poll(() => status.getAttribute('data-kind')).toBe('error');
+      const refusal = await status.innerText();
+      expect(refusal).toBe('Invalid email or password (HTTP 401)');
+      expect(refusal).not.toMatch(/\bat\s|Error:|stack/);
+      expect(await authorized(page)).toBe(false);
 
-    // The right one: the form hands the access token to Swagger UI, as Authorize would.
-    await form.getByLabel('Password').fill(t.adminPassword);
-    const accepted = page.waitForResponse((r) => new URL(r.url()).pathname === '/api/v1/auth/login');
-    await submit.click();
-    const login = await accepted;
-    expect(login.status()).toBe(200);
-    expect(login.request().headers()['content-type']).toBe('application/json');
-    const accessToken = ((await login.json()) as { access_token: string }).access_token;
-    await expect.poll(() => status.getAttribute('data-kind')).toBe('ok');
-    expect(await status.innerText()).toContain(`Signed in as ${t.adminEmail}`);
-    expect(await form.getByLabel('Password').inputValue(), 'the password is not left in the form').toBe('');
-    await expect.poll(() => authorized(page)).toBe(true);
+      // The right one: the form hands the access token to Swagger UI, as Authorize would.
+      await form.getByLabel('Password').fill(t.adminPassword);
+      const accepted = page.waitForResponse((r) => new URL(r.url()).pathname === '/api/v1/auth/login');
+      await submit.click();
+      const login = await accepted;
+      expect(login.status()).toBe(200);
+      expect(login.request().headers()['content-type']).toBe('application/json');
+      const accessToken = ((await login.json()) as { access_token: string }).access_token;
+      await expect.poll(() => status.getAttribute('data-kind')).toBe('ok');
+      expect(await status.innerText()).toContain(`Signed in as ${t.adminEmail}`);
+      expect(await form.getByLabel('Password').inputValue(), 'the password is not left in the form').toBe('');
+      await expect.poll(() => authorized(page)).toBe(true);
 
-    // The Authorize dialog shows the bearer scheme authorized, as after a paste.
-    await authorizeButton(page).click();
-    const dialog = page.locator('.modal-ux');
-    await dialog.waitFor();
-    expect(await dialog.locator('.auth-container').first().innerText()).toContain('Authorized');
-    await dialog.locator('button.btn-done', { hasText: 'Close' }).click();
-    await dialog.waitFor({ state: 'detached' });
+      // The Authorize dialog shows the bearer scheme authorized, as after a paste.
+      await authorizeButton(page).click();
+      const dialog = page.locator('.modal-ux');
+      await dialog.waitFor();
+      expect(await dialog.locator('.auth-container').first().innerText()).toContain('Authorized');
+      await dialog.locator('button.btn-done', { hasText: 'Close' }).click();
+      await dialog.waitFor({ state: 'detached' });
 
-    const op = await tryOutListProjects(page);
-    const sent = await executeListProjects(page, op);
-    expect(sent.request().headers()['authorization']).toBe(`Bearer ${accessToken}`);
-    expect(accessToken).not.toBe(t.adminToken);
+      const op = await tryOutListProjects(page);
+      const sent = await executeListProjects(page, op);
+      expect(sent.request().headers()['authorization']).toBe(`Bearer ${accessToken}`);
+      expect(accessToken).not.toBe(t.adminToken);
 
-    await page.evaluate(() => window.scrollTo(0, 0));
-    await keepScreenshot(page, 'docs-sign-in.png');
-    expect(pageErrors, 'uncaught errors in the page').toEqual([]);
-  });
+      await page.evaluate(() => window.scrollTo(0, 0));
+      await keepScreenshot(page, 'docs-sign-in.png');
+      expect(pageErrors, 'uncaught errors in the page').toEqual([]);
+    },
+  );
 });

@@ -24,13 +24,23 @@ describe('reads do not write', () => {
     svc = await startTestService({ rateLimit: 1_000_000 });
     t = await svc.tenant();
     const p = `/projects/${(await svc.project(t, 'reads')).id}`;
-    const connector = await svc.ok(t, 'POST', `${p}/connectors`, { body: { name: 'crm', connector_type: 'salesforce', selected_tables: ['Account'] } });
+    const connector = await svc.ok(t, 'POST', `${p}/connectors`, {
+      body: { name: 'crm', connector_type: 'salesforce', selected_tables: ['Account'] },
+    });
     const sync = await svc.ok<{ run_id: string }>(t, 'POST', `${p}/connectors/${connector.id}/sync`, {}, 201);
     await waitForRun(svc, t, `${p}/connectors/${connector.id}/runs/${sync.run_id}`);
-    const channel = await svc.ok(t, 'POST', `${p}/notification-channels`, { body: { name: 'mail', type: 'email', config: { email_addresses: ['a@example.com'] } } });
-    const pipeline = await svc.ok(t, 'POST', `${p}/pipelines`, { body: { name: 'nightly', steps: [{ name: 'tell', type: 'notification', channel_id: channel.id }] } });
-    const dbt = await svc.ok(t, 'POST', `${p}/dbt-projects`, { body: { name: 'models', repository: 'https://git.example.com/m.git', models: [{ name: 'a' }, { name: 'b', depends_on: ['a'] }] } });
-    await svc.ok(t, 'POST', `${p}/alert-rules`, { body: { name: 'failed', severity: 'warning', condition: { metric: 'run_failed', operator: 'gte', threshold: 1 } } });
+    const channel = await svc.ok(t, 'POST', `${p}/notification-channels`, {
+      body: { name: 'mail', type: 'email', config: { email_addresses: ['a@example.com'] } },
+    });
+    const pipeline = await svc.ok(t, 'POST', `${p}/pipelines`, {
+      body: { name: 'nightly', steps: [{ name: 'tell', type: 'notification', channel_id: channel.id }] },
+    });
+    const dbt = await svc.ok(t, 'POST', `${p}/dbt-projects`, {
+      body: { name: 'models', repository: 'https://git.example.com/m.git', models: [{ name: 'a' }, { name: 'b', depends_on: ['a'] }] },
+    });
+    await svc.ok(t, 'POST', `${p}/alert-rules`, {
+      body: { name: 'failed', severity: 'warning', condition: { metric: 'run_failed', operator: 'gte', threshold: 1 } },
+    });
     paths.push(
       '/projects',
       p,

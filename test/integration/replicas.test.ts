@@ -13,20 +13,30 @@ describe('tenants on a base domain', () => {
   afterAll(() => svc?.close());
 
   it('resolves <slug>.<base-domain> from the Host header, and unknown hosts are 404 in the envelope', async () => {
-    const viaBase = await svc.http.call('GET', `https://localhost:${svc.port}/api/v1/projects`, { token: t.adminToken, headers: { host: `${t.slug}.data.example.test` } });
+    const viaBase = await svc.http.call('GET', `https://localhost:${svc.port}/api/v1/projects`, {
+      token: t.adminToken,
+      headers: { host: `${t.slug}.data.example.test` },
+    });
     expect(viaBase.status).toBe(200);
     // No tenant, so no certificate of its own: the default one (docs/security.md), then the 404.
-    const unknown = await svc.http.call('GET', `https://localhost:${svc.port}/api/v1/projects`, { token: t.adminToken, headers: { host: 'nobody.data.example.test' }, anyHostCertificate: true });
+    const unknown = await svc.http.call('GET', `https://localhost:${svc.port}/api/v1/projects`, {
+      token: t.adminToken,
+      headers: { host: 'nobody.data.example.test' },
+      anyHostCertificate: true,
+    });
     expect(unknown.status).toBe(404);
     expect(unknown.body.error.code).toBe('resource_not_found');
   });
 
   it('issues a certificate for a base-domain host name that verifies against the local CA', async () => {
     const cert = await new Promise<PeerCertificate>((resolve, reject) => {
-      const socket = connect({ host: '127.0.0.1', port: svc.port, servername: `${t.slug}.data.example.test`, ca: readFileSync(svc.service.tls.certPath) }, () => {
-        resolve(socket.getPeerCertificate());
-        socket.end();
-      });
+      const socket = connect(
+        { host: '127.0.0.1', port: svc.port, servername: `${t.slug}.data.example.test`, ca: readFileSync(svc.service.tls.certPath) },
+        () => {
+          resolve(socket.getPeerCertificate());
+          socket.end();
+        },
+      );
       socket.on('error', reject);
     });
     expect(cert.subjectaltname).toBe(`DNS:${t.slug}.data.example.test`);
@@ -40,7 +50,11 @@ describe.skipIf(testStore() !== 'postgres')('two replicas on one PostgreSQL data
   let t: TestTenant;
   beforeAll(async () => {
     a = await startTestService({ rateLimit: 4, clock: () => Date.parse('2026-01-01T00:00:10Z') });
-    b = await startTestService({ rateLimit: 4, clock: () => Date.parse('2026-01-01T00:00:10Z'), databaseUrl: a.service.ctx.options.databaseUrl });
+    b = await startTestService({
+      rateLimit: 4,
+      clock: () => Date.parse('2026-01-01T00:00:10Z'),
+      databaseUrl: a.service.ctx.options.databaseUrl,
+    });
     t = await a.tenant();
   });
   afterAll(async () => {

@@ -65,7 +65,11 @@ export class TestBrowser {
   }
 
   /** Follows redirects until one leaves for a URL `stop` accepts (not fetched), or a page that is not a redirect. */
-  async follow(url: string, stop: (next: string) => boolean = () => false, init: { method?: string; form?: Record<string, string> } = {}): Promise<BrowserResponse> {
+  async follow(
+    url: string,
+    stop: (next: string) => boolean = () => false,
+    init: { method?: string; form?: Record<string, string> } = {},
+  ): Promise<BrowserResponse> {
     let res = await this.fetch(url, init);
     for (let hops = 0; res.location && hops < 20; hops++) {
       if (stop(res.location)) return res;

@@ -14,7 +14,10 @@ export interface RunningCli {
 
 /** Starts `dpctl serve` (the built binary, as users run it) and waits until it says where it listens. */
 export async function startServe(args: string[], env: Record<string, string> = {}): Promise<RunningCli> {
-  const child = spawn(process.execPath, [DPCTL, 'serve', '--port', '0', ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, [DPCTL, 'serve', '--port', '0', ...args], {
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let out = '';
   let err = '';
   child.stdout!.on('data', (d) => (out += d));
@@ -50,9 +53,15 @@ export async function startServe(args: string[], env: Record<string, string> = {
 }
 
 /** Runs a dpctl command to completion. */
-export function runDpctl(args: string[], options: { env?: Record<string, string>; input?: string } = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
+export function runDpctl(
+  args: string[],
+  options: { env?: Record<string, string>; input?: string } = {},
+): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, [DPCTL, ...args], { env: { ...process.env, ...(options.env ?? {}) }, stdio: ['pipe', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, [DPCTL, ...args], {
+      env: { ...process.env, ...(options.env ?? {}) },
+      stdio: ['pipe', 'pipe', 'pipe'],
+    });
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (d) => (stdout += d));

@@ -64,7 +64,11 @@ export class FaultProxy {
       proxy.track(req.method!, res);
       if (typeof fault === 'object' && 'status' in fault) {
         res.writeHead(fault.status, { 'content-type': 'application/json', 'x-request-id': `proxy-${n}`, ...(fault.headers ?? {}) });
-        res.end(fault.body === undefined ? JSON.stringify({ error: { code: 'internal_error', message: 'injected fault' } }) : JSON.stringify(fault.body));
+        res.end(
+          fault.body === undefined
+            ? JSON.stringify({ error: { code: 'internal_error', message: 'injected fault' } })
+            : JSON.stringify(fault.body),
+        );
         return;
       }
       if (typeof fault === 'object' && 'delayMs' in fault) await new Promise((r) => setTimeout(r, fault.delayMs));
@@ -93,7 +97,11 @@ export class FaultProxy {
           if (typeof v === 'string') out[name] = v;
         }
         res.writeHead(status, out);
-        res.end(status === answer.statusCode ? text : JSON.stringify({ error: { code: 'internal_error', message: 'injected fault after processing' } }));
+        res.end(
+          status === answer.statusCode
+            ? text
+            : JSON.stringify({ error: { code: 'internal_error', message: 'injected fault after processing' } }),
+        );
       } catch {
         req.socket.destroy();
       }

@@ -6,7 +6,8 @@ import type { LookupFunction } from 'node:net';
 /** `<tenant>.localhost` resolves to loopback, as browsers do, with no /etc/hosts entry. */
 export const localhostLookup: LookupFunction = (hostname, options, callback) => {
   if (hostname === 'localhost' || hostname.endsWith('.localhost')) {
-    if ((options as { all?: boolean }).all) return (callback as (e: null, a: { address: string; family: number }[]) => void)(null, [{ address: '127.0.0.1', family: 4 }]);
+    if ((options as { all?: boolean }).all)
+      return (callback as (e: null, a: { address: string; family: number }[]) => void)(null, [{ address: '127.0.0.1', family: 4 }]);
     return (callback as (e: null, a: string, f: number) => void)(null, '127.0.0.1', 4);
   }
   dnsLookup(hostname, options, callback as never);
@@ -40,7 +41,10 @@ export class TestHttp {
   private readonly anyHostAgent: Agent;
   constructor(caFile: string) {
     this.agent = new Agent({ connect: { ca: readFileSync(caFile), lookup: localhostLookup }, connections: 32 });
-    this.anyHostAgent = new Agent({ connect: { ca: readFileSync(caFile), lookup: localhostLookup, checkServerIdentity: () => undefined }, connections: 4 });
+    this.anyHostAgent = new Agent({
+      connect: { ca: readFileSync(caFile), lookup: localhostLookup, checkServerIdentity: () => undefined },
+      connections: 4,
+    });
   }
 
   async call<T = any>(method: string, url: string, opts: CallOptions = {}): Promise<HttpResponse<T>> {
@@ -54,7 +58,12 @@ export class TestHttp {
       body = JSON.stringify(opts.body);
       headers['content-type'] ??= 'application/json';
     }
-    const res = await request(u, { method: method as 'GET', headers, body, dispatcher: opts.anyHostCertificate ? this.anyHostAgent : this.agent });
+    const res = await request(u, {
+      method: method as 'GET',
+      headers,
+      body,
+      dispatcher: opts.anyHostCertificate ? this.anyHostAgent : this.agent,
+    });
     const text = await res.body.text();
     let parsed: unknown = undefined;
     try {

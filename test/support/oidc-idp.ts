@@ -15,7 +15,10 @@ export interface IdpClient {
 }
 
 /** Changes an ID token on its way from the IdP's token endpoint to the service (a tampering network, or a misbehaving IdP). */
-export type IdTokenTamper = (idToken: string, resign: (claims: (c: Record<string, unknown>) => Record<string, unknown>) => string) => string;
+export type IdTokenTamper = (
+  idToken: string,
+  resign: (claims: (c: Record<string, unknown>) => Record<string, unknown>) => string,
+) => string;
 
 /**
  * A real OpenID Connect provider (panva's oidc-provider) over HTTPS on loopback, with a certificate
@@ -67,7 +70,10 @@ export class TestOidcIdp {
       cookies: { keys: ['test-idp-cookie-key'] },
       claims: { openid: ['sub'], email: ['email', 'email_verified'] },
       pkce: { required: () => true },
-      findAccount: async (_ctx: unknown, id: string) => ({ accountId: id, claims: async () => ({ sub: `sub-${id}`, email: id, email_verified: true }) }),
+      findAccount: async (_ctx: unknown, id: string) => ({
+        accountId: id,
+        claims: async () => ({ sub: `sub-${id}`, email: id, email_verified: true }),
+      }),
       // Consent is granted at once, so a sign-in is: login form, then back to the client.
       loadExistingGrant: async (ctx: { oidc: { provider: any; client: { clientId: string }; session: { accountId: string } } }) => {
         const grant = new ctx.oidc.provider.Grant({ clientId: ctx.oidc.client.clientId, accountId: ctx.oidc.session.accountId });
@@ -100,7 +106,8 @@ export class TestOidcIdp {
       } catch {
         return end(chunk);
       }
-      if (typeof body.id_token === 'string') body.id_token = tamper(body.id_token, (change) => this.resign(body.id_token as string, change));
+      if (typeof body.id_token === 'string')
+        body.id_token = tamper(body.id_token, (change) => this.resign(body.id_token as string, change));
       const out = JSON.stringify(body);
       res.setHeader('content-length', Buffer.byteLength(out));
       return end(out);

@@ -11,7 +11,10 @@ import { DPCTL } from './cli.js';
  * loader requires `yaml` only when it needs it: ESM hooks do not see require in Node 20).
  * `close()` removes the hook files.
  */
-export function packageImportTracer(): { run(args: string[], env?: NodeJS.ProcessEnv): { run: SpawnSyncReturns<string>; packages: Set<string> }; close(): void } {
+export function packageImportTracer(): {
+  run(args: string[], env?: NodeJS.ProcessEnv): { run: SpawnSyncReturns<string>; packages: Set<string> };
+  close(): void;
+} {
   const dir = mkdtempSync(join(tmpdir(), 'dp-imports-'));
   const hooks = join(dir, 'hooks.mjs');
   writeFileSync(
@@ -40,8 +43,13 @@ Module._resolveFilename = function (...args) {
   );
   return {
     run(args, env = {}) {
-      const run = spawnSync(process.execPath, ['--import', register, DPCTL, ...args], { encoding: 'utf8', env: { ...process.env, ...env } });
-      const packages = new Set(run.stderr.split('\n').flatMap((line) => (line.startsWith('loaded-package ') ? [line.slice('loaded-package '.length)] : [])));
+      const run = spawnSync(process.execPath, ['--import', register, DPCTL, ...args], {
+        encoding: 'utf8',
+        env: { ...process.env, ...env },
+      });
+      const packages = new Set(
+        run.stderr.split('\n').flatMap((line) => (line.startsWith('loaded-package ') ? [line.slice('loaded-package '.length)] : [])),
+      );
       return { run, packages };
     },
     close: () => rmSync(dir, { recursive: true, force: true }),

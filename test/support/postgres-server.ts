@@ -56,7 +56,8 @@ export interface ThrowawayPostgres {
  * benches pass the durability they state.
  */
 export async function startThrowawayPostgres(settings: Record<string, string>): Promise<ThrowawayPostgres> {
-  if (!existsSync(join(PG_BIN, 'initdb'))) throw new Error(`PostgreSQL server binaries not found in ${PG_BIN} (set PG_BIN, or DP_TEST_DATABASE_URL for an existing server)`);
+  if (!existsSync(join(PG_BIN, 'initdb')))
+    throw new Error(`PostgreSQL server binaries not found in ${PG_BIN} (set PG_BIN, or DP_TEST_DATABASE_URL for an existing server)`);
   const dir = mkdtempSync(join(tmpdir(), 'dp-pg-'));
   const dataDir = join(dir, 'data');
   const user = postgresUser();
@@ -64,10 +65,24 @@ export async function startThrowawayPostgres(settings: Record<string, string>): 
     chownSync(dir, user.uid, user.gid!);
     chmodSync(dir, 0o700);
   }
-  const init = spawnSync(join(PG_BIN, 'initdb'), ['-D', dataDir, '-A', 'trust', '-U', 'postgres', '-E', 'UTF8', '--no-locale', '--no-sync'], { encoding: 'utf8', ...user });
+  const init = spawnSync(
+    join(PG_BIN, 'initdb'),
+    ['-D', dataDir, '-A', 'trust', '-U', 'postgres', '-E', 'UTF8', '--no-locale', '--no-sync'],
+    { encoding: 'utf8', ...user },
+  );
   if (init.status !== 0) throw new Error(`initdb failed:\n${init.stdout}\n${init.stderr}`);
   const port = await freePort();
-  const args = ['-D', dataDir, '-p', String(port), '-k', dir, '-c', 'listen_addresses=127.0.0.1', ...Object.entries(settings).flatMap(([k, v]) => ['-c', `${k}=${v}`])];
+  const args = [
+    '-D',
+    dataDir,
+    '-p',
+    String(port),
+    '-k',
+    dir,
+    '-c',
+    'listen_addresses=127.0.0.1',
+    ...Object.entries(settings).flatMap(([k, v]) => ['-c', `${k}=${v}`]),
+  ];
   let output = '';
   const child = spawn(join(PG_BIN, 'postgres'), args, { stdio: ['ignore', 'pipe', 'pipe'], cwd: dir, ...user });
   child.stdout!.on('data', (d) => (output += d));

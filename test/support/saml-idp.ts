@@ -15,7 +15,9 @@ export async function samlSigner(cn = 'test SAML IdP'): Promise<SamlSigner> {
   const alg = { name: 'RSASSA-PKCS1-v1_5', hash: 'SHA-256', publicExponent: new Uint8Array([1, 0, 1]), modulusLength: 2048 };
   const keys = (await webcrypto.subtle.generateKey(alg, true, ['sign', 'verify'])) as CryptoKeyPair;
   const cert = await x509.X509CertificateGenerator.createSelfSigned({
-    serialNumber: randomBytes(8).toString('hex').replace(/^[89a-f]/, '1'),
+    serialNumber: randomBytes(8)
+      .toString('hex')
+      .replace(/^[89a-f]/, '1'),
     name: `CN=${cn}`,
     notBefore: new Date(Date.now() - 60_000),
     notAfter: new Date(Date.now() + 365 * 24 * 3600 * 1000),
@@ -23,7 +25,10 @@ export async function samlSigner(cn = 'test SAML IdP'): Promise<SamlSigner> {
     signingAlgorithm: alg,
   });
   const der = Buffer.from(await webcrypto.subtle.exportKey('pkcs8', keys.privateKey));
-  const keyPem = `-----BEGIN PRIVATE KEY-----\n${der.toString('base64').replace(/(.{64})/g, '$1\n').replace(/\n$/, '')}\n-----END PRIVATE KEY-----\n`;
+  const keyPem = `-----BEGIN PRIVATE KEY-----\n${der
+    .toString('base64')
+    .replace(/(.{64})/g, '$1\n')
+    .replace(/\n$/, '')}\n-----END PRIVATE KEY-----\n`;
   return { keyPem, certPem: cert.toString('pem') };
 }
 
@@ -39,7 +44,12 @@ export function readAuthnRequest(redirectUrl: string): AuthnRequest {
   const url = new URL(redirectUrl);
   const xml = inflateRawSync(Buffer.from(url.searchParams.get('SAMLRequest')!, 'base64')).toString('utf8');
   const attr = (name: string) => xml.match(new RegExp(`\\s${name}="([^"]*)"`))?.[1] ?? '';
-  return { id: attr('ID'), acsUrl: attr('AssertionConsumerServiceURL'), issuer: xml.match(/<saml:Issuer[^>]*>([^<]*)</)?.[1] ?? '', relayState: url.searchParams.get('RelayState') };
+  return {
+    id: attr('ID'),
+    acsUrl: attr('AssertionConsumerServiceURL'),
+    issuer: xml.match(/<saml:Issuer[^>]*>([^<]*)</)?.[1] ?? '',
+    relayState: url.searchParams.get('RelayState'),
+  };
 }
 
 export interface AssertionOptions {
@@ -65,7 +75,12 @@ const EXC_C14N = 'http://www.w3.org/2001/10/xml-exc-c14n#';
 const ENVELOPED = 'http://www.w3.org/2000/09/xmldsig#enveloped-signature';
 
 function sign(xml: string, signer: SamlSigner, element: 'Assertion' | 'Response'): string {
-  const sig = new SignedXml({ privateKey: signer.keyPem, publicCert: signer.certPem, signatureAlgorithm: SIG_ALG, canonicalizationAlgorithm: EXC_C14N });
+  const sig = new SignedXml({
+    privateKey: signer.keyPem,
+    publicCert: signer.certPem,
+    signatureAlgorithm: SIG_ALG,
+    canonicalizationAlgorithm: EXC_C14N,
+  });
   const path = element === 'Assertion' ? "//*[local-name(.)='Assertion']" : "/*[local-name(.)='Response']";
   sig.addReference({ xpath: path, transforms: [ENVELOPED, EXC_C14N], digestAlgorithm: DIGEST });
   // The signature goes right after the element's Issuer, where the SAML schema puts it.

@@ -57,7 +57,14 @@ export class TestService {
     await ensureTenantWithAdmin(this.service.ctx, slug, adminEmail, adminPassword);
     const login = await this.http.call('POST', this.url(slug, '/auth/login'), { body: { email: adminEmail, password: adminPassword } });
     if (login.status !== 200) throw new Error(`login failed: ${login.text}`);
-    return { slug, base: this.url(slug), adminEmail, adminPassword, adminToken: login.body.access_token, refreshToken: login.body.refresh_token };
+    return {
+      slug,
+      base: this.url(slug),
+      adminEmail,
+      adminPassword,
+      adminToken: login.body.access_token,
+      refreshToken: login.body.refresh_token,
+    };
   }
 
   call<T = any>(t: TestTenant | string, method: string, path: string, opts: CallOptions = {}): Promise<HttpResponse<T>> {
@@ -67,7 +74,13 @@ export class TestService {
   }
 
   /** Calls and insists on the expected status, so a failure shows the body. */
-  async ok<T = any>(t: TestTenant, method: string, path: string, opts: CallOptions = {}, expected = method === 'POST' ? 201 : method === 'DELETE' ? 204 : 200): Promise<T> {
+  async ok<T = any>(
+    t: TestTenant,
+    method: string,
+    path: string,
+    opts: CallOptions = {},
+    expected = method === 'POST' ? 201 : method === 'DELETE' ? 204 : 200,
+  ): Promise<T> {
     const res = await this.call<T>(t, method, path, opts);
     if (res.status !== expected) throw new Error(`${method} ${path}: expected ${expected}, got ${res.status}: ${res.text}`);
     return res.body;
@@ -78,7 +91,9 @@ export class TestService {
   }
 
   async apiKey(t: TestTenant, projectId: string, level: 'read-only' | 'read-write' | 'admin'): Promise<{ id: string; key: string }> {
-    return this.ok(t, 'POST', `/projects/${projectId}/api-keys`, { body: { name: `key-${level}-${++this.counter}`, permission_level: level } });
+    return this.ok(t, 'POST', `/projects/${projectId}/api-keys`, {
+      body: { name: `key-${level}-${++this.counter}`, permission_level: level },
+    });
   }
 
   /** A user with a password, logged in. */

@@ -15,7 +15,14 @@ import { declarableKinds, formatConfigError, loadConfig, resolveSecrets } from '
 import { DataSourceHandler } from '../../src/provider/data-source.js';
 import { ListCache } from '../../src/provider/list-cache.js';
 import { writeOnlyConflicts } from '../../src/provider/resource.js';
-import { dataSourceSpecs, providerSchemaMessage, resourceSpecs, schemaMessage, type AttrSpec, type ResourceSpec } from '../../src/provider/schema.js';
+import {
+  dataSourceSpecs,
+  providerSchemaMessage,
+  resourceSpecs,
+  schemaMessage,
+  type AttrSpec,
+  type ResourceSpec,
+} from '../../src/provider/schema.js';
 import { validateConfig } from '../../src/provider/validate.js';
 import { UNKNOWN, type TfObject, type TfValue } from '../../src/provider/values.js';
 
@@ -128,7 +135,11 @@ function expectedAttributes(attrs: MessageAttribute[], prefix = '', out = new Ma
       expectedAttributes(a.block, `${prefix}${a.name}.`, out);
       continue;
     }
-    const type = a.nested_type ? (a.nested_type.nesting === 1 ? 'Attributes' : 'Attributes List') : ctyLabel(JSON.parse(Buffer.from(a.type!).toString('utf8')));
+    const type = a.nested_type
+      ? a.nested_type.nesting === 1
+        ? 'Attributes'
+        : 'Attributes List'
+      : ctyLabel(JSON.parse(Buffer.from(a.type!).toString('utf8')));
     out.set(`${prefix}${a.name}`, { group, flags: [type, ...(a.sensitive ? ['Sensitive'] : []), ...(a.write_only ? ['Write-only'] : [])] });
     if (a.nested_type) expectedAttributes(a.nested_type.attributes, `${prefix}${a.name}.`, out);
   }
@@ -138,16 +149,24 @@ function expectedAttributes(attrs: MessageAttribute[], prefix = '', out = new Ma
 const sorted = (m: Map<string, Documented>) => [...m].sort(([a], [b]) => (a < b ? -1 : 1));
 /** The attributes and, as tfplugindocs lists them, the blocks (`timeouts`: Block, Optional). */
 function messageAttributes(message: Record<string, unknown>): MessageAttribute[] {
-  const block = (message as { block: { attributes: MessageAttribute[]; block_types?: { type_name: string; block: { attributes: MessageAttribute[] } }[] } }).block;
+  const block = (
+    message as {
+      block: { attributes: MessageAttribute[]; block_types?: { type_name: string; block: { attributes: MessageAttribute[] } }[] };
+    }
+  ).block;
   return [...block.attributes, ...(block.block_types ?? []).map((b) => ({ name: b.type_name, optional: true, block: b.block.attributes }))];
 }
 
 describe('the Schema section of each page', () => {
   it('lists every attribute as `terraform providers schema -json` has it (group, type, sensitive, write-only)', () => {
     for (const { spec, path } of [...resourcePages(), ...dataSourcePages()]) {
-      expect(sorted(documentedAttributes(pages.get(path)!)), path).toEqual(sorted(expectedAttributes(messageAttributes(schemaMessage(spec)))));
+      expect(sorted(documentedAttributes(pages.get(path)!)), path).toEqual(
+        sorted(expectedAttributes(messageAttributes(schemaMessage(spec)))),
+      );
     }
-    expect(sorted(documentedAttributes(pages.get(INDEX_PAGE)!))).toEqual(sorted(expectedAttributes(messageAttributes(providerSchemaMessage()))));
+    expect(sorted(documentedAttributes(pages.get(INDEX_PAGE)!))).toEqual(
+      sorted(expectedAttributes(messageAttributes(providerSchemaMessage()))),
+    );
   });
 
   it('marks the attributes that force replacement', () => {
@@ -176,7 +195,9 @@ describe('YAML examples', () => {
           const file = join(dir, `${pageName(spec.typeName)}.yaml`);
           writeFileSync(file, text);
           const { config, errors } = loadConfig([file], { cwd: dir });
-          const env = Object.fromEntries(config.documents.flatMap((d) => d.secrets.map((s) => ['env' in s.ref ? s.ref.env : '', 'a-secret-value-1234'])));
+          const env = Object.fromEntries(
+            config.documents.flatMap((d) => d.secrets.map((s) => ['env' in s.ref ? s.ref.env : '', 'a-secret-value-1234'])),
+          );
           errors.push(...resolveSecrets(config.documents, { env }).errors);
           expect(errors.map(formatConfigError), path).toEqual([]);
           expect(config.documents.at(-1)?.descriptor.kind, path).toBe(spec.descriptor.kind);
@@ -190,7 +211,10 @@ describe('YAML examples', () => {
 
 // ---- HCL examples: attributes of the provider schema, and the provider's ValidateResourceConfig ----
 
-type Parsed = Record<string, Record<string, Record<string, Record<string, unknown>[]>>> & { variable?: Record<string, unknown[]>; import?: { to: string }[] };
+type Parsed = Record<string, Record<string, Record<string, Record<string, unknown>[]>>> & {
+  variable?: Record<string, unknown[]>;
+  import?: { to: string }[];
+};
 
 /** `${...}`: a reference or variable, unknown at validate time. */
 const expression = (v: unknown) => (typeof v === 'string' ? /^\$\{(.+)\}$/.exec(v)?.[1] : undefined);
@@ -224,7 +248,8 @@ function tfValue(a: AttrSpec, v: unknown, path: string, problems: string[], refs
 
 function tfObject(attrs: AttrSpec[], v: unknown, prefix: string, problems: string[], refs: string[]): TfObject {
   const given = (v ?? {}) as Record<string, unknown>;
-  for (const key of Object.keys(given)) if (!attrs.some((a) => a.name === key)) problems.push(`${prefix}${key}: not an attribute of the provider schema`);
+  for (const key of Object.keys(given))
+    if (!attrs.some((a) => a.name === key)) problems.push(`${prefix}${key}: not an attribute of the provider schema`);
   const out: TfObject = {};
   for (const a of attrs) {
     if (!(a.name in given)) {
@@ -239,13 +264,19 @@ function tfObject(attrs: AttrSpec[], v: unknown, prefix: string, problems: strin
 }
 
 const blocksOf = (parsed: Parsed, kind: 'resource' | 'data') =>
-  Object.entries(parsed[kind] ?? {}).flatMap(([type, byLabel]) => Object.entries(byLabel).map(([label, bodies]) => ({ type, label, body: bodies[0] })));
+  Object.entries(parsed[kind] ?? {}).flatMap(([type, byLabel]) =>
+    Object.entries(byLabel).map(([label, bodies]) => ({ type, label, body: bodies[0] })),
+  );
 
 /** Problems of one page's HCL: attributes, validation, and references to blocks the example does not declare. */
 function hclProblems(parsed: Parsed): string[] {
   const problems: string[] = [];
   const refs: string[] = [];
-  const declared = new Set([...blocksOf(parsed, 'resource').map((b) => `${b.type}.${b.label}`), ...blocksOf(parsed, 'data').map((b) => `data.${b.type}.${b.label}`), ...Object.keys(parsed.variable ?? {}).map((v) => `var.${v}`)]);
+  const declared = new Set([
+    ...blocksOf(parsed, 'resource').map((b) => `${b.type}.${b.label}`),
+    ...blocksOf(parsed, 'data').map((b) => `data.${b.type}.${b.label}`),
+    ...Object.keys(parsed.variable ?? {}).map((v) => `var.${v}`),
+  ]);
   for (const { type, label, body } of blocksOf(parsed, 'resource')) {
     const spec = resourceSpecs().get(type);
     if (!spec) problems.push(`resource ${type}: the provider has no such resource`);
@@ -256,12 +287,19 @@ function hclProblems(parsed: Parsed): string[] {
     if (!spec) problems.push(`data ${type}: the provider has no such data source`);
     else {
       const config = tfObject(spec.attrs, body, `data.${type}.${label}.`, problems, refs);
-      const handler = new DataSourceHandler(spec, () => { throw new Error('no client in a docs test'); }, new ListCache());
+      const handler = new DataSourceHandler(
+        spec,
+        () => {
+          throw new Error('no client in a docs test');
+        },
+        new ListCache(),
+      );
       problems.push(...handler.validate(config).map((p) => `data.${type}.${label}: ${p.summary}`));
     }
   }
   for (const imp of parsed.import ?? []) refs.push(expression(imp.to)!);
-  for (const ref of refs) if (![...declared].some((d) => ref === d || ref.startsWith(`${d}.`))) problems.push(`${ref}: refers to nothing the example declares`);
+  for (const ref of refs)
+    if (![...declared].some((d) => ref === d || ref.startsWith(`${d}.`))) problems.push(`${ref}: refers to nothing the example declares`);
   return problems;
 }
 
@@ -281,12 +319,17 @@ describe('HCL examples', () => {
       const parsed = (await parseHcl(`${path}.tf`, blocks.join('\n'))) as Parsed;
       expect(hclProblems(parsed), path).toEqual([]);
       const subject = path.startsWith('resources/') ? blocksOf(parsed, 'resource') : blocksOf(parsed, 'data');
-      expect(subject.map((b) => pageName(b.type)), `${path}: the example declares the page's own type`).toContain(path.replace(/^.*\/|\.md$/g, ''));
+      expect(
+        subject.map((b) => pageName(b.type)),
+        `${path}: the example declares the page's own type`,
+      ).toContain(path.replace(/^.*\/|\.md$/g, ''));
     }
   });
 
   it('configure the provider with arguments it has', async () => {
-    const parsed = (await parseHcl('index.tf', fenced(pages.get(INDEX_PAGE)!, 'terraform').join('\n'))) as Parsed & { provider: Record<string, Record<string, unknown>[]> };
+    const parsed = (await parseHcl('index.tf', fenced(pages.get(INDEX_PAGE)!, 'terraform').join('\n'))) as Parsed & {
+      provider: Record<string, Record<string, unknown>[]>;
+    };
     const names = messageAttributes(providerSchemaMessage()).map((a) => a.name);
     for (const body of Object.values(parsed.provider).flat()) for (const key of Object.keys(body)) expect(names, key).toContain(key);
   });

@@ -10,6 +10,10 @@ describe('generated kind types', () => {
   });
 
   it('name every writable kind', () => {
-    expect([...WRITABLE_KIND_NAMES].sort()).toEqual(writableKinds().map((d) => d.kind).sort());
+    expect([...WRITABLE_KIND_NAMES].sort()).toEqual(
+      writableKinds()
+        .map((d) => d.kind)
+        .sort(),
+    );
   });
 });

@@ -10,7 +10,9 @@ import { encodeDynamic, UNKNOWN, type TfObject } from '../../src/provider/values
 const URL_A = 'https://block.localhost:8443';
 const URL_B = 'https://env.localhost:8443';
 
-const block = (set: Partial<Record<'endpoint' | 'api_key' | 'email' | 'password' | 'ca_file', string | null>> & { insecure?: boolean | null } = {}): TfObject => ({
+const block = (
+  set: Partial<Record<'endpoint' | 'api_key' | 'email' | 'password' | 'ca_file', string | null>> & { insecure?: boolean | null } = {},
+): TfObject => ({
   endpoint: null,
   api_key: null,
   email: null,
@@ -30,7 +32,14 @@ const ENV_ALL = {
 };
 
 /** The settings that matter (userAgent is fixed). */
-const pick = (c: ReturnType<typeof providerClientConfig>) => ({ url: c.url, apiKey: c.apiKey, email: c.email, password: c.password, caFile: c.caFile, insecure: c.insecure });
+const pick = (c: ReturnType<typeof providerClientConfig>) => ({
+  url: c.url,
+  apiKey: c.apiKey,
+  email: c.email,
+  password: c.password,
+  caFile: c.caFile,
+  insecure: c.insecure,
+});
 
 const thrown = (fn: () => unknown): Error => {
   try {
@@ -45,15 +54,36 @@ describe('provider block attributes and DATAPLATFORM_* variables', () => {
   it('takes every setting from the block when it is there, whatever the environment says', () => {
     const c = providerClientConfig(block({ endpoint: URL_A, api_key: 'dpk_block', ca_file: '/block/ca.pem', insecure: false }), ENV_ALL);
     // insecure = false in the block wins over DATAPLATFORM_INSECURE=1.
-    expect(pick(c)).toEqual({ url: URL_A, apiKey: 'dpk_block', email: undefined, password: undefined, caFile: '/block/ca.pem', insecure: undefined });
+    expect(pick(c)).toEqual({
+      url: URL_A,
+      apiKey: 'dpk_block',
+      email: undefined,
+      password: undefined,
+      caFile: '/block/ca.pem',
+      insecure: undefined,
+    });
     expect(c.userAgent).toBe('terraform-provider-dataplatform');
-    const user = providerClientConfig(block({ endpoint: URL_A, email: 'block@example.com', password: 'block-password', ca_file: '/block/ca.pem', insecure: false }), ENV_ALL);
-    expect(pick(user)).toEqual({ url: URL_A, apiKey: undefined, email: 'block@example.com', password: 'block-password', caFile: '/block/ca.pem', insecure: undefined });
+    const user = providerClientConfig(
+      block({ endpoint: URL_A, email: 'block@example.com', password: 'block-password', ca_file: '/block/ca.pem', insecure: false }),
+      ENV_ALL,
+    );
+    expect(pick(user)).toEqual({
+      url: URL_A,
+      apiKey: undefined,
+      email: 'block@example.com',
+      password: 'block-password',
+      caFile: '/block/ca.pem',
+      insecure: undefined,
+    });
   });
 
   it('falls back to each variable for each attribute left out (null block and all-null block alike)', () => {
     for (const config of [null, block()]) {
-      expect(pick(providerClientConfig(config, { DATAPLATFORM_URL: URL_B, DATAPLATFORM_API_KEY: 'dpk_env', DATAPLATFORM_CA_FILE: '/env/ca.pem' }))).toEqual({
+      expect(
+        pick(
+          providerClientConfig(config, { DATAPLATFORM_URL: URL_B, DATAPLATFORM_API_KEY: 'dpk_env', DATAPLATFORM_CA_FILE: '/env/ca.pem' }),
+        ),
+      ).toEqual({
         url: URL_B,
         apiKey: 'dpk_env',
         email: undefined,
@@ -61,7 +91,16 @@ describe('provider block attributes and DATAPLATFORM_* variables', () => {
         caFile: '/env/ca.pem',
         insecure: undefined,
       });
-      expect(pick(providerClientConfig(config, { DATAPLATFORM_URL: URL_B, DATAPLATFORM_EMAIL: 'env@example.com', DATAPLATFORM_PASSWORD: 'env-password', DATAPLATFORM_INSECURE: 'true' }))).toEqual({
+      expect(
+        pick(
+          providerClientConfig(config, {
+            DATAPLATFORM_URL: URL_B,
+            DATAPLATFORM_EMAIL: 'env@example.com',
+            DATAPLATFORM_PASSWORD: 'env-password',
+            DATAPLATFORM_INSECURE: 'true',
+          }),
+        ),
+      ).toEqual({
         url: URL_B,
         apiKey: undefined,
         email: 'env@example.com',
@@ -72,14 +111,39 @@ describe('provider block attributes and DATAPLATFORM_* variables', () => {
     }
     // One attribute at a time: the others still come from the environment.
     const env = { DATAPLATFORM_URL: URL_B, DATAPLATFORM_API_KEY: 'dpk_env', DATAPLATFORM_CA_FILE: '/env/ca.pem' };
-    expect(pick(providerClientConfig(block({ endpoint: URL_A }), env))).toMatchObject({ url: URL_A, apiKey: 'dpk_env', caFile: '/env/ca.pem' });
-    expect(pick(providerClientConfig(block({ ca_file: '/block/ca.pem' }), env))).toMatchObject({ url: URL_B, apiKey: 'dpk_env', caFile: '/block/ca.pem' });
-    expect(pick(providerClientConfig(block({ api_key: 'dpk_block' }), env))).toMatchObject({ url: URL_B, apiKey: 'dpk_block', caFile: '/env/ca.pem' });
+    expect(pick(providerClientConfig(block({ endpoint: URL_A }), env))).toMatchObject({
+      url: URL_A,
+      apiKey: 'dpk_env',
+      caFile: '/env/ca.pem',
+    });
+    expect(pick(providerClientConfig(block({ ca_file: '/block/ca.pem' }), env))).toMatchObject({
+      url: URL_B,
+      apiKey: 'dpk_env',
+      caFile: '/block/ca.pem',
+    });
+    expect(pick(providerClientConfig(block({ api_key: 'dpk_block' }), env))).toMatchObject({
+      url: URL_B,
+      apiKey: 'dpk_block',
+      caFile: '/env/ca.pem',
+    });
   });
 
   it('treats empty and blank strings, in the block or the environment, as not set', () => {
-    const c = providerClientConfig(block({ endpoint: '', api_key: '  ', ca_file: '' }), { DATAPLATFORM_URL: URL_B, DATAPLATFORM_API_KEY: '', DATAPLATFORM_EMAIL: 'env@example.com', DATAPLATFORM_PASSWORD: 'env-password', DATAPLATFORM_CA_FILE: ' ' });
-    expect(pick(c)).toEqual({ url: URL_B, apiKey: undefined, email: 'env@example.com', password: 'env-password', caFile: undefined, insecure: undefined });
+    const c = providerClientConfig(block({ endpoint: '', api_key: '  ', ca_file: '' }), {
+      DATAPLATFORM_URL: URL_B,
+      DATAPLATFORM_API_KEY: '',
+      DATAPLATFORM_EMAIL: 'env@example.com',
+      DATAPLATFORM_PASSWORD: 'env-password',
+      DATAPLATFORM_CA_FILE: ' ',
+    });
+    expect(pick(c)).toEqual({
+      url: URL_B,
+      apiKey: undefined,
+      email: 'env@example.com',
+      password: 'env-password',
+      caFile: undefined,
+      insecure: undefined,
+    });
   });
 
   describe('credentials come as a whole from one place', () => {
@@ -89,8 +153,16 @@ describe('provider block attributes and DATAPLATFORM_* variables', () => {
     });
 
     it('an email in the block wins over DATAPLATFORM_API_KEY; its password falls back to DATAPLATFORM_PASSWORD', () => {
-      expect(pick(providerClientConfig(block({ email: 'block@example.com' }), ENV_ALL))).toMatchObject({ apiKey: undefined, email: 'block@example.com', password: 'env-password' });
-      expect(pick(providerClientConfig(block({ email: 'block@example.com', password: 'block-password' }), ENV_ALL))).toMatchObject({ apiKey: undefined, email: 'block@example.com', password: 'block-password' });
+      expect(pick(providerClientConfig(block({ email: 'block@example.com' }), ENV_ALL))).toMatchObject({
+        apiKey: undefined,
+        email: 'block@example.com',
+        password: 'env-password',
+      });
+      expect(pick(providerClientConfig(block({ email: 'block@example.com', password: 'block-password' }), ENV_ALL))).toMatchObject({
+        apiKey: undefined,
+        email: 'block@example.com',
+        password: 'block-password',
+      });
     });
 
     it('with nothing in the block, DATAPLATFORM_API_KEY wins over DATAPLATFORM_EMAIL (the plain client refuses both)', () => {
@@ -98,15 +170,25 @@ describe('provider block attributes and DATAPLATFORM_* variables', () => {
     });
 
     it('a password in the block goes with DATAPLATFORM_EMAIL, and is unused under DATAPLATFORM_API_KEY', () => {
-      expect(pick(providerClientConfig(block({ password: 'block-password' }), { DATAPLATFORM_URL: URL_B, DATAPLATFORM_EMAIL: 'env@example.com', DATAPLATFORM_PASSWORD: 'env-password' }))).toMatchObject({
+      expect(
+        pick(
+          providerClientConfig(block({ password: 'block-password' }), {
+            DATAPLATFORM_URL: URL_B,
+            DATAPLATFORM_EMAIL: 'env@example.com',
+            DATAPLATFORM_PASSWORD: 'env-password',
+          }),
+        ),
+      ).toMatchObject({
         apiKey: undefined,
         email: 'env@example.com',
         password: 'block-password',
       });
-      expect(pick(providerClientConfig(block({ password: 'block-password' }), { DATAPLATFORM_URL: URL_B, DATAPLATFORM_API_KEY: 'dpk_env' }))).toMatchObject({ apiKey: 'dpk_env', email: undefined, password: undefined });
+      expect(
+        pick(providerClientConfig(block({ password: 'block-password' }), { DATAPLATFORM_URL: URL_B, DATAPLATFORM_API_KEY: 'dpk_env' })),
+      ).toMatchObject({ apiKey: 'dpk_env', email: undefined, password: undefined });
     });
 
-    it('never hands the client both an API key and a login; an incomplete login is the client\'s error', () => {
+    it("never hands the client both an API key and a login; an incomplete login is the client's error", () => {
       const combos: [TfObject | null, NodeJS.ProcessEnv][] = [
         [block({ api_key: 'dpk_block', email: 'block@example.com', password: 'block-password' }), ENV_ALL],
         [block({ email: 'block@example.com' }), ENV_ALL],
@@ -118,8 +200,13 @@ describe('provider block attributes and DATAPLATFORM_* variables', () => {
         expect(c.apiKey !== undefined && (c.email !== undefined || c.password !== undefined), JSON.stringify(config)).toBe(false);
         expect(() => new DataPlatformClient(c)).not.toThrow();
       }
-      const noPassword = providerClientConfig(block({ email: 'block@example.com' }), { DATAPLATFORM_URL: URL_B, DATAPLATFORM_API_KEY: 'dpk_env' });
-      expect(thrown(() => new DataPlatformClient(noPassword))).toMatchObject({ message: expect.stringMatching(/user login needs both an email and a password/) });
+      const noPassword = providerClientConfig(block({ email: 'block@example.com' }), {
+        DATAPLATFORM_URL: URL_B,
+        DATAPLATFORM_API_KEY: 'dpk_env',
+      });
+      expect(thrown(() => new DataPlatformClient(noPassword))).toMatchObject({
+        message: expect.stringMatching(/user login needs both an email and a password/),
+      });
       const noEmail = providerClientConfig(block({ password: 'block-password' }), { DATAPLATFORM_URL: URL_B });
       expect(thrown(() => new DataPlatformClient(noEmail)).message).toMatch(/user login needs both an email and a password/);
       expect(thrown(() => new DataPlatformClient(noEmail)).message).not.toContain('block-password');
@@ -132,8 +219,10 @@ describe('provider block attributes and DATAPLATFORM_* variables', () => {
       expect(providerClientConfig(block({ insecure: true }), env).insecure).toBe(true);
       expect(providerClientConfig(block({ insecure: true }), { ...env, DATAPLATFORM_INSECURE: '0' }).insecure).toBe(true);
       expect(providerClientConfig(block({ insecure: false }), { ...env, DATAPLATFORM_INSECURE: '1' }).insecure).toBeUndefined();
-      for (const v of ['1', 'true', 'YES', 'on', ' on ']) expect(providerClientConfig(block(), { ...env, DATAPLATFORM_INSECURE: v }).insecure, v).toBe(true);
-      for (const v of ['0', 'false', 'no', '', 'maybe']) expect(providerClientConfig(block(), { ...env, DATAPLATFORM_INSECURE: v }).insecure, v).toBeUndefined();
+      for (const v of ['1', 'true', 'YES', 'on', ' on '])
+        expect(providerClientConfig(block(), { ...env, DATAPLATFORM_INSECURE: v }).insecure, v).toBe(true);
+      for (const v of ['0', 'false', 'no', '', 'maybe'])
+        expect(providerClientConfig(block(), { ...env, DATAPLATFORM_INSECURE: v }).insecure, v).toBeUndefined();
       expect(() => new DataPlatformClient(providerClientConfig(block({ insecure: true }), env))).not.toThrow();
     });
 
@@ -154,7 +243,9 @@ describe('provider block attributes and DATAPLATFORM_* variables', () => {
       const err = thrown(() => providerClientConfig(null, {}));
       expect(err).toBeInstanceOf(ClientConfigError);
       expect(err.message).toBe('endpoint is not set (provider block or DATAPLATFORM_URL), e.g. https://acme.localhost:8443');
-      expect(thrown(() => providerClientConfig(block({ api_key: 'dpk_block' }), { DATAPLATFORM_API_KEY: 'dpk_env' })).message).toMatch(/^endpoint is not set/);
+      expect(thrown(() => providerClientConfig(block({ api_key: 'dpk_block' }), { DATAPLATFORM_API_KEY: 'dpk_env' })).message).toMatch(
+        /^endpoint is not set/,
+      );
     });
 
     it('an endpoint but no credentials: the client says which to give', () => {
@@ -166,18 +257,33 @@ describe('provider block attributes and DATAPLATFORM_* variables', () => {
     describe('through ConfigureProvider', () => {
       afterEach(() => vi.unstubAllEnvs());
 
-      const rpc = (impl: ReturnType<typeof providerImplementation>, method: keyof ReturnType<typeof providerImplementation>, request: unknown) =>
-        new Promise<any>((resolve, reject) => (impl[method] as any)({ request }, (err: unknown, res: unknown) => (err ? reject(err) : resolve(res))));
+      const rpc = (
+        impl: ReturnType<typeof providerImplementation>,
+        method: keyof ReturnType<typeof providerImplementation>,
+        request: unknown,
+      ) =>
+        new Promise<any>((resolve, reject) =>
+          (impl[method] as any)({ request }, (err: unknown, res: unknown) => (err ? reject(err) : resolve(res))),
+        );
 
       it('answers an error diagnostic, and every later call repeats it', async () => {
         for (const name of Object.keys(ENV_ALL)) vi.stubEnv(name, '');
         const impl = providerImplementation(() => undefined);
         const configured = await rpc(impl, 'ConfigureProvider', { config: encodeDynamic(block()) });
         expect(configured.diagnostics).toEqual([
-          { severity: 1, summary: 'invalid provider configuration', detail: 'endpoint is not set (provider block or DATAPLATFORM_URL), e.g. https://acme.localhost:8443' },
+          {
+            severity: 1,
+            summary: 'invalid provider configuration',
+            detail: 'endpoint is not set (provider block or DATAPLATFORM_URL), e.g. https://acme.localhost:8443',
+          },
         ]);
-        const read = await rpc(impl, 'ReadResource', { type_name: 'dataplatform_project', current_state: encodeDynamic({ id: 'prj_1', name: 'x' }) });
-        expect(read.diagnostics).toEqual([expect.objectContaining({ severity: 1, summary: expect.stringMatching(/^endpoint is not set/) })]);
+        const read = await rpc(impl, 'ReadResource', {
+          type_name: 'dataplatform_project',
+          current_state: encodeDynamic({ id: 'prj_1', name: 'x' }),
+        });
+        expect(read.diagnostics).toEqual([
+          expect.objectContaining({ severity: 1, summary: expect.stringMatching(/^endpoint is not set/) }),
+        ]);
       });
 
       it('reads the environment for what the block leaves out', async () => {
@@ -185,9 +291,19 @@ describe('provider block attributes and DATAPLATFORM_* variables', () => {
         vi.stubEnv('DATAPLATFORM_URL', URL_B);
         const impl = providerImplementation(() => undefined);
         const noCredentials = await rpc(impl, 'ConfigureProvider', { config: encodeDynamic(block()) });
-        expect(noCredentials.diagnostics).toEqual([expect.objectContaining({ summary: 'invalid provider configuration', detail: expect.stringMatching(/^no credentials/) })]);
+        expect(noCredentials.diagnostics).toEqual([
+          expect.objectContaining({ summary: 'invalid provider configuration', detail: expect.stringMatching(/^no credentials/) }),
+        ]);
         vi.stubEnv('DATAPLATFORM_API_KEY', 'dpk_env');
-        expect((await rpc(providerImplementation(() => undefined), 'ConfigureProvider', { config: encodeDynamic(block()) })).diagnostics).toEqual([]);
+        expect(
+          (
+            await rpc(
+              providerImplementation(() => undefined),
+              'ConfigureProvider',
+              { config: encodeDynamic(block()) },
+            )
+          ).diagnostics,
+        ).toEqual([]);
       });
     });
   });
@@ -195,12 +311,21 @@ describe('provider block attributes and DATAPLATFORM_* variables', () => {
 
 describe('providerConfigConflicts (ValidateProviderConfig)', () => {
   it('names each attribute that contradicts another one in the block', () => {
-    expect(providerConfigConflicts(block({ api_key: 'dpk_block', email: 'a@example.com', password: 'pw' })).map((c) => c.attribute)).toEqual(['email', 'password']);
+    expect(
+      providerConfigConflicts(block({ api_key: 'dpk_block', email: 'a@example.com', password: 'pw' })).map((c) => c.attribute),
+    ).toEqual(['email', 'password']);
     expect(providerConfigConflicts(block({ ca_file: '/ca.pem', insecure: true })).map((c) => c.attribute)).toEqual(['insecure']);
   });
 
   it('leaves alone what the block does not set twice: one credential, blanks, unknowns, insecure = false, the environment', () => {
-    for (const config of [null, block({ api_key: 'dpk_block' }), block({ email: 'a@example.com', password: 'pw' }), block({ api_key: ' ', email: 'a@example.com' }), block({ ca_file: '/ca.pem', insecure: false }), { ...block({ email: 'a@example.com' }), api_key: UNKNOWN } as TfObject])
+    for (const config of [
+      null,
+      block({ api_key: 'dpk_block' }),
+      block({ email: 'a@example.com', password: 'pw' }),
+      block({ api_key: ' ', email: 'a@example.com' }),
+      block({ ca_file: '/ca.pem', insecure: false }),
+      { ...block({ email: 'a@example.com' }), api_key: UNKNOWN } as TfObject,
+    ])
       expect(providerConfigConflicts(config), JSON.stringify(config)).toEqual([]);
   });
 

@@ -5,9 +5,25 @@ import { diagnose, diagnoseAll, hint } from '../../src/provider/diagnostics.js';
 import { ProviderError } from '../../src/provider/resource.js';
 
 /** The hints the provider adds to the client's errors: what failed is in the summary, what to do in the detail. */
-const info = (method: string, route: string) => ({ method, route, url: `https://acme.localhost:8443/api/v1${route.replace('{id}', 'prj_1').replace('{resourceId}', 'chn_1')}` });
-const apiError = (status: number, method = 'GET', route = '/projects/{id}/notification-channels/{resourceId}', extra: Partial<ConstructorParameters<typeof ApiError>[0]> = {}) =>
-  new ApiError({ ...info(method, route), status, code: status === 429 ? 'rate_limited' : status >= 500 ? 'internal_error' : 'x', serverMessage: `server says ${status}`, requestId: 'req-1', ...extra });
+const info = (method: string, route: string) => ({
+  method,
+  route,
+  url: `https://acme.localhost:8443/api/v1${route.replace('{id}', 'prj_1').replace('{resourceId}', 'chn_1')}`,
+});
+const apiError = (
+  status: number,
+  method = 'GET',
+  route = '/projects/{id}/notification-channels/{resourceId}',
+  extra: Partial<ConstructorParameters<typeof ApiError>[0]> = {},
+) =>
+  new ApiError({
+    ...info(method, route),
+    status,
+    code: status === 429 ? 'rate_limited' : status >= 500 ? 'internal_error' : 'x',
+    serverMessage: `server says ${status}`,
+    requestId: 'req-1',
+    ...extra,
+  });
 
 describe('diagnostics for API errors say what to do', () => {
   it('429 given up on: try later or lower -parallelism', () => {
@@ -28,12 +44,16 @@ describe('diagnostics for API errors say what to do', () => {
   });
 
   it('401 and 403: check the credentials, or their permission level', () => {
-    expect(diagnose(apiError(401)).detail).toMatch(/did not accept the credentials: check the provider block's api_key \(DATAPLATFORM_API_KEY\), or email and password/);
+    expect(diagnose(apiError(401)).detail).toMatch(
+      /did not accept the credentials: check the provider block's api_key \(DATAPLATFORM_API_KEY\), or email and password/,
+    );
     expect(diagnose(apiError(403, 'POST', '/projects/{id}/notification-channels')).detail).toMatch(/lack permission.*read-write/);
   });
 
   it('409 on a create: import the existing object or rename', () => {
-    expect(diagnose(apiError(409, 'POST', '/projects/{id}/notification-channels')).detail).toContain('terraform import <resource address> <project_id>/<name>');
+    expect(diagnose(apiError(409, 'POST', '/projects/{id}/notification-channels')).detail).toContain(
+      'terraform import <resource address> <project_id>/<name>',
+    );
     expect(hint(apiError(409, 'DELETE'))).toBeUndefined();
   });
 
@@ -45,11 +65,19 @@ describe('diagnostics for API errors say what to do', () => {
       create: { kind: 'notification_channel', scope: 'project', projectId: 'prj_1', identity: { field: 'name', value: 'oncall' } },
     });
     const d = diagnose(err);
-    expect(d.summary).toMatch(/^Creating notification_channel name="oncall" in project prj_1 may or may not have been applied: server says 503/);
-    expect(d.detail).toContain('Terraform did not record this notification_channel, and the provider could not find out whether it was created (looking it up by name failed too). Run terraform apply again');
+    expect(d.summary).toMatch(
+      /^Creating notification_channel name="oncall" in project prj_1 may or may not have been applied: server says 503/,
+    );
+    expect(d.detail).toContain(
+      'Terraform did not record this notification_channel, and the provider could not find out whether it was created (looking it up by name failed too). Run terraform apply again',
+    );
     expect(d.detail).toContain('refuses a second notification_channel with the same name (409 conflict), so nothing is duplicated');
     expect(d.detail).toContain('terraform import <resource address> prj_1/oncall');
-    const tenant = new AmbiguousCreateError({ ...info('POST', '/projects'), cause, create: { kind: 'project', scope: 'tenant', identity: { field: 'name', value: 'analytics' } } });
+    const tenant = new AmbiguousCreateError({
+      ...info('POST', '/projects'),
+      cause,
+      create: { kind: 'project', scope: 'tenant', identity: { field: 'name', value: 'analytics' } },
+    });
     expect(diagnose(tenant).detail).toContain('terraform import <resource address> analytics.');
   });
 
@@ -66,24 +94,39 @@ describe('diagnostics for API errors say what to do', () => {
   });
 
   it('an update that may have happened: plan again, the provider reads it back', () => {
-    const err = new AmbiguousRequestError({ ...info('PATCH', '/projects/{id}/notification-channels/{resourceId}'), cause: apiError(502, 'PATCH') });
+    const err = new AmbiguousRequestError({
+      ...info('PATCH', '/projects/{id}/notification-channels/{resourceId}'),
+      cause: apiError(502, 'PATCH'),
+    });
     expect(diagnose(err).detail).toMatch(/^Run terraform plan or apply again: Terraform reads the resource back/);
   });
 
   it('no answer at all: check endpoint and CA', () => {
     const err = new NetworkError({ ...info('GET', '/projects'), code: 'ECONNREFUSED', reason: 'connection refused' });
-    expect(diagnose(err)).toMatchObject({ summary: expect.stringContaining('connection refused'), detail: expect.stringContaining('endpoint (DATAPLATFORM_URL)') });
+    expect(diagnose(err)).toMatchObject({
+      summary: expect.stringContaining('connection refused'),
+      detail: expect.stringContaining('endpoint (DATAPLATFORM_URL)'),
+    });
     // The client's own hint for an untrusted certificate is not repeated.
-    const untrusted = new NetworkError({ ...info('GET', '/projects'), code: 'SELF_SIGNED_CERT_IN_CHAIN', reason: `self-signed certificate in certificate chain (${UNTRUSTED_CERTIFICATE_HINT})` });
+    const untrusted = new NetworkError({
+      ...info('GET', '/projects'),
+      code: 'SELF_SIGNED_CERT_IN_CHAIN',
+      reason: `self-signed certificate in certificate chain (${UNTRUSTED_CERTIFICATE_HINT})`,
+    });
     expect(diagnose(untrusted)).toEqual({ severity: 1, summary: expect.stringContaining("the provider's ca_file"), detail: '' });
   });
 
   it('adds nothing where the message says it all', () => {
-    expect(diagnose(apiError(404)).detail).toBe('server says 404 (HTTP 404 x on GET /projects/{id}/notification-channels/{resourceId}, request id req-1)');
+    expect(diagnose(apiError(404)).detail).toBe(
+      'server says 404 (HTTP 404 x on GET /projects/{id}/notification-channels/{resourceId}, request id req-1)',
+    );
     expect(diagnose(new ClientConfigError('bad config'))).toEqual({ severity: 1, summary: 'bad config', detail: '' });
     expect(diagnose(new ProviderError('summary', 'detail'))).toEqual({ severity: 1, summary: 'summary', detail: 'detail' });
     // Field errors point at attributes and keep their own detail.
     const fields = apiError(400, 'POST', '/projects/{id}/notification-channels', { details: [{ field: 'name', message: 'is required' }] });
-    expect(diagnoseAll(fields, [{ name: 'name', shape: 'primitive', json: {} } as any])[0]).toMatchObject({ summary: 'name is required', attribute: { steps: [{ attribute_name: 'name' }] } });
+    expect(diagnoseAll(fields, [{ name: 'name', shape: 'primitive', json: {} } as any])[0]).toMatchObject({
+      summary: 'name is required',
+      attribute: { steps: [{ attribute_name: 'name' }] },
+    });
   });
 });

@@ -18,8 +18,11 @@ describe('provider schema descriptions', () => {
     expect(dataSourceSpecs().size).toBeGreaterThanOrEqual(15);
   });
 
-  it.each(specs.map((s) => [s.typeName, s] as const))('%s: the block and every attribute, nested ones too, are described', (_name, spec) => {
-    expect(spec.descriptor.description || spec.descriptor.title).toBeTruthy();
-    expect(undescribed(spec.attrs)).toEqual([]);
-  });
+  it.each(specs.map((s) => [s.typeName, s] as const))(
+    '%s: the block and every attribute, nested ones too, are described',
+    (_name, spec) => {
+      expect(spec.descriptor.description || spec.descriptor.title).toBeTruthy();
+      expect(undescribed(spec.attrs)).toEqual([]);
+    },
+  );
 });

@@ -7,7 +7,8 @@ import { parseDuration, settingErrors, timeoutOf } from '../../src/provider/sett
 import { UNKNOWN } from '../../src/provider/values.js';
 
 /** The provider-only settings (timeouts, run_setup_tests) and health diagnostics, from the descriptors. */
-const specOf = (pred: (d: ReturnType<typeof writableKinds>[number]) => unknown) => [...resourceSpecs().values()].find((s) => pred(s.descriptor))!;
+const specOf = (pred: (d: ReturnType<typeof writableKinds>[number]) => unknown) =>
+  [...resourceSpecs().values()].find((s) => pred(s.descriptor))!;
 const provisioned = specOf((d) => d.provisioning);
 const tested = specOf((d) => d.testAction);
 
@@ -23,9 +24,15 @@ describe('provider settings', () => {
   it('timeouts come from the block, else the documented defaults', () => {
     expect(timeoutOf(null, 'create')).toEqual({ ms: 1_800_000, text: '30m', configured: false });
     expect(timeoutOf({ timeouts: null }, 'delete')).toMatchObject({ text: '20m', configured: false });
-    expect(timeoutOf({ timeouts: { create: '1s', update: null, delete: null } }, 'create')).toEqual({ ms: 1000, text: '1s', configured: true });
+    expect(timeoutOf({ timeouts: { create: '1s', update: null, delete: null } }, 'create')).toEqual({
+      ms: 1000,
+      text: '1s',
+      configured: true,
+    });
     expect(timeoutOf({ timeouts: { create: '1s', update: null, delete: null } }, 'update')).toMatchObject({ text: '30m' });
-    expect(settingErrors({ timeouts: { create: 'soon', update: '10m', delete: null } })).toEqual([{ path: ['timeouts', 'create'], message: expect.stringContaining('"soon" is not a duration') }]);
+    expect(settingErrors({ timeouts: { create: 'soon', update: '10m', delete: null } })).toEqual([
+      { path: ['timeouts', 'create'], message: expect.stringContaining('"soon" is not a duration') },
+    ]);
   });
 
   it('only kinds whose descriptor asks for them get the settings', () => {
@@ -40,7 +47,11 @@ describe('provider settings', () => {
     const block = (schemaMessage(provisioned) as any).block;
     expect(block.attributes.map((a: any) => a.name)).not.toContain('timeouts');
     expect(block.block_types).toEqual([expect.objectContaining({ type_name: 'timeouts', nesting: 1 })]);
-    expect(block.block_types[0].block.attributes.map((a: any) => [a.name, a.optional, a.computed])).toEqual([['create', true, false], ['update', true, false], ['delete', true, false]]);
+    expect(block.block_types[0].block.attributes.map((a: any) => [a.name, a.optional, a.computed])).toEqual([
+      ['create', true, false],
+      ['update', true, false],
+      ['delete', true, false],
+    ]);
     const rst = (schemaMessage(tested) as any).block.attributes.find((a: any) => a.name === 'run_setup_tests');
     expect(rst).toMatchObject({ optional: true, computed: true, type: Buffer.from('"bool"') });
   });
@@ -77,7 +88,10 @@ describe('health after writes and reads', () => {
 
   it('degraded: a warning naming the resource and the reason, or an error when asked', () => {
     const [w] = healthDiagnostics(provisioned, prior('failed', 'aws has no region "mars-1"'));
-    expect(w).toMatchObject({ severity: 2, summary: 'dataplatform_infrastructure_resource "wh" is degraded: status is failed: aws has no region "mars-1"' });
+    expect(w).toMatchObject({
+      severity: 2,
+      summary: 'dataplatform_infrastructure_resource "wh" is degraded: status is failed: aws has no region "mars-1"',
+    });
     expect(healthDiagnostics(provisioned, prior('failed', 'x'), { degradedIsError: true })[0].severity).toBe(1);
     expect(healthDiagnostics(provisioned, prior('provisioned', null))).toEqual([]);
     expect(healthDiagnostics(provisioned, prior('provisioning', null))).toEqual([]);

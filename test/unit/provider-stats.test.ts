@@ -24,11 +24,17 @@ async function schemaTwice(env: Record<string, string>): Promise<void> {
     child.stdout.once('data', (d: Buffer) => resolve(d.toString().trim()));
   });
   const [, , , address, , certB64] = line.split('|');
-  const serverPem = `-----BEGIN CERTIFICATE-----\n${Buffer.from(certB64, 'base64').toString('base64').replace(/(.{64})/g, '$1\n')}\n-----END CERTIFICATE-----\n`;
-  const stub = new Provider(`unix:${address}`, grpc.credentials.createSsl(Buffer.from(serverPem), Buffer.from(client.keyPem), Buffer.from(client.certPem)), {
-    'grpc.ssl_target_name_override': 'localhost',
-    'grpc.default_authority': 'localhost',
-  });
+  const serverPem = `-----BEGIN CERTIFICATE-----\n${Buffer.from(certB64, 'base64')
+    .toString('base64')
+    .replace(/(.{64})/g, '$1\n')}\n-----END CERTIFICATE-----\n`;
+  const stub = new Provider(
+    `unix:${address}`,
+    grpc.credentials.createSsl(Buffer.from(serverPem), Buffer.from(client.keyPem), Buffer.from(client.certPem)),
+    {
+      'grpc.ssl_target_name_override': 'localhost',
+      'grpc.default_authority': 'localhost',
+    },
+  );
   for (let i = 0; i < 2; i++) {
     await new Promise<void>((resolve, reject) => stub.GetProviderSchema({}, (err: Error | null) => (err ? reject(err) : resolve())));
   }

@@ -48,7 +48,10 @@ export class Step {
     options: StepOptions = {},
   ) {
     const t = stepTargets().get(target.terraformResourceType);
-    if (!t) throw new Error(`step "${name}": a pipeline step cannot run a ${target.terraformResourceType} (it runs ${stepTargetTypes().join(', ')})`);
+    if (!t)
+      throw new Error(
+        `step "${name}": a pipeline step cannot run a ${target.terraformResourceType} (it runs ${stepTargetTypes().join(', ')})`,
+      );
     this.type = t.type;
     this.after = options.after ?? [];
   }
@@ -77,6 +80,9 @@ export function pipelineSteps(steps: Step[]): PipelineSteps[] {
     if (names.has(s.name)) throw new Error(`pipeline steps: two steps are named "${s.name}"`);
     names.add(s.name);
   }
-  for (const s of steps) for (const a of s.after) if (!steps.includes(a)) throw new Error(`pipeline steps: step "${s.name}" runs after "${a.name}", which is not a step of this pipeline`);
+  for (const s of steps)
+    for (const a of s.after)
+      if (!steps.includes(a))
+        throw new Error(`pipeline steps: step "${s.name}" runs after "${a.name}", which is not a step of this pipeline`);
   return steps.map((s) => s.toConfig());
 }

@@ -39,7 +39,8 @@ export class Platform extends cdk.Construct {
 
   constructor(scope: cdk.Construct, id: string, props: PlatformProps = {}) {
     super(scope, id);
-    this.provider = props.provider instanceof DataplatformProvider ? props.provider : new DataplatformProvider(this, 'provider', props.provider ?? {});
+    this.provider =
+      props.provider instanceof DataplatformProvider ? props.provider : new DataplatformProvider(this, 'provider', props.provider ?? {});
   }
 
   addProject(name: string, config: Omit<ProjectConfig, 'name'> = {}): ProjectScope {
@@ -69,7 +70,11 @@ export class ProjectScope extends cdk.Construct {
    * Any project-level construct: `project.add(MaskingPolicy, 'hash-emails', { ... })`. The
    * construct id is `<kind>-<name>` so two kinds may share a name, as the API allows.
    */
-  add<T extends cdk.TerraformResource, C extends { projectId: string; name: string }>(type: ProjectScoped<T, C> & { tfResourceType: string }, name: string, config: InProject<C>): T {
+  add<T extends cdk.TerraformResource, C extends { projectId: string; name: string }>(
+    type: ProjectScoped<T, C> & { tfResourceType: string },
+    name: string,
+    config: InProject<C>,
+  ): T {
     const kind = type.tfResourceType.replace(/^[^_]+_/, '').replace(/_/g, '-');
     return new type(this, `${kind}-${name}`, { ...config, projectId: this.project.id, name } as unknown as C);
   }

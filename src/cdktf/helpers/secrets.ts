@@ -15,7 +15,8 @@ export function secretVariable(scope: cdk.Construct, name: string, options: Secr
   const stack = cdk.TerraformStack.of(scope);
   const existing = stack.node.tryFindChild(name);
   if (existing) {
-    if (!(existing instanceof cdk.TerraformVariable)) throw new Error(`secretVariable: "${name}" is already the id of another construct in stack ${stack.node.id}`);
+    if (!(existing instanceof cdk.TerraformVariable))
+      throw new Error(`secretVariable: "${name}" is already the id of another construct in stack ${stack.node.id}`);
     return existing;
   }
   return new cdk.TerraformVariable(stack, name, {
@@ -27,4 +28,5 @@ export function secretVariable(scope: cdk.Construct, name: string, options: Secr
 }
 
 /** The value of secretVariable(scope, name) as a string token. */
-export const secret = (scope: cdk.Construct, name: string, options: SecretOptions = {}): string => secretVariable(scope, name, options).stringValue;
+export const secret = (scope: cdk.Construct, name: string, options: SecretOptions = {}): string =>
+  secretVariable(scope, name, options).stringValue;

@@ -35,13 +35,20 @@ export function initRepository(target: string, options: InitOptions): InitResult
     packageName: PACKAGE_NAME,
     packageSpec: options.packageSpec ?? existingPkg?.dependencies?.[PACKAGE_NAME] ?? `^${PACKAGE_VERSION}`,
     providerVersion: PACKAGE_VERSION,
-    repoName: existingPkg?.name ?? (basename(dir).replace(/[^a-z0-9._-]/gi, '-').toLowerCase() || 'platform-config'),
+    repoName:
+      existingPkg?.name ??
+      (basename(dir)
+        .replace(/[^a-z0-9._-]/gi, '-')
+        .toLowerCase() ||
+        'platform-config'),
   };
   const files = scaffold(o);
   const overwritten = [...files.keys()].filter((p) => existsSync(join(dir, p)));
   const others = existsSync(dir) ? readdirSync(dir).filter((f) => !LEFT_BY_INSTALL.has(f)) : [];
   if (others.length > 0 && !options.force) {
-    const what = overwritten.length ? `it would overwrite ${overwritten.join(', ')}` : `it holds ${others.slice(0, 5).join(', ')}${others.length > 5 ? ', ...' : ''}`;
+    const what = overwritten.length
+      ? `it would overwrite ${overwritten.join(', ')}`
+      : `it holds ${others.slice(0, 5).join(', ')}${others.length > 5 ? ', ...' : ''}`;
     throw new Error(`${dir} is not empty (${what}); use --force to write there anyway`);
   }
   for (const [path, content] of files) {
@@ -61,6 +68,8 @@ function mergePackage(existing: Record<string, any> | undefined, o: ScaffoldOpti
     ...(o.format === 'cdktf' ? { type: 'module' } : {}),
     scripts: { ...fields.scripts, ...(pkg.scripts ?? {}) },
     dependencies: { ...fields.dependencies, ...(pkg.dependencies ?? {}) },
-    ...(Object.keys(fields.devDependencies).length ? { devDependencies: { ...fields.devDependencies, ...(pkg.devDependencies ?? {}) } } : {}),
+    ...(Object.keys(fields.devDependencies).length
+      ? { devDependencies: { ...fields.devDependencies, ...(pkg.devDependencies ?? {}) } }
+      : {}),
   };
 }

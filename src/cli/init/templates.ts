@@ -33,9 +33,15 @@ export function scaffold(o: ScaffoldOptions): Map<string, string> {
     files.set(`platform/${PROJECT}/warehouse.yaml`, yamlWarehouse(o));
     files.set('.vscode/settings.json', vscodeSettings(o));
   } else if (o.format === 'cdktf') {
-    files.set('cdktf.json', `${JSON.stringify({ language: 'typescript', app: 'tsx main.ts', projectId: o.repoName, sendCrashReports: 'false', terraformProviders: [], terraformModules: [], context: {} }, null, 2)}\n`);
+    files.set(
+      'cdktf.json',
+      `${JSON.stringify({ language: 'typescript', app: 'tsx main.ts', projectId: o.repoName, sendCrashReports: 'false', terraformProviders: [], terraformModules: [], context: {} }, null, 2)}\n`,
+    );
     files.set('main.ts', cdktfMain(o));
-    files.set('tsconfig.json', `${JSON.stringify({ compilerOptions: { target: 'ES2022', module: 'NodeNext', moduleResolution: 'NodeNext', strict: true, skipLibCheck: true, noEmit: true }, include: ['*.ts'] }, null, 2)}\n`);
+    files.set(
+      'tsconfig.json',
+      `${JSON.stringify({ compilerOptions: { target: 'ES2022', module: 'NodeNext', moduleResolution: 'NodeNext', strict: true, skipLibCheck: true, noEmit: true }, include: ['*.ts'] }, null, 2)}\n`,
+    );
   } else {
     files.set('main.tf', hclMain(o));
     files.set('network-mirror.tfrc', hclMirrorConfig());
@@ -44,11 +50,19 @@ export function scaffold(o: ScaffoldOptions): Map<string, string> {
 }
 
 /** The package.json fields a format needs; merged into an existing package.json by `dpctl init`. */
-export function packageFields(o: ScaffoldOptions): { scripts: Record<string, string>; dependencies: Record<string, string>; devDependencies: Record<string, string> } {
+export function packageFields(o: ScaffoldOptions): {
+  scripts: Record<string, string>;
+  dependencies: Record<string, string>;
+  devDependencies: Record<string, string>;
+} {
   const dependencies: Record<string, string> = { [o.packageName]: o.packageSpec };
   const common = { provider: 'dpctl provider install' };
   if (o.format === 'yaml') {
-    return { scripts: { ...common, validate: 'dpctl validate platform', plan: 'dpctl plan platform', apply: 'dpctl apply platform' }, dependencies, devDependencies: {} };
+    return {
+      scripts: { ...common, validate: 'dpctl validate platform', plan: 'dpctl plan platform', apply: 'dpctl apply platform' },
+      dependencies,
+      devDependencies: {},
+    };
   }
   if (o.format === 'hcl') return { scripts: common, dependencies, devDependencies: {} };
   return {
@@ -89,7 +103,8 @@ function gitignore(): string {
   ].join('\n');
 }
 
-const header = (depth: number) => `# yaml-language-server: $schema=${'../'.repeat(depth)}node_modules/dataplatform-as-code/schemas/document.schema.json\n`;
+const header = (depth: number) =>
+  `# yaml-language-server: $schema=${'../'.repeat(depth)}node_modules/dataplatform-as-code/schemas/document.schema.json\n`;
 
 function yamlProjects(o: ScaffoldOptions): string {
   return `${header(1).replace('dataplatform-as-code', o.packageName)}# The projects of the platform. Everything else names its project in metadata.project.
@@ -339,7 +354,11 @@ function ciSteps(format: InitFormat): { setup: string[]; plan: string; apply: st
       apply: 'npx dpctl apply platform',
     };
   }
-  const terraform = ['      - uses: hashicorp/setup-terraform@v3', '        with: { terraform_wrapper: false }', '      - run: npx dpctl provider install'];
+  const terraform = [
+    '      - uses: hashicorp/setup-terraform@v3',
+    '        with: { terraform_wrapper: false }',
+    '      - run: npx dpctl provider install',
+  ];
   if (format === 'cdktf') {
     return {
       setup: terraform,
@@ -354,13 +373,23 @@ function ciSteps(format: InitFormat): { setup: string[]; plan: string; apply: st
   };
 }
 
-const indent = (text: string, spaces: number) => text.split('\n').map((l) => `${' '.repeat(spaces)}${l}`).join('\n');
+const indent = (text: string, spaces: number) =>
+  text
+    .split('\n')
+    .map((l) => `${' '.repeat(spaces)}${l}`)
+    .join('\n');
 
 function workflow(o: ScaffoldOptions): string {
   const steps = ciSteps(o.format);
   const secretEnv = o.format === 'yaml' ? 'ORDERS_DB_PASSWORD' : 'TF_VAR_orders_db_password';
   const secretName = o.format === 'cdktf' ? 'TF_VAR_ORDERS_DB_PASSWORD' : secretEnv;
-  const prepare = ['      - uses: actions/checkout@v4', '      - uses: actions/setup-node@v4', '        with: { node-version: 20, cache: npm }', '      - run: npm ci', ...steps.setup].join('\n');
+  const prepare = [
+    '      - uses: actions/checkout@v4',
+    '      - uses: actions/setup-node@v4',
+    '        with: { node-version: 20, cache: npm }',
+    '      - run: npm ci',
+    ...steps.setup,
+  ].join('\n');
   return `# Validate and plan on pull requests (the plan is posted as a comment), apply on main.
 # Repository settings: variable DATAPLATFORM_URL; secrets DATAPLATFORM_API_KEY (a read-write key
 # of the project), DATAPLATFORM_CA_PEM (only for a private CA) and ${secretName}.
@@ -410,8 +439,11 @@ ${prepare}
 function readme(o: ScaffoldOptions): string {
   const layout = {
     yaml: '- `platform/`: the platform as YAML documents (`dpctl validate | plan | apply platform`); your editor completes and checks them with the schema shipped in the package (`.vscode/settings.json`, and the `yaml-language-server` line of each file).',
-    cdktf: '- `main.ts`: the platform as a CDK for Terraform app, with the constructs of `' + o.packageName + "/cdktf` (`npm run synth`, `npm run diff`, `npm run deploy`). The state is a local file until you configure a backend (`new S3Backend(...)`, ...): do that before CI applies.",
-    hcl: '- `main.tf`: the platform as a Terraform configuration (`terraform init && terraform plan`). The state is a local file until you configure a backend: do that before CI applies.\n- `network-mirror.tfrc`: install the provider from the service\'s network mirror instead of `npx dpctl provider install`.',
+    cdktf:
+      '- `main.ts`: the platform as a CDK for Terraform app, with the constructs of `' +
+      o.packageName +
+      '/cdktf` (`npm run synth`, `npm run diff`, `npm run deploy`). The state is a local file until you configure a backend (`new S3Backend(...)`, ...): do that before CI applies.',
+    hcl: "- `main.tf`: the platform as a Terraform configuration (`terraform init && terraform plan`). The state is a local file until you configure a backend: do that before CI applies.\n- `network-mirror.tfrc`: install the provider from the service's network mirror instead of `npx dpctl provider install`.",
   }[o.format];
   return `# ${o.repoName}
 

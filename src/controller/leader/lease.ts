@@ -67,7 +67,9 @@ export class LeaseElector implements LeaderElector {
     private readonly advertise?: Advertise,
   ) {
     if (!Number.isInteger(leaseSeconds) || leaseSeconds < 1) {
-      throw new LeaderElectionError(`the lease duration must be a whole number of seconds >= 1 (Lease.spec.leaseDurationSeconds), got ${leaseSeconds}`);
+      throw new LeaderElectionError(
+        `the lease duration must be a whole number of seconds >= 1 (Lease.spec.leaseDurationSeconds), got ${leaseSeconds}`,
+      );
     }
     this.description = `lease ${api.namespace}/${api.name}`;
     this.leaseMs = leaseSeconds * 1000;
@@ -165,7 +167,13 @@ export class LeaseElector implements LeaderElector {
         apiVersion: 'coordination.k8s.io/v1',
         kind: 'Lease',
         metadata: withLeaderUrl({ name: this.api.name, namespace: this.api.namespace }, advertisedUrl(this.advertise)),
-        spec: { holderIdentity: this.identity, leaseDurationSeconds: this.leaseSeconds, acquireTime: now, renewTime: now, leaseTransitions: 0 },
+        spec: {
+          holderIdentity: this.identity,
+          leaseDurationSeconds: this.leaseSeconds,
+          acquireTime: now,
+          renewTime: now,
+          leaseTransitions: 0,
+        },
       });
       if (created.ok) this.observed = created.lease;
       return created.ok;
@@ -194,7 +202,10 @@ export class LeaseElector implements LeaderElector {
     });
     if (!updated.ok) return false;
     this.observed = updated.lease;
-    if (takeover && spec.holderIdentity) this.log(`leader election: took over ${this.description} from ${spec.holderIdentity} (not renewed for ${spec.leaseDurationSeconds} s)`);
+    if (takeover && spec.holderIdentity)
+      this.log(
+        `leader election: took over ${this.description} from ${spec.holderIdentity} (not renewed for ${spec.leaseDurationSeconds} s)`,
+      );
     return true;
   }
 

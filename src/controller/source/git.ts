@@ -24,10 +24,22 @@ function git(args: string[], options: { env?: NodeJS.ProcessEnv; signal?: AbortS
     execFile(
       'git',
       args,
-      { env: { ...process.env, GIT_TERMINAL_PROMPT: '0', GIT_ASKPASS: 'true', LC_ALL: 'C', ...options.env }, signal: options.signal, timeout: options.timeoutMs, maxBuffer: 16 * 1024 * 1024 },
+      {
+        env: { ...process.env, GIT_TERMINAL_PROMPT: '0', GIT_ASKPASS: 'true', LC_ALL: 'C', ...options.env },
+        signal: options.signal,
+        timeout: options.timeoutMs,
+        maxBuffer: 16 * 1024 * 1024,
+      },
       (err, stdout, stderr) => {
         if (err) {
-          const detail = redactUrl(String(stderr || err.message).trim().split('\n').filter(Boolean).slice(-3).join('; '));
+          const detail = redactUrl(
+            String(stderr || err.message)
+              .trim()
+              .split('\n')
+              .filter(Boolean)
+              .slice(-3)
+              .join('; '),
+          );
           // Name the subcommand (fetch, checkout...), not the option values before it.
           const sub = args.find((a, i) => !a.startsWith('-') && !['--git-dir', '--work-tree'].includes(args[i - 1]));
           reject(new Error(`git ${sub ?? ''} failed: ${detail}`));
@@ -52,7 +64,8 @@ export class GitSource implements ConfigSource {
 
   constructor(private readonly options: GitSourceOptions) {
     // A relative local path means the same repository wherever git runs from.
-    this.url = !/^[a-z][a-z0-9+.-]*:/i.test(options.url) && !isAbsolute(options.url) && existsSync(options.url) ? resolve(options.url) : options.url;
+    this.url =
+      !/^[a-z][a-z0-9+.-]*:/i.test(options.url) && !isAbsolute(options.url) && existsSync(options.url) ? resolve(options.url) : options.url;
     this.description = `git ${redactUrl(this.url)} branch ${options.branch}${options.path && options.path !== '.' ? ` path ${options.path}` : ''}`;
     const id = createHash('sha256').update(`${this.url}\0${options.branch}`).digest('hex').slice(0, 12);
     this.base = join(options.stateDir, 'git', id);
@@ -70,13 +83,17 @@ export class GitSource implements ConfigSource {
       await git(['init', '--bare', '--quiet', this.mirror], { signal, timeoutMs: this.timeoutMs });
     }
     const ref = `refs/remotes/source/${this.options.branch}`;
-    await this.run(['fetch', '--quiet', '--force', '--no-tags', '--depth', '1', this.url, `+refs/heads/${this.options.branch}:${ref}`], signal);
+    await this.run(
+      ['fetch', '--quiet', '--force', '--no-tags', '--depth', '1', this.url, `+refs/heads/${this.options.branch}:${ref}`],
+      signal,
+    );
     const commit = await this.run(['rev-parse', '--verify', `${ref}^{commit}`], signal);
     const root = join(this.base, 'checkouts', commit);
     if (!existsSync(root)) await this.export(commit, root, signal);
     const configDir = resolve(root, this.options.path || '.');
     if (!configDir.startsWith(root)) throw new Error(`--path ${this.options.path} leaves the repository`);
-    if (!existsSync(configDir) || !statSync(configDir).isDirectory()) throw new Error(`${this.options.path}: no such directory in ${this.options.branch} at ${commit.slice(0, 12)}`);
+    if (!existsSync(configDir) || !statSync(configDir).isDirectory())
+      throw new Error(`${this.options.path}: no such directory in ${this.options.branch} at ${commit.slice(0, 12)}`);
     const summary = await this.run(['log', '-1', '--format=%s', commit], signal).catch(() => undefined);
     return { id: commit, configDir, root, summary };
   }

@@ -42,8 +42,16 @@ export class AuthService {
   private async issueTokens(q: Queryable, sessionId: string): Promise<TokenResponse> {
     const access = newSecret('dpat');
     const refresh = newSecret('dprt');
-    await q.run('INSERT INTO access_tokens (hash, session_id, expires_at) VALUES (?, ?, ?)', [hashSecret(access), sessionId, this.iso(this.options.accessTokenTtl)]);
-    await q.run('INSERT INTO refresh_tokens (hash, session_id, expires_at, used_at) VALUES (?, ?, ?, NULL)', [hashSecret(refresh), sessionId, this.iso(REFRESH_TOKEN_TTL_SECONDS)]);
+    await q.run('INSERT INTO access_tokens (hash, session_id, expires_at) VALUES (?, ?, ?)', [
+      hashSecret(access),
+      sessionId,
+      this.iso(this.options.accessTokenTtl),
+    ]);
+    await q.run('INSERT INTO refresh_tokens (hash, session_id, expires_at, used_at) VALUES (?, ?, ?, NULL)', [
+      hashSecret(refresh),
+      sessionId,
+      this.iso(REFRESH_TOKEN_TTL_SECONDS),
+    ]);
     return { access_token: access, refresh_token: refresh, token_type: 'Bearer', expires_in: this.options.accessTokenTtl };
   }
 
@@ -64,7 +72,12 @@ export class AuthService {
   /** A new session for a user whose identity was proven elsewhere (a password above, or single sign-on). */
   async startSession(q: Queryable, tenantId: string, userId: string): Promise<TokenResponse> {
     const sessionId = newId('session');
-    await q.run('INSERT INTO sessions (id, tenant_id, user_id, created_at, revoked_at) VALUES (?, ?, ?, ?, NULL)', [sessionId, tenantId, userId, this.iso()]);
+    await q.run('INSERT INTO sessions (id, tenant_id, user_id, created_at, revoked_at) VALUES (?, ?, ?, ?, NULL)', [
+      sessionId,
+      tenantId,
+      userId,
+      this.iso(),
+    ]);
     return this.issueTokens(q, sessionId);
   }
 
@@ -75,7 +88,13 @@ export class AuthService {
   async refresh(tenantId: string, refreshToken: string): Promise<TokenResponse> {
     const hash = hashSecret(refreshToken);
     const outcome = await this.db.tx(async (q) => {
-      const row = await q.get<{ session_id: string; expires_at: string; used_at: string | null; revoked_at: string | null; user_data: string | null }>(
+      const row = await q.get<{
+        session_id: string;
+        expires_at: string;
+        used_at: string | null;
+        revoked_at: string | null;
+        user_data: string | null;
+      }>(
         `SELECT t.session_id, t.expires_at, t.used_at, s.revoked_at, r.data AS user_data
          FROM refresh_tokens t JOIN sessions s ON s.id = t.session_id LEFT JOIN resources r ON r.id = s.user_id
          WHERE t.hash = ? AND s.tenant_id = ?`,
@@ -116,12 +135,25 @@ export class AuthService {
       );
       if (!key) throw unauthorized('Invalid or revoked API key');
       this.noteKeyUse(key.api_key_id);
-      const actor = { type: 'api_key' as const, id: key.api_key_id, name: (JSON.parse(key.data) as { name: string }).name, tenantId, level: key.permission_level, projectId: key.project_id };
+      const actor = {
+        type: 'api_key' as const,
+        id: key.api_key_id,
+        name: (JSON.parse(key.data) as { name: string }).name,
+        tenantId,
+        level: key.permission_level,
+        projectId: key.project_id,
+      };
       // A copy per request: nothing a request does to its actor reaches the next one.
       this.keys.set(tenantId, hash, { ...actor });
       return actor;
     }
-    const row = await this.db.get<{ expires_at: string; session_id: string; revoked_at: string | null; user_id: string; data: string | null }>(
+    const row = await this.db.get<{
+      expires_at: string;
+      session_id: string;
+      revoked_at: string | null;
+      user_id: string;
+      data: string | null;
+    }>(
       `SELECT a.expires_at, a.session_id, s.revoked_at, s.user_id, r.data FROM access_tokens a JOIN sessions s ON s.id = a.session_id
        LEFT JOIN resources r ON r.id = s.user_id WHERE a.hash = ? AND s.tenant_id = ?`,
       [hash, tenantId],
@@ -153,7 +185,11 @@ export class AuthService {
   async createApiKey(q: Queryable, k: { id: string; tenantId: string; projectId: string; level: PermissionLevel }): Promise<string> {
     const value = newSecret('dpk');
     await q.run('INSERT INTO api_key_hashes (hash, api_key_id, tenant_id, project_id, permission_level) VALUES (?, ?, ?, ?, ?)', [
-      hashSecret(value), k.id, k.tenantId, k.projectId, k.level,
+      hashSecret(value),
+      k.id,
+      k.tenantId,
+      k.projectId,
+      k.level,
     ]);
     return value;
   }
@@ -175,16 +211,21 @@ export class AuthService {
 
   async setPassword(q: Queryable, tenantId: string, userId: string, password: string): Promise<void> {
     const hash = await hashPassword(password);
-    const updated = await q.run('UPDATE user_credentials SET password_hash = ?, invitation_hash = NULL, invitation_expires_at = NULL WHERE user_id = ?', [hash, userId]);
-    if (updated.changes === 0) await q.run('INSERT INTO user_credentials (user_id, tenant_id, password_hash) VALUES (?, ?, ?)', [userId, tenantId, hash]);
+    const updated = await q.run(
+      'UPDATE user_credentials SET password_hash = ?, invitation_hash = NULL, invitation_expires_at = NULL WHERE user_id = ?',
+      [hash, userId],
+    );
+    if (updated.changes === 0)
+      await q.run('INSERT INTO user_credentials (user_id, tenant_id, password_hash) VALUES (?, ?, ?)', [userId, tenantId, hash]);
   }
 
   async createInvitation(q: Queryable, tenantId: string, userId: string): Promise<string> {
     const token = newSecret('dpinv');
     await q.run('DELETE FROM user_credentials WHERE user_id = ?', [userId]);
-    await q.run('INSERT INTO user_credentials (user_id, tenant_id, password_hash, invitation_hash, invitation_expires_at) VALUES (?, ?, NULL, ?, ?)', [
-      userId, tenantId, hashSecret(token), this.iso(INVITATION_TTL_SECONDS),
-    ]);
+    await q.run(
+      'INSERT INTO user_credentials (user_id, tenant_id, password_hash, invitation_hash, invitation_expires_at) VALUES (?, ?, NULL, ?, ?)',
+      [userId, tenantId, hashSecret(token), this.iso(INVITATION_TTL_SECONDS)],
+    );
     return token;
   }
 
@@ -196,7 +237,10 @@ export class AuthService {
     );
     if (!row || row.invitation_expires_at <= this.iso()) return null;
     // Spent atomically, so of two concurrent accepts only one can set the password.
-    const spent = await q.run('UPDATE user_credentials SET invitation_hash = NULL, invitation_expires_at = NULL WHERE user_id = ? AND invitation_hash = ?', [row.user_id, hashSecret(token)]);
+    const spent = await q.run(
+      'UPDATE user_credentials SET invitation_hash = NULL, invitation_expires_at = NULL WHERE user_id = ? AND invitation_hash = ?',
+      [row.user_id, hashSecret(token)],
+    );
     return spent.changes === 1 ? row.user_id : null;
   }
 

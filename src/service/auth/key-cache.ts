@@ -76,7 +76,8 @@ export class KeyCache {
   /** Every key of the project was revoked (or is being revoked) on this replica: the project is deleted. */
   forgetProject(tenantId: string, projectId: string): void {
     this.mark(this.revokedProjects, KeyCache.project(tenantId, projectId));
-    for (const [slot, entry] of this.entries) if (entry.actor.tenantId === tenantId && entry.actor.projectId === projectId) this.entries.delete(slot);
+    for (const [slot, entry] of this.entries)
+      if (entry.actor.tenantId === tenantId && entry.actor.projectId === projectId) this.entries.delete(slot);
   }
 
   private mark(tombstones: Map<string, number>, id: string): void {

@@ -36,7 +36,12 @@ export interface LoginThrottlePolicies {
   refreshAddress: ThrottlePolicy;
 }
 
-export function loginThrottlePolicies(o: { loginLockAfter: number; loginAddressLockAfter: number; loginAccountLockAfter: number; loginMaxLockSeconds: number }): LoginThrottlePolicies {
+export function loginThrottlePolicies(o: {
+  loginLockAfter: number;
+  loginAddressLockAfter: number;
+  loginAccountLockAfter: number;
+  loginMaxLockSeconds: number;
+}): LoginThrottlePolicies {
   const max = o.loginMaxLockSeconds;
   return {
     accountAddress: { lockAfter: o.loginLockAfter, baseSeconds: 1, maxSeconds: max },
@@ -62,7 +67,8 @@ export function lockSeconds(policy: ThrottlePolicy, n: number): number {
  */
 export function lockMsSql(policy: ThrottlePolicy, count: string): string {
   const whens = [`WHEN ${count} < ${policy.lockAfter} THEN 0`];
-  for (let n = policy.lockAfter; lockSeconds(policy, n) < policy.maxSeconds; n++) whens.push(`WHEN ${count} = ${n} THEN ${lockSeconds(policy, n) * 1000}`);
+  for (let n = policy.lockAfter; lockSeconds(policy, n) < policy.maxSeconds; n++)
+    whens.push(`WHEN ${count} = ${n} THEN ${lockSeconds(policy, n) * 1000}`);
   return `(CASE ${whens.join(' ')} ELSE ${policy.maxSeconds * 1000} END)`;
 }
 
@@ -119,14 +125,21 @@ export class LoginThrottle {
     // Order matters: the most specific key is counted first, so an attempt refused by a wider
     // key has not been counted on it (a locked pair never feeds the account ceiling).
     return [
-      { scope: 'account_address', id: keyId('account_address', tenantId, account, address), policy: this.policies.accountAddress, onSuccess: 'reset' },
+      {
+        scope: 'account_address',
+        id: keyId('account_address', tenantId, account, address),
+        policy: this.policies.accountAddress,
+        onSuccess: 'reset',
+      },
       { scope: 'address', id: keyId('address', address), policy: this.policies.address, onSuccess: 'uncount' },
       { scope: 'account', id: keyId('account', tenantId, account), policy: this.policies.account, onSuccess: 'reset' },
     ];
   }
 
   refreshKeys(address: string): ThrottleKey[] {
-    return [{ scope: 'refresh_address', id: keyId('refresh_address', address), policy: this.policies.refreshAddress, onSuccess: 'uncount' }];
+    return [
+      { scope: 'refresh_address', id: keyId('refresh_address', address), policy: this.policies.refreshAddress, onSuccess: 'uncount' },
+    ];
   }
 
   /** Counts an attempt on every key, or throws 429 rate_limited with Retry-After when one is locked. */
@@ -145,7 +158,8 @@ export class LoginThrottle {
       const row = await this.count(key, attemptId, now);
       if (row.attempt_id !== attemptId) throw throttled(Number(row.locked_until) - now);
       const lockedUntil = Number(row.locked_until);
-      if (lockedUntil > now) locks.push({ scope: key.scope, seconds: Math.round((lockedUntil - now) / 1000), failures: Number(row.failures) });
+      if (lockedUntil > now)
+        locks.push({ scope: key.scope, seconds: Math.round((lockedUntil - now) / 1000), failures: Number(row.failures) });
     }
     this.cleanup(now);
     return new Attempt(this, attemptId, keys, locks);
@@ -166,7 +180,9 @@ export class LoginThrottle {
       ['attempt_id', 'excluded.attempt_id', []],
     ];
     const isLocked = 'login_throttle.locked_until > CAST(? AS BIGINT)';
-    const setSql = sets.map(([column, value]) => `${column} = CASE WHEN ${isLocked} THEN login_throttle.${column} ELSE ${value} END`).join(',\n         ');
+    const setSql = sets
+      .map(([column, value]) => `${column} = CASE WHEN ${isLocked} THEN login_throttle.${column} ELSE ${value} END`)
+      .join(',\n         ');
     const setParams = sets.flatMap(([, , params]) => [now, ...params]);
     const row = await this.db.write<{ failures: number | string; locked_until: number | string; attempt_id: string }>(
       `INSERT INTO login_throttle (key, failures, locked_until, attempt_id, expires_at) VALUES (?, 1, CAST(? AS BIGINT), ?, CAST(? AS BIGINT))
@@ -196,12 +212,16 @@ export class LoginThrottle {
     if (now - this.lastCleanup < 60_000) return;
     this.lastCleanup = now;
     this.db
-      .run('DELETE FROM login_throttle WHERE key IN (SELECT key FROM login_throttle WHERE expires_at < ? ORDER BY expires_at LIMIT 500)', [now])
+      .run('DELETE FROM login_throttle WHERE key IN (SELECT key FROM login_throttle WHERE expires_at < ? ORDER BY expires_at LIMIT 500)', [
+        now,
+      ])
       .catch(() => undefined);
   }
 }
 
 function throttled(remainingMs: number): ApiError {
   const retryAfter = Math.max(1, Math.ceil(remainingMs / 1000));
-  return new ApiError('rate_limited', `Too many failed sign-in attempts; retry in ${retryAfter} s`, undefined, 429, { 'Retry-After': String(retryAfter) });
+  return new ApiError('rate_limited', `Too many failed sign-in attempts; retry in ${retryAfter} s`, undefined, 429, {
+    'Retry-After': String(retryAfter),
+  });
 }

@@ -86,25 +86,34 @@ function registerAuditLogRoute(app: FastifyInstance, ctx: ServiceContext, level:
       if (until) add('ts < ?', until);
       // A filtered page examines at most SCAN_WINDOW entries (an index-only walk finds where they end).
       const filtered = params.length > scopeParams.length;
-      const windowEnd = filtered ? (await ctx.db.get<{ seq: number }>(`SELECT seq ${scoped} ORDER BY seq LIMIT 1 OFFSET ${SCAN_WINDOW - 1}`, scopeParams))?.seq : undefined;
+      const windowEnd = filtered
+        ? (await ctx.db.get<{ seq: number }>(`SELECT seq ${scoped} ORDER BY seq LIMIT 1 OFFSET ${SCAN_WINDOW - 1}`, scopeParams))?.seq
+        : undefined;
       if (windowEnd !== undefined) add('seq <= ?', Number(windowEnd));
       sql += ' ORDER BY seq LIMIT ?';
       params.push(query.limit + 1);
       const rows = await ctx.db.all<AuditRow>(sql, params);
-      return toPage(rows.map((r) => ({ ...r, seq: Number(r.seq) })), query.limit, scope, ctx.cursors, (r) => ({
-        id: r.id,
-        timestamp: r.ts,
-        project_id: r.project_id,
-        actor: { type: r.actor_type, id: r.actor_id, name: r.actor_name },
-        action: r.action,
-        resource_type: r.resource_type,
-        resource_id: r.resource_id,
-        resource_name: r.resource_name,
-        request_id: r.request_id,
-        outcome: r.outcome,
-        status_code: Number(r.status_code),
-        diff: r.diff ? JSON.parse(r.diff) : null,
-      }), windowEnd === undefined || rows.length > query.limit ? undefined : Number(windowEnd));
+      return toPage(
+        rows.map((r) => ({ ...r, seq: Number(r.seq) })),
+        query.limit,
+        scope,
+        ctx.cursors,
+        (r) => ({
+          id: r.id,
+          timestamp: r.ts,
+          project_id: r.project_id,
+          actor: { type: r.actor_type, id: r.actor_id, name: r.actor_name },
+          action: r.action,
+          resource_type: r.resource_type,
+          resource_id: r.resource_id,
+          resource_name: r.resource_name,
+          request_id: r.request_id,
+          outcome: r.outcome,
+          status_code: Number(r.status_code),
+          diff: r.diff ? JSON.parse(r.diff) : null,
+        }),
+        windowEnd === undefined || rows.length > query.limit ? undefined : Number(windowEnd),
+      );
     },
   );
 }

@@ -17,7 +17,14 @@ export const tokenResponse = {
 };
 
 /** Each lock a failed attempt started goes to the tenant's audit log: who was guessed, from where, for how long. */
-async function auditLocks(ctx: ServiceContext, req: FastifyRequest, attempt: Attempt, account: string | null, address: string, action: string) {
+async function auditLocks(
+  ctx: ServiceContext,
+  req: FastifyRequest,
+  attempt: Attempt,
+  account: string | null,
+  address: string,
+  action: string,
+) {
   for (const lock of attempt.locks) {
     await ctx.audit.record({
       tenantId: req.tenant!.id,
@@ -29,7 +36,11 @@ async function auditLocks(ctx: ServiceContext, req: FastifyRequest, attempt: Att
       resourceName: address,
       requestId: req.id,
       statusCode: 401,
-      diff: { scope: { before: null, after: lock.scope }, failures: { before: null, after: lock.failures }, locked_seconds: { before: null, after: lock.seconds } },
+      diff: {
+        scope: { before: null, after: lock.scope },
+        failures: { before: null, after: lock.failures },
+        locked_seconds: { before: null, after: lock.seconds },
+      },
       timestamp: nowIso(ctx.options.clock),
     });
   }
@@ -59,7 +70,12 @@ export function registerAuthRoutes(app: FastifyInstance, ctx: ServiceContext) {
         summary: 'Log in with email and password',
         operationId: 'login',
         security: [],
-        body: { type: 'object', additionalProperties: false, required: ['email', 'password'], properties: { email: { type: 'string', format: 'email' }, password: { type: 'string', minLength: 1 } } },
+        body: {
+          type: 'object',
+          additionalProperties: false,
+          required: ['email', 'password'],
+          properties: { email: { type: 'string', format: 'email' }, password: { type: 'string', minLength: 1 } },
+        },
         response: { 200: tokenResponse, ...errorResponses },
       },
     },
@@ -69,7 +85,11 @@ export function registerAuthRoutes(app: FastifyInstance, ctx: ServiceContext) {
       req.auditDetails = { actor: { type: 'anonymous', id: null, name: account } };
       const address = clientAddress(req.ip);
       const attempt = await throttle.admit(throttle.loginKeys(req.tenant!.id, account, address));
-      const { tokens, userId } = await throttled(attempt, () => ctx.auth.login(req.tenant!.id, email, password), () => auditLocks(ctx, req, attempt, account, address, 'login.throttled'));
+      const { tokens, userId } = await throttled(
+        attempt,
+        () => ctx.auth.login(req.tenant!.id, email, password),
+        () => auditLocks(ctx, req, attempt, account, address, 'login.throttled'),
+      );
       req.auditDetails = { actor: { type: 'user', id: userId, name: email.toLowerCase() }, resourceId: userId };
       return tokens;
     },
@@ -84,7 +104,12 @@ export function registerAuthRoutes(app: FastifyInstance, ctx: ServiceContext) {
         summary: 'Exchange a refresh token for a new token pair (single use)',
         operationId: 'refresh',
         security: [],
-        body: { type: 'object', additionalProperties: false, required: ['refresh_token'], properties: { refresh_token: { type: 'string', minLength: 1 } } },
+        body: {
+          type: 'object',
+          additionalProperties: false,
+          required: ['refresh_token'],
+          properties: { refresh_token: { type: 'string', minLength: 1 } },
+        },
         response: { 200: tokenResponse, ...errorResponses },
       },
     },

@@ -19,7 +19,19 @@ export async function registerRoutes(app: FastifyInstance, ctx: ServiceContext) 
         type: 'object',
         required: ['code', 'message'],
         properties: {
-          code: { type: 'string', enum: ['validation_error', 'unauthorized', 'forbidden', 'resource_not_found', 'conflict', 'unprocessable_entity', 'rate_limited', 'internal_error'] },
+          code: {
+            type: 'string',
+            enum: [
+              'validation_error',
+              'unauthorized',
+              'forbidden',
+              'resource_not_found',
+              'conflict',
+              'unprocessable_entity',
+              'rate_limited',
+              'internal_error',
+            ],
+          },
           message: { type: 'string' },
           details: { type: 'array', items: { type: 'object', properties: { field: { type: 'string' }, message: { type: 'string' } } } },
         },

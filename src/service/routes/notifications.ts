@@ -52,7 +52,13 @@ export function registerNotificationRoutes(app: FastifyInstance, ctx: ServiceCon
   app.post(
     '/api/v1/projects/:id/notification-channels/:channelId/test',
     {
-      config: { settings: { permission: 'read-write', keys: 'own-project', audit: { resourceType: 'notification_channel', action: 'notification_channel.test' } } },
+      config: {
+        settings: {
+          permission: 'read-write',
+          keys: 'own-project',
+          audit: { resourceType: 'notification_channel', action: 'notification_channel.test' },
+        },
+      },
       schema: {
         tags: ['Notification channel'],
         operationId: 'test_notification_channel',
@@ -67,9 +73,19 @@ export function registerNotificationRoutes(app: FastifyInstance, ctx: ServiceCon
     async (req) => {
       const { projectId, found } = await load(req);
       req.auditDetails = { projectId, resourceId: found.id, resourceName: found.name };
-      const result = await deliver(rt, found, { type: 'test', project_id: projectId, timestamp: rt.now(), channel_id: found.id, message: 'Test notification from the data platform' });
+      const result = await deliver(rt, found, {
+        type: 'test',
+        project_id: projectId,
+        timestamp: rt.now(),
+        channel_id: found.id,
+        message: 'Test notification from the data platform',
+      });
       req.auditDetails.diff = { success: { before: null, after: result.success } };
-      return { success: result.success, message: result.message, ...(result.status_code !== undefined ? { status_code: result.status_code } : {}) };
+      return {
+        success: result.success,
+        message: result.message,
+        ...(result.status_code !== undefined ? { status_code: result.status_code } : {}),
+      };
     },
   );
 

@@ -35,7 +35,9 @@ export function registerRuntimeRoutes(app: FastifyInstance, ctx: ServiceContext)
   const runSchema = kind('run').responseSchema;
   const triggerSchema = kind('run_trigger').responseSchema;
   const strict = ctx.options.strictSpec;
-  const write = (resourceType: string, action: string): { settings: RouteSettings } => ({ settings: { permission: 'read-write', keys: 'own-project', audit: { resourceType, action } } });
+  const write = (resourceType: string, action: string): { settings: RouteSettings } => ({
+    settings: { permission: 'read-write', keys: 'own-project', audit: { resourceType, action } },
+  });
   const read: { settings: RouteSettings } = { settings: { permission: 'read-only', keys: 'own-project' } };
 
   /** The project and the resource named by a path parameter, or 404. */
@@ -50,7 +52,11 @@ export function registerRuntimeRoutes(app: FastifyInstance, ctx: ServiceContext)
   const stillValid = (req: FastifyRequest) => async (q: Queryable) => {
     if (!(await ctx.auth.stillValid(req.actor!, q))) throw unauthorized('Credential was revoked during the request');
   };
-  const trigger = (run: { id: string; status: string; started_at: string }) => ({ run_id: run.id, status: run.status, started_at: run.started_at });
+  const trigger = (run: { id: string; status: string; started_at: string }) => ({
+    run_id: run.id,
+    status: run.status,
+    started_at: run.started_at,
+  });
 
   // --- Connectors -------------------------------------------------------------------------------
 
@@ -63,7 +69,7 @@ export function registerRuntimeRoutes(app: FastifyInstance, ctx: ServiceContext)
         operationId: 'test_connector',
         summary: 'Test the connection',
         description:
-          'Connects to the source with the connector\'s config and stored credentials (postgresql for real, within the service\'s source timeout; other types are simulated). ' +
+          "Connects to the source with the connector's config and stored credentials (postgresql for real, within the service's source timeout; other types are simulated). " +
           'A failed connection is still 200, with success false and the reason: host unreachable, authentication failed, database or schema does not exist, timeout.',
         params: params('id', 'connectorId'),
         response: { 200: kind('connection_test').responseSchema, ...errorResponses },
@@ -96,7 +102,13 @@ export function registerRuntimeRoutes(app: FastifyInstance, ctx: ServiceContext)
     async (req, reply) => {
       const { projectId, found } = await load(req, 'connector', 'connectorId');
       req.auditDetails = { projectId, resourceId: found.id, resourceName: found.name };
-      const { run } = await startConnectorSync(rt, { tenantId: req.tenant!.id, projectId, connectorId: found.id, trigger: 'manual', inTx: stillValid(req) });
+      const { run } = await startConnectorSync(rt, {
+        tenantId: req.tenant!.id,
+        projectId,
+        connectorId: found.id,
+        trigger: 'manual',
+        inTx: stillValid(req),
+      });
       req.auditDetails.diff = { status: { before: found.data.status, after: 'syncing' }, run_id: { before: null, after: run.id } };
       reply.code(201);
       return trigger(run);
@@ -111,7 +123,8 @@ export function registerRuntimeRoutes(app: FastifyInstance, ctx: ServiceContext)
         tags: ['Connector'],
         operationId: 'get_connector_schema',
         summary: 'Get the discovered schema',
-        description: 'Reads the source\'s tables and columns (information_schema) and stores them. When the source cannot be read, answers the tables found last, with error saying why.',
+        description:
+          "Reads the source's tables and columns (information_schema) and stores them. When the source cannot be read, answers the tables found last, with error saying why.",
         params: params('id', 'connectorId'),
         response: { 200: kind('discovered_schema').responseSchema, ...errorResponses },
       },
@@ -129,7 +142,14 @@ export function registerRuntimeRoutes(app: FastifyInstance, ctx: ServiceContext)
       path,
       {
         config: read,
-        schema: { tags: [tag], operationId: `get_${parentKind}_run`, summary: 'Get one run', 'x-extension': true, params: params('id', param, 'runId'), response: { 200: runSchema, ...errorResponses } } as Record<string, unknown>,
+        schema: {
+          tags: [tag],
+          operationId: `get_${parentKind}_run`,
+          summary: 'Get one run',
+          'x-extension': true,
+          params: params('id', param, 'runId'),
+          response: { 200: runSchema, ...errorResponses },
+        } as Record<string, unknown>,
       },
       async (req) => {
         const { projectId, found } = await load(req, parentKind, param);
@@ -162,8 +182,17 @@ export function registerRuntimeRoutes(app: FastifyInstance, ctx: ServiceContext)
     async (req, reply) => {
       const { projectId, found } = await load(req, 'pipeline', 'pipelineId');
       req.auditDetails = { projectId, resourceId: found.id, resourceName: found.name };
-      const { run } = await startPipelineRun(rt, { tenantId: req.tenant!.id, projectId, pipelineId: found.id, trigger: 'manual', inTx: stillValid(req) });
-      req.auditDetails.diff = { last_run_status: { before: found.data.last_run_status ?? null, after: 'running' }, run_id: { before: null, after: run.id } };
+      const { run } = await startPipelineRun(rt, {
+        tenantId: req.tenant!.id,
+        projectId,
+        pipelineId: found.id,
+        trigger: 'manual',
+        inTx: stillValid(req),
+      });
+      req.auditDetails.diff = {
+        last_run_status: { before: found.data.last_run_status ?? null, after: 'running' },
+        run_id: { before: null, after: run.id },
+      };
       reply.code(201);
       return trigger(run);
     },
@@ -187,8 +216,17 @@ export function registerRuntimeRoutes(app: FastifyInstance, ctx: ServiceContext)
     async (req, reply) => {
       const { projectId, found } = await load(req, 'dbt_project', 'dbtId');
       req.auditDetails = { projectId, resourceId: found.id, resourceName: found.name };
-      const { run } = await startDbtRun(rt, { tenantId: req.tenant!.id, projectId, dbtProjectId: found.id, trigger: 'manual', inTx: stillValid(req) });
-      req.auditDetails.diff = { last_run_status: { before: found.data.last_run_status ?? null, after: 'running' }, run_id: { before: null, after: run.id } };
+      const { run } = await startDbtRun(rt, {
+        tenantId: req.tenant!.id,
+        projectId,
+        dbtProjectId: found.id,
+        trigger: 'manual',
+        inTx: stillValid(req),
+      });
+      req.auditDetails.diff = {
+        last_run_status: { before: found.data.last_run_status ?? null, after: 'running' },
+        run_id: { before: null, after: run.id },
+      };
       reply.code(201);
       return trigger(run);
     },
@@ -204,7 +242,8 @@ export function registerRuntimeRoutes(app: FastifyInstance, ctx: ServiceContext)
         tags: ['Infrastructure resource'],
         operationId: 'plan_infrastructure',
         summary: 'Generate an infrastructure-as-code plan (preview of changes)',
-        description: 'The changes (create, update, delete, with before and after) between the resources as configured and as last applied. Changes nothing. The same state always gives the same plan_id.',
+        description:
+          'The changes (create, update, delete, with before and after) between the resources as configured and as last applied. Changes nothing. The same state always gives the same plan_id.',
         params: params('id'),
         response: { 200: kind('infrastructure_plan').responseSchema, ...errorResponses },
       },
@@ -230,12 +269,16 @@ export function registerRuntimeRoutes(app: FastifyInstance, ctx: ServiceContext)
         operationId: 'apply_infrastructure',
         summary: 'Apply the current plan',
         description:
-          'Creates a run (201) that provisions the plan\'s changes in the background (simulated): pending -> provisioning -> provisioned, provisioned -> updating -> provisioned; deletions leave the provisioned snapshot. ' +
+          "Creates a run (201) that provisions the plan's changes in the background (simulated): pending -> provisioning -> provisioned, provisioned -> updating -> provisioned; deletions leave the provisioned snapshot. " +
           'With {"plan_id"}, that plan must still be current, else 409 (stale plan); without a body, the current plan is applied. One apply per project at a time (409). ' +
           'A plan without changes gives a run that has already succeeded.',
         params: params('id'),
         'x-body-optional': true,
-        body: { type: 'object', additionalProperties: false, properties: { plan_id: { type: 'string', minLength: 1, description: 'The plan reviewed (from POST .../plan).' } } },
+        body: {
+          type: 'object',
+          additionalProperties: false,
+          properties: { plan_id: { type: 'string', minLength: 1, description: 'The plan reviewed (from POST .../plan).' } },
+        },
         response: { 201: kind('infrastructure_apply').responseSchema, ...errorResponses },
       },
     },
@@ -255,13 +298,28 @@ export function registerRuntimeRoutes(app: FastifyInstance, ctx: ServiceContext)
       '/api/v1/projects/:id/infrastructure/runs',
       {
         config: read,
-        schema: { tags: ['Infrastructure resource'], operationId: 'list_infrastructure_runs', summary: 'List infrastructure applies, newest last', 'x-extension': true, params: params('id'), querystring: pageQuerySchema, response: { 200: pageSchema(runSchema), ...errorResponses } } as Record<string, unknown>,
+        schema: {
+          tags: ['Infrastructure resource'],
+          operationId: 'list_infrastructure_runs',
+          summary: 'List infrastructure applies, newest last',
+          'x-extension': true,
+          params: params('id'),
+          querystring: pageQuerySchema,
+          response: { 200: pageSchema(runSchema), ...errorResponses },
+        } as Record<string, unknown>,
       },
       async (req) => {
         const projectId = await resolveProject(ctx, req);
         const { limit, cursor } = req.query as { limit: number; cursor?: string };
         const scope = `${req.tenant!.id}:${projectId}:run:${projectId}`;
-        const rows = await ctx.resources.list({ tenantId: req.tenant!.id, projectId, kind: 'run', parentId: projectId, afterSeq: ctx.cursors.decode(scope, cursor), limit: limit + 1 });
+        const rows = await ctx.resources.list({
+          tenantId: req.tenant!.id,
+          projectId,
+          kind: 'run',
+          parentId: projectId,
+          afterSeq: ctx.cursors.decode(scope, cursor),
+          limit: limit + 1,
+        });
         return toPage(rows, limit, scope, ctx.cursors, (r) => r.data);
       },
     );
@@ -269,7 +327,14 @@ export function registerRuntimeRoutes(app: FastifyInstance, ctx: ServiceContext)
       '/api/v1/projects/:id/infrastructure/runs/:runId',
       {
         config: read,
-        schema: { tags: ['Infrastructure resource'], operationId: 'get_infrastructure_run', summary: 'Get one infrastructure apply', 'x-extension': true, params: params('id', 'runId'), response: { 200: runSchema, ...errorResponses } } as Record<string, unknown>,
+        schema: {
+          tags: ['Infrastructure resource'],
+          operationId: 'get_infrastructure_run',
+          summary: 'Get one infrastructure apply',
+          'x-extension': true,
+          params: params('id', 'runId'),
+          response: { 200: runSchema, ...errorResponses },
+        } as Record<string, unknown>,
       },
       async (req) => {
         const projectId = await resolveProject(ctx, req);

@@ -24,7 +24,8 @@ export function projectInReach(req: FastifyRequest): string {
   const fromPath = (req.params as { id?: string }).id;
   let projectId = fromPath;
   if (projectId === undefined) {
-    if (actor.type !== 'api_key') throw invalid('project', 'is needed: use /projects/{id}/... with a user token (unprefixed paths take the project of an API key)');
+    if (actor.type !== 'api_key')
+      throw invalid('project', 'is needed: use /projects/{id}/... with a user token (unprefixed paths take the project of an API key)');
     projectId = actor.projectId!;
   }
   if (actor.projectId && actor.projectId !== projectId) throw notFound('Project');

@@ -21,7 +21,11 @@ import type { VerifiedIdentity } from '../sso/oidc.js';
  * and, for IdPs that import it, SAML service provider metadata at GET /api/v1/auth/sso/{provider_id}/saml-metadata.
  */
 
-const providerParams = { type: 'object', required: ['provider_id'], properties: { provider_id: { type: 'string', description: 'SSO provider id (GET /sso-providers)' } } };
+const providerParams = {
+  type: 'object',
+  required: ['provider_id'],
+  properties: { provider_id: { type: 'string', description: 'SSO provider id (GET /sso-providers)' } },
+};
 const redirectResponse = { 302: { type: 'null', description: 'Redirect (Location) to the identity provider' } };
 const oidcCallbackQuery = {
   type: 'object',
@@ -37,7 +41,10 @@ const oidcCallbackQuery = {
 const samlCallbackBody = {
   type: 'object',
   required: ['SAMLResponse'],
-  properties: { SAMLResponse: { type: 'string', minLength: 1, description: 'Base64 SAML Response (HTTP-POST binding)' }, RelayState: { type: 'string', description: 'The state this service sent' } },
+  properties: {
+    SAMLResponse: { type: 'string', minLength: 1, description: 'Base64 SAML Response (HTTP-POST binding)' },
+    RelayState: { type: 'string', description: 'The state this service sent' },
+  },
 };
 const signInAudit: RouteSettings = { public: true, anonymous: true, audit: { resourceType: 'session', action: 'auth.sso_login' } };
 
@@ -45,7 +52,9 @@ const signInAudit: RouteSettings = { public: true, anonymous: true, audit: { res
 const apiBase = (req: FastifyRequest) => `https://${req.headers.host}/api/v1`;
 
 const unknownState = (loginPath: string) =>
-  unauthorized(`Unknown, expired or already used sign-in state; sign-in flows are single-use and last 10 minutes: start again at ${loginPath}`);
+  unauthorized(
+    `Unknown, expired or already used sign-in state; sign-in flows are single-use and last 10 minutes: start again at ${loginPath}`,
+  );
 
 export function registerSsoRoutes(app: FastifyInstance, ctx: ServiceContext) {
   const flows = new SsoFlows(ctx.db, ctx.options.clock);
@@ -61,7 +70,14 @@ export function registerSsoRoutes(app: FastifyInstance, ctx: ServiceContext) {
       location = await samlLoginUrl(p, redirectUri, requestId, state);
     } else {
       const oidc = await beginOidc(p, redirectUri, oc);
-      const state = await flows.start({ tenantId, providerId: p.id, nonce: oidc.nonce, codeVerifier: oidc.codeVerifier, requestId: null, redirectUri });
+      const state = await flows.start({
+        tenantId,
+        providerId: p.id,
+        nonce: oidc.nonce,
+        codeVerifier: oidc.codeVerifier,
+        requestId: null,
+        redirectUri,
+      });
       location = oidc.url(state);
     }
     reply.header('cache-control', 'no-store');
@@ -73,13 +89,22 @@ export function registerSsoRoutes(app: FastifyInstance, ctx: ServiceContext) {
     const tenantId = req.tenant!.id;
     const signed = await signInVerified(ctx, tenantId, p, identity);
     if (signed.provisioned) await auditProvisioning(ctx, tenantId, p, signed.user, req.id);
-    req.auditDetails = { actor: { type: 'user', id: signed.user.id, name: signed.user.name }, resourceId: signed.user.id, resourceName: `${p.name} (${p.protocol})` };
+    req.auditDetails = {
+      actor: { type: 'user', id: signed.user.id, name: signed.user.name },
+      resourceId: signed.user.id,
+      resourceName: `${p.name} (${p.protocol})`,
+    };
     return signed.tokens;
   }
 
   async function finishOidcFlow(req: FastifyRequest, p: SsoProvider, flow: SsoFlow, query: Record<string, string>) {
     if (!flow.codeVerifier || !flow.nonce) throw unknownState(`${apiBase(req)}/auth/sso/${p.id}/login`);
-    const identity = await finishOidc(p, { redirectUri: flow.redirectUri, codeVerifier: flow.codeVerifier, nonce: flow.nonce, state: query.state }, query, oc);
+    const identity = await finishOidc(
+      p,
+      { redirectUri: flow.redirectUri, codeVerifier: flow.codeVerifier, nonce: flow.nonce, state: query.state },
+      query,
+      oc,
+    );
     return finish(req, p, identity);
   }
 
@@ -96,7 +121,8 @@ export function registerSsoRoutes(app: FastifyInstance, ctx: ServiceContext) {
         schema: {
           tags: ['Authentication'],
           summary: 'Single sign-on: redirect the browser to the identity provider (OIDC or SAML)',
-          description: 'OIDC: authorization code flow with PKCE (S256), state and nonce; the IdP returns to GET /auth/sso/{provider_id}/callback. SAML: an AuthnRequest by HTTP-Redirect; the IdP posts to POST /auth/sso/{provider_id}/callback. Flows are single-use and expire after 10 minutes.',
+          description:
+            'OIDC: authorization code flow with PKCE (S256), state and nonce; the IdP returns to GET /auth/sso/{provider_id}/callback. SAML: an AuthnRequest by HTTP-Redirect; the IdP posts to POST /auth/sso/{provider_id}/callback. Flows are single-use and expire after 10 minutes.',
           operationId: 'sso_login',
           security: [],
           params: providerParams,
@@ -117,7 +143,8 @@ export function registerSsoRoutes(app: FastifyInstance, ctx: ServiceContext) {
         schema: {
           tags: ['Authentication'],
           summary: 'Single sign-on callback (OIDC): exchange the code and answer tokens',
-          description: 'The redirect URI to register at an OIDC identity provider. Verifies state (single use), the PKCE-bound code exchange and the ID token (signature, issuer, audience, expiry, nonce), matches the user by email and answers the token response.',
+          description:
+            'The redirect URI to register at an OIDC identity provider. Verifies state (single use), the PKCE-bound code exchange and the ID token (signature, issuer, audience, expiry, nonce), matches the user by email and answers the token response.',
           operationId: 'sso_callback',
           security: [],
           params: providerParams,
@@ -131,7 +158,8 @@ export function registerSsoRoutes(app: FastifyInstance, ctx: ServiceContext) {
         const p = await loadProvider(ctx, req.tenant!.id, provider_id);
         assertProtocol(p, ['oidc', 'google'], 'SAML identity providers POST their response to this path');
         const loginPath = `${apiBase(req)}/auth/sso/${p.id}/login`;
-        if (!query.state) throw new ApiError('validation_error', 'The callback has no state parameter', [{ field: 'state', message: 'is required' }]);
+        if (!query.state)
+          throw new ApiError('validation_error', 'The callback has no state parameter', [{ field: 'state', message: 'is required' }]);
         const flow = await flows.claim(req.tenant!.id, query.state);
         if (!flow || flow.providerId !== p.id) throw unknownState(loginPath);
         return finishOidcFlow(req, p, flow, query);
@@ -145,7 +173,8 @@ export function registerSsoRoutes(app: FastifyInstance, ctx: ServiceContext) {
         schema: {
           tags: ['Authentication'],
           summary: 'Single sign-on callback (SAML assertion consumer): verify the response and answer tokens',
-          description: 'The ACS URL to register at a SAML identity provider (HTTP-POST binding, application/x-www-form-urlencoded). The assertion must be signed with the configured IdP certificate, name this service\'s entity id as Audience, be within its validity window and answer the AuthnRequest this service sent (InResponseTo, RelayState). Unsolicited (IdP-initiated) responses are refused.',
+          description:
+            "The ACS URL to register at a SAML identity provider (HTTP-POST binding, application/x-www-form-urlencoded). The assertion must be signed with the configured IdP certificate, name this service's entity id as Audience, be within its validity window and answer the AuthnRequest this service sent (InResponseTo, RelayState). Unsolicited (IdP-initiated) responses are refused.",
           operationId: 'sso_saml_callback',
           security: [],
           consumes: ['application/x-www-form-urlencoded'],
@@ -160,7 +189,8 @@ export function registerSsoRoutes(app: FastifyInstance, ctx: ServiceContext) {
         const p = await loadProvider(ctx, req.tenant!.id, provider_id);
         assertProtocol(p, ['saml'], `OIDC identity providers return to GET ${apiBase(req)}/auth/sso/${p.id}/callback`);
         const loginPath = `${apiBase(req)}/auth/sso/${p.id}/login`;
-        if (!RelayState) throw unauthorized(`Unsolicited SAML response (no RelayState): IdP-initiated sign-in is not accepted; start at ${loginPath}`);
+        if (!RelayState)
+          throw unauthorized(`Unsolicited SAML response (no RelayState): IdP-initiated sign-in is not accepted; start at ${loginPath}`);
         const flow = await flows.claim(req.tenant!.id, RelayState);
         if (!flow || flow.providerId !== p.id) throw unknownState(loginPath);
         return finish(req, p, await finishSaml(p, flow.redirectUri, flow.requestId, SAMLResponse));
@@ -198,8 +228,9 @@ export function registerSsoRoutes(app: FastifyInstance, ctx: ServiceContext) {
         config: { settings: { public: true, anonymous: true } },
         schema: {
           tags: ['Authentication'],
-          summary: 'Google sign-in: redirect the browser to Google (the tenant\'s SSO provider with protocol google)',
-          description: 'OpenID Connect against the provider\'s issuer (https://accounts.google.com unless configured otherwise); Google returns to GET /auth/google/callback.',
+          summary: "Google sign-in: redirect the browser to Google (the tenant's SSO provider with protocol google)",
+          description:
+            "OpenID Connect against the provider's issuer (https://accounts.google.com unless configured otherwise); Google returns to GET /auth/google/callback.",
           operationId: 'google_login',
           security: [],
           response: { ...redirectResponse, ...errorResponses },
@@ -228,7 +259,8 @@ export function registerSsoRoutes(app: FastifyInstance, ctx: ServiceContext) {
       async (req) => {
         const query = req.query as Record<string, string>;
         const loginPath = `${apiBase(req)}/auth/google/login`;
-        if (!query.state) throw new ApiError('validation_error', 'The callback has no state parameter', [{ field: 'state', message: 'is required' }]);
+        if (!query.state)
+          throw new ApiError('validation_error', 'The callback has no state parameter', [{ field: 'state', message: 'is required' }]);
         const flow = await flows.claim(req.tenant!.id, query.state);
         if (!flow) throw unknownState(loginPath);
         const p = await loadProvider(ctx, req.tenant!.id, flow.providerId);

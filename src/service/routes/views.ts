@@ -34,13 +34,27 @@ export function registerViewRoutes(app: FastifyInstance, ctx: ServiceContext) {
       path,
       {
         config: { settings: { permission: 'read-only', keys: 'own-project' } },
-        schema: { tags: [tag], operationId: `list_${parentKind}_runs`, summary: 'List run history, newest last', params: params('id', param), querystring: pageQuerySchema, response: { 200: pageSchema(kind('run').responseSchema), ...errorResponses } },
+        schema: {
+          tags: [tag],
+          operationId: `list_${parentKind}_runs`,
+          summary: 'List run history, newest last',
+          params: params('id', param),
+          querystring: pageQuerySchema,
+          response: { 200: pageSchema(kind('run').responseSchema), ...errorResponses },
+        },
       },
       async (req) => {
         const { projectId, parent } = await parentOf(req, parentKind, param);
         const { limit, cursor } = req.query as { limit: number; cursor?: string };
         const scope = `${req.tenant!.id}:${projectId}:run:${parent.id}`;
-        const rows = await ctx.resources.list({ tenantId: req.tenant!.id, projectId, kind: 'run', parentId: parent.id, afterSeq: ctx.cursors.decode(scope, cursor), limit: limit + 1 });
+        const rows = await ctx.resources.list({
+          tenantId: req.tenant!.id,
+          projectId,
+          kind: 'run',
+          parentId: parent.id,
+          afterSeq: ctx.cursors.decode(scope, cursor),
+          limit: limit + 1,
+        });
         return toPage(rows, limit, scope, ctx.cursors, (r) => r.data);
       },
     );
@@ -52,7 +66,13 @@ export function registerViewRoutes(app: FastifyInstance, ctx: ServiceContext) {
     '/api/v1/projects/:id/pipelines/:pipelineId/runs/:runId',
     {
       config: { settings: { permission: 'read-only', keys: 'own-project' } },
-      schema: { tags: ['Pipeline'], operationId: 'get_pipeline_run', summary: 'Get run details and step status', params: params('id', 'pipelineId', 'runId'), response: { 200: kind('run').responseSchema, ...errorResponses } },
+      schema: {
+        tags: ['Pipeline'],
+        operationId: 'get_pipeline_run',
+        summary: 'Get run details and step status',
+        params: params('id', 'pipelineId', 'runId'),
+        response: { 200: kind('run').responseSchema, ...errorResponses },
+      },
     },
     async (req) => {
       const { projectId, parent } = await parentOf(req, 'pipeline', 'pipelineId');
@@ -67,7 +87,14 @@ export function registerViewRoutes(app: FastifyInstance, ctx: ServiceContext) {
     '/api/v1/projects/:id/dbt-projects/:dbtId/models',
     {
       config: { settings: { permission: 'read-only', keys: 'own-project' } },
-      schema: { tags: ['dbt project'], operationId: 'list_dbt_models', summary: 'List models, dependencies first', params: params('id', 'dbtId'), querystring: pageQuerySchema, response: { 200: pageSchema(kind('model').responseSchema), ...errorResponses } },
+      schema: {
+        tags: ['dbt project'],
+        operationId: 'list_dbt_models',
+        summary: 'List models, dependencies first',
+        params: params('id', 'dbtId'),
+        querystring: pageQuerySchema,
+        response: { 200: pageSchema(kind('model').responseSchema), ...errorResponses },
+      },
     },
     async (req) => {
       const { parent } = await parentOf(req, 'dbt_project', 'dbtId');
@@ -79,7 +106,10 @@ export function registerViewRoutes(app: FastifyInstance, ctx: ServiceContext) {
       const rows = order.map((name, i) => ({ seq: i + 1, model: byName.get(name)! }));
       const scope = `${req.tenant!.id}:${parent.id}:models`;
       const after = ctx.cursors.decode(scope, cursor);
-      return toPage(rows.filter((r) => r.seq > after).slice(0, limit + 1), limit, scope, ctx.cursors, (r) => ({ dbt_project_id: parent.id, ...r.model }));
+      return toPage(rows.filter((r) => r.seq > after).slice(0, limit + 1), limit, scope, ctx.cursors, (r) => ({
+        dbt_project_id: parent.id,
+        ...r.model,
+      }));
     },
   );
 
@@ -87,7 +117,13 @@ export function registerViewRoutes(app: FastifyInstance, ctx: ServiceContext) {
     '/api/v1/projects/:id/dbt-projects/:dbtId/lineage',
     {
       config: { settings: { permission: 'read-only', keys: 'own-project' } },
-      schema: { tags: ['dbt project'], operationId: 'get_dbt_lineage', summary: 'Get the lineage graph (DAG)', params: params('id', 'dbtId'), response: { 200: kind('lineage_graph').responseSchema, ...errorResponses } },
+      schema: {
+        tags: ['dbt project'],
+        operationId: 'get_dbt_lineage',
+        summary: 'Get the lineage graph (DAG)',
+        params: params('id', 'dbtId'),
+        response: { 200: kind('lineage_graph').responseSchema, ...errorResponses },
+      },
     },
     async (req) => {
       const { parent } = await parentOf(req, 'dbt_project', 'dbtId');
@@ -120,7 +156,11 @@ export function registerViewRoutes(app: FastifyInstance, ctx: ServiceContext) {
         params: params('id'),
         querystring: {
           ...pageQuerySchema,
-          properties: { ...pageQuerySchema.properties, status: { type: 'string', enum: ['firing', 'acknowledged', 'resolved'] }, severity: { type: 'string', enum: ['info', 'warning', 'critical'] } },
+          properties: {
+            ...pageQuerySchema.properties,
+            status: { type: 'string', enum: ['firing', 'acknowledged', 'resolved'] },
+            severity: { type: 'string', enum: ['info', 'warning', 'critical'] },
+          },
         },
         response: { 200: pageSchema(alertSchema), ...errorResponses },
       },
@@ -132,7 +172,14 @@ export function registerViewRoutes(app: FastifyInstance, ctx: ServiceContext) {
       if (status) where.status = status;
       if (severity) where.severity = severity;
       const scope = `${req.tenant!.id}:${projectId}:alert:${status ?? ''}:${severity ?? ''}`;
-      const rows = await ctx.resources.list({ tenantId: req.tenant!.id, projectId, kind: 'alert', where, afterSeq: ctx.cursors.decode(scope, cursor), limit: limit + 1 });
+      const rows = await ctx.resources.list({
+        tenantId: req.tenant!.id,
+        projectId,
+        kind: 'alert',
+        where,
+        afterSeq: ctx.cursors.decode(scope, cursor),
+        limit: limit + 1,
+      });
       return toPage(rows, limit, scope, ctx.cursors, (r) => r.data);
     },
   );
@@ -142,7 +189,13 @@ export function registerViewRoutes(app: FastifyInstance, ctx: ServiceContext) {
       `/api/v1/projects/:id/alerts/:alertId/${verb}`,
       {
         config: { settings: { permission: 'read-write', keys: 'own-project', audit: { resourceType: 'alert', action: `alert.${verb}` } } },
-        schema: { tags: ['Monitoring'], operationId: `${verb}_alert`, summary: `${verb[0].toUpperCase()}${verb.slice(1)} an alert`, params: params('id', 'alertId'), response: { 200: alertSchema, ...errorResponses } },
+        schema: {
+          tags: ['Monitoring'],
+          operationId: `${verb}_alert`,
+          summary: `${verb[0].toUpperCase()}${verb.slice(1)} an alert`,
+          params: params('id', 'alertId'),
+          response: { 200: alertSchema, ...errorResponses },
+        },
       },
       async (req) => {
         const projectId = await resolveProject(ctx, req);

@@ -20,7 +20,12 @@ export interface RuleData {
   id: string;
   name: string;
   severity: 'info' | 'warning' | 'critical';
-  condition: { metric: 'run_failed' | 'run_duration_seconds' | 'rows_synced' | 'freshness_minutes'; operator: 'gt' | 'gte' | 'lt' | 'lte' | 'eq'; threshold: number; window_minutes?: number };
+  condition: {
+    metric: 'run_failed' | 'run_duration_seconds' | 'rows_synced' | 'freshness_minutes';
+    operator: 'gt' | 'gte' | 'lt' | 'lte' | 'eq';
+    threshold: number;
+    window_minutes?: number;
+  };
   target?: { connector_id?: string; pipeline_id?: string; dbt_project_id?: string };
   channel_ids?: string[];
   escalation_policy_id?: string;
@@ -28,12 +33,21 @@ export interface RuleData {
 }
 
 export const compare = (value: number, operator: RuleData['condition']['operator'], threshold: number): boolean =>
-  operator === 'gt' ? value > threshold : operator === 'gte' ? value >= threshold : operator === 'lt' ? value < threshold : operator === 'lte' ? value <= threshold : value === threshold;
+  operator === 'gt'
+    ? value > threshold
+    : operator === 'gte'
+      ? value >= threshold
+      : operator === 'lt'
+        ? value < threshold
+        : operator === 'lte'
+          ? value <= threshold
+          : value === threshold;
 
 const OPS = { gt: '>', gte: '>=', lt: '<', lte: '<=', eq: '=' } as const;
 
 /** The resources a rule watches; empty: every one of the project. */
-export const targetsOf = (rule: RuleData): string[] => Object.values(rule.target ?? {}).filter((v): v is string => typeof v === 'string' && !!v);
+export const targetsOf = (rule: RuleData): string[] =>
+  Object.values(rule.target ?? {}).filter((v): v is string => typeof v === 'string' && !!v);
 
 const KIND_OF_RUN: Record<string, string> = { connector_sync: 'connector', pipeline: 'pipeline', dbt_run: 'dbt_project' };
 const LABEL: Record<string, string> = { connector: 'Connector', pipeline: 'Pipeline', dbt_project: 'dbt project' };
@@ -41,7 +55,7 @@ const LABEL: Record<string, string> = { connector: 'Connector', pipeline: 'Pipel
 /** The project's enabled rules, every one of them (read in pages as stored JSON: a single 10,000-row read dropped the rest). */
 export async function enabledRules(rt: Runtime, tenantId: string, projectId: string): Promise<RuleData[]> {
   const rules: RuleData[] = [];
-  for (let afterSeq = 0; ; ) {
+  for (let afterSeq = 0; ;) {
     const page = await rt.ctx.resources.listJson({ tenantId, projectId, kind: 'alert_rule', afterSeq, limit: RULE_PAGE });
     for (const row of page) {
       const rule = JSON.parse(row.data) as RuleData;
@@ -62,7 +76,12 @@ export const DEFAULT_WINDOW_MINUTES = 60;
  */
 export async function afterAlertTransition(q: Queryable, alert: Record<string, unknown>, to: 'acknowledged' | 'resolved'): Promise<void> {
   await q.run('DELETE FROM escalations_due WHERE alert_id = ?', [String(alert.id)]);
-  if (to === 'resolved') await q.run('DELETE FROM open_alerts WHERE rule_id = ? AND resource_key = ? AND alert_id = ?', [String(alert.alert_rule_id), String(alert.resource_id ?? ''), String(alert.id)]);
+  if (to === 'resolved')
+    await q.run('DELETE FROM open_alerts WHERE rule_id = ? AND resource_key = ? AND alert_id = ?', [
+      String(alert.alert_rule_id),
+      String(alert.resource_id ?? ''),
+      String(alert.id),
+    ]);
 }
 
 /** Connectors read per query by a freshness look. */
@@ -72,7 +91,12 @@ const FRESHNESS_PAGE = 500;
  * What a finished run says against one rule: the alert message, or null when it does not match.
  * `failuresInWindow` counts the failed runs of the run's resource in the rule's window (this one included).
  */
-export async function matchRun(rule: RuleData, run: RunData, what: string, failuresInWindow: (windowMinutes: number) => Promise<number>): Promise<string | null> {
+export async function matchRun(
+  rule: RuleData,
+  run: RunData,
+  what: string,
+  failuresInWindow: (windowMinutes: number) => Promise<number>,
+): Promise<string | null> {
   const targets = targetsOf(rule);
   if (targets.length && !targets.includes(run.resource_id)) return null;
   const { metric, operator, threshold } = rule.condition;
@@ -163,7 +187,11 @@ export class Alerting {
    */
   async checkFreshness(tenantId: string, projectId: string, rule: RuleData, stopped: () => boolean = () => false): Promise<void> {
     const now = this.rt.nowMs();
-    const alerted = new Set((await this.rt.ctx.db.all<{ resource_key: string }>('SELECT resource_key FROM open_alerts WHERE rule_id = ?', [rule.id])).map((r) => r.resource_key));
+    const alerted = new Set(
+      (await this.rt.ctx.db.all<{ resource_key: string }>('SELECT resource_key FROM open_alerts WHERE rule_id = ?', [rule.id])).map(
+        (r) => r.resource_key,
+      ),
+    );
     const check = async (c: Record<string, unknown>) => {
       if (c.status === 'syncing' || alerted.has(String(c.id))) return;
       const since = Date.parse(String(c.last_sync_at ?? c.created_at ?? ''));
@@ -172,7 +200,13 @@ export class Alerting {
       const { operator, threshold } = rule.condition;
       if (!compare(minutes, operator, threshold)) return;
       const when = c.last_sync_at ? `last synced ${minutes} minutes ago` : `never synced (created ${minutes} minutes ago)`;
-      await this.fire(tenantId, projectId, rule, String(c.id), `Connector "${String(c.name)}" ${when} (${OPS[operator]} ${threshold} minutes)`);
+      await this.fire(
+        tenantId,
+        projectId,
+        rule,
+        String(c.id),
+        `Connector "${String(c.name)}" ${when} (${OPS[operator]} ${threshold} minutes)`,
+      );
     };
     const targets = targetsOf(rule);
     if (targets.length) {
@@ -183,7 +217,7 @@ export class Alerting {
       return;
     }
     const slice = slicer();
-    for (let afterSeq = 0; !stopped(); ) {
+    for (let afterSeq = 0; !stopped();) {
       const page = await this.rt.ctx.resources.listJson({ tenantId, projectId, kind: 'connector', afterSeq, limit: FRESHNESS_PAGE });
       for (const row of page) {
         await check(JSON.parse(row.data) as Record<string, unknown>);
@@ -199,7 +233,13 @@ export class Alerting {
    * The (rule, resource) is claimed in open_alerts first (one indexed row, across replicas), so the check
    * costs the same with 10 open alerts or 100,000.
    */
-  async fire(tenantId: string, projectId: string, rule: RuleData, resourceId: string | null, message: string): Promise<Record<string, unknown> | undefined> {
+  async fire(
+    tenantId: string,
+    projectId: string,
+    rule: RuleData,
+    resourceId: string | null,
+    message: string,
+  ): Promise<Record<string, unknown> | undefined> {
     const rt = this.rt;
     const id = newId('alert');
     let alert: Record<string, unknown> | undefined;
@@ -224,7 +264,13 @@ export class Alerting {
         };
         await rt.ctx.resources.insert({ id, tenantId, projectId, kind: 'alert', parentId: rule.id, name: id, data, secrets: null }, q);
         // Looked at by the scheduler from now on (escalation.ts), never by a scan of firing alerts.
-        if (rule.escalation_policy_id) await q.run('INSERT INTO escalations_due (alert_id, tenant_id, project_id, next_due_at) VALUES (?, ?, ?, ?)', [id, tenantId, projectId, rt.nowMs()]);
+        if (rule.escalation_policy_id)
+          await q.run('INSERT INTO escalations_due (alert_id, tenant_id, project_id, next_due_at) VALUES (?, ?, ?, ?)', [
+            id,
+            tenantId,
+            projectId,
+            rt.nowMs(),
+          ]);
         return data;
       });
     } catch (err) {
@@ -233,7 +279,15 @@ export class Alerting {
     }
     if (!alert) return undefined;
     rt.events.emit('alert_update', tenantId, alert);
-    if (rule.channel_ids?.length) void this.track(notifyChannels(rt, tenantId, projectId, rule.channel_ids, { type: 'alert_fired', alert, project_id: projectId, timestamp: rt.now() }));
+    if (rule.channel_ids?.length)
+      void this.track(
+        notifyChannels(rt, tenantId, projectId, rule.channel_ids, {
+          type: 'alert_fired',
+          alert,
+          project_id: projectId,
+          timestamp: rt.now(),
+        }),
+      );
     return alert;
   }
 
@@ -243,15 +297,33 @@ export class Alerting {
    * project lock of the transaction serialises claims of one rule across replicas, and a claim rolled
    * back with its insert leaves nothing behind.
    */
-  private async claimOpen(q: Queryable, tenantId: string, projectId: string, ruleId: string, resourceKey: string, alertId: string): Promise<boolean> {
+  private async claimOpen(
+    q: Queryable,
+    tenantId: string,
+    projectId: string,
+    ruleId: string,
+    resourceKey: string,
+    alertId: string,
+  ): Promise<boolean> {
     const { resources } = this.rt.ctx;
-    const inserted = await q.run('INSERT INTO open_alerts (rule_id, resource_key, alert_id, tenant_id) VALUES (?, ?, ?, ?) ON CONFLICT (rule_id, resource_key) DO NOTHING', [ruleId, resourceKey, alertId, tenantId]);
+    const inserted = await q.run(
+      'INSERT INTO open_alerts (rule_id, resource_key, alert_id, tenant_id) VALUES (?, ?, ?, ?) ON CONFLICT (rule_id, resource_key) DO NOTHING',
+      [ruleId, resourceKey, alertId, tenantId],
+    );
     if (inserted.changes === 1) return true;
-    const row = await q.get<{ alert_id: string }>('SELECT alert_id FROM open_alerts WHERE rule_id = ? AND resource_key = ?', [ruleId, resourceKey]);
+    const row = await q.get<{ alert_id: string }>('SELECT alert_id FROM open_alerts WHERE rule_id = ? AND resource_key = ?', [
+      ruleId,
+      resourceKey,
+    ]);
     if (!row) return false;
     const open = await resources.get(tenantId, projectId, 'alert', row.alert_id, q);
     if (open && (open.data.status === 'firing' || open.data.status === 'acknowledged')) return false;
-    const taken = await q.run('UPDATE open_alerts SET alert_id = ? WHERE rule_id = ? AND resource_key = ? AND alert_id = ?', [alertId, ruleId, resourceKey, row.alert_id]);
+    const taken = await q.run('UPDATE open_alerts SET alert_id = ? WHERE rule_id = ? AND resource_key = ? AND alert_id = ?', [
+      alertId,
+      ruleId,
+      resourceKey,
+      row.alert_id,
+    ]);
     return taken.changes === 1;
   }
 }

@@ -20,11 +20,17 @@ const PAGE = 200;
  * be idempotent (a crash mid-way runs it again) and lose to rows written meanwhile (ON CONFLICT DO
  * NOTHING).
  */
-export async function backfillOnce(db: Db, mark: string, kinds: string[], each: (row: BackfillRow) => Promise<void>, stopped: () => boolean): Promise<void> {
+export async function backfillOnce(
+  db: Db,
+  mark: string,
+  kinds: string[],
+  each: (row: BackfillRow) => Promise<void>,
+  stopped: () => boolean,
+): Promise<void> {
   if (await db.get('SELECT value FROM meta WHERE key = ?', [mark])) return;
   if (kinds.length) {
     const slice = slicer();
-    for (let after = 0; ; ) {
+    for (let after = 0; ;) {
       if (stopped()) return;
       const rows = await db.all<BackfillRow>(
         `SELECT seq, id, tenant_id, project_id, kind, parent_id, data FROM resources WHERE kind IN (${kinds.map(() => '?').join(', ')}) AND seq > ? ORDER BY seq LIMIT ${PAGE}`,

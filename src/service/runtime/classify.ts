@@ -60,18 +60,33 @@ export async function classifySchema(rt: Runtime, connector: StoredResource, sch
   for (const c of classRows) {
     await pause();
     const policy = policyRows.find((p) => p.data.enabled !== false && p.data.classification_id === c.id);
-    classes.push({ id: c.id, name: c.name, sensitivity: String(c.data.sensitivity), matchers: compileMatchers(c), masking: policy ? String(policy.data.method) : null });
+    classes.push({
+      id: c.id,
+      name: c.name,
+      sensitivity: String(c.data.sensitivity),
+      matchers: compileMatchers(c),
+      masking: policy ? String(policy.data.method) : null,
+    });
   }
   const tables: DiscoveredSchema['tables'] = [];
   for (const t of schema.tables) {
     // The marks are extra response fields that the stored column type does not have.
-    const columns: (typeof t.columns[number] & Partial<ColumnMarks>)[] = [];
+    const columns: ((typeof t.columns)[number] & Partial<ColumnMarks>)[] = [];
     for (const col of t.columns) {
       await pause();
       const found = classes.find((c) =>
-        c.matchers.some((m) => m.column.test(col.name) && (!m.table || m.table.test(t.name) || m.table.test(`${t.schema}.${t.name}`)) && (!m.dataType || m.dataType.test(col.type))),
+        c.matchers.some(
+          (m) =>
+            m.column.test(col.name) &&
+            (!m.table || m.table.test(t.name) || m.table.test(`${t.schema}.${t.name}`)) &&
+            (!m.dataType || m.dataType.test(col.type)),
+        ),
       );
-      columns.push(found ? { ...col, classification: found.name, classification_id: found.id, sensitivity: found.sensitivity, masking: found.masking } : col);
+      columns.push(
+        found
+          ? { ...col, classification: found.name, classification_id: found.id, sensitivity: found.sensitivity, masking: found.masking }
+          : col,
+      );
     }
     tables.push({ ...t, columns });
   }

@@ -4,7 +4,19 @@ import type { StoredResource } from '../store/resources.js';
 import { conflict, notFound } from '../errors.js';
 import { Stopped, type Runtime } from './runtime.js';
 import { egressPolicy } from '../egress.js';
-import { guarded, inProject, insertRun, pendingUnit, RunRecorder, runningRunOf, skipPending, updateResource, type RunData, type TableResult, type Trigger } from './runs.js';
+import {
+  guarded,
+  inProject,
+  insertRun,
+  pendingUnit,
+  RunRecorder,
+  runningRunOf,
+  skipPending,
+  updateResource,
+  type RunData,
+  type TableResult,
+  type Trigger,
+} from './runs.js';
 import {
   countRows,
   setStatementTimeout,
@@ -85,7 +97,13 @@ export async function discoverSchema(rt: Runtime, connector: StoredResource): Pr
   }
   // The same tables found again within a minute of the stored discovery: answered as stored, so polling
   // this GET costs the source a read but the database no write (at most one a minute per connector).
-  if (previous && previous.error === null && stored.error === null && rt.nowMs() - Date.parse(String(previous.discovered_at)) < UNCHANGED_DISCOVERY_MS && isDeepStrictEqual(previous.tables, stored.tables)) {
+  if (
+    previous &&
+    previous.error === null &&
+    stored.error === null &&
+    rt.nowMs() - Date.parse(String(previous.discovered_at)) < UNCHANGED_DISCOVERY_MS &&
+    isDeepStrictEqual(previous.tables, stored.tables)
+  ) {
     return { connector_id: connector.id, ...previous };
   }
   const data = { connector_id: connector.id, ...stored };
@@ -93,7 +111,20 @@ export async function discoverSchema(rt: Runtime, connector: StoredResource): Pr
     if (!(await rt.ctx.resources.exists(tenantId, projectId, 'connector', connector.id, q))) return;
     const row = await rt.ctx.resources.get(tenantId, projectId, 'discovered_schema', discoveryId(connector.id), q);
     if (row) await rt.ctx.resources.update({ ...row, data }, q);
-    else await rt.ctx.resources.insert({ id: discoveryId(connector.id), tenantId, projectId, kind: 'discovered_schema', parentId: connector.id, name: connector.id, data, secrets: null }, q);
+    else
+      await rt.ctx.resources.insert(
+        {
+          id: discoveryId(connector.id),
+          tenantId,
+          projectId,
+          kind: 'discovered_schema',
+          parentId: connector.id,
+          name: connector.id,
+          data,
+          secrets: null,
+        },
+        q,
+      );
   });
   return data;
 }
@@ -129,14 +160,27 @@ export async function startConnectorSync(rt: Runtime, o: StartSync): Promise<Sta
     }
     const s = sourceSettings(connector);
     const tables: TableResult[] = s.selectedTables.map((table) => ({ table, rows: null, ...pendingUnit() }));
-    const stored = await insertRun(rt, q, { tenantId: o.tenantId, projectId: o.projectId, parentId: connector.id, runType: 'connector_sync', trigger: o.trigger, parentRunId: o.parentRunId, simulated: !isReal(s), tables });
+    const stored = await insertRun(rt, q, {
+      tenantId: o.tenantId,
+      projectId: o.projectId,
+      parentId: connector.id,
+      runType: 'connector_sync',
+      trigger: o.trigger,
+      parentRunId: o.parentRunId,
+      simulated: !isReal(s),
+      tables,
+    });
     connector.data.status = 'syncing';
     await rt.ctx.resources.update(connector, q);
     return { stored, connector };
   });
   const done = rt.execute(stored.id, (signal) => {
     const rec = new RunRecorder(rt, stored, signal);
-    return guarded(rec, () => runSync(rt, rec, connector), (q) => settleConnector(rt, q, rec, true));
+    return guarded(
+      rec,
+      () => runSync(rt, rec, connector),
+      (q) => settleConnector(rt, q, rec, true),
+    );
   });
   return { run: structuredClone(stored.data as RunData), done };
 }
@@ -158,7 +202,8 @@ async function runSync(rt: Runtime, rec: RunRecorder, connector: StoredResource)
         // A count on a huge or locked table must not hold the run (and its connector) forever.
         await source(s, timeout, () => setStatementTimeout(client, queryTimeout), rec.signal);
         if (!tables.length) {
-          for (const table of await source(s, timeout, () => tablesToSync(client, s), rec.signal)) tables.push({ table, rows: null, ...pendingUnit() });
+          for (const table of await source(s, timeout, () => tablesToSync(client, s), rec.signal))
+            tables.push({ table, rows: null, ...pendingUnit() });
           await rec.save();
         }
         for (const t of tables) {
@@ -185,7 +230,8 @@ async function runSync(rt: Runtime, rec: RunRecorder, connector: StoredResource)
       }
     }
     const failed = tables.filter((t) => t.status === 'failed');
-    if (failed.length) error = `${failed.length} of ${tables.length} tables failed: ${failed.map((t) => `${t.table}: ${t.error}`).join('; ')}`;
+    if (failed.length)
+      error = `${failed.length} of ${tables.length} tables failed: ${failed.map((t) => `${t.table}: ${t.error}`).join('; ')}`;
   } catch (err) {
     if (!(err instanceof SourceError)) throw err;
     // The source could not be reached at all: nothing was read.

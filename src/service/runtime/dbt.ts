@@ -2,7 +2,18 @@ import type { Queryable } from '../store/db.js';
 import { conflict, notFound } from '../errors.js';
 import { topologicalOrder } from '../../kinds/dag.js';
 import type { Runtime } from './runtime.js';
-import { guarded, inProject, insertRun, pendingUnit, RunRecorder, runningRunOf, updateResource, type ModelResult, type RunData, type Trigger } from './runs.js';
+import {
+  guarded,
+  inProject,
+  insertRun,
+  pendingUnit,
+  RunRecorder,
+  runningRunOf,
+  updateResource,
+  type ModelResult,
+  type RunData,
+  type Trigger,
+} from './runs.js';
 import type { Started } from './connectors.js';
 import { hash32 } from './sources.js';
 
@@ -40,8 +51,21 @@ export async function startDbtRun(rt: Runtime, o: StartDbt): Promise<Started> {
     const declared = (dbt.data.models as DeclaredModel[] | undefined) ?? [];
     const byName = new Map(declared.map((m) => [m.name, m]));
     const order = topologicalOrder(declared.map((m) => ({ name: m.name, dependsOn: m.depends_on ?? [] })));
-    const models: ModelResult[] = order.map((name) => ({ name, materialization: byName.get(name)?.materialization ?? 'view', ...pendingUnit() }));
-    const stored = await insertRun(rt, q, { tenantId: o.tenantId, projectId: o.projectId, parentId: dbt.id, runType: 'dbt_run', trigger: o.trigger, parentRunId: o.parentRunId, simulated: true, models });
+    const models: ModelResult[] = order.map((name) => ({
+      name,
+      materialization: byName.get(name)?.materialization ?? 'view',
+      ...pendingUnit(),
+    }));
+    const stored = await insertRun(rt, q, {
+      tenantId: o.tenantId,
+      projectId: o.projectId,
+      parentId: dbt.id,
+      runType: 'dbt_run',
+      trigger: o.trigger,
+      parentRunId: o.parentRunId,
+      simulated: true,
+      models,
+    });
     dbt.data.last_run_status = 'running';
     await rt.ctx.resources.update(dbt, q);
     return { stored, declared };
@@ -49,7 +73,11 @@ export async function startDbtRun(rt: Runtime, o: StartDbt): Promise<Started> {
   const done = rt.execute(stored.id, (signal) => {
     // Coalesced: a run of 1,000 models would otherwise write the whole run 2,000 times (quadratic).
     const rec = new RunRecorder(rt, stored, signal, { progress: 'coalesced' });
-    return guarded(rec, () => runDbt(rt, rec, declared), (q) => settleDbt(rt, q, rec));
+    return guarded(
+      rec,
+      () => runDbt(rt, rec, declared),
+      (q) => settleDbt(rt, q, rec),
+    );
   });
   return { run: structuredClone(stored.data as RunData), done };
 }
@@ -62,7 +90,8 @@ async function brokenSource(rt: Runtime, rec: RunRecorder, m: DeclaredModel): Pr
   for (const source of m.sources ?? []) {
     const connector = await rt.ctx.resources.get(rec.stored.tenantId, rec.stored.projectId, 'connector', source.connector_id);
     if (!connector) return `source ${source.table}: connector ${source.connector_id} no longer exists`;
-    if (connector.data.status === 'error') return `source ${source.table}: connector "${connector.name}" is in error (its last sync failed)`;
+    if (connector.data.status === 'error')
+      return `source ${source.table}: connector "${connector.name}" is in error (its last sync failed)`;
   }
   return null;
 }
@@ -94,7 +123,9 @@ async function runDbt(rt: Runtime, rec: RunRecorder, declared: DeclaredModel[]):
     status.set(result.name, result.status);
   }
   const failed = rec.data.models.filter((m) => m.status === 'failed');
-  const error = failed.length ? `${failed.length} of ${rec.data.models.length} models failed: ${failed.map((m) => `${m.name}: ${m.error}`).join('; ')}` : null;
+  const error = failed.length
+    ? `${failed.length} of ${rec.data.models.length} models failed: ${failed.map((m) => `${m.name}: ${m.error}`).join('; ')}`
+    : null;
   return rec.finish(error ? 'failed' : 'succeeded', error, (q) => settleDbt(rt, q, rec));
 }
 

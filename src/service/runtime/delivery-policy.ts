@@ -8,7 +8,13 @@ export const BACKOFF_MS = 500;
 /** How every delivery is retried: RETRIES more attempts, exponential backoff scaled by the time scale. */
 export function retryOptions(rt: Runtime) {
   const scale = rt.ctx.options.timeScale;
-  return { retries: RETRIES, factor: 2, minTimeout: Math.max(1, BACKOFF_MS / scale), maxTimeout: Math.max(1, (BACKOFF_MS * 8) / scale), randomize: false };
+  return {
+    retries: RETRIES,
+    factor: 2,
+    minTimeout: Math.max(1, BACKOFF_MS / scale),
+    maxTimeout: Math.max(1, (BACKOFF_MS * 8) / scale),
+    randomize: false,
+  };
 }
 
 export interface DeliveryResult {

@@ -24,18 +24,29 @@ interface PolicyData {
  * changed policy applies to alerts already firing; a rule that gains a policy later does not
  * escalate the alerts it fired before.
  */
-export function dueSteps(policy: PolicyData, firedAtMs: number, nowMs: number): { key: string; channelIds: string[]; round: number; step: number }[] {
-  return stepTimes(policy, firedAtMs).filter((s) => s.at <= nowMs).map(({ key, channelIds, round, step }) => ({ key, channelIds, round, step }));
+export function dueSteps(
+  policy: PolicyData,
+  firedAtMs: number,
+  nowMs: number,
+): { key: string; channelIds: string[]; round: number; step: number }[] {
+  return stepTimes(policy, firedAtMs)
+    .filter((s) => s.at <= nowMs)
+    .map(({ key, channelIds, round, step }) => ({ key, channelIds, round, step }));
 }
 
 /** Every step of every round with its due time, in round and step order. */
-function stepTimes(policy: PolicyData, firedAtMs: number): { key: string; channelIds: string[]; round: number; step: number; at: number }[] {
+function stepTimes(
+  policy: PolicyData,
+  firedAtMs: number,
+): { key: string; channelIds: string[]; round: number; step: number; at: number }[] {
   const steps = policy.steps ?? [];
   if (!steps.length) return [];
   const round = Math.max(1, ...steps.map((s) => s.delay_minutes)) * 60_000;
   const out: { key: string; channelIds: string[]; round: number; step: number; at: number }[] = [];
   for (let r = 0; r <= (policy.repeat ?? 0); r++) {
-    steps.forEach((s, i) => out.push({ key: `${r}:${i}`, channelIds: s.channel_ids, round: r, step: i, at: firedAtMs + r * round + s.delay_minutes * 60_000 }));
+    steps.forEach((s, i) =>
+      out.push({ key: `${r}:${i}`, channelIds: s.channel_ids, round: r, step: i, at: firedAtMs + r * round + s.delay_minutes * 60_000 }),
+    );
   }
   return out;
 }
@@ -55,7 +66,10 @@ export async function escalate(rt: Runtime, track: <T>(p: Promise<T>) => Promise
   const slice = slicer();
   for (;;) {
     if (stopped()) return;
-    const rows = await rt.ctx.db.all<DueEscalation>('SELECT alert_id, tenant_id, project_id, next_due_at FROM escalations_due WHERE next_due_at <= ? ORDER BY next_due_at LIMIT ?', [now, ESCALATION_BATCH]);
+    const rows = await rt.ctx.db.all<DueEscalation>(
+      'SELECT alert_id, tenant_id, project_id, next_due_at FROM escalations_due WHERE next_due_at <= ? ORDER BY next_due_at LIMIT ?',
+      [now, ESCALATION_BATCH],
+    );
     for (const row of rows) {
       await escalateOne(rt, row, now, track);
       await slice();
@@ -69,9 +83,13 @@ async function escalateOne(rt: Runtime, row: DueEscalation, now: number, track: 
   const { db, resources } = rt.ctx;
   const readAt = Number(row.next_due_at);
   const alert = (await resources.get(row.tenant_id, row.project_id, 'alert', row.alert_id))?.data;
-  const rule = alert ? ((await resources.get(row.tenant_id, row.project_id, 'alert_rule', String(alert.alert_rule_id)))?.data as RuleData | undefined) : undefined;
+  const rule = alert
+    ? ((await resources.get(row.tenant_id, row.project_id, 'alert_rule', String(alert.alert_rule_id)))?.data as RuleData | undefined)
+    : undefined;
   const policyId = rule?.escalation_policy_id;
-  const policy = policyId ? ((await resources.get(row.tenant_id, row.project_id, 'escalation_policy', policyId))?.data as PolicyData | undefined) : undefined;
+  const policy = policyId
+    ? ((await resources.get(row.tenant_id, row.project_id, 'escalation_policy', policyId))?.data as PolicyData | undefined)
+    : undefined;
   const firedAt = Date.parse(String(alert?.fired_at));
   const next = alert?.status === 'firing' && policy ? stepTimes(policy, firedAt).find((s) => s.at > now)?.at : undefined;
   const moved =
@@ -79,10 +97,17 @@ async function escalateOne(rt: Runtime, row: DueEscalation, now: number, track: 
       ? await db.run('DELETE FROM escalations_due WHERE alert_id = ? AND next_due_at = ?', [row.alert_id, readAt])
       : await db.run('UPDATE escalations_due SET next_due_at = ? WHERE alert_id = ? AND next_due_at = ?', [next, row.alert_id, readAt]);
   if (moved.changes !== 1 || !alert || alert.status !== 'firing' || !policy) return; // another replica has it, or nothing to send
-  const done = new Set((await db.all<{ step_key: string }>('SELECT step_key FROM alert_escalations WHERE alert_id = ?', [row.alert_id])).map((r) => r.step_key));
+  const done = new Set(
+    (await db.all<{ step_key: string }>('SELECT step_key FROM alert_escalations WHERE alert_id = ?', [row.alert_id])).map(
+      (r) => r.step_key,
+    ),
+  );
   for (const step of dueSteps(policy, firedAt, now)) {
     if (done.has(step.key)) continue;
-    const claimed = await db.run('INSERT INTO alert_escalations (alert_id, step_key, tenant_id, notified_at) VALUES (?, ?, ?, ?) ON CONFLICT (alert_id, step_key) DO NOTHING', [row.alert_id, step.key, row.tenant_id, rt.now()]);
+    const claimed = await db.run(
+      'INSERT INTO alert_escalations (alert_id, step_key, tenant_id, notified_at) VALUES (?, ?, ?, ?) ON CONFLICT (alert_id, step_key) DO NOTHING',
+      [row.alert_id, step.key, row.tenant_id, rt.now()],
+    );
     if (claimed.changes !== 1) continue;
     void track(
       notifyChannels(rt, row.tenant_id, row.project_id, step.channelIds, {

@@ -5,7 +5,18 @@ import type { Queryable } from '../store/db.js';
 import type { StoredResource } from '../store/resources.js';
 import { conflict } from '../errors.js';
 import { META, type Runtime } from './runtime.js';
-import { guarded, inProject, insertRun, pendingUnit, RunRecorder, runningRunOf, secondsBetween, updateResource, type ChangeResult, type RunData } from './runs.js';
+import {
+  guarded,
+  inProject,
+  insertRun,
+  pendingUnit,
+  RunRecorder,
+  runningRunOf,
+  secondsBetween,
+  updateResource,
+  type ChangeResult,
+  type RunData,
+} from './runs.js';
 import { hash32 } from './sources.js';
 import { regionProblem } from './cloud-regions.js';
 
@@ -47,14 +58,21 @@ export interface Plan {
   changes: PlannedChange[];
 }
 
-const declared = (data: Record<string, unknown>): Declared => Object.fromEntries(FIELDS.filter((f) => data[f] !== undefined).map((f) => [f, structuredClone(data[f])]));
+const declared = (data: Record<string, unknown>): Declared =>
+  Object.fromEntries(FIELDS.filter((f) => data[f] !== undefined).map((f) => [f, structuredClone(data[f])]));
 
 async function loadSnapshot(rt: Runtime, q: Queryable, tenantId: string, projectId: string): Promise<Snapshot> {
   const row = await rt.ctx.resources.get(tenantId, projectId, STATE_KIND, stateId(projectId), q);
   return (row?.data as unknown as Snapshot) ?? { resources: {}, applied_at: null };
 }
 
-async function changeSnapshot(rt: Runtime, q: Queryable, tenantId: string, projectId: string, change: (s: Snapshot) => void): Promise<void> {
+async function changeSnapshot(
+  rt: Runtime,
+  q: Queryable,
+  tenantId: string,
+  projectId: string,
+  change: (s: Snapshot) => void,
+): Promise<void> {
   const row = await rt.ctx.resources.get(tenantId, projectId, STATE_KIND, stateId(projectId), q);
   if (row) {
     change(row.data as unknown as Snapshot);
@@ -63,11 +81,28 @@ async function changeSnapshot(rt: Runtime, q: Queryable, tenantId: string, proje
   }
   const data: Snapshot = { resources: {}, applied_at: null };
   change(data);
-  await rt.ctx.resources.insert({ id: stateId(projectId), tenantId, projectId, kind: STATE_KIND, parentId: '', name: 'provisioned', data: data as unknown as Record<string, unknown>, secrets: null }, q);
+  await rt.ctx.resources.insert(
+    {
+      id: stateId(projectId),
+      tenantId,
+      projectId,
+      kind: STATE_KIND,
+      parentId: '',
+      name: 'provisioned',
+      data: data as unknown as Record<string, unknown>,
+      secrets: null,
+    },
+    q,
+  );
 }
 
 /** The plan for a project now (callers that act on it hold the project lock). */
-export async function computePlan(rt: Runtime, q: Queryable, tenantId: string, projectId: string): Promise<{ plan: Plan; resources: StoredResource[] }> {
+export async function computePlan(
+  rt: Runtime,
+  q: Queryable,
+  tenantId: string,
+  projectId: string,
+): Promise<{ plan: Plan; resources: StoredResource[] }> {
   const resources = await rt.ctx.resources.allOfKinds(tenantId, projectId, ['infrastructure_resource'], q);
   const snapshot = await loadSnapshot(rt, q, tenantId, projectId);
   const desired: Record<string, Declared> = Object.fromEntries(resources.map((r) => [r.id, declared(r.data)]));
@@ -77,18 +112,48 @@ export async function computePlan(rt: Runtime, q: Queryable, tenantId: string, p
     const after = desired[r.id];
     const before = snapshot.resources[r.id];
     if (!before) {
-      changes.push({ action: 'create', resource_id: r.id, name: r.name, resource_type: String(after.resource_type), changed_fields: Object.keys(after), before: null, after });
+      changes.push({
+        action: 'create',
+        resource_id: r.id,
+        name: r.name,
+        resource_type: String(after.resource_type),
+        changed_fields: Object.keys(after),
+        before: null,
+        after,
+      });
       continue;
     }
-    const changed = [...new Set([...Object.keys(before), ...Object.keys(after)])].filter((f) => canonicalJson(before[f]) !== canonicalJson(after[f]));
-    if (changed.length) changes.push({ action: 'update', resource_id: r.id, name: r.name, resource_type: String(after.resource_type), changed_fields: changed, before, after });
+    const changed = [...new Set([...Object.keys(before), ...Object.keys(after)])].filter(
+      (f) => canonicalJson(before[f]) !== canonicalJson(after[f]),
+    );
+    if (changed.length)
+      changes.push({
+        action: 'update',
+        resource_id: r.id,
+        name: r.name,
+        resource_type: String(after.resource_type),
+        changed_fields: changed,
+        before,
+        after,
+      });
     else unchanged++;
   }
   const gone = Object.entries(snapshot.resources)
     .filter(([id]) => !desired[id])
     .sort(([, a], [, b]) => String(a.name).localeCompare(String(b.name)));
-  for (const [id, before] of gone) changes.push({ action: 'delete', resource_id: id, name: String(before.name), resource_type: String(before.resource_type), changed_fields: Object.keys(before), before, after: null });
-  const fingerprint = createHash('sha256').update(canonicalJson({ desired, provisioned: snapshot.resources })).digest('hex');
+  for (const [id, before] of gone)
+    changes.push({
+      action: 'delete',
+      resource_id: id,
+      name: String(before.name),
+      resource_type: String(before.resource_type),
+      changed_fields: Object.keys(before),
+      before,
+      after: null,
+    });
+  const fingerprint = createHash('sha256')
+    .update(canonicalJson({ desired, provisioned: snapshot.resources }))
+    .digest('hex');
   const count = (a: PlannedChange['action']) => changes.filter((c) => c.action === a).length;
   return {
     plan: {
@@ -127,17 +192,36 @@ export interface ApplyStarted {
  * Resources to create go provisioning, resources to update go updating; each becomes provisioned
  * when its (simulated) change is done and recorded in the snapshot. Changes run concurrently.
  */
-export async function applyInfrastructure(rt: Runtime, o: { tenantId: string; projectId: string; planId?: string; inTx?: (q: Queryable) => Promise<void> }): Promise<ApplyStarted> {
+export async function applyInfrastructure(
+  rt: Runtime,
+  o: { tenantId: string; projectId: string; planId?: string; inTx?: (q: Queryable) => Promise<void> },
+): Promise<ApplyStarted> {
   const { stored, plan } = await inProject(rt, o.tenantId, o.projectId, async (q) => {
     await o.inTx?.(q);
     const running = await runningRunOf(rt, q, o.tenantId, o.projectId, o.projectId);
     if (running) throw conflict(`An infrastructure apply is already running (run ${running.id}); wait for it to end, then plan again`);
     const { plan, resources } = await computePlan(rt, q, o.tenantId, o.projectId);
     if (o.planId !== undefined && o.planId !== plan.plan_id) {
-      throw conflict(`Plan ${o.planId} is stale: the infrastructure changed since it was made (the current plan is ${plan.plan_id}); plan again and review the changes`);
+      throw conflict(
+        `Plan ${o.planId} is stale: the infrastructure changed since it was made (the current plan is ${plan.plan_id}); plan again and review the changes`,
+      );
     }
-    const changes: ChangeResult[] = plan.changes.map((c) => ({ resource_id: c.resource_id, name: c.name, action: c.action, ...pendingUnit() }));
-    const stored = await insertRun(rt, q, { tenantId: o.tenantId, projectId: o.projectId, parentId: o.projectId, runType: 'infrastructure_apply', trigger: 'manual', simulated: true, planId: plan.plan_id, changes });
+    const changes: ChangeResult[] = plan.changes.map((c) => ({
+      resource_id: c.resource_id,
+      name: c.name,
+      action: c.action,
+      ...pendingUnit(),
+    }));
+    const stored = await insertRun(rt, q, {
+      tenantId: o.tenantId,
+      projectId: o.projectId,
+      parentId: o.projectId,
+      runType: 'infrastructure_apply',
+      trigger: 'manual',
+      simulated: true,
+      planId: plan.plan_id,
+      changes,
+    });
     const planned = new Map(plan.changes.map((c) => [c.resource_id, c.action]));
     for (const r of resources) {
       const action = planned.get(r.id);
@@ -163,7 +247,11 @@ export async function applyInfrastructure(rt: Runtime, o: { tenantId: string; pr
   if (data.status !== 'running') return { run: structuredClone(data), plan, done: Promise.resolve(structuredClone(data)) };
   const done = rt.execute(stored.id, (signal) => {
     const rec = new RunRecorder(rt, stored, signal);
-    return guarded(rec, () => runApply(rt, rec, plan), (q) => failResources(rt, q, rec));
+    return guarded(
+      rec,
+      () => runApply(rt, rec, plan),
+      (q) => failResources(rt, q, rec),
+    );
   });
   return { run: structuredClone(data), plan, done };
 }
@@ -213,7 +301,8 @@ export async function failResources(rt: Runtime, q: Queryable, rec: { stored: St
   for (const c of rec.data.changes) {
     if (c.action === 'delete' || c.status === 'completed') continue;
     await updateResource(rt, q, tenantId, projectId, 'infrastructure_resource', c.resource_id, (d) => {
-      if (d.status === 'provisioning' || d.status === 'updating') Object.assign(d, { status: 'failed', last_error: rec.data.error ?? 'the infrastructure apply was interrupted' });
+      if (d.status === 'provisioning' || d.status === 'updating')
+        Object.assign(d, { status: 'failed', last_error: rec.data.error ?? 'the infrastructure apply was interrupted' });
     });
   }
 }

@@ -56,8 +56,8 @@ class HttpFailure extends Error {
   }
 }
 
-const secretsOf = (channel: StoredResource) => (((channel.secrets ?? {}).config ?? {}) as Record<string, unknown>);
-const configOf = (channel: StoredResource) => ((channel.data.config ?? {}) as Record<string, unknown>);
+const secretsOf = (channel: StoredResource) => ((channel.secrets ?? {}).config ?? {}) as Record<string, unknown>;
+const configOf = (channel: StoredResource) => (channel.data.config ?? {}) as Record<string, unknown>;
 
 /** One text line for humans (Slack, email subject). */
 export function summary(event: NotificationEvent): string {
@@ -68,36 +68,39 @@ export function summary(event: NotificationEvent): string {
 }
 
 /** POSTs JSON with retries; resolves to the final answer, or throws HttpFailure after the last attempt. */
-async function postJson(rt: Runtime, url: string, body: string, headers: Record<string, string>): Promise<{ status: number; attempts: number }> {
+async function postJson(
+  rt: Runtime,
+  url: string,
+  body: string,
+  headers: Record<string, string>,
+): Promise<{ status: number; attempts: number }> {
   let attempts = 0;
-  const result = await pRetry(
-    async () => {
-      attempts++;
-      let res: Awaited<ReturnType<typeof fetch>>;
-      try {
-        res = await fetch(url, {
-          method: 'POST',
-          body,
-          headers: { 'content-type': 'application/json', 'user-agent': 'dataplatform-notifier/1', ...headers },
-          signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS),
-          redirect: 'manual',
-          dispatcher: outboundAgent(egressPolicy(rt.ctx.options), { caFile: rt.ctx.options.outboundCaFile }),
-        });
-      } catch (err) {
-        const e = err as Error & { cause?: { code?: string; message?: string } };
-        // The egress policy's refusal will not change on a retry: reported as it is, once.
-        if (e.cause instanceof EgressDenied) throw new AbortError(new HttpFailure(e.cause.message));
-        const reason = e.name === 'TimeoutError' ? `no answer within ${REQUEST_TIMEOUT_MS / 1000} s` : (e.cause?.code ?? e.cause?.message ?? e.message);
-        throw new HttpFailure(`request to ${new URL(url).host} failed: ${reason}`);
-      }
-      await res.arrayBuffer().catch(() => undefined);
-      if (res.status >= 200 && res.status < 300) return res.status;
-      const failure = new HttpFailure(`${new URL(url).host} answered HTTP ${res.status}`, res.status);
-      if (res.status === 429 || res.status >= 500) throw failure;
-      throw new AbortError(failure);
-    },
-    retryOptions(rt),
-  ).catch((err: unknown) => {
+  const result = await pRetry(async () => {
+    attempts++;
+    let res: Awaited<ReturnType<typeof fetch>>;
+    try {
+      res = await fetch(url, {
+        method: 'POST',
+        body,
+        headers: { 'content-type': 'application/json', 'user-agent': 'dataplatform-notifier/1', ...headers },
+        signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS),
+        redirect: 'manual',
+        dispatcher: outboundAgent(egressPolicy(rt.ctx.options), { caFile: rt.ctx.options.outboundCaFile }),
+      });
+    } catch (err) {
+      const e = err as Error & { cause?: { code?: string; message?: string } };
+      // The egress policy's refusal will not change on a retry: reported as it is, once.
+      if (e.cause instanceof EgressDenied) throw new AbortError(new HttpFailure(e.cause.message));
+      const reason =
+        e.name === 'TimeoutError' ? `no answer within ${REQUEST_TIMEOUT_MS / 1000} s` : (e.cause?.code ?? e.cause?.message ?? e.message);
+      throw new HttpFailure(`request to ${new URL(url).host} failed: ${reason}`);
+    }
+    await res.arrayBuffer().catch(() => undefined);
+    if (res.status >= 200 && res.status < 300) return res.status;
+    const failure = new HttpFailure(`${new URL(url).host} answered HTTP ${res.status}`, res.status);
+    if (res.status === 429 || res.status >= 500) throw failure;
+    throw new AbortError(failure);
+  }, retryOptions(rt)).catch((err: unknown) => {
     const failure = err instanceof HttpFailure ? err : ((err as { originalError?: unknown }).originalError ?? err);
     if (failure instanceof HttpFailure) throw Object.assign(failure, { attempts });
     throw Object.assign(new HttpFailure(String((failure as Error)?.message ?? failure)), { attempts });
@@ -114,7 +117,9 @@ export async function deliver(rt: Runtime, channel: StoredResource, event: Notif
     const e = err as HttpFailure & { attempts?: number };
     result = { success: false, message: e.message, ...(e.statusCode ? { status_code: e.statusCode } : {}), attempts: e.attempts ?? 1 };
   }
-  await record(rt, channel, event, result.success ? 'delivered' : 'failed', result).catch((err) => rt.log?.error({ err }, 'recording a notification delivery failed'));
+  await record(rt, channel, event, result.success ? 'delivered' : 'failed', result).catch((err) =>
+    rt.log?.error({ err }, 'recording a notification delivery failed'),
+  );
   if (!result.success) rt.log?.info({ channelId: channel.id, type: event.type, message: result.message }, 'notification delivery failed');
   return result;
 }
@@ -129,7 +134,8 @@ async function send(rt: Runtime, channel: StoredResource, event: NotificationEve
     const body = JSON.stringify(event);
     const headers: Record<string, string> = { 'x-dataplatform-event': event.type };
     const secret = secrets.signing_secret ?? config.signing_secret;
-    if (typeof secret === 'string' && secret) headers['x-dataplatform-signature'] = `sha256=${createHmac('sha256', secret).update(body).digest('hex')}`;
+    if (typeof secret === 'string' && secret)
+      headers['x-dataplatform-signature'] = `sha256=${createHmac('sha256', secret).update(body).digest('hex')}`;
     const { status, attempts } = await postJson(rt, url, body, headers);
     return { success: true, message: `Delivered to ${new URL(url).host}: HTTP ${status}`, status_code: status, attempts };
   }
@@ -145,30 +151,52 @@ async function send(rt: Runtime, channel: StoredResource, event: NotificationEve
     if (!recipients.length) return { success: false, message: 'config.email_addresses is empty', attempts: 0 };
     const mail = { to: recipients, subject: summary(event), text: JSON.stringify(event, null, 2) };
     if (rt.ctx.options.smtpUrl) return sendMail(rt, mail);
-    await rt.ctx.db.run('INSERT INTO email_outbox (id, tenant_id, project_id, channel_id, recipients, subject, body, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)', [
-      newId('eml'),
-      channel.tenantId,
-      channel.projectId,
-      channel.id,
-      JSON.stringify(recipients),
-      mail.subject,
-      mail.text,
-      rt.now(),
-    ]);
-    return { success: true, message: `Queued in the email outbox for ${recipients.join(', ')} (no SMTP configured: the outbox is the delivery)`, attempts: 1 };
+    await rt.ctx.db.run(
+      'INSERT INTO email_outbox (id, tenant_id, project_id, channel_id, recipients, subject, body, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)',
+      [newId('eml'), channel.tenantId, channel.projectId, channel.id, JSON.stringify(recipients), mail.subject, mail.text, rt.now()],
+    );
+    return {
+      success: true,
+      message: `Queued in the email outbox for ${recipients.join(', ')} (no SMTP configured: the outbox is the delivery)`,
+      attempts: 1,
+    };
   }
   return { success: false, message: `unknown channel type ${type}`, attempts: 0 };
 }
 
-async function record(rt: Runtime, channel: StoredResource, event: NotificationEvent, status: DeliveryRecord['status'], result: DeliveryResult): Promise<void> {
+async function record(
+  rt: Runtime,
+  channel: StoredResource,
+  event: NotificationEvent,
+  status: DeliveryRecord['status'],
+  result: DeliveryResult,
+): Promise<void> {
   await rt.ctx.db.run(
     'INSERT INTO notification_deliveries (id, tenant_id, project_id, channel_id, event_type, alert_id, status, status_code, attempts, message, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)',
-    [newId('dlv'), channel.tenantId, channel.projectId, channel.id, event.type, (event.alert?.id as string | undefined) ?? null, status, result.status_code ?? null, result.attempts, result.message, rt.now()],
+    [
+      newId('dlv'),
+      channel.tenantId,
+      channel.projectId,
+      channel.id,
+      event.type,
+      (event.alert?.id as string | undefined) ?? null,
+      status,
+      result.status_code ?? null,
+      result.attempts,
+      result.message,
+      rt.now(),
+    ],
   );
 }
 
 /** Deliveries of a channel, oldest first, after `afterSeq`. */
-export async function listDeliveries(rt: Runtime, tenantId: string, channelId: string, afterSeq: number, limit: number): Promise<(DeliveryRecord & { seq: number })[]> {
+export async function listDeliveries(
+  rt: Runtime,
+  tenantId: string,
+  channelId: string,
+  afterSeq: number,
+  limit: number,
+): Promise<(DeliveryRecord & { seq: number })[]> {
   const rows = await rt.ctx.db.all<Record<string, unknown>>(
     'SELECT seq, id, channel_id, event_type, alert_id, status, status_code, attempts, message, created_at FROM notification_deliveries WHERE tenant_id = ? AND channel_id = ? AND seq > ? ORDER BY seq LIMIT ?',
     [tenantId, channelId, afterSeq, limit],
@@ -191,7 +219,13 @@ export async function listDeliveries(rt: Runtime, tenantId: string, channelId: s
  * Sends an event to channels by id (alerts, escalation steps): disabled or deleted channels are
  * skipped; deliveries run concurrently and never throw.
  */
-export async function notifyChannels(rt: Runtime, tenantId: string, projectId: string, channelIds: string[], event: NotificationEvent): Promise<DeliveryResult[]> {
+export async function notifyChannels(
+  rt: Runtime,
+  tenantId: string,
+  projectId: string,
+  channelIds: string[],
+  event: NotificationEvent,
+): Promise<DeliveryResult[]> {
   const results: DeliveryResult[] = [];
   await Promise.all(
     channelIds.map(async (id) => {

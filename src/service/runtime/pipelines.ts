@@ -1,7 +1,18 @@
 import type { Queryable } from '../store/db.js';
 import { ApiError, conflict, notFound } from '../errors.js';
 import { Stopped, type Runtime } from './runtime.js';
-import { guarded, inProject, insertRun, pendingUnit, RunRecorder, runningRunOf, updateResource, type RunData, type StepResult, type Trigger, } from './runs.js';
+import {
+  guarded,
+  inProject,
+  insertRun,
+  pendingUnit,
+  RunRecorder,
+  runningRunOf,
+  updateResource,
+  type RunData,
+  type StepResult,
+  type Trigger,
+} from './runs.js';
 import { startConnectorSync, type Started } from './connectors.js';
 import { startDbtRun } from './dbt.js';
 import { deliver } from './notifications.js';
@@ -29,28 +40,56 @@ export async function startPipelineRun(rt: Runtime, o: StartPipeline): Promise<S
     await o.inTx?.(q);
     const pipeline = await rt.ctx.resources.get(o.tenantId, o.projectId, 'pipeline', o.pipelineId, q);
     if (!pipeline) throw notFound('Pipeline');
-    if (pipeline.data.enabled === false) throw conflict(`Pipeline "${pipeline.name}" is disabled; enable it (PATCH {"enabled": true}) to run it`);
+    if (pipeline.data.enabled === false)
+      throw conflict(`Pipeline "${pipeline.name}" is disabled; enable it (PATCH {"enabled": true}) to run it`);
     const running = await runningRunOf(rt, q, o.tenantId, o.projectId, pipeline.id);
     if (running) throw conflict(`Pipeline "${pipeline.name}" is already running (run ${running.id}); wait for that run to end`);
     const declared = (pipeline.data.steps as DeclaredStep[]) ?? [];
-    const steps: StepResult[] = declared.map((s, i) => ({ step_id: `step_${i + 1}`, step_name: s.name, step_type: s.type, run_id: null, ...pendingUnit() }));
-    const stored = await insertRun(rt, q, { tenantId: o.tenantId, projectId: o.projectId, parentId: pipeline.id, runType: 'pipeline', trigger: o.trigger, simulated: false, steps });
+    const steps: StepResult[] = declared.map((s, i) => ({
+      step_id: `step_${i + 1}`,
+      step_name: s.name,
+      step_type: s.type,
+      run_id: null,
+      ...pendingUnit(),
+    }));
+    const stored = await insertRun(rt, q, {
+      tenantId: o.tenantId,
+      projectId: o.projectId,
+      parentId: pipeline.id,
+      runType: 'pipeline',
+      trigger: o.trigger,
+      simulated: false,
+      steps,
+    });
     pipeline.data.last_run_status = 'running';
     await rt.ctx.resources.update(pipeline, q);
     return { stored, declared };
   });
   const done = rt.execute(stored.id, (signal) => {
     const rec = new RunRecorder(rt, stored, signal, { progress: 'coalesced' });
-    return guarded(rec, () => runPipeline(rt, rec, declared), (q) => settlePipeline(rt, q, rec));
+    return guarded(
+      rec,
+      () => runPipeline(rt, rec, declared),
+      (q) => settlePipeline(rt, q, rec),
+    );
   });
   return { run: structuredClone(stored.data as RunData), done };
 }
 
 /** The spec's pipeline stream message (section 6), for the stream worker. */
 function stepUpdate(rt: Runtime, rec: RunRecorder, step: StepResult) {
-  const message = { type: 'step_update', step_id: step.step_id, step_name: step.step_name, status: step.status, duration_seconds: step.duration_seconds, timestamp: rt.now() };
+  const message = {
+    type: 'step_update',
+    step_id: step.step_id,
+    step_name: step.step_name,
+    status: step.status,
+    duration_seconds: step.duration_seconds,
+    timestamp: rt.now(),
+  };
   // Sent at once, numbered; the write that stores the step's state follows (see RunRecorder.announce).
-  rec.announce((seq) => rt.events.emit('step_update', rec.stored.tenantId, { pipeline_id: rec.stored.parentId, run_id: rec.id, seq, message }));
+  rec.announce((seq) =>
+    rt.events.emit('step_update', rec.stored.tenantId, { pipeline_id: rec.stored.parentId, run_id: rec.id, seq, message }),
+  );
 }
 
 /** Steps of one run that execute at the same time, at most (independent steps run concurrently). */
@@ -94,7 +133,9 @@ async function executeStep(rt: Runtime, rec: RunRecorder, step: DeclaredStep, re
   await rec.save();
   const child = await started.done;
   if (!child) throw new Stopped();
-  return child.status === 'succeeded' ? null : `${step.type === 'connector_sync' ? 'connector sync' : 'dbt run'} ${child.id} failed: ${child.error}`;
+  return child.status === 'succeeded'
+    ? null
+    : `${step.type === 'connector_sync' ? 'connector sync' : 'dbt run'} ${child.id} failed: ${child.error}`;
 }
 
 /**

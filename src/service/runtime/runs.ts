@@ -37,7 +37,15 @@ export async function inProject<T>(rt: Runtime, tenantId: string, projectId: str
 }
 
 /** Changes a stored resource in place under the caller's transaction; a resource deleted meanwhile is left alone. */
-export async function updateResource(rt: Runtime, q: Queryable, tenantId: string, projectId: string, kind: string, id: string, mutate: (data: Record<string, unknown>) => void): Promise<StoredResource | undefined> {
+export async function updateResource(
+  rt: Runtime,
+  q: Queryable,
+  tenantId: string,
+  projectId: string,
+  kind: string,
+  id: string,
+  mutate: (data: Record<string, unknown>) => void,
+): Promise<StoredResource | undefined> {
   const found = await rt.ctx.resources.get(tenantId, projectId, kind, id, q);
   if (!found) return undefined;
   mutate(found.data);
@@ -86,9 +94,21 @@ export async function insertRun(rt: Runtime, q: Queryable, r: NewRun): Promise<S
     models: r.models ?? [],
     changes: r.changes ?? [],
   };
-  const stored: Omit<StoredResource, 'seq'> = { id, tenantId: r.tenantId, projectId: r.projectId, kind: 'run', parentId: r.parentId, name: id, data, secrets: null };
+  const stored: Omit<StoredResource, 'seq'> = {
+    id,
+    tenantId: r.tenantId,
+    projectId: r.projectId,
+    kind: 'run',
+    parentId: r.parentId,
+    name: id,
+    data,
+    secrets: null,
+  };
   await rt.ctx.resources.insert(stored, q);
-  await q.run('INSERT INTO meta (key, value) VALUES (?, ?)', [META.run(id), JSON.stringify({ instance: rt.instanceId, tenant_id: r.tenantId, project_id: r.projectId })]);
+  await q.run('INSERT INTO meta (key, value) VALUES (?, ?)', [
+    META.run(id),
+    JSON.stringify({ instance: rt.instanceId, tenant_id: r.tenantId, project_id: r.projectId }),
+  ]);
   await pruneHistory(rt, q, r);
   return { ...stored, seq: 0 };
 }
@@ -106,11 +126,20 @@ async function pruneHistory(rt: Runtime, q: Queryable, r: NewRun): Promise<void>
   const params = [r.tenantId, r.projectId, 'run', r.parentId];
   const cut = await q.get<{ seq: number }>(`SELECT seq FROM resources WHERE ${scope} ORDER BY seq DESC LIMIT 1 OFFSET ${keep}`, params);
   if (!cut) return;
-  await q.run(`DELETE FROM resources WHERE ${scope} AND seq <= ? AND ${jsonField(rt.ctx.db, 'status')} <> 'running'`, [...params, Number(cut.seq)]);
+  await q.run(`DELETE FROM resources WHERE ${scope} AND seq <= ? AND ${jsonField(rt.ctx.db, 'status')} <> 'running'`, [
+    ...params,
+    Number(cut.seq),
+  ]);
 }
 
 /** Is there a run of this resource still running? (Callers hold the project lock.) */
-export async function runningRunOf(rt: Runtime, q: Queryable, tenantId: string, projectId: string, parentId: string): Promise<StoredResource | undefined> {
+export async function runningRunOf(
+  rt: Runtime,
+  q: Queryable,
+  tenantId: string,
+  projectId: string,
+  parentId: string,
+): Promise<StoredResource | undefined> {
   const rows = await rt.ctx.resources.list({ tenantId, projectId, kind: 'run', parentId, where: { status: 'running' }, limit: 1 }, q);
   return rows[0];
 }
@@ -167,10 +196,13 @@ export class RunRecorder {
   /** Writes the run as it is now (after what was queued before); coalesced, schedules that write and returns at once. */
   save(): Promise<void> {
     if (this.options.progress !== 'coalesced') return this.write(structuredClone(this.stored));
-    this.flushTimer ??= setTimeout(() => {
-      this.flushTimer = undefined;
-      this.write().catch((err) => this.rt.log?.error({ err, runId: this.id }, 'writing run progress failed'));
-    }, Math.max(PROGRESS_MIN_MS, this.lastWriteMs * PROGRESS_DUTY)).unref();
+    this.flushTimer ??= setTimeout(
+      () => {
+        this.flushTimer = undefined;
+        this.write().catch((err) => this.rt.log?.error({ err, runId: this.id }, 'writing run progress failed'));
+      },
+      Math.max(PROGRESS_MIN_MS, this.lastWriteMs * PROGRESS_DUTY),
+    ).unref();
     return Promise.resolve();
   }
 

@@ -131,7 +131,10 @@ export class Runtime {
 
   private async heartbeat(): Promise<void> {
     if (this.stopping) return;
-    await this.ctx.db.run('INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value', [META.instance(this.instanceId), String(this.nowMs())]);
+    await this.ctx.db.run('INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value', [
+      META.instance(this.instanceId),
+      String(this.nowMs()),
+    ]);
   }
 
   /**

@@ -77,14 +77,16 @@ interface Job {
   claimed: { tick: number; offset: number; movedTo: number };
 }
 
-type Starter = (rt: Runtime, o: { tenantId: string; projectId: string; trigger: 'schedule'; id: string }) => Promise<{ run: { id: string } }>;
+type Starter = (
+  rt: Runtime,
+  o: { tenantId: string; projectId: string; trigger: 'schedule'; id: string },
+) => Promise<{ run: { id: string } }>;
 
 /** How a due tick of each scheduled kind starts its run. */
 const STARTERS: Record<string, Starter> = {
   connector: (rt, o) => startConnectorSync(rt, { ...o, connectorId: o.id }),
   pipeline: (rt, o) => startPipelineRun(rt, { ...o, pipelineId: o.id }),
 };
-
 
 /** The bounded queue of claimed ticks, with per-tenant and global limits on starts in progress. */
 class RunQueue {
@@ -124,7 +126,7 @@ class RunQueue {
   }
 
   private pump(): void {
-    for (let i = 0; i < this.pending.length && this.running < MAX_STARTING; ) {
+    for (let i = 0; i < this.pending.length && this.running < MAX_STARTING;) {
       const job = this.pending[i];
       const c = this.counts(job.tenantId);
       if (c.running >= MAX_STARTING_PER_TENANT) {
@@ -205,7 +207,11 @@ export class Scheduler {
     if (this.stopped) return;
     await this.checkFreshness();
     if (this.stopped) return;
-    await escalate(this.rt, (p) => this.alerting.track(p), () => this.stopped);
+    await escalate(
+      this.rt,
+      (p) => this.alerting.track(p),
+      () => this.stopped,
+    );
   }
 
   /** Claims and queues the due ticks, in batches, never reading a row that is not due. */
@@ -251,14 +257,26 @@ export class Scheduler {
       await db.run('DELETE FROM schedules WHERE resource_id = ?', [row.resource_id]); // validated on write; an old invalid one is not scheduled
       return;
     }
-    const claim = await db.run('UPDATE schedules SET tick = ?, next_due_at = ? WHERE resource_id = ? AND tick = ?', [next, next + offset, row.resource_id, tick]);
+    const claim = await db.run('UPDATE schedules SET tick = ?, next_due_at = ? WHERE resource_id = ? AND tick = ?', [
+      next,
+      next + offset,
+      row.resource_id,
+      tick,
+    ]);
     if (claim.changes !== 1) return; // another replica moved it, or the schedule was just changed
     if (latest + offset <= this.startedAt) return; // due while the service was down: not back-filled
     const data = JSON.parse(row.data) as Record<string, unknown>;
     if (data.enabled === false || data.status === 'paused') return;
     const created = Date.parse(String(data.created_at ?? ''));
     if (Number.isFinite(created) && latest < created) return;
-    this.queue.push({ id: row.resource_id, tenantId: row.tenant_id, projectId: row.project_id, kind: row.kind, tick: new Date(latest).toISOString(), claimed: { tick: latest, offset, movedTo: next } });
+    this.queue.push({
+      id: row.resource_id,
+      tenantId: row.tenant_id,
+      projectId: row.project_id,
+      kind: row.kind,
+      tick: new Date(latest).toISOString(),
+      claimed: { tick: latest, offset, movedTo: next },
+    });
   }
 
   private async fireTick(job: Job): Promise<void> {
@@ -284,7 +302,13 @@ export class Scheduler {
       detail = (err as Error).message;
     }
     await rt.ctx.db
-      .run('UPDATE schedule_ticks SET outcome = ?, run_id = ?, detail = ? WHERE resource_id = ? AND tick = ?', [outcome, runId, detail, job.id, job.tick])
+      .run('UPDATE schedule_ticks SET outcome = ?, run_id = ?, detail = ? WHERE resource_id = ? AND tick = ?', [
+        outcome,
+        runId,
+        detail,
+        job.id,
+        job.tick,
+      ])
       .catch((err) => rt.log?.error({ err, resourceId: job.id }, 'schedule tick outcome not recorded'));
   }
 
@@ -297,7 +321,15 @@ export class Scheduler {
       [...SCHEDULED_KINDS.keys()],
       async (r) => {
         const expression = scheduleOf(r.kind, JSON.parse(r.data) as Record<string, unknown>);
-        if (expression) await putSchedule(db, { id: r.id, tenantId: r.tenant_id, projectId: r.project_id, kind: r.kind }, expression, this.rt.nowMs(), this.rt.ctx.options.timeScale, true);
+        if (expression)
+          await putSchedule(
+            db,
+            { id: r.id, tenantId: r.tenant_id, projectId: r.project_id, kind: r.kind },
+            expression,
+            this.rt.nowMs(),
+            this.rt.ctx.options.timeScale,
+            true,
+          );
       },
       () => this.stopped || this.rt.stopped,
     );
@@ -313,9 +345,16 @@ export class Scheduler {
       async (r) => {
         const alert = JSON.parse(r.data) as Record<string, unknown>;
         if (alert.status !== 'firing' && alert.status !== 'acknowledged') return;
-        await db.run('INSERT INTO open_alerts (rule_id, resource_key, alert_id, tenant_id) VALUES (?, ?, ?, ?) ON CONFLICT (rule_id, resource_key) DO NOTHING', [r.parent_id, String(alert.resource_id ?? ''), r.id, r.tenant_id]);
+        await db.run(
+          'INSERT INTO open_alerts (rule_id, resource_key, alert_id, tenant_id) VALUES (?, ?, ?, ?) ON CONFLICT (rule_id, resource_key) DO NOTHING',
+          [r.parent_id, String(alert.resource_id ?? ''), r.id, r.tenant_id],
+        );
         // A row for every firing alert: the first look drops those whose rule has no policy.
-        if (alert.status === 'firing') await db.run('INSERT INTO escalations_due (alert_id, tenant_id, project_id, next_due_at) VALUES (?, ?, ?, ?) ON CONFLICT (alert_id) DO NOTHING', [r.id, r.tenant_id, r.project_id, this.rt.nowMs()]);
+        if (alert.status === 'firing')
+          await db.run(
+            'INSERT INTO escalations_due (alert_id, tenant_id, project_id, next_due_at) VALUES (?, ?, ?, ?) ON CONFLICT (alert_id) DO NOTHING',
+            [r.id, r.tenant_id, r.project_id, this.rt.nowMs()],
+          );
       },
       () => this.stopped || this.rt.stopped,
     );
@@ -330,7 +369,7 @@ export class Scheduler {
     const minute = Math.floor(this.rt.nowMs() / 60_000);
     if (minute === this.freshnessMinute) return;
     this.freshnessMinute = minute;
-    for (let after = 0; ; ) {
+    for (let after = 0; ;) {
       const rows = await this.rt.ctx.db.all<{ seq: number; tenant_id: string; project_id: string; data: string }>(
         `SELECT seq, tenant_id, project_id, data FROM resources WHERE kind = 'alert_rule' AND seq > ? AND data LIKE '%freshness_minutes%' ORDER BY seq LIMIT ${RULE_PAGE}`,
         [after],

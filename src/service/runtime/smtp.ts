@@ -82,7 +82,9 @@ export async function sendMail(rt: Runtime, mail: Mail): Promise<DeliveryResult>
       } catch (err) {
         const e = err as SmtpError;
         if (err instanceof EgressDenied) throw new AbortError(new MailFailure(err.message));
-        const reason = e.responseCode ? `${host} answered ${e.response ?? e.responseCode}` : `SMTP to ${host} failed: ${e.code ? `${e.code} ` : ''}${e.message}`;
+        const reason = e.responseCode
+          ? `${host} answered ${e.response ?? e.responseCode}`
+          : `SMTP to ${host} failed: ${e.code ? `${e.code} ` : ''}${e.message}`;
         const failure = new MailFailure(reason, e.responseCode);
         // 4xx: the server asks to try again later; 5xx and bad credentials will not change.
         if (e.code === 'EAUTH' || (e.responseCode !== undefined && e.responseCode >= 500)) throw new AbortError(failure);

@@ -100,7 +100,8 @@ export function describeError(err: unknown, s: SourceSettings, timeoutSeconds: n
       return `Query cancelled after ${timeoutSeconds} s: ${message}`;
   }
   if (/timeout/i.test(message)) return `Host unreachable: no answer from ${where(s)} within ${timeoutSeconds} s`;
-  if (/client password must be/i.test(message)) return `Authentication failed for user "${s.username}": the source asks for a password and none is stored (credentials.password)`;
+  if (/client password must be/i.test(message))
+    return `Authentication failed for user "${s.username}": the source asks for a password and none is stored (credentials.password)`;
   if (/does not support SSL/i.test(message)) return `${where(s)} does not support SSL, but ssl_mode is ${s.sslMode}`;
   if (/self[- ]signed|certificate/i.test(message)) return `TLS certificate of ${where(s)} not accepted (ssl_mode ${s.sslMode}): ${message}`;
   return `Connection to ${where(s)} failed: ${message}`;
@@ -129,7 +130,12 @@ function clientConfig(s: SourceSettings, address: string, timeoutSeconds: number
  * The host is resolved once and checked by the egress policy before any packet is sent (pg
  * takes no `lookup`): a denied host answers the same, at once, whether its port is open or not.
  */
-export async function connectPostgres(s: SourceSettings, timeoutSeconds: number, egress: EgressPolicy, signal?: AbortSignal): Promise<pg.Client> {
+export async function connectPostgres(
+  s: SourceSettings,
+  timeoutSeconds: number,
+  egress: EgressPolicy,
+  signal?: AbortSignal,
+): Promise<pg.Client> {
   if (!s.host) throw new SourceError('config.host is not set');
   if (!s.username) throw new SourceError('credentials.username is not set');
   const address = await egress.resolve(s.host, Math.max(1, Math.round(timeoutSeconds * 1000)));
@@ -163,7 +169,13 @@ export async function connectPostgres(s: SourceSettings, timeoutSeconds: number,
 }
 
 /** Runs fn on a connection that is closed afterwards, and when `signal` aborts. */
-export async function withPostgres<T>(s: SourceSettings, timeoutSeconds: number, egress: EgressPolicy, signal: AbortSignal | undefined, fn: (c: pg.Client) => Promise<T>): Promise<T> {
+export async function withPostgres<T>(
+  s: SourceSettings,
+  timeoutSeconds: number,
+  egress: EgressPolicy,
+  signal: AbortSignal | undefined,
+  fn: (c: pg.Client) => Promise<T>,
+): Promise<T> {
   const client = await connectPostgres(s, timeoutSeconds, egress, signal);
   const onAbort = () => void client.end().catch(() => undefined);
   signal?.addEventListener('abort', onAbort, { once: true });
@@ -186,8 +198,12 @@ export async function testPostgres(s: SourceSettings, timeoutSeconds: number, eg
   return withPostgres(s, timeoutSeconds, egress, undefined, async (c) => {
     await setStatementTimeout(c, timeoutSeconds);
     const version = String((await c.query('SHOW server_version')).rows[0].server_version).split(' ')[0];
-    if (!(await schemaExists(c, s.schema))) throw new SourceError(`Connected to ${where(s)}/${s.database ?? s.username}, but schema "${s.schema}" does not exist`);
-    const { rows } = await c.query(`SELECT count(*) AS n FROM information_schema.tables WHERE table_schema = $1 AND table_type IN ${TABLE_TYPES}`, [s.schema]);
+    if (!(await schemaExists(c, s.schema)))
+      throw new SourceError(`Connected to ${where(s)}/${s.database ?? s.username}, but schema "${s.schema}" does not exist`);
+    const { rows } = await c.query(
+      `SELECT count(*) AS n FROM information_schema.tables WHERE table_schema = $1 AND table_type IN ${TABLE_TYPES}`,
+      [s.schema],
+    );
     const n = Number(rows[0].n);
     return `Connected to PostgreSQL ${version} at ${where(s)}, database "${s.database ?? s.username}" as "${s.username}": ${plural(n, 'table')} accessible in schema "${s.schema}"`;
   });
@@ -211,13 +227,21 @@ export async function discoverPostgres(s: SourceSettings, timeoutSeconds: number
       `SELECT table_schema, table_name FROM information_schema.tables WHERE table_schema = ANY($1) AND table_type IN ${TABLE_TYPES} ORDER BY table_schema, table_name`,
       [schemas],
     );
-    const columns = await c.query<{ table_schema: string; table_name: string; column_name: string; data_type: string; udt_name: string; is_nullable: string }>(
+    const columns = await c.query<{
+      table_schema: string;
+      table_name: string;
+      column_name: string;
+      data_type: string;
+      udt_name: string;
+      is_nullable: string;
+    }>(
       `SELECT table_schema, table_name, column_name, data_type, udt_name, is_nullable FROM information_schema.columns
         WHERE table_schema = ANY($1) ORDER BY table_schema, table_name, ordinal_position`,
       [schemas],
     );
     const byKey = new Map<string, DiscoveredTable>();
-    for (const t of tables.rows) byKey.set(`${t.table_schema}.${t.table_name}`, { schema: t.table_schema, name: t.table_name, columns: [] });
+    for (const t of tables.rows)
+      byKey.set(`${t.table_schema}.${t.table_name}`, { schema: t.table_schema, name: t.table_name, columns: [] });
     for (const col of columns.rows) {
       const table = byKey.get(`${col.table_schema}.${col.table_name}`);
       if (!table) continue;

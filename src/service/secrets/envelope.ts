@@ -41,7 +41,8 @@ export function masterKey(key: Buffer): MasterKey {
 export const generateKey = (): Buffer => randomBytes(KEY_BYTES);
 
 const b64 = (b: Buffer) => b.toString('base64url');
-const aad = (keyId: string, c: SealContext, layer: 'dek' | 'value') => Buffer.from(JSON.stringify(['dp-secrets', 1, layer, keyId, c.tenantId, c.resourceId, c.field]));
+const aad = (keyId: string, c: SealContext, layer: 'dek' | 'value') =>
+  Buffer.from(JSON.stringify(['dp-secrets', 1, layer, keyId, c.tenantId, c.resourceId, c.field]));
 
 function gcmSeal(key: Buffer, plaintext: Buffer, associated: Buffer): { iv: Buffer; ct: Buffer; tag: Buffer } {
   const iv = randomBytes(IV_BYTES);
@@ -69,7 +70,10 @@ export function seal(master: MasterKey, plaintext: string, c: SealContext): stri
   const wrapped = gcmSeal(master.key, dek, aad(master.id, c, 'dek'));
   const value = gcmSeal(dek, Buffer.from(plaintext, 'utf8'), aad(master.id, c, 'value'));
   dek.fill(0);
-  return SEALED_PREFIX + [master.id, b64(Buffer.concat([wrapped.iv, wrapped.ct, wrapped.tag])), b64(value.iv), b64(value.ct), b64(value.tag)].join(':');
+  return (
+    SEALED_PREFIX +
+    [master.id, b64(Buffer.concat([wrapped.iv, wrapped.ct, wrapped.tag])), b64(value.iv), b64(value.ct), b64(value.tag)].join(':')
+  );
 }
 
 /**
@@ -84,11 +88,25 @@ export function open(keys: ReadonlyMap<string, MasterKey>, sealed: string, c: Se
   if (!master) throw new SecretsKeyError(`the secrets of ${c.resourceId} are sealed with key ${keyId}, which is not configured`);
   try {
     const wrapped = Buffer.from(wrappedText, 'base64url');
-    const dek = gcmOpen(master.key, wrapped.subarray(0, IV_BYTES), wrapped.subarray(IV_BYTES, wrapped.length - TAG_BYTES), wrapped.subarray(wrapped.length - TAG_BYTES), aad(keyId, c, 'dek'));
-    const plain = gcmOpen(dek, Buffer.from(ivText, 'base64url'), Buffer.from(ctText, 'base64url'), Buffer.from(tagText, 'base64url'), aad(keyId, c, 'value'));
+    const dek = gcmOpen(
+      master.key,
+      wrapped.subarray(0, IV_BYTES),
+      wrapped.subarray(IV_BYTES, wrapped.length - TAG_BYTES),
+      wrapped.subarray(wrapped.length - TAG_BYTES),
+      aad(keyId, c, 'dek'),
+    );
+    const plain = gcmOpen(
+      dek,
+      Buffer.from(ivText, 'base64url'),
+      Buffer.from(ctText, 'base64url'),
+      Buffer.from(tagText, 'base64url'),
+      aad(keyId, c, 'value'),
+    );
     dek.fill(0);
     return plain.toString('utf8');
   } catch {
-    throw new SecretsKeyError(`the secrets of ${c.resourceId} do not authenticate (tampered, moved from another row, or a different key with the same id)`);
+    throw new SecretsKeyError(
+      `the secrets of ${c.resourceId} do not authenticate (tampered, moved from another row, or a different key with the same id)`,
+    );
   }
 }

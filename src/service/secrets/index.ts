@@ -37,11 +37,17 @@ function mismatch(storedId: string, key: MasterKey, origin: KeyOrigin): SecretsK
  */
 export async function openSecrets(db: Db, config: KeyConfig): Promise<SecretsSetup> {
   const rotatingTo = await metaValue(db, META.rotatingTo);
-  if (rotatingTo) throw new SecretsKeyError(`A rotation of the secrets key to key ${rotatingTo} is unfinished: run \`dpctl secrets rotate-key\` again with the same --new-key-file to finish it, then start with that key.`);
+  if (rotatingTo)
+    throw new SecretsKeyError(
+      `A rotation of the secrets key to key ${rotatingTo} is unfinished: run \`dpctl secrets rotate-key\` again with the same --new-key-file to finish it, then start with that key.`,
+    );
   const storedId = await metaValue(db, META.keyId);
   let chosen = configuredKey(config) ?? (await existingAutoKey(db, config));
   if (!chosen) {
-    if (storedId) throw new SecretsKeyError(`The secrets in this store are sealed with key ${storedId}, but no key is configured: pass it with --secrets-key-file or DP_SECRETS_KEY.`);
+    if (storedId)
+      throw new SecretsKeyError(
+        `The secrets in this store are sealed with key ${storedId}, but no key is configured: pass it with --secrets-key-file or DP_SECRETS_KEY.`,
+      );
     chosen = await createAutoKey(db, config);
   }
   if (!storedId) await db.run('INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO NOTHING', [META.keyId, chosen.key.id]);
@@ -59,6 +65,10 @@ export async function openSecrets(db: Db, config: KeyConfig): Promise<SecretsSet
 export async function sealClearSecrets(db: Db, cipher: SecretCipher, signal?: AbortSignal): Promise<number> {
   if (await metaValue(db, META.clearMigrated)) return 0;
   const sealed = await withScrub(db, () => resealRows(db, cipher, { select: (stored) => !isSealed(stored), signal }));
-  if (!signal?.aborted) await db.run('INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO NOTHING', [META.clearMigrated, new Date().toISOString()]);
+  if (!signal?.aborted)
+    await db.run('INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO NOTHING', [
+      META.clearMigrated,
+      new Date().toISOString(),
+    ]);
   return sealed;
 }

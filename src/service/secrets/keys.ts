@@ -17,13 +17,19 @@ export interface KeyConfig {
 
 export const AUTO_KEY_FILE = 'secrets.key';
 /** meta rows: the id of the key the store is sealed with, an unfinished rotation, PostgreSQL's generated key. */
-export const META = { keyId: 'secrets.key_id', rotatingTo: 'secrets.rotating_to', autoKey: 'secrets.master_key', clearMigrated: 'secrets.clear_migrated' } as const;
+export const META = {
+  keyId: 'secrets.key_id',
+  rotatingTo: 'secrets.rotating_to',
+  autoKey: 'secrets.master_key',
+  clearMigrated: 'secrets.clear_migrated',
+} as const;
 
 const BASE64_KEY = /^[A-Za-z0-9+/_-]{43}=?$/;
 
 export function parseKey(text: string, where: string): MasterKey {
   const trimmed = text.trim();
-  if (!BASE64_KEY.test(trimmed)) throw new SecretsKeyError(`${where} must hold a base64-encoded 32-byte key (make one with: openssl rand -base64 32)`);
+  if (!BASE64_KEY.test(trimmed))
+    throw new SecretsKeyError(`${where} must hold a base64-encoded 32-byte key (make one with: openssl rand -base64 32)`);
   return masterKey(Buffer.from(trimmed.replace(/-/g, '+').replace(/_/g, '/'), 'base64'));
 }
 
@@ -82,7 +88,10 @@ export async function existingAutoKey(db: Db, config: KeyConfig): Promise<{ key:
  */
 export async function createAutoKey(db: Db, config: KeyConfig): Promise<{ key: MasterKey; origin: KeyOrigin }> {
   if (!config.databaseUrl) return { key: writeNewKeyFile(join(config.dataDir, AUTO_KEY_FILE)), origin: 'data-dir' };
-  await db.run('INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO NOTHING', [META.autoKey, generateKey().toString('base64')]);
+  await db.run('INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO NOTHING', [
+    META.autoKey,
+    generateKey().toString('base64'),
+  ]);
   return (await existingAutoKey(db, config))!;
 }
 

@@ -18,7 +18,6 @@ export interface ResealOptions {
   onProgress?: (p: { resealed: number; seq: number; maxSeq: number }) => void;
 }
 
-
 /**
  * Reseals the `secrets` column of every selected row under the cipher's primary key, one seq
  * window per transaction, yielding to the event loop between windows so requests are served
@@ -32,7 +31,10 @@ export async function resealRows(db: Db, cipher: SecretCipher, options: ResealOp
   let resealed = 0;
   for (let from = 0; from < maxSeq; from += window) {
     if (options.signal?.aborted) break;
-    const rows = await db.all<{ id: string; tenant_id: string; secrets: string }>('SELECT id, tenant_id, secrets FROM resources WHERE seq > ? AND seq <= ? AND secrets IS NOT NULL', [from, from + window]);
+    const rows = await db.all<{ id: string; tenant_id: string; secrets: string }>(
+      'SELECT id, tenant_id, secrets FROM resources WHERE seq > ? AND seq <= ? AND secrets IS NOT NULL',
+      [from, from + window],
+    );
     const todo = rows.filter((r) => options.select(r.secrets));
     for (let i = 0; i < todo.length && !options.signal?.aborted; i += RESEAL_CHUNK) {
       resealed += await resealChunk(db, cipher, todo.slice(i, i + RESEAL_CHUNK));
@@ -51,7 +53,10 @@ async function resealChunk(db: Db, cipher: SecretCipher, rows: { id: string; ten
   // are column1..3 in both SQLite and PostgreSQL; `secrets = column2` is the compare-and-set.
   const values = rows.map(() => '(?, ?, ?)').join(', ');
   const params = rows.flatMap((r, i) => [r.id, r.secrets, next[i]]);
-  const { changes } = await db.run(`UPDATE resources SET secrets = v.column3 FROM (VALUES ${values}) AS v WHERE resources.id = v.column1 AND resources.secrets = v.column2`, params);
+  const { changes } = await db.run(
+    `UPDATE resources SET secrets = v.column3 FROM (VALUES ${values}) AS v WHERE resources.id = v.column1 AND resources.secrets = v.column2`,
+    params,
+  );
   return changes;
 }
 

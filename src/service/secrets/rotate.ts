@@ -4,7 +4,17 @@ import { openDb, type Db } from '../store/db.js';
 import { migrate } from '../store/migrations.js';
 import { SecretCipher } from './cipher.js';
 import { SecretsKeyError, type MasterKey } from './envelope.js';
-import { configuredKey, existingAutoKey, META, metaValue, readKeyFile, removeAutoKey, writeNewKeyFile, type KeyConfig, type KeyOrigin } from './keys.js';
+import {
+  configuredKey,
+  existingAutoKey,
+  META,
+  metaValue,
+  readKeyFile,
+  removeAutoKey,
+  writeNewKeyFile,
+  type KeyConfig,
+  type KeyOrigin,
+} from './keys.js';
 import { resealRows, withScrub } from './reseal.js';
 
 export interface RotateOptions extends KeyConfig {
@@ -22,11 +32,13 @@ export interface RotateResult {
   removedAutoKey?: KeyOrigin;
 }
 
-const upsert = (db: Db, key: string, value: string) => db.run('INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value', [key, value]);
+const upsert = (db: Db, key: string, value: string) =>
+  db.run('INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value', [key, value]);
 
 async function openStore(config: KeyConfig): Promise<Db> {
   const sqlitePath = join(config.dataDir, 'dataplatform.sqlite');
-  if (!config.databaseUrl && !existsSync(sqlitePath)) throw new SecretsKeyError(`no store at ${sqlitePath}: pass the service's --data-dir (or --database-url)`);
+  if (!config.databaseUrl && !existsSync(sqlitePath))
+    throw new SecretsKeyError(`no store at ${sqlitePath}: pass the service's --data-dir (or --database-url)`);
   const db = await openDb({ databaseUrl: config.databaseUrl, sqlitePath });
   await migrate(db);
   return db;
@@ -37,7 +49,9 @@ async function currentKey(db: Db, config: KeyConfig, storedId: string | undefine
   const current = configuredKey(config) ?? (await existingAutoKey(db, config));
   const needed = storedId && storedId !== newKey.id;
   if (needed && current?.key.id !== storedId) {
-    throw new SecretsKeyError(`The store is sealed with key ${storedId}, ${current ? `not with key ${current.key.id}` : 'and no current key is configured'}: give the current key with --secrets-key-file or DP_SECRETS_KEY.`);
+    throw new SecretsKeyError(
+      `The store is sealed with key ${storedId}, ${current ? `not with key ${current.key.id}` : 'and no current key is configured'}: give the current key with --secrets-key-file or DP_SECRETS_KEY.`,
+    );
   }
   return current;
 }
@@ -55,16 +69,27 @@ export async function rotateKey(options: RotateOptions): Promise<RotateResult> {
     const createdNewKeyFile = !existsSync(options.newKeyFile);
     const newKey = createdNewKeyFile ? writeNewKeyFile(options.newKeyFile) : readKeyFile(options.newKeyFile, '--new-key-file');
     const rotatingTo = await metaValue(db, META.rotatingTo);
-    if (rotatingTo && rotatingTo !== newKey.id) throw new SecretsKeyError(`An unfinished rotation to key ${rotatingTo} must be finished first: run this again with that --new-key-file.`);
+    if (rotatingTo && rotatingTo !== newKey.id)
+      throw new SecretsKeyError(
+        `An unfinished rotation to key ${rotatingTo} must be finished first: run this again with that --new-key-file.`,
+      );
     const storedId = await metaValue(db, META.keyId);
     const current = await currentKey(db, options, storedId, newKey);
 
     await upsert(db, META.rotatingTo, newKey.id);
     const cipher = new SecretCipher(newKey, current ? [current.key] : []);
-    const resealed = await withScrub(db, () => resealRows(db, cipher, { select: (stored) => cipher.needsReseal(stored), onProgress: options.onProgress }));
+    const resealed = await withScrub(db, () =>
+      resealRows(db, cipher, { select: (stored) => cipher.needsReseal(stored), onProgress: options.onProgress }),
+    );
     await db.tx(async (q) => {
-      await q.run('INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value', [META.keyId, newKey.id]);
-      await q.run('INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO NOTHING', [META.clearMigrated, new Date().toISOString()]);
+      await q.run('INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value', [
+        META.keyId,
+        newKey.id,
+      ]);
+      await q.run('INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO NOTHING', [
+        META.clearMigrated,
+        new Date().toISOString(),
+      ]);
       await q.run('DELETE FROM meta WHERE key = ?', [META.rotatingTo]);
     });
     let removedAutoKey: KeyOrigin | undefined;

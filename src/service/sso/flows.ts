@@ -39,7 +39,17 @@ export class SsoFlows {
     await this.db.run('DELETE FROM sso_flows WHERE expires_at <= ?', [this.iso()]);
     await this.db.run(
       'INSERT INTO sso_flows (state_hash, tenant_id, provider_id, nonce, code_verifier, request_id, redirect_uri, created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)',
-      [hashSecret(state), flow.tenantId, flow.providerId, flow.nonce, flow.codeVerifier, flow.requestId, flow.redirectUri, this.iso(), this.iso(FLOW_TTL_SECONDS)],
+      [
+        hashSecret(state),
+        flow.tenantId,
+        flow.providerId,
+        flow.nonce,
+        flow.codeVerifier,
+        flow.requestId,
+        flow.redirectUri,
+        this.iso(),
+        this.iso(FLOW_TTL_SECONDS),
+      ],
     );
     return state;
   }
@@ -51,14 +61,28 @@ export class SsoFlows {
   async claim(tenantId: string, state: string): Promise<SsoFlow | undefined> {
     return this.db.tx(async (q) => {
       const hash = hashSecret(state);
-      const row = await q.get<{ tenant_id: string; provider_id: string; nonce: string | null; code_verifier: string | null; request_id: string | null; redirect_uri: string; expires_at: string }>(
-        'SELECT tenant_id, provider_id, nonce, code_verifier, request_id, redirect_uri, expires_at FROM sso_flows WHERE state_hash = ?',
-        [hash],
-      );
+      const row = await q.get<{
+        tenant_id: string;
+        provider_id: string;
+        nonce: string | null;
+        code_verifier: string | null;
+        request_id: string | null;
+        redirect_uri: string;
+        expires_at: string;
+      }>('SELECT tenant_id, provider_id, nonce, code_verifier, request_id, redirect_uri, expires_at FROM sso_flows WHERE state_hash = ?', [
+        hash,
+      ]);
       if (!row || row.tenant_id !== tenantId) return undefined;
       const spent = await q.run('DELETE FROM sso_flows WHERE state_hash = ?', [hash]);
       if (spent.changes !== 1 || row.expires_at <= this.iso()) return undefined;
-      return { tenantId: row.tenant_id, providerId: row.provider_id, nonce: row.nonce, codeVerifier: row.code_verifier, requestId: row.request_id, redirectUri: row.redirect_uri };
+      return {
+        tenantId: row.tenant_id,
+        providerId: row.provider_id,
+        nonce: row.nonce,
+        codeVerifier: row.code_verifier,
+        requestId: row.request_id,
+        redirectUri: row.redirect_uri,
+      };
     });
   }
 }

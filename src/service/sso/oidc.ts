@@ -55,7 +55,11 @@ async function configure(p: SsoProvider, { clock, egress, outboundCaFile }: Oidc
 }
 
 /** The authorization URL (code flow, PKCE S256, state and nonce) and the secrets the callback needs. */
-export async function beginOidc(p: SsoProvider, redirectUri: string, oc: OidcContext): Promise<{ codeVerifier: string; nonce: string; url: (state: string) => string }> {
+export async function beginOidc(
+  p: SsoProvider,
+  redirectUri: string,
+  oc: OidcContext,
+): Promise<{ codeVerifier: string; nonce: string; url: (state: string) => string }> {
   const config = await configure(p, oc);
   const codeVerifier = oidc.randomPKCECodeVerifier();
   const codeChallenge = await oidc.calculatePKCECodeChallenge(codeVerifier);
@@ -65,7 +69,15 @@ export async function beginOidc(p: SsoProvider, redirectUri: string, oc: OidcCon
     codeVerifier,
     nonce,
     url: (state) =>
-      oidc.buildAuthorizationUrl(config, { redirect_uri: redirectUri, response_type: 'code', scope, code_challenge: codeChallenge, code_challenge_method: 'S256', state, nonce }).href,
+      oidc.buildAuthorizationUrl(config, {
+        redirect_uri: redirectUri,
+        response_type: 'code',
+        scope,
+        code_challenge: codeChallenge,
+        code_challenge_method: 'S256',
+        state,
+        nonce,
+      }).href,
   };
 }
 
@@ -84,7 +96,12 @@ export async function finishOidc(
   for (const [k, v] of Object.entries(query)) callbackUrl.searchParams.set(k, v);
   let tokens: Awaited<ReturnType<typeof oidc.authorizationCodeGrant>>;
   try {
-    tokens = await oidc.authorizationCodeGrant(config, callbackUrl, { pkceCodeVerifier: flow.codeVerifier, expectedNonce: flow.nonce, expectedState: flow.state, idTokenExpected: true });
+    tokens = await oidc.authorizationCodeGrant(config, callbackUrl, {
+      pkceCodeVerifier: flow.codeVerifier,
+      expectedNonce: flow.nonce,
+      expectedState: flow.state,
+      idTokenExpected: true,
+    });
   } catch (err) {
     throw signInRefused(p, err);
   }
@@ -101,7 +118,8 @@ export async function finishOidc(
       throw signInRefused(p, err);
     }
   }
-  if (!email) throw unauthorized(`Sign-in with "${p.name}" failed: the identity provider did not tell the email address (request the "email" scope)`);
+  if (!email)
+    throw unauthorized(`Sign-in with "${p.name}" failed: the identity provider did not tell the email address (request the "email" scope)`);
   if (verified === false) throw unauthorized(`Sign-in with "${p.name}" failed: the identity provider says ${email} is not verified`);
   return { subject: claims.sub, email };
 }
@@ -109,9 +127,17 @@ export async function finishOidc(
 /** The IdP's own refusal (error=access_denied on the callback, invalid_grant at the token endpoint) or a failed ID token check. */
 function signInRefused(p: SsoProvider, err: unknown): ApiError {
   if (err instanceof ApiError) return err;
-  const e = err as { error?: string; error_description?: string; message?: string; code?: string; cause?: { message?: string; code?: string } };
+  const e = err as {
+    error?: string;
+    error_description?: string;
+    message?: string;
+    code?: string;
+    cause?: { message?: string; code?: string };
+  };
   if (err instanceof oidc.AuthorizationResponseError || err instanceof oidc.ResponseBodyError) {
-    return unauthorized(`Sign-in with "${p.name}" was refused by the identity provider: ${e.error}${e.error_description ? ` (${e.error_description})` : ''}`);
+    return unauthorized(
+      `Sign-in with "${p.name}" was refused by the identity provider: ${e.error}${e.error_description ? ` (${e.error_description})` : ''}`,
+    );
   }
   if (e.code?.startsWith('OAUTH_') || err instanceof oidc.ClientError) {
     // openid-client wraps oauth4webapi's precise reason ('unexpected JWT "aud" (audience) claim value') in a generic one.

@@ -43,7 +43,11 @@ export async function loadProvider(ctx: ServiceContext, tenantId: string, provid
 export async function loadGoogleProvider(ctx: ServiceContext, tenantId: string): Promise<SsoProvider> {
   const all = await ctx.resources.allOfKinds(tenantId, '', ['sso_provider']);
   const google = all.map(fromStored).filter((p) => p.protocol === 'google');
-  if (!google.length) throw new ApiError('resource_not_found', 'Google sign-in is not configured for this tenant: an admin creates an SSO provider with protocol "google" first');
+  if (!google.length)
+    throw new ApiError(
+      'resource_not_found',
+      'Google sign-in is not configured for this tenant: an admin creates an SSO provider with protocol "google" first',
+    );
   return enabled(google.find((p) => p.enabled) ?? google[0]);
 }
 
@@ -53,5 +57,8 @@ function enabled(p: SsoProvider): SsoProvider {
 }
 
 export function assertProtocol(p: SsoProvider, protocols: SsoProvider['protocol'][], hint: string): void {
-  if (!protocols.includes(p.protocol)) throw new ApiError('validation_error', `SSO provider "${p.name}" uses ${p.protocol}; ${hint}`, [{ field: 'provider_id', message: `is a ${p.protocol} provider` }]);
+  if (!protocols.includes(p.protocol))
+    throw new ApiError('validation_error', `SSO provider "${p.name}" uses ${p.protocol}; ${hint}`, [
+      { field: 'provider_id', message: `is a ${p.protocol} provider` },
+    ]);
 }

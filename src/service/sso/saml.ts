@@ -5,7 +5,12 @@ import type { SsoProvider } from './provider.js';
 import type { VerifiedIdentity } from './oidc.js';
 
 /** Attributes IdPs commonly carry the email in (Okta/Entra/ADFS/Shibboleth), before falling back to an email-shaped NameID. */
-const EMAIL_ATTRIBUTES = ['email', 'mail', 'urn:oid:0.9.2342.19200300.100.1.3', 'http://schemas.xmlsoap.org/ws/2005/05/identity/claims/emailaddress'];
+const EMAIL_ATTRIBUTES = [
+  'email',
+  'mail',
+  'urn:oid:0.9.2342.19200300.100.1.3',
+  'http://schemas.xmlsoap.org/ws/2005/05/identity/claims/emailaddress',
+];
 
 /**
  * node-saml checks InResponseTo through a cache of issued request ids. Ours is the flow row in the
@@ -21,7 +26,8 @@ function flowCache(requestId: string | null): CacheProvider {
 }
 
 function samlFor(p: SsoProvider, acsUrl: string, requestId: string | null): SAML {
-  if (!p.saml_sso_url || !p.saml_idp_certificate || !p.saml_entity_id) throw unprocessable(`SSO provider "${p.name}" needs saml_sso_url, saml_idp_certificate and saml_entity_id`);
+  if (!p.saml_sso_url || !p.saml_idp_certificate || !p.saml_entity_id)
+    throw unprocessable(`SSO provider "${p.name}" needs saml_sso_url, saml_idp_certificate and saml_entity_id`);
   return new SAML({
     entryPoint: p.saml_sso_url,
     issuer: p.saml_entity_id,
@@ -54,7 +60,12 @@ export function samlMetadata(p: SsoProvider, acsUrl: string): string {
 }
 
 /** Verifies the posted response: signature with the IdP certificate, audience, validity window and InResponseTo. */
-export async function finishSaml(p: SsoProvider, acsUrl: string, requestId: string | null, samlResponse: string): Promise<VerifiedIdentity> {
+export async function finishSaml(
+  p: SsoProvider,
+  acsUrl: string,
+  requestId: string | null,
+  samlResponse: string,
+): Promise<VerifiedIdentity> {
   let profile: Profile | null;
   try {
     ({ profile } = await samlFor(p, acsUrl, requestId).validatePostResponseAsync({ SAMLResponse: samlResponse }));
@@ -68,6 +79,7 @@ export async function finishSaml(p: SsoProvider, acsUrl: string, requestId: stri
   }
   const attribute = EMAIL_ATTRIBUTES.map((name) => profile[name]).find((v): v is string => typeof v === 'string' && v.includes('@'));
   const email = attribute ?? (profile.nameID.includes('@') ? profile.nameID : undefined);
-  if (!email) throw unauthorized(`SAML sign-in with "${p.name}" failed: the assertion carries no email (an "email" attribute or an email NameID)`);
+  if (!email)
+    throw unauthorized(`SAML sign-in with "${p.name}" failed: the assertion carries no email (an "email" attribute or an email NameID)`);
   return { subject: profile.nameID, email };
 }

@@ -16,7 +16,8 @@ export interface SignedIn {
   provisioned: boolean;
 }
 
-const isUniqueViolation = (err: unknown) => ['SQLITE_CONSTRAINT_UNIQUE', 'SQLITE_CONSTRAINT_PRIMARYKEY', '23505'].includes((err as { code?: string }).code ?? '');
+const isUniqueViolation = (err: unknown) =>
+  ['SQLITE_CONSTRAINT_UNIQUE', 'SQLITE_CONSTRAINT_PRIMARYKEY', '23505'].includes((err as { code?: string }).code ?? '');
 
 function newUser(tenantId: string, p: SsoProvider, email: string, now: string): StoredResource {
   const d = kind('user');
@@ -43,14 +44,26 @@ export async function signInVerified(ctx: ServiceContext, tenantId: string, p: S
   }
 }
 
-async function signInTx(ctx: ServiceContext, q: Queryable, tenantId: string, p: SsoProvider, subject: string, email: string, now: string): Promise<SignedIn> {
+async function signInTx(
+  ctx: ServiceContext,
+  q: Queryable,
+  tenantId: string,
+  p: SsoProvider,
+  subject: string,
+  email: string,
+  now: string,
+): Promise<SignedIn> {
   const domain = email.slice(email.lastIndexOf('@') + 1);
   const allowed = (p.allowed_domains ?? []).map((d) => d.toLowerCase());
-  if (allowed.length && !allowed.includes(domain)) throw forbidden(`SSO provider "${p.name}" accepts only emails in ${allowed.join(', ')}; ${email} is not`);
+  if (allowed.length && !allowed.includes(domain))
+    throw forbidden(`SSO provider "${p.name}" accepts only emails in ${allowed.join(', ')}; ${email} is not`);
   let user = await ctx.resources.getByName(tenantId, '', 'user', email, q);
   let provisioned = false;
   if (!user) {
-    if (!p.auto_provision) throw forbidden(`No user with email ${email} in this tenant, and SSO provider "${p.name}" does not create users; ask an admin to invite you`);
+    if (!p.auto_provision)
+      throw forbidden(
+        `No user with email ${email} in this tenant, and SSO provider "${p.name}" does not create users; ask an admin to invite you`,
+      );
     user = newUser(tenantId, p, email, now);
     await ctx.resources.insert(user, q);
     provisioned = true;
@@ -60,16 +73,35 @@ async function signInTx(ctx: ServiceContext, q: Queryable, tenantId: string, p: 
     user.data = { ...user.data, status: 'active', updated_at: now };
     await ctx.resources.update(user, q);
   }
-  const linked = await q.run('UPDATE sso_identities SET user_id = ?, email = ?, last_login_at = ? WHERE provider_id = ? AND subject = ?', [user.id, email, now, p.id, subject]);
+  const linked = await q.run('UPDATE sso_identities SET user_id = ?, email = ?, last_login_at = ? WHERE provider_id = ? AND subject = ?', [
+    user.id,
+    email,
+    now,
+    p.id,
+    subject,
+  ]);
   if (linked.changes === 0) {
-    await q.run('INSERT INTO sso_identities (provider_id, subject, tenant_id, user_id, email, last_login_at) VALUES (?, ?, ?, ?, ?, ?)', [p.id, subject, tenantId, user.id, email, now]);
+    await q.run('INSERT INTO sso_identities (provider_id, subject, tenant_id, user_id, email, last_login_at) VALUES (?, ?, ?, ?, ?, ?)', [
+      p.id,
+      subject,
+      tenantId,
+      user.id,
+      email,
+      now,
+    ]);
   }
   const tokens = await ctx.auth.startSession(q, tenantId, user.id);
   return { tokens, user, provisioned };
 }
 
 /** A user created by sign-in is a user.create in the tenant's audit log, by the provider, like one an admin made. */
-export async function auditProvisioning(ctx: ServiceContext, tenantId: string, p: SsoProvider, user: StoredResource, requestId: string): Promise<void> {
+export async function auditProvisioning(
+  ctx: ServiceContext,
+  tenantId: string,
+  p: SsoProvider,
+  user: StoredResource,
+  requestId: string,
+): Promise<void> {
   await ctx.audit.record({
     tenantId,
     projectId: null,

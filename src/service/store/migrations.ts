@@ -211,7 +211,11 @@ export async function migrate(db: Db): Promise<void> {
     for (const migration of MIGRATIONS) {
       if (done.has(migration.id)) continue;
       await db.tx(async (q) => {
-        const statements = migration.sql.replaceAll('{{SERIAL}}', serial).split(';').map((s) => s.trim()).filter(Boolean);
+        const statements = migration.sql
+          .replaceAll('{{SERIAL}}', serial)
+          .split(';')
+          .map((s) => s.trim())
+          .filter(Boolean);
         for (const statement of statements) await q.run(statement);
         await q.run('INSERT INTO schema_migrations (id, applied_at) VALUES (?, ?)', [migration.id, new Date().toISOString()]);
       });

@@ -72,7 +72,11 @@ export class ResourceStore {
    * changes (the next tick after now), removed when it is cleared. A write that leaves the schedule
    * as it was (a sync updating the connector's status) touches nothing, so the next due time stands.
    */
-  private async syncSchedule(r: Pick<StoredResource, 'id' | 'tenantId' | 'projectId' | 'kind' | 'data'>, q: Queryable, isNew: boolean): Promise<void> {
+  private async syncSchedule(
+    r: Pick<StoredResource, 'id' | 'tenantId' | 'projectId' | 'kind' | 'data'>,
+    q: Queryable,
+    isNew: boolean,
+  ): Promise<void> {
     if (!SCHEDULED_KINDS.has(r.kind)) return;
     const expression = scheduleOf(r.kind, r.data);
     if (!isNew) {
@@ -136,22 +140,31 @@ export class ResourceStore {
   }
 
   async exists(tenantId: string, projectId: string, kind: string, id: string, q: Queryable = this.db): Promise<boolean> {
-    return !!(await q.get('SELECT 1 AS ok FROM resources WHERE id = ? AND tenant_id = ? AND project_id = ? AND kind = ?', [id, tenantId, projectId, kind]));
+    return !!(await q.get('SELECT 1 AS ok FROM resources WHERE id = ? AND tenant_id = ? AND project_id = ? AND kind = ?', [
+      id,
+      tenantId,
+      projectId,
+      kind,
+    ]));
   }
 
   async get(tenantId: string, projectId: string, kind: string, id: string, q: Queryable = this.db) {
-    const row = await q.get<Row>(
-      `SELECT ${COLUMNS} FROM resources WHERE id = ? AND tenant_id = ? AND project_id = ? AND kind = ?`,
-      [id, tenantId, projectId, kind],
-    );
+    const row = await q.get<Row>(`SELECT ${COLUMNS} FROM resources WHERE id = ? AND tenant_id = ? AND project_id = ? AND kind = ?`, [
+      id,
+      tenantId,
+      projectId,
+      kind,
+    ]);
     return row && this.fromRow(row);
   }
 
   async getByName(tenantId: string, projectId: string, kind: string, name: string, q: Queryable = this.db) {
-    const row = await q.get<Row>(
-      `SELECT ${COLUMNS} FROM resources WHERE tenant_id = ? AND project_id = ? AND kind = ? AND name = ?`,
-      [tenantId, projectId, kind, name],
-    );
+    const row = await q.get<Row>(`SELECT ${COLUMNS} FROM resources WHERE tenant_id = ? AND project_id = ? AND kind = ? AND name = ?`, [
+      tenantId,
+      projectId,
+      kind,
+      name,
+    ]);
     return row && this.fromRow(row);
   }
 
@@ -172,7 +185,18 @@ export class ResourceStore {
    */
   async create(r: Omit<StoredResource, 'seq'>, q: Queryable = this.db): Promise<boolean> {
     const now = String(r.data.created_at ?? new Date().toISOString());
-    const params: SqlValue[] = [r.id, r.tenantId, r.projectId, r.kind, r.parentId, r.name, JSON.stringify(r.data), this.sealed(r), now, now];
+    const params: SqlValue[] = [
+      r.id,
+      r.tenantId,
+      r.projectId,
+      r.kind,
+      r.parentId,
+      r.name,
+      JSON.stringify(r.data),
+      this.sealed(r),
+      now,
+      now,
+    ];
     const insert =
       'INSERT INTO resources (id, tenant_id, project_id, kind, parent_id, name, data, secrets, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (tenant_id, project_id, kind, name) DO NOTHING';
     const expression = scheduleOf(r.kind, r.data);
@@ -218,9 +242,16 @@ export class ResourceStore {
   async deleteChildren(tenantId: string, parentId: string, kinds: string[], q: Queryable = this.db): Promise<void> {
     if (kinds.length === 0) return;
     if (kinds.some((k) => SCHEDULED_KINDS.has(k))) {
-      await q.run(`DELETE FROM schedules WHERE resource_id IN (SELECT id FROM resources WHERE tenant_id = ? AND parent_id = ? AND kind IN (${kinds.map(() => '?').join(', ')}))`, [tenantId, parentId, ...kinds]);
+      await q.run(
+        `DELETE FROM schedules WHERE resource_id IN (SELECT id FROM resources WHERE tenant_id = ? AND parent_id = ? AND kind IN (${kinds.map(() => '?').join(', ')}))`,
+        [tenantId, parentId, ...kinds],
+      );
     }
-    await q.run(`DELETE FROM resources WHERE tenant_id = ? AND parent_id = ? AND kind IN (${kinds.map(() => '?').join(', ')})`, [tenantId, parentId, ...kinds]);
+    await q.run(`DELETE FROM resources WHERE tenant_id = ? AND parent_id = ? AND kind IN (${kinds.map(() => '?').join(', ')})`, [
+      tenantId,
+      parentId,
+      ...kinds,
+    ]);
   }
 
   /** Everything inside a project, for cascading deletes. */

@@ -54,7 +54,14 @@ export function scheduleOf(kind: string, data: Record<string, unknown>): string 
  * An expression that does not parse (validated on write; only an old row could hold one) removes it.
  * `onlyIfMissing` is the backfill: a row written meanwhile by the store wins.
  */
-export async function putSchedule(q: Queryable, r: ScheduleOwner, expression: string, fromMs: number, timeScale: number, onlyIfMissing = false): Promise<void> {
+export async function putSchedule(
+  q: Queryable,
+  r: ScheduleOwner,
+  expression: string,
+  fromMs: number,
+  timeScale: number,
+  onlyIfMissing = false,
+): Promise<void> {
   let tick: number;
   try {
     tick = nextTickAfter(expression, fromMs);
@@ -65,7 +72,9 @@ export async function putSchedule(q: Queryable, r: ScheduleOwner, expression: st
   const offset = spreadMs(r.id, timeScale);
   await q.run(
     `INSERT INTO schedules (resource_id, tenant_id, project_id, kind, expression, tick, offset_ms, next_due_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (resource_id) ${
-      onlyIfMissing ? 'DO NOTHING' : 'DO UPDATE SET expression = excluded.expression, tick = excluded.tick, offset_ms = excluded.offset_ms, next_due_at = excluded.next_due_at'
+      onlyIfMissing
+        ? 'DO NOTHING'
+        : 'DO UPDATE SET expression = excluded.expression, tick = excluded.tick, offset_ms = excluded.offset_ms, next_due_at = excluded.next_due_at'
     }`,
     [r.id, r.tenantId, r.projectId, r.kind, expression, tick, offset, tick + offset],
   );

@@ -26,7 +26,11 @@ let lastId = 0;
 
 export function encodeText(message: object): EncodedText {
   const payload = Buffer.from(JSON.stringify(message));
-  return { id: ++lastId, payload, frame: Buffer.concat(Sender.frame(payload, { fin: true, opcode: 0x1, mask: false, readOnly: true, rsv1: false })) };
+  return {
+    id: ++lastId,
+    payload,
+    frame: Buffer.concat(Sender.frame(payload, { fin: true, opcode: 0x1, mask: false, readOnly: true, rsv1: false })),
+  };
 }
 
 /** The parts of a ws WebSocket (8.x) that say whether a raw frame may go out now. */

@@ -28,7 +28,10 @@ import { encodeText, writeTexts, type EncodedText } from './frames.js';
 const websocket = createRequire(import.meta.url)('@fastify/websocket') as FastifyPluginCallback<{ options?: ServerOptions }>;
 
 /** A route with a WebSocket handler (@fastify/websocket's `wsHandler` route option). */
-type WsRoute = Omit<RouteOptions, 'handler'> & { handler: (req: FastifyRequest) => Promise<unknown>; wsHandler: (socket: WebSocket, req: FastifyRequest) => void };
+type WsRoute = Omit<RouteOptions, 'handler'> & {
+  handler: (req: FastifyRequest) => Promise<unknown>;
+  wsHandler: (socket: WebSocket, req: FastifyRequest) => void;
+};
 const wsRoute = (app: FastifyInstance, route: WsRoute) => app.route(route as unknown as RouteOptions);
 
 export const CLOSE = {
@@ -71,7 +74,13 @@ const runKey = (tenantId: string, runId: string) => `run\u0000${tenantId}\u0000$
 const alertsKey = (tenantId: string) => `alerts\u0000${tenantId}`;
 
 export const alertEventType = (status: unknown) =>
-  status === 'firing' ? 'alert_fired' : status === 'acknowledged' ? 'alert_acknowledged' : status === 'resolved' ? 'alert_resolved' : undefined;
+  status === 'firing'
+    ? 'alert_fired'
+    : status === 'acknowledged'
+      ? 'alert_acknowledged'
+      : status === 'resolved'
+        ? 'alert_resolved'
+        : undefined;
 
 interface Access {
   actor: Actor;
@@ -113,7 +122,8 @@ function snapshot(run: RunData): Record<string, unknown>[] {
       msg: { type: 'step_update', step_id: s.step_id, step_name: s.step_name, status, duration_seconds: duration, timestamp: at },
     });
     if (s.started_at) out.push(msg('running', null, s.started_at));
-    if (s.status !== 'pending' && s.status !== 'running') out.push(msg(s.status, s.duration_seconds, s.finished_at ?? s.started_at ?? run.finished_at ?? run.started_at));
+    if (s.status !== 'pending' && s.status !== 'running')
+      out.push(msg(s.status, s.duration_seconds, s.finished_at ?? s.started_at ?? run.finished_at ?? run.started_at));
   });
   return out.sort((a, b) => (a.at < b.at ? -1 : a.at > b.at ? 1 : a.order - b.order)).map((e) => e.msg);
 }
@@ -232,7 +242,8 @@ export async function registerStreams(app: FastifyInstance, ctx: ServiceContext)
         throw err;
       }
       const run = c.access.run;
-      if (run && !(await ctx.resources.exists(c.tenantId, run.projectId, 'pipeline', run.pipelineId))) closeWith(c, CLOSE.notFound, 'The pipeline was deleted');
+      if (run && !(await ctx.resources.exists(c.tenantId, run.projectId, 'pipeline', run.pipelineId)))
+        closeWith(c, CLOSE.notFound, 'The pipeline was deleted');
     } catch (err) {
       app.log.warn({ err }, 'stream credential check failed; trying again next heartbeat');
     } finally {
@@ -259,7 +270,8 @@ export async function registerStreams(app: FastifyInstance, ctx: ServiceContext)
 
   const authenticate = async (req: FastifyRequest): Promise<Access> => {
     const token = (req.query as { token?: unknown }).token;
-    if (typeof token !== 'string' || token === '') throw unauthorized('Missing token query parameter: WebSocket streams authenticate with ?token=<access token or API key>');
+    if (typeof token !== 'string' || token === '')
+      throw unauthorized('Missing token query parameter: WebSocket streams authenticate with ?token=<access token or API key>');
     const actor = await ctx.auth.authenticate(req.tenant!.id, token);
     req.actor = actor;
     // Every level (read-only and up) may read streams; an API key reaches its own project only.
@@ -267,7 +279,12 @@ export async function registerStreams(app: FastifyInstance, ctx: ServiceContext)
   };
 
   const notWebSocket = async () => {
-    throw new ApiError('validation_error', 'This is a WebSocket endpoint: connect with wss:// and an Upgrade: websocket request', [{ field: 'Upgrade', message: 'must be websocket' }], 426);
+    throw new ApiError(
+      'validation_error',
+      'This is a WebSocket endpoint: connect with wss:// and an Upgrade: websocket request',
+      [{ field: 'Upgrade', message: 'must be websocket' }],
+      426,
+    );
   };
 
   /** Connections live until the client, a heartbeat or shutdown closes them. */
@@ -285,9 +302,15 @@ export async function registerStreams(app: FastifyInstance, ctx: ServiceContext)
       const set = following.get(key);
       set?.delete(c);
       if (set?.size === 0) following.delete(key);
-      app.log.info({ reqId: req.id, tenant: req.tenant!.slug, actor: `${access.actor.type}:${access.actor.id}`, path: req.url.split('?')[0], code }, 'stream closed');
+      app.log.info(
+        { reqId: req.id, tenant: req.tenant!.slug, actor: `${access.actor.type}:${access.actor.id}`, path: req.url.split('?')[0], code },
+        'stream closed',
+      );
     });
-    app.log.info({ reqId: req.id, tenant: req.tenant!.slug, actor: `${access.actor.type}:${access.actor.id}`, path: req.url.split('?')[0] }, 'stream opened');
+    app.log.info(
+      { reqId: req.id, tenant: req.tenant!.slug, actor: `${access.actor.type}:${access.actor.id}`, path: req.url.split('?')[0] },
+      'stream opened',
+    );
     return c;
   };
 
@@ -303,7 +326,10 @@ export async function registerStreams(app: FastifyInstance, ctx: ServiceContext)
       const access = await authenticate(req);
       const { pipelineId, runId } = req.params as { pipelineId: string; runId: string };
       const tenantId = req.tenant!.id;
-      const pipeline = await ctx.db.get<{ project_id: string }>(`SELECT project_id FROM resources WHERE tenant_id = ? AND kind = 'pipeline' AND id = ?`, [tenantId, pipelineId]);
+      const pipeline = await ctx.db.get<{ project_id: string }>(
+        `SELECT project_id FROM resources WHERE tenant_id = ? AND kind = 'pipeline' AND id = ?`,
+        [tenantId, pipelineId],
+      );
       // Another project's pipeline is "not found" for an API key, exactly as on the REST paths.
       if (!pipeline || (access.actor.projectId && access.actor.projectId !== pipeline.project_id)) throw notFound('Pipeline');
       if (!(await ctx.resources.exists(tenantId, '', 'project', pipeline.project_id))) throw notFound('Pipeline');

@@ -23,7 +23,11 @@ const CDKTF = join(ROOT, 'node_modules', '.bin', 'cdktf');
 /** What a small app's main.ts imports: the cdktf core and the generated constructs, from the repository. */
 const CDK_MODULE = join(ROOT, 'src', 'cdktf', 'cdk.js');
 const CONSTRUCTS_MODULE = join(ROOT, 'src', 'cdktf', 'index.js');
-const SECRETS = { ORDERS_DB_PASSWORD: 'orders-secret-1', BILLING_DB_PASSWORD: 'billing-secret-1', SLACK_WEBHOOK_URL: 'https://hooks.slack.example/services/T1/B1/secret-1' };
+const SECRETS = {
+  ORDERS_DB_PASSWORD: 'orders-secret-1',
+  BILLING_DB_PASSWORD: 'billing-secret-1',
+  SLACK_WEBHOOK_URL: 'https://hooks.slack.example/services/T1/B1/secret-1',
+};
 
 describe.skipIf(testStore() === 'postgres' || !haveTerraform)('cdktf CLI end to end (examples/cdktf)', () => {
   let svc: TestService;
@@ -50,10 +54,14 @@ describe.skipIf(testStore() === 'postgres' || !haveTerraform)('cdktf CLI end to 
     const dir = join(ws.root, name);
     mkdirSync(dir);
     symlinkSync(join(ROOT, 'node_modules'), join(dir, 'node_modules'));
-    writeFileSync(join(dir, 'cdktf.json'), JSON.stringify({ language: 'typescript', app: 'node --import tsx main.ts', terraformProviders: [], context: {} }));
+    writeFileSync(
+      join(dir, 'cdktf.json'),
+      JSON.stringify({ language: 'typescript', app: 'node --import tsx main.ts', terraformProviders: [], context: {} }),
+    );
     return dir;
   }
-  const api = <T = any>(method: string, path: string, body?: unknown, expected?: number) => svc.ok<T>(t, method, path, body === undefined ? {} : { body }, expected);
+  const api = <T = any>(method: string, path: string, body?: unknown, expected?: number) =>
+    svc.ok<T>(t, method, path, body === undefined ? {} : { body }, expected);
   const list = async (collection: string) => (await api<{ data: any[] }>('GET', `/projects/${projectId}/${collection}`)).data;
   const byName = async (collection: string, name: string) => (await list(collection)).find((i) => i.name === name);
 
@@ -105,7 +113,12 @@ describe.skipIf(testStore() === 'postgres' || !haveTerraform)('cdktf CLI end to 
     projectId = project.id;
     const orders = await byName('connectors', 'orders-db');
     const billing = await byName('connectors', 'billing-db');
-    expect(orders).toMatchObject({ connector_type: 'postgresql', config: { host: 'orders.db.internal', port: 5432, ssl_mode: 'verify-full' }, credentials: { username: 'replicator' }, schedule: '0 * * * *' });
+    expect(orders).toMatchObject({
+      connector_type: 'postgresql',
+      config: { host: 'orders.db.internal', port: 5432, ssl_mode: 'verify-full' },
+      credentials: { username: 'replicator' },
+      schedule: '0 * * * *',
+    });
     expect(orders.credentials.password).toBeUndefined();
     const slack = await byName('notification-channels', 'data-team-slack');
     const models = await byName('dbt-projects', 'warehouse-models');
@@ -118,7 +131,11 @@ describe.skipIf(testStore() === 'postgres' || !haveTerraform)('cdktf CLI end to 
       ['announce', 'notification', slack.id, ['build-models']],
     ]);
     const escalation = await byName('escalation-policies', 'revenue-escalation');
-    expect(await byName('alert-rules', 'revenue-pipeline-failed')).toMatchObject({ target: { pipeline_id: pipeline.id }, channel_ids: [slack.id], escalation_policy_id: escalation.id });
+    expect(await byName('alert-rules', 'revenue-pipeline-failed')).toMatchObject({
+      target: { pipeline_id: pipeline.id },
+      channel_ids: [slack.id],
+      escalation_policy_id: escalation.id,
+    });
     const pii = await byName('classifications', 'pii-email');
     expect(await byName('masking-policies', 'hash-emails')).toMatchObject({ classification_id: pii.id, method: 'hash' });
   });
@@ -136,7 +153,11 @@ describe.skipIf(testStore() === 'postgres' || !haveTerraform)('cdktf CLI end to 
     expect(diff).toContain('Plan: 0 to add, 1 to change, 0 to destroy.');
     const out = await cdktf(['deploy', 'platform', '--auto-approve', '--no-color', '--skip-synth', '--skip-provider-lock']);
     expect(out).toMatch(/Apply complete! Resources: 0 added, 1 changed, 0 destroyed/);
-    expect(await byName('connectors', 'orders-db')).toMatchObject({ id: orders.id, schedule: '0 * * * *', selected_tables: ['public.orders', 'public.order_items', 'public.customers'] });
+    expect(await byName('connectors', 'orders-db')).toMatchObject({
+      id: orders.id,
+      schedule: '0 * * * *',
+      selected_tables: ['public.orders', 'public.order_items', 'public.customers'],
+    });
   });
 
   it('cdktf synth --hcl is an exit path: plain terraform with the HCL and the same state plans nothing', { timeout: 120_000 }, async () => {
@@ -166,11 +187,14 @@ describe.skipIf(testStore() === 'postgres' || !haveTerraform)('cdktf CLI end to 
     await api('GET', `/projects/${projectId}`, undefined, 404);
   });
 
-  it('an infrastructure resource through the generated constructs (timeouts block): deploy waits until it is provisioned', { timeout: 120_000 }, async () => {
-    const infraApp = constructsApp('infra-app');
-    writeFileSync(
-      join(infraApp, 'main.ts'),
-      `import { App, TerraformStack } from '${CDK_MODULE}';
+  it(
+    'an infrastructure resource through the generated constructs (timeouts block): deploy waits until it is provisioned',
+    { timeout: 120_000 },
+    async () => {
+      const infraApp = constructsApp('infra-app');
+      writeFileSync(
+        join(infraApp, 'main.ts'),
+        `import { App, TerraformStack } from '${CDK_MODULE}';
 import { DataplatformProvider, InfrastructureResource, Project } from '${CONSTRUCTS_MODULE}';
 const app = new App();
 const stack = new TerraformStack(app, 'infra');
@@ -182,26 +206,37 @@ new InfrastructureResource(stack, 'warehouse', {
 });
 app.synth();
 `,
-    );
-    const run = (args: string[]) => cdktfIn(infraApp, args);
-    await run(['synth']);
-    const synthesized = JSON.parse(readFileSync(join(infraApp, 'cdktf.out', 'stacks', 'infra', 'cdk.tf.json'), 'utf8'));
-    expect(Object.values(synthesized.resource.dataplatform_infrastructure_resource)[0]).toMatchObject({ provider_name: 'snowflake', timeouts: { create: '5m' } });
-    const out = await run(['deploy', 'infra', '--auto-approve', '--no-color', '--skip-synth', '--skip-provider-lock']);
-    expect(out).toMatch(/Apply complete! Resources: 2 added, 0 changed, 0 destroyed/);
-    const project = (await api<{ data: any[] }>('GET', '/projects')).data.find((p) => p.name === 'cdktf-infra');
-    const infra = (await api<{ data: any[] }>('GET', `/projects/${project.id}/infrastructure`)).data;
-    // Provisioned when deploy returns: the provider ran the project's plan + apply and waited.
-    expect(infra).toMatchObject([{ name: 'cdktf-warehouse', status: 'provisioned', last_error: null }]);
-    expect((await api<{ changes: unknown[] }>('POST', `/projects/${project.id}/infrastructure/plan`, undefined, 200)).changes).toEqual([]);
-    expect(await run(['destroy', 'infra', '--auto-approve', '--no-color', '--skip-synth', '--skip-provider-lock'])).toMatch(/Destroy complete! Resources: 2 destroyed/);
-  });
+      );
+      const run = (args: string[]) => cdktfIn(infraApp, args);
+      await run(['synth']);
+      const synthesized = JSON.parse(readFileSync(join(infraApp, 'cdktf.out', 'stacks', 'infra', 'cdk.tf.json'), 'utf8'));
+      expect(Object.values(synthesized.resource.dataplatform_infrastructure_resource)[0]).toMatchObject({
+        provider_name: 'snowflake',
+        timeouts: { create: '5m' },
+      });
+      const out = await run(['deploy', 'infra', '--auto-approve', '--no-color', '--skip-synth', '--skip-provider-lock']);
+      expect(out).toMatch(/Apply complete! Resources: 2 added, 0 changed, 0 destroyed/);
+      const project = (await api<{ data: any[] }>('GET', '/projects')).data.find((p) => p.name === 'cdktf-infra');
+      const infra = (await api<{ data: any[] }>('GET', `/projects/${project.id}/infrastructure`)).data;
+      // Provisioned when deploy returns: the provider ran the project's plan + apply and waited.
+      expect(infra).toMatchObject([{ name: 'cdktf-warehouse', status: 'provisioned', last_error: null }]);
+      expect((await api<{ changes: unknown[] }>('POST', `/projects/${project.id}/infrastructure/plan`, undefined, 200)).changes).toEqual(
+        [],
+      );
+      expect(await run(['destroy', 'infra', '--auto-approve', '--no-color', '--skip-synth', '--skip-provider-lock'])).toMatch(
+        /Destroy complete! Resources: 2 destroyed/,
+      );
+    },
+  );
 
-  it('failures through the generated constructs: an unknown region and a failing run_setup_tests fail cdktf deploy at their resources; the fixed stack converges', { timeout: 240_000 }, async () => {
-    const failingApp = constructsApp('failing-app');
-    const port = await closedPort();
-    // As a cdktf user writes it; the second version is the fix: a region aws has, a connector whose test passes (simulated type).
-    const stack = (fixed: boolean) => `import { App, TerraformStack } from '${CDK_MODULE}';
+  it(
+    'failures through the generated constructs: an unknown region and a failing run_setup_tests fail cdktf deploy at their resources; the fixed stack converges',
+    { timeout: 240_000 },
+    async () => {
+      const failingApp = constructsApp('failing-app');
+      const port = await closedPort();
+      // As a cdktf user writes it; the second version is the fix: a region aws has, a connector whose test passes (simulated type).
+      const stack = (fixed: boolean) => `import { App, TerraformStack } from '${CDK_MODULE}';
 import { Connector, DataplatformProvider, InfrastructureResource, Project } from '${CONSTRUCTS_MODULE}';
 const app = new App();
 const stack = new TerraformStack(app, 'failing');
@@ -218,55 +253,70 @@ new Connector(stack, 'orders', {
 });
 app.synth();
 `;
-    const deploy = (code: number) => cdktfIn(failingApp, ['deploy', 'failing', '--auto-approve', '--no-color', '--skip-provider-lock'], code);
-    const tainted = () => {
-      const state = JSON.parse(readFileSync(join(failingApp, 'terraform.failing.tfstate'), 'utf8'));
-      return state.resources.filter((r: any) => r.instances.some((i: any) => i.status === 'tainted')).map((r: any) => r.type);
-    };
+      const deploy = (code: number) =>
+        cdktfIn(failingApp, ['deploy', 'failing', '--auto-approve', '--no-color', '--skip-provider-lock'], code);
+      const tainted = () => {
+        const state = JSON.parse(readFileSync(join(failingApp, 'terraform.failing.tfstate'), 'utf8'));
+        return state.resources.filter((r: any) => r.instances.some((i: any) => i.status === 'tainted')).map((r: any) => r.type);
+      };
 
-    writeFileSync(join(failingApp, 'main.ts'), stack(false));
-    const failed = await deploy(1);
-    // Both fail at their resource with the platform's message (each is independent of the other).
-    expect(failed).toMatch(/Error: dataplatform_infrastructure_resource: provisioning failed: aws has no region "mars-1"/);
-    expect(failed).toMatch(/with dataplatform_infrastructure_resource\.lake/);
-    expect(failed).toMatch(/Error: dataplatform_connector: connection test failed: Host unreachable: connection to [\d.:a-z]+ refused/);
-    expect(failed).toMatch(/with dataplatform_connector\.orders/);
-    expect(failed).not.toMatch(/Apply complete!/);
-    const project = (await api<{ data: any[] }>('GET', '/projects')).data.find((p) => p.name === 'cdktf-failing');
-    const infraOf = async () => (await api<{ data: any[] }>('GET', `/projects/${project.id}/infrastructure`)).data;
-    const connectorsOf = async () => (await api<{ data: any[] }>('GET', `/projects/${project.id}/connectors`)).data;
-    // Created all the same, and held tainted in the stack's state.
-    const [lake] = await infraOf();
-    expect(lake).toMatchObject({ name: 'cdktf-lake', region: 'mars-1', status: 'failed', last_error: expect.stringContaining('aws has no region "mars-1"') });
-    expect(await connectorsOf()).toMatchObject([{ name: 'cdktf-orders', connector_type: 'postgresql', config: { port } }]);
-    expect(tainted().sort()).toEqual(['dataplatform_connector', 'dataplatform_infrastructure_resource']);
+      writeFileSync(join(failingApp, 'main.ts'), stack(false));
+      const failed = await deploy(1);
+      // Both fail at their resource with the platform's message (each is independent of the other).
+      expect(failed).toMatch(/Error: dataplatform_infrastructure_resource: provisioning failed: aws has no region "mars-1"/);
+      expect(failed).toMatch(/with dataplatform_infrastructure_resource\.lake/);
+      expect(failed).toMatch(/Error: dataplatform_connector: connection test failed: Host unreachable: connection to [\d.:a-z]+ refused/);
+      expect(failed).toMatch(/with dataplatform_connector\.orders/);
+      expect(failed).not.toMatch(/Apply complete!/);
+      const project = (await api<{ data: any[] }>('GET', '/projects')).data.find((p) => p.name === 'cdktf-failing');
+      const infraOf = async () => (await api<{ data: any[] }>('GET', `/projects/${project.id}/infrastructure`)).data;
+      const connectorsOf = async () => (await api<{ data: any[] }>('GET', `/projects/${project.id}/connectors`)).data;
+      // Created all the same, and held tainted in the stack's state.
+      const [lake] = await infraOf();
+      expect(lake).toMatchObject({
+        name: 'cdktf-lake',
+        region: 'mars-1',
+        status: 'failed',
+        last_error: expect.stringContaining('aws has no region "mars-1"'),
+      });
+      expect(await connectorsOf()).toMatchObject([{ name: 'cdktf-orders', connector_type: 'postgresql', config: { port } }]);
+      expect(tainted().sort()).toEqual(['dataplatform_connector', 'dataplatform_infrastructure_resource']);
 
-    writeFileSync(join(failingApp, 'main.ts'), stack(true));
-    const fixed = await deploy(0);
-    expect(fixed).toMatch(/# dataplatform_infrastructure_resource\.lake \(lake\) is tainted, so must be replaced/);
-    expect(fixed).toMatch(/Apply complete! Resources: 2 added, 0 changed, 2 destroyed/);
-    const infra = await infraOf();
-    expect(infra).toMatchObject([{ name: 'cdktf-lake', region: 'eu-west-1', status: 'provisioned', last_error: null }]);
-    expect(infra[0].id).not.toBe(lake.id);
-    expect(await connectorsOf()).toMatchObject([{ name: 'cdktf-orders', connector_type: 'mysql' }]);
-    expect(tainted()).toEqual([]);
-    expect((await api<{ changes: unknown[] }>('POST', `/projects/${project.id}/infrastructure/plan`, undefined, 200)).changes).toEqual([]);
-    expect(await cdktfIn(failingApp, ['destroy', 'failing', '--auto-approve', '--no-color', '--skip-provider-lock'])).toMatch(/Destroy complete! Resources: 3 destroyed/);
-  });
+      writeFileSync(join(failingApp, 'main.ts'), stack(true));
+      const fixed = await deploy(0);
+      expect(fixed).toMatch(/# dataplatform_infrastructure_resource\.lake \(lake\) is tainted, so must be replaced/);
+      expect(fixed).toMatch(/Apply complete! Resources: 2 added, 0 changed, 2 destroyed/);
+      const infra = await infraOf();
+      expect(infra).toMatchObject([{ name: 'cdktf-lake', region: 'eu-west-1', status: 'provisioned', last_error: null }]);
+      expect(infra[0].id).not.toBe(lake.id);
+      expect(await connectorsOf()).toMatchObject([{ name: 'cdktf-orders', connector_type: 'mysql' }]);
+      expect(tainted()).toEqual([]);
+      expect((await api<{ changes: unknown[] }>('POST', `/projects/${project.id}/infrastructure/plan`, undefined, 200)).changes).toEqual(
+        [],
+      );
+      expect(await cdktfIn(failingApp, ['destroy', 'failing', '--auto-approve', '--no-color', '--skip-provider-lock'])).toMatch(
+        /Destroy complete! Resources: 3 destroyed/,
+      );
+    },
+  );
 
-  it('the YAML bridge: cdktf deploys examples/platform, and dpctl finds every document matching (adopt --dry-run)', { timeout: 120_000 }, async () => {
-    const out = await cdktf(['deploy', 'yaml-platform', '--auto-approve', '--no-color', '--skip-synth', '--skip-provider-lock']);
-    expect(out).toMatch(/Apply complete! Resources: \d+ added, 0 changed, 0 destroyed/);
-    for (const value of Object.values(SECRET_ENV)) expect(out).not.toContain(value);
-    // The same YAML under the reconciler: every resource cdktf made is what dpctl would make (exit 0, nothing written).
-    const adopt = await runDpctl(['adopt', YAML_EXAMPLE, '--dry-run', '--trust-secrets'], { env: cliEnvFor(svc, t) });
-    expect(adopt.code, `${adopt.stdout}\n${adopt.stderr}`).toBe(0);
-    expect(adopt.stdout).toMatch(/Pipeline\s+analytics\s+nightly-revenue/);
-    expect(adopt.stdout).not.toMatch(/^(differs|missing)/m);
-    const destroyed = await cdktf(['destroy', 'yaml-platform', '--auto-approve', '--no-color', '--skip-synth', '--skip-provider-lock']);
-    expect(destroyed).toMatch(/Destroy complete! Resources: \d+ destroyed/);
-    const names = (await api<{ data: any[] }>('GET', '/projects')).data.map((p) => p.name);
-    expect(names).not.toContain('analytics');
-    expect(names).not.toContain('marketing');
-  });
+  it(
+    'the YAML bridge: cdktf deploys examples/platform, and dpctl finds every document matching (adopt --dry-run)',
+    { timeout: 120_000 },
+    async () => {
+      const out = await cdktf(['deploy', 'yaml-platform', '--auto-approve', '--no-color', '--skip-synth', '--skip-provider-lock']);
+      expect(out).toMatch(/Apply complete! Resources: \d+ added, 0 changed, 0 destroyed/);
+      for (const value of Object.values(SECRET_ENV)) expect(out).not.toContain(value);
+      // The same YAML under the reconciler: every resource cdktf made is what dpctl would make (exit 0, nothing written).
+      const adopt = await runDpctl(['adopt', YAML_EXAMPLE, '--dry-run', '--trust-secrets'], { env: cliEnvFor(svc, t) });
+      expect(adopt.code, `${adopt.stdout}\n${adopt.stderr}`).toBe(0);
+      expect(adopt.stdout).toMatch(/Pipeline\s+analytics\s+nightly-revenue/);
+      expect(adopt.stdout).not.toMatch(/^(differs|missing)/m);
+      const destroyed = await cdktf(['destroy', 'yaml-platform', '--auto-approve', '--no-color', '--skip-synth', '--skip-provider-lock']);
+      expect(destroyed).toMatch(/Destroy complete! Resources: \d+ destroyed/);
+      const names = (await api<{ data: any[] }>('GET', '/projects')).data.map((p) => p.name);
+      expect(names).not.toContain('analytics');
+      expect(names).not.toContain('marketing');
+    },
+  );
 });

@@ -19,7 +19,8 @@ import { testStore } from '../../support/service.js';
 const ROOT = join(import.meta.dirname, '..', '..', '..');
 const BIN = join(ROOT, 'node_modules', '.bin');
 const VERSION = (JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { version: string }).version;
-const dep = (name: string) => (JSON.parse(readFileSync(join(ROOT, 'node_modules', name, 'package.json'), 'utf8')) as { version: string }).version;
+const dep = (name: string) =>
+  (JSON.parse(readFileSync(join(ROOT, 'node_modules', name, 'package.json'), 'utf8')) as { version: string }).version;
 const haveTerraform = await new Promise<boolean>((resolve) => execFile('terraform', ['version'], (err) => resolve(!err)));
 
 interface Run {
@@ -64,7 +65,8 @@ function start(cmd: string, args: string[], cwd: string, env: NodeJS.ProcessEnv)
           reject(new Error(`${pattern} not seen in ${ms} ms:\n${out}`));
         }, ms);
       }),
-    stop: () => new Promise<void>((resolve) => (child.exitCode !== null ? resolve() : (child.once('close', () => resolve()), child.kill('SIGTERM')))),
+    stop: () =>
+      new Promise<void>((resolve) => (child.exitCode !== null ? resolve() : (child.once('close', () => resolve()), child.kill('SIGTERM')))),
   };
 }
 
@@ -93,23 +95,50 @@ describe.skipIf(testStore() === 'postgres' || !haveTerraform)('from the packed p
     const ca = readFileSync(caFile);
     const call = (method: string, p: string, headers: Record<string, string>, body?: string) =>
       new Promise<any>((resolve, reject) => {
-        const req = request({ host: '127.0.0.1', servername: `${slug}.localhost`, port, method, path: `/api/v1${p}`, ca, headers: { host: `${slug}.localhost:${port}`, ...headers } }, (res) => {
-          let text = '';
-          res.on('data', (d) => (text += d)).on('end', () => (res.statusCode! < 300 ? resolve(JSON.parse(text)) : reject(new Error(`${method} ${p}: ${res.statusCode} ${text}`))));
-        });
+        const req = request(
+          {
+            host: '127.0.0.1',
+            servername: `${slug}.localhost`,
+            port,
+            method,
+            path: `/api/v1${p}`,
+            ca,
+            headers: { host: `${slug}.localhost:${port}`, ...headers },
+          },
+          (res) => {
+            let text = '';
+            res
+              .on('data', (d) => (text += d))
+              .on('end', () =>
+                res.statusCode! < 300 ? resolve(JSON.parse(text)) : reject(new Error(`${method} ${p}: ${res.statusCode} ${text}`)),
+              );
+          },
+        );
         req.on('error', reject);
         req.end(body);
       });
-    const login = await call('POST', '/auth/login', { 'content-type': 'application/json' }, JSON.stringify({ email: `admin@${slug}.example`, password: `${slug}-password-1` }));
+    const login = await call(
+      'POST',
+      '/auth/login',
+      { 'content-type': 'application/json' },
+      JSON.stringify({ email: `admin@${slug}.example`, password: `${slug}-password-1` }),
+    );
     return call('GET', path, { authorization: `Bearer ${login.access_token}` });
   }
-  const projectNamed = async (slug: string, name: string) => ((await api(slug, '/projects?limit=100')).data as Array<{ id: string; name: string }>).find((p) => p.name === name);
+  const projectNamed = async (slug: string, name: string) =>
+    ((await api(slug, '/projects?limit=100')).data as Array<{ id: string; name: string }>).find((p) => p.name === name);
 
   beforeAll(async () => {
     work = mkdtempSync(join(tmpdir(), 'dp-team-'));
     team = join(work, 'platform-config');
     mkdirSync(join(work, 'home'));
-    baseEnv = { PATH: `${dirname(process.execPath)}:${process.env.PATH}`, HOME: join(work, 'home'), CHECKPOINT_DISABLE: '1', CDKTF_DISABLE_TELEMETRY: '1', TF_IN_AUTOMATION: '1' };
+    baseEnv = {
+      PATH: `${dirname(process.execPath)}:${process.env.PATH}`,
+      HOME: join(work, 'home'),
+      CHECKPOINT_DISABLE: '1',
+      CDKTF_DISABLE_TELEMETRY: '1',
+      TF_IN_AUTOMATION: '1',
+    };
     // 1. The tarball (dist/ was built by `npm test`'s pretest; --ignore-scripts: not twice).
     const pack = await run('npm', ['pack', '--ignore-scripts', '--json', '--pack-destination', work], ROOT, process.env);
     expect(pack.code, pack.out).toBe(0);
@@ -120,7 +149,16 @@ describe.skipIf(testStore() === 'postgres' || !haveTerraform)('from the packed p
     writeFileSync(join(team, 'package.json'), `${JSON.stringify({ name: 'platform-config', version: '1.0.0', private: true }, null, 2)}\n`);
     install = await run(
       'npm',
-      ['install', '--no-audit', '--no-fund', '--prefer-offline', tarball, `cdktf@${dep('cdktf')}`, `cdktn@${dep('cdktn')}`, `constructs@${dep('constructs')}`],
+      [
+        'install',
+        '--no-audit',
+        '--no-fund',
+        '--prefer-offline',
+        tarball,
+        `cdktf@${dep('cdktf')}`,
+        `cdktn@${dep('cdktn')}`,
+        `constructs@${dep('constructs')}`,
+      ],
       team,
       // The developer's own npm configuration and cache (HOME): the machine's registry, CA and node headers.
       { ...baseEnv, HOME: process.env.HOME },
@@ -129,10 +167,15 @@ describe.skipIf(testStore() === 'postgres' || !haveTerraform)('from the packed p
     // 3. The reference service, from the installed package, with a tenant per surface.
     const data = join(work, 'service');
     for (const slug of ['yaml', 'cdk', 'hcl']) {
-      const created = await run(join(team, 'node_modules', '.bin', 'dpctl'), ['tenant', 'create', slug, '--admin-email', `admin@${slug}.example`, '--data-dir', data], team, {
-        ...baseEnv,
-        DP_ADMIN_PASSWORD: `${slug}-password-1`,
-      });
+      const created = await run(
+        join(team, 'node_modules', '.bin', 'dpctl'),
+        ['tenant', 'create', slug, '--admin-email', `admin@${slug}.example`, '--data-dir', data],
+        team,
+        {
+          ...baseEnv,
+          DP_ADMIN_PASSWORD: `${slug}-password-1`,
+        },
+      );
       expect(created.code, created.out).toBe(0);
     }
     service = start(join(team, 'node_modules', '.bin', 'dpctl'), ['serve', '--port', '0', '--data-dir', data], team, baseEnv);
@@ -149,7 +192,17 @@ describe.skipIf(testStore() === 'postgres' || !haveTerraform)('from the packed p
   it('the tarball holds built code, types, schemas, docs and the provider bundle, and no tests or sources', async () => {
     const list = await run('tar', ['-tzf', tarball], work, baseEnv);
     const files = list.out.split('\n').filter(Boolean);
-    expect(files).toEqual(expect.arrayContaining(['package/dist/cli/main.js', 'package/dist/cdktf/index.d.ts', 'package/dist/cdktn/index.js', 'package/dist/provider/provider.mjs', 'package/schemas/document.schema.json', 'package/docs/index.md', 'package/LICENSE']));
+    expect(files).toEqual(
+      expect.arrayContaining([
+        'package/dist/cli/main.js',
+        'package/dist/cdktf/index.d.ts',
+        'package/dist/cdktn/index.js',
+        'package/dist/provider/provider.mjs',
+        'package/schemas/document.schema.json',
+        'package/docs/index.md',
+        'package/LICENSE',
+      ]),
+    );
     expect(files.filter((f) => /^package\/(test|bench|src|scripts|examples)\//.test(f) || f.endsWith('.map'))).toEqual([]);
     // Node 20 is claimed: nothing installed says it needs Node 22.
     expect(install.out).not.toContain('EBADENGINE');
@@ -193,7 +246,14 @@ describe.skipIf(testStore() === 'postgres' || !haveTerraform)('from the packed p
   });
 
   it('the controller watches the new repository as a git source and applies a commit', async () => {
-    const env = { ...tenantEnv('yaml'), ORDERS_DB_PASSWORD: 'orders-pw', GIT_AUTHOR_NAME: 't', GIT_AUTHOR_EMAIL: 't@e', GIT_COMMITTER_NAME: 't', GIT_COMMITTER_EMAIL: 't@e' };
+    const env = {
+      ...tenantEnv('yaml'),
+      ORDERS_DB_PASSWORD: 'orders-pw',
+      GIT_AUTHOR_NAME: 't',
+      GIT_AUTHOR_EMAIL: 't@e',
+      GIT_COMMITTER_NAME: 't',
+      GIT_COMMITTER_EMAIL: 't@e',
+    };
     // What init wrote keeps node_modules and state out of git.
     expect(readFileSync(join(team, '.gitignore'), 'utf8')).toContain('node_modules/');
     expect((await run('git', ['add', '.'], team, env)).code).toBe(0);
@@ -201,19 +261,41 @@ describe.skipIf(testStore() === 'postgres' || !haveTerraform)('from the packed p
     expect((await run('git', ['ls-files', 'node_modules'], team, env)).out).toBe('');
     const controller = start(
       join(team, 'node_modules', '.bin', 'dpctl'),
-      ['controller', '--source', team, '--path', 'platform', '--source-id', 'platform', '--interval', '1s', '--listen', '127.0.0.1:0', '--state-dir', join(work, 'controller')],
+      [
+        'controller',
+        '--source',
+        team,
+        '--path',
+        'platform',
+        '--source-id',
+        'platform',
+        '--interval',
+        '1s',
+        '--listen',
+        '127.0.0.1:0',
+        '--state-dir',
+        join(work, 'controller'),
+      ],
       work,
       env,
     );
     children.push(controller);
     const sources = join(team, 'platform', 'starter', 'sources.yaml');
-    writeFileSync(sources, readFileSync(sources, 'utf8').replace('email_addresses: [data-team@example.com]', 'email_addresses: [data-team@example.com, oncall@example.com]'));
+    writeFileSync(
+      sources,
+      readFileSync(sources, 'utf8').replace(
+        'email_addresses: [data-team@example.com]',
+        'email_addresses: [data-team@example.com, oncall@example.com]',
+      ),
+    );
     expect((await run('git', ['commit', '-qam', 'page on-call too'], team, env)).code).toBe(0);
     const project = (await projectNamed('yaml', 'starter'))!;
     const deadline = Date.now() + 60_000;
     let channel: any;
     while (Date.now() < deadline) {
-      channel = ((await api('yaml', `/projects/${project.id}/notification-channels`)).data as any[]).find((c) => c.name === 'data-team-email');
+      channel = ((await api('yaml', `/projects/${project.id}/notification-channels`)).data as any[]).find(
+        (c) => c.name === 'data-team-email',
+      );
       if (channel?.config?.email_addresses?.length === 2) break;
       await new Promise((r) => setTimeout(r, 500));
     }
@@ -221,85 +303,110 @@ describe.skipIf(testStore() === 'postgres' || !haveTerraform)('from the packed p
     await controller.stop();
   });
 
-  it('cdktf: dpctl init --format cdktf, synth and deploy with the real cdktf CLI; cdktn synthesizes the same', { timeout: 300_000 }, async () => {
-    const app = join(team, 'cdktf-app');
-    const init = await dpctl(['init', app, '--format', 'cdktf'], team, baseEnv);
-    expect(init.code, init.out).toBe(0);
-    const env = { ...tenantEnv('cdk'), PATH: `${baseEnv.PATH}:${BIN}`, TF_VAR_ORDERS_DB_PASSWORD: 'orders-pw' };
-    // The package's type declarations: the app type-checks against them (strict, NodeNext).
-    const types = await run(join(BIN, 'tsc'), ['-p', 'tsconfig.json'], app, env);
-    expect(types.code, types.out).toBe(0);
-    expect((await dpctl(['provider', 'install'], app, env)).code).toBe(0);
-    // The package's own scripts, as the scaffold wrote them (deploy carries --skip-provider-lock).
-    const deploy = await run('npm', ['run', 'deploy', '--', '--no-color'], app, env);
-    expect(deploy.code, deploy.out).toBe(0);
-    expect(deploy.out).toMatch(/Apply complete! Resources: 5 added/);
-    const project = (await projectNamed('cdk', 'starter'))!;
-    const connectors = (await api('cdk', `/projects/${project.id}/connectors`)).data as Array<{ name: string }>;
-    expect(connectors.map((c) => c.name)).toEqual(['orders-db']);
-    const diff = await run('npm', ['run', 'diff', '--', '--no-color'], app, env);
-    expect(diff.code, diff.out).toBe(0);
-    expect(diff.out).toContain('No changes');
+  it(
+    'cdktf: dpctl init --format cdktf, synth and deploy with the real cdktf CLI; cdktn synthesizes the same',
+    { timeout: 300_000 },
+    async () => {
+      const app = join(team, 'cdktf-app');
+      const init = await dpctl(['init', app, '--format', 'cdktf'], team, baseEnv);
+      expect(init.code, init.out).toBe(0);
+      const env = { ...tenantEnv('cdk'), PATH: `${baseEnv.PATH}:${BIN}`, TF_VAR_ORDERS_DB_PASSWORD: 'orders-pw' };
+      // The package's type declarations: the app type-checks against them (strict, NodeNext).
+      const types = await run(join(BIN, 'tsc'), ['-p', 'tsconfig.json'], app, env);
+      expect(types.code, types.out).toBe(0);
+      expect((await dpctl(['provider', 'install'], app, env)).code).toBe(0);
+      // The package's own scripts, as the scaffold wrote them (deploy carries --skip-provider-lock).
+      const deploy = await run('npm', ['run', 'deploy', '--', '--no-color'], app, env);
+      expect(deploy.code, deploy.out).toBe(0);
+      expect(deploy.out).toMatch(/Apply complete! Resources: 5 added/);
+      const project = (await projectNamed('cdk', 'starter'))!;
+      const connectors = (await api('cdk', `/projects/${project.id}/connectors`)).data as Array<{ name: string }>;
+      expect(connectors.map((c) => c.name)).toEqual(['orders-db']);
+      const diff = await run('npm', ['run', 'diff', '--', '--no-color'], app, env);
+      expect(diff.code, diff.out).toBe(0);
+      expect(diff.out).toContain('No changes');
 
-    // The same app on cdktn and the package's ./cdktn subpath synthesizes the same stack.
-    const cdktnApp = join(team, 'cdktn-app');
-    mkdirSync(cdktnApp);
-    writeFileSync(join(cdktnApp, 'package.json'), '{ "type": "module" }\n');
-    writeFileSync(join(cdktnApp, 'main.ts'), readFileSync(join(app, 'main.ts'), 'utf8').replace("from 'cdktf'", "from 'cdktn'").replace('dataplatform-as-code/cdktf', 'dataplatform-as-code/cdktn'));
-    const synth = await run(join(BIN, 'tsx'), ['main.ts'], cdktnApp, { ...env, CDKTF_OUTDIR: join(cdktnApp, 'out') });
-    expect(synth.code, synth.out).toBe(0);
-    const stackOf = (dir: string) => {
-      const json = JSON.parse(readFileSync(join(dir, 'stacks', 'platform', 'cdk.tf.json'), 'utf8'));
-      delete json['//'];
-      delete json.terraform.backend; // the local state file's path: each app's own directory
-      return json;
-    };
-    expect(stackOf(join(cdktnApp, 'out'))).toEqual(stackOf(join(app, 'cdktf.out')));
-  });
+      // The same app on cdktn and the package's ./cdktn subpath synthesizes the same stack.
+      const cdktnApp = join(team, 'cdktn-app');
+      mkdirSync(cdktnApp);
+      writeFileSync(join(cdktnApp, 'package.json'), '{ "type": "module" }\n');
+      writeFileSync(
+        join(cdktnApp, 'main.ts'),
+        readFileSync(join(app, 'main.ts'), 'utf8')
+          .replace("from 'cdktf'", "from 'cdktn'")
+          .replace('dataplatform-as-code/cdktf', 'dataplatform-as-code/cdktn'),
+      );
+      const synth = await run(join(BIN, 'tsx'), ['main.ts'], cdktnApp, { ...env, CDKTF_OUTDIR: join(cdktnApp, 'out') });
+      expect(synth.code, synth.out).toBe(0);
+      const stackOf = (dir: string) => {
+        const json = JSON.parse(readFileSync(join(dir, 'stacks', 'platform', 'cdk.tf.json'), 'utf8'));
+        delete json['//'];
+        delete json.terraform.backend; // the local state file's path: each app's own directory
+        return json;
+      };
+      expect(stackOf(join(cdktnApp, 'out'))).toEqual(stackOf(join(app, 'cdktf.out')));
+    },
+  );
 
-  it('hcl: dpctl init --format hcl, terraform apply through the packaged provider (filesystem mirror), then init again from the service\'s network mirror', { timeout: 300_000 }, async () => {
-    const dir = join(team, 'terraform');
-    expect((await dpctl(['init', dir, '--format', 'hcl'], team, baseEnv)).code).toBe(0);
-    const env = { ...tenantEnv('hcl'), TF_VAR_orders_db_password: 'orders-pw' };
-    // The release: registry layout + SHA256SUMS that verify, installable into a mirror.
-    const release = join(work, 'release');
-    expect((await dpctl(['provider', 'package', '--out', release], team, env)).code).toBe(0);
-    const sums = readFileSync(join(release, `terraform-provider-dataplatform_${VERSION}_SHA256SUMS`), 'utf8').trim().split('\n');
-    expect(sums).toHaveLength(5);
-    for (const line of sums) {
-      const [hash, name] = line.split(/\s+/);
-      expect(createHash('sha256').update(readFileSync(join(release, name))).digest('hex'), name).toBe(hash);
-    }
-    const mirror = join(work, 'mirror');
-    expect((await dpctl(['provider', 'install', '--from', release, '--dir', mirror], team, env)).code).toBe(0);
-    writeFileSync(
-      join(work, 'fs.tfrc'),
-      `provider_installation {\n  filesystem_mirror {\n    path    = "${mirror}"\n    include = ["registry.terraform.io/dataplatform/*"]\n  }\n  direct {\n    exclude = ["registry.terraform.io/dataplatform/*"]\n  }\n}\n`,
-    );
-    const fsEnv = { ...env, TF_CLI_CONFIG_FILE: join(work, 'fs.tfrc') };
-    const init = await run('terraform', ['init', '-no-color', '-input=false'], dir, fsEnv);
-    expect(init.code, init.out).toBe(0);
-    const apply = await run('terraform', ['apply', '-no-color', '-input=false', '-auto-approve'], dir, fsEnv);
-    expect(apply.code, apply.out).toBe(0);
-    expect(apply.out).toContain('Apply complete! Resources: 5 added');
-    expect(await projectNamed('hcl', 'starter')).toBeDefined();
-    const lock = readFileSync(join(dir, '.terraform.lock.hcl'), 'utf8');
+  it(
+    "hcl: dpctl init --format hcl, terraform apply through the packaged provider (filesystem mirror), then init again from the service's network mirror",
+    { timeout: 300_000 },
+    async () => {
+      const dir = join(team, 'terraform');
+      expect((await dpctl(['init', dir, '--format', 'hcl'], team, baseEnv)).code).toBe(0);
+      const env = { ...tenantEnv('hcl'), TF_VAR_orders_db_password: 'orders-pw' };
+      // The release: registry layout + SHA256SUMS that verify, installable into a mirror.
+      const release = join(work, 'release');
+      expect((await dpctl(['provider', 'package', '--out', release], team, env)).code).toBe(0);
+      const sums = readFileSync(join(release, `terraform-provider-dataplatform_${VERSION}_SHA256SUMS`), 'utf8')
+        .trim()
+        .split('\n');
+      expect(sums).toHaveLength(5);
+      for (const line of sums) {
+        const [hash, name] = line.split(/\s+/);
+        expect(
+          createHash('sha256')
+            .update(readFileSync(join(release, name)))
+            .digest('hex'),
+          name,
+        ).toBe(hash);
+      }
+      const mirror = join(work, 'mirror');
+      expect((await dpctl(['provider', 'install', '--from', release, '--dir', mirror], team, env)).code).toBe(0);
+      writeFileSync(
+        join(work, 'fs.tfrc'),
+        `provider_installation {\n  filesystem_mirror {\n    path    = "${mirror}"\n    include = ["registry.terraform.io/dataplatform/*"]\n  }\n  direct {\n    exclude = ["registry.terraform.io/dataplatform/*"]\n  }\n}\n`,
+      );
+      const fsEnv = { ...env, TF_CLI_CONFIG_FILE: join(work, 'fs.tfrc') };
+      const init = await run('terraform', ['init', '-no-color', '-input=false'], dir, fsEnv);
+      expect(init.code, init.out).toBe(0);
+      const apply = await run('terraform', ['apply', '-no-color', '-input=false', '-auto-approve'], dir, fsEnv);
+      expect(apply.code, apply.out).toBe(0);
+      expect(apply.out).toContain('Apply complete! Resources: 5 added');
+      expect(await projectNamed('hcl', 'starter')).toBeDefined();
+      const lock = readFileSync(join(dir, '.terraform.lock.hcl'), 'utf8');
 
-    // The network mirror the service serves: a fresh init finds the same package (same h1).
-    rmSync(join(dir, '.terraform'), { recursive: true });
-    rmSync(join(dir, '.terraform.lock.hcl'));
-    const tfrc = readFileSync(join(dir, 'network-mirror.tfrc'), 'utf8').replace('https://demo.localhost:8443/', `https://localhost:${port}/`);
-    writeFileSync(join(work, 'net.tfrc'), tfrc);
-    const netEnv = { ...env, TF_CLI_CONFIG_FILE: join(work, 'net.tfrc'), SSL_CERT_FILE: caFile };
-    const netInit = await run('terraform', ['init', '-no-color', '-input=false'], dir, netEnv);
-    expect(netInit.code, netInit.out).toBe(0);
-    expect(netInit.out).toContain('Installed dataplatform/dataplatform v');
-    expect(readFileSync(join(dir, '.terraform.lock.hcl'), 'utf8')).toBe(lock);
-    const plan = await run('terraform', ['plan', '-no-color', '-input=false', '-detailed-exitcode'], dir, netEnv);
-    expect(plan.code, plan.out).toBe(0);
-    // Nothing of the checkout is in what Terraform runs: the unpacked provider is the zip's four files.
-    const unpacked = join(dir, '.terraform', 'providers', 'registry.terraform.io', 'dataplatform', 'dataplatform', VERSION);
-    const [platform] = readdirSync(unpacked);
-    expect(readdirSync(join(unpacked, platform)).filter((f) => !f.endsWith('.mjs'))).toEqual([`terraform-provider-dataplatform_v${VERSION}`]);
-  });
+      // The network mirror the service serves: a fresh init finds the same package (same h1).
+      rmSync(join(dir, '.terraform'), { recursive: true });
+      rmSync(join(dir, '.terraform.lock.hcl'));
+      const tfrc = readFileSync(join(dir, 'network-mirror.tfrc'), 'utf8').replace(
+        'https://demo.localhost:8443/',
+        `https://localhost:${port}/`,
+      );
+      writeFileSync(join(work, 'net.tfrc'), tfrc);
+      const netEnv = { ...env, TF_CLI_CONFIG_FILE: join(work, 'net.tfrc'), SSL_CERT_FILE: caFile };
+      const netInit = await run('terraform', ['init', '-no-color', '-input=false'], dir, netEnv);
+      expect(netInit.code, netInit.out).toBe(0);
+      expect(netInit.out).toContain('Installed dataplatform/dataplatform v');
+      expect(readFileSync(join(dir, '.terraform.lock.hcl'), 'utf8')).toBe(lock);
+      const plan = await run('terraform', ['plan', '-no-color', '-input=false', '-detailed-exitcode'], dir, netEnv);
+      expect(plan.code, plan.out).toBe(0);
+      // Nothing of the checkout is in what Terraform runs: the unpacked provider is the zip's four files.
+      const unpacked = join(dir, '.terraform', 'providers', 'registry.terraform.io', 'dataplatform', 'dataplatform', VERSION);
+      const [platform] = readdirSync(unpacked);
+      expect(readdirSync(join(unpacked, platform)).filter((f) => !f.endsWith('.mjs'))).toEqual([
+        `terraform-provider-dataplatform_v${VERSION}`,
+      ]);
+    },
+  );
 });

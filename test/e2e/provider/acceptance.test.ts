@@ -49,7 +49,14 @@ const sampleOf = (kind: string) => new Ref(() => `dataplatform_${kind}.sample.id
 /** Sample values per kind. A writable kind with neither a sample nor a SKIP entry fails the first test. */
 const SAMPLES: Record<string, Sample> = {
   infrastructure_resource: {
-    create: { name: 'acc-warehouse', resource_type: 'warehouse', provider: 'snowflake', region: 'eu-west-1', config: { size: 'small' }, labels: { team: 'data' } },
+    create: {
+      name: 'acc-warehouse',
+      resource_type: 'warehouse',
+      provider: 'snowflake',
+      region: 'eu-west-1',
+      config: { size: 'small' },
+      labels: { team: 'data' },
+    },
     update: { config: { size: 'large' } },
     replace: { region: 'eu-central-1' },
   },
@@ -57,7 +64,10 @@ const SAMPLES: Record<string, Sample> = {
     create: {
       name: 'acc-dbt',
       repository: 'https://git.example.com/acc/marts.git',
-      models: [{ name: 'stg_orders', materialization: 'view' }, { name: 'fct_orders', materialization: 'table', depends_on: ['stg_orders'] }],
+      models: [
+        { name: 'stg_orders', materialization: 'view' },
+        { name: 'fct_orders', materialization: 'table', depends_on: ['stg_orders'] },
+      ],
     },
     update: { branch: 'develop', target: 'dev' },
   },
@@ -66,7 +76,13 @@ const SAMPLES: Record<string, Sample> = {
     update: { description: 'paused for the migration', enabled: false },
   },
   escalation_policy: {
-    create: { name: 'acc-escalation', steps: [{ delay_minutes: 0, channel_ids: [channel] }, { delay_minutes: 15, channel_ids: [channel] }] },
+    create: {
+      name: 'acc-escalation',
+      steps: [
+        { delay_minutes: 0, channel_ids: [channel] },
+        { delay_minutes: 15, channel_ids: [channel] },
+      ],
+    },
     update: { repeat: 2 },
   },
   classification: {
@@ -103,7 +119,11 @@ const SAMPLES: Record<string, Sample> = {
       labels: { team: 'data' },
     },
     // A new password is an in-place change too.
-    update: { credentials: { username: 'reader', password: 'acc-secret-second' }, selected_tables: ['public.orders'], schedule: '30 4 * * *' },
+    update: {
+      credentials: { username: 'reader', password: 'acc-secret-second' },
+      selected_tables: ['public.orders'],
+      schedule: '30 4 * * *',
+    },
     replace: { connector_type: 'mysql' },
     drift: { labels: { team: 'data', changed: 'outside' }, selected_tables: ['public.other'] },
   },
@@ -123,7 +143,11 @@ const SAMPLES: Record<string, Sample> = {
       escalation_policy_id: sampleOf('escalation_policy'),
       labels: { team: 'data' },
     },
-    update: { severity: 'critical', description: 'paged', condition: { metric: 'run_failed', operator: 'gt', threshold: 5, window_minutes: 120 } },
+    update: {
+      severity: 'critical',
+      description: 'paged',
+      condition: { metric: 'run_failed', operator: 'gt', threshold: 5, window_minutes: 120 },
+    },
     // No x-immutable field: replaced by a move to the second project, with its pipeline and policy.
   },
 };
@@ -138,7 +162,8 @@ const specs = [...resourceSpecs().values()];
 const tfName = (d: KindDescriptor, field: string) => specs.find((s) => s.descriptor === d)!.attrs.find((a) => apiField(a) === field)!.name;
 const kinds = specs.map((s) => s.descriptor).filter((d) => SAMPLES[d.kind]);
 /** How deep a kind sits under referrers among the samples (0: nothing refers to it). */
-const depth = (d: KindDescriptor): number => Math.max(0, ...kinds.filter((k) => k !== d && k.references.some((r) => r.kind === d.kind)).map((k) => depth(k) + 1));
+const depth = (d: KindDescriptor): number =>
+  Math.max(0, ...kinds.filter((k) => k !== d && k.references.some((r) => r.kind === d.kind)).map((k) => depth(k) + 1));
 /** Referrers before what they refer to (alert rules before pipelines before channels), for deleting. */
 const deleteOrder = [...kinds].sort((x, y) => depth(x) - depth(y));
 /** The x-immutable fields of a replace sample (the others only go with them). */
@@ -149,12 +174,15 @@ function hcl(v: Value, project: 'a' | 'b'): string {
   if (typeof v === 'string') return JSON.stringify(v).replace(/\$\{/g, '$${').replace(/%\{/g, '%%{');
   if (typeof v !== 'object') return String(v);
   if (Array.isArray(v)) return `[${v.map((x) => hcl(x, project)).join(', ')}]`;
-  return `{ ${Object.entries(v).map(([k, x]) => `${JSON.stringify(k)} = ${hcl(x, project)}`).join(', ')} }`;
+  return `{ ${Object.entries(v)
+    .map(([k, x]) => `${JSON.stringify(k)} = ${hcl(x, project)}`)
+    .join(', ')} }`;
 }
 
 /** The fields without references (their ids are checked by Terraform's plan). */
 function withoutRefs(fields: Fields): Record<string, unknown> {
-  const strip = (v: Value): unknown => (v instanceof Ref ? undefined : Array.isArray(v) ? v.map(strip) : typeof v === 'object' ? withoutRefs(v as Fields) : v);
+  const strip = (v: Value): unknown =>
+    v instanceof Ref ? undefined : Array.isArray(v) ? v.map(strip) : typeof v === 'object' ? withoutRefs(v as Fields) : v;
   const out: Record<string, unknown> = {};
   for (const [k, v] of Object.entries(fields)) {
     const x = strip(v);
@@ -171,7 +199,8 @@ function expected(d: KindDescriptor, fields: Fields): Record<string, unknown> {
 }
 
 /** The secret values the fields set. */
-const secretsIn = (d: KindDescriptor, fields: Fields) => d.secretPaths.flatMap((path) => valuesAt(fields, path).map((v) => String(v.value)));
+const secretsIn = (d: KindDescriptor, fields: Fields) =>
+  d.secretPaths.flatMap((path) => valuesAt(fields, path).map((v) => String(v.value)));
 
 type Phase = 'create' | 'update' | 'replace';
 
@@ -213,8 +242,10 @@ describe.skipIf(testStore() === 'postgres' || !haveTerraform)('acceptance lifecy
   const ids = new Map<string, string>();
   let phase: Phase = 'create';
 
-  const api = <T = any>(method: string, path: string, body?: unknown, expectedStatus?: number) => svc.ok<T>(t, method, path, body === undefined ? {} : { body }, expectedStatus);
-  const collection = (d: KindDescriptor, project: 'a' | 'b') => (d.scope === 'project' ? `/projects/${projects[project]}/${d.collection}` : `/${d.collection}`);
+  const api = <T = any>(method: string, path: string, body?: unknown, expectedStatus?: number) =>
+    svc.ok<T>(t, method, path, body === undefined ? {} : { body }, expectedStatus);
+  const collection = (d: KindDescriptor, project: 'a' | 'b') =>
+    d.scope === 'project' ? `/projects/${projects[project]}/${d.collection}` : `/${d.collection}`;
 
   /** The sample as the API holds it now, found by its identity (as the phase configures it). */
   async function live(d: KindDescriptor): Promise<any> {
@@ -222,7 +253,10 @@ describe.skipIf(testStore() === 'postgres' || !haveTerraform)('acceptance lifecy
     const identity = String(fields[d.identity]).toLowerCase();
     const items: any[] = [];
     for (let cursor: string | undefined, page; !page || page.has_more; cursor = page.next_cursor) {
-      page = await api<{ data: any[]; has_more: boolean; next_cursor?: string }>('GET', `${collection(d, project)}?limit=100${cursor ? `&cursor=${cursor}` : ''}`);
+      page = await api<{ data: any[]; has_more: boolean; next_cursor?: string }>(
+        'GET',
+        `${collection(d, project)}?limit=100${cursor ? `&cursor=${cursor}` : ''}`,
+      );
       items.push(...page.data);
     }
     return items.find((i) => String(i[d.identity]).toLowerCase() === identity);
@@ -278,11 +312,15 @@ describe.skipIf(testStore() === 'postgres' || !haveTerraform)('acceptance lifecy
 
   it('has a sample (or a reasoned skip) for every writable kind, and samples that test what they claim', () => {
     const missing = specs.map((s) => s.descriptor.kind).filter((k) => !SAMPLES[k] && !SKIP[k]);
-    expect(missing, `writable kinds without an acceptance sample in ${import.meta.filename}: add a SAMPLES entry (or a SKIP entry with the reason)`).toEqual([]);
+    expect(
+      missing,
+      `writable kinds without an acceptance sample in ${import.meta.filename}: add a SAMPLES entry (or a SKIP entry with the reason)`,
+    ).toEqual([]);
     for (const d of kinds) {
       const s = SAMPLES[d.kind];
       if (s.replace) expect(forcing(d), `${d.kind}: replace changes no x-immutable field`).not.toEqual([]);
-      for (const field of Object.keys(s.update ?? {})) expect(d.immutableFields, `${d.kind}.${field} in update is x-immutable`).not.toContain(field);
+      for (const field of Object.keys(s.update ?? {}))
+        expect(d.immutableFields, `${d.kind}.${field} in update is x-immutable`).not.toContain(field);
       expect(!!s.update, `${d.kind}: update given iff the API can update it`).toBe(d.operations.includes('update'));
       if (!s.replace) expect(d.scope, `${d.kind} has no replace sample and is not project-scoped (cannot move)`).toBe('project');
     }
@@ -291,7 +329,8 @@ describe.skipIf(testStore() === 'postgres' || !haveTerraform)('acceptance lifecy
   it('creates every kind, then plans nothing', { timeout: 90_000 }, async () => {
     const out = await apply();
     expect(out).toContain(`Apply complete! Resources: ${kinds.length + 4} added, 0 changed, 0 destroyed.`);
-    for (const p of ['a', 'b'] as const) projects[p] = (await api<{ data: any[] }>('GET', '/projects')).data.find((x) => x.name === `acc-${p}`).id;
+    for (const p of ['a', 'b'] as const)
+      projects[p] = (await api<{ data: any[] }>('GET', '/projects')).data.find((x) => x.name === `acc-${p}`).id;
     expect(await expectConfigured()).toEqual(kinds.map((d) => d.kind));
     await expectEmptyPlan();
   });
@@ -347,7 +386,10 @@ describe.skipIf(testStore() === 'postgres' || !haveTerraform)('acceptance lifecy
     }
     ws.write('imports.tf', blocks.join('\n'));
     const withSecrets = kinds.filter((d) => secretsIn(d, fieldsAt(d, phase).fields).length);
-    expect(withSecrets.map((d) => d.kind), 'the connector password is set again').toContain('connector');
+    expect(
+      withSecrets.map((d) => d.kind),
+      'the connector password is set again',
+    ).toContain('connector');
     const out = await apply();
     for (const d of kinds) expect(out).toContain(`dataplatform_${d.kind}.sample: Import complete`);
     for (const p of ['a', 'b']) expect(out).toContain(`dataplatform_project.${p}: Import complete`);
@@ -405,7 +447,11 @@ describe.skipIf(testStore() === 'postgres' || !haveTerraform)('acceptance lifecy
   it('destroys everything and leaves nothing on the service', { timeout: 90_000 }, async () => {
     // Everything but the projects first (a project's delete cascades), so that each object is
     // seen gone through the API while its project still exists.
-    const targets = [...kinds.map((d) => `dataplatform_${d.kind}.sample`), 'dataplatform_notification_channel.support_a', 'dataplatform_notification_channel.support_b'];
+    const targets = [
+      ...kinds.map((d) => `dataplatform_${d.kind}.sample`),
+      'dataplatform_notification_channel.support_a',
+      'dataplatform_notification_channel.support_b',
+    ];
     const out = noSecrets((await ws.tf(['destroy', '-auto-approve', '-input=false', ...targets.map((x) => `-target=${x}`)])).out);
     expect(out).toContain(`Destroy complete! Resources: ${kinds.length + 2} destroyed.`);
     for (const d of kinds) {

@@ -18,7 +18,8 @@ describe.skipIf(testStore() === 'postgres' || !haveTerraform)('terraform data so
   let dbt: any;
   let pipeline: any;
   let user: any;
-  const api = <T = any>(method: string, path: string, body?: unknown, expected?: number) => svc.ok<T>(t, method, path, body === undefined ? {} : { body }, expected);
+  const api = <T = any>(method: string, path: string, body?: unknown, expected?: number) =>
+    svc.ok<T>(t, method, path, body === undefined ? {} : { body }, expected);
   const p = (path: string) => `/projects/${project.id}${path}`;
 
   async function lastRun(path: string): Promise<any> {
@@ -44,7 +45,11 @@ describe.skipIf(testStore() === 'postgres' || !haveTerraform)('terraform data so
       selected_tables: ['shop.orders', 'shop.customers'],
       labels: { team: 'data' },
     });
-    channel = await api('POST', p('/notification-channels'), { name: 'oncall', type: 'email', config: { email_addresses: ['oncall@example.com'] } });
+    channel = await api('POST', p('/notification-channels'), {
+      name: 'oncall',
+      type: 'email',
+      config: { email_addresses: ['oncall@example.com'] },
+    });
     dbt = await api('POST', p('/dbt-projects'), {
       name: 'marts',
       repository: 'https://git.example.com/marts.git',
@@ -53,8 +58,16 @@ describe.skipIf(testStore() === 'postgres' || !haveTerraform)('terraform data so
         { name: 'fct_orders', materialization: 'table', depends_on: ['stg_orders'] },
       ],
     });
-    pipeline = await api('POST', p('/pipelines'), { name: 'nightly', steps: [{ name: 'sync', type: 'connector_sync', connector_id: connector.id }] });
-    user = await api('POST', '/users', { email: `analyst@${t.slug}.test`, role: 'read-write', name: 'Ana Lyst', password: 'users-password-1' });
+    pipeline = await api('POST', p('/pipelines'), {
+      name: 'nightly',
+      steps: [{ name: 'sync', type: 'connector_sync', connector_id: connector.id }],
+    });
+    user = await api('POST', '/users', {
+      email: `analyst@${t.slug}.test`,
+      role: 'read-write',
+      name: 'Ana Lyst',
+      password: 'users-password-1',
+    });
     // A manual sync, then the pipeline (whose step syncs the connector again), one after the other.
     await api('POST', p(`/connectors/${connector.id}/sync`), undefined, 201);
     await lastRun(p(`/connectors/${connector.id}/runs`));
@@ -84,7 +97,10 @@ describe.skipIf(testStore() === 'postgres' || !haveTerraform)('terraform data so
     const out = await ws.apply();
     expect(out).toContain('Apply complete! Resources: 1 added, 0 changed, 0 destroyed.');
     const rules = await api<{ data: any[] }>('GET', p('/alert-rules'));
-    expect(rules.data.find((r) => r.name === 'orders-failures')).toMatchObject({ target: { connector_id: connector.id }, channel_ids: [channel.id] });
+    expect(rules.data.find((r) => r.name === 'orders-failures')).toMatchObject({
+      target: { connector_id: connector.id },
+      channel_ids: [channel.id],
+    });
 
     const state = await ws.show();
     const outputs = state.values.outputs;
@@ -95,7 +111,13 @@ describe.skipIf(testStore() === 'postgres' || !haveTerraform)('terraform data so
     expect(outputs.connector.value.credentials).toEqual({ username: 'reader' });
     expect(JSON.stringify(state)).not.toContain('never-shown');
     // Found whatever the case; an input keeps the configured spelling (Terraform requires it).
-    expect(outputs.user.value).toMatchObject({ id: user.id, email: `Analyst@${t.slug.toUpperCase()}.test`, role: 'read-write', name: 'Ana Lyst', status: 'active' });
+    expect(outputs.user.value).toMatchObject({
+      id: user.id,
+      email: `Analyst@${t.slug.toUpperCase()}.test`,
+      role: 'read-write',
+      name: 'Ana Lyst',
+      status: 'active',
+    });
     expect(outputs.user.value).not.toHaveProperty('password');
     expect(outputs.project.value).toMatchObject({ id: project.id, name: 'ds-analytics', description: 'made through the API' });
     expect((await ws.plan()).code).toBe(0);
@@ -132,23 +154,47 @@ describe.skipIf(testStore() === 'postgres' || !haveTerraform)('terraform data so
     // The pipeline's connector_sync step synced the connector after the manual sync: that run is the latest.
     expect(syncs.data.length).toBeGreaterThanOrEqual(2);
     expect(latestSync).toMatchObject({ status: 'succeeded', trigger: 'pipeline' });
-    expect(outputs.sync.value).toEqual({ ...fill(latestSync, outputs.sync.value), connector_id: connector.id, pipeline_id: null, dbt_project_id: null, project_id: project.id });
-    expect(outputs.nightly.value).toEqual({ ...fill(pipelineRun, outputs.nightly.value), connector_id: null, pipeline_id: pipeline.id, dbt_project_id: null, project_id: project.id });
+    expect(outputs.sync.value).toEqual({
+      ...fill(latestSync, outputs.sync.value),
+      connector_id: connector.id,
+      pipeline_id: null,
+      dbt_project_id: null,
+      project_id: project.id,
+    });
+    expect(outputs.nightly.value).toEqual({
+      ...fill(pipelineRun, outputs.nightly.value),
+      connector_id: null,
+      pipeline_id: pipeline.id,
+      dbt_project_id: null,
+      project_id: project.id,
+    });
     expect(pipelineRun).toMatchObject({ run_type: 'pipeline', status: 'succeeded' });
     expect(outputs.nightly.value.steps).toHaveLength(1);
   });
 
   it('says clearly what was not found, and checks the view inputs at validate time', { timeout: 60_000 }, async () => {
-    ws.write('missing.tf', `data "dataplatform_connector" "missing" {\n  project_id = "${project.id}"\n  name       = "no-such-connector"\n}\n`);
+    ws.write(
+      'missing.tf',
+      `data "dataplatform_connector" "missing" {\n  project_id = "${project.id}"\n  name       = "no-such-connector"\n}\n`,
+    );
     let plan = await ws.tf(['plan', '-input=false'], [1]);
     expect(plan.out).toContain(`dataplatform_connector: no connector with name "no-such-connector" in project ${project.id}`);
-    ws.write('missing.tf', `data "dataplatform_latest_run" "none" {\n  project_id     = "${project.id}"\n  dbt_project_id = "${dbt.id}"\n}\n`);
+    ws.write(
+      'missing.tf',
+      `data "dataplatform_latest_run" "none" {\n  project_id     = "${project.id}"\n  dbt_project_id = "${dbt.id}"\n}\n`,
+    );
     plan = await ws.tf(['plan', '-input=false'], [1]);
     expect(plan.out).toContain(`has not run yet`);
-    ws.write('missing.tf', `data "dataplatform_connector_schema" "none" {\n  project_id   = "${project.id}"\n  connector_id = "con_doesnotexist"\n}\n`);
+    ws.write(
+      'missing.tf',
+      `data "dataplatform_connector_schema" "none" {\n  project_id   = "${project.id}"\n  connector_id = "con_doesnotexist"\n}\n`,
+    );
     plan = await ws.tf(['plan', '-input=false'], [1]);
     expect(plan.out).toMatch(/dataplatform_connector_schema: .*not found.*con_doesnotexist/i);
-    ws.write('missing.tf', `data "dataplatform_latest_run" "both" {\n  project_id   = "${project.id}"\n  connector_id = "a"\n  pipeline_id  = "b"\n}\n`);
+    ws.write(
+      'missing.tf',
+      `data "dataplatform_latest_run" "both" {\n  project_id   = "${project.id}"\n  connector_id = "a"\n  pipeline_id  = "b"\n}\n`,
+    );
     const validate = await ws.tf(['validate'], [1]);
     expect(validate.out).toContain('give exactly one of connector_id, pipeline_id, dbt_project_id');
     ws.remove('missing.tf');

@@ -55,7 +55,11 @@ export class TerraformWorkspace {
    * @param endpoint the service URL the provider uses (default the tenant's; a counting proxy's
    *   URL to observe the provider's calls)
    */
-  static async create(svc: TestService, t: TestTenant, options: { endpoint?: string; env?: Record<string, string> } = {}): Promise<TerraformWorkspace> {
+  static async create(
+    svc: TestService,
+    t: TestTenant,
+    options: { endpoint?: string; env?: Record<string, string> } = {},
+  ): Promise<TerraformWorkspace> {
     assertFreshBundle();
     const root = mkdtempSync(join(tmpdir(), 'dp-tf-'));
     mkdirSync(join(root, 'work'));
@@ -88,15 +92,22 @@ export class TerraformWorkspace {
 
   /** Runs terraform; rejects with the whole output when the exit code is not allowed. */
   tf(args: string[], allowed: number[] = [0]): Promise<TfResult> {
-    const varArgs = ['apply', 'plan', 'destroy', 'import'].includes(args[0]) ? Object.entries(this.vars).flatMap(([k, v]) => ['-var', `${k}=${v}`]) : [];
+    const varArgs = ['apply', 'plan', 'destroy', 'import'].includes(args[0])
+      ? Object.entries(this.vars).flatMap(([k, v]) => ['-var', `${k}=${v}`])
+      : [];
     const head = args[0] === 'state' || args[0] === 'providers' ? 2 : 1;
     return new Promise((resolve, reject) => {
-      execFile('terraform', [...args.slice(0, head), '-no-color', ...varArgs, ...args.slice(head)], { cwd: this.work, env: this.env, maxBuffer: 64 << 20 }, (err, stdout, stderr) => {
-        const code = err ? (typeof err.code === 'number' ? err.code : 1) : 0;
-        const out = `${stdout}\n${stderr}`;
-        if (!allowed.includes(code)) reject(new Error(`terraform ${args.join(' ')} exited ${code}:\n${out}`));
-        else resolve({ code, out });
-      });
+      execFile(
+        'terraform',
+        [...args.slice(0, head), '-no-color', ...varArgs, ...args.slice(head)],
+        { cwd: this.work, env: this.env, maxBuffer: 64 << 20 },
+        (err, stdout, stderr) => {
+          const code = err ? (typeof err.code === 'number' ? err.code : 1) : 0;
+          const out = `${stdout}\n${stderr}`;
+          if (!allowed.includes(code)) reject(new Error(`terraform ${args.join(' ')} exited ${code}:\n${out}`));
+          else resolve({ code, out });
+        },
+      );
     });
   }
 

@@ -33,7 +33,12 @@ describe.skipIf(testStore() === 'postgres' || !haveTerraform)('dpctl provider in
     mkdirSync(home);
     mkdirSync(work);
     writeFileSync(join(work, 'main.tf'), PROVIDER_BLOCK);
-    return { root, home, work, env: { PATH: process.env.PATH, HOME: home, CHECKPOINT_DISABLE: '1', TF_IN_AUTOMATION: '1' } as NodeJS.ProcessEnv };
+    return {
+      root,
+      home,
+      work,
+      env: { PATH: process.env.PATH, HOME: home, CHECKPOINT_DISABLE: '1', TF_IN_AUTOMATION: '1' } as NodeJS.ProcessEnv,
+    };
   };
 
   const terraform = (args: string[], cwd: string, env: NodeJS.ProcessEnv) =>
@@ -53,41 +58,59 @@ describe.skipIf(testStore() === 'postgres' || !haveTerraform)('dpctl provider in
     const schema = await terraform(['providers', 'schema', '-json'], work, env);
     expect(schema.code, schema.out).toBe(0);
     const parsed = JSON.parse(schema.out.slice(0, schema.out.lastIndexOf('}') + 1));
-    expect(Object.keys(parsed.provider_schemas['registry.terraform.io/dataplatform/dataplatform'].resource_schemas)).toContain('dataplatform_project');
+    expect(Object.keys(parsed.provider_schemas['registry.terraform.io/dataplatform/dataplatform'].resource_schemas)).toContain(
+      'dataplatform_project',
+    );
   };
 
-  it('--dir <mirror>: installs the zips there (packed layout), terraform init finds one through a CLI config, providers lock -fs-mirror records every platform', { timeout: 90_000 }, async () => {
-    const { root, home, work, env } = setup();
-    const mirror = join(root, 'mirror');
-    const res = await runDpctl(['provider', 'install', '--dir', mirror], { env: { HOME: home } });
-    expect(res.code, res.stderr).toBe(0);
-    expect(res.stdout).toContain('installed registry.terraform.io/dataplatform/dataplatform 0.1.0 (darwin_amd64, darwin_arm64, linux_amd64, linux_arm64)\n');
-    expect(res.stdout).toContain(`  ${join(mirror, ZIP)}\n`);
-    expect(readdirSync(join(mirror, PACKAGE_DIR)).sort()).toEqual(['darwin_amd64', 'darwin_arm64', 'linux_amd64', 'linux_arm64'].map((p) => `terraform-provider-dataplatform_0.1.0_${p}.zip`));
-    // Nothing went to the default place.
-    expect(existsSync(join(home, '.terraform.d'))).toBe(false);
-    const tfEnv = { ...env, TF_CLI_CONFIG_FILE: writeCliConfig(join(root, 'cli.tfrc'), mirror) };
-    await initAndStart(work, tfEnv);
-    // The h1 hash Terraform computed from the zip is the one the release states.
-    const { archives } = await buildRelease();
-    expect(readFileSync(join(work, '.terraform.lock.hcl'), 'utf8')).toContain(`"${archives.get(PLATFORM)!.h1}"`);
-    // A team on several platforms: the lock file gets every platform's hash from the mirror.
-    rmSync(join(work, '.terraform.lock.hcl'));
-    const lock = await terraform(['providers', 'lock', '-no-color', `-fs-mirror=${mirror}`, '-platform=linux_amd64', '-platform=darwin_arm64'], work, tfEnv);
-    expect(lock.code, lock.out).toBe(0);
-    expect(readFileSync(join(work, '.terraform.lock.hcl'), 'utf8')).toContain(archives.get('darwin_arm64')!.h1);
-  });
+  it(
+    '--dir <mirror>: installs the zips there (packed layout), terraform init finds one through a CLI config, providers lock -fs-mirror records every platform',
+    { timeout: 90_000 },
+    async () => {
+      const { root, home, work, env } = setup();
+      const mirror = join(root, 'mirror');
+      const res = await runDpctl(['provider', 'install', '--dir', mirror], { env: { HOME: home } });
+      expect(res.code, res.stderr).toBe(0);
+      expect(res.stdout).toContain(
+        'installed registry.terraform.io/dataplatform/dataplatform 0.1.0 (darwin_amd64, darwin_arm64, linux_amd64, linux_arm64)\n',
+      );
+      expect(res.stdout).toContain(`  ${join(mirror, ZIP)}\n`);
+      expect(readdirSync(join(mirror, PACKAGE_DIR)).sort()).toEqual(
+        ['darwin_amd64', 'darwin_arm64', 'linux_amd64', 'linux_arm64'].map((p) => `terraform-provider-dataplatform_0.1.0_${p}.zip`),
+      );
+      // Nothing went to the default place.
+      expect(existsSync(join(home, '.terraform.d'))).toBe(false);
+      const tfEnv = { ...env, TF_CLI_CONFIG_FILE: writeCliConfig(join(root, 'cli.tfrc'), mirror) };
+      await initAndStart(work, tfEnv);
+      // The h1 hash Terraform computed from the zip is the one the release states.
+      const { archives } = await buildRelease();
+      expect(readFileSync(join(work, '.terraform.lock.hcl'), 'utf8')).toContain(`"${archives.get(PLATFORM)!.h1}"`);
+      // A team on several platforms: the lock file gets every platform's hash from the mirror.
+      rmSync(join(work, '.terraform.lock.hcl'));
+      const lock = await terraform(
+        ['providers', 'lock', '-no-color', `-fs-mirror=${mirror}`, '-platform=linux_amd64', '-platform=darwin_arm64'],
+        work,
+        tfEnv,
+      );
+      expect(lock.code, lock.out).toBe(0);
+      expect(readFileSync(join(work, '.terraform.lock.hcl'), 'utf8')).toContain(archives.get('darwin_arm64')!.h1);
+    },
+  );
 
-  it('without --dir: installs into $HOME/.terraform.d/plugins, which terraform init searches with no CLI config', { timeout: 60_000 }, async () => {
-    const { work, home, env } = setup();
-    const res = await runDpctl(['provider', 'install'], { env: { HOME: home } });
-    expect(res.code, res.stderr).toBe(0);
-    const zip = join(home, '.terraform.d', 'plugins', ZIP);
-    expect(res.stdout).toContain(`  ${zip}\n`);
-    expect(statSync(zip).size).toBeGreaterThan(100_000);
-    // No TF_CLI_CONFIG_FILE and no ~/.terraformrc: Terraform's implied local mirror only.
-    expect(env.TF_CLI_CONFIG_FILE).toBeUndefined();
-    expect(existsSync(join(home, '.terraformrc'))).toBe(false);
-    await initAndStart(work, env);
-  });
+  it(
+    'without --dir: installs into $HOME/.terraform.d/plugins, which terraform init searches with no CLI config',
+    { timeout: 60_000 },
+    async () => {
+      const { work, home, env } = setup();
+      const res = await runDpctl(['provider', 'install'], { env: { HOME: home } });
+      expect(res.code, res.stderr).toBe(0);
+      const zip = join(home, '.terraform.d', 'plugins', ZIP);
+      expect(res.stdout).toContain(`  ${zip}\n`);
+      expect(statSync(zip).size).toBeGreaterThan(100_000);
+      // No TF_CLI_CONFIG_FILE and no ~/.terraformrc: Terraform's implied local mirror only.
+      expect(env.TF_CLI_CONFIG_FILE).toBeUndefined();
+      expect(existsSync(join(home, '.terraformrc'))).toBe(false);
+      await initAndStart(work, env);
+    },
+  );
 });

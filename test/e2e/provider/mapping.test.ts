@@ -1,7 +1,15 @@
 import { describe, expect, it } from 'vitest';
 import { kind } from '../../../src/kinds/index.js';
 import { ProviderError, ResourceHandler } from '../../../src/provider/resource.js';
-import { dataSourceSpecs, objectToApi, objectToTf, resourceSpec, resourceSpecs, schemaMessage, type AttrSpec } from '../../../src/provider/schema.js';
+import {
+  dataSourceSpecs,
+  objectToApi,
+  objectToTf,
+  resourceSpec,
+  resourceSpecs,
+  schemaMessage,
+  type AttrSpec,
+} from '../../../src/provider/schema.js';
 import { attributePath } from '../../../src/provider/diagnostics.js';
 import { providerImplementation } from '../../../src/provider/provider.js';
 import { loadDefinitions } from '../../../src/provider/proto.js';
@@ -34,7 +42,8 @@ describe('schema mapping', () => {
     for (const spec of resourceSpecs().values()) {
       const msg = schemaMessage(spec) as { block: { attributes: { name: string }[] } };
       expect(msg.block.attributes.map((a) => a.name)).toContain('id');
-      if (spec.descriptor.scope === 'project') expect(spec.attrs.find((a) => a.name === 'project_id')).toMatchObject({ required: true, replace: true });
+      if (spec.descriptor.scope === 'project')
+        expect(spec.attrs.find((a) => a.name === 'project_id')).toMatchObject({ required: true, replace: true });
     }
   });
 
@@ -59,7 +68,10 @@ describe('schema mapping', () => {
 });
 
 describe('plan and apply rules', () => {
-  const h = new ResourceHandler(connectorSpec, fakeClient(() => ({})));
+  const h = new ResourceHandler(
+    connectorSpec,
+    fakeClient(() => ({})),
+  );
 
   it('plans computed fields unknown and defaults on create', () => {
     const c = config({ schedule: '0  2 * * *' });
@@ -72,7 +84,14 @@ describe('plan and apply rules', () => {
   });
 
   it('keeps the prior spelling when only normalisation differs, and replaces on immutable change', () => {
-    const prior = { ...config({ schedule: '0  2 * * *', labels: {}, selected_tables: [], config: null, credentials: null }), id: 'con_1', status: 'created', created_at: 'x', updated_at: 'y', last_sync_at: null };
+    const prior = {
+      ...config({ schedule: '0  2 * * *', labels: {}, selected_tables: [], config: null, credentials: null }),
+      id: 'con_1',
+      status: 'created',
+      created_at: 'x',
+      updated_at: 'y',
+      last_sync_at: null,
+    };
     const same = config({ schedule: '0 2   * * *' });
     expect(h.plan(prior, { ...prior, ...same }, same).planned!.schedule).toBe('0  2 * * *');
     const changed = config({ schedule: '0  2 * * *', connector_type: 'mysql' });
@@ -81,7 +100,14 @@ describe('plan and apply rules', () => {
   });
 
   it('replaces when the project changes to another known project', () => {
-    const prior = { ...config({ schedule: '0  2 * * *', labels: {}, selected_tables: [], config: null, credentials: null }), id: 'con_1', status: 'created', created_at: 'x', updated_at: 'y', last_sync_at: null };
+    const prior = {
+      ...config({ schedule: '0  2 * * *', labels: {}, selected_tables: [], config: null, credentials: null }),
+      id: 'con_1',
+      status: 'created',
+      created_at: 'x',
+      updated_at: 'y',
+      last_sync_at: null,
+    };
     const moved = config({ schedule: '0  2 * * *', project_id: 'prj_2' });
     const res = h.plan(prior, { ...prior, ...moved }, moved);
     expect(res.replace).toEqual([['project_id']]);
@@ -89,14 +115,37 @@ describe('plan and apply rules', () => {
   });
 
   it('keeps the user spelling after apply when the API normalises', async () => {
-    const ok = new ResourceHandler(connectorSpec, fakeClient((body) => ({ ...body, schedule: '0 2 * * *', id: 'con_1', project_id: 'prj_1', status: 'created', created_at: 't', updated_at: 't', last_sync_at: null })));
+    const ok = new ResourceHandler(
+      connectorSpec,
+      fakeClient((body) => ({
+        ...body,
+        schedule: '0 2 * * *',
+        id: 'con_1',
+        project_id: 'prj_1',
+        status: 'created',
+        created_at: 't',
+        updated_at: 't',
+        last_sync_at: null,
+      })),
+    );
     const c = config({ schedule: '0  2 * * *', credentials: { username: 'u', password: 'p' } });
     const state = await ok.apply(null, ok.plan(null, c, c).planned);
     expect(state).toMatchObject({ schedule: '0  2 * * *', id: 'con_1', credentials: { username: 'u', password: 'p' } });
   });
 
   it('fails (instead of Terraform) when the API answer contradicts the plan', async () => {
-    const bad = new ResourceHandler(connectorSpec, fakeClient((body) => ({ ...body, name: 'something-else', id: 'con_1', project_id: 'prj_1', status: 'created', created_at: 't', updated_at: 't' })));
+    const bad = new ResourceHandler(
+      connectorSpec,
+      fakeClient((body) => ({
+        ...body,
+        name: 'something-else',
+        id: 'con_1',
+        project_id: 'prj_1',
+        status: 'created',
+        created_at: 't',
+        updated_at: 't',
+      })),
+    );
     const c = config();
     await expect(bad.apply(null, bad.plan(null, c, c).planned)).rejects.toThrow(ProviderError);
     await expect(bad.apply(null, bad.plan(null, c, c).planned)).rejects.toThrow(/does not match the plan/);
@@ -114,7 +163,14 @@ describe('write-only secrets', () => {
 
   it('plans write-only values as null and sends them from the config', async () => {
     const sent: Record<string, unknown>[] = [];
-    let stored: Record<string, unknown> = { id: 'con_1', project_id: 'prj_1', status: 'created', created_at: 't', updated_at: 't', last_sync_at: null };
+    let stored: Record<string, unknown> = {
+      id: 'con_1',
+      project_id: 'prj_1',
+      status: 'created',
+      created_at: 't',
+      updated_at: 't',
+      last_sync_at: null,
+    };
     const h = new ResourceHandler(
       connectorSpec,
       fakeClient((body) => {
@@ -140,13 +196,21 @@ describe('write-only secrets', () => {
   });
 });
 
-describe('ValidateResourceConfig and the client\'s write-only capability', () => {
+describe("ValidateResourceConfig and the client's write-only capability", () => {
   const impl = providerImplementation(() => undefined);
   const validate = (request: unknown) =>
-    new Promise<{ diagnostics: any[] }>((resolve, reject) => impl.ValidateResourceConfig({ request } as any, (err: unknown, res: any) => (err ? reject(err) : resolve(res))));
+    new Promise<{ diagnostics: any[] }>((resolve, reject) =>
+      impl.ValidateResourceConfig({ request } as any, (err: unknown, res: any) => (err ? reject(err) : resolve(res))),
+    );
   const woConnector = config({ credentials: { username: 'u', password: null, password_wo: 'hidden', password_wo_version: 1 } });
   const userSpec = resourceSpec(kind('user'));
-  const woUser: TfObject = { ...Object.fromEntries(userSpec.attrs.map((a) => [a.name, null])), email: 'a@example.com', role: 'read-only', password_wo: UNKNOWN, password_wo_version: 1 };
+  const woUser: TfObject = {
+    ...Object.fromEntries(userSpec.attrs.map((a) => [a.name, null])),
+    email: 'a@example.com',
+    role: 'read-only',
+    password_wo: UNKNOWN,
+    password_wo_version: 1,
+  };
 
   it('refuses a *_wo attribute, at its attribute, when Terraform does not allow write-only attributes', async () => {
     for (const client_capabilities of [undefined, null, {}, { write_only_attributes_allowed: false, deferral_allowed: true }]) {
@@ -155,7 +219,9 @@ describe('ValidateResourceConfig and the client\'s write-only capability', () =>
         {
           severity: 1,
           summary: 'dataplatform_connector: credentials.password_wo is write-only, which needs Terraform 1.11 or later',
-          detail: expect.stringContaining('Upgrade to Terraform 1.11 or later, or set credentials.password instead of credentials.password_wo and credentials.password_wo_version.'),
+          detail: expect.stringContaining(
+            'Upgrade to Terraform 1.11 or later, or set credentials.password instead of credentials.password_wo and credentials.password_wo_version.',
+          ),
           // Terraform places paths only down to the first nested attribute (see attributePath).
           attribute: { steps: [{ attribute_name: 'credentials' }] },
         },
@@ -163,22 +229,40 @@ describe('ValidateResourceConfig and the client\'s write-only capability', () =>
     }
     // A top-level one (unknown until apply, as from an ephemeral variable, still counts).
     const user = await validate({ type_name: 'dataplatform_user', config: encodeDynamic(woUser) });
-    expect(user.diagnostics).toEqual([expect.objectContaining({ summary: 'dataplatform_user: password_wo is write-only, which needs Terraform 1.11 or later', attribute: { steps: [{ attribute_name: 'password_wo' }] } })]);
+    expect(user.diagnostics).toEqual([
+      expect.objectContaining({
+        summary: 'dataplatform_user: password_wo is write-only, which needs Terraform 1.11 or later',
+        attribute: { steps: [{ attribute_name: 'password_wo' }] },
+      }),
+    ]);
   });
 
   it('accepts it when Terraform allows write-only attributes, and anything else without the capability', async () => {
     const allowed = { write_only_attributes_allowed: true };
-    expect((await validate({ type_name: 'dataplatform_connector', config: encodeDynamic(woConnector), client_capabilities: allowed })).diagnostics).toEqual([]);
-    expect((await validate({ type_name: 'dataplatform_user', config: encodeDynamic(woUser), client_capabilities: allowed })).diagnostics).toEqual([]);
+    expect(
+      (await validate({ type_name: 'dataplatform_connector', config: encodeDynamic(woConnector), client_capabilities: allowed }))
+        .diagnostics,
+    ).toEqual([]);
+    expect(
+      (await validate({ type_name: 'dataplatform_user', config: encodeDynamic(woUser), client_capabilities: allowed })).diagnostics,
+    ).toEqual([]);
     const plain = config({ credentials: { username: 'u', password: 'p', password_wo: null, password_wo_version: null } });
     expect((await validate({ type_name: 'dataplatform_connector', config: encodeDynamic(plain) })).diagnostics).toEqual([]);
   });
 
   it('refuses a secret given both ways, at its attribute', async () => {
     const both = config({ credentials: { username: 'u', password: 'p', password_wo: 'hidden', password_wo_version: 1 } });
-    const res = await validate({ type_name: 'dataplatform_connector', config: encodeDynamic(both), client_capabilities: { write_only_attributes_allowed: true } });
+    const res = await validate({
+      type_name: 'dataplatform_connector',
+      config: encodeDynamic(both),
+      client_capabilities: { write_only_attributes_allowed: true },
+    });
     expect(res.diagnostics).toEqual([
-      expect.objectContaining({ severity: 1, summary: 'dataplatform_connector: give either credentials.password or credentials.password_wo, not both', attribute: { steps: [{ attribute_name: 'credentials' }] } }),
+      expect.objectContaining({
+        severity: 1,
+        summary: 'dataplatform_connector: give either credentials.password or credentials.password_wo, not both',
+        attribute: { steps: [{ attribute_name: 'credentials' }] },
+      }),
     ]);
   });
 
@@ -215,7 +299,13 @@ describe('config validation', () => {
     expect(validateConfig(connectorSpec, config({ schedule: 'every day' })).map((e) => e.field)).toEqual(['schedule']);
     const rule = resourceSpec(kind('alert_rule'));
     const ruleConfig: TfObject = Object.fromEntries(rule.attrs.map((a) => [a.name, null]));
-    Object.assign(ruleConfig, { project_id: UNKNOWN, name: 'r', severity: 'warning', condition: { metric: 'run_failed', operator: 'gt', threshold: 0, window_minutes: null }, channel_ids: [UNKNOWN] });
+    Object.assign(ruleConfig, {
+      project_id: UNKNOWN,
+      name: 'r',
+      severity: 'warning',
+      condition: { metric: 'run_failed', operator: 'gt', threshold: 0, window_minutes: null },
+      channel_ids: [UNKNOWN],
+    });
     expect(validateConfig(rule, ruleConfig)).toEqual([]);
   });
 });
@@ -223,8 +313,16 @@ describe('config validation', () => {
 describe('every kind', () => {
   it('plans a create from a minimal config without errors', () => {
     for (const spec of resourceSpecs().values()) {
-      const c: TfObject = Object.fromEntries(spec.attrs.map((a) => [a.name, a.required && a.shape === 'primitive' ? (a.elem === 'number' ? 1 : a.elem === 'bool' ? true : 'x') : null]));
-      const { planned } = new ResourceHandler(spec, fakeClient(() => ({}))).plan(null, c, c);
+      const c: TfObject = Object.fromEntries(
+        spec.attrs.map((a) => [
+          a.name,
+          a.required && a.shape === 'primitive' ? (a.elem === 'number' ? 1 : a.elem === 'bool' ? true : 'x') : null,
+        ]),
+      );
+      const { planned } = new ResourceHandler(
+        spec,
+        fakeClient(() => ({})),
+      ).plan(null, c, c);
       expect(planned!.id, spec.typeName).toBe(UNKNOWN);
     }
   });
@@ -256,17 +354,27 @@ describe('data source specs', () => {
       };
       walk(lookup!.attrs, true);
     }
-    const password = data.get('dataplatform_connector')!.attrs.find((a) => a.name === 'credentials')!.attrs!.map((a) => a.name);
+    const password = data
+      .get('dataplatform_connector')!
+      .attrs.find((a) => a.name === 'credentials')!
+      .attrs!.map((a) => a.name);
     expect(password).toEqual(['username']);
   });
 
   it('derives the views from their read-only kinds', () => {
     const run = dataSourceSpecs().get('dataplatform_latest_run')!;
-    expect(run.attrs.filter((a) => !a.computed).map((a) => [a.name, a.required])).toEqual([['project_id', true], ['connector_id', false], ['pipeline_id', false], ['dbt_project_id', false]]);
+    expect(run.attrs.filter((a) => !a.computed).map((a) => [a.name, a.required])).toEqual([
+      ['project_id', true],
+      ['connector_id', false],
+      ['pipeline_id', false],
+      ['dbt_project_id', false],
+    ]);
     expect(run.attrs.find((a) => a.name === 'tables')).toMatchObject({ shape: 'objects', computed: true });
     const schema = dataSourceSpecs().get('dataplatform_connector_schema')!;
     const columns = schema.attrs.find((a) => a.name === 'tables')!.attrs!.find((a) => a.name === 'columns')!;
-    expect(columns.attrs!.map((a) => a.name)).toEqual(Object.keys(kind('discovered_schema').schema.properties!.tables.items!.properties!.columns.items!.properties!));
+    expect(columns.attrs!.map((a) => a.name)).toEqual(
+      Object.keys(kind('discovered_schema').schema.properties!.tables.items!.properties!.columns.items!.properties!),
+    );
   });
 });
 
@@ -274,10 +382,14 @@ describe('API field paths as attribute paths', () => {
   const rule = resourceSpec(kind('alert_rule')).attrs;
   const pipeline = resourceSpec(kind('pipeline')).attrs;
   it('follows objects, lists of objects, lists and maps', () => {
-    expect(attributePath(rule, 'target.connector_id')).toEqual({ steps: [{ attribute_name: 'target' }, { attribute_name: 'connector_id' }] });
+    expect(attributePath(rule, 'target.connector_id')).toEqual({
+      steps: [{ attribute_name: 'target' }, { attribute_name: 'connector_id' }],
+    });
     expect(attributePath(rule, 'channel_ids[1]')).toEqual({ steps: [{ attribute_name: 'channel_ids' }, { element_key_int: 1 }] });
     expect(attributePath(rule, 'labels.team')).toEqual({ steps: [{ attribute_name: 'labels' }, { element_key_string: 'team' }] });
-    expect(attributePath(pipeline, 'steps[2].depends_on[0]')).toEqual({ steps: [{ attribute_name: 'steps' }, { element_key_int: 2 }, { attribute_name: 'depends_on' }, { element_key_int: 0 }] });
+    expect(attributePath(pipeline, 'steps[2].depends_on[0]')).toEqual({
+      steps: [{ attribute_name: 'steps' }, { element_key_int: 2 }, { attribute_name: 'depends_on' }, { element_key_int: 0 }],
+    });
     expect(attributePath(pipeline, '(body)')).toBeUndefined();
   });
 });
@@ -301,6 +413,8 @@ describe('attribute paths Terraform can place in the configuration', () => {
     const pipeline = resourceSpec(kind('pipeline')).attrs;
     expect(attributePath(rule, 'target.connector_id', true)).toEqual({ steps: [{ attribute_name: 'target' }] });
     expect(attributePath(rule, 'channel_ids[1]', true)).toEqual({ steps: [{ attribute_name: 'channel_ids' }, { element_key_int: 1 }] });
-    expect(attributePath(pipeline, 'steps[2].depends_on[0]', true)).toEqual({ steps: [{ attribute_name: 'steps' }, { element_key_int: 2 }] });
+    expect(attributePath(pipeline, 'steps[2].depends_on[0]', true)).toEqual({
+      steps: [{ attribute_name: 'steps' }, { element_key_int: 2 }],
+    });
   });
 });

@@ -2,7 +2,15 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestService, testStore, type TestService, type TestTenant } from '../../support/service.js';
-import { closedPort, createSourceDb, ensurePasswordRole, SECURE_PASSWORD, SECURE_ROLE, waitForRun, type SourceDb } from '../../integration/runtime/helpers.js';
+import {
+  closedPort,
+  createSourceDb,
+  ensurePasswordRole,
+  SECURE_PASSWORD,
+  SECURE_ROLE,
+  waitForRun,
+  type SourceDb,
+} from '../../integration/runtime/helpers.js';
 import { haveTerraform, PROVIDER_BLOCK, TerraformWorkspace } from './harness.js';
 
 /**
@@ -36,8 +44,10 @@ describe.skipIf(testStore() === 'postgres' || !haveTerraform)('provider: provisi
   let ws: TerraformWorkspace;
   let projectId: string;
   let src: SourceDb;
-  const api = <T = any>(method: string, path: string, body?: unknown, expected?: number) => svc.ok<T>(t, method, path, body === undefined ? {} : { body }, expected);
-  const infraByName = async (name: string) => (await api<{ data: any[] }>('GET', `/projects/${projectId}/infrastructure`)).data.find((r) => r.name === name);
+  const api = <T = any>(method: string, path: string, body?: unknown, expected?: number) =>
+    svc.ok<T>(t, method, path, body === undefined ? {} : { body }, expected);
+  const infraByName = async (name: string) =>
+    (await api<{ data: any[] }>('GET', `/projects/${projectId}/infrastructure`)).data.find((r) => r.name === name);
   const platformPlan = () => api<{ changes: any[] }>('POST', `/projects/${projectId}/infrastructure/plan`, undefined, 200);
   const write = (...blocks: string[]) => ws.write('main.tf', [PROVIDER_BLOCK, VARS, ...blocks].join('\n'));
   const failingApply = async () => (await ws.tf(['apply', '-auto-approve', '-input=false'], [1])).out;
@@ -71,37 +81,46 @@ describe.skipIf(testStore() === 'postgres' || !haveTerraform)('provider: provisi
     expect((await ws.plan()).code).toBe(0);
   });
 
-  it('an unknown region fails the apply at the resource with the platform\'s message; tainted, fixed by a replace', { timeout: 90_000 }, async () => {
-    write(infra('bucket', { name: 'bucket', count: 3 }), infra('bad', { name: 'bad', region: 'mars-1' }));
-    const out = await failingApply();
-    expect(out).toMatch(/Error: dataplatform_infrastructure_resource: provisioning failed: aws has no region "mars-1"/);
-    expect(out).toContain('with dataplatform_infrastructure_resource.bad,');
-    expect(flat(out)).toContain('marked tainted');
-    // The state holds what exists: the resource, failed, tainted.
-    const bad = await infraByName('bad');
-    expect(bad).toMatchObject({ status: 'failed', last_error: expect.stringContaining('aws has no region "mars-1"') });
-    const inState = (await ws.show()).values.root_module.resources.find((r: any) => r.address === 'dataplatform_infrastructure_resource.bad');
-    expect(inState).toMatchObject({ tainted: true, values: { id: bad.id, status: 'failed' } });
-    const plan = await ws.plan();
-    expect(plan.out).toContain('dataplatform_infrastructure_resource.bad is tainted, so must be replaced');
+  it(
+    "an unknown region fails the apply at the resource with the platform's message; tainted, fixed by a replace",
+    { timeout: 90_000 },
+    async () => {
+      write(infra('bucket', { name: 'bucket', count: 3 }), infra('bad', { name: 'bad', region: 'mars-1' }));
+      const out = await failingApply();
+      expect(out).toMatch(/Error: dataplatform_infrastructure_resource: provisioning failed: aws has no region "mars-1"/);
+      expect(out).toContain('with dataplatform_infrastructure_resource.bad,');
+      expect(flat(out)).toContain('marked tainted');
+      // The state holds what exists: the resource, failed, tainted.
+      const bad = await infraByName('bad');
+      expect(bad).toMatchObject({ status: 'failed', last_error: expect.stringContaining('aws has no region "mars-1"') });
+      const inState = (await ws.show()).values.root_module.resources.find(
+        (r: any) => r.address === 'dataplatform_infrastructure_resource.bad',
+      );
+      expect(inState).toMatchObject({ tainted: true, values: { id: bad.id, status: 'failed' } });
+      const plan = await ws.plan();
+      expect(plan.out).toContain('dataplatform_infrastructure_resource.bad is tainted, so must be replaced');
 
-    write(infra('bucket', { name: 'bucket', count: 3 }), infra('bad', { name: 'bad', region: 'eu-central-1' }));
-    expect(await ws.apply()).toContain('Apply complete! Resources: 1 added, 0 changed, 1 destroyed.');
-    const fixed = await infraByName('bad');
-    expect(fixed).toMatchObject({ status: 'provisioned', region: 'eu-central-1', last_error: null });
-    expect(fixed.id).not.toBe(bad.id);
-    expect((await platformPlan()).changes).toEqual([]);
-    expect((await ws.plan()).code).toBe(0);
-  });
+      write(infra('bucket', { name: 'bucket', count: 3 }), infra('bad', { name: 'bad', region: 'eu-central-1' }));
+      expect(await ws.apply()).toContain('Apply complete! Resources: 1 added, 0 changed, 1 destroyed.');
+      const fixed = await infraByName('bad');
+      expect(fixed).toMatchObject({ status: 'provisioned', region: 'eu-central-1', last_error: null });
+      expect(fixed.id).not.toBe(bad.id);
+      expect((await platformPlan()).changes).toEqual([]);
+      expect((await ws.plan()).code).toBe(0);
+    },
+  );
 
   it('an update waits for the platform to provision the change', { timeout: 60_000 }, async () => {
-    write(infra('bucket', { name: 'bucket', count: 3 }), infra('bad', { name: 'bad', region: 'eu-central-1' }).replace('}\n', '  config        = { storage_class = "cold" }\n}\n'));
+    write(
+      infra('bucket', { name: 'bucket', count: 3 }),
+      infra('bad', { name: 'bad', region: 'eu-central-1' }).replace('}\n', '  config        = { storage_class = "cold" }\n}\n'),
+    );
     expect(await ws.apply()).toContain('Apply complete! Resources: 0 added, 1 changed, 0 destroyed.');
     expect(await infraByName('bad')).toMatchObject({ status: 'provisioned', config: { storage_class: 'cold' } });
     expect((await platformPlan()).changes).toEqual([]);
   });
 
-  it('a delete deprovisions: the platform\'s next plan is empty', { timeout: 60_000 }, async () => {
+  it("a delete deprovisions: the platform's next plan is empty", { timeout: 60_000 }, async () => {
     write();
     expect(await ws.apply()).toContain('Apply complete! Resources: 0 added, 0 changed, 4 destroyed.');
     expect((await api<{ data: any[] }>('GET', `/projects/${projectId}/infrastructure`)).data).toEqual([]);
@@ -115,11 +134,16 @@ describe.skipIf(testStore() === 'postgres' || !haveTerraform)('provider: provisi
     expect(out).toMatch(/create = "soon"/);
   });
 
-  it('run_setup_tests: a closed port fails the apply with the test\'s message; a reachable source and a simulated type pass', { timeout: 90_000 }, async () => {
-    const port = await closedPort();
-    const passwordAuth = await ensurePasswordRole(src);
-    const credentials = passwordAuth ? `{ username = "${SECURE_ROLE}", password = "${SECURE_PASSWORD}" }` : `{ username = "${src.admin.username}", password = "unused" }`;
-    const pg = (p: number) => `resource "dataplatform_connector" "pg" {
+  it(
+    "run_setup_tests: a closed port fails the apply with the test's message; a reachable source and a simulated type pass",
+    { timeout: 90_000 },
+    async () => {
+      const port = await closedPort();
+      const passwordAuth = await ensurePasswordRole(src);
+      const credentials = passwordAuth
+        ? `{ username = "${SECURE_ROLE}", password = "${SECURE_PASSWORD}" }`
+        : `{ username = "${src.admin.username}", password = "unused" }`;
+      const pg = (p: number) => `resource "dataplatform_connector" "pg" {
   project_id      = var.project_id
   name            = "pg"
   connector_type  = "postgresql"
@@ -135,23 +159,27 @@ resource "dataplatform_connector" "sim" {
   run_setup_tests = true
 }
 `;
-    write(pg(port));
-    const out = await failingApply();
-    expect(out).toMatch(/Error: dataplatform_connector: connection test failed: Host unreachable: connection to [\d.:a-z]+ refused/);
-    expect(out).toContain('with dataplatform_connector.pg,');
-    expect(out).not.toContain('with dataplatform_connector.sim,');
-    // Saved all the same: in the API and (tainted) in the state; run_setup_tests never reaches the API.
-    const saved = (await api<{ data: any[] }>('GET', `/projects/${projectId}/connectors`)).data.find((c) => c.name === 'pg');
-    expect(saved.config.port).toBe(port);
-    expect(saved).not.toHaveProperty('run_setup_tests');
-    const resources = (await ws.show()).values.root_module.resources;
-    expect(resources.find((r: any) => r.address === 'dataplatform_connector.pg')).toMatchObject({ tainted: true, values: { run_setup_tests: true } });
-    expect(resources.find((r: any) => r.address === 'dataplatform_connector.sim').tainted).toBeUndefined();
+      write(pg(port));
+      const out = await failingApply();
+      expect(out).toMatch(/Error: dataplatform_connector: connection test failed: Host unreachable: connection to [\d.:a-z]+ refused/);
+      expect(out).toContain('with dataplatform_connector.pg,');
+      expect(out).not.toContain('with dataplatform_connector.sim,');
+      // Saved all the same: in the API and (tainted) in the state; run_setup_tests never reaches the API.
+      const saved = (await api<{ data: any[] }>('GET', `/projects/${projectId}/connectors`)).data.find((c) => c.name === 'pg');
+      expect(saved.config.port).toBe(port);
+      expect(saved).not.toHaveProperty('run_setup_tests');
+      const resources = (await ws.show()).values.root_module.resources;
+      expect(resources.find((r: any) => r.address === 'dataplatform_connector.pg')).toMatchObject({
+        tainted: true,
+        values: { run_setup_tests: true },
+      });
+      expect(resources.find((r: any) => r.address === 'dataplatform_connector.sim').tainted).toBeUndefined();
 
-    write(pg(src.port));
-    expect(await ws.apply()).toContain('Apply complete! Resources: 1 added, 0 changed, 1 destroyed.');
-    expect((await ws.plan()).code).toBe(0);
-  });
+      write(pg(src.port));
+      expect(await ws.apply()).toContain('Apply complete! Resources: 1 added, 0 changed, 1 destroyed.');
+      expect((await ws.plan()).code).toBe(0);
+    },
+  );
 
   it('a degraded connector (its last sync failed) is a warning of plan and apply, not an error', { timeout: 90_000 }, async () => {
     const port = await closedPort();
@@ -174,7 +202,13 @@ resource "dataplatform_connector" "sim" {
     expect(plan.out).toMatch(/Warning: dataplatform_connector "flaky" is degraded: status is error: Host unreachable/);
     expect(plan.out).toContain('with dataplatform_connector.flaky,');
     // A change to it applies; the warning comes again, the apply succeeds.
-    ws.write('main.tf', readFileSync(join(ws.work, 'main.tf'), 'utf8').replace('database = "orders" }', 'database = "orders" }\n  labels         = { team = "data" }'));
+    ws.write(
+      'main.tf',
+      readFileSync(join(ws.work, 'main.tf'), 'utf8').replace(
+        'database = "orders" }',
+        'database = "orders" }\n  labels         = { team = "data" }',
+      ),
+    );
     const out = await ws.apply();
     expect(out).toContain('Apply complete! Resources: 0 added, 1 changed, 0 destroyed.');
     expect(out).toMatch(/Warning: dataplatform_connector "flaky" is degraded/);

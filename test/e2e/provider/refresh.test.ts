@@ -15,7 +15,8 @@ describe.skipIf(testStore() === 'postgres' || !haveTerraform)('provider API call
   let proxy: FaultProxy;
   let ws: TerraformWorkspace;
   let projectId: string;
-  const api = <T = any>(method: string, path: string, body?: unknown, expected?: number) => svc.ok<T>(t, method, path, body === undefined ? {} : { body }, expected);
+  const api = <T = any>(method: string, path: string, body?: unknown, expected?: number) =>
+    svc.ok<T>(t, method, path, body === undefined ? {} : { body }, expected);
   const channels = async () => (await api<{ data: any[] }>('GET', `/projects/${projectId}/notification-channels?limit=100`)).data;
   const requests = (method: string, pattern: RegExp) => proxy.seen.filter((r) => r.method === method && pattern.test(r.path.split('?')[0]));
 
@@ -74,7 +75,7 @@ describe.skipIf(testStore() === 'postgres' || !haveTerraform)('provider API call
     expect((await ws.plan()).code).toBe(0);
   });
 
-  it('points the service\'s field errors at the attribute in the configuration', { timeout: 60_000 }, async () => {
+  it("points the service's field errors at the attribute in the configuration", { timeout: 60_000 }, async () => {
     // The provider cannot know that this id names nothing: the schema accepts any string, and
     // only the service checks references. Its validation_error details name the field.
     ws.write(
@@ -84,9 +85,13 @@ describe.skipIf(testStore() === 'postgres' || !haveTerraform)('provider API call
     try {
       const out = (await ws.tf(['apply', '-auto-approve', '-input=false'], [1])).out;
       expect(out).toContain('Error: dataplatform_alert_rule: target.connector_id no connector with id "con_doesnotexist" in this project');
-      expect(out).toContain('Error: dataplatform_alert_rule: channel_ids[1] no notification channel with id "chn_doesnotexist" in this project');
+      expect(out).toContain(
+        'Error: dataplatform_alert_rule: channel_ids[1] no notification channel with id "chn_doesnotexist" in this project',
+      );
       // Terraform shows the configuration line of the attribute the diagnostic points at.
-      expect(out).toMatch(/on bad\.tf line 6, in resource "dataplatform_alert_rule" "dangling":\s*\n\s*6:\s+target\s+= \{ connector_id = "con_doesnotexist" \}/);
+      expect(out).toMatch(
+        /on bad\.tf line 6, in resource "dataplatform_alert_rule" "dangling":\s*\n\s*6:\s+target\s+= \{ connector_id = "con_doesnotexist" \}/,
+      );
       expect(out).toMatch(/on bad\.tf line 7, in resource "dataplatform_alert_rule" "dangling":\s*\n\s*7:\s+channel_ids = \[/);
     } finally {
       ws.remove('bad.tf');

@@ -83,7 +83,9 @@ output "login_path" {
       const start = await browser.fetch(`${t.base}/auth/sso/${provider.id}/login`);
       const form = await browser.follow(start.location!);
       const email = `tf-user@${t.slug}.test`;
-      const back = await browser.follow(form.url, (next) => next.startsWith(t.base), { form: { prompt: 'login', login: email, password: 'x' } });
+      const back = await browser.follow(form.url, (next) => next.startsWith(t.base), {
+        form: { prompt: 'login', login: email, password: 'x' },
+      });
       const tokens = await browser.fetch(back.location!);
       expect(tokens.status, tokens.text).toBe(200);
       expect((await svc.call(t, 'GET', '/projects', { token: tokens.body.access_token })).status).toBe(200);
@@ -99,6 +101,8 @@ output "login_path" {
     expect(await ws.apply()).toContain('Resources: 0 added, 1 changed, 0 destroyed.');
     const listed = (await svc.ok(t, 'GET', '/sso-providers')).data as { id: string }[];
     const tenant = await svc.service.ctx.tenants.bySlug(t.slug);
-    expect((await svc.service.ctx.resources.get(tenant!.id, '', 'sso_provider', listed[0].id))!.secrets).toEqual({ client_secret: 'tf-oidc-client-secret-2' });
+    expect((await svc.service.ctx.resources.get(tenant!.id, '', 'sso_provider', listed[0].id))!.secrets).toEqual({
+      client_secret: 'tf-oidc-client-secret-2',
+    });
   });
 });

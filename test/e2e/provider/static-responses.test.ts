@@ -8,7 +8,8 @@ import { kindsFingerprint, readStaticResponses, STATIC_METHODS, writeStaticRespo
 
 const service = loadDefinitions()['tfplugin6.Provider'];
 /** What Terraform reads from an answer: the message after a trip over the wire. */
-const overTheWire = (method: (typeof STATIC_METHODS)[number], answer: unknown) => service[method].responseDeserialize(service[method].responseSerialize(answer));
+const overTheWire = (method: (typeof STATIC_METHODS)[number], answer: unknown) =>
+  service[method].responseDeserialize(service[method].responseSerialize(answer));
 
 describe('schema answers encoded by the build', () => {
   it('are exactly what the provider computes from schemas/ now', () => {
@@ -18,7 +19,9 @@ describe('schema answers encoded by the build', () => {
     for (const method of STATIC_METHODS) {
       expect(service[method].responseDeserialize(built.responses.get(method)!), method).toEqual(overTheWire(method, computed[method]));
     }
-    const schema = service.GetProviderSchema.responseDeserialize(built.responses.get('GetProviderSchema')!) as { resource_schemas: Record<string, unknown> };
+    const schema = service.GetProviderSchema.responseDeserialize(built.responses.get('GetProviderSchema')!) as {
+      resource_schemas: Record<string, unknown>;
+    };
     expect(Object.keys(schema.resource_schemas)).toContain('dataplatform_connector');
   });
 
@@ -26,7 +29,10 @@ describe('schema answers encoded by the build', () => {
     const dir = mkdtempSync(join(tmpdir(), 'dp-static-'));
     const path = join(dir, 'static-responses.json');
     const computed = staticResponses();
-    const encoded = Object.fromEntries(STATIC_METHODS.map((m) => [m, service[m].responseSerialize(computed[m])])) as Record<(typeof STATIC_METHODS)[number], Buffer>;
+    const encoded = Object.fromEntries(STATIC_METHODS.map((m) => [m, service[m].responseSerialize(computed[m])])) as Record<
+      (typeof STATIC_METHODS)[number],
+      Buffer
+    >;
     writeStaticResponses(encoded, path);
     const read = readStaticResponses(path);
     expect('responses' in read && read.responses.get('GetMetadata')!.equals(encoded.GetMetadata)).toBe(true);
@@ -34,7 +40,9 @@ describe('schema answers encoded by the build', () => {
     const stale = join(dir, 'stale.json');
     writeFileSync(stale, JSON.stringify({ kinds: `not-${kindsFingerprint()}`, responses: {} }));
     expect(readStaticResponses(stale)).toEqual({ unusable: expect.stringMatching(/other kinds .* run npm run build/) });
-    expect(readStaticResponses(join(dir, 'missing.json'))).toEqual({ unusable: expect.stringMatching(/cannot be read .* run npm run build/) });
+    expect(readStaticResponses(join(dir, 'missing.json'))).toEqual({
+      unusable: expect.stringMatching(/cannot be read .* run npm run build/),
+    });
   });
 
   it('the fingerprint changes with any kind file', () => {

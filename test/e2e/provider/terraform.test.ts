@@ -21,7 +21,8 @@ describe.skipIf(testStore() === 'postgres' || !haveTerraform)('terraform provide
   const tf = (args: string[], allowed: number[] = [0]) => ws.tf(args, allowed);
   const planExit = async () => (await ws.plan()).code;
   const apply = () => ws.apply();
-  const api = <T = any>(method: string, path: string, body?: unknown, expected?: number) => svc.ok<T>(t, method, path, body === undefined ? {} : { body }, expected);
+  const api = <T = any>(method: string, path: string, body?: unknown, expected?: number) =>
+    svc.ok<T>(t, method, path, body === undefined ? {} : { body }, expected);
   const byName = async (collection: string, name: string) => {
     const list = await api<{ data: any[] }>('GET', `/projects/${projectId}/${collection}`);
     return list.data.find((i) => i.name === name);
@@ -51,11 +52,21 @@ describe.skipIf(testStore() === 'postgres' || !haveTerraform)('terraform provide
     expect(project).toBeTruthy();
     projectId = project.id;
     const connector = await byName('connectors', 'orders-db');
-    expect(connector).toMatchObject({ connector_type: 'postgresql', config: { host: 'db.internal', port: 5432, database: 'orders' }, credentials: { username: 'reader' }, schedule: '0 2 * * *' });
+    expect(connector).toMatchObject({
+      connector_type: 'postgresql',
+      config: { host: 'db.internal', port: 5432, database: 'orders' },
+      credentials: { username: 'reader' },
+      schedule: '0 2 * * *',
+    });
     expect(connector.credentials.password).toBeUndefined();
     const channel = await byName('notification-channels', 'oncall');
     const rule = await byName('alert-rules', 'orders-sync-failures');
-    expect(rule).toMatchObject({ severity: 'warning', target: { connector_id: connector.id }, channel_ids: [channel.id], condition: { window_minutes: 60 } });
+    expect(rule).toMatchObject({
+      severity: 'warning',
+      target: { connector_id: connector.id },
+      channel_ids: [channel.id],
+      condition: { window_minutes: 60 },
+    });
     // The password stays out of the CLI output.
     expect(out).not.toContain('first-secret');
   });
@@ -64,26 +75,47 @@ describe.skipIf(testStore() === 'postgres' || !haveTerraform)('terraform provide
     const { out } = await tf(['providers', 'schema', '-json']);
     const schema = JSON.parse(out.slice(0, out.lastIndexOf('}') + 1));
     const provider = schema.provider_schemas['registry.terraform.io/dataplatform/dataplatform'];
-    expect(Object.keys(provider.resource_schemas)).toEqual(expect.arrayContaining(['dataplatform_project', 'dataplatform_connector', 'dataplatform_notification_channel', 'dataplatform_alert_rule', 'dataplatform_pipeline', 'dataplatform_user']));
+    expect(Object.keys(provider.resource_schemas)).toEqual(
+      expect.arrayContaining([
+        'dataplatform_project',
+        'dataplatform_connector',
+        'dataplatform_notification_channel',
+        'dataplatform_alert_rule',
+        'dataplatform_pipeline',
+        'dataplatform_user',
+      ]),
+    );
     const connector = provider.resource_schemas.dataplatform_connector.block.attributes;
     expect(connector.credentials.nested_type.attributes.password.sensitive).toBe(true);
     expect(connector.project_id.required).toBe(true);
     expect(provider.provider.block.attributes.api_key.sensitive).toBe(true);
     // A lookup data source per resource type, and the read-only views.
     const dataSources = Object.keys(provider.data_source_schemas);
-    expect(dataSources).toEqual(expect.arrayContaining([...Object.keys(provider.resource_schemas), 'dataplatform_connector_schema', 'dataplatform_dbt_lineage', 'dataplatform_latest_run']));
+    expect(dataSources).toEqual(
+      expect.arrayContaining([
+        ...Object.keys(provider.resource_schemas),
+        'dataplatform_connector_schema',
+        'dataplatform_dbt_lineage',
+        'dataplatform_latest_run',
+      ]),
+    );
     expect(provider.data_source_schemas.dataplatform_connector.block.attributes.name.required).toBe(true);
     expect(provider.data_source_schemas.dataplatform_connector.block.attributes.config.computed).toBe(true);
     expect(provider.data_source_schemas.dataplatform_latest_run.block.attributes.tables.nested_type.nesting_mode).toBe('list');
   });
 
   it('reports invalid values at validate time, before any API call', async () => {
-    writeFileSync(join(work, 'bad.tf'), `resource "dataplatform_connector" "bad" {\n  project_id     = dataplatform_project.main.id\n  name           = "bad"\n  connector_type = "oracle"\n}\n`);
+    writeFileSync(
+      join(work, 'bad.tf'),
+      `resource "dataplatform_connector" "bad" {\n  project_id     = dataplatform_project.main.id\n  name           = "bad"\n  connector_type = "oracle"\n}\n`,
+    );
     try {
       const { out } = await tf(['validate'], [1]);
       expect(out).toContain('Error: dataplatform_connector: connector_type must be one of');
       // Terraform places the diagnostic at the attribute: the resource, the file and line, the line itself.
-      expect(out).toMatch(/with dataplatform_connector\.bad,\s*\n.*on bad\.tf line 4, in resource "dataplatform_connector" "bad":\s*\n.*4:\s+connector_type = "oracle"/);
+      expect(out).toMatch(
+        /with dataplatform_connector\.bad,\s*\n.*on bad\.tf line 4, in resource "dataplatform_connector" "bad":\s*\n.*4:\s+connector_type = "oracle"/,
+      );
       expect(out.match(/Error: /g)).toHaveLength(1);
     } finally {
       rmSync(join(work, 'bad.tf'));
@@ -130,11 +162,19 @@ describe.skipIf(testStore() === 'postgres' || !haveTerraform)('terraform provide
 
   it('shows drift made through the API and restores it', { timeout: 60_000 }, async () => {
     const connector = await byName('connectors', 'orders-db');
-    await api('PATCH', `/projects/${projectId}/connectors/${connector.id}`, { labels: { team: 'someone-else' }, selected_tables: ['public.other'] }, 200);
+    await api(
+      'PATCH',
+      `/projects/${projectId}/connectors/${connector.id}`,
+      { labels: { team: 'someone-else' }, selected_tables: ['public.other'] },
+      200,
+    );
     const plan = await tf(['plan', '-detailed-exitcode', '-input=false'], [2]);
     expect(plan.out).toMatch(/"team"\s+= "someone-else" -> "data"/);
     await apply();
-    expect(await byName('connectors', 'orders-db')).toMatchObject({ labels: { team: 'data' }, selected_tables: ['public.orders', 'public.customers'] });
+    expect(await byName('connectors', 'orders-db')).toMatchObject({
+      labels: { team: 'data' },
+      selected_tables: ['public.orders', 'public.customers'],
+    });
     expect(await planExit()).toBe(0);
   });
 
@@ -149,7 +189,12 @@ describe.skipIf(testStore() === 'postgres' || !haveTerraform)('terraform provide
   });
 
   it('imports by <project_id>/<name>, then plans nothing', { timeout: 60_000 }, async () => {
-    await api('POST', `/projects/${projectId}/notification-channels`, { name: 'imported', type: 'email', config: { email_addresses: ['a@example.com'] }, labels: { from: 'api' } });
+    await api('POST', `/projects/${projectId}/notification-channels`, {
+      name: 'imported',
+      type: 'email',
+      config: { email_addresses: ['a@example.com'] },
+      labels: { from: 'api' },
+    });
     writeFileSync(
       join(work, 'imported.tf'),
       `resource "dataplatform_notification_channel" "imported" {\n  project_id = dataplatform_project.main.id\n  name       = "imported"\n  type       = "email"\n  config     = { email_addresses = ["a@example.com"] }\n  labels     = { from = "api" }\n}\n`,
@@ -161,7 +206,10 @@ describe.skipIf(testStore() === 'postgres' || !haveTerraform)('terraform provide
 
   it('imports a tenant-level kind by name', { timeout: 60_000 }, async () => {
     const project = await api('POST', '/projects', { name: 'tf-imported-project', description: 'x' });
-    writeFileSync(join(work, 'project2.tf'), `resource "dataplatform_project" "second" {\n  name        = "tf-imported-project"\n  description = "x"\n}\n`);
+    writeFileSync(
+      join(work, 'project2.tf'),
+      `resource "dataplatform_project" "second" {\n  name        = "tf-imported-project"\n  description = "x"\n}\n`,
+    );
     await tf(['import', '-input=false', 'dataplatform_project.second', 'tf-imported-project']);
     expect(await planExit()).toBe(0);
     const state = await tf(['state', 'show', 'dataplatform_project.second']);

@@ -28,13 +28,20 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 beforeAll(async () => {
   const slackTls = await loadOrCreateTls({ dataDir: slackCaDir });
   [svc, src, hook, slack] = await Promise.all([
-    startTestService({ clock: () => Date.now() + offset, timeScale: 1000, accessTokenTtl: 30 * 24 * 3600, outboundCaFile: slackTls.certPath }),
+    startTestService({
+      clock: () => Date.now() + offset,
+      timeScale: 1000,
+      accessTokenTtl: 30 * 24 * 3600,
+      outboundCaFile: slackTls.certPath,
+    }),
     createSourceDb(0.1),
     webhookServer(),
     webhookServer({ tls: { cert: slackTls.cert, key: slackTls.key } }),
   ]);
   t = await svc.tenant();
-  runtimeOf(svc.service.ctx).events.on('alert_update', (tenantId: string, alert: any) => events.push({ tenantId, alert: structuredClone(alert) }));
+  runtimeOf(svc.service.ctx).events.on('alert_update', (tenantId: string, alert: any) =>
+    events.push({ tenantId, alert: structuredClone(alert) }),
+  );
 });
 afterAll(async () => {
   await svc?.close();
@@ -45,14 +52,24 @@ afterAll(async () => {
 
 const pgConnector = (base: string, name: string, selected_tables: string[]) =>
   svc.ok(t, 'POST', `${base}/connectors`, {
-    body: { name, connector_type: 'postgresql', config: { host: src.host, port: src.port, database: src.database, schema: 'shop', ssl_mode: 'disable' }, credentials: { username: src.admin.username }, selected_tables },
+    body: {
+      name,
+      connector_type: 'postgresql',
+      config: { host: src.host, port: src.port, database: src.database, schema: 'shop', ssl_mode: 'disable' },
+      credentials: { username: src.admin.username },
+      selected_tables,
+    },
   });
 const sync = async (base: string, connectorId: string): Promise<Run> => {
   const { run_id } = await svc.ok(t, 'POST', `${base}/connectors/${connectorId}/sync`);
   return waitForRun(svc, t, `${base}/connectors/${connectorId}/runs/${run_id}`);
 };
 const alerts = async (base: string, query = '') => (await svc.ok<{ data: any[] }>(t, 'GET', `${base}/alerts?limit=100${query}`)).data;
-const outbox = (channelId: string) => svc.service.ctx.db.all<{ subject: string; recipients: string; body: string }>('SELECT subject, recipients, body FROM email_outbox WHERE channel_id = ? ORDER BY seq', [channelId]);
+const outbox = (channelId: string) =>
+  svc.service.ctx.db.all<{ subject: string; recipients: string; body: string }>(
+    'SELECT subject, recipients, body FROM email_outbox WHERE channel_id = ? ORDER BY seq',
+    [channelId],
+  );
 
 describe('alert rules on runs', () => {
   let base: string;
@@ -64,10 +81,21 @@ describe('alert rules on runs', () => {
     ids.project = project.id;
     ids.broken = (await pgConnector(base, 'broken', ['shop.orders', 'shop.gone'])).id;
     ids.shop = (await pgConnector(base, 'shop', ['shop.orders', 'shop.customers'])).id;
-    ids.hook = (await svc.ok(t, 'POST', `${base}/notification-channels`, { body: { name: 'hook', type: 'webhook', config: { url: hook.url('/alerts'), signing_secret: SECRET } } })).id;
+    ids.hook = (
+      await svc.ok(t, 'POST', `${base}/notification-channels`, {
+        body: { name: 'hook', type: 'webhook', config: { url: hook.url('/alerts'), signing_secret: SECRET } },
+      })
+    ).id;
     const rule = (name: string, condition: object, target: object, extra: object = {}) =>
       svc.ok(t, 'POST', `${base}/alert-rules`, { body: { name, severity: 'critical', condition, target, ...extra } });
-    ids.failed = (await rule('sync failed', { metric: 'run_failed', operator: 'gte', threshold: 1 }, { connector_id: ids.broken }, { channel_ids: [ids.hook] })).id;
+    ids.failed = (
+      await rule(
+        'sync failed',
+        { metric: 'run_failed', operator: 'gte', threshold: 1 },
+        { connector_id: ids.broken },
+        { channel_ids: [ids.hook] },
+      )
+    ).id;
     ids.fewRows = (await rule('few rows', { metric: 'rows_synced', operator: 'lt', threshold: 10 }, { connector_id: ids.shop })).id;
     ids.manyRows = (await rule('many rows', { metric: 'rows_synced', operator: 'gt', threshold: 10 }, { connector_id: ids.shop })).id;
     ids.quick = (await rule('quick', { metric: 'run_duration_seconds', operator: 'lt', threshold: 600 }, { connector_id: ids.shop })).id;
@@ -82,7 +110,13 @@ describe('alert rules on runs', () => {
       const a = await alerts(base);
       return a.length ? a : undefined;
     });
-    expect(alert).toMatchObject({ alert_rule_id: ids.failed, severity: 'critical', status: 'firing', resource_id: ids.broken, project_id: ids.project });
+    expect(alert).toMatchObject({
+      alert_rule_id: ids.failed,
+      severity: 'critical',
+      status: 'firing',
+      resource_id: ids.broken,
+      project_id: ids.project,
+    });
     expect(alert.message).toMatch(/Connector "broken": run .* failed: 1 of 2 tables failed/);
     const delivered = await eventually(async () => hook.on('/alerts')[0]);
     expect(delivered.body).toMatchObject({ type: 'alert_fired', project_id: ids.project, alert: { id: alert.id, status: 'firing' } });
@@ -115,7 +149,11 @@ describe('alert rules on runs', () => {
   it('run_failed counts the failed runs of the resource within window_minutes', async () => {
     const flaky = (await pgConnector(base, 'flaky', ['shop.gone'])).id;
     const condition = { metric: 'run_failed', operator: 'gte', threshold: 3, window_minutes: 10 };
-    const rule = (await svc.ok(t, 'POST', `${base}/alert-rules`, { body: { name: 'third failure', severity: 'warning', condition, target: { connector_id: flaky } } })).id;
+    const rule = (
+      await svc.ok(t, 'POST', `${base}/alert-rules`, {
+        body: { name: 'third failure', severity: 'warning', condition, target: { connector_id: flaky } },
+      })
+    ).id;
     const mine = async () => (await alerts(base)).filter((a) => a.alert_rule_id === rule);
     await sync(base, flaky);
     await sync(base, flaky);
@@ -151,9 +189,21 @@ describe('notification channels', () => {
   const ids: Record<string, string> = {};
   beforeAll(async () => {
     base = `/projects/${(await svc.project(t, 'channels')).id}`;
-    ids.hook = (await svc.ok(t, 'POST', `${base}/notification-channels`, { body: { name: 'hook', type: 'webhook', config: { url: hook.url('/test'), signing_secret: SECRET } } })).id;
-    ids.closed = (await svc.ok(t, 'POST', `${base}/notification-channels`, { body: { name: 'closed', type: 'webhook', config: { url: `http://127.0.0.1:${await closedPort()}/hook` } } })).id;
-    ids.mail = (await svc.ok(t, 'POST', `${base}/notification-channels`, { body: { name: 'mail', type: 'email', config: { email_addresses: ['ops@example.com', 'oncall@example.com'] } } })).id;
+    ids.hook = (
+      await svc.ok(t, 'POST', `${base}/notification-channels`, {
+        body: { name: 'hook', type: 'webhook', config: { url: hook.url('/test'), signing_secret: SECRET } },
+      })
+    ).id;
+    ids.closed = (
+      await svc.ok(t, 'POST', `${base}/notification-channels`, {
+        body: { name: 'closed', type: 'webhook', config: { url: `http://127.0.0.1:${await closedPort()}/hook` } },
+      })
+    ).id;
+    ids.mail = (
+      await svc.ok(t, 'POST', `${base}/notification-channels`, {
+        body: { name: 'mail', type: 'email', config: { email_addresses: ['ops@example.com', 'oncall@example.com'] } },
+      })
+    ).id;
   });
 
   it('POST .../test delivers a signed test event and answers success with the status code', async () => {
@@ -187,7 +237,11 @@ describe('notification channels', () => {
 
   it('slack: POSTs {text, channel, event} over HTTPS to the write-only webhook URL, trusting --outbound-ca-file', async () => {
     const url = slack.url('/services/T000/B000/XXXX');
-    const channel = (await svc.ok(t, 'POST', `${base}/notification-channels`, { body: { name: 'slack', type: 'slack', config: { slack_webhook_url: url, slack_channel: '#data-alerts' } } })).id;
+    const channel = (
+      await svc.ok(t, 'POST', `${base}/notification-channels`, {
+        body: { name: 'slack', type: 'slack', config: { slack_webhook_url: url, slack_channel: '#data-alerts' } },
+      })
+    ).id;
     expect(JSON.stringify(await svc.ok(t, 'GET', `${base}/notification-channels/${channel}`))).not.toContain('/services/T000');
     const res = await svc.call(t, 'POST', `${base}/notification-channels/${channel}/test`);
     expect(res.body).toMatchObject({ success: true, status_code: 200 });
@@ -201,7 +255,11 @@ describe('notification channels', () => {
     try {
       const tenant = await other.tenant();
       const project = await other.project(tenant, 'untrusted');
-      const channel = (await other.ok(tenant, 'POST', `/projects/${project.id}/notification-channels`, { body: { name: 'slack', type: 'slack', config: { slack_webhook_url: slack.url('/untrusted') } } })).id;
+      const channel = (
+        await other.ok(tenant, 'POST', `/projects/${project.id}/notification-channels`, {
+          body: { name: 'slack', type: 'slack', config: { slack_webhook_url: slack.url('/untrusted') } },
+        })
+      ).id;
       const res = await other.call(tenant, 'POST', `/projects/${project.id}/notification-channels/${channel}/test`);
       expect(res.body.success).toBe(false);
       expect(res.body.message).toMatch(/certificate|self.signed|UNABLE_TO_VERIFY/i);
@@ -231,7 +289,9 @@ describe('notification channels', () => {
 
   it('a pipeline notification step sends through its channel, and fails when delivery fails', async () => {
     const pipeline = async (name: string, channel_id: string) => {
-      const p = await svc.ok(t, 'POST', `${base}/pipelines`, { body: { name, steps: [{ name: 'tell', type: 'notification', channel_id }] } });
+      const p = await svc.ok(t, 'POST', `${base}/pipelines`, {
+        body: { name, steps: [{ name: 'tell', type: 'notification', channel_id }] },
+      });
       const { run_id } = await svc.ok(t, 'POST', `${base}/pipelines/${p.id}/run`);
       return waitForRun(svc, t, `${base}/pipelines/${p.id}/runs/${run_id}`);
     };
@@ -251,14 +311,45 @@ describe('escalation and freshness (service clock)', () => {
     base = `/projects/${(await svc.project(t, 'escalation')).id}`;
     ids.broken = (await pgConnector(base, 'broken', ['shop.gone'])).id;
     ids.broken2 = (await pgConnector(base, 'broken2', ['shop.gone'])).id;
-    ids.page = (await svc.ok(t, 'POST', `${base}/notification-channels`, { body: { name: 'page', type: 'webhook', config: { url: hook.url('/page') } } })).id;
-    ids.mail = (await svc.ok(t, 'POST', `${base}/notification-channels`, { body: { name: 'boss', type: 'email', config: { email_addresses: ['boss@example.com'] } } })).id;
-    ids.policy = (await svc.ok(t, 'POST', `${base}/escalation-policies`, { body: { name: 'oncall', steps: [{ delay_minutes: 5, channel_ids: [ids.page] }, { delay_minutes: 15, channel_ids: [ids.mail] }] } })).id;
-    await svc.ok(t, 'POST', `${base}/alert-rules`, { body: { name: 'failed', severity: 'warning', condition: { metric: 'run_failed', operator: 'gte', threshold: 1 }, escalation_policy_id: ids.policy } });
+    ids.page = (
+      await svc.ok(t, 'POST', `${base}/notification-channels`, {
+        body: { name: 'page', type: 'webhook', config: { url: hook.url('/page') } },
+      })
+    ).id;
+    ids.mail = (
+      await svc.ok(t, 'POST', `${base}/notification-channels`, {
+        body: { name: 'boss', type: 'email', config: { email_addresses: ['boss@example.com'] } },
+      })
+    ).id;
+    ids.policy = (
+      await svc.ok(t, 'POST', `${base}/escalation-policies`, {
+        body: {
+          name: 'oncall',
+          steps: [
+            { delay_minutes: 5, channel_ids: [ids.page] },
+            { delay_minutes: 15, channel_ids: [ids.mail] },
+          ],
+        },
+      })
+    ).id;
+    await svc.ok(t, 'POST', `${base}/alert-rules`, {
+      body: {
+        name: 'failed',
+        severity: 'warning',
+        condition: { metric: 'run_failed', operator: 'gte', threshold: 1 },
+        escalation_policy_id: ids.policy,
+      },
+    });
   });
 
   it('computes due steps per round (repeat)', () => {
-    const policy = { steps: [{ delay_minutes: 0, channel_ids: ['a'] }, { delay_minutes: 10, channel_ids: ['b'] }], repeat: 1 };
+    const policy = {
+      steps: [
+        { delay_minutes: 0, channel_ids: ['a'] },
+        { delay_minutes: 10, channel_ids: ['b'] },
+      ],
+      repeat: 1,
+    };
     expect(dueSteps(policy, 0, 9 * 60_000).map((s) => s.key)).toEqual(['0:0']);
     expect(dueSteps(policy, 0, 10 * 60_000).map((s) => s.key)).toEqual(['0:0', '0:1', '1:0']);
     expect(dueSteps(policy, 0, 99 * 60_000).map((s) => s.key)).toEqual(['0:0', '0:1', '1:0', '1:1']);
@@ -297,9 +388,18 @@ describe('escalation and freshness (service clock)', () => {
 
   it('freshness_minutes fires when a connector has not synced within the threshold', async () => {
     const p = `/projects/${(await svc.project(t, 'freshness')).id}`;
-    const crm = (await svc.ok(t, 'POST', `${p}/connectors`, { body: { name: 'crm', connector_type: 'salesforce', selected_tables: ['Account'] } })).id;
+    const crm = (
+      await svc.ok(t, 'POST', `${p}/connectors`, { body: { name: 'crm', connector_type: 'salesforce', selected_tables: ['Account'] } })
+    ).id;
     await sync(p, crm);
-    await svc.ok(t, 'POST', `${p}/alert-rules`, { body: { name: 'stale', severity: 'info', condition: { metric: 'freshness_minutes', operator: 'gt', threshold: 30 }, target: { connector_id: crm } } });
+    await svc.ok(t, 'POST', `${p}/alert-rules`, {
+      body: {
+        name: 'stale',
+        severity: 'info',
+        condition: { metric: 'freshness_minutes', operator: 'gt', threshold: 30 },
+        target: { connector_id: crm },
+      },
+    });
     await sleep(150);
     expect(await alerts(p)).toHaveLength(0);
     offset += 31 * 60_000;
@@ -318,13 +418,35 @@ describe('classified columns in the discovered schema', () => {
   it('marks columns matched by a classification with the masking method of its enabled policy', async () => {
     const base = `/projects/${(await svc.project(t, 'governance')).id}`;
     const shop = (await pgConnector(base, 'shop', ['shop.orders', 'shop.customers'])).id;
-    const pii = (await svc.ok(t, 'POST', `${base}/classifications`, { body: { name: 'pii', sensitivity: 'restricted', column_matchers: [{ column_pattern: '^EMAIL$', table_pattern: 'customers' }] } })).id;
-    const money = (await svc.ok(t, 'POST', `${base}/classifications`, { body: { name: 'money', sensitivity: 'confidential', column_matchers: [{ column_pattern: 'amount', data_type: 'numeric' }, { column_pattern: 'note', data_type: 'integer' }] } })).id;
+    const pii = (
+      await svc.ok(t, 'POST', `${base}/classifications`, {
+        body: { name: 'pii', sensitivity: 'restricted', column_matchers: [{ column_pattern: '^EMAIL$', table_pattern: 'customers' }] },
+      })
+    ).id;
+    const money = (
+      await svc.ok(t, 'POST', `${base}/classifications`, {
+        body: {
+          name: 'money',
+          sensitivity: 'confidential',
+          column_matchers: [
+            { column_pattern: 'amount', data_type: 'numeric' },
+            { column_pattern: 'note', data_type: 'integer' },
+          ],
+        },
+      })
+    ).id;
     await svc.ok(t, 'POST', `${base}/masking-policies`, { body: { name: 'hash-pii', classification_id: pii, method: 'hash' } });
-    await svc.ok(t, 'POST', `${base}/masking-policies`, { body: { name: 'off', classification_id: money, method: 'redact', enabled: false } });
+    await svc.ok(t, 'POST', `${base}/masking-policies`, {
+      body: { name: 'off', classification_id: money, method: 'redact', enabled: false },
+    });
     const schema = await svc.ok(t, 'GET', `${base}/connectors/${shop}/schema`);
     const col = (table: string, name: string) => schema.tables.find((x: any) => x.name === table).columns.find((c: any) => c.name === name);
-    expect(col('customers', 'email')).toMatchObject({ classification: 'pii', classification_id: pii, sensitivity: 'restricted', masking: 'hash' });
+    expect(col('customers', 'email')).toMatchObject({
+      classification: 'pii',
+      classification_id: pii,
+      sensitivity: 'restricted',
+      masking: 'hash',
+    });
     expect(col('orders', 'amount')).toMatchObject({ classification: 'money', sensitivity: 'confidential', masking: null });
     expect(col('orders', 'note').classification).toBeUndefined();
     expect(col('orders', 'id')).toEqual({ name: 'id', type: 'bigint', nullable: false });

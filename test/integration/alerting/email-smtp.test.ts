@@ -20,15 +20,23 @@ let smtp: Awaited<ReturnType<typeof smtpReceiver>>;
 let base: string;
 
 const emailChannel = async (service: TestService, tenant: TestTenant, projectBase: string, name: string, email_addresses: string[]) =>
-  (await service.ok(tenant, 'POST', `${projectBase}/notification-channels`, { body: { name, type: 'email', config: { email_addresses } } })).id as string;
-const test = (service: TestService, tenant: TestTenant, projectBase: string, channelId: string) => service.call(tenant, 'POST', `${projectBase}/notification-channels/${channelId}/test`);
-const deliveries = async (channelId: string) => (await svc.ok(t, 'GET', `${base}/notification-channels/${channelId}/deliveries`)).data as any[];
+  (await service.ok(tenant, 'POST', `${projectBase}/notification-channels`, { body: { name, type: 'email', config: { email_addresses } } }))
+    .id as string;
+const test = (service: TestService, tenant: TestTenant, projectBase: string, channelId: string) =>
+  service.call(tenant, 'POST', `${projectBase}/notification-channels/${channelId}/test`);
+const deliveries = async (channelId: string) =>
+  (await svc.ok(t, 'GET', `${base}/notification-channels/${channelId}/deliveries`)).data as any[];
 const outbox = () => svc.service.ctx.db.all('SELECT id FROM email_outbox');
 
 beforeAll(async () => {
   const tls = await loadOrCreateTls({ dataDir: caDir });
   smtp = await smtpReceiver({ tls: { cert: tls.cert, key: tls.key }, auth: AUTH });
-  svc = await startTestService({ smtpUrl: `smtp://${AUTH.user}:${AUTH.pass}@127.0.0.1:${smtp.port}`, smtpFrom: 'Platform Alerts <alerts@acme.test>', outboundCaFile: tls.certPath, timeScale: 1000 });
+  svc = await startTestService({
+    smtpUrl: `smtp://${AUTH.user}:${AUTH.pass}@127.0.0.1:${smtp.port}`,
+    smtpFrom: 'Platform Alerts <alerts@acme.test>',
+    outboundCaFile: tls.certPath,
+    timeScale: 1000,
+  });
   t = await svc.tenant();
   base = `/projects/${(await svc.project(t, 'mail')).id}`;
 });
@@ -47,7 +55,12 @@ describe('email channels through SMTP', () => {
     expect(res.body.message).toMatch(/^Sent by SMTP via 127\.0\.0\.1:\d+ to ops@example\.com, oncall@example\.com: 250/);
     expect(smtp.received).toHaveLength(1);
     const [mail] = smtp.received;
-    expect(mail).toMatchObject({ to: ['ops@example.com', 'oncall@example.com'], from: 'alerts@acme.test', user: AUTH.user, subject: 'Test notification from the data platform' });
+    expect(mail).toMatchObject({
+      to: ['ops@example.com', 'oncall@example.com'],
+      from: 'alerts@acme.test',
+      user: AUTH.user,
+      subject: 'Test notification from the data platform',
+    });
     expect(JSON.parse(mail.text)).toMatchObject({ type: 'test', project_id: base.split('/')[2] });
     expect(await outbox()).toEqual([]);
     expect((await deliveries(channel)).at(-1)).toMatchObject({ event_type: 'test', status: 'delivered', status_code: 250, attempts: 1 });
@@ -66,7 +79,7 @@ describe('email channels through SMTP', () => {
     expect((await deliveries(channel)).at(-1)).toMatchObject({ status: 'delivered', attempts: 3 });
   });
 
-  it('a permanent (5xx) refusal fails at once with the server\'s reply', async () => {
+  it("a permanent (5xx) refusal fails at once with the server's reply", async () => {
     const channel = await emailChannel(svc, t, base, 'gone', ['nobody@example.com']);
     smtp.state.refuseNext = [{ code: 550, message: 'No such mailbox' }];
     const res = await test(svc, t, base, channel);
@@ -78,7 +91,11 @@ describe('email channels through SMTP', () => {
 
   it('wrong credentials and an untrusted certificate fail the delivery with the reason, never leaking the password', async () => {
     const [wrongPassword, untrusted] = await Promise.all([
-      startTestService({ smtpUrl: `smtp://${AUTH.user}:not-the-password@127.0.0.1:${smtp.port}`, outboundCaFile: svc.service.ctx.options.outboundCaFile, timeScale: 1000 }),
+      startTestService({
+        smtpUrl: `smtp://${AUTH.user}:not-the-password@127.0.0.1:${smtp.port}`,
+        outboundCaFile: svc.service.ctx.options.outboundCaFile,
+        timeScale: 1000,
+      }),
       startTestService({ smtpUrl: `smtp://${AUTH.user}:${AUTH.pass}@127.0.0.1:${smtp.port}`, timeScale: 1000 }),
     ]);
     try {
@@ -105,7 +122,9 @@ describe('email channels through SMTP', () => {
 describe('--smtp-url', () => {
   it('takes smtp:// and smtps:// URLs with a host, and names the flag otherwise without echoing a password', () => {
     expect(checkSmtpUrl('smtps://mail.example.com', '--smtp-url')).toBe('smtps://mail.example.com');
-    expect(() => checkSmtpUrl('https://u:hunter2@mail.example.com', 'DP_SMTP_URL')).toThrow(/^DP_SMTP_URL must start with smtp:\/\/ or smtps:\/\//);
+    expect(() => checkSmtpUrl('https://u:hunter2@mail.example.com', 'DP_SMTP_URL')).toThrow(
+      /^DP_SMTP_URL must start with smtp:\/\/ or smtps:\/\//,
+    );
     expect(() => checkSmtpUrl('mail.example.com:25', '--smtp-url')).toThrow(/--smtp-url/);
     expect(() => checkSmtpUrl('hunter2', '--smtp-url')).toThrow(/^--smtp-url is not a URL/);
     try {

@@ -37,19 +37,44 @@ describe(`alerting over ${COUNT.toLocaleString('en-US')} connectors`, () => {
     [owner, bystander] = [await svc.tenant(), await svc.tenant()];
     const project = await svc.project(owner, 'many');
     base = `/projects/${project.id}`;
-    const template = await svc.ok(owner, 'POST', `${base}/connectors`, { body: { name: 'template', connector_type: 'salesforce', selected_tables: ['Account'] } });
+    const template = await svc.ok(owner, 'POST', `${base}/connectors`, {
+      body: { name: 'template', connector_type: 'salesforce', selected_tables: ['Account'] },
+    });
     const tenantId = (await svc.service.ctx.db.get<{ id: string }>('SELECT id FROM tenants WHERE slug = ?', [owner.slug]))!.id;
     const stored = (await svc.service.ctx.resources.get(tenantId, project.id, 'connector', template.id))!;
     const { ctx } = svc.service;
     await ctx.db.tx(async (q) => {
       for (let j = 1; j < COUNT; j++) {
         const id = newId('connector');
-        await ctx.resources.insert({ id, tenantId, projectId: project.id, kind: 'connector', parentId: '', name: `c${j}`, data: { ...stored.data, id, name: `c${j}` }, secrets: null }, q);
+        await ctx.resources.insert(
+          {
+            id,
+            tenantId,
+            projectId: project.id,
+            kind: 'connector',
+            parentId: '',
+            name: `c${j}`,
+            data: { ...stored.data, id, name: `c${j}` },
+            secrets: null,
+          },
+          q,
+        );
       }
     });
-    const mail = await svc.ok(owner, 'POST', `${base}/notification-channels`, { body: { name: 'oncall', type: 'email', config: { email_addresses: ['oncall@example.com'] } } });
-    const policy = await svc.ok(owner, 'POST', `${base}/escalation-policies`, { body: { name: 'page', steps: [{ delay_minutes: 10, channel_ids: [mail.id] }] } });
-    await svc.ok(owner, 'POST', `${base}/alert-rules`, { body: { name: 'stale', severity: 'warning', condition: { metric: 'freshness_minutes', operator: 'gt', threshold: 30 }, escalation_policy_id: policy.id } });
+    const mail = await svc.ok(owner, 'POST', `${base}/notification-channels`, {
+      body: { name: 'oncall', type: 'email', config: { email_addresses: ['oncall@example.com'] } },
+    });
+    const policy = await svc.ok(owner, 'POST', `${base}/escalation-policies`, {
+      body: { name: 'page', steps: [{ delay_minutes: 10, channel_ids: [mail.id] }] },
+    });
+    await svc.ok(owner, 'POST', `${base}/alert-rules`, {
+      body: {
+        name: 'stale',
+        severity: 'warning',
+        condition: { metric: 'freshness_minutes', operator: 'gt', threshold: 30 },
+        escalation_policy_id: policy.id,
+      },
+    });
   }, 300_000);
   afterAll(() => svc?.close());
 
@@ -70,7 +95,9 @@ describe(`alerting over ${COUNT.toLocaleString('en-US')} connectors`, () => {
     expect(await alerts()).toBe(COUNT);
     // Within the same minute freshness is not looked at again.
     const sameMinuteMs = await look();
-    console.log(`alerting scale (${COUNT} connectors): firing look ${firstMs.toFixed(0)} ms (bystander max ${probe.max.toFixed(1)} ms), all-alerted look ${secondMs.toFixed(0)} ms, same-minute look ${sameMinuteMs.toFixed(1)} ms`);
+    console.log(
+      `alerting scale (${COUNT} connectors): firing look ${firstMs.toFixed(0)} ms (bystander max ${probe.max.toFixed(1)} ms), all-alerted look ${secondMs.toFixed(0)} ms, same-minute look ${sameMinuteMs.toFixed(1)} ms`,
+    );
     expect(sameMinuteMs).toBeLessThan(secondMs);
   }, 300_000);
 
@@ -92,12 +119,15 @@ describe(`alerting over ${COUNT.toLocaleString('en-US')} connectors`, () => {
   }, 300_000);
 
   it('a resolved alert lets the rule fire again for its connector (the open-alert row is taken over)', async () => {
-    const [firing] = (await svc.ok<{ data: { id: string; resource_id: string }[] }>(owner, 'GET', `${base}/alerts?status=firing&limit=1`)).data;
+    const [firing] = (await svc.ok<{ data: { id: string; resource_id: string }[] }>(owner, 'GET', `${base}/alerts?status=firing&limit=1`))
+      .data;
     await svc.ok(owner, 'POST', `${base}/alerts/${firing.id}/resolve`, {}, 200);
     now += MINUTE;
     await look();
     expect(await alerts()).toBe(COUNT + 1);
-    const row = await svc.service.ctx.db.get<{ alert_id: string }>('SELECT alert_id FROM open_alerts WHERE resource_key = ?', [firing.resource_id]);
+    const row = await svc.service.ctx.db.get<{ alert_id: string }>('SELECT alert_id FROM open_alerts WHERE resource_key = ?', [
+      firing.resource_id,
+    ]);
     expect(row!.alert_id).not.toBe(firing.id);
   }, 120_000);
 });

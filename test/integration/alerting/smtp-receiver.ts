@@ -24,7 +24,8 @@ export async function smtpReceiver(options: { tls?: { cert: string; key: string 
     authOptional: !options.auth,
     allowInsecureAuth: !options.tls,
     onAuth(auth, _session, callback) {
-      if (options.auth && auth.username === options.auth.user && auth.password === options.auth.pass) return callback(null, { user: auth.username });
+      if (options.auth && auth.username === options.auth.user && auth.password === options.auth.pass)
+        return callback(null, { user: auth.username });
       callback(Object.assign(new Error('Invalid username or password'), { responseCode: 535 }));
     },
     onRcptTo(_address, _session, callback) {

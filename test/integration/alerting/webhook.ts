@@ -42,7 +42,11 @@ export async function webhookServer(options: { tls?: { cert: string; key: string
     state,
     url: (path = '/hook') => (options.tls ? `https://localhost:${port}${path}` : `http://127.0.0.1:${port}${path}`),
     on: (path: string) => received.filter((r) => r.path === path),
-    close: () => new Promise<void>((r) => { srv.closeAllConnections(); srv.close(() => r()); }),
+    close: () =>
+      new Promise<void>((r) => {
+        srv.closeAllConnections();
+        srv.close(() => r());
+      }),
   };
 }
 

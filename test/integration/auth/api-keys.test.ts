@@ -59,10 +59,18 @@ describe('creating and showing keys', () => {
   it('a duplicate name in the same project is a conflict; bad levels are validation errors', async () => {
     await svc.ok(t, 'POST', keysPath(), { body: { name: 'dup-key', permission_level: 'read-only' } });
     expectError(await svc.call(t, 'POST', keysPath(), { body: { name: 'dup-key', permission_level: 'admin' } }), 409, 'conflict');
-    expectError(await svc.call(t, 'POST', keysPath(), { body: { name: 'bad-level', permission_level: 'superuser' } }), 400, 'validation_error');
+    expectError(
+      await svc.call(t, 'POST', keysPath(), { body: { name: 'bad-level', permission_level: 'superuser' } }),
+      400,
+      'validation_error',
+    );
     expectError(await svc.call(t, 'POST', keysPath(), { body: { name: 'no-level' } }), 400, 'validation_error');
     // A key value cannot be chosen by the client.
-    expectError(await svc.call(t, 'POST', keysPath(), { body: { name: 'chosen', permission_level: 'admin', key: 'dpk_chosen-by-client' } }), 400, 'validation_error');
+    expectError(
+      await svc.call(t, 'POST', keysPath(), { body: { name: 'chosen', permission_level: 'admin', key: 'dpk_chosen-by-client' } }),
+      400,
+      'validation_error',
+    );
   });
 });
 
@@ -86,7 +94,11 @@ describe('using keys', () => {
   it('is accepted whatever the case of the Bearer scheme, but not with extra words', async () => {
     const ro = await svc.apiKey(t, project.id, 'read-only');
     expect((await svc.call(t, 'GET', '/connectors', { token: '', headers: { authorization: `bearer ${ro.key}` } })).status).toBe(200);
-    expectError(await svc.call(t, 'GET', '/connectors', { token: '', headers: { authorization: `Bearer ${ro.key} extra` } }), 401, 'unauthorized');
+    expectError(
+      await svc.call(t, 'GET', '/connectors', { token: '', headers: { authorization: `Bearer ${ro.key} extra` } }),
+      401,
+      'unauthorized',
+    );
     expectError(await svc.call(t, 'GET', '/connectors', { token: '', headers: { authorization: ro.key } }), 401, 'unauthorized');
   });
 
@@ -105,12 +117,18 @@ describe('revoking keys', () => {
     expect((await svc.call(t, 'GET', '/connectors', { token: doomed.key })).status).toBe(200);
     await svc.ok(t, 'DELETE', `${keysPath()}/${doomed.id}`);
     expectError(await svc.call(t, 'GET', '/connectors', { token: doomed.key }), 401, 'unauthorized');
-    expectError(await svc.call(t, 'POST', `/projects/${project.id}/connectors`, { token: doomed.key, body: connectorBody('after-revoke') }), 401, 'unauthorized');
+    expectError(
+      await svc.call(t, 'POST', `/projects/${project.id}/connectors`, { token: doomed.key, body: connectorBody('after-revoke') }),
+      401,
+      'unauthorized',
+    );
     expectError(await svc.call(t, 'GET', `${keysPath()}/${doomed.id}`), 404, 'resource_not_found');
     expect((await svc.ok(t, 'GET', keysPath())).data.map((k: { id: string }) => k.id)).not.toContain(doomed.id);
     expectError(await svc.call(t, 'DELETE', `${keysPath()}/${doomed.id}`), 404, 'resource_not_found');
     expect((await svc.call(t, 'GET', '/connectors', { token: survivor.key })).status).toBe(200);
-    expect((await svc.ok(t, 'GET', `/projects/${project.id}/connectors`)).data.map((c: { name: string }) => c.name)).not.toContain('after-revoke');
+    expect((await svc.ok(t, 'GET', `/projects/${project.id}/connectors`)).data.map((c: { name: string }) => c.name)).not.toContain(
+      'after-revoke',
+    );
   });
 
   it('an admin key can revoke itself, and is refused right after', async () => {
@@ -126,13 +144,18 @@ describe('revoking keys', () => {
     expect((await svc.call(t, 'GET', '/connectors', { token: key.key })).status).toBe(200);
     await svc.ok(t, 'DELETE', `/projects/${other.id}`);
     expectError(await svc.call(t, 'GET', '/connectors', { token: key.key }), 401, 'unauthorized');
-    const hashes = await svc.service.ctx.db.all<{ project_id: string }>('SELECT project_id FROM api_key_hashes WHERE project_id = ?', [other.id]);
+    const hashes = await svc.service.ctx.db.all<{ project_id: string }>('SELECT project_id FROM api_key_hashes WHERE project_id = ?', [
+      other.id,
+    ]);
     expect(hashes).toEqual([]);
   });
 
   it('keys are not tied to a user session: they survive the creating admin being disabled', async () => {
     const creator = await svc.user(t, 'admin');
-    const key = await svc.ok(t, 'POST', keysPath(), { token: creator.token, body: { name: 'owned-by-creator', permission_level: 'read-only' } });
+    const key = await svc.ok(t, 'POST', keysPath(), {
+      token: creator.token,
+      body: { name: 'owned-by-creator', permission_level: 'read-only' },
+    });
     await svc.ok(t, 'PATCH', `/users/${creator.id}`, { body: { disabled: true } });
     expectError(await svc.call(t, 'GET', '/projects', { token: creator.token }), 401, 'unauthorized');
     expect((await svc.call(t, 'GET', '/connectors', { token: key.key })).status).toBe(200);

@@ -47,8 +47,19 @@ describe('password login (spec 5.2)', () => {
     expectError(await svc.call(t, 'GET', '/projects', { token: '' }), 401, 'unauthorized');
     expectError(await whoCanList('dpat_not-a-real-token'), 401, 'unauthorized');
     expectError(await whoCanList('dpk_not-a-real-key'), 401, 'unauthorized');
-    expectError(await svc.call(t, 'GET', '/projects', { token: '', headers: { authorization: `Basic ${Buffer.from(`${t.adminEmail}:${t.adminPassword}`).toString('base64')}` } }), 401, 'unauthorized');
-    expectError(await svc.call(t, 'GET', '/projects', { token: '', headers: { authorization: `Token ${t.adminToken}` } }), 401, 'unauthorized');
+    expectError(
+      await svc.call(t, 'GET', '/projects', {
+        token: '',
+        headers: { authorization: `Basic ${Buffer.from(`${t.adminEmail}:${t.adminPassword}`).toString('base64')}` },
+      }),
+      401,
+      'unauthorized',
+    );
+    expectError(
+      await svc.call(t, 'GET', '/projects', { token: '', headers: { authorization: `Token ${t.adminToken}` } }),
+      401,
+      'unauthorized',
+    );
   });
 
   it('a refresh token is not an access token and an access token is not a refresh token', async () => {
@@ -115,7 +126,9 @@ describe('lifetimes on the service clock', () => {
     const stale = await clocked.call(ct, 'POST', '/auth/refresh', { token: '', body: { refresh_token: fresh.body.refresh_token } });
     expectError(stale, 401, 'unauthorized', /expired/i);
     // Logging in again works.
-    expect((await clocked.call(ct, 'POST', '/auth/login', { token: '', body: { email: ct.adminEmail, password: ct.adminPassword } })).status).toBe(200);
+    expect(
+      (await clocked.call(ct, 'POST', '/auth/login', { token: '', body: { email: ct.adminEmail, password: ct.adminPassword } })).status,
+    ).toBe(200);
   });
 
   it('an invitation expires (after 7 days)', async () => {
@@ -123,9 +136,23 @@ describe('lifetimes on the service clock', () => {
     const early = await clocked.ok(ct, 'POST', '/users', { body: { email: `early@${ct.slug}.test`, role: 'read-only' } });
     const late = await clocked.ok(ct, 'POST', '/users', { body: { email: `late@${ct.slug}.test`, role: 'read-only' } });
     now += 6 * 24 * 3600 * 1000;
-    expect((await clocked.call(ct, 'POST', '/auth/invitations/accept', { token: '', body: { invitation_token: early.invitation_token, password: 'in-time-password' } })).status).toBe(200);
+    expect(
+      (
+        await clocked.call(ct, 'POST', '/auth/invitations/accept', {
+          token: '',
+          body: { invitation_token: early.invitation_token, password: 'in-time-password' },
+        })
+      ).status,
+    ).toBe(200);
     now += 2 * 24 * 3600 * 1000;
-    expectError(await clocked.call(ct, 'POST', '/auth/invitations/accept', { token: '', body: { invitation_token: late.invitation_token, password: 'too-late-password' } }), 401, 'unauthorized');
+    expectError(
+      await clocked.call(ct, 'POST', '/auth/invitations/accept', {
+        token: '',
+        body: { invitation_token: late.invitation_token, password: 'too-late-password' },
+      }),
+      401,
+      'unauthorized',
+    );
   });
 });
 
@@ -199,7 +226,11 @@ describe('tokens only in the Authorization header (spec 5.1)', () => {
     const project = await svc.project(t);
     const key = await svc.apiKey(t, project.id, 'admin');
     for (const name of ['access_token', 'token', 'api_key']) {
-      expectError(await svc.call(t, 'GET', `/projects/${project.id}/connectors`, { token: '', query: { [name]: key.key } }), 401, 'unauthorized');
+      expectError(
+        await svc.call(t, 'GET', `/projects/${project.id}/connectors`, { token: '', query: { [name]: key.key } }),
+        401,
+        'unauthorized',
+      );
     }
   });
 
@@ -214,8 +245,16 @@ describe('tokens only in the Authorization header (spec 5.1)', () => {
   });
 
   it('a token in a cookie or a custom header does not authenticate', async () => {
-    expectError(await svc.call(t, 'GET', '/projects', { token: '', headers: { cookie: `access_token=${t.adminToken}` } }), 401, 'unauthorized');
-    expectError(await svc.call(t, 'GET', '/projects', { token: '', headers: { 'x-access-token': t.adminToken, 'x-api-key': t.adminToken } }), 401, 'unauthorized');
+    expectError(
+      await svc.call(t, 'GET', '/projects', { token: '', headers: { cookie: `access_token=${t.adminToken}` } }),
+      401,
+      'unauthorized',
+    );
+    expectError(
+      await svc.call(t, 'GET', '/projects', { token: '', headers: { 'x-access-token': t.adminToken, 'x-api-key': t.adminToken } }),
+      401,
+      'unauthorized',
+    );
   });
 });
 

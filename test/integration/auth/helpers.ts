@@ -39,4 +39,9 @@ export function expectTokenResponse(body: Record<string, unknown>, expiresIn = 3
 
 export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-export const connectorBody = (name: string) => ({ name, connector_type: 'postgresql', config: { host: 'db', port: 5432 }, credentials: { username: 'u', password: 'conn-password-1' } });
+export const connectorBody = (name: string) => ({
+  name,
+  connector_type: 'postgresql',
+  config: { host: 'db', port: 5432 },
+  credentials: { username: 'u', password: 'conn-password-1' },
+});

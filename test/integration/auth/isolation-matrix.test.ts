@@ -58,13 +58,21 @@ describe('credentials of tenant A on tenant B', () => {
   });
 
   it("A's refresh token is 401 on B's host and is not spent by that attempt", async () => {
-    expectError(await svc.call(b, 'POST', '/auth/refresh', { token: '', body: { refresh_token: userA.refreshToken } }), 401, 'unauthorized');
+    expectError(
+      await svc.call(b, 'POST', '/auth/refresh', { token: '', body: { refresh_token: userA.refreshToken } }),
+      401,
+      'unauthorized',
+    );
     const onA = await svc.call(a, 'POST', '/auth/refresh', { token: '', body: { refresh_token: userA.refreshToken } });
     expect(onA.status, onA.text).toBe(200);
   });
 
   it("A's admin password does not log in on B", async () => {
-    expectError(await svc.call(b, 'POST', '/auth/login', { token: '', body: { email: a.adminEmail, password: a.adminPassword } }), 401, 'unauthorized');
+    expectError(
+      await svc.call(b, 'POST', '/auth/login', { token: '', body: { email: a.adminEmail, password: a.adminPassword } }),
+      401,
+      'unauthorized',
+    );
   });
 });
 
@@ -131,7 +139,13 @@ describe('an API key of project P1 and project P2 of the same tenant', () => {
   it('reads of P2 and its resources are 404 resource_not_found (not 403) for every level', async () => {
     for (const level of LEVELS) {
       const token = keys[level].key;
-      for (const path of [`/projects/${p2.id}`, `/projects/${p2.id}/connectors`, `/projects/${p2.id}/connectors/${c2.id}`, `/projects/${p2.id}/audit-logs`, `/projects/${p2.id}/connectors/${c2.id}/runs`]) {
+      for (const path of [
+        `/projects/${p2.id}`,
+        `/projects/${p2.id}/connectors`,
+        `/projects/${p2.id}/connectors/${c2.id}`,
+        `/projects/${p2.id}/audit-logs`,
+        `/projects/${p2.id}/connectors/${c2.id}/runs`,
+      ]) {
         const res = await svc.call(a, 'GET', path, { token });
         expect(res.status, `${level} GET ${path}: ${res.text}`).toBe(404);
         expectError(res, 404, 'resource_not_found');

@@ -59,19 +59,35 @@ const call = async (actor: Actor, method: string, path: string, body: unknown, o
 });
 
 /** A connector made by the admin for an operation to act upon. */
-const freshConnector = async (name = `target-${uniq()}`) => svc.ok(t, 'POST', `/projects/${project.id}/connectors`, { body: connectorBody(name) });
+const freshConnector = async (name = `target-${uniq()}`) =>
+  svc.ok(t, 'POST', `/projects/${project.id}/connectors`, { body: connectorBody(name) });
 
 const ops: Operation[] = [
   { name: 'list connectors', needs: 'read-only', run: (a) => call(a, 'GET', `/projects/${a.projectId}/connectors`, undefined, 200) },
-  { name: 'get a connector', needs: 'read-only', run: (a) => call(a, 'GET', `/projects/${a.projectId}/connectors/${shared.id}`, undefined, 200) },
+  {
+    name: 'get a connector',
+    needs: 'read-only',
+    run: (a) => call(a, 'GET', `/projects/${a.projectId}/connectors/${shared.id}`, undefined, 200),
+  },
   { name: 'list projects', needs: 'read-only', run: (a) => call(a, 'GET', '/projects', undefined, 200) },
   { name: 'get a project', needs: 'read-only', run: (a) => call(a, 'GET', `/projects/${a.projectId}`, undefined, 200) },
-  { name: 'list run history', needs: 'read-only', run: (a) => call(a, 'GET', `/projects/${a.projectId}/connectors/${shared.id}/runs`, undefined, 200) },
+  {
+    name: 'list run history',
+    needs: 'read-only',
+    run: (a) => call(a, 'GET', `/projects/${a.projectId}/connectors/${shared.id}/runs`, undefined, 200),
+  },
   { name: 'query audit logs', needs: 'read-only', run: (a) => call(a, 'GET', `/projects/${a.projectId}/audit-logs`, undefined, 200) },
   {
     name: 'create a connector',
     needs: 'read-write',
-    run: (a) => call(a, 'POST', `/projects/${a.projectId}/connectors`, connectorBody(`made-by-${a.kind.replace(' ', '-')}-${a.level}-${uniq()}`), 201),
+    run: (a) =>
+      call(
+        a,
+        'POST',
+        `/projects/${a.projectId}/connectors`,
+        connectorBody(`made-by-${a.kind.replace(' ', '-')}-${a.level}-${uniq()}`),
+        201,
+      ),
     async unchanged(a) {
       const list = await svc.ok(t, 'GET', `/projects/${a.projectId}/connectors`, { query: { limit: 100 } });
       expect(list.data.filter((c: { name: string }) => c.name.startsWith(`made-by-${a.kind.replace(' ', '-')}-${a.level}-`))).toEqual([]);
@@ -80,7 +96,14 @@ const ops: Operation[] = [
   {
     name: 'update a connector',
     needs: 'read-write',
-    run: (a) => call(a, 'PATCH', `/projects/${a.projectId}/connectors/${shared.id}`, { selected_tables: [`public.by_${a.level.replace('-', '_')}`] }, 200),
+    run: (a) =>
+      call(
+        a,
+        'PATCH',
+        `/projects/${a.projectId}/connectors/${shared.id}`,
+        { selected_tables: [`public.by_${a.level.replace('-', '_')}`] },
+        200,
+      ),
     async unchanged(a) {
       const c = await svc.ok(t, 'GET', `/projects/${a.projectId}/connectors/${shared.id}`);
       expect(c.selected_tables ?? []).not.toContain(`public.by_${a.level.replace('-', '_')}`);
@@ -132,10 +155,19 @@ const ops: Operation[] = [
     name: 'create a user',
     needs: 'admin',
     tenantLevel: true,
-    run: (a) => call(a, 'POST', '/users', { email: `made-by-${a.kind.replace(' ', '-')}-${a.level}@${t.slug}.test`, role: 'admin', password: 'escalated-password' }, 201),
+    run: (a) =>
+      call(
+        a,
+        'POST',
+        '/users',
+        { email: `made-by-${a.kind.replace(' ', '-')}-${a.level}@${t.slug}.test`, role: 'admin', password: 'escalated-password' },
+        201,
+      ),
     async unchanged(a) {
       const users = await svc.ok(t, 'GET', '/users', { query: { limit: 100 } });
-      expect(users.data.map((u: { email: string }) => u.email)).not.toContain(`made-by-${a.kind.replace(' ', '-')}-${a.level}@${t.slug}.test`);
+      expect(users.data.map((u: { email: string }) => u.email)).not.toContain(
+        `made-by-${a.kind.replace(' ', '-')}-${a.level}@${t.slug}.test`,
+      );
     },
   },
   {
@@ -143,7 +175,9 @@ const ops: Operation[] = [
     needs: 'admin',
     tenantLevel: true,
     async run(a) {
-      const target = await svc.ok(t, 'POST', '/users', { body: { email: `target-${uniq()}@${t.slug}.test`, role: 'read-only', password: 'target-password' } });
+      const target = await svc.ok(t, 'POST', '/users', {
+        body: { email: `target-${uniq()}@${t.slug}.test`, role: 'read-only', password: 'target-password' },
+      });
       const res = await call(a, 'PATCH', `/users/${target.id}`, { role: 'admin' }, 200);
       expect((await svc.ok(t, 'GET', `/users/${target.id}`)).role).toBe(res.status === 200 ? 'admin' : 'read-only');
       return res;
@@ -164,7 +198,9 @@ const ops: Operation[] = [
     needs: 'admin',
     tenantLevel: true,
     async run(a) {
-      const target = await svc.ok(t, 'POST', '/users', { body: { email: `victim-${uniq()}@${t.slug}.test`, role: 'read-only', password: 'victim-password' } });
+      const target = await svc.ok(t, 'POST', '/users', {
+        body: { email: `victim-${uniq()}@${t.slug}.test`, role: 'read-only', password: 'victim-password' },
+      });
       const res = await call(a, 'DELETE', `/users/${target.id}`, undefined, 204);
       expect((await svc.call(t, 'GET', `/users/${target.id}`)).status).toBe(res.status === 204 ? 404 : 200);
       return res;
@@ -173,7 +209,14 @@ const ops: Operation[] = [
   {
     name: 'create an API key',
     needs: 'admin',
-    run: (a) => call(a, 'POST', `/projects/${a.projectId}/api-keys`, { name: `key-by-${a.kind.replace(' ', '-')}-${a.level}`, permission_level: 'admin' }, 201),
+    run: (a) =>
+      call(
+        a,
+        'POST',
+        `/projects/${a.projectId}/api-keys`,
+        { name: `key-by-${a.kind.replace(' ', '-')}-${a.level}`, permission_level: 'admin' },
+        201,
+      ),
     async unchanged(a) {
       const list = await svc.ok(t, 'GET', `/projects/${a.projectId}/api-keys`, { query: { limit: 100 } });
       expect(list.data.map((k: { name: string }) => k.name)).not.toContain(`key-by-${a.kind.replace(' ', '-')}-${a.level}`);
@@ -194,7 +237,16 @@ const ops: Operation[] = [
 
 const RANK: Record<Level, number> = { 'read-only': 0, 'read-write': 1, admin: 2 };
 const matrix = (['api key', 'user'] as const).flatMap((kind) =>
-  LEVELS.flatMap((level) => ops.filter((op) => kind === 'user' || !op.usersOnly).map((op) => ({ who: actorName(kind, level), level, op: op.name, allowed: RANK[level] >= RANK[op.needs] && !(kind === 'api key' && op.tenantLevel) }))),
+  LEVELS.flatMap((level) =>
+    ops
+      .filter((op) => kind === 'user' || !op.usersOnly)
+      .map((op) => ({
+        who: actorName(kind, level),
+        level,
+        op: op.name,
+        allowed: RANK[level] >= RANK[op.needs] && !(kind === 'api key' && op.tenantLevel),
+      })),
+  ),
 );
 
 describe('permission matrix (API keys and users of each level)', () => {
@@ -211,7 +263,10 @@ describe('permission matrix (API keys and users of each level)', () => {
   });
 
   it('a forbidden answer names the permission needed', async () => {
-    const res = await svc.call(t, 'POST', `/projects/${project.id}/connectors`, { token: actors.get('api key read-only')!.token, body: connectorBody(`x-${uniq()}`) });
+    const res = await svc.call(t, 'POST', `/projects/${project.id}/connectors`, {
+      token: actors.get('api key read-only')!.token,
+      body: connectorBody(`x-${uniq()}`),
+    });
     expectError(res, 403, 'forbidden', /read-write/);
   });
 

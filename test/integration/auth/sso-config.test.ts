@@ -44,7 +44,11 @@ spec:
     -----END CERTIFICATE-----
 `;
 
-const opts = (env: Record<string, string> = { OKTA_CLIENT_SECRET: SECRET }, extra: Partial<EngineOptions> = {}): EngineOptions => ({ sourceId: 'identity', env, ...extra });
+const opts = (env: Record<string, string> = { OKTA_CLIENT_SECRET: SECRET }, extra: Partial<EngineOptions> = {}): EngineOptions => ({
+  sourceId: 'identity',
+  env,
+  ...extra,
+});
 const active = <T extends { action: string }>(plan: { changes: T[] }) => plan.changes.filter((c) => c.action !== 'no-op');
 /** The write-only secret as the service stores it (apart from the resource), to prove what apply sent. */
 async function storedSecret(id: string) {
@@ -72,12 +76,21 @@ describe('SsoProvider in YAML', () => {
     expect(r.result!.converged).toBe(true);
     const listed = (await svc.ok(t, 'GET', '/sso-providers')).data as Record<string, any>[];
     const okta = listed.find((p) => p.name === 'okta')!;
-    expect(okta).toMatchObject({ protocol: 'oidc', issuer: 'https://corp.okta.example', client_id: 'dataplatform', auto_provision: true, enabled: true });
+    expect(okta).toMatchObject({
+      protocol: 'oidc',
+      issuer: 'https://corp.okta.example',
+      client_id: 'dataplatform',
+      auto_provision: true,
+      enabled: true,
+    });
     expect(okta.labels).toMatchObject({ team: 'identity', [MANAGED_BY_LABEL]: 'identity' });
     expect(okta.labels[SECRETS_SHA_LABEL]).toMatch(/^[0-9a-f]{16}$/);
     expect(JSON.stringify(listed)).not.toContain(SECRET);
     expect(await storedSecret(okta.id)).toBe(SECRET);
-    expect(listed.find((p) => p.name === 'adfs')).toMatchObject({ protocol: 'saml', saml_entity_id: 'https://dataplatform.corp.example/saml' });
+    expect(listed.find((p) => p.name === 'adfs')).toMatchObject({
+      protocol: 'saml',
+      saml_entity_id: 'https://dataplatform.corp.example/saml',
+    });
   });
 
   it('a second plan has zero changes; another secret value is a sensitive update that apply stores', async () => {
@@ -100,6 +113,8 @@ describe('SsoProvider in YAML', () => {
 
   it('a provider missing what its protocol needs is an error with file:line:column', async () => {
     writeFileSync(join(dir, 'sso.yaml'), YAML.replace('  issuer: https://corp.okta.example\n', ''));
-    await expect(preparePlan(client, [dir], opts({ OKTA_CLIENT_SECRET: SECRET }, { cwd: dir }))).rejects.toThrow(/sso\.yaml:\d+:\d+: SsoProvider\/okta: .*issuer/);
+    await expect(preparePlan(client, [dir], opts({ OKTA_CLIENT_SECRET: SECRET }, { cwd: dir }))).rejects.toThrow(
+      /sso\.yaml:\d+:\d+: SsoProvider\/okta: .*issuer/,
+    );
   });
 });

@@ -34,11 +34,23 @@ beforeAll(async () => {
   idp = await TestOidcIdp.start();
   const oidc = { protocol: 'oidc', issuer: idp.issuer, ca_certificate: idp.caPem };
   await createProvider('corp', { ...oidc, client_id: 'corp', client_secret: CLIENT_SECRET, scopes: ['email'] });
-  await createProvider('corp-provisioning', { ...oidc, client_id: 'corp-provisioning', client_secret: CLIENT_SECRET, auto_provision: true, default_role: 'read-write' });
+  await createProvider('corp-provisioning', {
+    ...oidc,
+    client_id: 'corp-provisioning',
+    client_secret: CLIENT_SECRET,
+    auto_provision: true,
+    default_role: 'read-write',
+  });
   await createProvider('public-client', { ...oidc, client_id: 'public-client' });
   await createProvider('no-ca', { protocol: 'oidc', issuer: idp.issuer, client_id: 'corp', client_secret: CLIENT_SECRET });
   await createProvider('off', { ...oidc, client_id: 'corp', client_secret: CLIENT_SECRET, enabled: false });
-  await createProvider('google', { protocol: 'google', issuer: idp.issuer, ca_certificate: idp.caPem, client_id: 'google-client', client_secret: CLIENT_SECRET });
+  await createProvider('google', {
+    protocol: 'google',
+    issuer: idp.issuer,
+    ca_certificate: idp.caPem,
+    client_id: 'google-client',
+    client_secret: CLIENT_SECRET,
+  });
   const callback = (name: string) => `${base()}/auth/sso/${providers[name].id}/callback`;
   idp.configure([
     { client_id: 'corp', client_secret: CLIENT_SECRET, redirect_uris: [callback('corp'), callback('no-ca'), callback('off')] },
@@ -130,7 +142,12 @@ describe('OIDC sign-in (authorization code + PKCE)', () => {
     const callback = await signInAtIdp(loginPath('corp'), user.email);
     expect((await browser.fetch(callback)).status).toBe(200);
     const again = await browser.fetch(callback);
-    expectError({ ...again, headers: { 'content-type': 'application/json', 'x-request-id': 'x' } } as never, 401, 'unauthorized', /already used/);
+    expectError(
+      { ...again, headers: { 'content-type': 'application/json', 'x-request-id': 'x' } } as never,
+      401,
+      'unauthorized',
+      /already used/,
+    );
   });
 
   it('refuses an unknown state, a missing state and a state of another provider', async () => {
@@ -138,7 +155,12 @@ describe('OIDC sign-in (authorization code + PKCE)', () => {
     const callback = new URL(await signInAtIdp(loginPath('corp'), user.email));
     const forged = new URL(callback);
     forged.searchParams.set('state', randomBytes(32).toString('base64url'));
-    expectError(await svc.call(t, 'GET', forged.href.slice(base().length), { token: '' }), 401, 'unauthorized', /Unknown, expired or already used sign-in state/);
+    expectError(
+      await svc.call(t, 'GET', forged.href.slice(base().length), { token: '' }),
+      401,
+      'unauthorized',
+      /Unknown, expired or already used sign-in state/,
+    );
     const none = new URL(callback);
     none.searchParams.delete('state');
     expectError(await svc.call(t, 'GET', none.href.slice(base().length), { token: '' }), 400, 'validation_error', /state/);
@@ -151,13 +173,21 @@ describe('OIDC sign-in (authorization code + PKCE)', () => {
     const user = await existingUser();
     const callback = await signInAtIdp(loginPath('corp'), user.email);
     await svc.service.ctx.db.run('UPDATE sso_flows SET code_verifier = ? WHERE provider_id = ?', ['x'.repeat(43), providers.corp.id]);
-    expectError(await svc.call(t, 'GET', callback.slice(base().length), { token: '' }), 401, 'unauthorized', /refused by the identity provider: invalid_grant/);
+    expectError(
+      await svc.call(t, 'GET', callback.slice(base().length), { token: '' }),
+      401,
+      'unauthorized',
+      /refused by the identity provider: invalid_grant/,
+    );
   });
 
   it('refuses an expired flow (older than 10 minutes)', async () => {
     const user = await existingUser();
     const callback = await signInAtIdp(loginPath('corp'), user.email);
-    await svc.service.ctx.db.run('UPDATE sso_flows SET expires_at = ? WHERE provider_id = ?', [new Date(Date.now() - 1000).toISOString(), providers.corp.id]);
+    await svc.service.ctx.db.run('UPDATE sso_flows SET expires_at = ? WHERE provider_id = ?', [
+      new Date(Date.now() - 1000).toISOString(),
+      providers.corp.id,
+    ]);
     expectError(await svc.call(t, 'GET', callback.slice(base().length), { token: '' }), 401, 'unauthorized', /expired/);
   });
 
@@ -198,7 +228,12 @@ describe('OIDC sign-in (authorization code + PKCE)', () => {
 
     it('an expired token', async () => {
       const now = Math.floor(Date.now() / 1000);
-      expectError(await tampered((_t, resign) => resign((c) => ({ ...c, iat: now - 7200, exp: now - 3600 }))), 401, 'unauthorized', /"exp"/);
+      expectError(
+        await tampered((_t, resign) => resign((c) => ({ ...c, iat: now - 7200, exp: now - 3600 }))),
+        401,
+        'unauthorized',
+        /"exp"/,
+      );
     });
 
     it('a wrong issuer', async () => {
@@ -208,7 +243,12 @@ describe('OIDC sign-in (authorization code + PKCE)', () => {
 
   it('refuses an unknown email when the provider does not provision users', async () => {
     const res = await browser.fetch(await signInAtIdp(loginPath('corp'), `stranger-${uniq()}@${t.slug}.test`));
-    expectError({ ...res, headers: { 'content-type': 'application/json', 'x-request-id': 'x' } } as never, 403, 'forbidden', /No user with email .* does not create users/);
+    expectError(
+      { ...res, headers: { 'content-type': 'application/json', 'x-request-id': 'x' } } as never,
+      403,
+      'forbidden',
+      /No user with email .* does not create users/,
+    );
   });
 
   it('provisions an unknown user when auto_provision is on: default role, active, audited, and stays active after a PATCH', async () => {
@@ -216,7 +256,12 @@ describe('OIDC sign-in (authorization code + PKCE)', () => {
     const res = await browser.fetch(await signInAtIdp(loginPath('corp-provisioning'), email));
     expect(res.status, res.text).toBe(200);
     expectTokenResponse(res.body);
-    const users = (await svc.ok(t, 'GET', '/users', { query: { limit: 100 } })).data as { email: string; id: string; role: string; status: string }[];
+    const users = (await svc.ok(t, 'GET', '/users', { query: { limit: 100 } })).data as {
+      email: string;
+      id: string;
+      role: string;
+      status: string;
+    }[];
     const created = users.find((u) => u.email === email)!;
     expect(created).toMatchObject({ role: 'read-write', status: 'active' });
     const write = await svc.call(t, 'POST', '/projects', { token: res.body.access_token, body: { name: `p-${uniq()}` } });
@@ -224,7 +269,11 @@ describe('OIDC sign-in (authorization code + PKCE)', () => {
     expect((await svc.call(t, 'GET', '/projects', { token: res.body.access_token })).status).toBe(200);
     const patched = await svc.ok(t, 'PATCH', `/users/${created.id}`, { body: { name: 'Provisioned Person' } });
     expect(patched.status).toBe('active');
-    const audit = (await svc.ok(t, 'GET', '/audit-logs', { query: { limit: 100 } })).data as { action: string; resource_id: string; actor: unknown }[];
+    const audit = (await svc.ok(t, 'GET', '/audit-logs', { query: { limit: 100 } })).data as {
+      action: string;
+      resource_id: string;
+      actor: unknown;
+    }[];
     expect(audit.find((e) => e.action === 'user.create' && e.resource_id === created.id)).toBeDefined();
     expect(audit.find((e) => e.action === 'auth.sso_login' && e.resource_id === created.id)).toBeDefined();
     const auditText = JSON.stringify(audit);
@@ -232,7 +281,9 @@ describe('OIDC sign-in (authorization code + PKCE)', () => {
     // A second sign-in finds the same user.
     const again = await browser.fetch(await signInAtIdp(loginPath('corp-provisioning'), email));
     expect(again.status, again.text).toBe(200);
-    expect(((await svc.ok(t, 'GET', '/users', { query: { limit: 100 } })).data as { email: string }[]).filter((u) => u.email === email)).toHaveLength(1);
+    expect(
+      ((await svc.ok(t, 'GET', '/users', { query: { limit: 100 } })).data as { email: string }[]).filter((u) => u.email === email),
+    ).toHaveLength(1);
   });
 
   it('activates an invited user who signs in (the IdP proved the invited address)', async () => {
@@ -257,7 +308,12 @@ describe('OIDC sign-in (authorization code + PKCE)', () => {
     const form = await browser.follow(start.location!, toService);
     const aborted = await browser.follow(`${form.url}/abort`, toService);
     expect(toService(aborted.location!)).toBe(true);
-    expectError(await svc.call(t, 'GET', aborted.location!.slice(base().length), { token: '' }), 401, 'unauthorized', /refused by the identity provider: access_denied/);
+    expectError(
+      await svc.call(t, 'GET', aborted.location!.slice(base().length), { token: '' }),
+      401,
+      'unauthorized',
+      /refused by the identity provider: access_denied/,
+    );
   });
 
   it('a disabled provider, an unknown provider, and an IdP whose CA is not trusted', async () => {
@@ -268,7 +324,10 @@ describe('OIDC sign-in (authorization code + PKCE)', () => {
   });
 
   it('the SAML callback of an OIDC provider is a clear validation error', async () => {
-    const res = await svc.call(t, 'POST', `/auth/sso/${providers.corp.id}/callback`, { token: '', body: { SAMLResponse: 'eA==', RelayState: 'x' } });
+    const res = await svc.call(t, 'POST', `/auth/sso/${providers.corp.id}/callback`, {
+      token: '',
+      body: { SAMLResponse: 'eA==', RelayState: 'x' },
+    });
     expectError(res, 400, 'validation_error', /uses oidc/);
   });
 });
@@ -289,12 +348,16 @@ describe('Google sign-in (OIDC against the configured issuer)', () => {
 
   it('allowed_domains limits who may sign in (anyone has a Google account)', async () => {
     const user = await existingUser();
-    await svc.ok(t, 'PATCH', `/sso-providers/${providers.google.id}`, { body: { allowed_domains: ['Corp.Example', `${t.slug}.test`.toUpperCase()] } });
+    await svc.ok(t, 'PATCH', `/sso-providers/${providers.google.id}`, {
+      body: { allowed_domains: ['Corp.Example', `${t.slug}.test`.toUpperCase()] },
+    });
     try {
       const ok = await browser.fetch(await signInAtIdp(`${base()}/auth/google/login`, user.email));
       expect(ok.status, ok.text).toBe(200);
       await svc.ok(t, 'PATCH', `/sso-providers/${providers.google.id}`, { body: { allowed_domains: ['corp.example'] } });
-      const refused = await svc.call(t, 'GET', (await signInAtIdp(`${base()}/auth/google/login`, user.email)).slice(base().length), { token: '' });
+      const refused = await svc.call(t, 'GET', (await signInAtIdp(`${base()}/auth/google/login`, user.email)).slice(base().length), {
+        token: '',
+      });
       expectError(refused, 403, 'forbidden', /accepts only emails in corp\.example/);
     } finally {
       await svc.ok(t, 'PATCH', `/sso-providers/${providers.google.id}`, { body: { allowed_domains: null } });
@@ -305,7 +368,12 @@ describe('Google sign-in (OIDC against the configured issuer)', () => {
 
   it('a tenant without a google provider gets a clear 404', async () => {
     const other = await svc.tenant();
-    expectError(await svc.call(other, 'GET', '/auth/google/login', { token: '' }), 404, 'resource_not_found', /Google sign-in is not configured/);
+    expectError(
+      await svc.call(other, 'GET', '/auth/google/login', { token: '' }),
+      404,
+      'resource_not_found',
+      /Google sign-in is not configured/,
+    );
   });
 });
 
@@ -316,7 +384,9 @@ describe('trusting the IdP through the service-wide --outbound-ca-file', () => {
     const other = await startTestService({ outboundCaFile: join(dir, 'ca.pem') });
     try {
       const tenant = await other.tenant();
-      const p = await other.ok(tenant, 'POST', '/sso-providers', { body: { name: 'corp', protocol: 'oidc', issuer: idp.issuer, client_id: 'corp', client_secret: CLIENT_SECRET } });
+      const p = await other.ok(tenant, 'POST', '/sso-providers', {
+        body: { name: 'corp', protocol: 'oidc', issuer: idp.issuer, client_id: 'corp', client_secret: CLIENT_SECRET },
+      });
       const res = await other.call(tenant, 'GET', `/auth/sso/${p.id}/login`, { token: '' });
       expect(res.status, res.text).toBe(302);
       expect(String(res.headers.location).startsWith(`${idp.issuer}/`)).toBe(true);
@@ -339,18 +409,30 @@ describe('the sso_provider resource', () => {
     expect(data).not.toContain(CLIENT_SECRET);
     const reader = await svc.user(t, 'read-write');
     expect((await svc.call(t, 'GET', '/sso-providers', { token: reader.token })).status).toBe(200);
-    expectError(await svc.call(t, 'PATCH', `/sso-providers/${providers.corp.id}`, { token: reader.token, body: { enabled: false } }), 403, 'forbidden');
-    expectError(await svc.call(t, 'POST', '/sso-providers', { token: reader.token, body: { name: 'x', protocol: 'google', client_id: 'c' } }), 403, 'forbidden');
+    expectError(
+      await svc.call(t, 'PATCH', `/sso-providers/${providers.corp.id}`, { token: reader.token, body: { enabled: false } }),
+      403,
+      'forbidden',
+    );
+    expectError(
+      await svc.call(t, 'POST', '/sso-providers', { token: reader.token, body: { name: 'x', protocol: 'google', client_id: 'c' } }),
+      403,
+      'forbidden',
+    );
   });
 
   it('checks the fields each protocol needs', async () => {
     const res = await svc.call(t, 'POST', '/sso-providers', { body: { name: `bad-${uniq()}`, protocol: 'oidc' } });
     expectError(res, 400, 'validation_error');
     expect(res.body.error.details.map((d: { field: string }) => d.field).sort()).toEqual(['client_id', 'issuer']);
-    const saml = await svc.call(t, 'POST', '/sso-providers', { body: { name: `bad-${uniq()}`, protocol: 'saml', saml_sso_url: 'https://idp.example/sso' } });
+    const saml = await svc.call(t, 'POST', '/sso-providers', {
+      body: { name: `bad-${uniq()}`, protocol: 'saml', saml_sso_url: 'https://idp.example/sso' },
+    });
     expectError(saml, 400, 'validation_error');
     expect(saml.body.error.details.map((d: { field: string }) => d.field).sort()).toEqual(['saml_entity_id', 'saml_idp_certificate']);
-    const plainHttp = await svc.call(t, 'POST', '/sso-providers', { body: { name: `bad-${uniq()}`, protocol: 'oidc', issuer: 'http://idp.example', client_id: 'c' } });
+    const plainHttp = await svc.call(t, 'POST', '/sso-providers', {
+      body: { name: `bad-${uniq()}`, protocol: 'oidc', issuer: 'http://idp.example', client_id: 'c' },
+    });
     expectError(plainHttp, 400, 'validation_error', /issuer/);
   });
 });

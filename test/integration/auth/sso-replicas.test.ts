@@ -21,9 +21,21 @@ describe.skipIf(testStore() !== 'postgres')('SSO across two replicas on one Post
     b = await startTestService({ databaseUrl: a.service.ctx.options.databaseUrl });
     t = await a.tenant();
     idp = await TestOidcIdp.start();
-    const provider = await a.ok(t, 'POST', '/sso-providers', { body: { name: 'corp', protocol: 'oidc', issuer: idp.issuer, ca_certificate: idp.caPem, client_id: 'corp', client_secret: 'replica-secret', auto_provision: true } });
+    const provider = await a.ok(t, 'POST', '/sso-providers', {
+      body: {
+        name: 'corp',
+        protocol: 'oidc',
+        issuer: idp.issuer,
+        ca_certificate: idp.caPem,
+        client_id: 'corp',
+        client_secret: 'replica-secret',
+        auto_provision: true,
+      },
+    });
     providerId = provider.id;
-    idp.configure([{ client_id: 'corp', client_secret: 'replica-secret', redirect_uris: [`${a.url(t.slug)}/auth/sso/${providerId}/callback`] }]);
+    idp.configure([
+      { client_id: 'corp', client_secret: 'replica-secret', redirect_uris: [`${a.url(t.slug)}/auth/sso/${providerId}/callback`] },
+    ]);
     browser = TestBrowser.trusting([a.service.tls.certPath, b.service.tls.certPath], [idp.caPem]);
   });
   afterAll(async () => {
@@ -37,7 +49,9 @@ describe.skipIf(testStore() !== 'postgres')('SSO across two replicas on one Post
     const start = await browser.fetch(`${a.url(t.slug)}/auth/sso/${providerId}/login`);
     expect(start.status, start.text).toBe(302);
     const form = await browser.follow(start.location!);
-    const back = await browser.follow(form.url, (next) => next.startsWith(a.url(t.slug)), { form: { prompt: 'login', login: `replica@${t.slug}.test`, password: 'x' } });
+    const back = await browser.follow(form.url, (next) => next.startsWith(a.url(t.slug)), {
+      form: { prompt: 'login', login: `replica@${t.slug}.test`, password: 'x' },
+    });
     const onB = back.location!.replace(a.url(t.slug), b.url(t.slug));
     const res = await browser.fetch(onB);
     expect(res.status, res.text).toBe(200);

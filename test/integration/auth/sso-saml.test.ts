@@ -26,9 +26,17 @@ const uniq = () => randomBytes(4).toString('hex');
 beforeAll(async () => {
   [svc, idp, stranger] = await Promise.all([startTestService(), samlSigner(), samlSigner('someone else')]);
   t = await svc.tenant();
-  const saml = { protocol: 'saml', saml_sso_url: 'https://idp.example.test/sso', saml_entity_id: ENTITY_ID, saml_idp_issuer: IDP_ISSUER, saml_idp_certificate: idp.certPem };
+  const saml = {
+    protocol: 'saml',
+    saml_sso_url: 'https://idp.example.test/sso',
+    saml_entity_id: ENTITY_ID,
+    saml_idp_issuer: IDP_ISSUER,
+    saml_idp_certificate: idp.certPem,
+  };
   providers.corp = await svc.ok(t, 'POST', '/sso-providers', { body: { name: 'corp-saml', ...saml } });
-  providers.provisioning = await svc.ok(t, 'POST', '/sso-providers', { body: { name: 'corp-saml-provisioning', ...saml, auto_provision: true, default_role: 'admin' } });
+  providers.provisioning = await svc.ok(t, 'POST', '/sso-providers', {
+    body: { name: 'corp-saml-provisioning', ...saml, auto_provision: true, default_role: 'admin' },
+  });
   browser = TestBrowser.trusting([svc.service.tls.certPath]);
 });
 afterAll(async () => {
@@ -60,7 +68,14 @@ async function post(name: string, fields: Record<string, string>): Promise<HttpR
 
 async function signIn(email: string, overrides: Partial<AssertionOptions> = {}, signer = idp, name = 'corp') {
   const request = await startLogin(name);
-  const response = samlResponse(signer, { email, audience: ENTITY_ID, inResponseTo: request.id, acsUrl: request.acsUrl, issuer: IDP_ISSUER, ...overrides });
+  const response = samlResponse(signer, {
+    email,
+    audience: ENTITY_ID,
+    inResponseTo: request.id,
+    acsUrl: request.acsUrl,
+    issuer: IDP_ISSUER,
+    ...overrides,
+  });
   return { request, response, res: await post(name, { SAMLResponse: response.base64, RelayState: request.relayState! }) };
 }
 
@@ -71,7 +86,9 @@ describe('SAML sign-in', () => {
     expect(request.acsUrl).toBe(acs('corp'));
     expect(request.id).toMatch(/^_[0-9a-f]{40}$/);
     expect(request.relayState!.length).toBeGreaterThanOrEqual(32);
-    const rows = await svc.service.ctx.db.all<{ request_id: string }>('SELECT request_id FROM sso_flows WHERE provider_id = ?', [providers.corp.id]);
+    const rows = await svc.service.ctx.db.all<{ request_id: string }>('SELECT request_id FROM sso_flows WHERE provider_id = ?', [
+      providers.corp.id,
+    ]);
     expect(rows.map((r) => r.request_id)).toContain(request.id);
   });
 
@@ -94,11 +111,21 @@ describe('SAML sign-in', () => {
     const email = await existingUser();
     const { request, response, res } = await signIn(email);
     expect(res.status, res.text).toBe(200);
-    expectError(await post('corp', { SAMLResponse: response.base64, RelayState: request.relayState! }), 401, 'unauthorized', /already used/);
+    expectError(
+      await post('corp', { SAMLResponse: response.base64, RelayState: request.relayState! }),
+      401,
+      'unauthorized',
+      /already used/,
+    );
   });
 
   it('refuses a signature by a key other than the configured certificate', async () => {
-    expectError((await signIn(await existingUser(), {}, stranger)).res, 401, 'unauthorized', /SAML sign-in with "corp-saml" failed: .*signature/i);
+    expectError(
+      (await signIn(await existingUser(), {}, stranger)).res,
+      401,
+      'unauthorized',
+      /SAML sign-in with "corp-saml" failed: .*signature/i,
+    );
   });
 
   it('refuses an assertion changed after signing', async () => {
@@ -117,12 +144,22 @@ describe('SAML sign-in', () => {
   });
 
   it('refuses a wrong audience', async () => {
-    expectError((await signIn(await existingUser(), { audience: 'https://another-app.example.test' })).res, 401, 'unauthorized', /audience/i);
+    expectError(
+      (await signIn(await existingUser(), { audience: 'https://another-app.example.test' })).res,
+      401,
+      'unauthorized',
+      /audience/i,
+    );
   });
 
   it('refuses an expired assertion (NotOnOrAfter in the past), and an expired bearer confirmation', async () => {
     const expired = { notBeforeSeconds: -900, notOnOrAfterSeconds: -600 };
-    expectError((await signIn(await existingUser(), { ...expired, subjectNotOnOrAfterSeconds: 300 })).res, 401, 'unauthorized', /assertion expired/i);
+    expectError(
+      (await signIn(await existingUser(), { ...expired, subjectNotOnOrAfterSeconds: 300 })).res,
+      401,
+      'unauthorized',
+      /assertion expired/i,
+    );
     expectError((await signIn(await existingUser(), expired)).res, 401, 'unauthorized', /No valid subject confirmation/i);
   });
 
@@ -134,19 +171,40 @@ describe('SAML sign-in', () => {
     const email = await existingUser();
     const unsolicited = samlResponse(idp, { email, audience: ENTITY_ID, acsUrl: acs('corp'), issuer: IDP_ISSUER });
     expectError(await post('corp', { SAMLResponse: unsolicited.base64 }), 401, 'unauthorized', /Unsolicited SAML response/);
-    expectError(await post('corp', { SAMLResponse: unsolicited.base64, RelayState: 'made-up' }), 401, 'unauthorized', /Unknown, expired or already used/);
+    expectError(
+      await post('corp', { SAMLResponse: unsolicited.base64, RelayState: 'made-up' }),
+      401,
+      'unauthorized',
+      /Unknown, expired or already used/,
+    );
     const { res } = await signIn(email, { inResponseTo: '_never-sent-by-us' });
     expectError(res, 401, 'unauthorized', /InResponseTo/);
     const request = await startLogin();
     const noInResponseTo = samlResponse(idp, { email, audience: ENTITY_ID, acsUrl: request.acsUrl, issuer: IDP_ISSUER });
-    expectError(await post('corp', { SAMLResponse: noInResponseTo.base64, RelayState: request.relayState! }), 401, 'unauthorized', /InResponseTo/);
+    expectError(
+      await post('corp', { SAMLResponse: noInResponseTo.base64, RelayState: request.relayState! }),
+      401,
+      'unauthorized',
+      /InResponseTo/,
+    );
   });
 
   it('refuses a RelayState of another provider', async () => {
     const email = await existingUser();
     const request = await startLogin('corp');
-    const response = samlResponse(idp, { email, audience: ENTITY_ID, inResponseTo: request.id, acsUrl: acs('provisioning'), issuer: IDP_ISSUER });
-    expectError(await post('provisioning', { SAMLResponse: response.base64, RelayState: request.relayState! }), 401, 'unauthorized', /sign-in state/);
+    const response = samlResponse(idp, {
+      email,
+      audience: ENTITY_ID,
+      inResponseTo: request.id,
+      acsUrl: acs('provisioning'),
+      issuer: IDP_ISSUER,
+    });
+    expectError(
+      await post('provisioning', { SAMLResponse: response.base64, RelayState: request.relayState! }),
+      401,
+      'unauthorized',
+      /sign-in state/,
+    );
   });
 
   it('refuses an unknown user without auto-provisioning, and provisions one with it', async () => {
@@ -168,7 +226,12 @@ describe('SAML sign-in', () => {
 
   it('answers garbage and a missing SAMLResponse with clear errors, never a 500', async () => {
     const request = await startLogin();
-    expectError(await post('corp', { SAMLResponse: 'not base64 xml', RelayState: request.relayState! }), 401, 'unauthorized', /SAML sign-in with "corp-saml" failed/);
+    expectError(
+      await post('corp', { SAMLResponse: 'not base64 xml', RelayState: request.relayState! }),
+      401,
+      'unauthorized',
+      /SAML sign-in with "corp-saml" failed/,
+    );
     const missing = await post('corp', { RelayState: 'x' });
     expectError(missing, 400, 'validation_error', /SAMLResponse/);
     const oidcStyle = await svc.call(t, 'GET', `/auth/sso/${providers.corp.id}/callback?code=x&state=y`, { token: '' });

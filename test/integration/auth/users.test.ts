@@ -13,8 +13,10 @@ afterAll(() => svc?.close());
 
 const uniq = () => randomBytes(4).toString('hex');
 const email = (who: string) => `${who}-${uniq()}@${t.slug}.test`;
-const login = (tenant: TestTenant, address: string, password: string) => svc.call(tenant, 'POST', '/auth/login', { token: '', body: { email: address, password } });
-const adminIdOf = async (tenant: TestTenant) => (await svc.ok(tenant, 'GET', '/users')).data.find((u: { email: string }) => u.email === tenant.adminEmail).id as string;
+const login = (tenant: TestTenant, address: string, password: string) =>
+  svc.call(tenant, 'POST', '/auth/login', { token: '', body: { email: address, password } });
+const adminIdOf = async (tenant: TestTenant) =>
+  (await svc.ok(tenant, 'GET', '/users')).data.find((u: { email: string }) => u.email === tenant.adminEmail).id as string;
 
 describe('creating users', () => {
   it('with a password: status active, no invitation token, and the user can log in', async () => {
@@ -37,7 +39,11 @@ describe('creating users', () => {
     const address = email('hashed');
     const created = await svc.ok(t, 'POST', '/users', { body: { email: address, role: 'read-only', password: 'stored-as-hash-9' } });
     const db = svc.service.ctx.db;
-    const dump = JSON.stringify([await db.all('SELECT * FROM resources'), await db.all('SELECT * FROM user_credentials'), await db.all('SELECT * FROM audit_logs')]);
+    const dump = JSON.stringify([
+      await db.all('SELECT * FROM resources'),
+      await db.all('SELECT * FROM user_credentials'),
+      await db.all('SELECT * FROM audit_logs'),
+    ]);
     expect(dump).not.toContain('stored-as-hash-9');
     const cred = await db.get<{ password_hash: string }>('SELECT password_hash FROM user_credentials WHERE user_id = ?', [created.id]);
     expect(cred?.password_hash).toBeTruthy();
@@ -59,13 +65,22 @@ describe('creating users', () => {
     const list = await svc.ok(t, 'GET', '/users', { query: { limit: 100 } });
     expect(JSON.stringify(list)).not.toContain(token);
     const db = svc.service.ctx.db;
-    expect(JSON.stringify([await db.all('SELECT * FROM resources'), await db.all('SELECT * FROM user_credentials'), await db.all('SELECT * FROM audit_logs')])).not.toContain(token);
+    expect(
+      JSON.stringify([
+        await db.all('SELECT * FROM resources'),
+        await db.all('SELECT * FROM user_credentials'),
+        await db.all('SELECT * FROM audit_logs'),
+      ]),
+    ).not.toContain(token);
 
     // An invited user has no password to log in with, and the invitation is not a bearer token.
     expectError(await login(t, address, 'anything-at-all'), 401, 'unauthorized');
     expectError(await svc.call(t, 'GET', '/projects', { token }), 401, 'unauthorized');
 
-    const accepted = await svc.call(t, 'POST', '/auth/invitations/accept', { token: '', body: { invitation_token: token, password: 'chosen-password' } });
+    const accepted = await svc.call(t, 'POST', '/auth/invitations/accept', {
+      token: '',
+      body: { invitation_token: token, password: 'chosen-password' },
+    });
     expect(accepted.status, accepted.text).toBe(200);
     expectTokenResponse(accepted.body);
     const me = await svc.call(t, 'GET', `/users/${res.body.id}`, { token: accepted.body.access_token });
@@ -74,23 +89,43 @@ describe('creating users', () => {
     expect((await login(t, address, 'chosen-password')).status).toBe(200);
 
     // Single use.
-    const again = await svc.call(t, 'POST', '/auth/invitations/accept', { token: '', body: { invitation_token: token, password: 'hijacked-password' } });
+    const again = await svc.call(t, 'POST', '/auth/invitations/accept', {
+      token: '',
+      body: { invitation_token: token, password: 'hijacked-password' },
+    });
     expectError(again, 401, 'unauthorized');
     expectError(await login(t, address, 'hijacked-password'), 401, 'unauthorized');
     expect((await login(t, address, 'chosen-password')).status).toBe(200);
   });
 
   it('an unknown invitation token is 401; an invitation from another tenant is 401 there', async () => {
-    expectError(await svc.call(t, 'POST', '/auth/invitations/accept', { token: '', body: { invitation_token: 'dpinv_unknown', password: 'whatever-password' } }), 401, 'unauthorized');
+    expectError(
+      await svc.call(t, 'POST', '/auth/invitations/accept', {
+        token: '',
+        body: { invitation_token: 'dpinv_unknown', password: 'whatever-password' },
+      }),
+      401,
+      'unauthorized',
+    );
     const other = await svc.tenant();
     const invited = await svc.ok(other, 'POST', '/users', { body: { email: `inv-${uniq()}@${other.slug}.test`, role: 'read-only' } });
     expectError(
-      await svc.call(t, 'POST', '/auth/invitations/accept', { token: '', body: { invitation_token: invited.invitation_token, password: 'whatever-password' } }),
+      await svc.call(t, 'POST', '/auth/invitations/accept', {
+        token: '',
+        body: { invitation_token: invited.invitation_token, password: 'whatever-password' },
+      }),
       401,
       'unauthorized',
     );
     // Still redeemable on its own tenant.
-    expect((await svc.call(other, 'POST', '/auth/invitations/accept', { token: '', body: { invitation_token: invited.invitation_token, password: 'whatever-password' } })).status).toBe(200);
+    expect(
+      (
+        await svc.call(other, 'POST', '/auth/invitations/accept', {
+          token: '',
+          body: { invitation_token: invited.invitation_token, password: 'whatever-password' },
+        })
+      ).status,
+    ).toBe(200);
   });
 });
 
@@ -98,14 +133,28 @@ describe('invitations', () => {
   it('an invitation dies with its user, and when an admin sets the password instead', async () => {
     const gone = await svc.ok(t, 'POST', '/users', { body: { email: email('gone'), role: 'read-only' } });
     await svc.ok(t, 'DELETE', `/users/${gone.id}`);
-    expectError(await svc.call(t, 'POST', '/auth/invitations/accept', { token: '', body: { invitation_token: gone.invitation_token, password: 'late-password' } }), 401, 'unauthorized');
+    expectError(
+      await svc.call(t, 'POST', '/auth/invitations/accept', {
+        token: '',
+        body: { invitation_token: gone.invitation_token, password: 'late-password' },
+      }),
+      401,
+      'unauthorized',
+    );
     expectError(await svc.call(t, 'GET', `/users/${gone.id}`), 404, 'resource_not_found');
 
     const address = email('preset');
     const preset = await svc.ok(t, 'POST', '/users', { body: { email: address, role: 'read-only' } });
     const patched = await svc.ok(t, 'PATCH', `/users/${preset.id}`, { body: { password: 'admin-set-password' } });
     expect(patched.status).toBe('active');
-    expectError(await svc.call(t, 'POST', '/auth/invitations/accept', { token: '', body: { invitation_token: preset.invitation_token, password: 'takeover-password' } }), 401, 'unauthorized');
+    expectError(
+      await svc.call(t, 'POST', '/auth/invitations/accept', {
+        token: '',
+        body: { invitation_token: preset.invitation_token, password: 'takeover-password' },
+      }),
+      401,
+      'unauthorized',
+    );
     expect((await login(t, address, 'admin-set-password')).status).toBe(200);
   });
 
@@ -115,7 +164,9 @@ describe('invitations', () => {
       const invited = await svc.ok(t, 'POST', '/users', { body: { email: address, role: 'read-only' } });
       const passwords = ['racer-one-password', 'racer-two-password', 'racer-three-password'];
       const results = await Promise.all(
-        passwords.map((password) => svc.call(t, 'POST', '/auth/invitations/accept', { token: '', body: { invitation_token: invited.invitation_token, password } })),
+        passwords.map((password) =>
+          svc.call(t, 'POST', '/auth/invitations/accept', { token: '', body: { invitation_token: invited.invitation_token, password } }),
+        ),
       );
       const winners = results.map((r, i) => (r.status === 200 ? i : -1)).filter((i) => i >= 0);
       expect(winners.length, results.map((r) => `${r.status} ${r.text}`).join(' | ')).toBe(1);
@@ -139,11 +190,13 @@ describe('invitations', () => {
     expectError(await svc.call(tenant, 'PATCH', `/users/${adminId}`, { body: { role: 'read-only' } }), 409, 'conflict');
     expectError(await svc.call(tenant, 'DELETE', `/users/${adminId}`), 409, 'conflict');
     // Accepting the invitation makes it active.
-    const accepted = await svc.call(tenant, 'POST', '/auth/invitations/accept', { token: '', body: { invitation_token: created.invitation_token, password: 'dormant-password' } });
+    const accepted = await svc.call(tenant, 'POST', '/auth/invitations/accept', {
+      token: '',
+      body: { invitation_token: created.invitation_token, password: 'dormant-password' },
+    });
     expect(accepted.status, accepted.text).toBe(200);
     expect((await svc.ok(tenant, 'GET', `/users/${created.id}`)).status).toBe('active');
   });
-
 });
 
 describe('disabling and deleting users', () => {
@@ -213,19 +266,27 @@ describe('the last active admin', () => {
 
     // An invited (not yet active) admin and a disabled admin do not count.
     await svc.ok(tenant, 'POST', '/users', { body: { email: `invited-admin@${tenant.slug}.test`, role: 'admin' } });
-    await svc.ok(tenant, 'POST', '/users', { body: { email: `disabled-admin@${tenant.slug}.test`, role: 'admin', password: 'disabled-admin-pw', disabled: true } });
+    await svc.ok(tenant, 'POST', '/users', {
+      body: { email: `disabled-admin@${tenant.slug}.test`, role: 'admin', password: 'disabled-admin-pw', disabled: true },
+    });
     expectError(await svc.call(tenant, 'DELETE', `/users/${adminId}`), 409, 'conflict');
     expectError(await svc.call(tenant, 'PATCH', `/users/${adminId}`, { body: { role: 'read-only' } }), 409, 'conflict');
 
     // With a second active admin, the first can be demoted; then the second is the last one.
-    const second = await svc.ok(tenant, 'POST', '/users', { body: { email: `second-admin@${tenant.slug}.test`, role: 'admin', password: 'second-admin-pw' } });
+    const second = await svc.ok(tenant, 'POST', '/users', {
+      body: { email: `second-admin@${tenant.slug}.test`, role: 'admin', password: 'second-admin-pw' },
+    });
     const secondLogin = await login(tenant, `second-admin@${tenant.slug}.test`, 'second-admin-pw');
     const demoted = await svc.call(tenant, 'PATCH', `/users/${adminId}`, { body: { role: 'read-write' } });
     expect(demoted.status, demoted.text).toBe(200);
     expect(demoted.body.role).toBe('read-write');
     const secondToken = secondLogin.body.access_token as string;
     expectError(await svc.call(tenant, 'DELETE', `/users/${second.id}`, { token: secondToken }), 409, 'conflict');
-    expectError(await svc.call(tenant, 'PATCH', `/users/${second.id}`, { token: secondToken, body: { role: 'read-only' } }), 409, 'conflict');
+    expectError(
+      await svc.call(tenant, 'PATCH', `/users/${second.id}`, { token: secondToken, body: { role: 'read-only' } }),
+      409,
+      'conflict',
+    );
     // And a deletable non-admin is deleted.
     expect((await svc.call(tenant, 'DELETE', `/users/${adminId}`, { token: secondToken })).status).toBe(204);
   });
@@ -234,19 +295,27 @@ describe('the last active admin', () => {
   const twoAdmins = async () => {
     const tenant = await svc.tenant();
     const firstId = await adminIdOf(tenant);
-    const second = await svc.ok(tenant, 'POST', '/users', { body: { email: `peer@${tenant.slug}.test`, role: 'admin', password: 'peer-admin-pw' } });
+    const second = await svc.ok(tenant, 'POST', '/users', {
+      body: { email: `peer@${tenant.slug}.test`, role: 'admin', password: 'peer-admin-pw' },
+    });
     const secondToken = (await login(tenant, `peer@${tenant.slug}.test`, 'peer-admin-pw')).body.access_token as string;
     return { tenant, firstId, secondId: second.id as string, secondToken };
   };
   const activeAdminsOf = async (tenant: TestTenant) => {
-    const rows = await svc.service.ctx.db.all<{ data: string }>("SELECT r.data FROM resources r JOIN tenants tn ON tn.id = r.tenant_id WHERE tn.slug = ? AND r.kind = 'user'", [tenant.slug]);
+    const rows = await svc.service.ctx.db.all<{ data: string }>(
+      "SELECT r.data FROM resources r JOIN tenants tn ON tn.id = r.tenant_id WHERE tn.slug = ? AND r.kind = 'user'",
+      [tenant.slug],
+    );
     return rows.map((r) => JSON.parse(r.data)).filter((u) => u.role === 'admin' && u.status === 'active');
   };
 
   it('two admins deleting each other at the same time leave one active admin', async () => {
     for (let round = 0; round < 3; round++) {
       const { tenant, firstId, secondId, secondToken } = await twoAdmins();
-      const results = await Promise.all([svc.call(tenant, 'DELETE', `/users/${secondId}`), svc.call(tenant, 'DELETE', `/users/${firstId}`, { token: secondToken })]);
+      const results = await Promise.all([
+        svc.call(tenant, 'DELETE', `/users/${secondId}`),
+        svc.call(tenant, 'DELETE', `/users/${firstId}`, { token: secondToken }),
+      ]);
       // One wins; the other is refused: 409 (last admin), 401 (its user was deleted or disabled) or 403 (its user was demoted first).
       expect(results.filter((r) => r.status === 204).length, results.map((r) => `${r.status} ${r.text}`).join(' | ')).toBe(1);
       for (const r of results.filter((x) => x.status !== 204)) expect([401, 403, 409]).toContain(r.status);
@@ -291,7 +360,9 @@ describe('emails are case-insensitive', () => {
   it('concurrent creates of one email in different cases: one 201, the rest 409', async () => {
     const base = `racer-${uniq()}@${t.slug}.test`;
     const variants = [base, base.toUpperCase(), `${base[0].toUpperCase()}${base.slice(1)}`];
-    const results = await Promise.all(variants.map((e) => svc.call(t, 'POST', '/users', { body: { email: e, role: 'read-only', password: 'racer-password' } })));
+    const results = await Promise.all(
+      variants.map((e) => svc.call(t, 'POST', '/users', { body: { email: e, role: 'read-only', password: 'racer-password' } })),
+    );
     expect(results.map((r) => r.status).sort(), results.map((r) => r.text).join(' | ')).toEqual([201, 409, 409]);
     for (const r of results.filter((x) => x.status === 409)) expectError(r, 409, 'conflict');
     const users = await svc.ok(t, 'GET', '/users', { query: { limit: 100 } });

@@ -2,7 +2,14 @@ import { mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ApiError, DataPlatformClient, FileTokenStore, MemoryTokenStore, type ClientEvent, type Tokens } from '../../../src/client/index.js';
+import {
+  ApiError,
+  DataPlatformClient,
+  FileTokenStore,
+  MemoryTokenStore,
+  type ClientEvent,
+  type Tokens,
+} from '../../../src/client/index.js';
 import { startTestService, type TestService, type TestTenant } from '../../support/service.js';
 import { tenantUrl } from './helpers.js';
 
@@ -35,7 +42,9 @@ afterAll(async () => {
 
 /** The tenant with a fresh admin token (the clock moves a lot here). */
 async function admin(): Promise<TestTenant> {
-  t.adminToken = (await svc.http.call('POST', svc.url(t.slug, '/auth/login'), { body: { email: t.adminEmail, password: t.adminPassword } })).body.access_token;
+  t.adminToken = (
+    await svc.http.call('POST', svc.url(t.slug, '/auth/login'), { body: { email: t.adminEmail, password: t.adminPassword } })
+  ).body.access_token;
   return t;
 }
 
@@ -49,15 +58,27 @@ async function freshUser(role: 'read-write' | 'admin' = 'read-write') {
 }
 
 function userClient(user: { email: string; password: string }, extra: Partial<ConstructorParameters<typeof DataPlatformClient>[0]> = {}) {
-  return new DataPlatformClient({ url: tenantUrl(svc, t), caFile: svc.service.tls.certPath, email: user.email, password: user.password, ...extra });
+  return new DataPlatformClient({
+    url: tenantUrl(svc, t),
+    caFile: svc.service.tls.certPath,
+    email: user.email,
+    password: user.password,
+    ...extra,
+  });
 }
 
 async function sessionsOf(userId: string) {
   const db = svc.service.ctx.db;
-  const sessions = await db.all<{ id: string; revoked_at: string | null }>('SELECT id, revoked_at FROM sessions WHERE user_id = ? ORDER BY created_at', [userId]);
+  const sessions = await db.all<{ id: string; revoked_at: string | null }>(
+    'SELECT id, revoked_at FROM sessions WHERE user_id = ? ORDER BY created_at',
+    [userId],
+  );
   const out = [];
   for (const s of sessions) {
-    const used = await db.all<{ used_at: string | null }>('SELECT used_at FROM refresh_tokens WHERE session_id = ? AND used_at IS NOT NULL', [s.id]);
+    const used = await db.all<{ used_at: string | null }>(
+      'SELECT used_at FROM refresh_tokens WHERE session_id = ? AND used_at IS NOT NULL',
+      [s.id],
+    );
     out.push({ revoked: s.revoked_at !== null, refreshesSpent: used.length });
   }
   return out;
@@ -169,7 +190,11 @@ describe('password auth', () => {
       await second.projects.list();
       // ...and the client recovers by logging in with the password.
       expect(second.stats()).toMatchObject({ refreshes: 1, logins: 1 });
-      expect(events.filter((e) => e.type === 'auth').map((e) => (e as { action: string }).action)).toEqual(['tokens_loaded', 'refresh_failed', 'login']);
+      expect(events.filter((e) => e.type === 'auth').map((e) => (e as { action: string }).action)).toEqual([
+        'tokens_loaded',
+        'refresh_failed',
+        'login',
+      ]);
       expect(await sessionsOf(user.id)).toEqual([
         { revoked: true, refreshesSpent: 1 },
         { revoked: false, refreshesSpent: 0 },

@@ -15,12 +15,27 @@ const events: ClientEvent[] = [];
 
 /** The resources other kinds reference, created through the client. */
 async function createDeps(c: DataPlatformClient, pid: string): Promise<Deps> {
-  const connector = await c.resources('connector', { projectId: pid }).create({ name: 'dep-conn', connector_type: 'mysql', credentials: { username: 'u', password: 'dep-password' } });
-  const channel = await c.resources('notification_channel', { projectId: pid }).create({ name: 'dep-chan', type: 'email', config: { email_addresses: ['ops@example.com'] } });
+  const connector = await c
+    .resources('connector', { projectId: pid })
+    .create({ name: 'dep-conn', connector_type: 'mysql', credentials: { username: 'u', password: 'dep-password' } });
+  const channel = await c
+    .resources('notification_channel', { projectId: pid })
+    .create({ name: 'dep-chan', type: 'email', config: { email_addresses: ['ops@example.com'] } });
   const classification = await c.resources('classification', { projectId: pid }).create({ name: 'dep-cls', sensitivity: 'internal' });
-  const dbt = await c.resources('dbt_project', { projectId: pid }).create({ name: 'dep-dbt', repository: 'https://git.example.com/dep.git' });
-  const escalation = await c.resources('escalation_policy', { projectId: pid }).create({ name: 'dep-esc', steps: [{ delay_minutes: 5, channel_ids: [channel.id] }] });
-  return { projectId: pid, connectorId: connector.id, channelId: channel.id, classificationId: classification.id, dbtProjectId: dbt.id, escalationPolicyId: escalation.id };
+  const dbt = await c
+    .resources('dbt_project', { projectId: pid })
+    .create({ name: 'dep-dbt', repository: 'https://git.example.com/dep.git' });
+  const escalation = await c
+    .resources('escalation_policy', { projectId: pid })
+    .create({ name: 'dep-esc', steps: [{ delay_minutes: 5, channel_ids: [channel.id] }] });
+  return {
+    projectId: pid,
+    connectorId: connector.id,
+    channelId: channel.id,
+    classificationId: classification.id,
+    dbtProjectId: dbt.id,
+    escalationPolicyId: escalation.id,
+  };
 }
 
 beforeAll(async () => {
@@ -98,7 +113,8 @@ describe('pagination', () => {
     const pid = (await client.projects.create({ name: 'paging' })).id;
     const connectors = client.resources('connector', { projectId: pid });
     const names = Array.from({ length: 250 }, (_, i) => `c${String(i).padStart(3, '0')}`);
-    for (let i = 0; i < names.length; i += 25) await Promise.all(names.slice(i, i + 25).map((name) => connectors.create({ name, connector_type: 'postgresql' })));
+    for (let i = 0; i < names.length; i += 25)
+      await Promise.all(names.slice(i, i + 25).map((name) => connectors.create({ name, connector_type: 'postgresql' })));
 
     client.resetStats();
     events.length = 0;
@@ -131,7 +147,20 @@ describe('views: alerts, audit logs, dbt models and lineage, run history', () =>
     const tenantId = (await svc.service.ctx.tenants.bySlug(t.slug))!.id;
     const fire = async (severity: 'warning' | 'critical') => {
       const id = newId('alert');
-      const data = { id, project_id: projectId, alert_rule_id: 'arl_x', severity, status: 'firing', message: `${severity} fired`, resource_id: deps.connectorId, fired_at: new Date().toISOString(), acknowledged_at: null, acknowledged_by: null, resolved_at: null, resolved_by: null };
+      const data = {
+        id,
+        project_id: projectId,
+        alert_rule_id: 'arl_x',
+        severity,
+        status: 'firing',
+        message: `${severity} fired`,
+        resource_id: deps.connectorId,
+        fired_at: new Date().toISOString(),
+        acknowledged_at: null,
+        acknowledged_by: null,
+        resolved_at: null,
+        resolved_by: null,
+      };
       await svc.service.ctx.resources.insert({ id, tenantId, projectId, kind: 'alert', parentId: '', name: id, data, secrets: null });
       return id;
     };
@@ -174,11 +203,36 @@ describe('views: alerts, audit logs, dbt models and lineage, run history', () =>
   });
 
   it('reads run history, a pipeline run and a discovered schema', async () => {
-    const pipeline = await client.resources('pipeline', { projectId }).create({ name: 'runs', steps: [{ name: 'sync', type: 'connector_sync', connector_id: deps.connectorId }] });
+    const pipeline = await client
+      .resources('pipeline', { projectId })
+      .create({ name: 'runs', steps: [{ name: 'sync', type: 'connector_sync', connector_id: deps.connectorId }] });
     const tenantId = (await svc.service.ctx.tenants.bySlug(t.slug))!.id;
     const runId = newId('run');
-    const run = { id: runId, project_id: projectId, run_type: 'pipeline', resource_id: pipeline.id, status: 'succeeded', trigger: 'manual', started_at: new Date().toISOString(), finished_at: null, duration_seconds: null, error: null, tables: [], steps: [], models: [] };
-    await svc.service.ctx.resources.insert({ id: runId, tenantId, projectId, kind: 'run', parentId: pipeline.id, name: runId, data: run, secrets: null });
+    const run = {
+      id: runId,
+      project_id: projectId,
+      run_type: 'pipeline',
+      resource_id: pipeline.id,
+      status: 'succeeded',
+      trigger: 'manual',
+      started_at: new Date().toISOString(),
+      finished_at: null,
+      duration_seconds: null,
+      error: null,
+      tables: [],
+      steps: [],
+      models: [],
+    };
+    await svc.service.ctx.resources.insert({
+      id: runId,
+      tenantId,
+      projectId,
+      kind: 'run',
+      parentId: pipeline.id,
+      name: runId,
+      data: run,
+      secrets: null,
+    });
     expect((await client.runs(projectId, { pipelineId: pipeline.id }).listAll()).map((r) => r.id)).toEqual([runId]);
     expect(await client.pipelineRun(projectId, pipeline.id, runId)).toMatchObject({ id: runId, status: 'succeeded' });
     expect(await client.runs(projectId, { connectorId: deps.connectorId }).listAll()).toEqual([]);
@@ -188,7 +242,13 @@ describe('views: alerts, audit logs, dbt models and lineage, run history', () =>
 });
 
 describe('typed errors', () => {
-  const catchError = (p: Promise<unknown>) => p.then(() => { throw new Error('expected a failure'); }, (e: unknown) => e as ApiError);
+  const catchError = (p: Promise<unknown>) =>
+    p.then(
+      () => {
+        throw new Error('expected a failure');
+      },
+      (e: unknown) => e as ApiError,
+    );
 
   it('400 validation_error with details per field, and the request id', async () => {
     const err = await catchError(client.resourcesOf('connector', { projectId }).create({ name: 'bad', config: { port: 'x' } }));
@@ -219,7 +279,11 @@ describe('typed errors', () => {
   it('422 unprocessable_entity naming the immutable field; never retried', async () => {
     client.resetStats();
     const err = await catchError(client.resources('connector', { projectId }).update(deps.connectorId, { connector_type: 'postgresql' }));
-    expect(err).toMatchObject({ status: 422, code: 'unprocessable_entity', details: [{ field: 'connector_type', message: 'is immutable' }] });
+    expect(err).toMatchObject({
+      status: 422,
+      code: 'unprocessable_entity',
+      details: [{ field: 'connector_type', message: 'is immutable' }],
+    });
     expect(client.stats().calls).toBe(1);
   });
 
@@ -244,14 +308,25 @@ describe('API key auth', () => {
     try {
       const names = (await keyClient.resources('connector', { projectId }).listAll()).map((c) => c.name);
       expect(names).toContain('dep-conn');
-      expect(await keyClient.resources('connector', { projectId: other.id }).list().catch((e: unknown) => e)).toMatchObject({ status: 404, code: 'resource_not_found' });
-      const forbidden = (await keyClient.resources('connector', { projectId }).create({ name: 'nope', connector_type: 'mysql' }).catch((e: unknown) => e)) as ApiError;
+      expect(
+        await keyClient
+          .resources('connector', { projectId: other.id })
+          .list()
+          .catch((e: unknown) => e),
+      ).toMatchObject({ status: 404, code: 'resource_not_found' });
+      const forbidden = (await keyClient
+        .resources('connector', { projectId })
+        .create({ name: 'nope', connector_type: 'mysql' })
+        .catch((e: unknown) => e)) as ApiError;
       expect(forbidden).toMatchObject({ status: 403, code: 'forbidden' });
       expect(forbidden.message).not.toContain(readOnly.key!);
 
       await client.apiKeys(projectId).delete(readOnly.id);
       keyClient.resetStats();
-      const revoked = (await keyClient.resources('connector', { projectId }).list().catch((e: unknown) => e)) as ApiError;
+      const revoked = (await keyClient
+        .resources('connector', { projectId })
+        .list()
+        .catch((e: unknown) => e)) as ApiError;
       expect(revoked).toMatchObject({ status: 401, code: 'unauthorized' });
       expect(keyClient.stats()).toMatchObject({ calls: 1, refreshes: 0, logins: 0 });
       expect(`${revoked.message} ${revoked.stack}`).not.toContain(readOnly.key!);

@@ -26,7 +26,9 @@ let apiKey: string;
 
 /** The tenant with a fresh admin token (the refresh test moves the service clock past expiry). */
 async function admin(): Promise<TestTenant> {
-  t.adminToken = (await svc.http.call('POST', svc.url(t.slug, '/auth/login'), { body: { email: t.adminEmail, password: t.adminPassword } })).body.access_token;
+  t.adminToken = (
+    await svc.http.call('POST', svc.url(t.slug, '/auth/login'), { body: { email: t.adminEmail, password: t.adminPassword } })
+  ).body.access_token;
   return t;
 }
 
@@ -53,7 +55,13 @@ async function stored(name: string) {
   return (page.data as { id: string; name: string }[]).filter((c) => c.name === name);
 }
 async function auditCreates(name: string) {
-  const page = await svc.ok(await admin(), 'GET', `/projects/${projectId}/audit-logs`, { query: { action: 'connector.create', limit: 100 } }, 200);
+  const page = await svc.ok(
+    await admin(),
+    'GET',
+    `/projects/${projectId}/audit-logs`,
+    { query: { action: 'connector.create', limit: 100 } },
+    200,
+  );
   return (page.data as { resource_name: string; outcome: string }[]).filter((e) => e.resource_name === name);
 }
 
@@ -75,7 +83,10 @@ describe('5xx and network errors on idempotent requests', () => {
     proxy.inject(() => ({ status: 502, body: { error: { code: 'internal_error', message: 'upstream down' } } }));
     const client = viaProxy({ retry: { ...FAST_RETRY, retries: 2 } });
     try {
-      const err = (await client.resources('connector', { projectId }).list().catch((e: unknown) => e)) as ApiError;
+      const err = (await client
+        .resources('connector', { projectId })
+        .list()
+        .catch((e: unknown) => e)) as ApiError;
       expect(err).toBeInstanceOf(ApiError);
       expect(err).toMatchObject({ status: 502, code: 'internal_error', serverMessage: 'upstream down', attempt: 3, requestId: 'proxy-3' });
       expect(proxy.count('GET', connectorsPath())).toBe(3);
@@ -96,7 +107,9 @@ describe('5xx and network errors on idempotent requests', () => {
   });
 
   it('a DELETE whose connection dropped after it was done is retried, and the 404 of the retry counts as done', async () => {
-    const created = await svc.ok(await admin(), 'POST', `/projects/${projectId}/connectors`, { body: { name: 'to-delete', connector_type: 'mysql' } });
+    const created = await svc.ok(await admin(), 'POST', `/projects/${projectId}/connectors`, {
+      body: { name: 'to-delete', connector_type: 'mysql' },
+    });
     const path = `${connectorsPath()}/${created.id}`;
     proxy.inject(({ method, n }) => (method === 'DELETE' && n === 1 ? 'forward-then-drop' : 'forward'));
     const client = viaProxy();
@@ -105,7 +118,10 @@ describe('5xx and network errors on idempotent requests', () => {
       expect(proxy.count('DELETE', path)).toBe(2);
       expect(await stored('to-delete')).toEqual([]);
       // Without an ambiguous failure before it, a 404 is still an error.
-      const again = await client.resources('connector', { projectId }).delete(created.id).catch((e: unknown) => e);
+      const again = await client
+        .resources('connector', { projectId })
+        .delete(created.id)
+        .catch((e: unknown) => e);
       expect(again).toMatchObject({ status: 404, afterAmbiguousFailure: false });
     } finally {
       await client.close();
@@ -118,10 +134,20 @@ describe('requests that are not safe to repeat', () => {
     proxy.inject(({ method }) => (method === 'POST' ? 'forward-then-drop' : 'forward'));
     const client = viaProxy();
     try {
-      const err = (await client.resources('connector', { projectId }).create({ name: 'ambiguous', connector_type: 'mysql' }).catch((e: unknown) => e)) as AmbiguousCreateError;
+      const err = (await client
+        .resources('connector', { projectId })
+        .create({ name: 'ambiguous', connector_type: 'mysql' })
+        .catch((e: unknown) => e)) as AmbiguousCreateError;
       expect(err).toBeInstanceOf(AmbiguousCreateError);
       expect(err).toBeInstanceOf(AmbiguousRequestError);
-      expect(err).toMatchObject({ kind: 'connector', scope: 'project', projectId, identity: { field: 'name', value: 'ambiguous' }, method: 'POST', route: '/projects/{id}/connectors' });
+      expect(err).toMatchObject({
+        kind: 'connector',
+        scope: 'project',
+        projectId,
+        identity: { field: 'name', value: 'ambiguous' },
+        method: 'POST',
+        route: '/projects/{id}/connectors',
+      });
       expect(err.cause).toBeInstanceOf(NetworkError);
       expect((err.cause as NetworkError).url).toContain(`/api/v1/projects/${projectId}/connectors`);
       expect(`${err.message} ${err.stack} ${(err.cause as Error).message}`).not.toContain(apiKey);
@@ -143,9 +169,16 @@ describe('requests that are not safe to repeat', () => {
     try {
       // Login is a POST too, but a repeated login is harmless; it is not the one failing here.
       proxy.inject(({ method, path }) => (method === 'POST' && path.endsWith('/users') ? { forwardThenStatus: 500 } : 'forward'));
-      const err = (await users.users.create({ email: 'Maybe.Created@Example.com', role: 'read-only' }).catch((e: unknown) => e)) as AmbiguousCreateError;
+      const err = (await users.users
+        .create({ email: 'Maybe.Created@Example.com', role: 'read-only' })
+        .catch((e: unknown) => e)) as AmbiguousCreateError;
       expect(err).toBeInstanceOf(AmbiguousCreateError);
-      expect(err).toMatchObject({ kind: 'user', scope: 'tenant', projectId: undefined, identity: { field: 'email', value: 'Maybe.Created@Example.com' } });
+      expect(err).toMatchObject({
+        kind: 'user',
+        scope: 'tenant',
+        projectId: undefined,
+        identity: { field: 'email', value: 'Maybe.Created@Example.com' },
+      });
       expect(err.cause).toBeInstanceOf(ApiError);
       expect(err.cause).toMatchObject({ status: 500 });
       expect(proxy.count('POST', '/api/v1/users')).toBe(1);
@@ -157,13 +190,18 @@ describe('requests that are not safe to repeat', () => {
   });
 
   it('PATCH is not re-sent after a 5xx unless retryPatch is on', async () => {
-    const created = await svc.ok(await admin(), 'POST', `/projects/${projectId}/connectors`, { body: { name: 'patchme', connector_type: 'mysql' } });
+    const created = await svc.ok(await admin(), 'POST', `/projects/${projectId}/connectors`, {
+      body: { name: 'patchme', connector_type: 'mysql' },
+    });
     const path = `${connectorsPath()}/${created.id}`;
     proxy.inject(({ method, n }) => (method === 'PATCH' && n === 1 ? { forwardThenStatus: 503 } : 'forward'));
     const strict = viaProxy();
     const lenient = viaProxy({ retryPatch: true });
     try {
-      const err = await strict.resources('connector', { projectId }).update(created.id, { schedule: '0 1 * * *' }).catch((e: unknown) => e);
+      const err = await strict
+        .resources('connector', { projectId })
+        .update(created.id, { schedule: '0 1 * * *' })
+        .catch((e: unknown) => e);
       expect(err).toBeInstanceOf(AmbiguousRequestError);
       expect(err).not.toBeInstanceOf(AmbiguousCreateError);
       expect(proxy.count('PATCH', path)).toBe(1);
@@ -190,7 +228,9 @@ describe('requests that are not safe to repeat', () => {
       await client.projects.list();
       expect(client.stats()).toMatchObject({ logins: 2, refreshes: 1 });
       expect(proxy.count('POST', '/api/v1/auth/refresh')).toBe(1);
-      const sessions = await svc.service.ctx.db.all<{ revoked_at: string | null }>('SELECT revoked_at FROM sessions WHERE user_id = ?', [user.id]);
+      const sessions = await svc.service.ctx.db.all<{ revoked_at: string | null }>('SELECT revoked_at FROM sessions WHERE user_id = ?', [
+        user.id,
+      ]);
       expect(sessions.map((s) => s.revoked_at)).toEqual([null, null]);
     } finally {
       await client.close();
@@ -204,9 +244,17 @@ describe('connection failures, bounds and cancellation', () => {
     await new Promise<void>((resolve) => probe.listen(0, '127.0.0.1', () => resolve()));
     const port = (probe.address() as AddressInfo).port;
     await new Promise<void>((resolve) => probe.close(() => resolve()));
-    const client = new DataPlatformClient({ url: `https://${t.slug}.localhost:${port}`, caFile: svc.service.tls.certPath, apiKey, retry: { ...FAST_RETRY, retries: 2 } });
+    const client = new DataPlatformClient({
+      url: `https://${t.slug}.localhost:${port}`,
+      caFile: svc.service.tls.certPath,
+      apiKey,
+      retry: { ...FAST_RETRY, retries: 2 },
+    });
     try {
-      const err = (await client.resources('connector', { projectId }).create({ name: 'never', connector_type: 'mysql' }).catch((e: unknown) => e)) as NetworkError;
+      const err = (await client
+        .resources('connector', { projectId })
+        .create({ name: 'never', connector_type: 'mysql' })
+        .catch((e: unknown) => e)) as NetworkError;
       expect(err).toBeInstanceOf(NetworkError);
       expect(err.code).toBe('ECONNREFUSED');
       expect(err.url).toBe(`https://${t.slug}.localhost:${port}/api/v1/projects/${projectId}/connectors`);
@@ -223,7 +271,10 @@ describe('connection failures, bounds and cancellation', () => {
     const client = viaProxy({ retry: { retries: 5, minTimeoutMs: 10_000, maxTimeoutMs: 10_000, maxElapsedMs: 60_000 } });
     try {
       const started = Date.now();
-      const err = await client.resources('connector', { projectId }).list({ signal: AbortSignal.timeout(150) }).catch((e: unknown) => e);
+      const err = await client
+        .resources('connector', { projectId })
+        .list({ signal: AbortSignal.timeout(150) })
+        .catch((e: unknown) => e);
       expect((err as Error).name).toMatch(/AbortError|TimeoutError/);
       expect(Date.now() - started).toBeLessThan(3_000);
       expect(client.stats().calls).toBe(1);
@@ -231,7 +282,10 @@ describe('connection failures, bounds and cancellation', () => {
       await client.close();
     }
     const controller = new AbortController();
-    const wide = viaProxy({ signal: controller.signal, retry: { retries: 5, minTimeoutMs: 10_000, maxTimeoutMs: 10_000, maxElapsedMs: 60_000 } });
+    const wide = viaProxy({
+      signal: controller.signal,
+      retry: { retries: 5, minTimeoutMs: 10_000, maxTimeoutMs: 10_000, maxElapsedMs: 60_000 },
+    });
     try {
       const pending = wide.projects.list().catch((e: unknown) => e);
       setTimeout(() => controller.abort(), 100);

@@ -2,7 +2,8 @@ import { DataPlatformClient, type ClientConfig } from '../../../src/client/index
 import type { TestService, TestTenant } from '../../support/service.js';
 
 /** `https://<slug>.localhost:<port>`: the client appends /api/v1 itself. */
-export const tenantUrl = (svc: TestService, t: TestTenant | string, port = svc.port) => `https://${typeof t === 'string' ? t : t.slug}.localhost:${port}`;
+export const tenantUrl = (svc: TestService, t: TestTenant | string, port = svc.port) =>
+  `https://${typeof t === 'string' ? t : t.slug}.localhost:${port}`;
 
 /** A client of the tenant trusting the service's local CA; logs in as the tenant admin unless told otherwise. */
 export function clientFor(svc: TestService, t: TestTenant, config: Partial<ClientConfig> = {}): DataPlatformClient {

@@ -65,7 +65,10 @@ describe('429 Retry-After', () => {
       // Another client has no pause of its own: it meets the 429 itself, and with 0.5 s
       // of budget it does not wait seconds but fails at once, with the wait it was told.
       const startedImpatient = Date.now();
-      const refused = (await impatient.resources('connector', { projectId: p1.id }).list().catch((e: unknown) => e)) as ApiError;
+      const refused = (await impatient
+        .resources('connector', { projectId: p1.id })
+        .list()
+        .catch((e: unknown) => e)) as ApiError;
       expect(refused).toBeInstanceOf(ApiError);
       expect(refused).toMatchObject({ status: 429, code: 'rate_limited', requestId: expect.any(String) });
       expect(refused.retryAfterMs).toBeGreaterThanOrEqual(2000);

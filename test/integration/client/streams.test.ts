@@ -18,8 +18,18 @@ let projectId: string;
 let pipelineId: string;
 
 const alert = (status: string) => ({
-  id: 'alert_1', project_id: projectId, alert_rule_id: 'rule_1', severity: 'critical', status, message: 'row count dropped', resource_id: null,
-  fired_at: new Date().toISOString(), acknowledged_at: null, acknowledged_by: null, resolved_at: null, resolved_by: null,
+  id: 'alert_1',
+  project_id: projectId,
+  alert_rule_id: 'rule_1',
+  severity: 'critical',
+  status,
+  message: 'row count dropped',
+  resource_id: null,
+  fired_at: new Date().toISOString(),
+  acknowledged_at: null,
+  acknowledged_by: null,
+  resolved_at: null,
+  resolved_by: null,
 });
 
 /** Takes `n` messages from a stream (failing after `timeoutMs`), leaving the stream open. */
@@ -52,11 +62,32 @@ beforeAll(async () => {
   tenantId = (await svc.service.ctx.tenants.bySlug(t.slug))!.id;
   projectId = (await svc.project(t, 'streams')).id;
   const base = `/projects/${projectId}`;
-  const channel = (await svc.ok(t, 'POST', `${base}/notification-channels`, { body: { name: 'ops', type: 'email', config: { email_addresses: ['ops@example.com'] } } })).id;
-  const dbt = (await svc.ok(t, 'POST', `${base}/dbt-projects`, { body: { name: 'models', repository: 'https://git.example.com/m.git', models: [{ name: 'a', materialization: 'table' }, { name: 'b', depends_on: ['a'] }] } })).id;
+  const channel = (
+    await svc.ok(t, 'POST', `${base}/notification-channels`, {
+      body: { name: 'ops', type: 'email', config: { email_addresses: ['ops@example.com'] } },
+    })
+  ).id;
+  const dbt = (
+    await svc.ok(t, 'POST', `${base}/dbt-projects`, {
+      body: {
+        name: 'models',
+        repository: 'https://git.example.com/m.git',
+        models: [
+          { name: 'a', materialization: 'table' },
+          { name: 'b', depends_on: ['a'] },
+        ],
+      },
+    })
+  ).id;
   pipelineId = (
     await svc.ok(t, 'POST', `${base}/pipelines`, {
-      body: { name: 'nightly', steps: [{ name: 'transform', type: 'dbt_run', dbt_project_id: dbt }, { name: 'notify', type: 'notification', channel_id: channel, depends_on: ['transform'] }] },
+      body: {
+        name: 'nightly',
+        steps: [
+          { name: 'transform', type: 'dbt_run', dbt_project_id: dbt },
+          { name: 'notify', type: 'notification', channel_id: channel, depends_on: ['transform'] },
+        ],
+      },
     })
   ).id;
 });
@@ -72,8 +103,14 @@ describe('pipeline run stream', () => {
     for await (const m of client.streams.pipelineRun(pipelineId, run_id, { projectId })) messages.push(m);
     const run = await client.pipelineRun(projectId, pipelineId, run_id);
     expect(run.status).toBe('succeeded');
-    expect(messages.map((m) => `${m.step_name}:${m.status}`)).toEqual(['transform:running', 'transform:completed', 'notify:running', 'notify:completed']);
-    for (const m of messages) expect(Object.keys(m).sort()).toEqual(['duration_seconds', 'status', 'step_id', 'step_name', 'timestamp', 'type']);
+    expect(messages.map((m) => `${m.step_name}:${m.status}`)).toEqual([
+      'transform:running',
+      'transform:completed',
+      'notify:running',
+      'notify:completed',
+    ]);
+    for (const m of messages)
+      expect(Object.keys(m).sort()).toEqual(['duration_seconds', 'status', 'step_id', 'step_name', 'timestamp', 'type']);
   });
 
   it('answers an unknown run with the service refusal as an ApiError (404), without retrying', async () => {
@@ -132,10 +169,19 @@ describe('alert stream', () => {
       tenantId = (await first.service.ctx.tenants.bySlug(tenant.slug))!.id;
       const client = clientFor(first, tenant);
       let reconnects = 0;
-      const iterator = client.streams.alerts({ minBackoffMs: 50, maxBackoffMs: 200, onReconnect: () => reconnects++ })[Symbol.asyncIterator]();
+      const iterator = client.streams
+        .alerts({ minBackoffMs: 50, maxBackoffMs: 200, onReconnect: () => reconnects++ })
+        [Symbol.asyncIterator]();
       expect((await alertReaches(iterator, first, 'firing')).type).toBe('alert_fired');
       await first.service.close();
-      const service = await startService({ port, logLevel: 'silent', rateLimit: 100_000, dataDir, databaseUrl, streamHeartbeatSeconds: HEARTBEAT_S });
+      const service = await startService({
+        port,
+        logLevel: 'silent',
+        rateLimit: 100_000,
+        dataDir,
+        databaseUrl,
+        streamHeartbeatSeconds: HEARTBEAT_S,
+      });
       second = new TestService(service, new TestHttp(service.tls.certPath), dataDir);
       expect((await alertReaches(iterator, second, 'resolved')).type).toBe('alert_resolved');
       expect(reconnects).toBe(1);

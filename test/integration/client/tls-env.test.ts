@@ -34,7 +34,9 @@ describe('TLS and *.localhost', () => {
   });
 
   it('takes the CA as PEM text too', async () => {
-    expect(await projectNames(new DataPlatformClient({ url: tenantUrl(svc, t), apiKey, ca: readFileSync(svc.service.tls.certPath, 'utf8') }))).toEqual(['tls']);
+    expect(
+      await projectNames(new DataPlatformClient({ url: tenantUrl(svc, t), apiKey, ca: readFileSync(svc.service.tls.certPath, 'utf8') })),
+    ).toEqual(['tls']);
   });
 
   it('refuses the self-signed chain without the CA: a NetworkError with the URL, not retried', async () => {
@@ -54,7 +56,10 @@ describe('TLS and *.localhost', () => {
   it('a create refused by certificate verification is a plain NetworkError: nothing was sent, nothing is ambiguous', async () => {
     const client = new DataPlatformClient({ url: tenantUrl(svc, t), apiKey });
     try {
-      const err = await client.resources('connector', { projectId }).create({ name: 'never-sent', connector_type: 'mysql' }).catch((e: unknown) => e);
+      const err = await client
+        .resources('connector', { projectId })
+        .create({ name: 'never-sent', connector_type: 'mysql' })
+        .catch((e: unknown) => e);
       expect(err).toBeInstanceOf(NetworkError);
       expect(client.stats().calls).toBe(1);
     } finally {
@@ -80,7 +85,12 @@ describe('configuration from DATAPLATFORM_* variables', () => {
   });
 
   it('email and password, insecure, and a URL that already ends with /api/v1', async () => {
-    const env = { DATAPLATFORM_URL: `${tenantUrl(svc, t)}/api/v1/`, DATAPLATFORM_EMAIL: t.adminEmail, DATAPLATFORM_PASSWORD: t.adminPassword, DATAPLATFORM_INSECURE: '1' };
+    const env = {
+      DATAPLATFORM_URL: `${tenantUrl(svc, t)}/api/v1/`,
+      DATAPLATFORM_EMAIL: t.adminEmail,
+      DATAPLATFORM_PASSWORD: t.adminPassword,
+      DATAPLATFORM_INSECURE: '1',
+    };
     const config = clientConfigFromEnv(env);
     expect(config).toMatchObject({ email: t.adminEmail, insecure: true });
     const client = new DataPlatformClient(config);

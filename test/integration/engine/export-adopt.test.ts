@@ -3,7 +3,16 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { loadConfig } from '../../../src/config/index.js';
-import { adoptResources, exportResources, MANAGED_BY_LABEL, preparePlan, reconcile, SECRETS_SHA_LABEL, type EngineOptions, type ExportResult } from '../../../src/engine/index.js';
+import {
+  adoptResources,
+  exportResources,
+  MANAGED_BY_LABEL,
+  preparePlan,
+  reconcile,
+  SECRETS_SHA_LABEL,
+  type EngineOptions,
+  type ExportResult,
+} from '../../../src/engine/index.js';
 import { writeFileSync, mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { startTestService, type TestService } from '../../support/service.js';
@@ -52,7 +61,17 @@ describe('dpctl export', () => {
       expect(result.warnings).toEqual([]);
       const paths = result.files.map((f) => f.path);
       expect(paths).toEqual([...paths].sort());
-      expect(paths).toEqual(expect.arrayContaining(['analytics/project.yaml', 'analytics/connectors.yaml', 'analytics/dbt-projects.yaml', 'analytics/notification-channels.yaml', 'marketing/project.yaml', 'marketing/connectors.yaml', 'users.yaml']));
+      expect(paths).toEqual(
+        expect.arrayContaining([
+          'analytics/project.yaml',
+          'analytics/connectors.yaml',
+          'analytics/dbt-projects.yaml',
+          'analytics/notification-channels.yaml',
+          'marketing/project.yaml',
+          'marketing/connectors.yaml',
+          'users.yaml',
+        ]),
+      );
       const all = result.files.map((f) => f.content).join('\n');
       expect(all).not.toContain('dpctl.dev/');
       expect(all).not.toMatch(/\b(con|pip|chn|prj)_[0-9a-z]{6,}/); // references by name, no ids
@@ -96,7 +115,13 @@ describe('dpctl adopt', () => {
     try {
       const project = await client.projects.create({ name: 'legacy', description: 'made by hand' });
       const connectors = client.resources('connector', { projectId: project.id });
-      await connectors.create({ name: 'pg', connector_type: 'postgresql', config: { host: 'pg.internal', port: 5432 }, credentials: { username: 'u', password: 'pg-secret-1' }, labels: { team: 'x' } });
+      await connectors.create({
+        name: 'pg',
+        connector_type: 'postgresql',
+        config: { host: 'pg.internal', port: 5432 },
+        credentials: { username: 'u', password: 'pg-secret-1' },
+        labels: { team: 'x' },
+      });
       await connectors.create({ name: 'other', connector_type: 'mysql', schedule: '0 * * * *' });
       await connectors.create({ name: 'drifted', connector_type: 'mysql', selected_tables: ['a'] });
       const classifications = client.resources('classification', { projectId: project.id });
@@ -106,14 +131,25 @@ describe('dpctl adopt', () => {
       const dir = writeExport(exported, 'legacy-config');
       // The config says something else for one of them, and declares one that does not exist.
       const file = join(dir, 'legacy/connectors.yaml');
-      writeFileSync(file, readFileSync(file, 'utf8').replace('    - a\n', '    - b\n') + '---\napiVersion: dataplatform/v1\nkind: Connector\nmetadata:\n  name: not-there\n  project: legacy\nspec:\n  connector_type: s3\n');
+      writeFileSync(
+        file,
+        readFileSync(file, 'utf8').replace('    - a\n', '    - b\n') +
+          '---\napiVersion: dataplatform/v1\nkind: Connector\nmetadata:\n  name: not-there\n  project: legacy\nspec:\n  connector_type: s3\n',
+      );
       const env = { LEGACY_PG_PASSWORD: 'pg-secret-1' };
       const opts: EngineOptions = { sourceId: 'legacy-config', env };
 
       const first = await adoptResources(client, [dir], { ...opts, trustSecrets: true });
       expect(first.errors).toEqual([]);
       const status = Object.fromEntries(first.entries.map((e) => [e.name, e.status]));
-      expect(status).toEqual({ legacy: 'adopted', pg: 'adopted', other: 'adopted', drifted: 'differs', 'not-there': 'missing', pii: 'adopted' });
+      expect(status).toEqual({
+        legacy: 'adopted',
+        pg: 'adopted',
+        other: 'adopted',
+        drifted: 'differs',
+        'not-there': 'missing',
+        pii: 'adopted',
+      });
       const drifted = first.entries.find((e) => e.name === 'drifted')!;
       expect(drifted.changes).toEqual([{ field: 'selected_tables', before: ['a'], after: ['b'] }]);
       const pg = (await connectors.findByName('pg'))!;
@@ -124,7 +160,13 @@ describe('dpctl adopt', () => {
 
       // Now owned: the plan sees them as owned and in sync (secrets trusted), and prune can delete them.
       const { plan } = await preparePlan(client, [dir], opts);
-      expect(Object.fromEntries(plan.changes.map((c) => [c.name, `${c.action}/${c.ownership}`]))).toMatchObject({ pg: 'no-op/owned', other: 'no-op/owned', pii: 'no-op/owned', drifted: 'update/unmanaged', 'not-there': 'create/new' });
+      expect(Object.fromEntries(plan.changes.map((c) => [c.name, `${c.action}/${c.ownership}`]))).toMatchObject({
+        pg: 'no-op/owned',
+        other: 'no-op/owned',
+        pii: 'no-op/owned',
+        drifted: 'update/unmanaged',
+        'not-there': 'create/new',
+      });
       writeFileSync(join(dir, 'legacy/classifications.yaml'), '');
       const pruned = await reconcile(client, [dir], { ...opts, prune: true });
       expect(pruned.result!.converged).toBe(true);
@@ -133,7 +175,10 @@ describe('dpctl adopt', () => {
       // Without --trust-secrets the fingerprint is not written: the next apply sets the secret again.
       await connectors.create({ name: 'pg2', connector_type: 'postgresql', credentials: { username: 'u', password: 'pg-secret-2' } });
       const dir2 = writeExport(await exportResources(client, { projects: ['legacy'] }), 'legacy2');
-      const second = await adoptResources(client, [dir2], { sourceId: 'legacy-config', env: { LEGACY_PG_PASSWORD: 'pg-secret-1', LEGACY_PG2_PASSWORD: 'pg-secret-2' } });
+      const second = await adoptResources(client, [dir2], {
+        sourceId: 'legacy-config',
+        env: { LEGACY_PG_PASSWORD: 'pg-secret-1', LEGACY_PG2_PASSWORD: 'pg-secret-2' },
+      });
       const pg2 = second.entries.find((e) => e.name === 'pg2')!;
       expect(pg2.status).toBe('adopted');
       expect(pg2.detail).toContain('secrets not checked');

@@ -28,7 +28,13 @@ const opts: EngineOptions = { sourceId: 'platform', env: SECRET_ENV, concurrency
 const isAuth = (path: string) => path.startsWith('/api/v1/auth/');
 
 const viaProxy = (t: TestTenant) =>
-  new DataPlatformClient({ url: `https://${t.slug}.localhost:${proxy.port}`, email: t.adminEmail, password: t.adminPassword, caFile: svc.service.tls.certPath, retry: FAST_RETRY });
+  new DataPlatformClient({
+    url: `https://${t.slug}.localhost:${proxy.port}`,
+    email: t.adminEmail,
+    password: t.adminPassword,
+    caFile: svc.service.tls.certPath,
+    retry: FAST_RETRY,
+  });
 
 /** A seeded generator, so a failing run can be repeated. */
 function mulberry32(seed: number) {
@@ -48,7 +54,17 @@ async function expectConverged(t: TestTenant, dir: string) {
     expect(projects.map((p) => p.name).sort()).toEqual(['analytics', 'marketing']);
     let total = projects.length;
     for (const p of projects) {
-      for (const kind of ['connector', 'infrastructure_resource', 'dbt_project', 'pipeline', 'notification_channel', 'escalation_policy', 'alert_rule', 'classification', 'masking_policy'] as const) {
+      for (const kind of [
+        'connector',
+        'infrastructure_resource',
+        'dbt_project',
+        'pipeline',
+        'notification_channel',
+        'escalation_policy',
+        'alert_rule',
+        'classification',
+        'masking_policy',
+      ] as const) {
         const names = (await direct.resourcesOf(kind, { projectId: p.id }).listAll()).map((r) => String(r.name));
         expect(new Set(names).size, `${kind} in ${p.name}: ${names.join(', ')}`).toBe(names.length);
         total += names.length;
@@ -68,7 +84,11 @@ describe('apply of examples/platform through faults', () => {
   test('a 429 storm (Retry-After: 1 for the first request of every endpoint): the apply waits, converges, no duplicates', async () => {
     const t = await svc.tenant();
     const dir = copyExample();
-    proxy.inject(({ path, n }) => (!isAuth(path) && n === 1 ? { status: 429, headers: { 'retry-after': '1' }, body: { error: { code: 'rate_limited', message: 'slow down' } } } : 'forward'));
+    proxy.inject(({ path, n }) =>
+      !isAuth(path) && n === 1
+        ? { status: 429, headers: { 'retry-after': '1' }, body: { error: { code: 'rate_limited', message: 'slow down' } } }
+        : 'forward',
+    );
     const client = viaProxy(t);
     try {
       const r = await reconcile(client, [dir], opts);
@@ -171,7 +191,13 @@ describe('apply of examples/platform through faults', () => {
 
       // A delete answered 503 (not done): reported failed, done by the next run.
       const file = join(dir, 'marketing', 'marketing.yaml');
-      writeFileSync(file, readFileSync(file, 'utf8').split(/^---\n/m).filter((d) => !/^kind: MaskingPolicy$/m.test(d)).join('---\n'));
+      writeFileSync(
+        file,
+        readFileSync(file, 'utf8')
+          .split(/^---\n/m)
+          .filter((d) => !/^kind: MaskingPolicy$/m.test(d))
+          .join('---\n'),
+      );
       proxy.inject(({ method, path }) => (!isAuth(path) && method === 'DELETE' ? { status: 503 } : 'forward'));
       r = await reconcile(client, [dir], { ...opts, prune: true });
       expect(r.result!.outcomes.map((o) => [o.change.action, o.change.name, o.status])).toEqual([['delete', 'redact-phones', 'failed']]);

@@ -17,7 +17,12 @@ export const SECRET_ENV: Record<string, string> = {
 };
 
 export function clientFor(svc: TestService, t: TestTenant): DataPlatformClient {
-  return new DataPlatformClient({ url: `https://${t.slug}.localhost:${svc.port}`, email: t.adminEmail, password: t.adminPassword, caFile: svc.service.tls.certPath });
+  return new DataPlatformClient({
+    url: `https://${t.slug}.localhost:${svc.port}`,
+    email: t.adminEmail,
+    password: t.adminPassword,
+    caFile: svc.service.tls.certPath,
+  });
 }
 
 /** A copy of examples/platform in a temp dir named `name` (the default source id). */

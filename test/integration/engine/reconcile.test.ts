@@ -105,7 +105,9 @@ describe('reconciler engine on examples/platform', () => {
       ['deleted', 'orders-stale'],
       ['unmanaged', 'hand-made'],
     ]);
-    expect(drift.find((e) => e.type === 'changed')!.changes).toEqual([{ field: 'description', before: 'changed by hand', after: 'Sync the sources, rebuild the models, tell the team.' }]);
+    expect(drift.find((e) => e.type === 'changed')!.changes).toEqual([
+      { field: 'description', before: 'changed by hand', after: 'Sync the sources, rebuild the models, tell the team.' },
+    ]);
 
     const r = await reconcile(client, [dir], opts());
     expect(r.result!.converged).toBe(true);
@@ -133,7 +135,12 @@ describe('reconciler engine on examples/platform', () => {
     const before = (await client.resources('connector', { projectId: analytics }).findByName('billing-db'))!;
     const { plan } = await preparePlan(client, [dir], opts());
     const replaced = Object.fromEntries(active(plan).map((c) => [c.name, c.action]));
-    expect(replaced).toEqual({ 'billing-db': 'replace', 'warehouse-models': 'replace', 'nightly-revenue': 'replace', 'revenue-pipeline-failed': 'replace' });
+    expect(replaced).toEqual({
+      'billing-db': 'replace',
+      'warehouse-models': 'replace',
+      'nightly-revenue': 'replace',
+      'revenue-pipeline-failed': 'replace',
+    });
     expect(plan.changes.find((c) => c.name === 'billing-db')!.reasons[0]).toContain('connector_type');
     const r = await reconcile(client, [dir], opts());
     expect(r.result!.converged).toBe(true);
@@ -190,7 +197,18 @@ class FaultyClient extends DataPlatformClient {
         const created = await inner.create(body);
         if (fault === 'ambiguous') {
           faults.delete(String(body.name));
-          throw new AmbiguousCreateError({ method: 'POST', route: 'x', url: 'x', cause: new Error('socket hang up') as never, create: { kind, scope: inner.descriptor.scope, projectId: scope.projectId, identity: { field: 'name', value: String(body.name) } } });
+          throw new AmbiguousCreateError({
+            method: 'POST',
+            route: 'x',
+            url: 'x',
+            cause: new Error('socket hang up') as never,
+            create: {
+              kind,
+              scope: inner.descriptor.scope,
+              projectId: scope.projectId,
+              identity: { field: 'name', value: String(body.name) },
+            },
+          });
         }
         return created;
       },
@@ -201,7 +219,12 @@ class FaultyClient extends DataPlatformClient {
 describe('failures and re-runs', () => {
   test('a failed create skips its dependents, the rest goes on, and a re-run converges with no duplicates', async () => {
     const t = await svc.tenant();
-    const faulty = new FaultyClient({ url: `https://${t.slug}.localhost:${svc.port}`, email: t.adminEmail, password: t.adminPassword, caFile: svc.service.tls.certPath });
+    const faulty = new FaultyClient({
+      url: `https://${t.slug}.localhost:${svc.port}`,
+      email: t.adminEmail,
+      password: t.adminPassword,
+      caFile: svc.service.tls.certPath,
+    });
     const dir = copyExample();
     faulty.faults.set('orders-db', 'fail');
     faulty.faults.set('growth-email', 'ambiguous');
@@ -209,7 +232,13 @@ describe('failures and re-runs', () => {
     const status = Object.fromEntries(first.result!.outcomes.map((o) => [`${o.change.project ?? ''}/${o.change.name}`, o.status]));
     expect(first.result!.converged).toBe(false);
     expect(status['analytics/orders-db']).toBe('failed');
-    for (const dependent of ['analytics/warehouse-models', 'analytics/nightly-revenue', 'analytics/orders-stale', 'analytics/revenue-pipeline-failed']) expect(status[dependent]).toBe('skipped');
+    for (const dependent of [
+      'analytics/warehouse-models',
+      'analytics/nightly-revenue',
+      'analytics/orders-stale',
+      'analytics/revenue-pipeline-failed',
+    ])
+      expect(status[dependent]).toBe('skipped');
     expect(status['analytics/billing-db']).toBe('done');
     expect(status['marketing/growth-email']).toBe('done'); // found by name after the ambiguous create
     expect(status['marketing/crm-sync']).toBe('done');
@@ -262,21 +291,36 @@ describe('operations the service lacks', () => {
       // Drop the alert rule (no delete in the spec) and the warehouse (deletable) from the config.
       const drop = (file: string, kind: string) => {
         const path = join(dir, file);
-        writeFileSync(path, readFileSync(path, 'utf8').split(/^---\n/m).filter((d) => !new RegExp(`^kind: ${kind}$`, 'm').test(d)).join('---\n'));
+        writeFileSync(
+          path,
+          readFileSync(path, 'utf8')
+            .split(/^---\n/m)
+            .filter((d) => !new RegExp(`^kind: ${kind}$`, 'm').test(d))
+            .join('---\n'),
+        );
       };
       drop('marketing/marketing.yaml', 'AlertRule');
       drop('analytics/sources.yaml', 'InfrastructureResource');
       const spec = await preparePlan(client, [dir], opts({ specOperations: true, prune: true }));
-      expect(active(spec.plan).map((c) => [c.action, c.name, c.unsupported ?? null]).sort()).toEqual([
+      expect(
+        active(spec.plan)
+          .map((c) => [c.action, c.name, c.unsupported ?? null])
+          .sort(),
+      ).toEqual([
         ['delete', 'analytics-warehouse', null],
         ['delete', 'crm-sync-failed', 'the service has no delete for alert_rule'],
       ]);
       // Without knowing, the apply meets the missing route and reports that one resource; the other delete is done.
       const r = await reconcile(client, [dir], opts({ prune: true }));
       expect(r.result!.converged).toBe(false);
-      expect(r.result!.outcomes.map((o) => [o.change.name, o.status]).sort()).toEqual([['analytics-warehouse', 'done'], ['crm-sync-failed', 'unsupported']]);
+      expect(r.result!.outcomes.map((o) => [o.change.name, o.status]).sort()).toEqual([
+        ['analytics-warehouse', 'done'],
+        ['crm-sync-failed', 'unsupported'],
+      ]);
       const byName = new Map((await client.projects.listAll()).map((p) => [p.name, p.id]));
-      expect((await client.resources('alert_rule', { projectId: byName.get('marketing')! }).listAll()).map((a) => a.name)).toEqual(['crm-sync-failed']);
+      expect((await client.resources('alert_rule', { projectId: byName.get('marketing')! }).listAll()).map((a) => a.name)).toEqual([
+        'crm-sync-failed',
+      ]);
       expect(await client.resources('infrastructure_resource', { projectId: byName.get('analytics')! }).listAll()).toEqual([]);
       await client.close();
     } finally {

@@ -191,10 +191,13 @@ function allRefs(node: unknown, out: string[] = []): string[] {
 /** JSON schemas of an operation: parameters, request bodies, responses. */
 function operationSchemas(o: Operation): { where: string; schema: any }[] {
   const out: { where: string; schema: any }[] = [];
-  for (const p of [...(o.pathItem.parameters ?? []), ...(o.op.parameters ?? [])]) if (p.schema) out.push({ where: `parameter ${p.in}:${p.name}`, schema: p.schema });
-  for (const [type, media] of Object.entries<any>(o.op.requestBody?.content ?? {})) if (media.schema) out.push({ where: `request ${type}`, schema: media.schema });
+  for (const p of [...(o.pathItem.parameters ?? []), ...(o.op.parameters ?? [])])
+    if (p.schema) out.push({ where: `parameter ${p.in}:${p.name}`, schema: p.schema });
+  for (const [type, media] of Object.entries<any>(o.op.requestBody?.content ?? {}))
+    if (media.schema) out.push({ where: `request ${type}`, schema: media.schema });
   for (const [code, resp] of Object.entries<any>(o.op.responses ?? {})) {
-    for (const [type, media] of Object.entries<any>(resp.content ?? {})) if (media.schema) out.push({ where: `response ${code} ${type}`, schema: media.schema });
+    for (const [type, media] of Object.entries<any>(resp.content ?? {}))
+      if (media.schema) out.push({ where: `response ${code} ${type}`, schema: media.schema });
   }
   return out;
 }
@@ -240,7 +243,9 @@ describe('OpenAPI document at /api/docs/openapi.json', () => {
     const pending = PENDING.map(normalise);
     for (const p of pending) expect(spec, `pending ${p} is not a spec operation`).toContain(p);
     const missing = spec.filter((k) => !ops.has(k));
-    expect(missing.sort(), 'spec operations absent from the document (update PENDING when one is implemented)').toEqual([...pending].sort());
+    expect(missing.sort(), 'spec operations absent from the document (update PENDING when one is implemented)').toEqual(
+      [...pending].sort(),
+    );
   });
 
   it('marks operations outside the spec with x-extension: true and spec operations without it', () => {
@@ -257,7 +262,9 @@ describe('OpenAPI document at /api/docs/openapi.json', () => {
 
   it('declares a bearer security scheme that protects every operation except login, refresh, invitation acceptance and browser sign-in', () => {
     const schemes: Record<string, any> = doc.components?.securitySchemes ?? {};
-    const bearer = Object.entries(schemes).filter(([, s]) => s.type === 'http' && String(s.scheme).toLowerCase() === 'bearer').map(([name]) => name);
+    const bearer = Object.entries(schemes)
+      .filter(([, s]) => s.type === 'http' && String(s.scheme).toLowerCase() === 'bearer')
+      .map(([name]) => name);
     expect(bearer.length, 'an http bearer securityScheme').toBeGreaterThan(0);
     const requirementNames = (reqs: Record<string, string[]>[]) => reqs.flatMap((r) => Object.keys(r));
     for (const name of requirementNames(doc.security ?? [])) expect(schemes, `global security names ${name}`).toHaveProperty(name);
@@ -266,9 +273,18 @@ describe('OpenAPI document at /api/docs/openapi.json', () => {
       const effective: Record<string, string[]>[] = o.op.security ?? doc.security ?? [];
       for (const name of requirementNames(effective)) expect(schemes, `${o.key} security names ${name}`).toHaveProperty(name);
       if (effective.length === 0) publicOps.push(o.key);
-      else expect(requirementNames(effective).some((n) => bearer.includes(n)), `${o.key} accepts the bearer token`).toBe(true);
+      else
+        expect(
+          requirementNames(effective).some((n) => bearer.includes(n)),
+          `${o.key} accepts the bearer token`,
+        ).toBe(true);
     }
-    const browserSignIn = ['GET /auth/sso/{}/login', 'GET /auth/google/login', 'GET /auth/sso/{}/saml-metadata', ...SPEC_CALLBACKS.map(normalise)];
+    const browserSignIn = [
+      'GET /auth/sso/{}/login',
+      'GET /auth/google/login',
+      'GET /auth/sso/{}/saml-metadata',
+      ...SPEC_CALLBACKS.map(normalise),
+    ];
     expect(publicOps.sort()).toEqual(['POST /auth/invitations/accept', 'POST /auth/login', 'POST /auth/refresh', ...browserSignIn].sort());
   });
 
@@ -277,7 +293,9 @@ describe('OpenAPI document at /api/docs/openapi.json', () => {
     const body = deref(doc, create.op.requestBody?.content?.['application/json']?.schema);
     expect(create.op.requestBody?.required).toBe(true);
     expect(body?.required).toEqual(expect.arrayContaining(['name', 'connector_type']));
-    expect(Object.keys(deref(doc, body.properties) ?? {})).toEqual(expect.arrayContaining(['name', 'connector_type', 'config', 'credentials', 'selected_tables', 'schedule']));
+    expect(Object.keys(deref(doc, body.properties) ?? {})).toEqual(
+      expect.arrayContaining(['name', 'connector_type', 'config', 'credentials', 'selected_tables', 'schedule']),
+    );
     // The password can be written...
     expect(deref(doc, deref(doc, body.properties.credentials).properties)).toHaveProperty('password');
   });
@@ -345,14 +363,16 @@ describe('OpenAPI document at /api/docs/openapi.json', () => {
         if (typeof r?.description !== 'string') problems.push(`${where} ${code}: response without description`);
       }
       if (o.op.operationId !== undefined) {
-        if (operationIds.has(o.op.operationId)) problems.push(`${where}: operationId ${o.op.operationId} also used by ${operationIds.get(o.op.operationId)}`);
+        if (operationIds.has(o.op.operationId))
+          problems.push(`${where}: operationId ${o.op.operationId} also used by ${operationIds.get(o.op.operationId)}`);
         operationIds.set(o.op.operationId, where);
       }
       // Path template parameters and declared path parameters match one to one, all required.
       const params = [...(o.pathItem.parameters ?? []), ...(o.op.parameters ?? [])].map((p) => deref(doc, p));
       const seen = new Set<string>();
       for (const p of params) {
-        if (!p?.name || !['path', 'query', 'header', 'cookie'].includes(p.in)) problems.push(`${where}: malformed parameter ${JSON.stringify(p)}`);
+        if (!p?.name || !['path', 'query', 'header', 'cookie'].includes(p.in))
+          problems.push(`${where}: malformed parameter ${JSON.stringify(p)}`);
         const id = `${p.in}:${p.name}`;
         if (seen.has(id)) problems.push(`${where}: parameter ${id} declared twice`);
         seen.add(id);
@@ -360,8 +380,12 @@ describe('OpenAPI document at /api/docs/openapi.json', () => {
         if (!p.schema && !p.content) problems.push(`${where}: parameter ${id} without schema`);
       }
       const templated = [...o.path.matchAll(/\{([^}]+)\}/g)].map((m) => m[1]).sort();
-      const declared = params.filter((p) => p.in === 'path').map((p) => p.name).sort();
-      if (JSON.stringify(templated) !== JSON.stringify(declared)) problems.push(`${where}: path template {${templated}} vs path parameters {${declared}}`);
+      const declared = params
+        .filter((p) => p.in === 'path')
+        .map((p) => p.name)
+        .sort();
+      if (JSON.stringify(templated) !== JSON.stringify(declared))
+        problems.push(`${where}: path template {${templated}} vs path parameters {${declared}}`);
       if (o.op.requestBody && !deref(doc, o.op.requestBody).content) problems.push(`${where}: requestBody without content`);
     }
     expect(problems).toEqual([]);
@@ -370,7 +394,11 @@ describe('OpenAPI document at /api/docs/openapi.json', () => {
     // with component $refs rewired to a registered components schema.
     const ajv = new Ajv2020({ strict: false, allErrors: true, validateFormats: false });
     const rewire = (s: unknown): unknown =>
-      JSON.parse(JSON.stringify(s), (k, v) => (k === '$ref' && typeof v === 'string' && v.startsWith('#/components/schemas/') ? `urn:openapi:components#/$defs/${v.slice('#/components/schemas/'.length)}` : v));
+      JSON.parse(JSON.stringify(s), (k, v) =>
+        k === '$ref' && typeof v === 'string' && v.startsWith('#/components/schemas/')
+          ? `urn:openapi:components#/$defs/${v.slice('#/components/schemas/'.length)}`
+          : v,
+      );
     ajv.addSchema({ $id: 'urn:openapi:components', $defs: rewire(doc.components?.schemas ?? {}) as object });
     const invalid: string[] = [];
     let compiled = 0;

@@ -20,7 +20,11 @@ beforeAll(async () => {
 });
 afterAll(() => svc?.close());
 
-const alertShape = createAjv().compile({ ...kind('alert').responseSchema, additionalProperties: false, required: ['id', 'project_id', 'severity', 'status', 'message', 'fired_at'] });
+const alertShape = createAjv().compile({
+  ...kind('alert').responseSchema,
+  additionalProperties: false,
+  required: ['id', 'project_id', 'severity', 'status', 'message', 'fired_at'],
+});
 
 /** Inserts a firing alert straight into the store, as the rule evaluator would. */
 async function fire(severity: 'info' | 'warning' | 'critical', message: string, projectId = deps.projectId): Promise<string> {
@@ -97,7 +101,9 @@ describe('alerts', () => {
     const error = expectError(await svc.call(t, 'POST', `${p}/alerts/${ids.critical1}/acknowledge`), 409, 'conflict');
     expect(error.message).toMatch(/resolved/);
     expectError(await svc.call(t, 'POST', `${p}/alerts/${ids.critical1}/resolve`), 409, 'conflict');
-    expect((await svc.ok(t, 'GET', `${p}/alerts`, { query: { status: 'resolved', severity: 'critical' } })).data[0].status).toBe('resolved');
+    expect((await svc.ok(t, 'GET', `${p}/alerts`, { query: { status: 'resolved', severity: 'critical' } })).data[0].status).toBe(
+      'resolved',
+    );
   });
 
   it('answers 404 for an unknown alert or one of another project', async () => {
@@ -120,7 +126,9 @@ describe('alerts', () => {
 
   it('audits transitions', async () => {
     const log = await svc.ok(t, 'GET', `${p}/audit-logs`, { query: { resource_type: 'alert' } });
-    const actions = log.data.map((e: { action: string; resource_id: string; outcome: string }) => `${e.action}:${e.resource_id}:${e.outcome}`);
+    const actions = log.data.map(
+      (e: { action: string; resource_id: string; outcome: string }) => `${e.action}:${e.resource_id}:${e.outcome}`,
+    );
     expect(actions).toContain(`alert.acknowledge:${ids.critical1}:success`);
     expect(actions).toContain(`alert.resolve:${ids.critical1}:success`);
     expect(actions).toContain(`alert.acknowledge:${ids.critical1}:failure`);
@@ -161,7 +169,13 @@ describe('dbt models and lineage', () => {
           { name: 'dim_customers', depends_on: ['stg_customers', 'stg_accounts'] },
           { name: 'stg_orders', sources: [{ connector_id: deps.connectorId, table: 'public.orders' }] },
           { name: 'stg_customers', sources: [{ connector_id: deps.connectorId, table: 'public.customers' }] },
-          { name: 'stg_accounts', sources: [{ connector_id: c2.id, table: 'Account' }, { connector_id: deps.connectorId, table: 'public.customers' }] },
+          {
+            name: 'stg_accounts',
+            sources: [
+              { connector_id: c2.id, table: 'Account' },
+              { connector_id: deps.connectorId, table: 'public.customers' },
+            ],
+          },
         ],
       },
     });
@@ -199,7 +213,12 @@ describe('dbt models and lineage', () => {
     expect(graph.dbt_project_id).toBe(dbt.id);
     const nodes = graph.nodes as { id: string; type: string; name: string; connector_id: string | null }[];
     const edges = graph.edges as { from: string; to: string }[];
-    expect(nodes.filter((n) => n.type === 'model').map((n) => n.name).sort()).toEqual(['dim_customers', 'fct_revenue', 'int_orders', 'stg_accounts', 'stg_customers', 'stg_orders']);
+    expect(
+      nodes
+        .filter((n) => n.type === 'model')
+        .map((n) => n.name)
+        .sort(),
+    ).toEqual(['dim_customers', 'fct_revenue', 'int_orders', 'stg_accounts', 'stg_customers', 'stg_orders']);
     const sources = nodes.filter((n) => n.type === 'source');
     // public.customers is read by two models but is one node.
     expect(sources.map((s) => `${s.connector_id}:${s.name}`).sort()).toEqual(
@@ -229,7 +248,11 @@ describe('dbt models and lineage', () => {
 
   it('rejects a model depending on a missing model with 422 naming it', async () => {
     const res = await svc.call(t, 'POST', `${p}/dbt-projects`, {
-      body: { name: 'broken', repository: 'https://git.example.com/b.git', models: [{ name: 'a' }, { name: 'b', depends_on: ['a', 'ghost'] }] },
+      body: {
+        name: 'broken',
+        repository: 'https://git.example.com/b.git',
+        models: [{ name: 'a' }, { name: 'b', depends_on: ['a', 'ghost'] }],
+      },
     });
     const error = expectError(res, 422, 'unprocessable_entity');
     expect(error.details).toEqual([{ field: 'models[1].depends_on', message: expect.stringMatching(/"b".*"ghost"/) }]);
@@ -239,12 +262,21 @@ describe('dbt models and lineage', () => {
 
   it('rejects a model cycle and a model source on a missing connector, also on PATCH', async () => {
     expectError(
-      await svc.call(t, 'PATCH', `${p}/dbt-projects/${dbt.id}`, { body: { models: [{ name: 'x', depends_on: ['y'] }, { name: 'y', depends_on: ['x'] }] } }),
+      await svc.call(t, 'PATCH', `${p}/dbt-projects/${dbt.id}`, {
+        body: {
+          models: [
+            { name: 'x', depends_on: ['y'] },
+            { name: 'y', depends_on: ['x'] },
+          ],
+        },
+      }),
       422,
       'unprocessable_entity',
     );
     const error = expectError(
-      await svc.call(t, 'PATCH', `${p}/dbt-projects/${dbt.id}`, { body: { models: [{ name: 'x', sources: [{ connector_id: 'con_missing', table: 't' }] }] } }),
+      await svc.call(t, 'PATCH', `${p}/dbt-projects/${dbt.id}`, {
+        body: { models: [{ name: 'x', sources: [{ connector_id: 'con_missing', table: 't' }] }] },
+      }),
       422,
       'unprocessable_entity',
     );

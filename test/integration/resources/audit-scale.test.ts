@@ -33,7 +33,23 @@ describe(`the audit log with ${ENTRIES.toLocaleString('en-US')} entries`, () => 
         const rare = n === ENTRIES - 1;
         const id = newId('audit');
         if (rare) rareId = id;
-        return [id, tenantId, project.id, new Date(Date.UTC(2030, 0, 1) + n * 1000).toISOString(), 'user', 'usr_x', owner.adminEmail, rare ? 'connector.delete' : 'connector.update', 'connector', `con_${n}`, `c${n}`, `req-${n}`, 'success', 200, null];
+        return [
+          id,
+          tenantId,
+          project.id,
+          new Date(Date.UTC(2030, 0, 1) + n * 1000).toISOString(),
+          'user',
+          'usr_x',
+          owner.adminEmail,
+          rare ? 'connector.delete' : 'connector.update',
+          'connector',
+          `con_${n}`,
+          `c${n}`,
+          `req-${n}`,
+          'success',
+          200,
+          null,
+        ];
       });
       await db.run(
         `INSERT INTO audit_logs (id, tenant_id, project_id, ts, actor_type, actor_id, actor_name, action, resource_type, resource_id, resource_name, request_id, outcome, status_code, diff) VALUES ${values}`,
@@ -43,7 +59,8 @@ describe(`the audit log with ${ENTRIES.toLocaleString('en-US')} entries`, () => 
   }, 120_000);
   afterAll(() => svc?.close());
 
-  const page = (query: string) => svc.ok<{ data: { id: string }[]; has_more: boolean; next_cursor?: string }>(owner, 'GET', `${base}/audit-logs?${query}`);
+  const page = (query: string) =>
+    svc.ok<{ data: { id: string }[]; has_more: boolean; next_cursor?: string }>(owner, 'GET', `${base}/audit-logs?${query}`);
 
   it('a filter that matches one entry at the end pages through in windows, finds it, and ends', async () => {
     const { result: pages, probe } = await whileServingOther(svc, bystander, async () => {

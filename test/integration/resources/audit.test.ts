@@ -57,9 +57,13 @@ afterAll(() => svc?.close());
 describe('audit entries for mutations', () => {
   it('records create, update and delete with actor, action, resource, request id and outcome', async () => {
     const base = `/projects/${projectId}/connectors`;
-    const create = await svc.call(t, 'POST', base, { body: connectorBody('audited', { credentials: { username: 'u', password: SECRETS.connectorPassword } }) });
+    const create = await svc.call(t, 'POST', base, {
+      body: connectorBody('audited', { credentials: { username: 'u', password: SECRETS.connectorPassword } }),
+    });
     expect(create.status).toBe(201);
-    const update = await svc.call(t, 'PATCH', `${base}/${create.body.id}`, { body: { selected_tables: ['t1'], credentials: { username: 'u', password: 'rotated-pw-42' } } });
+    const update = await svc.call(t, 'PATCH', `${base}/${create.body.id}`, {
+      body: { selected_tables: ['t1'], credentials: { username: 'u', password: 'rotated-pw-42' } },
+    });
     expect(update.status).toBe(200);
     const del = await svc.call(t, 'DELETE', `${base}/${create.body.id}`);
     expect(del.status).toBe(204);
@@ -67,17 +71,47 @@ describe('audit entries for mutations', () => {
     const entries = (await allEntries({ resource_type: 'connector' })).filter((e) => e.resource_id === create.body.id);
     const actor = { type: 'user', id: adminId, name: t.adminEmail };
     expect(entries).toEqual([
-      expect.objectContaining({ action: 'connector.create', actor, resource_type: 'connector', resource_name: 'audited', request_id: requestId(create), outcome: 'success', status_code: 201, project_id: projectId }),
-      expect.objectContaining({ action: 'connector.update', actor, resource_type: 'connector', request_id: requestId(update), outcome: 'success', status_code: 200 }),
-      expect.objectContaining({ action: 'connector.delete', actor, resource_type: 'connector', request_id: requestId(del), outcome: 'success', status_code: 204 }),
+      expect.objectContaining({
+        action: 'connector.create',
+        actor,
+        resource_type: 'connector',
+        resource_name: 'audited',
+        request_id: requestId(create),
+        outcome: 'success',
+        status_code: 201,
+        project_id: projectId,
+      }),
+      expect.objectContaining({
+        action: 'connector.update',
+        actor,
+        resource_type: 'connector',
+        request_id: requestId(update),
+        outcome: 'success',
+        status_code: 200,
+      }),
+      expect.objectContaining({
+        action: 'connector.delete',
+        actor,
+        resource_type: 'connector',
+        request_id: requestId(del),
+        outcome: 'success',
+        status_code: 204,
+      }),
     ]);
     for (const e of entries) {
       expect(e.id).toEqual(expect.any(String));
       expect(e.timestamp).toBe(new Date(now).toISOString());
     }
     const [c, u, d] = entries;
-    expect(c.diff).toMatchObject({ name: { before: null, after: 'audited' }, connector_type: { before: null, after: 'postgresql' }, credentials: { before: null, after: { username: 'u' } } });
-    expect(u.diff).toEqual({ selected_tables: { before: [], after: ['t1'] }, 'credentials.password': { before: '(redacted)', after: '(redacted)' } });
+    expect(c.diff).toMatchObject({
+      name: { before: null, after: 'audited' },
+      connector_type: { before: null, after: 'postgresql' },
+      credentials: { before: null, after: { username: 'u' } },
+    });
+    expect(u.diff).toEqual({
+      selected_tables: { before: [], after: ['t1'] },
+      'credentials.password': { before: '(redacted)', after: '(redacted)' },
+    });
     expect(d.diff).toMatchObject({ name: { before: 'audited', after: null } });
     const text = JSON.stringify(entries);
     expect(text).not.toContain(SECRETS.connectorPassword);
@@ -108,9 +142,19 @@ describe('audit entries for mutations', () => {
     const entries = await allEntries();
     for (const want of expected) {
       const found = entries.find((e) => e.request_id === want.requestId);
-      expect(found, want.action).toMatchObject({ action: want.action, resource_id: want.id, resource_type: want.action.split('.')[0], outcome: 'success', project_id: projectId });
+      expect(found, want.action).toMatchObject({
+        action: want.action,
+        resource_id: want.id,
+        resource_type: want.action.split('.')[0],
+        outcome: 'success',
+        project_id: projectId,
+      });
     }
-    expect(entries.find((e) => e.action === 'project.create')).toMatchObject({ resource_id: projectId, resource_name: 'audited', outcome: 'success' });
+    expect(entries.find((e) => e.action === 'project.create')).toMatchObject({
+      resource_id: projectId,
+      resource_name: 'audited',
+      outcome: 'success',
+    });
     const text = JSON.stringify(entries);
     for (const secret of Object.values(SECRETS)) expect(text).not.toContain(secret);
   });
@@ -129,27 +173,52 @@ describe('audit entries for mutations', () => {
     expectError(invalid, 400, 'validation_error');
 
     const failures = await allEntries({ outcome: 'failure' });
-    expect(failures.find((e) => e.request_id === requestId(dup))).toMatchObject({ action: 'connector.create', outcome: 'failure', status_code: 409, resource_name: 'taken' });
-    expect(failures.find((e) => e.request_id === requestId(immutable))).toMatchObject({ action: 'connector.update', outcome: 'failure', status_code: 422, resource_id: c.id });
-    expect(failures.find((e) => e.request_id === requestId(missing))).toMatchObject({ action: 'connector.delete', outcome: 'failure', status_code: 404 });
-    expect(failures.find((e) => e.request_id === requestId(invalid))).toMatchObject({ action: 'connector.create', outcome: 'failure', status_code: 400 });
+    expect(failures.find((e) => e.request_id === requestId(dup))).toMatchObject({
+      action: 'connector.create',
+      outcome: 'failure',
+      status_code: 409,
+      resource_name: 'taken',
+    });
+    expect(failures.find((e) => e.request_id === requestId(immutable))).toMatchObject({
+      action: 'connector.update',
+      outcome: 'failure',
+      status_code: 422,
+      resource_id: c.id,
+    });
+    expect(failures.find((e) => e.request_id === requestId(missing))).toMatchObject({
+      action: 'connector.delete',
+      outcome: 'failure',
+      status_code: 404,
+    });
+    expect(failures.find((e) => e.request_id === requestId(invalid))).toMatchObject({
+      action: 'connector.create',
+      outcome: 'failure',
+      status_code: 400,
+    });
     for (const e of failures) expect(e.outcome).toBe('failure');
     expect(JSON.stringify(failures)).not.toContain('dup-secret-pw');
   });
 
   it('redacts secret changes of other kinds too', async () => {
     const base = `/projects/${projectId}/notification-channels`;
-    const ch = await svc.ok(t, 'POST', base, { body: { name: 'signed', type: 'webhook', config: { url: 'https://example.com/x', signing_secret: SECRETS.signingSecret } } });
-    const rotate = await svc.call(t, 'PATCH', `${base}/${ch.id}`, { body: { config: { url: 'https://example.com/x', signing_secret: 'rotated-signing-1' } } });
+    const ch = await svc.ok(t, 'POST', base, {
+      body: { name: 'signed', type: 'webhook', config: { url: 'https://example.com/x', signing_secret: SECRETS.signingSecret } },
+    });
+    const rotate = await svc.call(t, 'PATCH', `${base}/${ch.id}`, {
+      body: { config: { url: 'https://example.com/x', signing_secret: 'rotated-signing-1' } },
+    });
     expect(rotate.status).toBe(200);
-    const user = await svc.ok(t, 'POST', '/users', { body: { email: 'audited-user@example.com', role: 'read-only', password: SECRETS.userPassword } });
+    const user = await svc.ok(t, 'POST', '/users', {
+      body: { email: 'audited-user@example.com', role: 'read-only', password: SECRETS.userPassword },
+    });
     await svc.ok(t, 'PATCH', `/users/${user.id}`, { body: { password: 'rotated-user-pw-1' } });
 
     const entry = (await allEntries({ action: 'notification_channel.update' })).find((e) => e.request_id === requestId(rotate));
     expect(entry!.diff).toEqual({ 'config.signing_secret': { before: '(redacted)', after: '(redacted)' } });
     const everything = await svc.service.ctx.db.all<{ diff: string | null }>('SELECT diff FROM audit_logs');
     const text = JSON.stringify(everything);
-    for (const secret of [SECRETS.signingSecret, 'rotated-signing-1', SECRETS.userPassword, 'rotated-user-pw-1']) expect(text).not.toContain(secret);
+    for (const secret of [SECRETS.signingSecret, 'rotated-signing-1', SECRETS.userPassword, 'rotated-user-pw-1'])
+      expect(text).not.toContain(secret);
   });
 });
 
@@ -220,26 +289,46 @@ describe('audit log queries', () => {
 
   it('filters by since (inclusive) and until (exclusive)', async () => {
     const at = (m: number) => new Date(T0 + m * MINUTE).toISOString();
-    expect(summary(await list({ since: at(30) }))).toEqual(['connector.update:a1', 'connector.update:k1', 'classification.delete:a2', 'connector.delete:k1']);
+    expect(summary(await list({ since: at(30) }))).toEqual([
+      'connector.update:a1',
+      'connector.update:k1',
+      'classification.delete:a2',
+      'connector.delete:k1',
+    ]);
     expect(summary(await list({ since: at(30), until: at(40) }))).toEqual(['connector.update:a1', 'connector.update:k1']);
     expect((await list({ until: at(30) })).length).toBe(5);
     expect(await list({ since: at(41) })).toEqual([]);
     // Other time zone offsets mean the same instant.
-    expect(summary(await list({ since: '2031-03-01T11:30:00+01:00', until: '2031-03-01T11:40:00+01:00' }))).toEqual(['connector.update:a1', 'connector.update:k1']);
+    expect(summary(await list({ since: '2031-03-01T11:30:00+01:00', until: '2031-03-01T11:40:00+01:00' }))).toEqual([
+      'connector.update:a1',
+      'connector.update:k1',
+    ]);
     // since 10:30Z written with an offset, until 10:40Z: a valid window although the text of since sorts after until.
-    expect(summary(await list({ since: '2031-03-01T11:30:00+01:00', until: '2031-03-01T10:40:00Z' }))).toEqual(['connector.update:a1', 'connector.update:k1']);
+    expect(summary(await list({ since: '2031-03-01T11:30:00+01:00', until: '2031-03-01T10:40:00Z' }))).toEqual([
+      'connector.update:a1',
+      'connector.update:k1',
+    ]);
   });
 
   it('combines filters', async () => {
-    expect(summary(await list({ actor: key.id, action: 'connector.update', since: new Date(T0 + 30 * MINUTE).toISOString() }))).toEqual(['connector.update:k1']);
+    expect(summary(await list({ actor: key.id, action: 'connector.update', since: new Date(T0 + 30 * MINUTE).toISOString() }))).toEqual([
+      'connector.update:k1',
+    ]);
   });
 
   it('rejects bad filter values with validation_error', async () => {
     expectValidation(await svc.call(t, 'GET', q, { query: { since: 'yesterday' } }), ['since']);
     expectValidation(await svc.call(t, 'GET', q, { query: { outcome: 'maybe' } }), ['outcome']);
-    expectValidation(await svc.call(t, 'GET', q, { query: { since: new Date(T0 + 40 * MINUTE).toISOString(), until: new Date(T0 + 30 * MINUTE).toISOString() } }), ['until']);
+    expectValidation(
+      await svc.call(t, 'GET', q, {
+        query: { since: new Date(T0 + 40 * MINUTE).toISOString(), until: new Date(T0 + 30 * MINUTE).toISOString() },
+      }),
+      ['until'],
+    );
     // until 10:30Z written with an offset is before since 10:35Z, although its text sorts after it.
-    expectValidation(await svc.call(t, 'GET', q, { query: { since: '2031-03-01T10:35:00Z', until: '2031-03-01T11:30:00+01:00' } }), ['until']);
+    expectValidation(await svc.call(t, 'GET', q, { query: { since: '2031-03-01T10:35:00Z', until: '2031-03-01T11:30:00+01:00' } }), [
+      'until',
+    ]);
     expectValidation(await svc.call(t, 'GET', q, { query: { limit: 101 } }), ['limit']);
   });
 
@@ -260,7 +349,9 @@ describe('audit log queries', () => {
     expect(seen).toEqual(all.map((e) => e.id));
 
     const first = await svc.ok(t, 'GET', q, { query: { limit: 2 } });
-    expectValidation(await svc.call(t, 'GET', q, { query: { limit: 2, cursor: first.next_cursor, action: 'connector.create' } }), ['cursor']);
+    expectValidation(await svc.call(t, 'GET', q, { query: { limit: 2, cursor: first.next_cursor, action: 'connector.create' } }), [
+      'cursor',
+    ]);
     expectValidation(await svc.call(t, 'GET', logs, { query: { limit: 2, cursor: first.next_cursor } }), ['cursor']);
     expectValidation(await svc.call(t, 'GET', `/projects/${p}/connectors`, { query: { cursor: first.next_cursor } }), ['cursor']);
   });

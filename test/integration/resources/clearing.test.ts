@@ -12,8 +12,13 @@ beforeAll(async () => {
 afterAll(() => svc?.close());
 
 const connector = (name: string) => ({
-  name, connector_type: 'postgresql', config: { host: 'db', port: 5432 }, credentials: { username: 'u', password: 'pw-1' },
-  schedule: '0 * * * *', labels: { team: 'data' }, selected_tables: ['public.a'],
+  name,
+  connector_type: 'postgresql',
+  config: { host: 'db', port: 5432 },
+  credentials: { username: 'u', password: 'pw-1' },
+  schedule: '0 * * * *',
+  labels: { team: 'data' },
+  selected_tables: ['public.a'],
 });
 
 describe('PATCH with null clears an optional field', () => {
@@ -40,10 +45,19 @@ describe('PATCH with null clears an optional field', () => {
     expect(res.status).toBe(400);
     expect(res.body.error.details.map((d: { field: string }) => d.field)).toContain('name');
 
-    const channel = await svc.ok(t, 'POST', `/projects/${projectId}/notification-channels`, { body: { name: 'ops', type: 'email', config: { email_addresses: ['ops@x.test'] } } });
-    const policy = await svc.ok(t, 'POST', `/projects/${projectId}/escalation-policies`, { body: { name: 'pager', steps: [{ delay_minutes: 5, channel_ids: [channel.id] }] } });
+    const channel = await svc.ok(t, 'POST', `/projects/${projectId}/notification-channels`, {
+      body: { name: 'ops', type: 'email', config: { email_addresses: ['ops@x.test'] } },
+    });
+    const policy = await svc.ok(t, 'POST', `/projects/${projectId}/escalation-policies`, {
+      body: { name: 'pager', steps: [{ delay_minutes: 5, channel_ids: [channel.id] }] },
+    });
     const rule = await svc.ok(t, 'POST', `/projects/${projectId}/alert-rules`, {
-      body: { name: 'failures', severity: 'critical', condition: { metric: 'run_failed', operator: 'gte', threshold: 1 }, escalation_policy_id: policy.id },
+      body: {
+        name: 'failures',
+        severity: 'critical',
+        condition: { metric: 'run_failed', operator: 'gte', threshold: 1 },
+        escalation_policy_id: policy.id,
+      },
     });
     const unset = await svc.ok(t, 'PATCH', `/projects/${projectId}/alert-rules/${rule.id}`, { body: { escalation_policy_id: null } });
     expect(unset).not.toHaveProperty('escalation_policy_id');
@@ -60,7 +74,9 @@ describe('tenant audit log (extension)', () => {
     const log = await svc.ok(t, 'GET', '/audit-logs', { query: { limit: 100 } });
     const actions = log.data.map((e: { action: string }) => e.action);
     expect(actions).toEqual(expect.arrayContaining(['user.create', 'user.update', 'project.create']));
-    const userUpdate = log.data.find((e: { action: string; resource_id: string }) => e.action === 'user.update' && e.resource_id === user.id);
+    const userUpdate = log.data.find(
+      (e: { action: string; resource_id: string }) => e.action === 'user.update' && e.resource_id === user.id,
+    );
     expect(userUpdate).toMatchObject({ project_id: null, outcome: 'success', diff: { name: { after: 'Renamed' } } });
     const onlyUsers = await svc.ok(t, 'GET', '/audit-logs', { query: { resource_type: 'user', limit: 100 } });
     expect(onlyUsers.data.every((e: { resource_type: string }) => e.resource_type === 'user')).toBe(true);

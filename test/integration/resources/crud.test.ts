@@ -26,7 +26,11 @@ const expectNoSecretPaths = (d: KindDescriptor, body: Record<string, unknown>) =
   for (const path of d.secretPaths) expect(valuesAt(body, path), `${path.join('.')} in ${JSON.stringify(body)}`).toEqual([]);
 };
 
-const rowOf = (id: string) => svc.service.ctx.db.get<{ data: string; secrets: string | null; tenant_id: string }>('SELECT data, secrets, tenant_id FROM resources WHERE id = ?', [id]);
+const rowOf = (id: string) =>
+  svc.service.ctx.db.get<{ data: string; secrets: string | null; tenant_id: string }>(
+    'SELECT data, secrets, tenant_id FROM resources WHERE id = ?',
+    [id],
+  );
 /** The write-only values of a row as stored: sealed at rest (docs/security.md), opened with the service's key. */
 async function storedSecrets(id: string) {
   const row = (await rowOf(id))!;
@@ -36,9 +40,25 @@ async function storedSecrets(id: string) {
 
 describe('fixtures cover the model', () => {
   it('has one example for every writable kind and no example for anything else', () => {
-    const kinds = writableKinds().map((d) => d.kind).sort();
+    const kinds = writableKinds()
+      .map((d) => d.kind)
+      .sort();
     expect(kinds).toEqual(
-      ['alert_rule', 'api_key', 'classification', 'connector', 'dbt_project', 'escalation_policy', 'infrastructure_resource', 'masking_policy', 'notification_channel', 'pipeline', 'project', 'sso_provider', 'user'].sort(),
+      [
+        'alert_rule',
+        'api_key',
+        'classification',
+        'connector',
+        'dbt_project',
+        'escalation_policy',
+        'infrastructure_resource',
+        'masking_policy',
+        'notification_channel',
+        'pipeline',
+        'project',
+        'sso_provider',
+        'user',
+      ].sort(),
     );
     expect(Object.keys(EXAMPLES).sort()).toEqual(kinds);
   });
@@ -89,7 +109,8 @@ describe.each(writableKinds().map((d) => [d.kind, d] as const))('CRUD of %s', (k
       expect(patched).toMatchObject(example.expectAfterPatch!);
       expect(patched.id).toBe(created.id);
       if (d.computedFields.includes('created_at')) expect(patched.created_at).toBe(created.created_at);
-      if (d.computedFields.includes('updated_at')) expect(Date.parse(patched.updated_at)).toBeGreaterThanOrEqual(Date.parse(created.updated_at));
+      if (d.computedFields.includes('updated_at'))
+        expect(Date.parse(patched.updated_at)).toBeGreaterThanOrEqual(Date.parse(created.updated_at));
       expectNoSecrets(patched);
       const again = await svc.ok(t, 'GET', `${base}/${created.id}`);
       expect(again).toEqual(patched);
@@ -137,7 +158,9 @@ describe('secrets', () => {
     expect(patched.credentials).toEqual({ username: 'loader2' });
     expect(await storedSecrets(created.id)).toEqual({ credentials: { password: SECRETS.connectorPassword } });
 
-    const changed = await svc.ok(t, 'PATCH', `${base}/${created.id}`, { body: { credentials: { username: 'loader2', password: 'brand-new-pw-1' } } });
+    const changed = await svc.ok(t, 'PATCH', `${base}/${created.id}`, {
+      body: { credentials: { username: 'loader2', password: 'brand-new-pw-1' } },
+    });
     expect(JSON.stringify(changed)).not.toContain('brand-new-pw-1');
     expect(await storedSecrets(created.id)).toEqual({ credentials: { password: 'brand-new-pw-1' } });
 
@@ -153,10 +176,14 @@ describe('secrets', () => {
 
   it('never returns notification channel signing secrets or Slack webhook URLs', async () => {
     const base = `/projects/${deps.projectId}/notification-channels`;
-    const slack = await svc.call(t, 'POST', base, { body: { name: 'slack-secret', type: 'slack', config: { slack_webhook_url: SECRETS.slackWebhook, slack_channel: '#alerts' } } });
+    const slack = await svc.call(t, 'POST', base, {
+      body: { name: 'slack-secret', type: 'slack', config: { slack_webhook_url: SECRETS.slackWebhook, slack_channel: '#alerts' } },
+    });
     expect(slack.status, slack.text).toBe(201);
     expect(slack.body.config).toEqual({ slack_channel: '#alerts' });
-    const hook = await svc.ok(t, 'POST', base, { body: { name: 'hook-secret', type: 'webhook', config: { url: 'https://example.com/h', signing_secret: SECRETS.signingSecret } } });
+    const hook = await svc.ok(t, 'POST', base, {
+      body: { name: 'hook-secret', type: 'webhook', config: { url: 'https://example.com/h', signing_secret: SECRETS.signingSecret } },
+    });
     expect(hook.config).toEqual({ url: 'https://example.com/h' });
     expect(await storedSecrets(slack.body.id)).toEqual({ config: { slack_webhook_url: SECRETS.slackWebhook } });
     expect(await storedSecrets(hook.id)).toEqual({ config: { signing_secret: SECRETS.signingSecret } });
@@ -175,7 +202,9 @@ describe('secrets', () => {
   });
 
   it('never returns or stores a user password in the resource row', async () => {
-    const created = await svc.ok(t, 'POST', '/users', { body: { email: 'Secret.User@Example.com', role: 'read-only', password: SECRETS.userPassword } });
+    const created = await svc.ok(t, 'POST', '/users', {
+      body: { email: 'Secret.User@Example.com', role: 'read-only', password: SECRETS.userPassword },
+    });
     expect(created.email).toBe('secret.user@example.com');
     expect(created).not.toHaveProperty('password');
     expect(created).not.toHaveProperty('invitation_token');
@@ -191,15 +220,23 @@ describe('secrets', () => {
       expect(res.text).not.toContain('another-pass-99');
     }
     // The new password is the one that logs in.
-    const login = await svc.call(t, 'POST', '/auth/login', { body: { email: 'secret.user@example.com', password: 'another-pass-99' }, token: '' });
+    const login = await svc.call(t, 'POST', '/auth/login', {
+      body: { email: 'secret.user@example.com', password: 'another-pass-99' },
+      token: '',
+    });
     expect(login.status, login.text).toBe(200);
   });
 
   it('shows an API key value once, at creation', async () => {
-    const created = await svc.ok(t, 'POST', `/projects/${deps.projectId}/api-keys`, { body: { name: 'once', permission_level: 'read-only' } });
+    const created = await svc.ok(t, 'POST', `/projects/${deps.projectId}/api-keys`, {
+      body: { name: 'once', permission_level: 'read-only' },
+    });
     expect(created.key).toMatch(/^dpk_/);
     expect(created.key_prefix).toBe(created.key.slice(0, created.key_prefix.length));
-    for (const res of [await svc.call(t, 'GET', `/projects/${deps.projectId}/api-keys/${created.id}`), await svc.call(t, 'GET', `/projects/${deps.projectId}/api-keys`)]) {
+    for (const res of [
+      await svc.call(t, 'GET', `/projects/${deps.projectId}/api-keys/${created.id}`),
+      await svc.call(t, 'GET', `/projects/${deps.projectId}/api-keys`),
+    ]) {
       expect(res.status).toBe(200);
       expect(res.text).not.toContain(created.key);
     }

@@ -48,7 +48,12 @@ export const EXAMPLES: Record<string, (deps: Deps, n: string) => Example> = {
       labels: { owner: 'data' },
     },
     patch: { selected_tables: ['public.orders'], schedule: '*/15 * * * *' },
-    expectAfterPatch: { selected_tables: ['public.orders'], schedule: '*/15 * * * *', connector_type: 'postgresql', credentials: { username: 'replicator' } },
+    expectAfterPatch: {
+      selected_tables: ['public.orders'],
+      schedule: '*/15 * * * *',
+      connector_type: 'postgresql',
+      credentials: { username: 'replicator' },
+    },
   }),
   infrastructure_resource: (_d, n) => ({
     create: { name: `warehouse-${n}`, resource_type: 'warehouse', provider: 'snowflake', region: 'eu-west-1', config: { size: 'XSMALL' } },
@@ -93,22 +98,42 @@ export const EXAMPLES: Record<string, (deps: Deps, n: string) => Example> = {
     expectAfterPatch: { severity: 'warning', channel_ids: [d.channelId] },
   }),
   notification_channel: (_d, n) => ({
-    create: { name: `hooks-${n}`, type: 'webhook', config: { url: 'https://hooks.example.com/alerts', signing_secret: SECRETS.signingSecret } },
+    create: {
+      name: `hooks-${n}`,
+      type: 'webhook',
+      config: { url: 'https://hooks.example.com/alerts', signing_secret: SECRETS.signingSecret },
+    },
     patch: { enabled: false },
     expectAfterPatch: { enabled: false, type: 'webhook', config: { url: 'https://hooks.example.com/alerts' } },
   }),
   escalation_policy: (d, n) => ({
-    create: { name: `on-call-${n}`, steps: [{ delay_minutes: 0, channel_ids: [d.channelId] }, { delay_minutes: 30, channel_ids: [d.channelId] }] },
+    create: {
+      name: `on-call-${n}`,
+      steps: [
+        { delay_minutes: 0, channel_ids: [d.channelId] },
+        { delay_minutes: 30, channel_ids: [d.channelId] },
+      ],
+    },
     patch: { repeat: 2 },
     expectAfterPatch: { repeat: 2 },
   }),
   classification: (_d, n) => ({
-    create: { name: `pii-${n}`, sensitivity: 'restricted', column_matchers: [{ column_pattern: '^email$' }, { column_pattern: 'phone', table_pattern: '^customers$' }] },
+    create: {
+      name: `pii-${n}`,
+      sensitivity: 'restricted',
+      column_matchers: [{ column_pattern: '^email$' }, { column_pattern: 'phone', table_pattern: '^customers$' }],
+    },
     patch: { sensitivity: 'confidential' },
     expectAfterPatch: { sensitivity: 'confidential' },
   }),
   masking_policy: (d, n) => ({
-    create: { name: `mask-${n}`, classification_id: d.classificationId, method: 'partial', partial_visible_chars: 2, exempt_roles: ['admin'] },
+    create: {
+      name: `mask-${n}`,
+      classification_id: d.classificationId,
+      method: 'partial',
+      partial_visible_chars: 2,
+      exempt_roles: ['admin'],
+    },
     patch: { method: 'hash' },
     expectAfterPatch: { method: 'hash', classification_id: d.classificationId },
   }),
@@ -121,9 +146,23 @@ export const EXAMPLES: Record<string, (deps: Deps, n: string) => Example> = {
     create: { name: `ci-${n}`, permission_level: 'read-write' },
   }),
   sso_provider: (_d, n) => ({
-    create: { name: `okta-${n}`, protocol: 'oidc', issuer: 'https://example.okta.com', client_id: 'dataplatform', client_secret: SECRETS.ssoClientSecret, auto_provision: true },
+    create: {
+      name: `okta-${n}`,
+      protocol: 'oidc',
+      issuer: 'https://example.okta.com',
+      client_id: 'dataplatform',
+      client_secret: SECRETS.ssoClientSecret,
+      auto_provision: true,
+    },
     patch: { default_role: 'read-write', scopes: ['openid', 'email'] },
-    expectAfterPatch: { protocol: 'oidc', issuer: 'https://example.okta.com', default_role: 'read-write', scopes: ['openid', 'email'], auto_provision: true, enabled: true },
+    expectAfterPatch: {
+      protocol: 'oidc',
+      issuer: 'https://example.okta.com',
+      default_role: 'read-write',
+      scopes: ['openid', 'email'],
+      auto_provision: true,
+      enabled: true,
+    },
   }),
 };
 
@@ -135,12 +174,27 @@ export function collectionPath(d: KindDescriptor, projectId: string): string {
 /** Creates the resources other examples reference. */
 export async function createDeps(svc: TestService, t: TestTenant, projectId: string, n = 'dep'): Promise<Deps> {
   const base = `/projects/${projectId}`;
-  const connector = await svc.ok(t, 'POST', `${base}/connectors`, { body: { name: `dep-conn-${n}`, connector_type: 'mysql', credentials: { username: 'u', password: 'dep-password' } } });
-  const channel = await svc.ok(t, 'POST', `${base}/notification-channels`, { body: { name: `dep-chan-${n}`, type: 'email', config: { email_addresses: ['ops@example.com'] } } });
+  const connector = await svc.ok(t, 'POST', `${base}/connectors`, {
+    body: { name: `dep-conn-${n}`, connector_type: 'mysql', credentials: { username: 'u', password: 'dep-password' } },
+  });
+  const channel = await svc.ok(t, 'POST', `${base}/notification-channels`, {
+    body: { name: `dep-chan-${n}`, type: 'email', config: { email_addresses: ['ops@example.com'] } },
+  });
   const classification = await svc.ok(t, 'POST', `${base}/classifications`, { body: { name: `dep-cls-${n}`, sensitivity: 'internal' } });
-  const dbt = await svc.ok(t, 'POST', `${base}/dbt-projects`, { body: { name: `dep-dbt-${n}`, repository: 'https://git.example.com/dep.git' } });
-  const escalation = await svc.ok(t, 'POST', `${base}/escalation-policies`, { body: { name: `dep-esc-${n}`, steps: [{ delay_minutes: 5, channel_ids: [channel.id] }] } });
-  return { projectId, connectorId: connector.id, channelId: channel.id, classificationId: classification.id, dbtProjectId: dbt.id, escalationPolicyId: escalation.id };
+  const dbt = await svc.ok(t, 'POST', `${base}/dbt-projects`, {
+    body: { name: `dep-dbt-${n}`, repository: 'https://git.example.com/dep.git' },
+  });
+  const escalation = await svc.ok(t, 'POST', `${base}/escalation-policies`, {
+    body: { name: `dep-esc-${n}`, steps: [{ delay_minutes: 5, channel_ids: [channel.id] }] },
+  });
+  return {
+    projectId,
+    connectorId: connector.id,
+    channelId: channel.id,
+    classificationId: classification.id,
+    dbtProjectId: dbt.id,
+    escalationPolicyId: escalation.id,
+  };
 }
 
 /** A minimal connector body. */

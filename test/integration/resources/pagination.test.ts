@@ -15,7 +15,8 @@ beforeAll(async () => {
   projectId = (await svc.project(t, 'paging')).id;
   connectors = `/projects/${projectId}/connectors`;
   // Sequential, so creation order is known.
-  for (let i = 0; i < 120; i++) created.push((await svc.ok(t, 'POST', connectors, { body: connectorBody(`c-${String(i).padStart(3, '0')}`) })).id);
+  for (let i = 0; i < 120; i++)
+    created.push((await svc.ok(t, 'POST', connectors, { body: connectorBody(`c-${String(i).padStart(3, '0')}`) })).id);
 });
 afterAll(() => svc?.close());
 
@@ -139,7 +140,9 @@ describe('bad cursors (400 validation_error on cursor)', () => {
   it('rejects a cursor from another list: pipelines, another project, another tenant', async () => {
     const pipelines = `/projects/${projectId}/pipelines`;
     for (let i = 0; i < 3; i++) {
-      await svc.ok(t, 'POST', pipelines, { body: { name: `pl${i}`, steps: [{ name: 's', type: 'connector_sync', connector_id: created[0] }] } });
+      await svc.ok(t, 'POST', pipelines, {
+        body: { name: `pl${i}`, steps: [{ name: 's', type: 'connector_sync', connector_id: created[0] }] },
+      });
     }
     const pipelineCursor = (await svc.ok<Page>(t, 'GET', pipelines, { query: { limit: 1 } })).next_cursor!;
     expectValidation(await svc.call(t, 'GET', connectors, { query: { cursor: pipelineCursor } }), ['cursor']);
@@ -171,7 +174,9 @@ describe('stability under concurrent inserts', () => {
     let stop = false;
     const writer = (async () => {
       for (let i = 0; !stop && i < 200; i++) {
-        const batch = await Promise.all(Array.from({ length: 3 }, (_, j) => svc.ok(t, 'POST', base, { body: connectorBody(`during-${i}-${j}`) })));
+        const batch = await Promise.all(
+          Array.from({ length: 3 }, (_, j) => svc.ok(t, 'POST', base, { body: connectorBody(`during-${i}-${j}`) })),
+        );
         inserted.push(...batch.map((x) => x.id));
       }
     })();
@@ -212,7 +217,8 @@ describe('other paginated lists', () => {
     for (let i = 0; i < 7; i++) projects.push((await svc.project(t3, `pp${i}`)).id);
     expect(await collect(t3, '/projects', 3)).toEqual(projects);
     const users: string[] = [];
-    for (let i = 0; i < 4; i++) users.push((await svc.ok(t3, 'POST', '/users', { body: { email: `u${i}@example.com`, role: 'read-only' } })).id);
+    for (let i = 0; i < 4; i++)
+      users.push((await svc.ok(t3, 'POST', '/users', { body: { email: `u${i}@example.com`, role: 'read-only' } })).id);
     const listed = await collect(t3, '/users', 2);
     expect(listed).toHaveLength(5);
     expect(listed.slice(1)).toEqual(users);

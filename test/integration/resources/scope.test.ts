@@ -107,22 +107,30 @@ describe('strict spec mode', () => {
 
   it('serves the spec routes', async () => {
     const p = `/projects/${projectId}`;
-    const connector = await svc.ok(t, 'POST', `${p}/connectors`, { body: connectorBody('strict-conn', { credentials: { username: 'u', password: 'strict-pw-1' } }) });
+    const connector = await svc.ok(t, 'POST', `${p}/connectors`, {
+      body: connectorBody('strict-conn', { credentials: { username: 'u', password: 'strict-pw-1' } }),
+    });
     expect(connector.status).toBe('created');
     await svc.ok(t, 'GET', `${p}/connectors/${connector.id}`);
     await svc.ok(t, 'PATCH', `${p}/connectors/${connector.id}`, { body: { selected_tables: ['a'] } });
     expect((await svc.ok(t, 'GET', `${p}/connectors`)).data).toHaveLength(1);
 
-    const channel = await svc.ok(t, 'POST', `${p}/notification-channels`, { body: { name: 'c', type: 'email', config: { email_addresses: ['x@example.com'] } } });
+    const channel = await svc.ok(t, 'POST', `${p}/notification-channels`, {
+      body: { name: 'c', type: 'email', config: { email_addresses: ['x@example.com'] } },
+    });
     await svc.ok(t, 'GET', `${p}/notification-channels`);
     const rule = await svc.ok(t, 'POST', `${p}/alert-rules`, {
       body: { name: 'r', severity: 'info', condition: { metric: 'run_failed', operator: 'gt', threshold: 0 }, channel_ids: [channel.id] },
     });
     expect((await svc.ok(t, 'GET', `${p}/alert-rules`)).data.map((r: { id: string }) => r.id)).toEqual([rule.id]);
-    const pipeline = await svc.ok(t, 'POST', `${p}/pipelines`, { body: { name: 'pl', steps: [{ name: 's', type: 'connector_sync', connector_id: connector.id }] } });
+    const pipeline = await svc.ok(t, 'POST', `${p}/pipelines`, {
+      body: { name: 'pl', steps: [{ name: 's', type: 'connector_sync', connector_id: connector.id }] },
+    });
     await svc.ok(t, 'GET', `${p}/pipelines/${pipeline.id}`);
     await svc.ok(t, 'DELETE', `${p}/pipelines/${pipeline.id}`);
-    const dbt = await svc.ok(t, 'POST', `${p}/dbt-projects`, { body: { name: 'd', repository: 'https://git.example.com/d.git', models: [{ name: 'm' }] } });
+    const dbt = await svc.ok(t, 'POST', `${p}/dbt-projects`, {
+      body: { name: 'd', repository: 'https://git.example.com/d.git', models: [{ name: 'm' }] },
+    });
     await svc.ok(t, 'GET', `${p}/dbt-projects/${dbt.id}`);
     await svc.ok(t, 'GET', `${p}/dbt-projects/${dbt.id}/models`);
     await svc.ok(t, 'GET', `${p}/dbt-projects/${dbt.id}/lineage`);
@@ -138,7 +146,9 @@ describe('strict spec mode', () => {
 
   it('does not serve extension routes', async () => {
     const p = `/projects/${projectId}`;
-    const channel = await svc.ok(t, 'POST', `${p}/notification-channels`, { body: { name: 'ext', type: 'email', config: { email_addresses: ['x@example.com'] } } });
+    const channel = await svc.ok(t, 'POST', `${p}/notification-channels`, {
+      body: { name: 'ext', type: 'email', config: { email_addresses: ['x@example.com'] } },
+    });
     const rule = await svc.ok(t, 'POST', `${p}/alert-rules`, {
       body: { name: 'ext', severity: 'info', condition: { metric: 'run_failed', operator: 'gt', threshold: 0 }, channel_ids: [channel.id] },
     });

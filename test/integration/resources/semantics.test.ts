@@ -44,7 +44,9 @@ describe('name conflicts', () => {
   });
 
   it('gives exactly one 201 when the same name is created concurrently', async () => {
-    const results = await Promise.all(Array.from({ length: 8 }, () => svc.call(t, 'POST', `${p}/connectors`, { body: connectorBody('race') })));
+    const results = await Promise.all(
+      Array.from({ length: 8 }, () => svc.call(t, 'POST', `${p}/connectors`, { body: connectorBody('race') })),
+    );
     expect(results.filter((r) => r.status === 201)).toHaveLength(1);
     for (const r of results.filter((x) => x.status !== 201)) expectError(r, 409, 'conflict');
   });
@@ -69,9 +71,13 @@ describe('immutable fields', () => {
   });
 
   it('names every immutable field that changes', async () => {
-    const r = await svc.ok(t, 'POST', `${p}/infrastructure`, { body: { name: 'immut-infra', resource_type: 'bucket', provider: 'aws', region: 'us-east-1' } });
+    const r = await svc.ok(t, 'POST', `${p}/infrastructure`, {
+      body: { name: 'immut-infra', resource_type: 'bucket', provider: 'aws', region: 'us-east-1' },
+    });
     const error = expectError(
-      await svc.call(t, 'PATCH', `${p}/infrastructure/${r.id}`, { body: { provider: 'gcp', region: 'europe-west1', resource_type: 'bucket' } }),
+      await svc.call(t, 'PATCH', `${p}/infrastructure/${r.id}`, {
+        body: { provider: 'gcp', region: 'europe-west1', resource_type: 'bucket' },
+      }),
       422,
       'unprocessable_entity',
     );
@@ -114,19 +120,29 @@ describe('references', () => {
     const other = await svc.project(t, 'semantics-refs');
     const foreign = await svc.ok(t, 'POST', `/projects/${other.id}/classifications`, { body: { name: 'foreign', sensitivity: 'public' } });
     expectError(
-      await svc.call(t, 'POST', `${p}/masking-policies`, { body: { name: 'foreign-ref', classification_id: foreign.id, method: 'redact' } }),
+      await svc.call(t, 'POST', `${p}/masking-policies`, {
+        body: { name: 'foreign-ref', classification_id: foreign.id, method: 'redact' },
+      }),
       422,
       'unprocessable_entity',
     );
-    const policy = await svc.ok(t, 'POST', `${p}/masking-policies`, { body: { name: 'patch-ref', classification_id: deps.classificationId, method: 'redact' } });
-    const error = expectError(await svc.call(t, 'PATCH', `${p}/masking-policies/${policy.id}`, { body: { classification_id: 'cls_gone' } }), 422, 'unprocessable_entity');
+    const policy = await svc.ok(t, 'POST', `${p}/masking-policies`, {
+      body: { name: 'patch-ref', classification_id: deps.classificationId, method: 'redact' },
+    });
+    const error = expectError(
+      await svc.call(t, 'PATCH', `${p}/masking-policies/${policy.id}`, { body: { classification_id: 'cls_gone' } }),
+      422,
+      'unprocessable_entity',
+    );
     expect(error.details!.map((x) => x.field)).toEqual(['classification_id']);
     expect((await svc.ok(t, 'GET', `${p}/masking-policies/${policy.id}`)).classification_id).toBe(deps.classificationId);
   });
 
   it('refuses to delete a connector a pipeline uses (409) until the pipeline is gone', async () => {
     const c = await svc.ok(t, 'POST', `${p}/connectors`, { body: connectorBody('in-use') });
-    const pl = await svc.ok(t, 'POST', `${p}/pipelines`, { body: { name: 'uses-it', steps: [{ name: 's', type: 'connector_sync', connector_id: c.id }] } });
+    const pl = await svc.ok(t, 'POST', `${p}/pipelines`, {
+      body: { name: 'uses-it', steps: [{ name: 's', type: 'connector_sync', connector_id: c.id }] },
+    });
     const error = expectError(await svc.call(t, 'DELETE', `${p}/connectors/${c.id}`), 409, 'conflict');
     expect(error.message).toContain('uses-it');
     await svc.ok(t, 'GET', `${p}/connectors/${c.id}`);
@@ -135,8 +151,12 @@ describe('references', () => {
   });
 
   it('refuses to delete a channel an alert rule or escalation policy uses, and a classification a masking policy uses', async () => {
-    const ch = await svc.ok(t, 'POST', `${p}/notification-channels`, { body: { name: 'used-chan', type: 'email', config: { email_addresses: ['a@example.com'] } } });
-    const esc = await svc.ok(t, 'POST', `${p}/escalation-policies`, { body: { name: 'uses-chan', steps: [{ delay_minutes: 1, channel_ids: [ch.id] }] } });
+    const ch = await svc.ok(t, 'POST', `${p}/notification-channels`, {
+      body: { name: 'used-chan', type: 'email', config: { email_addresses: ['a@example.com'] } },
+    });
+    const esc = await svc.ok(t, 'POST', `${p}/escalation-policies`, {
+      body: { name: 'uses-chan', steps: [{ delay_minutes: 1, channel_ids: [ch.id] }] },
+    });
     expectError(await svc.call(t, 'DELETE', `${p}/notification-channels/${ch.id}`), 409, 'conflict');
     await svc.ok(t, 'DELETE', `${p}/escalation-policies/${esc.id}`);
     await svc.ok(t, 'DELETE', `${p}/notification-channels/${ch.id}`);
@@ -148,7 +168,9 @@ describe('references', () => {
 
 describe('pipeline DAG', () => {
   it('rejects a dependency cycle with 422 naming the step', async () => {
-    const res = await svc.call(t, 'POST', `${p}/pipelines`, { body: { name: 'cyclic', steps: [step('extract'), step('load', ['transform']), step('transform', ['load'])] } });
+    const res = await svc.call(t, 'POST', `${p}/pipelines`, {
+      body: { name: 'cyclic', steps: [step('extract'), step('load', ['transform']), step('transform', ['load'])] },
+    });
     const error = expectError(res, 422, 'unprocessable_entity');
     expect(error.message).toMatch(/cycle/);
     expect(error.message).toMatch(/"load"|"transform"/);
@@ -157,7 +179,11 @@ describe('pipeline DAG', () => {
   });
 
   it('rejects a step depending on itself', async () => {
-    const error = expectError(await svc.call(t, 'POST', `${p}/pipelines`, { body: { name: 'self', steps: [step('a', ['a'])] } }), 422, 'unprocessable_entity');
+    const error = expectError(
+      await svc.call(t, 'POST', `${p}/pipelines`, { body: { name: 'self', steps: [step('a', ['a'])] } }),
+      422,
+      'unprocessable_entity',
+    );
     expect(error.details).toEqual([{ field: 'steps[0].depends_on', message: expect.stringContaining('"a"') }]);
   });
 
@@ -171,13 +197,21 @@ describe('pipeline DAG', () => {
   });
 
   it('rejects duplicate step names', async () => {
-    const error = expectError(await svc.call(t, 'POST', `${p}/pipelines`, { body: { name: 'twice', steps: [step('a'), step('a')] } }), 422, 'unprocessable_entity');
+    const error = expectError(
+      await svc.call(t, 'POST', `${p}/pipelines`, { body: { name: 'twice', steps: [step('a'), step('a')] } }),
+      422,
+      'unprocessable_entity',
+    );
     expect(error.details![0].field).toBe('steps[1].name');
   });
 
   it('checks the DAG on PATCH too and keeps the stored pipeline', async () => {
     const pl = await svc.ok(t, 'POST', `${p}/pipelines`, { body: { name: 'dag-patch', steps: [step('a'), step('b', ['a'])] } });
-    expectError(await svc.call(t, 'PATCH', `${p}/pipelines/${pl.id}`, { body: { steps: [step('a', ['b']), step('b', ['a'])] } }), 422, 'unprocessable_entity');
+    expectError(
+      await svc.call(t, 'PATCH', `${p}/pipelines/${pl.id}`, { body: { steps: [step('a', ['b']), step('b', ['a'])] } }),
+      422,
+      'unprocessable_entity',
+    );
     expect(await svc.ok(t, 'GET', `${p}/pipelines/${pl.id}`)).toEqual(pl);
   });
 });
@@ -217,7 +251,9 @@ describe('integrity under concurrent writes', () => {
       const c = await svc.ok(t, 'POST', `${base}/connectors`, { body: connectorBody(`c${i}`) });
       const [del, created] = await Promise.all([
         svc.call(t, 'DELETE', `${base}/connectors/${c.id}`),
-        svc.call(t, 'POST', `${base}/pipelines`, { body: { name: `p${i}`, steps: [{ name: 's', type: 'connector_sync', connector_id: c.id }] } }),
+        svc.call(t, 'POST', `${base}/pipelines`, {
+          body: { name: `p${i}`, steps: [{ name: 's', type: 'connector_sync', connector_id: c.id }] },
+        }),
       ]);
       // Exactly one of them wins; the loser gets 409 (still used) or 422 (missing reference).
       expect([del.status, created.status].sort(), `${del.text} ${created.text}`).toSatisfy(
@@ -238,7 +274,10 @@ describe('integrity under concurrent writes', () => {
       ]);
       const final = await svc.ok(t, 'GET', `${base}/${c.id}`);
       expect(final).toMatchObject({ labels: { round: String(i) }, selected_tables: ['orders'], credentials: { username: 'u2' } });
-      const row = await svc.service.ctx.db.get<{ secrets: string; tenant_id: string }>('SELECT secrets, tenant_id FROM resources WHERE id = ?', [c.id]);
+      const row = await svc.service.ctx.db.get<{ secrets: string; tenant_id: string }>(
+        'SELECT secrets, tenant_id FROM resources WHERE id = ?',
+        [c.id],
+      );
       expect(svc.service.ctx.resources.cipher.open(row!.secrets, row!.tenant_id, c.id)).toEqual({ credentials: { password: 'pw-after' } });
     }
   });

@@ -30,18 +30,24 @@ describe('request body validation (400 validation_error with one detail per inva
   });
 
   it('names a wrong type, with the nested path', async () => {
-    const error = expectValidation(await svc.call(t, 'POST', connectors, { body: connectorBody('wt', { config: { port: 'five' } }) }), ['config.port']);
+    const error = expectValidation(await svc.call(t, 'POST', connectors, { body: connectorBody('wt', { config: { port: 'five' } }) }), [
+      'config.port',
+    ]);
     expect(error.details![0].message).toMatch(/integer/);
   });
 
   it('names an unknown field, top level and nested', async () => {
     const top = expectValidation(await svc.call(t, 'POST', connectors, { body: connectorBody('uf', { colour: 'blue' }) }), ['colour']);
     expect(top.details![0].message).toMatch(/not a known field/);
-    expectValidation(await svc.call(t, 'POST', connectors, { body: connectorBody('uf2', { credentials: { user: 'x' } }) }), ['credentials.user']);
+    expectValidation(await svc.call(t, 'POST', connectors, { body: connectorBody('uf2', { credentials: { user: 'x' } }) }), [
+      'credentials.user',
+    ]);
   });
 
   it('names a bad enum value and lists the allowed ones', async () => {
-    const error = expectValidation(await svc.call(t, 'POST', connectors, { body: { name: 'enum', connector_type: 'oracle' } }), ['connector_type']);
+    const error = expectValidation(await svc.call(t, 'POST', connectors, { body: { name: 'enum', connector_type: 'oracle' } }), [
+      'connector_type',
+    ]);
     expect(error.details![0].message).toContain('"postgresql"');
   });
 
@@ -51,10 +57,14 @@ describe('request body validation (400 validation_error with one detail per inva
     ['* * * * * *', /five-field/],
     ['every hour', /cron/],
   ])('rejects the cron expression %j on schedule', async (schedule, message) => {
-    const error = expectValidation(await svc.call(t, 'POST', connectors, { body: connectorBody(`cron-${schedule}`, { schedule }) }), ['schedule']);
+    const error = expectValidation(await svc.call(t, 'POST', connectors, { body: connectorBody(`cron-${schedule}`, { schedule }) }), [
+      'schedule',
+    ]);
     expect(error.details![0].message).toMatch(message);
     const pipeline = expectValidation(
-      await svc.call(t, 'POST', pipelines, { body: { name: 'p', schedule, steps: [{ name: 's', type: 'connector_sync', connector_id: deps.connectorId }] } }),
+      await svc.call(t, 'POST', pipelines, {
+        body: { name: 'p', schedule, steps: [{ name: 's', type: 'connector_sync', connector_id: deps.connectorId }] },
+      }),
       ['schedule'],
     );
     expect(pipeline.details![0].message).toMatch(message);
@@ -79,7 +89,15 @@ describe('request body validation (400 validation_error with one detail per inva
 
   it('names a missing field required by the step type', async () => {
     expectValidation(
-      await svc.call(t, 'POST', pipelines, { body: { name: 'no-conn', steps: [{ name: 'a', type: 'dbt_run', dbt_project_id: deps.dbtProjectId }, { name: 'b', type: 'connector_sync' }] } }),
+      await svc.call(t, 'POST', pipelines, {
+        body: {
+          name: 'no-conn',
+          steps: [
+            { name: 'a', type: 'dbt_run', dbt_project_id: deps.dbtProjectId },
+            { name: 'b', type: 'connector_sync' },
+          ],
+        },
+      }),
       ['steps[1].connector_id'],
     );
   });
@@ -91,7 +109,9 @@ describe('request body validation (400 validation_error with one detail per inva
 
   it('reports several invalid fields together, each once', async () => {
     expectValidation(
-      await svc.call(t, 'POST', connectors, { body: { name: 'many', connector_type: 'nope', config: { port: 70000, host: 5 }, schedule: '61 * * * *', extra: true } }),
+      await svc.call(t, 'POST', connectors, {
+        body: { name: 'many', connector_type: 'nope', config: { port: 70000, host: 5 }, schedule: '61 * * * *', extra: true },
+      }),
       ['connector_type', 'config.port', 'config.host', 'schedule', 'extra'],
     );
   });
@@ -108,19 +128,35 @@ describe('request body validation (400 validation_error with one detail per inva
   });
 
   it('rejects a body that is not an object', async () => {
-    expectError(await svc.call(t, 'POST', connectors, { raw: '[1,2]', headers: { 'content-type': 'application/json' } }), 400, 'validation_error');
-    expectError(await svc.call(t, 'POST', connectors, { raw: '"text"', headers: { 'content-type': 'application/json' } }), 400, 'validation_error');
+    expectError(
+      await svc.call(t, 'POST', connectors, { raw: '[1,2]', headers: { 'content-type': 'application/json' } }),
+      400,
+      'validation_error',
+    );
+    expectError(
+      await svc.call(t, 'POST', connectors, { raw: '"text"', headers: { 'content-type': 'application/json' } }),
+      400,
+      'validation_error',
+    );
   });
 
   it('rejects a missing body on create', async () => {
-    const error = expectError(await svc.call(t, 'POST', connectors, { headers: { 'content-type': 'application/json' } }), 400, 'validation_error');
+    const error = expectError(
+      await svc.call(t, 'POST', connectors, { headers: { 'content-type': 'application/json' } }),
+      400,
+      'validation_error',
+    );
     expect(error.details?.length).toBeGreaterThan(0);
   });
 });
 
 describe('transport errors keep the envelope', () => {
   it('rejects malformed JSON with 400 validation_error', async () => {
-    const error = expectError(await svc.call(t, 'POST', connectors, { raw: '{"name": "x",', headers: { 'content-type': 'application/json' } }), 400, 'validation_error');
+    const error = expectError(
+      await svc.call(t, 'POST', connectors, { raw: '{"name": "x",', headers: { 'content-type': 'application/json' } }),
+      400,
+      'validation_error',
+    );
     expect(error.details).toEqual([{ field: '(body)', message: expect.any(String) }]);
   });
 
@@ -164,7 +200,11 @@ describe('transport errors keep the envelope', () => {
     expectError(await svc.call(t, 'GET', `${connectors}/con_doesnotexist`), 404, 'resource_not_found');
     expectError(await svc.call(t, 'PATCH', `${connectors}/con_doesnotexist`, { body: { labels: {} } }), 404, 'resource_not_found');
     expectError(await svc.call(t, 'GET', '/projects/prj_doesnotexist/connectors'), 404, 'resource_not_found');
-    expectError(await svc.call(t, 'POST', '/projects/prj_doesnotexist/connectors', { body: connectorBody('x') }), 404, 'resource_not_found');
+    expectError(
+      await svc.call(t, 'POST', '/projects/prj_doesnotexist/connectors', { body: connectorBody('x') }),
+      404,
+      'resource_not_found',
+    );
   });
 
   it('never puts a stack trace in an error body', async () => {

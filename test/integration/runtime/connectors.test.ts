@@ -2,7 +2,20 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { kind } from '../../../src/kinds/index.js';
 import { createAjv } from '../../../src/kinds/validator.js';
 import { startTestService, type TestService, type TestTenant } from '../../support/service.js';
-import { closedPort, createSourceDb, ensurePasswordRole, expectError, ms, SECURE_PASSWORD, SECURE_ROLE, SHOP_ROWS, silentServer, waitForRun, type Run, type SourceDb } from './helpers.js';
+import {
+  closedPort,
+  createSourceDb,
+  ensurePasswordRole,
+  expectError,
+  ms,
+  SECURE_PASSWORD,
+  SECURE_ROLE,
+  SHOP_ROWS,
+  silentServer,
+  waitForRun,
+  type Run,
+  type SourceDb,
+} from './helpers.js';
 
 /**
  * Connectors against a real PostgreSQL source: connection test, schema discovery, syncs with
@@ -14,7 +27,11 @@ let p: string;
 let src: SourceDb;
 let passwordAuth: boolean;
 
-const runShape = createAjv().compile({ ...kind('run').responseSchema, additionalProperties: false, required: Object.keys(kind('run').responseSchema.properties!) });
+const runShape = createAjv().compile({
+  ...kind('run').responseSchema,
+  additionalProperties: false,
+  required: Object.keys(kind('run').responseSchema.properties!),
+});
 
 beforeAll(async () => {
   [svc, src] = await Promise.all([startTestService({ timeScale: 1000, sourceTimeout: 1 }), createSourceDb(1)]);
@@ -26,8 +43,12 @@ afterAll(() => svc?.close());
 
 let n = 0;
 /** A postgresql connector on the source; the secure role when the server can demand passwords. */
-async function pgConnector(over: { config?: Record<string, unknown>; credentials?: Record<string, unknown>; selected_tables?: string[] } = {}) {
-  const credentials = passwordAuth ? { username: SECURE_ROLE, password: SECURE_PASSWORD } : { username: src.admin.username, password: 'unused' };
+async function pgConnector(
+  over: { config?: Record<string, unknown>; credentials?: Record<string, unknown>; selected_tables?: string[] } = {},
+) {
+  const credentials = passwordAuth
+    ? { username: SECURE_ROLE, password: SECURE_PASSWORD }
+    : { username: src.admin.username, password: 'unused' };
   return svc.ok(t, 'POST', p, {
     body: {
       name: `pg-${++n}`,
@@ -93,7 +114,10 @@ describe('POST .../connectors/{id}/test', () => {
 
   it('a missing database, a missing schema and a refused TLS are named', async () => {
     const noDb = await pgConnector({ config: { database: 'no_such_db' } });
-    expect(await test(noDb.id)).toEqual({ success: false, message: expect.stringMatching(/^Database "no_such_db" does not exist on 127\.0\.0\.1:\d+/) });
+    expect(await test(noDb.id)).toEqual({
+      success: false,
+      message: expect.stringMatching(/^Database "no_such_db" does not exist on 127\.0\.0\.1:\d+/),
+    });
     const noSchema = await pgConnector({ config: { schema: 'nope' } });
     expect(await test(noSchema.id)).toEqual({ success: false, message: expect.stringMatching(/schema "nope" does not exist/) });
     // The test server has no TLS: prefer falls back to plain (the tests above), require does not.
@@ -110,7 +134,9 @@ describe('POST .../connectors/{id}/test', () => {
     expectError(await svc.call(t, 'POST', `${p}/${c.id}/test`, { token: key.key }), 403, 'forbidden');
     const logs = await svc.ok(t, 'GET', `/projects/${projectId}/audit-logs`, { query: { action: 'connector.test' } });
     expect(logs.data.length).toBeGreaterThanOrEqual(1);
-    expect(logs.data.find((e: { resource_id: string; outcome: string }) => e.resource_id === c.id && e.outcome === 'success')).toMatchObject({ status_code: 200, diff: { success: { before: null, after: true } } });
+    expect(
+      logs.data.find((e: { resource_id: string; outcome: string }) => e.resource_id === c.id && e.outcome === 'success'),
+    ).toMatchObject({ status_code: 200, diff: { success: { before: null, after: true } } });
     expect(logs.data.find((e: { outcome: string; status_code: number }) => e.outcome === 'failure' && e.status_code === 403)).toBeTruthy();
   });
 });
@@ -144,7 +170,13 @@ describe('GET .../connectors/{id}/schema', () => {
     const c = await pgConnector();
     const first = await svc.ok(t, 'GET', `${p}/${c.id}/schema`);
     expect(first.tables.length).toBeGreaterThan(0);
-    await svc.ok(t, 'PATCH', `${p}/${c.id}`, { body: { config: { host: src.host, port: await closedPort(), database: src.database, schema: 'shop' } } }, 200);
+    await svc.ok(
+      t,
+      'PATCH',
+      `${p}/${c.id}`,
+      { body: { config: { host: src.host, port: await closedPort(), database: src.database, schema: 'shop' } } },
+      200,
+    );
     const again = await svc.ok(t, 'GET', `${p}/${c.id}/schema`);
     expect(again.error).toMatch(/^Host unreachable/);
     expect(again.tables).toEqual(first.tables);
@@ -155,7 +187,9 @@ describe('GET .../connectors/{id}/schema', () => {
   });
 
   it('a simulated type discovers its selected tables, the same every time', async () => {
-    const c = await svc.ok(t, 'POST', p, { body: { name: 'sim-schema', connector_type: 'mysql', selected_tables: ['app.users', 'events'] } });
+    const c = await svc.ok(t, 'POST', p, {
+      body: { name: 'sim-schema', connector_type: 'mysql', selected_tables: ['app.users', 'events'] },
+    });
     const a = await svc.ok(t, 'GET', `${p}/${c.id}/schema`);
     const b = await svc.ok(t, 'GET', `${p}/${c.id}/schema`);
     expect(a.tables.map((x: { schema: string; name: string }) => `${x.schema}.${x.name}`)).toEqual(['app.users', 'public.events']);
@@ -175,7 +209,16 @@ describe('POST .../connectors/{id}/sync', () => {
     expect(res.body.status).toBe('running');
     const run = await waitForRun(svc, t, `${p}/${c.id}/runs/${res.body.run_id}`);
     expect(runShape(run), JSON.stringify(runShape.errors)).toBe(true);
-    expect(run).toMatchObject({ id: res.body.run_id, run_type: 'connector_sync', resource_id: c.id, status: 'succeeded', trigger: 'manual', simulated: false, error: null, started_at: res.body.started_at });
+    expect(run).toMatchObject({
+      id: res.body.run_id,
+      run_type: 'connector_sync',
+      resource_id: c.id,
+      status: 'succeeded',
+      trigger: 'manual',
+      simulated: false,
+      error: null,
+      started_at: res.body.started_at,
+    });
     expect(run.tables.map((x) => [x.table, x.status, x.rows, x.error])).toEqual([
       ['shop.orders', 'completed', SHOP_ROWS.orders, null],
       ['customers', 'completed', SHOP_ROWS.customers, null],
@@ -196,7 +239,8 @@ describe('POST .../connectors/{id}/sync', () => {
     const answers = await Promise.all([0, 1, 2].map(() => svc.call(t, 'POST', `${p}/${c.id}/sync`)));
     expect(answers.map((a) => a.status).sort()).toEqual([201, 409, 409]);
     const started = answers.find((a) => a.status === 201)!.body;
-    for (const a of answers.filter((x) => x.status === 409)) expectError(a, 409, 'conflict', new RegExp(`already syncing \\(run ${started.run_id}\\)`));
+    for (const a of answers.filter((x) => x.status === 409))
+      expectError(a, 409, 'conflict', new RegExp(`already syncing \\(run ${started.run_id}\\)`));
     expect((await svc.ok(t, 'GET', `${p}/${c.id}`)).status).toBe('syncing');
     const run = await waitForRun(svc, t, `${p}/${c.id}/runs/${started.run_id}`);
     expect(run.status).toBe('succeeded');
@@ -217,7 +261,10 @@ describe('POST .../connectors/{id}/sync', () => {
       const { run_id } = await svc.ok(t, 'POST', `${p}/${c.id}/sync`);
       const run = await waitForRun(svc, t, `${p}/${c.id}/runs/${run_id}`);
       expect(run.status).toBe('failed');
-      expect(run.tables.map((x) => [x.table, x.status, x.rows])).toEqual([['slow.sleepy', 'failed', null], ['shop.orders', 'completed', 3]]);
+      expect(run.tables.map((x) => [x.table, x.status, x.rows])).toEqual([
+        ['slow.sleepy', 'failed', null],
+        ['shop.orders', 'completed', 3],
+      ]);
       expect(run.tables[0].error).toMatch(/^Query cancelled after 0.3 s: canceling statement due to statement timeout/);
     } finally {
       options.sourceQueryTimeout = before;
@@ -263,8 +310,15 @@ describe('POST .../connectors/{id}/sync', () => {
     const run = await waitForRun(svc, t, `${p}/${c.id}/runs/${run_id}`);
     expect(run.status).toBe('succeeded');
     const expected = passwordAuth
-      ? [['shop.customers', 2], ['shop.orders', 3]]
-      : [['shop.customers', 2], ['shop.internal_notes', 1], ['shop.orders', 3]];
+      ? [
+          ['shop.customers', 2],
+          ['shop.orders', 3],
+        ]
+      : [
+          ['shop.customers', 2],
+          ['shop.internal_notes', 1],
+          ['shop.orders', 3],
+        ];
     expect(run.tables.map((x) => [x.table, x.rows])).toEqual(expected);
   });
 
@@ -272,7 +326,10 @@ describe('POST .../connectors/{id}/sync', () => {
     const body = (name: string) => ({ name, connector_type: 'snowflake', selected_tables: ['sales.orders', 'sales.refunds', 'events'] });
     const a = await svc.ok(t, 'POST', p, { body: body('sim-a') });
     const b = await svc.ok(t, 'POST', p, { body: body('sim-b') });
-    expect(await test(a.id)).toEqual({ success: true, message: expect.stringMatching(/^Simulated snowflake source .*: 3 tables accessible/) });
+    expect(await test(a.id)).toEqual({
+      success: true,
+      message: expect.stringMatching(/^Simulated snowflake source .*: 3 tables accessible/),
+    });
     const runs: Run[] = [];
     for (const c of [a, a, b]) {
       const { run_id } = await svc.ok(t, 'POST', `${p}/${c.id}/sync`);
@@ -311,7 +368,12 @@ describe('POST .../connectors/{id}/sync', () => {
     expectError(await svc.call(t, 'POST', `${p}/con_missing/sync`), 404, 'resource_not_found');
     const entries = (await svc.ok(t, 'GET', `/projects/${projectId}/audit-logs`, { query: { action: 'connector.sync', limit: 100 } })).data;
     const ok = entries.find((e: { resource_id: string; outcome: string }) => e.resource_id === c.id && e.outcome === 'success');
-    expect(ok).toMatchObject({ resource_type: 'connector', resource_name: 'sim-perm', status_code: 201, diff: { status: { before: 'created', after: 'syncing' }, run_id: { before: null, after: started.run_id } } });
+    expect(ok).toMatchObject({
+      resource_type: 'connector',
+      resource_name: 'sim-perm',
+      status_code: 201,
+      diff: { status: { before: 'created', after: 'syncing' }, run_id: { before: null, after: started.run_id } },
+    });
     expect(entries.find((e: { outcome: string; status_code: number }) => e.outcome === 'failure' && e.status_code === 403)).toBeTruthy();
   });
 });

@@ -57,7 +57,13 @@ export async function createSourceDb(slowSeconds = 1): Promise<SourceDb> {
       CREATE VIEW slow.sleepy AS SELECT 1 AS x FROM pg_sleep(${slowSeconds});
     `);
   });
-  return { host: admin.hostname, port: Number(admin.port), database, adminUrl: url.toString(), admin: { username: decodeURIComponent(admin.username) || 'postgres' } };
+  return {
+    host: admin.hostname,
+    port: Number(admin.port),
+    database,
+    adminUrl: url.toString(),
+    admin: { username: decodeURIComponent(admin.username) || 'postgres' },
+  };
 }
 
 export const SECURE_ROLE = 'dp_rt_secure';
@@ -89,7 +95,9 @@ export async function ensurePasswordRole(source: SourceDb): Promise<boolean> {
       }
     });
     await withClient(source.adminUrl, (c) =>
-      c.query(`GRANT CONNECT ON DATABASE ${source.database} TO ${SECURE_ROLE}; GRANT USAGE ON SCHEMA shop TO ${SECURE_ROLE}; GRANT SELECT ON shop.orders, shop.customers TO ${SECURE_ROLE};`),
+      c.query(
+        `GRANT CONNECT ON DATABASE ${source.database} TO ${SECURE_ROLE}; GRANT USAGE ON SCHEMA shop TO ${SECURE_ROLE}; GRANT SELECT ON shop.orders, shop.customers TO ${SECURE_ROLE};`,
+      ),
     );
     // The reload is asynchronous: wait until the role really needs its password.
     const url = new URL(source.adminUrl);

@@ -13,7 +13,10 @@ let t: TestTenant;
 let projectId: string;
 let base: string;
 
-const planShape = createAjv().compile({ ...kind('infrastructure_plan').responseSchema, required: Object.keys(kind('infrastructure_plan').responseSchema.properties!) });
+const planShape = createAjv().compile({
+  ...kind('infrastructure_plan').responseSchema,
+  required: Object.keys(kind('infrastructure_plan').responseSchema.properties!),
+});
 
 beforeAll(async () => {
   svc = await startTestService({ timeScale: 4 });
@@ -27,7 +30,15 @@ interface Plan {
   plan_id: string;
   fingerprint: string;
   summary: { create: number; update: number; delete: number; unchanged: number };
-  changes: { action: string; resource_id: string; name: string; resource_type: string; changed_fields: string[]; before: Record<string, unknown> | null; after: Record<string, unknown> | null }[];
+  changes: {
+    action: string;
+    resource_id: string;
+    name: string;
+    resource_type: string;
+    changed_fields: string[];
+    before: Record<string, unknown> | null;
+    after: Record<string, unknown> | null;
+  }[];
 }
 
 const plan = () => svc.ok<Plan>(t, 'POST', `${base}/plan`, {}, 200);
@@ -40,8 +51,12 @@ describe('infrastructure plan and apply', () => {
   let firstPlan: Plan;
 
   beforeAll(async () => {
-    wh = await svc.ok(t, 'POST', base, { body: { name: 'wh', resource_type: 'warehouse', provider: 'snowflake', region: 'eu-west-1', config: { size: 'XSMALL' } } });
-    bucket = await svc.ok(t, 'POST', base, { body: { name: 'raw', resource_type: 'bucket', provider: 'aws', region: 'eu-west-1', labels: { team: 'data' } } });
+    wh = await svc.ok(t, 'POST', base, {
+      body: { name: 'wh', resource_type: 'warehouse', provider: 'snowflake', region: 'eu-west-1', config: { size: 'XSMALL' } },
+    });
+    bucket = await svc.ok(t, 'POST', base, {
+      body: { name: 'raw', resource_type: 'bucket', provider: 'aws', region: 'eu-west-1', labels: { team: 'data' } },
+    });
   });
 
   it('plans a create per new resource, with before null and after as configured; the same state gives the same plan', async () => {
@@ -54,14 +69,29 @@ describe('infrastructure plan and apply', () => {
     expect(firstPlan.summary).toEqual({ create: 2, update: 0, delete: 0, unchanged: 0 });
     expect(firstPlan.changes).toEqual([
       {
-        action: 'create', resource_id: wh.id, name: 'wh', resource_type: 'warehouse',
+        action: 'create',
+        resource_id: wh.id,
+        name: 'wh',
+        resource_type: 'warehouse',
         changed_fields: ['name', 'resource_type', 'provider', 'region', 'config', 'labels'],
-        before: null, after: { name: 'wh', resource_type: 'warehouse', provider: 'snowflake', region: 'eu-west-1', config: { size: 'XSMALL' }, labels: {} },
+        before: null,
+        after: {
+          name: 'wh',
+          resource_type: 'warehouse',
+          provider: 'snowflake',
+          region: 'eu-west-1',
+          config: { size: 'XSMALL' },
+          labels: {},
+        },
       },
       {
-        action: 'create', resource_id: bucket.id, name: 'raw', resource_type: 'bucket',
+        action: 'create',
+        resource_id: bucket.id,
+        name: 'raw',
+        resource_type: 'bucket',
         changed_fields: ['name', 'resource_type', 'provider', 'region', 'config', 'labels'],
-        before: null, after: { name: 'raw', resource_type: 'bucket', provider: 'aws', region: 'eu-west-1', config: {}, labels: { team: 'data' } },
+        before: null,
+        after: { name: 'raw', resource_type: 'bucket', provider: 'aws', region: 'eu-west-1', config: {}, labels: { team: 'data' } },
       },
     ]);
     expect((await plan()).plan_id).toBe(firstPlan.plan_id);
@@ -89,7 +119,14 @@ describe('infrastructure plan and apply', () => {
     expect([await status(wh.id), await status(bucket.id)]).toEqual(['provisioning', 'provisioning']);
     expectError(await svc.call(t, 'POST', `${base}/apply`), 409, 'conflict', /already running/);
     const run = await applyRun(res.body.run_id);
-    expect(run).toMatchObject({ run_type: 'infrastructure_apply', resource_id: projectId, status: 'succeeded', plan_id: firstPlan.plan_id, simulated: true, error: null });
+    expect(run).toMatchObject({
+      run_type: 'infrastructure_apply',
+      resource_id: projectId,
+      status: 'succeeded',
+      plan_id: firstPlan.plan_id,
+      simulated: true,
+      error: null,
+    });
     expect(run.changes.map((c) => [c.name, c.action, c.status])).toEqual([
       ['wh', 'create', 'completed'],
       ['raw', 'create', 'completed'],
@@ -106,14 +143,31 @@ describe('infrastructure plan and apply', () => {
   });
 
   it('a changed resource plans an update with before and after: provisioned -> updating -> provisioned', async () => {
-    await svc.ok(t, 'PATCH', `${base}/${bucket.id}`, { body: { labels: { team: 'platform' }, config: { storage_class: 'STANDARD' } } }, 200);
+    await svc.ok(
+      t,
+      'PATCH',
+      `${base}/${bucket.id}`,
+      { body: { labels: { team: 'platform' }, config: { storage_class: 'STANDARD' } } },
+      200,
+    );
     const p = await plan();
     expect(p.summary).toEqual({ create: 0, update: 1, delete: 0, unchanged: 1 });
     expect(p.changes).toEqual([
       {
-        action: 'update', resource_id: bucket.id, name: 'raw', resource_type: 'bucket', changed_fields: ['config', 'labels'],
+        action: 'update',
+        resource_id: bucket.id,
+        name: 'raw',
+        resource_type: 'bucket',
+        changed_fields: ['config', 'labels'],
         before: { name: 'raw', resource_type: 'bucket', provider: 'aws', region: 'eu-west-1', config: {}, labels: { team: 'data' } },
-        after: { name: 'raw', resource_type: 'bucket', provider: 'aws', region: 'eu-west-1', config: { storage_class: 'STANDARD' }, labels: { team: 'platform' } },
+        after: {
+          name: 'raw',
+          resource_type: 'bucket',
+          provider: 'aws',
+          region: 'eu-west-1',
+          config: { storage_class: 'STANDARD' },
+          labels: { team: 'platform' },
+        },
       },
     ]);
     // The resource says provisioned until an apply starts updating it.
@@ -133,13 +187,26 @@ describe('infrastructure plan and apply', () => {
     expect(p.summary).toEqual({ create: 0, update: 0, delete: 1, unchanged: 1 });
     expect(p.changes).toEqual([
       {
-        action: 'delete', resource_id: wh.id, name: 'wh', resource_type: 'warehouse', changed_fields: ['name', 'resource_type', 'provider', 'region', 'config', 'labels'],
-        before: { name: 'wh', resource_type: 'warehouse', provider: 'snowflake', region: 'eu-west-1', config: { size: 'SMALL' }, labels: {} },
+        action: 'delete',
+        resource_id: wh.id,
+        name: 'wh',
+        resource_type: 'warehouse',
+        changed_fields: ['name', 'resource_type', 'provider', 'region', 'config', 'labels'],
+        before: {
+          name: 'wh',
+          resource_type: 'warehouse',
+          provider: 'snowflake',
+          region: 'eu-west-1',
+          config: { size: 'SMALL' },
+          labels: {},
+        },
         after: null,
       },
     ]);
     // A resource created after the plan makes it stale too.
-    const late = await svc.ok(t, 'POST', base, { body: { name: 'late', resource_type: 'network', provider: 'gcp', region: 'europe-west1' } });
+    const late = await svc.ok(t, 'POST', base, {
+      body: { name: 'late', resource_type: 'network', provider: 'gcp', region: 'europe-west1' },
+    });
     expectError(await svc.call(t, 'POST', `${base}/apply`, { body: { plan_id: p.plan_id } }), 409, 'conflict', /stale/);
     const q = await plan();
     expect(q.changes.map((c) => [c.action, c.name])).toEqual([
@@ -166,7 +233,9 @@ describe('infrastructure plan and apply', () => {
     expect((await svc.call(t, 'POST', `${base}/apply`, { body: { plan: 'x' } })).status).toBe(400);
     expect((await svc.call(t, 'POST', `${base}/apply`, { body: { plan_id: 42 } })).status).toBe(400);
     expectError(await svc.call(t, 'POST', `/projects/prj_nope/infrastructure/plan`), 404, 'resource_not_found');
-    const logs = (await svc.ok(t, 'GET', `/projects/${projectId}/audit-logs`, { query: { resource_type: 'infrastructure_resource', limit: 100 } })).data;
+    const logs = (
+      await svc.ok(t, 'GET', `/projects/${projectId}/audit-logs`, { query: { resource_type: 'infrastructure_resource', limit: 100 } })
+    ).data;
     const actions = logs.map((e: { action: string; status_code: number }) => `${e.action} ${e.status_code}`);
     expect(actions).toContain('infrastructure_resource.plan 200');
     expect(actions).toContain('infrastructure_resource.apply 201');

@@ -17,18 +17,32 @@ const schemaOf = (o: any, code: string) => o.responses[code].content['applicatio
 
 describe('runtime operations in the OpenAPI document', () => {
   it('answers 201 for triggers, 200 for the connection test, the plan and the schema', () => {
-    for (const path of ['/projects/{id}/connectors/{connectorId}/sync', '/projects/{id}/pipelines/{pipelineId}/run', '/projects/{id}/dbt-projects/{dbtId}/run', '/projects/{id}/infrastructure/apply']) {
+    for (const path of [
+      '/projects/{id}/connectors/{connectorId}/sync',
+      '/projects/{id}/pipelines/{pipelineId}/run',
+      '/projects/{id}/dbt-projects/{dbtId}/run',
+      '/projects/{id}/infrastructure/apply',
+    ]) {
       const o = op('post', path);
       expect(Object.keys(o.responses), path).toContain('201');
       expect(Object.keys(schemaOf(o, '201').properties), path).toEqual(expect.arrayContaining(['run_id', 'status', 'started_at']));
     }
-    expect(Object.keys(schemaOf(op('post', '/projects/{id}/connectors/{connectorId}/test'), '200').properties).sort()).toEqual(['message', 'success']);
+    expect(Object.keys(schemaOf(op('post', '/projects/{id}/connectors/{connectorId}/test'), '200').properties).sort()).toEqual([
+      'message',
+      'success',
+    ]);
     expect(schemaOf(op('post', '/projects/{id}/infrastructure/plan'), '200').properties).toHaveProperty('changes');
     expect(schemaOf(op('get', '/projects/{id}/connectors/{connectorId}/schema'), '200').properties).toHaveProperty('error');
   });
 
   it('takes no body on triggers, and an optional {plan_id} on apply', () => {
-    for (const path of ['/projects/{id}/connectors/{connectorId}/test', '/projects/{id}/connectors/{connectorId}/sync', '/projects/{id}/pipelines/{pipelineId}/run', '/projects/{id}/dbt-projects/{dbtId}/run', '/projects/{id}/infrastructure/plan']) {
+    for (const path of [
+      '/projects/{id}/connectors/{connectorId}/test',
+      '/projects/{id}/connectors/{connectorId}/sync',
+      '/projects/{id}/pipelines/{pipelineId}/run',
+      '/projects/{id}/dbt-projects/{dbtId}/run',
+      '/projects/{id}/infrastructure/plan',
+    ]) {
       expect(op('post', path).requestBody, path).toBeUndefined();
     }
     const apply = op('post', '/projects/{id}/infrastructure/apply');
@@ -41,7 +55,8 @@ describe('runtime operations in the OpenAPI document', () => {
     const run = schemaOf(op('get', '/projects/{id}/pipelines/{pipelineId}/runs/{runId}'), '200');
     expect(run.properties.status.enum).toEqual(['queued', 'running', 'succeeded', 'failed', 'cancelled']);
     const unitStates = ['pending', 'running', 'completed', 'failed', 'skipped'];
-    for (const list of ['steps', 'models', 'tables', 'changes']) expect(run.properties[list].items.properties.status.enum, list).toEqual(unitStates);
+    for (const list of ['steps', 'models', 'tables', 'changes'])
+      expect(run.properties[list].items.properties.status.enum, list).toEqual(unitStates);
     const connector = schemaOf(op('get', '/projects/{id}/connectors/{resourceId}'), '200');
     expect(connector.properties.status.enum).toEqual(['created', 'active', 'syncing', 'error', 'paused']);
     const infra = schemaOf(op('get', '/projects/{id}/infrastructure/{resourceId}'), '200');
@@ -56,6 +71,8 @@ describe('runtime operations in the OpenAPI document', () => {
     expect(kind('run_trigger').schema.properties!.status.enum).toEqual(kind('run').schema.properties!.status.enum);
     expect(kind('infrastructure_apply').schema.properties!.status.enum).toEqual(kind('run').schema.properties!.status.enum);
     const strip = (s: unknown) => JSON.parse(JSON.stringify(s), (k, v) => (k === 'description' ? undefined : v));
-    expect(strip(kind('infrastructure_apply').schema.properties!.changes)).toEqual(strip(kind('infrastructure_plan').schema.properties!.changes));
+    expect(strip(kind('infrastructure_apply').schema.properties!.changes)).toEqual(
+      strip(kind('infrastructure_plan').schema.properties!.changes),
+    );
   });
 });

@@ -16,7 +16,11 @@ let src: SourceDb;
 let projectId: string;
 const ids: Record<string, string> = {};
 
-const runShape = createAjv().compile({ ...kind('run').responseSchema, additionalProperties: false, required: Object.keys(kind('run').responseSchema.properties!) });
+const runShape = createAjv().compile({
+  ...kind('run').responseSchema,
+  additionalProperties: false,
+  required: Object.keys(kind('run').responseSchema.properties!),
+});
 const SLOW = 0.6;
 
 beforeAll(async () => {
@@ -26,12 +30,26 @@ beforeAll(async () => {
   base = `/projects/${projectId}`;
   const pg = (name: string, selected_tables: string[]) =>
     svc.ok(t, 'POST', `${base}/connectors`, {
-      body: { name, connector_type: 'postgresql', config: { host: src.host, port: src.port, database: src.database, schema: 'shop', ssl_mode: 'disable' }, credentials: { username: src.admin.username }, selected_tables },
+      body: {
+        name,
+        connector_type: 'postgresql',
+        config: { host: src.host, port: src.port, database: src.database, schema: 'shop', ssl_mode: 'disable' },
+        credentials: { username: src.admin.username },
+        selected_tables,
+      },
     });
   ids.pg = (await pg('shop-slow', ['slow.sleepy', 'shop.orders'])).id;
   ids.broken = (await pg('shop-broken', ['shop.orders', 'shop.gone'])).id;
-  ids.sim = (await svc.ok(t, 'POST', `${base}/connectors`, { body: { name: 'crm', connector_type: 'salesforce', selected_tables: ['Account', 'Opportunity'] } })).id;
-  ids.channel = (await svc.ok(t, 'POST', `${base}/notification-channels`, { body: { name: 'ops', type: 'email', config: { email_addresses: ['ops@example.com'] } } })).id;
+  ids.sim = (
+    await svc.ok(t, 'POST', `${base}/connectors`, {
+      body: { name: 'crm', connector_type: 'salesforce', selected_tables: ['Account', 'Opportunity'] },
+    })
+  ).id;
+  ids.channel = (
+    await svc.ok(t, 'POST', `${base}/notification-channels`, {
+      body: { name: 'ops', type: 'email', config: { email_addresses: ['ops@example.com'] } },
+    })
+  ).id;
   ids.dbt = (
     await svc.ok(t, 'POST', `${base}/dbt-projects`, {
       body: {
@@ -112,7 +130,10 @@ describe('POST .../pipelines/{id}/run', () => {
   it('each sync or dbt step started a real run of its own, triggered by the pipeline', async () => {
     const shopRun = await svc.ok<Run>(t, 'GET', `${base}/connectors/${ids.pg}/runs/${step(run, 'sync_shop').run_id}`);
     expect(shopRun).toMatchObject({ status: 'succeeded', trigger: 'pipeline', parent_run_id: run.id, simulated: false });
-    expect(shopRun.tables.map((x) => [x.table, x.rows])).toEqual([['slow.sleepy', 1], ['shop.orders', 3]]);
+    expect(shopRun.tables.map((x) => [x.table, x.rows])).toEqual([
+      ['slow.sleepy', 1],
+      ['shop.orders', 3],
+    ]);
     const crmRun = await svc.ok<Run>(t, 'GET', `${base}/connectors/${ids.sim}/runs/${step(run, 'sync_crm').run_id}`);
     expect(crmRun).toMatchObject({ status: 'succeeded', trigger: 'pipeline', parent_run_id: run.id, simulated: true });
     const dbtRun = await svc.ok<Run>(t, 'GET', `${base}/dbt-projects/${ids.dbt}/runs/${step(run, 'transform').run_id}`);
@@ -147,19 +168,26 @@ describe('POST .../pipelines/{id}/run', () => {
       ['notify_crm', 'completed'],
     ]);
     const broken = step(failed, 'sync_broken');
-    expect(broken.error).toMatch(new RegExp(`^connector sync ${broken.run_id} failed: 1 of 2 tables failed: shop\\.gone: table "shop\\.gone" does not exist`));
+    expect(broken.error).toMatch(
+      new RegExp(`^connector sync ${broken.run_id} failed: 1 of 2 tables failed: shop\\.gone: table "shop\\.gone" does not exist`),
+    );
     expect(failed.error).toMatch(/^step sync_broken failed: connector sync/);
     for (const name of ['transform', 'notify_done']) {
       expect(step(failed, name)).toMatchObject({ started_at: null, finished_at: null, duration_seconds: null, run_id: null });
     }
     expect(step(failed, 'transform').error).toBe('step sync_broken failed');
     expect(step(failed, 'notify_done').error).toBe('step transform skipped');
-    expect(await svc.ok(t, 'GET', `${base}/pipelines/${failing.id}`)).toMatchObject({ last_run_status: 'failed', last_error: failed.error });
+    expect(await svc.ok(t, 'GET', `${base}/pipelines/${failing.id}`)).toMatchObject({
+      last_run_status: 'failed',
+      last_error: failed.error,
+    });
     expect((await svc.ok(t, 'GET', `${base}/connectors/${ids.broken}`)).status).toBe('error');
   });
 
   it('a disabled pipeline cannot be run (409) until enabled again', async () => {
-    const p = await svc.ok(t, 'POST', `${base}/pipelines`, { body: { name: 'paused', enabled: false, steps: [{ name: 'only', type: 'notification', channel_id: ids.channel }] } });
+    const p = await svc.ok(t, 'POST', `${base}/pipelines`, {
+      body: { name: 'paused', enabled: false, steps: [{ name: 'only', type: 'notification', channel_id: ids.channel }] },
+    });
     expectError(await svc.call(t, 'POST', `${base}/pipelines/${p.id}/run`), 409, 'conflict', /disabled/);
     expect((await svc.ok(t, 'GET', `${base}/pipelines/${p.id}/runs`)).data).toEqual([]);
     await svc.ok(t, 'PATCH', `${base}/pipelines/${p.id}`, { body: { enabled: true } }, 200);
@@ -174,8 +202,12 @@ describe('POST .../pipelines/{id}/run', () => {
     expectError(await svc.call(t, 'POST', `${base}/pipelines/${pipelineId}/run`, { token: ro.key }), 403, 'forbidden');
     expect((await svc.call(t, 'GET', runPath(pipelineId, run.id), { token: ro.key })).status).toBe(200);
     const logs = (await svc.ok(t, 'GET', `${base}/audit-logs`, { query: { action: 'pipeline.run', limit: 100 } })).data;
-    expect(logs.find((e: { resource_id: string; outcome: string }) => e.resource_id === pipelineId && e.outcome === 'success')).toMatchObject({ status_code: 201, resource_type: 'pipeline' });
-    expect(logs.find((e: { resource_id: string; status_code: number }) => e.resource_id === pipelineId && e.status_code === 409)).toMatchObject({ outcome: 'failure' });
+    expect(
+      logs.find((e: { resource_id: string; outcome: string }) => e.resource_id === pipelineId && e.outcome === 'success'),
+    ).toMatchObject({ status_code: 201, resource_type: 'pipeline' });
+    expect(
+      logs.find((e: { resource_id: string; status_code: number }) => e.resource_id === pipelineId && e.status_code === 409),
+    ).toMatchObject({ outcome: 'failure' });
   });
 });
 
@@ -188,12 +220,20 @@ describe('POST .../dbt-projects/{id}/run', () => {
     expect(res.body.status).toBe('running');
     const run = await waitForRun(svc, t, `${base}/dbt-projects/${ids.dbt}/runs/${res.body.run_id}`);
     expect(runShape(run), JSON.stringify(runShape.errors)).toBe(true);
-    expect(run).toMatchObject({ run_type: 'dbt_run', resource_id: ids.dbt, status: 'succeeded', simulated: true, error: null, trigger: 'manual' });
+    expect(run).toMatchObject({
+      run_type: 'dbt_run',
+      resource_id: ids.dbt,
+      status: 'succeeded',
+      simulated: true,
+      error: null,
+      trigger: 'manual',
+    });
     // Topological order (dependencies first, ties in declaration order), as GET .../models lists them.
     expect(run.models.map((m) => m.name)).toEqual(order);
     const listed = await svc.ok(t, 'GET', `${base}/dbt-projects/${ids.dbt}/models`);
     expect(listed.data.map((m: { name: string }) => m.name)).toEqual(order);
-    for (let i = 1; i < run.models.length; i++) expect(ms(run.models[i].started_at)).toBeGreaterThanOrEqual(ms(run.models[i - 1].finished_at));
+    for (let i = 1; i < run.models.length; i++)
+      expect(ms(run.models[i].started_at)).toBeGreaterThanOrEqual(ms(run.models[i - 1].finished_at));
     expect(run.models.map((m) => [m.name, m.materialization, m.status])).toEqual([
       ['stg_orders', 'view', 'completed'],
       ['stg_accounts', 'view', 'completed'],
@@ -240,7 +280,11 @@ describe('POST .../dbt-projects/{id}/run', () => {
 
   it('one run at a time (409), run history paginated, reads for read-only, triggers for read-write', async () => {
     const big = await svc.ok(t, 'POST', `${base}/dbt-projects`, {
-      body: { name: 'big', repository: 'https://git.example.com/big.git', models: Array.from({ length: 100 }, (_, i) => ({ name: `m${i}`, materialization: 'table', depends_on: i ? [`m${i - 1}`] : [] })) },
+      body: {
+        name: 'big',
+        repository: 'https://git.example.com/big.git',
+        models: Array.from({ length: 100 }, (_, i) => ({ name: `m${i}`, materialization: 'table', depends_on: i ? [`m${i - 1}`] : [] })),
+      },
     });
     const answers = await Promise.all([0, 1].map(() => svc.call(t, 'POST', `${base}/dbt-projects/${big.id}/run`)));
     expect(answers.map((a) => a.status).sort()).toEqual([201, 409]);
@@ -252,7 +296,10 @@ describe('POST .../dbt-projects/{id}/run', () => {
     const ro = await svc.apiKey(t, projectId, 'read-only');
     const page1 = await svc.ok(t, 'GET', `${base}/dbt-projects/${big.id}/runs`, { query: { limit: 1 }, token: ro.key });
     expect(page1).toMatchObject({ has_more: true, data: [{ id: first }] });
-    const page2 = await svc.ok(t, 'GET', `${base}/dbt-projects/${big.id}/runs`, { query: { limit: 1, cursor: page1.next_cursor }, token: ro.key });
+    const page2 = await svc.ok(t, 'GET', `${base}/dbt-projects/${big.id}/runs`, {
+      query: { limit: 1, cursor: page1.next_cursor },
+      token: ro.key,
+    });
     expect(page2).toMatchObject({ has_more: false, data: [{ id: second }] });
     expectError(await svc.call(t, 'POST', `${base}/dbt-projects/${big.id}/run`, { token: ro.key }), 403, 'forbidden');
     expectError(await svc.call(t, 'POST', `${base}/dbt-projects/dbt_nope/run`), 404, 'resource_not_found');

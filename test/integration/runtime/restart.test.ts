@@ -53,16 +53,47 @@ beforeAll(async () => {
   projectId = (await a.project(tA, 'restart')).id;
   base = `/projects/${projectId}`;
   ids.done = (await a.ok(tA, 'POST', `${base}/connectors`, { body: { name: 'done', connector_type: 'mysql', selected_tables: [] } })).id;
-  ids.sync = (await a.ok(tA, 'POST', `${base}/connectors`, { body: { name: 'erp', connector_type: 'sqlserver', selected_tables: ['dbo.orders', 'dbo.lines'] } })).id;
-  ids.stepSync = (await a.ok(tA, 'POST', `${base}/connectors`, { body: { name: 'crm', connector_type: 'salesforce', selected_tables: ['Account'] } })).id;
-  ids.dbt = (await a.ok(tA, 'POST', `${base}/dbt-projects`, { body: { name: 'models', repository: 'https://git.example.com/m.git', models: [{ name: 'a', materialization: 'table' }, { name: 'b', depends_on: ['a'] }] } })).id;
-  ids.channel = (await a.ok(tA, 'POST', `${base}/notification-channels`, { body: { name: 'ops', type: 'email', config: { email_addresses: ['ops@example.com'] } } })).id;
-  ids.pipeline = (
-    await a.ok(tA, 'POST', `${base}/pipelines`, {
-      body: { name: 'nightly', steps: [{ name: 'sync', type: 'connector_sync', connector_id: ids.stepSync }, { name: 'notify', type: 'notification', channel_id: ids.channel, depends_on: ['sync'] }] },
+  ids.sync = (
+    await a.ok(tA, 'POST', `${base}/connectors`, {
+      body: { name: 'erp', connector_type: 'sqlserver', selected_tables: ['dbo.orders', 'dbo.lines'] },
     })
   ).id;
-  ids.wh = (await a.ok(tA, 'POST', `${base}/infrastructure`, { body: { name: 'wh', resource_type: 'warehouse', provider: 'snowflake', region: 'eu-west-1' } })).id;
+  ids.stepSync = (
+    await a.ok(tA, 'POST', `${base}/connectors`, { body: { name: 'crm', connector_type: 'salesforce', selected_tables: ['Account'] } })
+  ).id;
+  ids.dbt = (
+    await a.ok(tA, 'POST', `${base}/dbt-projects`, {
+      body: {
+        name: 'models',
+        repository: 'https://git.example.com/m.git',
+        models: [
+          { name: 'a', materialization: 'table' },
+          { name: 'b', depends_on: ['a'] },
+        ],
+      },
+    })
+  ).id;
+  ids.channel = (
+    await a.ok(tA, 'POST', `${base}/notification-channels`, {
+      body: { name: 'ops', type: 'email', config: { email_addresses: ['ops@example.com'] } },
+    })
+  ).id;
+  ids.pipeline = (
+    await a.ok(tA, 'POST', `${base}/pipelines`, {
+      body: {
+        name: 'nightly',
+        steps: [
+          { name: 'sync', type: 'connector_sync', connector_id: ids.stepSync },
+          { name: 'notify', type: 'notification', channel_id: ids.channel, depends_on: ['sync'] },
+        ],
+      },
+    })
+  ).id;
+  ids.wh = (
+    await a.ok(tA, 'POST', `${base}/infrastructure`, {
+      body: { name: 'wh', resource_type: 'warehouse', provider: 'snowflake', region: 'eu-west-1' },
+    })
+  ).id;
 
   // A run that ends before the stop (no tables: nothing to simulate) must stay as it ended.
   runs.done = (await a.ok(tA, 'POST', `${base}/connectors/${ids.done}/sync`)).run_id;
@@ -72,7 +103,9 @@ beforeAll(async () => {
   runs.pipeline = (await a.ok(tA, 'POST', `${base}/pipelines/${ids.pipeline}/run`)).run_id;
   runs.apply = (await a.ok(tA, 'POST', `${base}/infrastructure/apply`)).run_id;
   // Wait until the pipeline's sync step has started its connector run, so there is a child run too.
-  runs.stepSync = await eventually(async () => (await a.ok<Run>(tA, 'GET', `${base}/pipelines/${ids.pipeline}/runs/${runs.pipeline}`)).steps[0].run_id);
+  runs.stepSync = await eventually(
+    async () => (await a.ok<Run>(tA, 'GET', `${base}/pipelines/${ids.pipeline}/runs/${runs.pipeline}`)).steps[0].run_id,
+  );
   expect((await a.ok<Run>(tA, 'GET', `${base}/dbt-projects/${ids.dbt}/runs/${runs.dbt}`)).models[0].status).toBe('running');
   expect(runtimeOf(a.service.ctx).active).toBe(5);
 
@@ -159,10 +192,32 @@ describe('restart with runs in flight', () => {
     /** A running sync of connector `connectorId`, claimed by `instance` (as another replica would have it). */
     const orphan = async (instance: string, heartbeat: number | null, connectorId: string) => {
       const id = newId('run');
-      const data = { id, project_id: projectId, run_type: 'connector_sync', resource_id: connectorId, status: 'running', trigger: 'manual', parent_run_id: null, simulated: true, started_at: new Date(now - 1000).toISOString(), finished_at: null, duration_seconds: null, error: null, plan_id: null, tables: [], steps: [], models: [], changes: [] };
+      const data = {
+        id,
+        project_id: projectId,
+        run_type: 'connector_sync',
+        resource_id: connectorId,
+        status: 'running',
+        trigger: 'manual',
+        parent_run_id: null,
+        simulated: true,
+        started_at: new Date(now - 1000).toISOString(),
+        finished_at: null,
+        duration_seconds: null,
+        error: null,
+        plan_id: null,
+        tables: [],
+        steps: [],
+        models: [],
+        changes: [],
+      };
       await ctx.resources.insert({ id, tenantId, projectId, kind: 'run', parentId: connectorId, name: id, data, secrets: null });
-      await ctx.db.run('INSERT INTO meta (key, value) VALUES (?, ?)', [`runtime.run.${id}`, JSON.stringify({ instance, tenant_id: tenantId, project_id: projectId })]);
-      if (heartbeat !== null) await ctx.db.run('INSERT INTO meta (key, value) VALUES (?, ?)', [`runtime.instance.${instance}`, String(heartbeat)]);
+      await ctx.db.run('INSERT INTO meta (key, value) VALUES (?, ?)', [
+        `runtime.run.${id}`,
+        JSON.stringify({ instance, tenant_id: tenantId, project_id: projectId }),
+      ]);
+      if (heartbeat !== null)
+        await ctx.db.run('INSERT INTO meta (key, value) VALUES (?, ?)', [`runtime.instance.${instance}`, String(heartbeat)]);
       return id;
     };
     const alive = await orphan('rti_alive', now, ids.done);

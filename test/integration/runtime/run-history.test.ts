@@ -18,7 +18,10 @@ describe('run history', () => {
 
   it('keeps the newest runs of each resource, deleting the oldest finished ones as new ones start', async () => {
     const p = `/projects/${(await svc.project(t, 'history')).id}/connectors`;
-    const [a, b] = [await svc.ok(t, 'POST', p, { body: { name: 'a', connector_type: 'salesforce', selected_tables: ['Account'] } }), await svc.ok(t, 'POST', p, { body: { name: 'b', connector_type: 'salesforce', selected_tables: ['Account'] } })];
+    const [a, b] = [
+      await svc.ok(t, 'POST', p, { body: { name: 'a', connector_type: 'salesforce', selected_tables: ['Account'] } }),
+      await svc.ok(t, 'POST', p, { body: { name: 'b', connector_type: 'salesforce', selected_tables: ['Account'] } }),
+    ];
     const started: string[] = [];
     for (let i = 0; i < 5; i++) {
       const run = await svc.ok<{ run_id: string }>(t, 'POST', `${p}/${a.id}/sync`, {}, 201);

@@ -7,7 +7,6 @@ import { schedulerOf } from '../../../src/service/runtime/scheduler.js';
 import { newId } from '../../../src/service/ids.js';
 import { eventually, type Run } from '../runtime/helpers.js';
 
-
 /**
  * Issue 18: sparse schedules must not cost the service anything while nothing is due. The old
  * scheduler computed every scheduled resource's latest tick (cron-parser prev(), ~1.5 ms for a
@@ -31,7 +30,9 @@ describe('a scheduler with 20,000 sparse schedules', () => {
     svc = await startTestService({ clock });
     [owner, bystander] = [await svc.tenant(), await svc.tenant()];
     const project = await svc.project(owner, 'many');
-    const template = await svc.ok(owner, 'POST', `/projects/${project.id}/connectors`, { body: { name: 'template', connector_type: 'salesforce', selected_tables: ['Account'], schedule: '0 0 1 1 *' } });
+    const template = await svc.ok(owner, 'POST', `/projects/${project.id}/connectors`, {
+      body: { name: 'template', connector_type: 'salesforce', selected_tables: ['Account'], schedule: '0 0 1 1 *' },
+    });
     const stored = (await svc.service.ctx.resources.get(await tenantId(svc, owner), project.id, 'connector', template.id))!;
     // The fast path: straight into the store, in transactions of BATCH rows, half yearly and half on 29 February.
     const { ctx } = svc.service;
@@ -41,7 +42,10 @@ describe('a scheduler with 20,000 sparse schedules', () => {
           const id = newId('connector');
           const name = `c${j}`;
           const data = { ...stored.data, id, name, schedule: j % 2 ? '0 0 1 1 *' : '0 0 29 2 *' };
-          await ctx.resources.insert({ id, tenantId: stored.tenantId, projectId: stored.projectId, kind: 'connector', parentId: '', name, data, secrets: null }, q);
+          await ctx.resources.insert(
+            { id, tenantId: stored.tenantId, projectId: stored.projectId, kind: 'connector', parentId: '', name, data, secrets: null },
+            q,
+          );
         }
       });
     }
@@ -65,7 +69,9 @@ describe('a scheduler with 20,000 sparse schedules', () => {
     delay.disable();
     const loopMaxMs = delay.max / 1e6;
     const passMaxMs = Math.max(...passes);
-    console.log(`scheduler scale (${COUNT} yearly schedules): pass max ${passMaxMs.toFixed(1)} ms over ${passes.length} passes; event-loop delay max ${loopMaxMs.toFixed(1)} ms, p99 ${(delay.percentile(99) / 1e6).toFixed(1)} ms; bystander ${probe.count} GETs, p50 ${probe.p50.toFixed(1)} ms, max ${probe.max.toFixed(1)} ms`);
+    console.log(
+      `scheduler scale (${COUNT} yearly schedules): pass max ${passMaxMs.toFixed(1)} ms over ${passes.length} passes; event-loop delay max ${loopMaxMs.toFixed(1)} ms, p99 ${(delay.percentile(99) / 1e6).toFixed(1)} ms; bystander ${probe.count} GETs, p50 ${probe.p50.toFixed(1)} ms, max ${probe.max.toFixed(1)} ms`,
+    );
     expect(probe.failures).toEqual([]);
     expect(probe.max).toBeLessThan(BYSTANDER_MAX_MS);
     expect(loopMaxMs).toBeLessThan(BYSTANDER_MAX_MS);
@@ -86,7 +92,10 @@ describe('next due times follow the schedule', () => {
   let projectId: string;
 
   const row = (id: string) =>
-    svc.service.ctx.db.get<{ tick: number; offset_ms: number; next_due_at: number; expression: string }>('SELECT tick, offset_ms, next_due_at, expression FROM schedules WHERE resource_id = ?', [id]);
+    svc.service.ctx.db.get<{ tick: number; offset_ms: number; next_due_at: number; expression: string }>(
+      'SELECT tick, offset_ms, next_due_at, expression FROM schedules WHERE resource_id = ?',
+      [id],
+    );
   const iso = (ms: number | undefined) => (ms === undefined ? undefined : new Date(Number(ms)).toISOString());
   const runs = async (id: string) => (await svc.ok<{ data: Run[] }>(t, 'GET', `${base}/connectors/${id}/runs?limit=100`)).data;
 
@@ -100,7 +109,9 @@ describe('next due times follow the schedule', () => {
   afterAll(() => svc?.close());
 
   it('stores the next tick on create, moves it on PATCH, drops it when cleared or deleted', async () => {
-    const c = await svc.ok(t, 'POST', `${base}/connectors`, { body: { name: 'crm', connector_type: 'salesforce', selected_tables: ['Account'], schedule: '0 * * * *' } });
+    const c = await svc.ok(t, 'POST', `${base}/connectors`, {
+      body: { name: 'crm', connector_type: 'salesforce', selected_tables: ['Account'], schedule: '0 * * * *' },
+    });
     const first = (await row(c.id))!;
     expect(iso(first.tick)).toBe('2026-03-01T11:00:00.000Z');
     expect(Number(first.offset_ms) % 1000).toBe(0);
@@ -126,7 +137,9 @@ describe('next due times follow the schedule', () => {
     expect(await row(c.id)).toBeUndefined();
 
     const p = await svc.project(t, 'doomed');
-    const inDoomed = await svc.ok(t, 'POST', `/projects/${p.id}/connectors`, { body: { name: 'x', connector_type: 'salesforce', selected_tables: ['Account'], schedule: '0 * * * *' } });
+    const inDoomed = await svc.ok(t, 'POST', `/projects/${p.id}/connectors`, {
+      body: { name: 'x', connector_type: 'salesforce', selected_tables: ['Account'], schedule: '0 * * * *' },
+    });
     expect(await row(inDoomed.id)).toBeDefined();
     await svc.ok(t, 'DELETE', `/projects/${p.id}`);
     expect(await row(inDoomed.id)).toBeUndefined();
@@ -134,7 +147,9 @@ describe('next due times follow the schedule', () => {
 
   it('fires a due tick once, after its spread, and advances next_due_at with next()', async () => {
     const scheduler = schedulerOf(runtimeOf(svc.service.ctx));
-    const c = await svc.ok(t, 'POST', `${base}/connectors`, { body: { name: 'hourly', connector_type: 'salesforce', selected_tables: ['Account'], schedule: '0 * * * *' } });
+    const c = await svc.ok(t, 'POST', `${base}/connectors`, {
+      body: { name: 'hourly', connector_type: 'salesforce', selected_tables: ['Account'], schedule: '0 * * * *' },
+    });
     const { tick, offset_ms } = (await row(c.id))!;
     const due = Number(tick) + Number(offset_ms);
     if (Number(offset_ms) > 0) {
@@ -158,7 +173,10 @@ describe('next due times follow the schedule', () => {
     await scheduler.tick();
     await scheduler.queue.idle();
     expect(await runs(c.id)).toHaveLength(1);
-    const ticks = await svc.service.ctx.db.all<{ tick: string; outcome: string }>('SELECT tick, outcome FROM schedule_ticks WHERE resource_id = ?', [c.id]);
+    const ticks = await svc.service.ctx.db.all<{ tick: string; outcome: string }>(
+      'SELECT tick, outcome FROM schedule_ticks WHERE resource_id = ?',
+      [c.id],
+    );
     expect(ticks).toEqual([{ tick: '2026-03-01T11:00:00.000Z', outcome: 'started' }]);
   });
 });
@@ -185,7 +203,9 @@ describe.skipIf(testStore() !== 'postgres')('ticks claimed but not started when 
     for (let i = 0; i < COUNT; i += 25) {
       await Promise.all(
         Array.from({ length: Math.min(25, COUNT - i) }, (_, j) =>
-          a.ok(t, 'POST', `/projects/${project.id}/connectors`, { body: { name: `c${i + j}`, connector_type: 'salesforce', selected_tables: ['Account'], schedule: '0 * * * *' } }),
+          a.ok(t, 'POST', `/projects/${project.id}/connectors`, {
+            body: { name: `c${i + j}`, connector_type: 'salesforce', selected_tables: ['Account'], schedule: '0 * * * *' },
+          }),
         ),
       );
     }
@@ -207,7 +227,9 @@ describe.skipIf(testStore() !== 'postgres')('ticks claimed but not started when 
       await onB.queue.idle();
       return (await n('SELECT COUNT(*) AS n FROM schedule_ticks')) === COUNT;
     });
-    expect(await n('SELECT COUNT(DISTINCT resource_id) AS n FROM schedule_ticks WHERE tick = ?', [new Date(hour).toISOString()])).toBe(COUNT);
+    expect(await n('SELECT COUNT(DISTINCT resource_id) AS n FROM schedule_ticks WHERE tick = ?', [new Date(hour).toISOString()])).toBe(
+      COUNT,
+    );
     expect(await n('SELECT COUNT(*) AS n FROM schedules WHERE tick = ?', [hour])).toBe(0);
   }, 120_000);
 });

@@ -23,22 +23,46 @@ describe('schedules on one service', () => {
     [svc, src] = await Promise.all([startTestService({ clock: () => now, timeScale: 1000, accessTokenTtl: LONG_TTL }), createSourceDb(2)]);
     t = await svc.tenant();
     base = `/projects/${(await svc.project(t, 'schedules')).id}`;
-    ids.crm = (await svc.ok(t, 'POST', `${base}/connectors`, { body: { name: 'crm', connector_type: 'salesforce', selected_tables: ['Account'], schedule: '*/5 * * * *' } })).id;
-    ids.manual = (await svc.ok(t, 'POST', `${base}/connectors`, { body: { name: 'manual', connector_type: 'salesforce', selected_tables: ['Account'] } })).id;
-    ids.slow = (
+    ids.crm = (
       await svc.ok(t, 'POST', `${base}/connectors`, {
-        body: { name: 'slow', connector_type: 'postgresql', config: { host: src.host, port: src.port, database: src.database, schema: 'shop', ssl_mode: 'disable' }, credentials: { username: src.admin.username }, selected_tables: ['slow.sleepy'], schedule: '0 * * * *' },
+        body: { name: 'crm', connector_type: 'salesforce', selected_tables: ['Account'], schedule: '*/5 * * * *' },
       })
     ).id;
-    ids.channel = (await svc.ok(t, 'POST', `${base}/notification-channels`, { body: { name: 'mail', type: 'email', config: { email_addresses: ['ops@example.com'] } } })).id;
+    ids.manual = (
+      await svc.ok(t, 'POST', `${base}/connectors`, {
+        body: { name: 'manual', connector_type: 'salesforce', selected_tables: ['Account'] },
+      })
+    ).id;
+    ids.slow = (
+      await svc.ok(t, 'POST', `${base}/connectors`, {
+        body: {
+          name: 'slow',
+          connector_type: 'postgresql',
+          config: { host: src.host, port: src.port, database: src.database, schema: 'shop', ssl_mode: 'disable' },
+          credentials: { username: src.admin.username },
+          selected_tables: ['slow.sleepy'],
+          schedule: '0 * * * *',
+        },
+      })
+    ).id;
+    ids.channel = (
+      await svc.ok(t, 'POST', `${base}/notification-channels`, {
+        body: { name: 'mail', type: 'email', config: { email_addresses: ['ops@example.com'] } },
+      })
+    ).id;
     const steps = [{ name: 'tell', type: 'notification', channel_id: ids.channel }];
     ids.on = (await svc.ok(t, 'POST', `${base}/pipelines`, { body: { name: 'on', schedule: '*/5 * * * *', steps } })).id;
     ids.off = (await svc.ok(t, 'POST', `${base}/pipelines`, { body: { name: 'off', schedule: '*/5 * * * *', enabled: false, steps } })).id;
   });
   afterAll(() => svc?.close());
 
-  const runs = async (kind: 'connectors' | 'pipelines', id: string) => (await svc.ok<{ data: Run[] }>(t, 'GET', `${base}/${kind}/${id}/runs?limit=100`)).data;
-  const ticks = (id: string) => svc.service.ctx.db.all<{ tick: string; outcome: string; run_id: string | null; detail: string | null }>('SELECT tick, outcome, run_id, detail FROM schedule_ticks WHERE resource_id = ? ORDER BY tick', [id]);
+  const runs = async (kind: 'connectors' | 'pipelines', id: string) =>
+    (await svc.ok<{ data: Run[] }>(t, 'GET', `${base}/${kind}/${id}/runs?limit=100`)).data;
+  const ticks = (id: string) =>
+    svc.service.ctx.db.all<{ tick: string; outcome: string; run_id: string | null; detail: string | null }>(
+      'SELECT tick, outcome, run_id, detail FROM schedule_ticks WHERE resource_id = ? ORDER BY tick',
+      [id],
+    );
 
   it('starts nothing before the first tick', async () => {
     await sleep(150);
@@ -83,7 +107,9 @@ describe('schedules on one service', () => {
     const started = await eventually(async () => (await runs('connectors', ids.slow))[0]);
     expect(started.status).toBe('running');
     now = Date.parse('2026-03-01T12:00:00Z');
-    const skipped = await eventually(async () => (await ticks(ids.slow)).find((r) => r.tick === '2026-03-01T12:00:00.000Z' && r.outcome !== 'claimed'));
+    const skipped = await eventually(async () =>
+      (await ticks(ids.slow)).find((r) => r.tick === '2026-03-01T12:00:00.000Z' && r.outcome !== 'claimed'),
+    );
     expect(skipped.outcome).toBe('skipped');
     expect(skipped.detail).toMatch(/already syncing/);
     expect(await runs('connectors', ids.slow)).toHaveLength(1);
@@ -102,10 +128,19 @@ describe.skipIf(testStore() !== 'postgres')('schedules with two replicas on one 
 
   beforeAll(async () => {
     a = await startTestService({ clock: () => now, timeScale: 1000, accessTokenTtl: LONG_TTL });
-    b = await startTestService({ clock: () => now, timeScale: 1000, accessTokenTtl: LONG_TTL, databaseUrl: a.service.ctx.options.databaseUrl });
+    b = await startTestService({
+      clock: () => now,
+      timeScale: 1000,
+      accessTokenTtl: LONG_TTL,
+      databaseUrl: a.service.ctx.options.databaseUrl,
+    });
     t = await a.tenant();
     base = `/projects/${(await a.project(t, 'replicas')).id}`;
-    connectorId = (await a.ok(t, 'POST', `${base}/connectors`, { body: { name: 'crm', connector_type: 'salesforce', selected_tables: ['Account'], schedule: '* * * * *' } })).id;
+    connectorId = (
+      await a.ok(t, 'POST', `${base}/connectors`, {
+        body: { name: 'crm', connector_type: 'salesforce', selected_tables: ['Account'], schedule: '* * * * *' },
+      })
+    ).id;
   });
   afterAll(async () => {
     await b?.close();
@@ -115,13 +150,17 @@ describe.skipIf(testStore() !== 'postgres')('schedules with two replicas on one 
   it('starts exactly one run per tick', async () => {
     for (let i = 1; i <= 3; i++) {
       now = START + i * 60_000;
-      await eventually(async () => (await a.ok<{ data: Run[] }>(t, 'GET', `${base}/connectors/${connectorId}/runs?limit=100`)).data.length >= i);
+      await eventually(
+        async () => (await a.ok<{ data: Run[] }>(t, 'GET', `${base}/connectors/${connectorId}/runs?limit=100`)).data.length >= i,
+      );
       await sleep(150);
       const runs = (await a.ok<{ data: Run[] }>(t, 'GET', `${base}/connectors/${connectorId}/runs?limit=100`)).data;
       expect(runs, JSON.stringify(runs)).toHaveLength(i);
       for (const r of runs) await waitForRun(a, t, `${base}/connectors/${connectorId}/runs/${r.id}`);
     }
-    const claims = await a.service.ctx.db.all<{ instance_id: string }>('SELECT instance_id FROM schedule_ticks WHERE resource_id = ?', [connectorId]);
+    const claims = await a.service.ctx.db.all<{ instance_id: string }>('SELECT instance_id FROM schedule_ticks WHERE resource_id = ?', [
+      connectorId,
+    ]);
     expect(claims).toHaveLength(3);
   });
 });

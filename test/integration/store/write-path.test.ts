@@ -16,30 +16,52 @@ beforeAll(async () => {
 });
 afterAll(() => svc?.close());
 
-const connector = (name: string, schedule?: string) => ({ name, connector_type: 'salesforce', selected_tables: ['Account'], ...(schedule ? { schedule } : {}) });
+const connector = (name: string, schedule?: string) => ({
+  name,
+  connector_type: 'salesforce',
+  selected_tables: ['Account'],
+  ...(schedule ? { schedule } : {}),
+});
 
 describe('the create path', () => {
   it('of 20 concurrent creates with one name, one is created and 19 are 409 with the usual message; no orphan schedule rows', async () => {
     const { id: projectId } = await svc.project(t);
-    const answers = await Promise.all(Array.from({ length: 20 }, () => svc.call(t, 'POST', `/projects/${projectId}/connectors`, { body: connector('same', '0 * * * *') })));
+    const answers = await Promise.all(
+      Array.from({ length: 20 }, () => svc.call(t, 'POST', `/projects/${projectId}/connectors`, { body: connector('same', '0 * * * *') })),
+    );
     expect(answers.filter((a) => a.status === 201)).toHaveLength(1);
     const conflicts = answers.filter((a) => a.status === 409);
     expect(conflicts).toHaveLength(19);
-    for (const c of conflicts) expect(c.body.error).toMatchObject({ code: 'conflict', message: 'A connector with name "same" already exists in this project' });
+    for (const c of conflicts)
+      expect(c.body.error).toMatchObject({ code: 'conflict', message: 'A connector with name "same" already exists in this project' });
     const created = answers.find((a) => a.status === 201)!.body;
-    const rows = await svc.service.ctx.db.all<{ resource_id: string }>('SELECT resource_id FROM schedules WHERE project_id = ?', [projectId]);
+    const rows = await svc.service.ctx.db.all<{ resource_id: string }>('SELECT resource_id FROM schedules WHERE project_id = ?', [
+      projectId,
+    ]);
     expect(rows.map((r) => r.resource_id)).toEqual([created.id]);
   });
 
   it('many concurrent creates with distinct names all land, each with its schedule row, listed in creation order', async () => {
     const { id: projectId } = await svc.project(t);
     const names = Array.from({ length: 40 }, (_, i) => `c${i}`);
-    const answers = await Promise.all(names.map((n, i) => svc.call(t, 'POST', `/projects/${projectId}/connectors`, { body: connector(n, i % 2 ? '*/15 * * * *' : undefined) })));
+    const answers = await Promise.all(
+      names.map((n, i) =>
+        svc.call(t, 'POST', `/projects/${projectId}/connectors`, { body: connector(n, i % 2 ? '*/15 * * * *' : undefined) }),
+      ),
+    );
     expect(answers.map((a) => a.status)).toEqual(names.map(() => 201));
     const page = await svc.ok(t, 'GET', `/projects/${projectId}/connectors?limit=100`);
     expect(page.data.map((c: { name: string }) => c.name).sort()).toEqual([...names].sort());
-    const scheduled = await svc.service.ctx.db.all<{ resource_id: string; expression: string }>('SELECT resource_id, expression FROM schedules WHERE project_id = ?', [projectId]);
-    expect(scheduled.map((r) => r.resource_id).sort()).toEqual(answers.filter((_, i) => i % 2).map((a) => a.body.id).sort());
+    const scheduled = await svc.service.ctx.db.all<{ resource_id: string; expression: string }>(
+      'SELECT resource_id, expression FROM schedules WHERE project_id = ?',
+      [projectId],
+    );
+    expect(scheduled.map((r) => r.resource_id).sort()).toEqual(
+      answers
+        .filter((_, i) => i % 2)
+        .map((a) => a.body.id)
+        .sort(),
+    );
     expect(new Set(scheduled.map((r) => r.expression))).toEqual(new Set(['*/15 * * * *']));
   });
 
@@ -49,14 +71,18 @@ describe('the create path', () => {
     const again = await svc.call(t, 'POST', `/projects/${projectId}/api-keys`, { body: { name: 'ci', permission_level: 'admin' } });
     expect(again.status).toBe(409);
     expect(again.body.error.message).toBe('An api key with name "ci" already exists in this project');
-    const hashes = await svc.service.ctx.db.get<{ n: number }>('SELECT COUNT(*) AS n FROM api_key_hashes WHERE project_id = ?', [projectId]);
+    const hashes = await svc.service.ctx.db.get<{ n: number }>('SELECT COUNT(*) AS n FROM api_key_hashes WHERE project_id = ?', [
+      projectId,
+    ]);
     expect(Number(hashes!.n)).toBe(1);
   });
 
   it('creates racing a project delete leave nothing behind: every create is 201 (then deleted with the project) or 404', async () => {
     const { id: projectId } = await svc.project(t);
     await svc.ok(t, 'POST', `/projects/${projectId}/connectors`, { body: connector('first', '0 * * * *') });
-    const creates = Array.from({ length: 30 }, (_, i) => svc.call(t, 'POST', `/projects/${projectId}/connectors`, { body: connector(`r${i}`, '0 * * * *') }));
+    const creates = Array.from({ length: 30 }, (_, i) =>
+      svc.call(t, 'POST', `/projects/${projectId}/connectors`, { body: connector(`r${i}`, '0 * * * *') }),
+    );
     const deletion = svc.call(t, 'DELETE', `/projects/${projectId}`);
     const answers = await Promise.all(creates);
     expect((await deletion).status).toBe(204);
@@ -71,7 +97,9 @@ describe('the create path', () => {
     const base = `/projects/${projectId}`;
     for (let round = 0; round < 5; round++) {
       const c = await svc.ok(t, 'POST', `${base}/classifications`, { body: { name: `pii-${round}`, sensitivity: 'internal' } });
-      const create = svc.call(t, 'POST', `${base}/masking-policies`, { body: { name: `mask-${round}`, classification_id: c.id, method: 'hash' } });
+      const create = svc.call(t, 'POST', `${base}/masking-policies`, {
+        body: { name: `mask-${round}`, classification_id: c.id, method: 'hash' },
+      });
       const remove = svc.call(t, 'DELETE', `${base}/classifications/${c.id}`);
       const [created, removed] = await Promise.all([create, remove]);
       // Either order is fine (201 then 409, or 204 then 422), but never both: a policy on a deleted classification.

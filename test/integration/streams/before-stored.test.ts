@@ -53,10 +53,26 @@ function announced(ctx: ServiceContext, pipeline: string, n: number): Promise<vo
 
 async function pipelineIn(s: TestService, tenant: TestTenant, project: string) {
   const base = `/projects/${project}`;
-  const channel = (await s.ok(tenant, 'POST', `${base}/notification-channels`, { body: { name: 'ops', type: 'email', config: { email_addresses: ['ops@example.com'] } } })).id;
-  const dbt = (await s.ok(tenant, 'POST', `${base}/dbt-projects`, { body: { name: 'models', repository: 'https://git.example.com/m.git', models: [{ name: 'a', materialization: 'view' }] } })).id;
+  const channel = (
+    await s.ok(tenant, 'POST', `${base}/notification-channels`, {
+      body: { name: 'ops', type: 'email', config: { email_addresses: ['ops@example.com'] } },
+    })
+  ).id;
+  const dbt = (
+    await s.ok(tenant, 'POST', `${base}/dbt-projects`, {
+      body: { name: 'models', repository: 'https://git.example.com/m.git', models: [{ name: 'a', materialization: 'view' }] },
+    })
+  ).id;
   // About 3 s at time scale 10: the run is still running while the test looks.
-  const slow = (await s.ok(tenant, 'POST', `${base}/dbt-projects`, { body: { name: 'slow', repository: 'https://git.example.com/s.git', models: Array.from({ length: 12 }, (_, i) => ({ name: `t${i}`, materialization: 'table' })) } })).id;
+  const slow = (
+    await s.ok(tenant, 'POST', `${base}/dbt-projects`, {
+      body: {
+        name: 'slow',
+        repository: 'https://git.example.com/s.git',
+        models: Array.from({ length: 12 }, (_, i) => ({ name: `t${i}`, materialization: 'table' })),
+      },
+    })
+  ).id;
   return (
     await s.ok(tenant, 'POST', `${base}/pipelines`, {
       body: {

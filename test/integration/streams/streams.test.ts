@@ -25,8 +25,23 @@ const runPath = () => `/ws/pipelines/${pipelineId}/runs/${runId}`;
 
 async function pipelineIn(s: TestService, tenant: TestTenant, project: string) {
   const base = `/projects/${project}`;
-  const channel = (await s.ok(tenant, 'POST', `${base}/notification-channels`, { body: { name: 'ops', type: 'email', config: { email_addresses: ['ops@example.com'] } } })).id;
-  const dbt = (await s.ok(tenant, 'POST', `${base}/dbt-projects`, { body: { name: 'models', repository: 'https://git.example.com/m.git', models: [{ name: 'a', materialization: 'table' }, { name: 'b', depends_on: ['a'] }] } })).id;
+  const channel = (
+    await s.ok(tenant, 'POST', `${base}/notification-channels`, {
+      body: { name: 'ops', type: 'email', config: { email_addresses: ['ops@example.com'] } },
+    })
+  ).id;
+  const dbt = (
+    await s.ok(tenant, 'POST', `${base}/dbt-projects`, {
+      body: {
+        name: 'models',
+        repository: 'https://git.example.com/m.git',
+        models: [
+          { name: 'a', materialization: 'table' },
+          { name: 'b', depends_on: ['a'] },
+        ],
+      },
+    })
+  ).id;
   return (
     await s.ok(tenant, 'POST', `${base}/pipelines`, {
       body: {
@@ -65,7 +80,12 @@ describe('pipeline run stream', () => {
       expect(m.type).toBe('step_update');
       expect(Number.isNaN(Date.parse(m.timestamp))).toBe(false);
     }
-    expect(msgs.map((m) => `${m.step_name}:${m.status}`)).toEqual(['transform:running', 'transform:completed', 'notify:running', 'notify:completed']);
+    expect(msgs.map((m) => `${m.step_name}:${m.status}`)).toEqual([
+      'transform:running',
+      'transform:completed',
+      'notify:running',
+      'notify:completed',
+    ]);
     expect(msgs.map((m) => m.step_id)).toEqual(['step_1', 'step_1', 'step_2', 'step_2']);
     expect(msgs[0].duration_seconds).toBeNull();
     expect(typeof msgs[1].duration_seconds).toBe('number');
@@ -75,9 +95,24 @@ describe('pipeline run stream', () => {
 
   it('delivers live runtime events of this run only', async () => {
     const rt = runtimeOf(svc.service.ctx);
-    const message = { type: 'step_update', step_id: 'step_9', step_name: 'live', status: 'completed', duration_seconds: 1.5, timestamp: new Date().toISOString() };
-    rt.events.emit('step_update', tenantId, { pipeline_id: pipelineId, run_id: 'run_other', message: { ...message, step_id: 'wrong_run' } });
-    rt.events.emit('step_update', otherTenantId, { pipeline_id: pipelineId, run_id: runId, message: { ...message, step_id: 'wrong_tenant' } });
+    const message = {
+      type: 'step_update',
+      step_id: 'step_9',
+      step_name: 'live',
+      status: 'completed',
+      duration_seconds: 1.5,
+      timestamp: new Date().toISOString(),
+    };
+    rt.events.emit('step_update', tenantId, {
+      pipeline_id: pipelineId,
+      run_id: 'run_other',
+      message: { ...message, step_id: 'wrong_run' },
+    });
+    rt.events.emit('step_update', otherTenantId, {
+      pipeline_id: pipelineId,
+      run_id: runId,
+      message: { ...message, step_id: 'wrong_tenant' },
+    });
     rt.events.emit('step_update', tenantId, { pipeline_id: pipelineId, run_id: runId, message });
     const msgs = await first.count(5);
     await sleep(50);
@@ -160,8 +195,18 @@ describe('pipeline run stream', () => {
 describe('alert stream', () => {
   const firedAt = new Date().toISOString();
   const alert = (project: string, status: string) => ({
-    id: `alert_${status}`, project_id: project, alert_rule_id: 'rule_1', severity: 'critical', status, message: 'row count dropped', resource_id: null,
-    fired_at: firedAt, acknowledged_at: null, acknowledged_by: null, resolved_at: null, resolved_by: null,
+    id: `alert_${status}`,
+    project_id: project,
+    alert_rule_id: 'rule_1',
+    severity: 'critical',
+    status,
+    message: 'row count dropped',
+    resource_id: null,
+    fired_at: firedAt,
+    acknowledged_at: null,
+    acknowledged_by: null,
+    resolved_at: null,
+    resolved_by: null,
   });
 
   it('sends alert_fired / acknowledged / resolved to the tenant, and to an API key only for its project', async () => {
@@ -177,7 +222,12 @@ describe('alert stream', () => {
     await admin.count(4);
     await scoped.count(3);
     await sleep(100);
-    expect(admin.messages.map((m) => `${m.type}:${m.alert.project_id === projectId ? 1 : 2}`)).toEqual(['alert_fired:2', 'alert_fired:1', 'alert_acknowledged:1', 'alert_resolved:1']);
+    expect(admin.messages.map((m) => `${m.type}:${m.alert.project_id === projectId ? 1 : 2}`)).toEqual([
+      'alert_fired:2',
+      'alert_fired:1',
+      'alert_acknowledged:1',
+      'alert_resolved:1',
+    ]);
     expect(scoped.messages.map((m) => m.type)).toEqual(['alert_fired', 'alert_acknowledged', 'alert_resolved']);
     for (const m of scoped.messages) {
       expect(Object.keys(m).sort()).toEqual(['alert', 'timestamp', 'type']);
@@ -209,11 +259,22 @@ describe('shutdown', () => {
 
 describe.skipIf(testStore() !== 'postgres')('replicas (PostgreSQL)', () => {
   it('a subscriber on replica B receives the step updates of a run executed on replica A', async () => {
-    const b = await startTestService({ timeScale: 1000, streamHeartbeatSeconds: HEARTBEAT_S, databaseUrl: svc.service.ctx.options.databaseUrl });
+    const b = await startTestService({
+      timeScale: 1000,
+      streamHeartbeatSeconds: HEARTBEAT_S,
+      databaseUrl: svc.service.ctx.options.databaseUrl,
+    });
     try {
       const c = await WsClient.connect(b, wsUrl(b, t.slug, runPath(), t.adminToken));
       await c.count(4); // catch-up of the finished run, read from the shared store
-      const message = { type: 'step_update', step_id: 'step_7', step_name: 'from-a', status: 'running', duration_seconds: null, timestamp: new Date().toISOString() };
+      const message = {
+        type: 'step_update',
+        step_id: 'step_7',
+        step_name: 'from-a',
+        status: 'running',
+        duration_seconds: null,
+        timestamp: new Date().toISOString(),
+      };
       runtimeOf(svc.service.ctx).events.emit('step_update', tenantId, { pipeline_id: pipelineId, run_id: runId, message });
       await c.count(5);
       expect(c.messages[4]).toEqual(message);
@@ -225,7 +286,12 @@ describe.skipIf(testStore() !== 'postgres')('replicas (PostgreSQL)', () => {
       const msgs = await live.count(4);
       await sleep(200);
       expect(live.messages).toHaveLength(4);
-      expect(msgs.map((m) => `${m.step_name}:${m.status}`)).toEqual(['transform:running', 'transform:completed', 'notify:running', 'notify:completed']);
+      expect(msgs.map((m) => `${m.step_name}:${m.status}`)).toEqual([
+        'transform:running',
+        'transform:completed',
+        'notify:running',
+        'notify:completed',
+      ]);
 
       // Big events travel by reference.
       const big = { id: 'alert_big', project_id: projectId, status: 'firing', message: 'x'.repeat(20_000) };

@@ -33,12 +33,24 @@ export class WsClient {
 
   static connect(svc: TestService, url: string, opts: { headers?: Record<string, string>; autoPong?: boolean } = {}): Promise<WsClient> {
     return new Promise((resolve, reject) => {
-      const ws = new WebSocket(url, { ca: ca(svc), lookup: localhostLookup, headers: opts.headers, autoPong: opts.autoPong ?? true } as WebSocket.ClientOptions);
+      const ws = new WebSocket(url, {
+        ca: ca(svc),
+        lookup: localhostLookup,
+        headers: opts.headers,
+        autoPong: opts.autoPong ?? true,
+      } as WebSocket.ClientOptions);
       ws.once('open', () => resolve(new WsClient(ws)));
       ws.once('unexpected-response', (_req, res) => {
         let body = '';
         res.on('data', (c: Buffer) => (body += c));
-        res.on('end', () => reject(Object.assign(new Error(`upgrade refused: ${res.statusCode} ${body}`), { status: res.statusCode, body: body ? JSON.parse(body) : undefined })));
+        res.on('end', () =>
+          reject(
+            Object.assign(new Error(`upgrade refused: ${res.statusCode} ${body}`), {
+              status: res.statusCode,
+              body: body ? JSON.parse(body) : undefined,
+            }),
+          ),
+        );
       });
       ws.once('error', reject);
     });

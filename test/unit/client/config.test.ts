@@ -6,13 +6,22 @@ const URL_ = 'https://acme.localhost:8443';
 
 describe('clientConfigFromEnv', () => {
   it('reads the API key, CA file and insecure flag', () => {
-    expect(clientConfigFromEnv({ DATAPLATFORM_URL: URL_, DATAPLATFORM_API_KEY: 'dpk_x', DATAPLATFORM_CA_FILE: '/ca.pem' })).toMatchObject({ url: URL_, apiKey: 'dpk_x', caFile: '/ca.pem' });
-    for (const v of ['1', 'true', 'YES', 'on']) expect(clientConfigFromEnv({ DATAPLATFORM_URL: URL_, DATAPLATFORM_API_KEY: 'k', DATAPLATFORM_INSECURE: v }).insecure).toBe(true);
-    for (const v of ['0', 'false', '']) expect(clientConfigFromEnv({ DATAPLATFORM_URL: URL_, DATAPLATFORM_API_KEY: 'k', DATAPLATFORM_INSECURE: v }).insecure).toBeUndefined();
+    expect(clientConfigFromEnv({ DATAPLATFORM_URL: URL_, DATAPLATFORM_API_KEY: 'dpk_x', DATAPLATFORM_CA_FILE: '/ca.pem' })).toMatchObject({
+      url: URL_,
+      apiKey: 'dpk_x',
+      caFile: '/ca.pem',
+    });
+    for (const v of ['1', 'true', 'YES', 'on'])
+      expect(clientConfigFromEnv({ DATAPLATFORM_URL: URL_, DATAPLATFORM_API_KEY: 'k', DATAPLATFORM_INSECURE: v }).insecure).toBe(true);
+    for (const v of ['0', 'false', ''])
+      expect(clientConfigFromEnv({ DATAPLATFORM_URL: URL_, DATAPLATFORM_API_KEY: 'k', DATAPLATFORM_INSECURE: v }).insecure).toBeUndefined();
   });
 
   it('reads email and password; overrides win', () => {
-    const config = clientConfigFromEnv({ DATAPLATFORM_URL: URL_, DATAPLATFORM_EMAIL: 'a@b.c', DATAPLATFORM_PASSWORD: 'pw-123456' }, { retryPatch: true });
+    const config = clientConfigFromEnv(
+      { DATAPLATFORM_URL: URL_, DATAPLATFORM_EMAIL: 'a@b.c', DATAPLATFORM_PASSWORD: 'pw-123456' },
+      { retryPatch: true },
+    );
     expect(config).toMatchObject({ email: 'a@b.c', password: 'pw-123456', retryPatch: true });
   });
 
@@ -22,10 +31,21 @@ describe('clientConfigFromEnv', () => {
       [{ DATAPLATFORM_URL: URL_ }, /no credentials/],
       [{ DATAPLATFORM_URL: 'http://acme.localhost:8443', DATAPLATFORM_API_KEY: 'dpk_secret_value' }, /https/],
       [{ DATAPLATFORM_URL: 'not a url', DATAPLATFORM_API_KEY: 'dpk_secret_value' }, /valid URL/],
-      [{ DATAPLATFORM_URL: URL_, DATAPLATFORM_API_KEY: 'dpk_secret_value', DATAPLATFORM_EMAIL: 'a@b.c', DATAPLATFORM_PASSWORD: 'hunter2-secret' }, /not both/],
+      [
+        {
+          DATAPLATFORM_URL: URL_,
+          DATAPLATFORM_API_KEY: 'dpk_secret_value',
+          DATAPLATFORM_EMAIL: 'a@b.c',
+          DATAPLATFORM_PASSWORD: 'hunter2-secret',
+        },
+        /not both/,
+      ],
       [{ DATAPLATFORM_URL: URL_, DATAPLATFORM_EMAIL: 'a@b.c' }, /both an email and a password/],
       [{ DATAPLATFORM_URL: URL_, DATAPLATFORM_PASSWORD: 'hunter2-secret' }, /both an email and a password/],
-      [{ DATAPLATFORM_URL: URL_, DATAPLATFORM_API_KEY: 'dpk_secret_value', DATAPLATFORM_INSECURE: '1', DATAPLATFORM_CA_FILE: '/ca.pem' }, /not both/],
+      [
+        { DATAPLATFORM_URL: URL_, DATAPLATFORM_API_KEY: 'dpk_secret_value', DATAPLATFORM_INSECURE: '1', DATAPLATFORM_CA_FILE: '/ca.pem' },
+        /not both/,
+      ],
     ];
     for (const [env, message] of bad) {
       let error: unknown;

@@ -22,7 +22,10 @@ beforeAll(async () => {
   server = createServer({ cert: tls.cert, key: tls.key }, (req, res) => {
     seen.push(`${req.method} ${req.url?.split('?')[0]}`);
     res.setHeader('content-type', 'application/json');
-    if (req.url === '/api/v1/auth/login') return res.end(JSON.stringify({ access_token: 'access-token-1', refresh_token: 'refresh-token-1', token_type: 'Bearer', expires_in: 900 }));
+    if (req.url === '/api/v1/auth/login')
+      return res.end(
+        JSON.stringify({ access_token: 'access-token-1', refresh_token: 'refresh-token-1', token_type: 'Bearer', expires_in: 900 }),
+      );
     if (req.headers.authorization !== 'Bearer access-token-1') {
       res.statusCode = 401;
       return res.end(JSON.stringify({ error: { code: 'unauthorized', message: 'no' } }));
@@ -78,7 +81,13 @@ describe('client.login()', () => {
 
   it('an aborted login stops, retries included, and the next call starts a new one', async () => {
     // Nothing listens on port 1: the login would retry with backoff for seconds.
-    const client = new DataPlatformClient({ url: 'https://acme.localhost:1', email: 'a@example.com', password: 'correct-horse', caFile, retry: { minTimeoutMs: 1000, maxTimeoutMs: 1000 } });
+    const client = new DataPlatformClient({
+      url: 'https://acme.localhost:1',
+      email: 'a@example.com',
+      password: 'correct-horse',
+      caFile,
+      retry: { minTimeoutMs: 1000, maxTimeoutMs: 1000 },
+    });
     try {
       const abort = new AbortController();
       const started = Date.now();

@@ -5,7 +5,12 @@ import { classifyNetworkError } from '../../../src/client/transport.js';
 
 const lookup = (host: string, options: Record<string, unknown>) =>
   new Promise<unknown>((resolve, reject) =>
-    localhostLookup(host, options as never, ((err: Error | null, address: unknown, family?: number) => (err ? reject(err) : resolve(options.all ? address : { address, family }))) as never),
+    localhostLookup(
+      host,
+      options as never,
+      ((err: Error | null, address: unknown, family?: number) =>
+        err ? reject(err) : resolve(options.all ? address : { address, family })) as never,
+    ),
   );
 
 describe('localhostLookup', () => {
@@ -24,7 +29,9 @@ describe('localhostLookup', () => {
 
 describe('routes and Retry-After', () => {
   it('fills route parameters, encoded', () => {
-    expect(formatRoute('/projects/{id}/connectors/{resourceId}', { id: 'prj_1', resourceId: 'a/b c' })).toBe('/projects/prj_1/connectors/a%2Fb%20c');
+    expect(formatRoute('/projects/{id}/connectors/{resourceId}', { id: 'prj_1', resourceId: 'a/b c' })).toBe(
+      '/projects/prj_1/connectors/a%2Fb%20c',
+    );
     expect(() => formatRoute('/projects/{id}', {})).toThrow(/missing path parameter id/);
   });
 
@@ -64,7 +71,9 @@ describe('EndpointGate', () => {
     await expect(gate.wait('GET /a', Date.now() + 100, undefined, () => new Error('too long'))).rejects.toThrow('too long');
     const controller = new AbortController();
     setTimeout(() => controller.abort(), 20);
-    await expect(gate.wait('GET /a', Date.now() + 60_000, controller.signal, () => new Error('too long'))).rejects.toMatchObject({ name: 'AbortError' });
+    await expect(gate.wait('GET /a', Date.now() + 60_000, controller.signal, () => new Error('too long'))).rejects.toMatchObject({
+      name: 'AbortError',
+    });
   });
 });
 

@@ -92,7 +92,11 @@ describe('a valid multi-document file', () => {
   it('resolves references against declared documents, or any lookup, and refuses to guess', () => {
     const pipeline = config.documents.find((d) => d.yamlKind === 'Pipeline')!;
     const declared = declaredLookup(config.documents);
-    expect(toApiBody(pipeline, declared, secrets).steps).toMatchObject([{ connector_id: 'Connector/shop/orders-db' }, { dbt_project_id: 'DbtProject/shop/models' }, { channel_id: 'NotificationChannel/shop/a' }]);
+    expect(toApiBody(pipeline, declared, secrets).steps).toMatchObject([
+      { connector_id: 'Connector/shop/orders-db' },
+      { dbt_project_id: 'DbtProject/shop/models' },
+      { channel_id: 'NotificationChannel/shop/a' },
+    ]);
     const partial: ReferenceLookup = (kind, _project, name) => (kind === 'connector' ? `con_${name}` : undefined);
     let thrown: unknown;
     try {

@@ -4,7 +4,14 @@ import { join } from 'node:path';
 import { parseAllDocuments } from 'yaml';
 import { SCHEMAS_DIR, valuesAt, type JsonSchema } from '../../../src/kinds/index.js';
 import { createAjv } from '../../../src/kinds/validator.js';
-import { buildDocumentSchema, declarableKinds, declarableLayouts, layoutOf, renderDocumentSchema, yamlReferenceName } from '../../../src/config/index.js';
+import {
+  buildDocumentSchema,
+  declarableKinds,
+  declarableLayouts,
+  layoutOf,
+  renderDocumentSchema,
+  yamlReferenceName,
+} from '../../../src/config/index.js';
 import { REPO } from './helpers.js';
 
 type Schema = JsonSchema & { $ref?: string; $defs?: Record<string, JsonSchema> };
@@ -26,7 +33,22 @@ describe('schemas/document.schema.json', () => {
     expect(schema.$schema).toBe('https://json-schema.org/draft/2020-12/schema');
     const kinds = declarableKinds().map((d) => d.yamlKind);
     expect(schema.properties!.kind.enum).toEqual(kinds);
-    expect(kinds).toEqual(expect.arrayContaining(['Project', 'Connector', 'InfrastructureResource', 'DbtProject', 'Pipeline', 'AlertRule', 'NotificationChannel', 'EscalationPolicy', 'Classification', 'MaskingPolicy', 'User', 'SsoProvider']));
+    expect(kinds).toEqual(
+      expect.arrayContaining([
+        'Project',
+        'Connector',
+        'InfrastructureResource',
+        'DbtProject',
+        'Pipeline',
+        'AlertRule',
+        'NotificationChannel',
+        'EscalationPolicy',
+        'Classification',
+        'MaskingPolicy',
+        'User',
+        'SsoProvider',
+      ]),
+    );
     expect(kinds).toHaveLength(12);
     expect(kinds).not.toContain('ApiKey');
     expect(schema.allOf!.map((b) => b.if!.properties!.kind.const)).toEqual(kinds);
@@ -54,13 +76,20 @@ describe('schemas/document.schema.json', () => {
     const branch = schema.allOf!.find((b) => b.if!.properties!.kind.const === yamlKind)!;
     expect(branch.then!.description).toContain(d.description);
     for (const [name, prop] of Object.entries(d.createSchema.properties ?? {})) {
-      if (prop.description && !d.secretPaths.some((p) => p.length === 1 && p[0] === name) && spec.properties![name]) expect(spec.properties![name].description).toContain(prop.description);
+      if (prop.description && !d.secretPaths.some((p) => p.length === 1 && p[0] === name) && spec.properties![name])
+        expect(spec.properties![name].description).toContain(prop.description);
     }
     // metadata: name is the identity, project for project-scoped kinds, labels where the kind has them, annotations.
     expect(metadata.required).toEqual(d.scope === 'project' ? ['name', 'project'] : ['name']);
-    expect(Object.keys(metadata.properties!).sort()).toEqual(['annotations', 'name', ...(d.scope === 'project' ? ['project'] : []), ...(layout.hasLabels ? ['labels'] : [])].sort());
+    expect(Object.keys(metadata.properties!).sort()).toEqual(
+      ['annotations', 'name', ...(d.scope === 'project' ? ['project'] : []), ...(layout.hasLabels ? ['labels'] : [])].sort(),
+    );
     // Every kind takes the dpctl.dev/ policies, described once in config/policies.ts.
-    expect(Object.keys(metadata.properties!.annotations.properties!).sort()).toEqual(['dpctl.dev/ignore-fields', 'dpctl.dev/prevent-destroy', 'dpctl.dev/reconcile']);
+    expect(Object.keys(metadata.properties!.annotations.properties!).sort()).toEqual([
+      'dpctl.dev/ignore-fields',
+      'dpctl.dev/prevent-destroy',
+      'dpctl.dev/reconcile',
+    ]);
     expect(metadata.properties!.name.type).toBe(d.schema.properties![d.identity].type);
     expect(spec.properties).not.toHaveProperty(d.identity);
     expect(spec.properties).not.toHaveProperty('labels');
@@ -82,13 +111,22 @@ describe('schemas/document.schema.json', () => {
   });
 
   it('names references generically from their API field', () => {
-    expect(['connector_id', 'channel_ids', 'escalation_policy_id', 'dbt_project_id', 'escalation_policy_ids', 'box_ids', 'key_ids'].map(yamlReferenceName))
-      .toEqual(['connector', 'channels', 'escalation_policy', 'dbt_project', 'escalation_policies', 'boxes', 'keys']);
+    expect(
+      ['connector_id', 'channel_ids', 'escalation_policy_id', 'dbt_project_id', 'escalation_policy_ids', 'box_ids', 'key_ids'].map(
+        yamlReferenceName,
+      ),
+    ).toEqual(['connector', 'channels', 'escalation_policy', 'dbt_project', 'escalation_policies', 'boxes', 'keys']);
     const pipeline = layoutOf(declarableKinds().find((d) => d.kind === 'pipeline')!);
     expect(pipeline.renames.map((r) => `${[...r.parent, r.api].join('.')} -> ${r.yaml}`)).toEqual([
-      'steps.*.connector_id -> connector', 'steps.*.dbt_project_id -> dbt_project', 'steps.*.channel_id -> channel',
+      'steps.*.connector_id -> connector',
+      'steps.*.dbt_project_id -> dbt_project',
+      'steps.*.channel_id -> channel',
     ]);
     const rule = layoutOf(declarableKinds().find((d) => d.kind === 'alert_rule')!);
-    expect(rule.renames.find((r) => r.api === 'channel_ids')).toMatchObject({ yaml: 'channels', many: true, refKind: 'notification_channel' });
+    expect(rule.renames.find((r) => r.api === 'channel_ids')).toMatchObject({
+      yaml: 'channels',
+      many: true,
+      refKind: 'notification_channel',
+    });
   });
 });

@@ -51,13 +51,18 @@ describe('examples/platform', () => {
       const key = (kind: string, project: string | undefined, name: string) => `${kind}/${project ?? ''}/${name}`;
       const pending = [...config.documents];
       // Referenced before referencing: a document waits until every reference it makes has an id.
-      const ready = (doc: ConfigDocument) => doc.references.every((r) => ids.has(key(r.kind, doc.project, r.name))) && (doc.project === undefined || ids.has(key('project', undefined, doc.project)));
+      const ready = (doc: ConfigDocument) =>
+        doc.references.every((r) => ids.has(key(r.kind, doc.project, r.name))) &&
+        (doc.project === undefined || ids.has(key('project', undefined, doc.project)));
       while (pending.length) {
         const next = pending.findIndex(ready);
         expect(next, `no document can be created next among ${pending.map((d) => d.name).join(', ')}`).toBeGreaterThanOrEqual(0);
         const [doc] = pending.splice(next, 1);
         const body = toApiBody(doc, (k, p, n) => ids.get(key(k, p, n)), secrets);
-        const path = doc.project === undefined ? `/${doc.descriptor.collection}` : `/projects/${ids.get(key('project', undefined, doc.project))}/${doc.descriptor.collection}`;
+        const path =
+          doc.project === undefined
+            ? `/${doc.descriptor.collection}`
+            : `/projects/${ids.get(key('project', undefined, doc.project))}/${doc.descriptor.collection}`;
         const created = await svc.ok(tenant, 'POST', path, { body });
         ids.set(key(doc.descriptor.kind, doc.project, doc.name), created.id);
       }

@@ -15,7 +15,10 @@ const reference = (text: string): unknown[] | 'error' => {
 };
 
 // -0, NaN and infinities survive the comparison (JSON would turn them into 0 or null).
-const exact = (v: unknown): string => JSON.stringify(v, (_k, x) => (typeof x === 'number' && (!Number.isFinite(x) || Object.is(x, -0)) ? `number:${Object.is(x, -0) ? '-0' : x}` : x));
+const exact = (v: unknown): string =>
+  JSON.stringify(v, (_k, x) =>
+    typeof x === 'number' && (!Number.isFinite(x) || Object.is(x, -0)) ? `number:${Object.is(x, -0) ? '-0' : x}` : x,
+  );
 
 const CASES: Record<string, string> = {
   'one document': 'a: 1',
@@ -24,9 +27,11 @@ const CASES: Record<string, string> = {
   empty: '',
   'empty documents': '---\na: 1\n---\n# x\n---\n',
   'nulls and booleans': 'a: ~\nb: null\nc: Null\nd: NULL\ne:\nf: true\ng: True\nh: TRUE\ni: yes\nj: on\nk: off\n',
-  numbers: 'n: [0o17, 017, 0x1F, 0b11, +12, -0, 1_000, 1.5, 1., .5, 1e3, 1.5E-2, .inf, -.Inf, .NaN, 12:30, 2001-12-14, 0.1.2, "1", \'1\', 9007199254740993, 1e400, -.5, 0o, 0x, +, .]\n',
-  'block scalars': 's: |\n  line1\n   line2\n\n  line3\nt: >\n  folded\n  text\n\n   more\n  end\nu: |-\n  x\nv: >+\n  y\n\nw: x\nz: |2\n   x\n  y\n',
-  'flow and quoted': 'p: plain\n  multi line\n\n  para\nq: "dq \\t \\u00e9 \\x41\\\n  cont \\/"\nr: \'sq \'\'q\'\' \n  next\'\n',
+  numbers:
+    'n: [0o17, 017, 0x1F, 0b11, +12, -0, 1_000, 1.5, 1., .5, 1e3, 1.5E-2, .inf, -.Inf, .NaN, 12:30, 2001-12-14, 0.1.2, "1", \'1\', 9007199254740993, 1e400, -.5, 0o, 0x, +, .]\n',
+  'block scalars':
+    's: |\n  line1\n   line2\n\n  line3\nt: >\n  folded\n  text\n\n   more\n  end\nu: |-\n  x\nv: >+\n  y\n\nw: x\nz: |2\n   x\n  y\n',
+  'flow and quoted': "p: plain\n  multi line\n\n  para\nq: \"dq \\t \\u00e9 \\x41\\\n  cont \\/\"\nr: 'sq ''q'' \n  next'\n",
   comments: 'a: b#c\nd: e # comment\nf: "#x"\n# end\n',
   'BOM and CRLF': '\ufeffa: 1\r\nb: [1, 2]\r\nc: |\r\n  x\r\n  y\r\n',
   'proto key': '__proto__: {x: 1}\ny: 2\n',
@@ -73,7 +78,42 @@ describe('fast YAML path', () => {
   it("writes out the yaml package's core schema scalars exactly (so that it does not load yaml): same tests, in order, same values", () => {
     const tags = new Document(null, { version: '1.2' }).schema.tags.filter((t) => t.test && t.resolve);
     expect(YAML_CORE_SCALARS.map((t) => t.test.source)).toEqual(tags.map((t) => t.test!.source));
-    const samples = ['', '~', 'null', 'Null', 'NULL', 'true', 'True', 'TRUE', 'false', 'False', 'FALSE', '0o17', '0o0', '0', '+12', '-0', '007', '9007199254740993', '0x1F', '0xff', '.inf', '-.Inf', '+.INF', '.nan', '.NaN', '.NAN', '1e3', '-1.5E-2', '.5e1', '1.e2', '1.', '1.50', '-.5', '+0.0'];
+    const samples = [
+      '',
+      '~',
+      'null',
+      'Null',
+      'NULL',
+      'true',
+      'True',
+      'TRUE',
+      'false',
+      'False',
+      'FALSE',
+      '0o17',
+      '0o0',
+      '0',
+      '+12',
+      '-0',
+      '007',
+      '9007199254740993',
+      '0x1F',
+      '0xff',
+      '.inf',
+      '-.Inf',
+      '+.INF',
+      '.nan',
+      '.NaN',
+      '.NAN',
+      '1e3',
+      '-1.5E-2',
+      '.5e1',
+      '1.e2',
+      '1.',
+      '1.50',
+      '-.5',
+      '+0.0',
+    ];
     for (const sample of samples) {
       const tag = tags.find((t) => t.test!.test(sample))!;
       const mine = YAML_CORE_SCALARS.find((t) => t.test.test(sample))!;
@@ -92,10 +132,33 @@ describe('fast YAML path', () => {
   });
 
   it('takes the common cases (so that it is a fast path at all)', () => {
-    for (const name of ['one document', 'empty documents', 'nulls and booleans', 'numbers', 'block scalars', 'flow and quoted', 'collections', 'BOM and CRLF', 'cron and globs', 'document end marker']) {
+    for (const name of [
+      'one document',
+      'empty documents',
+      'nulls and booleans',
+      'numbers',
+      'block scalars',
+      'flow and quoted',
+      'collections',
+      'BOM and CRLF',
+      'cron and globs',
+      'document end marker',
+    ]) {
       expect(fastParseDocuments(CASES[name]), name).toBeDefined();
     }
-    for (const name of ['duplicate keys', 'anchors', 'tags', 'merge', 'merge key without anchors', 'number key', 'null key', 'empty key', 'collection key', 'directive', 'unterminated']) {
+    for (const name of [
+      'duplicate keys',
+      'anchors',
+      'tags',
+      'merge',
+      'merge key without anchors',
+      'number key',
+      'null key',
+      'empty key',
+      'collection key',
+      'directive',
+      'unterminated',
+    ]) {
       expect(fastParseDocuments(CASES[name]), name).toBeUndefined();
     }
   });

@@ -11,11 +11,26 @@ import { FIXTURES, golden, lines } from './helpers.js';
  * each with the errors that follow from it indented below it (see sortErrors).
  */
 const INVALID = join(FIXTURES, 'invalid');
-const cases = readdirSync(INVALID, { withFileTypes: true }).filter((e) => e.isDirectory()).map((e) => e.name).sort();
+const cases = readdirSync(INVALID, { withFileTypes: true })
+  .filter((e) => e.isDirectory())
+  .map((e) => e.name)
+  .sort();
 
 describe('invalid repositories report every error at once, with exact positions', () => {
   it('has the rule fixtures this suite promises', () => {
-    expect(cases).toEqual(['dag', 'did-you-mean', 'duplicates', 'envelope', 'missing-reference', 'root-cause-dedent', 'root-cause-tab', 'secret-inline', 'syntax', 'two-files', 'undeclared-project']);
+    expect(cases).toEqual([
+      'dag',
+      'did-you-mean',
+      'duplicates',
+      'envelope',
+      'missing-reference',
+      'root-cause-dedent',
+      'root-cause-tab',
+      'secret-inline',
+      'syntax',
+      'two-files',
+      'undeclared-project',
+    ]);
   });
 
   it.each(cases)('%s', (name) => {
@@ -59,23 +74,39 @@ describe('invalid repositories report every error at once, with exact positions'
   it('rejects an inline secret with a message that says to use secretRef', () => {
     const { errors } = loadConfig('.', { cwd: join(INVALID, 'secret-inline') });
     const inline = errors.filter((e) => e.message.includes('never written inline'));
-    expect(inline.map((e) => `${e.line}:${e.column} ${e.field}`)).toEqual(['15:15 spec.credentials.password', '25:24 spec.config.slack_webhook_url']);
-    expect(inline[0].message).toBe('is a secret and is never written inline: use { secretRef: { env: NAME } } or { secretRef: { file: path } }');
+    expect(inline.map((e) => `${e.line}:${e.column} ${e.field}`)).toEqual([
+      '15:15 spec.credentials.password',
+      '25:24 spec.config.slack_webhook_url',
+    ]);
+    expect(inline[0].message).toBe(
+      'is a secret and is never written inline: use { secretRef: { env: NAME } } or { secretRef: { file: path } }',
+    );
     // The value itself never appears in any message.
     expect(lines(errors).join('\n')).not.toMatch(/hunter2|T0\/B0/);
   });
 
   it('reports a reference by name to a missing connector, and each missing name of a list', () => {
     const { errors } = loadConfig('.', { cwd: join(INVALID, 'missing-reference') });
-    expect(lines(errors)).toContain('pipelines.yaml:38:18: Pipeline/nightly: spec.steps[0].connector: no Connector named "orders-db" in project "shop"');
-    expect(lines(errors)).toContain('pipelines.yaml:52:26: AlertRule/failures: spec.channels[1]: no NotificationChannel named "pager" in project "shop"');
+    expect(lines(errors)).toContain(
+      'pipelines.yaml:38:18: Pipeline/nightly: spec.steps[0].connector: no Connector named "orders-db" in project "shop"',
+    );
+    expect(lines(errors)).toContain(
+      'pipelines.yaml:52:26: AlertRule/failures: spec.channels[1]: no NotificationChannel named "pager" in project "shop"',
+    );
     expect(lines(errors).some((l) => l.includes('team-email'))).toBe(false);
   });
 
   it('accepts references found by a lookup of live resources', () => {
-    const live = new Map([['connector/shop/orders-db', 'con_1'], ['notification_channel/shop/pager', 'nch_1'], ['escalation_policy/shop/nobody', 'esc_1'], ['classification/shop/pii', 'cls_1']]);
+    const live = new Map([
+      ['connector/shop/orders-db', 'con_1'],
+      ['notification_channel/shop/pager', 'nch_1'],
+      ['escalation_policy/shop/nobody', 'esc_1'],
+      ['classification/shop/pii', 'cls_1'],
+    ]);
     const { errors } = loadConfig('.', { cwd: join(INVALID, 'missing-reference'), lookup: (k, p, n) => live.get(`${k}/${p}/${n}`) });
-    expect(lines(errors)).toEqual(['pipelines.yaml:63:3: MaskingPolicy/hide: spec.classification_id: is not a known field: refer to the resource by name with "classification"']);
+    expect(lines(errors)).toEqual([
+      'pipelines.yaml:63:3: MaskingPolicy/hide: spec.classification_id: is not a known field: refer to the resource by name with "classification"',
+    ]);
   });
 
   it('lets projects exist on the server only when asked to', () => {

@@ -13,5 +13,7 @@ export const lines = (errors: ConfigError[]) => errors.map(formatConfigError);
  */
 export function golden(file: string, actual: string[]): string[] {
   if (process.env.UPDATE_GOLDEN === '1') writeFileSync(file, `${actual.join('\n')}\n`);
-  return readFileSync(file, 'utf8').split('\n').filter((l) => l !== '');
+  return readFileSync(file, 'utf8')
+    .split('\n')
+    .filter((l) => l !== '');
 }

@@ -13,7 +13,10 @@ describe('ConfigParseCache with memory: false', () => {
     const dir = join(root, 'cfg');
     const cacheDir = join(root, 'cache');
     mkdirSync(dir, { recursive: true });
-    writeFileSync(join(dir, 'p.yaml'), 'apiVersion: dataplatform/v1\nkind: Project\nmetadata:\n  name: p1\n  labels: { team: data }\nspec:\n  description: one\n');
+    writeFileSync(
+      join(dir, 'p.yaml'),
+      'apiVersion: dataplatform/v1\nkind: Project\nmetadata:\n  name: p1\n  labels: { team: data }\nspec:\n  description: one\n',
+    );
     const plain = loadConfig('.', { cwd: dir });
     const first = new ConfigParseCache({ persistent: new PersistentParseCache(cacheDir), memory: false });
     const a = loadConfig('.', { cwd: dir, cache: first });

@@ -44,10 +44,30 @@ describe('generated document validator', () => {
   it('reports exactly what a schema compiled at run time reports, x-format and formats included', () => {
     const compiled = createAjv().compile(buildDocumentSchema());
     const docs = [
-      { apiVersion: 'dataplatform/v1', kind: 'Connector', metadata: { name: 'bell\u0007', project: 'p' }, spec: { connector_type: 'postgresql', config: { host: 'h', port: 5432, database: 'd' }, schedule: '*/15 * * *' } },
-      { apiVersion: 'dataplatform/v1', kind: 'Connector', metadata: { name: 'c', project: 'p' }, spec: { connector_type: 'postgresql', config: { host: 'h', port: 5432, database: 'd' }, schedule: '61 * * * *' } },
-      { apiVersion: 'dataplatform/v1', kind: 'Classification', metadata: { name: 'pii' }, spec: { sensitivity: 'high', patterns: ['(a', 'a(?=b)', 'x{2000}'] } },
-      { apiVersion: 'dataplatform/v1', kind: 'NotificationChannel', metadata: { name: 'hook', project: 'p' }, spec: { type: 'webhook', config: { url: 'not a uri' } } },
+      {
+        apiVersion: 'dataplatform/v1',
+        kind: 'Connector',
+        metadata: { name: 'bell\u0007', project: 'p' },
+        spec: { connector_type: 'postgresql', config: { host: 'h', port: 5432, database: 'd' }, schedule: '*/15 * * *' },
+      },
+      {
+        apiVersion: 'dataplatform/v1',
+        kind: 'Connector',
+        metadata: { name: 'c', project: 'p' },
+        spec: { connector_type: 'postgresql', config: { host: 'h', port: 5432, database: 'd' }, schedule: '61 * * * *' },
+      },
+      {
+        apiVersion: 'dataplatform/v1',
+        kind: 'Classification',
+        metadata: { name: 'pii' },
+        spec: { sensitivity: 'high', patterns: ['(a', 'a(?=b)', 'x{2000}'] },
+      },
+      {
+        apiVersion: 'dataplatform/v1',
+        kind: 'NotificationChannel',
+        metadata: { name: 'hook', project: 'p' },
+        spec: { type: 'webhook', config: { url: 'not a uri' } },
+      },
       { apiVersion: 'v0', kind: 'Nope', metadata: {} },
     ];
     for (const doc of docs) {
@@ -94,7 +114,11 @@ describe('persistent parse cache', () => {
     const { config } = loadConfig('.', { cwd: dir, cache: new ConfigParseCache({ persistent: new PersistentParseCache(root) }) });
     expect(config.documents.filter((d) => d.yamlKind === 'Project').map((d) => d.body.description)).toContain('from the cache');
     // Without the cache, the file's own text.
-    expect(loadConfig('.', { cwd: dir }).config.documents.filter((d) => d.yamlKind === 'Project').map((d) => d.body.description)).not.toContain('from the cache');
+    expect(
+      loadConfig('.', { cwd: dir })
+        .config.documents.filter((d) => d.yamlKind === 'Project')
+        .map((d) => d.body.description),
+    ).not.toContain('from the cache');
   });
 
   it('ignores corrupt, truncated, foreign and empty entries, and rewrites them', () => {
@@ -102,7 +126,14 @@ describe('persistent parse cache', () => {
     const root = cacheRoot();
     loadConfig('.', { cwd: dir, cache: new ConfigParseCache({ persistent: new PersistentParseCache(root) }) });
     const expected = comparable(dir);
-    const damage = [(t: string) => t.slice(0, Math.floor(t.length / 2)), () => 'not json', () => '', () => '{"key":"someone else","documents":[]}', () => 'null', () => '{"documents":{}}'];
+    const damage = [
+      (t: string) => t.slice(0, Math.floor(t.length / 2)),
+      () => 'not json',
+      () => '',
+      () => '{"key":"someone else","documents":[]}',
+      () => 'null',
+      () => '{"documents":{}}',
+    ];
     for (const hurt of damage) {
       for (const file of entries(root)) writeFileSync(file, hurt(readFileSync(file, 'utf8')));
       expect(comparable(dir, new ConfigParseCache({ persistent: new PersistentParseCache(root) }))).toEqual(expected);
@@ -123,12 +154,22 @@ describe('persistent parse cache', () => {
   });
 
   it('never caches a file with errors: messages are the same with and without the cache, every time', () => {
-    for (const fixture of ['invalid/syntax', 'invalid/duplicates', 'invalid/envelope', 'invalid/secret-inline', 'invalid/missing-reference', 'invalid/dag', 'invalid/two-files', 'invalid/undeclared-project']) {
+    for (const fixture of [
+      'invalid/syntax',
+      'invalid/duplicates',
+      'invalid/envelope',
+      'invalid/secret-inline',
+      'invalid/missing-reference',
+      'invalid/dag',
+      'invalid/two-files',
+      'invalid/undeclared-project',
+    ]) {
       const dir = fresh(fixture);
       const root = cacheRoot();
       const expected = comparable(dir);
       expect(expected.errors.length, fixture).toBeGreaterThan(0);
-      for (let i = 0; i < 2; i++) expect(comparable(dir, new ConfigParseCache({ persistent: new PersistentParseCache(root) })), fixture).toEqual(expected);
+      for (let i = 0; i < 2; i++)
+        expect(comparable(dir, new ConfigParseCache({ persistent: new PersistentParseCache(root) })), fixture).toEqual(expected);
     }
   });
 

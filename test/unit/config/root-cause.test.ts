@@ -24,7 +24,9 @@ describe('errors: root causes first, what follows from them collapsed under them
   it('lists the syntax error first and a reference to the broken document under it (the tab of issue 20)', () => {
     const { errors } = loadConfig('.', { cwd: join(INVALID, 'root-cause-tab') });
     const out = lines(errors);
-    expect(out[0]).toBe('sources/connectors.yaml:11:1: YAML syntax: Tabs are not allowed as indentation (and 3 errors that follow from it)');
+    expect(out[0]).toBe(
+      'sources/connectors.yaml:11:1: YAML syntax: Tabs are not allowed as indentation (and 3 errors that follow from it)',
+    );
     expect(out.slice(1)).toEqual([
       '  ↳ sources/connectors.yaml:11:8: YAML syntax: Nested mappings are not allowed in compact mappings',
       '  ↳ sources/connectors.yaml:11:8: YAML syntax: Implicit keys need to be on a single line',
@@ -39,7 +41,9 @@ describe('errors: root causes first, what follows from them collapsed under them
     expect(errors.filter((e) => !e.follows)).toHaveLength(1);
     expect(errors[0]).toMatchObject({ file: 'sources/connectors.yaml', line: 6, field: 'name', followers: 6 });
     expect(formatConfigError(errors[0])).toContain('did you mean metadata.name, indented under metadata?');
-    expect(new Set(errors.slice(1).map((e) => e.file))).toEqual(new Set(['sources/connectors.yaml', 'dbt.yaml', 'pipelines.yaml', 'quality.yaml']));
+    expect(new Set(errors.slice(1).map((e) => e.file))).toEqual(
+      new Set(['sources/connectors.yaml', 'dbt.yaml', 'pipelines.yaml', 'quality.yaml']),
+    );
   });
 
   it('collapses the "no Project document" errors of every document under a Project that failed to parse', () => {
@@ -50,7 +54,9 @@ describe('errors: root causes first, what follows from them collapsed under them
     const out = lines(loadConfig('.', { cwd: dir }).errors);
     expect(out[0]).toMatch(/^p\.yaml:5:\d+: YAML syntax: .*\(and \d+ errors? that follows? from it\)$/);
     expect(out.filter((l) => !l.startsWith('  ↳ '))).toHaveLength(2); // the syntax error, and the connector x that is missing on its own
-    expect(out.find((l) => l.includes('metadata.project'))).toMatch(/^ {2}↳ a\.yaml:5:12: Pipeline\/one: metadata\.project: no Project document named "shop"/);
+    expect(out.find((l) => l.includes('metadata.project'))).toMatch(
+      /^ {2}↳ a\.yaml:5:12: Pipeline\/one: metadata\.project: no Project document named "shop"/,
+    );
     expect(out.find((l) => l.includes('no Connector named "x"'))).toMatch(/^a\.yaml:/);
   });
 
@@ -91,18 +97,35 @@ describe('errors: root causes first, what follows from them collapsed under them
 });
 
 describe('sortErrors', () => {
-  const at = (file: string, line: number, message: string, relation?: ConfigError['relation']): ConfigError => ({ file, line, column: 1, message, ...(relation && { relation }) });
+  const at = (file: string, line: number, message: string, relation?: ConfigError['relation']): ConfigError => ({
+    file,
+    line,
+    column: 1,
+    message,
+    ...(relation && { relation }),
+  });
 
   it('puts syntax errors of any file first, then the rest by file order and position', () => {
-    const sorted = sortErrors([at('b.yaml', 9, 'schema'), at('z.yaml', 3, 'YAML syntax: x', { syntax: true }), at('a.yaml', 1, 'schema')], ['a.yaml', 'b.yaml', 'z.yaml']);
+    const sorted = sortErrors(
+      [at('b.yaml', 9, 'schema'), at('z.yaml', 3, 'YAML syntax: x', { syntax: true }), at('a.yaml', 1, 'schema')],
+      ['a.yaml', 'b.yaml', 'z.yaml'],
+    );
     expect(sorted.map((e) => `${e.file}:${e.line}`)).toEqual(['z.yaml:3', 'a.yaml:1', 'b.yaml:9']);
   });
 
   it('is stable when called again with more errors (as plan does with secret errors), and leaves its input alone', () => {
     const key = documentKey('Connector', 'shop', 'orders');
-    const input = [at('b.yaml', 2, 'dangling', { follows: [key] }), at('a.yaml', 5, 'broken', { syntax: true, causes: [key] }), at('a.yaml', 7, 'later', { syntax: true })];
+    const input = [
+      at('b.yaml', 2, 'dangling', { follows: [key] }),
+      at('a.yaml', 5, 'broken', { syntax: true, causes: [key] }),
+      at('a.yaml', 7, 'later', { syntax: true }),
+    ];
     const once = sortErrors(input, ['a.yaml', 'b.yaml']);
-    expect(once.map(formatConfigError)).toEqual(['a.yaml:5:1: broken (and 2 errors that follow from it)', '  ↳ a.yaml:7:1: later', '  ↳ b.yaml:2:1: dangling']);
+    expect(once.map(formatConfigError)).toEqual([
+      'a.yaml:5:1: broken (and 2 errors that follow from it)',
+      '  ↳ a.yaml:7:1: later',
+      '  ↳ b.yaml:2:1: dangling',
+    ]);
     const twice = sortErrors([...once, at('a.yaml', 1, 'secret')], ['a.yaml', 'b.yaml']);
     expect(twice.map(formatConfigError)).toEqual([...once.map(formatConfigError), 'a.yaml:1:1: secret']);
     expect(input.some((e) => e.followers !== undefined || e.follows !== undefined)).toBe(false);

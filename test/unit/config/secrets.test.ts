@@ -24,13 +24,19 @@ describe('secretRef resolution', () => {
     expect((toApiBody(channel, () => 'x', secrets).config as Record<string, unknown>).signing_secret).toBe('hook-secret');
   });
 
-  it('resolves a file from the YAML file\'s directory wherever the command runs', () => {
+  it("resolves a file from the YAML file's directory wherever the command runs", () => {
     const dir = mkdtempSync(join(tmpdir(), 'dp-config-'));
     dirs.push(dir);
-    writeFileSync(join(dir, 'x.yaml'), [
-      'apiVersion: dataplatform/v1', 'kind: User', 'metadata: { name: a@example.com }',
-      'spec: { role: admin, password: { secretRef: { file: pw } } }', '',
-    ].join('\n'));
+    writeFileSync(
+      join(dir, 'x.yaml'),
+      [
+        'apiVersion: dataplatform/v1',
+        'kind: User',
+        'metadata: { name: a@example.com }',
+        'spec: { role: admin, password: { secretRef: { file: pw } } }',
+        '',
+      ].join('\n'),
+    );
     writeFileSync(join(dir, 'pw'), 'line-one-password\r\n\n');
     const { config, errors } = loadConfig(join(dir, 'x.yaml'), { cwd: '/' });
     expect(errors).toEqual([]);
@@ -52,7 +58,9 @@ describe('secretRef resolution', () => {
       'refs.yaml:39:12: User/short@example.com: spec.password: the value of environment variable DP_TEST_SHORT_PASSWORD must NOT have fewer than 8 characters',
     ]);
     expect(resolved.secrets.size).toBe(0);
-    expect(lines(resolveSecrets(config.documents, { env: { DP_TEST_UNSET_PASSWORD: '' } }).errors)[0]).toMatch(/DP_TEST_UNSET_PASSWORD is not set \(it is empty\)$/);
+    expect(lines(resolveSecrets(config.documents, { env: { DP_TEST_UNSET_PASSWORD: '' } }).errors)[0]).toMatch(
+      /DP_TEST_UNSET_PASSWORD is not set \(it is empty\)$/,
+    );
   });
 
   it('names the file as found from where the command runs', () => {

@@ -6,13 +6,21 @@ describe('dpctl validate: errors that follow from a root cause', () => {
   const follower = (i: number) => ({ text: `  ↳ b.yaml:${i}:1: dangling`, follows: true });
 
   it('lists them all when few', () => {
-    const errors = [root, ...Array.from({ length: FOLLOWERS_LISTED }, (_, i) => follower(i + 1)), { text: 'c.yaml:1:1: other', follows: false }];
+    const errors = [
+      root,
+      ...Array.from({ length: FOLLOWERS_LISTED }, (_, i) => follower(i + 1)),
+      { text: 'c.yaml:1:1: other', follows: false },
+    ];
     expect(showErrors(errors).trim().split('\n')).toEqual(errors.map((e) => e.text));
   });
 
   it('shows the first few and a count when many', () => {
     const errors = [root, ...Array.from({ length: 40 }, (_, i) => follower(i + 1))];
     const out = showErrors(errors).trim().split('\n');
-    expect(out).toEqual([root.text, ...errors.slice(1, 1 + FOLLOWERS_SHOWN).map((e) => e.text), `  ↳ ... and ${40 - FOLLOWERS_SHOWN} more`]);
+    expect(out).toEqual([
+      root.text,
+      ...errors.slice(1, 1 + FOLLOWERS_SHOWN).map((e) => e.text),
+      `  ↳ ... and ${40 - FOLLOWERS_SHOWN} more`,
+    ]);
   });
 });

@@ -43,7 +43,12 @@ function referenceFill(schema: JsonSchema | undefined, value: unknown): unknown 
 }
 
 /** diffResource as it was, copying everything first. */
-function referenceDiff(d: KindDescriptor, desiredBody: Record<string, unknown>, live: Record<string, unknown>, options: { clearUndeclared?: boolean } = {}): ResourceDiff {
+function referenceDiff(
+  d: KindDescriptor,
+  desiredBody: Record<string, unknown>,
+  live: Record<string, unknown>,
+  options: { clearUndeclared?: boolean } = {},
+): ResourceDiff {
   const strip = (body: Record<string, unknown>) => {
     const out = structuredClone(body);
     for (const p of d.secretPaths) deleteAt(out, p);
@@ -60,7 +65,14 @@ function referenceDiff(d: KindDescriptor, desiredBody: Record<string, unknown>, 
     let want: unknown;
     if (desired[name] !== undefined) want = referenceFill(prop, desired[name]);
     else if (prop.default !== undefined) want = referenceFill(prop, structuredClone(prop.default));
-    else if (options.clearUndeclared && actual[name] !== undefined && actual[name] !== null && name !== d.identity && !(schema.required ?? []).includes(name)) want = null;
+    else if (
+      options.clearUndeclared &&
+      actual[name] !== undefined &&
+      actual[name] !== null &&
+      name !== d.identity &&
+      !(schema.required ?? []).includes(name)
+    )
+      want = null;
     else continue;
     let have: unknown = actual[name];
     if (have === undefined || have === null) have = prop.default !== undefined ? referenceFill(prop, structuredClone(prop.default)) : have;
@@ -75,10 +87,21 @@ function referenceDiff(d: KindDescriptor, desiredBody: Record<string, unknown>, 
 
 /** Live objects as the service could answer them for a declared body: the same, with server fields, and changed in various ways. */
 function liveVariants(doc: ConfigDocument, body: Record<string, unknown>): Record<string, unknown>[] {
-  const server = { id: 'id-1', project_id: 'prj-1', created_at: '2030-01-01T00:00:00Z', updated_at: '2030-01-01T00:00:00Z', status: 'active', last_sync_at: null };
+  const server = {
+    id: 'id-1',
+    project_id: 'prj-1',
+    created_at: '2030-01-01T00:00:00Z',
+    updated_at: '2030-01-01T00:00:00Z',
+    status: 'active',
+    last_sync_at: null,
+  };
   const same: Record<string, unknown> = { ...structuredClone(body), ...server };
   for (const p of doc.descriptor.secretPaths) deleteAt(same, p);
-  const variants: Record<string, unknown>[] = [same, { ...structuredClone(body), ...server }, { id: 'id-2', [doc.descriptor.identity]: doc.name }];
+  const variants: Record<string, unknown>[] = [
+    same,
+    { ...structuredClone(body), ...server },
+    { id: 'id-2', [doc.descriptor.identity]: doc.name },
+  ];
   for (const [field, value] of Object.entries(body)) {
     if (field === doc.descriptor.identity) continue;
     const changed = structuredClone(same);
@@ -116,18 +139,27 @@ describe('the diff reads bodies in place', () => {
     }
   });
 
-  it.each([false, true])('diffResource (clearUndeclared %s) answers as the copying diff did, and writes to neither side', (clearUndeclared) => {
-    let compared = 0;
-    for (const doc of config.documents) {
-      const body = deepFreeze({ ...toApiBodyShared(doc, ids, secrets), ...(doc.descriptor.schema.properties?.labels ? { labels: { ...doc.labels, 'dpctl.dev/managed-by': 'platform' } } : {}) });
-      for (const live of liveVariants(doc, body).map(deepFreeze)) {
-        const expected = referenceDiff(doc.descriptor, body, live, { clearUndeclared });
-        expect(diffResource(doc.descriptor, body, live, { clearUndeclared }), `${doc.yamlKind}/${doc.name} against ${JSON.stringify(live)}`).toEqual(expected);
-        compared++;
+  it.each([false, true])(
+    'diffResource (clearUndeclared %s) answers as the copying diff did, and writes to neither side',
+    (clearUndeclared) => {
+      let compared = 0;
+      for (const doc of config.documents) {
+        const body = deepFreeze({
+          ...toApiBodyShared(doc, ids, secrets),
+          ...(doc.descriptor.schema.properties?.labels ? { labels: { ...doc.labels, 'dpctl.dev/managed-by': 'platform' } } : {}),
+        });
+        for (const live of liveVariants(doc, body).map(deepFreeze)) {
+          const expected = referenceDiff(doc.descriptor, body, live, { clearUndeclared });
+          expect(
+            diffResource(doc.descriptor, body, live, { clearUndeclared }),
+            `${doc.yamlKind}/${doc.name} against ${JSON.stringify(live)}`,
+          ).toEqual(expected);
+          compared++;
+        }
       }
-    }
-    expect(compared).toBeGreaterThan(50);
-  });
+      expect(compared).toBeGreaterThan(50);
+    },
+  );
 
   it('fillDefaults fills what the old one filled, shares the rest, and never writes to its input', () => {
     let filled = 0;

@@ -1,22 +1,34 @@
 import { describe, expect, it } from 'vitest';
 import { healthOf, kind, KINDS } from '../../../src/kinds/index.js';
 
-describe('healthOf: health from the kind\'s x-health rule', () => {
+describe("healthOf: health from the kind's x-health rule", () => {
   it.each([
     ['connector', { status: 'created' }, { health: 'healthy' }],
     ['connector', { status: 'active', last_error: null }, { health: 'healthy' }],
     ['connector', { status: 'syncing' }, { health: 'progressing', reason: 'status is syncing' }],
-    ['connector', { status: 'error', last_error: 'connection refused' }, { health: 'degraded', reason: 'status is error: connection refused' }],
+    [
+      'connector',
+      { status: 'error', last_error: 'connection refused' },
+      { health: 'degraded', reason: 'status is error: connection refused' },
+    ],
     ['connector', { status: 'error' }, { health: 'degraded', reason: 'status is error' }],
     ['connector', { status: 'paused' }, { health: 'suspended', reason: 'status is paused' }],
     ['connector', { status: 'hibernating' }, { health: 'unknown', reason: 'status is hibernating' }],
     ['infrastructure_resource', { status: 'pending' }, { health: 'progressing', reason: 'status is pending' }],
     ['infrastructure_resource', { status: 'provisioned' }, { health: 'healthy' }],
-    ['infrastructure_resource', { status: 'failed', last_error: 'aws has no region "x"' }, { health: 'degraded', reason: 'status is failed: aws has no region "x"' }],
+    [
+      'infrastructure_resource',
+      { status: 'failed', last_error: 'aws has no region "x"' },
+      { health: 'degraded', reason: 'status is failed: aws has no region "x"' },
+    ],
     ['pipeline', {}, { health: 'healthy' }],
     ['pipeline', { last_run_status: null }, { health: 'healthy' }],
     ['pipeline', { last_run_status: 'running', last_error: 'stale' }, { health: 'progressing', reason: 'last_run_status is running' }],
-    ['dbt_project', { last_run_status: 'failed', last_error: '1 of 3 models failed' }, { health: 'degraded', reason: 'last_run_status is failed: 1 of 3 models failed' }],
+    [
+      'dbt_project',
+      { last_run_status: 'failed', last_error: '1 of 3 models failed' },
+      { health: 'degraded', reason: 'last_run_status is failed: 1 of 3 models failed' },
+    ],
     ['project', { name: 'p' }, { health: 'healthy' }],
   ])('%s %j -> %j', (k, object, expected) => {
     expect(healthOf(kind(k), object)).toEqual(expected);
@@ -30,8 +42,14 @@ describe('healthOf: health from the kind\'s x-health rule', () => {
       const props = d.schema.properties!;
       expect(props[rule.field], `${d.kind}.${rule.field}`).toBeDefined();
       if (rule.message) expect(props[rule.message], `${d.kind}.${rule.message}`).toBeDefined();
-      const classified = new Set([...(rule.healthy ?? []), ...(rule.progressing ?? []), ...(rule.degraded ?? []), ...(rule.suspended ?? [])]);
-      for (const value of props[rule.field].enum ?? []) expect(classified.has(value as string | null), `${d.kind}: ${String(value)}`).toBe(true);
+      const classified = new Set([
+        ...(rule.healthy ?? []),
+        ...(rule.progressing ?? []),
+        ...(rule.degraded ?? []),
+        ...(rule.suspended ?? []),
+      ]);
+      for (const value of props[rule.field].enum ?? [])
+        expect(classified.has(value as string | null), `${d.kind}: ${String(value)}`).toBe(true);
     }
   });
 });

@@ -31,7 +31,15 @@ describe('AddressCounter', () => {
 
 describe('connectionLimits', () => {
   it('converts seconds to whole milliseconds and keeps the request timeout at least the headers timeout', () => {
-    expect(connectionLimits({ handshakeTimeout: 0.25, headersTimeout: 20, requestTimeout: 5, keepAliveTimeout: 5, maxConnectionsPerAddress: 256 })).toEqual({
+    expect(
+      connectionLimits({
+        handshakeTimeout: 0.25,
+        headersTimeout: 20,
+        requestTimeout: 5,
+        keepAliveTimeout: 5,
+        maxConnectionsPerAddress: 256,
+      }),
+    ).toEqual({
       handshakeTimeoutMs: 250,
       headersTimeoutMs: 20_000,
       requestTimeoutMs: 20_000,
@@ -42,7 +50,8 @@ describe('connectionLimits', () => {
 });
 
 describe('per-host certificates', () => {
-  const sni = (tls: Awaited<ReturnType<typeof loadOrCreateTls>>, name: string) => new Promise<unknown>((resolve, reject) => tls.SNICallback!(name, (err, ctx) => (err ? reject(err) : resolve(ctx))));
+  const sni = (tls: Awaited<ReturnType<typeof loadOrCreateTls>>, name: string) =>
+    new Promise<unknown>((resolve, reject) => tls.SNICallback!(name, (err, ctx) => (err ? reject(err) : resolve(ctx))));
 
   it('issues only for names the predicate accepts, and keeps at most the cache size', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'dp-tls-'));

@@ -4,8 +4,20 @@ import { DEFAULT_EGRESS_DENY, EgressDenied, EgressPolicy, parseCidr, parseCidrLi
 describe('egress policy: which addresses may be connected to', () => {
   it('by default denies link-local, cloud metadata and private ranges, and allows loopback and public addresses', () => {
     const p = new EgressPolicy();
-    for (const a of ['169.254.169.254', 'fe80::1', '10.1.2.3', '172.16.0.1', '172.31.255.255', '192.168.1.1', '100.100.100.200', 'fd00:ec2::254', 'fc00::1']) expect(p.permits(a), a).toBe(false);
-    for (const a of ['127.0.0.1', '127.8.9.10', '::1', '8.8.8.8', '172.32.0.1', '2001:db8::1', '1.1.1.1']) expect(p.permits(a), a).toBe(true);
+    for (const a of [
+      '169.254.169.254',
+      'fe80::1',
+      '10.1.2.3',
+      '172.16.0.1',
+      '172.31.255.255',
+      '192.168.1.1',
+      '100.100.100.200',
+      'fd00:ec2::254',
+      'fc00::1',
+    ])
+      expect(p.permits(a), a).toBe(false);
+    for (const a of ['127.0.0.1', '127.8.9.10', '::1', '8.8.8.8', '172.32.0.1', '2001:db8::1', '1.1.1.1'])
+      expect(p.permits(a), a).toBe(true);
   });
 
   it('judges an IPv4-mapped IPv6 address as the IPv4 address it reaches', () => {
@@ -58,7 +70,9 @@ describe('egress policy: which addresses may be connected to', () => {
 
   it('keeps only the permitted addresses of a name that has both kinds', async () => {
     const p = new EgressPolicy({ deny: ['::1/128'] });
-    const addresses = await new Promise<unknown>((resolve, reject) => p.lookup('localhost', { all: true }, (err, a) => (err ? reject(err) : resolve(a))));
+    const addresses = await new Promise<unknown>((resolve, reject) =>
+      p.lookup('localhost', { all: true }, (err, a) => (err ? reject(err) : resolve(a))),
+    );
     expect(addresses).toEqual([{ address: '127.0.0.1', family: 4 }]);
   });
 

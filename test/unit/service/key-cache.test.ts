@@ -2,7 +2,14 @@ import { afterEach, describe, expect, it, vi } from 'vitest';
 import { KEY_CACHE_TTL_MS, KeyCache, keyCacheOf } from '../../../src/service/auth/key-cache.js';
 import type { Actor } from '../../../src/service/auth/actor.js';
 
-const key = (id: string, projectId = 'prj_a', tenantId = 'tnt_1'): Actor & { type: 'api_key' } => ({ type: 'api_key', id, name: id, tenantId, level: 'read-only', projectId });
+const key = (id: string, projectId = 'prj_a', tenantId = 'tnt_1'): Actor & { type: 'api_key' } => ({
+  type: 'api_key',
+  id,
+  name: id,
+  tenantId,
+  level: 'read-only',
+  projectId,
+});
 
 describe('API key lookup cache', () => {
   afterEach(() => vi.useRealTimers());

@@ -5,7 +5,13 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { openSqlite } from '../../../src/service/store/sqlite.js';
 import { migrate } from '../../../src/service/store/migrations.js';
 import type { Db } from '../../../src/service/store/db.js';
-import { LoginThrottle, lockMsSql, lockSeconds, loginThrottlePolicies, type ThrottlePolicy } from '../../../src/service/auth/login-throttle.js';
+import {
+  LoginThrottle,
+  lockMsSql,
+  lockSeconds,
+  loginThrottlePolicies,
+  type ThrottlePolicy,
+} from '../../../src/service/auth/login-throttle.js';
 import { clientAddress } from '../../../src/service/auth/client-address.js';
 import { ApiError } from '../../../src/service/errors.js';
 import { DEFAULT_OPTIONS } from '../../../src/service/context.js';
@@ -63,7 +69,10 @@ describe('LoginThrottle on SQLite', () => {
   });
 
   const retryAfterOf = async (p: Promise<unknown>) => {
-    const err = await p.then(() => undefined, (e: unknown) => e);
+    const err = await p.then(
+      () => undefined,
+      (e: unknown) => e,
+    );
     expect(err).toBeInstanceOf(ApiError);
     expect((err as ApiError).status).toBe(429);
     return Number((err as ApiError).headers['Retry-After']);
@@ -121,7 +130,10 @@ describe('LoginThrottle on SQLite', () => {
     await throttle.admit(throttle.loginKeys('tenant', 'late@x.test', '10.2.0.1'));
     await new Promise((r) => setTimeout(r, 50));
     expect((await db.all('SELECT key FROM login_throttle')).length).toBe(3);
-    const plan = await db.all<{ detail: string }>('EXPLAIN QUERY PLAN SELECT key FROM login_throttle WHERE expires_at < ? ORDER BY expires_at LIMIT 500', [now]);
+    const plan = await db.all<{ detail: string }>(
+      'EXPLAIN QUERY PLAN SELECT key FROM login_throttle WHERE expires_at < ? ORDER BY expires_at LIMIT 500',
+      [now],
+    );
     expect(plan.map((p) => p.detail).join(' ')).toContain('login_throttle_expiry');
   });
 });

@@ -1,5 +1,12 @@
 import { describe, expect, it } from 'vitest';
-import { compileSafeRegex, estimateProgramSize, MAX_DOCUMENT_PROGRAM_SIZE, MAX_PATTERN_LENGTH, MAX_PROGRAM_SIZE, safeRegexError } from '../../../src/kinds/safe-regex.js';
+import {
+  compileSafeRegex,
+  estimateProgramSize,
+  MAX_DOCUMENT_PROGRAM_SIZE,
+  MAX_PATTERN_LENGTH,
+  MAX_PROGRAM_SIZE,
+  safeRegexError,
+} from '../../../src/kinds/safe-regex.js';
 import { createAjv, toFieldErrors } from '../../../src/kinds/validator.js';
 import { kind } from '../../../src/kinds/index.js';
 
@@ -32,7 +39,8 @@ describe('compileSafeRegex', () => {
   });
 
   it('accepts RE2 syntax that JavaScript lacks', () => {
-    for (const p of ['\\pL+', '[[:alpha:]]+_id', '(?P<word>\\w+)', '\\x{e9}t\\x{e9}', '(?i)ssn|social', '\\Qa.b\\E']) expect(safeRegexError(p), p).toBeNull();
+    for (const p of ['\\pL+', '[[:alpha:]]+_id', '(?P<word>\\w+)', '\\x{e9}t\\x{e9}', '(?i)ssn|social', '\\Qa.b\\E'])
+      expect(safeRegexError(p), p).toBeNull();
   });
 
   it(`refuses patterns over ${MAX_PATTERN_LENGTH} characters, without compiling them`, () => {
@@ -55,7 +63,14 @@ describe('compileSafeRegex', () => {
   });
 
   it('estimates program sizes roughly right and not below (nesting overshoots)', () => {
-    for (const [p, real] of [['^(customer_)?email(_address)?$', 32], ['a{400}', 402], ['a{0,300}', 602], ['[]a]{10}', 12], ['\\p{Greek}{100}', 102], ['[[:alpha:]]{100}', 102]] as const) {
+    for (const [p, real] of [
+      ['^(customer_)?email(_address)?$', 32],
+      ['a{400}', 402],
+      ['a{0,300}', 602],
+      ['[]a]{10}', 12],
+      ['\\p{Greek}{100}', 102],
+      ['[[:alpha:]]{100}', 102],
+    ] as const) {
       const estimate = estimateProgramSize(p);
       expect(estimate, p).toBeGreaterThanOrEqual(real - 5);
       expect(estimate, p).toBeLessThanOrEqual(real * 2);
@@ -72,21 +87,36 @@ describe('classification schema validation', () => {
     const body = {
       name: 'pii',
       sensitivity: 'restricted',
-      column_matchers: [{ column_pattern: 'email' }, { column_pattern: '(a)\\1' }, { column_pattern: 'x', table_pattern: '(?=x)', data_type: 'a'.repeat(600) }],
+      column_matchers: [
+        { column_pattern: 'email' },
+        { column_pattern: '(a)\\1' },
+        { column_pattern: 'x', table_pattern: '(?=x)', data_type: 'a'.repeat(600) },
+      ],
     };
     const found = errors(body);
-    expect(found.map((e) => e.field)).toEqual(['column_matchers[1].column_pattern', 'column_matchers[2].table_pattern', 'column_matchers[2].data_type']);
+    expect(found.map((e) => e.field)).toEqual([
+      'column_matchers[1].column_pattern',
+      'column_matchers[2].table_pattern',
+      'column_matchers[2].data_type',
+    ]);
     expect(found[2].message).toBe('must NOT have more than 512 characters');
   });
 
   it(`counts all patterns of a classification against ${MAX_DOCUMENT_PROGRAM_SIZE} instructions, once each`, () => {
     // [a-z]{300}NN compiles to 304 instructions: 65 fit in the budget, the 66th does not.
-    const body = { name: 'c', sensitivity: 'public', column_matchers: Array.from({ length: 100 }, (_, i) => ({ column_pattern: `[a-z]{300}${String(i).padStart(2, '0')}` })) };
+    const body = {
+      name: 'c',
+      sensitivity: 'public',
+      column_matchers: Array.from({ length: 100 }, (_, i) => ({ column_pattern: `[a-z]{300}${String(i).padStart(2, '0')}` })),
+    };
     const started = performance.now();
     const found = errors(body);
     expect(performance.now() - started).toBeLessThan(1_000);
     expect(found).toHaveLength(35);
-    expect(found[0]).toEqual({ field: 'column_matchers[65].column_pattern', message: `is too complex: the patterns of this document together compile to more than ${MAX_DOCUMENT_PROGRAM_SIZE} instructions` });
+    expect(found[0]).toEqual({
+      field: 'column_matchers[65].column_pattern',
+      message: `is too complex: the patterns of this document together compile to more than ${MAX_DOCUMENT_PROGRAM_SIZE} instructions`,
+    });
     // Validating the same document again (route schema, then the merged resource) counts nothing twice.
     expect(errors(body)).toEqual(found);
     expect(errors({ ...body, column_matchers: body.column_matchers.slice(0, 65) })).toEqual([]);

@@ -78,7 +78,13 @@ describe('secrets keys', () => {
     const raw = generateKey();
     expect(parseKey(raw.toString('base64') + '\n', 'k').id).toBe(masterKey(raw).id);
     expect(parseKey(raw.toString('base64url'), 'k').id).toBe(masterKey(raw).id);
-    for (const bad of ['', 'short', generateKey().subarray(0, 16).toString('base64'), Buffer.alloc(48).toString('base64'), '!'.repeat(44)]) {
+    for (const bad of [
+      '',
+      'short',
+      generateKey().subarray(0, 16).toString('base64'),
+      Buffer.alloc(48).toString('base64'),
+      '!'.repeat(44),
+    ]) {
       expect(() => parseKey(bad, 'DP_SECRETS_KEY')).toThrow(/DP_SECRETS_KEY must hold a base64-encoded 32-byte key/);
     }
   });

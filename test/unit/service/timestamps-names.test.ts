@@ -66,8 +66,13 @@ describe('names', () => {
   });
 
   test('x-format: name reports the field', () => {
-    const validate = createAjv().compile({ type: 'object', properties: { steps: { type: 'array', items: { type: 'object', properties: { name: { type: 'string', 'x-format': 'name' } } } } } });
+    const validate = createAjv().compile({
+      type: 'object',
+      properties: { steps: { type: 'array', items: { type: 'object', properties: { name: { type: 'string', 'x-format': 'name' } } } } },
+    });
     expect(validate({ steps: [{ name: 'ok' }, { name: 'x\u202E' }] })).toBe(false);
-    expect(toFieldErrors(validate.errors)).toEqual([{ field: 'steps[1].name', message: 'must not contain a bidirectional control character (U+202E at position 1)' }]);
+    expect(toFieldErrors(validate.errors)).toEqual([
+      { field: 'steps[1].name', message: 'must not contain a bidirectional control character (U+202E at position 1)' },
+    ]);
   });
 });
