@@ -287,9 +287,9 @@ async function steadyScenario(
   const intervalMs = parseDuration(INTERVAL, 'BENCH_INTERVAL');
   const controller = await startBenchController(client, repo, join(work, 'steady-state'), intervalMs, sourceId);
   const runs: Array<{ ms: number; result: string }> = [];
-  let cpuPct = 0;
-  let rssMb = 0;
-  let peakRssMb = 0;
+  let cpuPct: number;
+  let rssMb: number;
+  let peakRssMb: number;
   try {
     await waitForApplied(controller, head, 300_000);
     const first = controller.status().last_run!;

@@ -25,7 +25,10 @@ export interface YamlPlatformProps {
   provider?: cdk.TerraformProvider;
 }
 
+// The generated constructs' config types differ per kind; the bridge builds them from the descriptor.
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
 type AnyConstruct = new (scope: cdk.Construct, id: string, config: any) => cdk.TerraformResource;
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
 type AnyDataSource = new (scope: cdk.Construct, id: string, config: any) => cdk.TerraformDataSource;
 
 /**

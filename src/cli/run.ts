@@ -165,7 +165,9 @@ async function withTimeout(ms: number, runId: string, fn: (signal: AbortSignal) 
     return await fn(deadline.signal);
   } catch (err) {
     if (deadline.signal.aborted)
-      throw new Error(`timed out after ${formatMs(ms)} waiting for run ${runId} to end (it goes on in the service)`);
+      throw new Error(`timed out after ${formatMs(ms)} waiting for run ${runId} to end (it goes on in the service)`, {
+        cause: err,
+      });
     throw err;
   } finally {
     clearTimeout(timer);

@@ -7,7 +7,7 @@ import type { PersistentParseCache } from './persistent-cache.js';
 
 /** Where an object keeps the computations of its lazy properties not read yet (not enumerable: invisible to copies and comparisons). */
 const PENDING = Symbol('dpctl.lazy');
-type Pending = Record<PropertyKey, (this: any) => unknown>;
+type Pending = Record<PropertyKey, (this: object) => unknown>;
 
 /** One getter/setter pair per property name, shared by every object (a closure pair per object and property was most of a document's size). */
 const accessors = new Map<PropertyKey, PropertyDescriptor>();

@@ -95,7 +95,9 @@ function readSecretFile(path: string, what: string): string {
   try {
     text = readFileSync(path, 'utf8');
   } catch (err) {
-    throw new Error(`${what} ${path}: ${(err as NodeJS.ErrnoException).code === 'ENOENT' ? 'no such file' : (err as Error).message}`);
+    throw new Error(`${what} ${path}: ${(err as NodeJS.ErrnoException).code === 'ENOENT' ? 'no such file' : (err as Error).message}`, {
+      cause: err,
+    });
   }
   const value = text.replace(/\r?\n$/, '');
   if (!value) throw new Error(`${what} ${path} is empty`);

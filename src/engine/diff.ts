@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { deleteAt, formatPath, valuesAt, setAt, type FieldPath, type JsonSchema, type KindDescriptor } from '../kinds/index.js';
+import { formatPath, valuesAt, setAt, type FieldPath, type JsonSchema, type KindDescriptor } from '../kinds/index.js';
 import { normalizeCron } from '../kinds/cron.js';
 import { layoutOf } from '../config/index.js';
 

@@ -112,6 +112,7 @@ function secretValues(doc: ConfigDocument, secrets: ResolvedSecrets): { field: s
 function displayBody(doc: ConfigDocument, body: Record<string, unknown>): Record<string, unknown> {
   const out = structuredClone(body);
   for (const s of doc.secrets) {
+    // eslint-disable-next-line @typescript-eslint/no-explicit-any -- walks a secret's path through a JSON body
     let cur: any = out;
     for (let i = 0; i < s.path.length - 1; i++) cur = cur?.[s.path[i]];
     if (cur && typeof cur === 'object') cur[s.path[s.path.length - 1]] = SENSITIVE;

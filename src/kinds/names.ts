@@ -11,6 +11,7 @@
  * Letters of every script, emoji and joiners (ZWJ/ZWNJ, needed by some scripts) stay allowed.
  */
 const CLASSES: { re: RegExp; what: string }[] = [
+  // eslint-disable-next-line no-control-regex -- finding control characters is the point
   { re: /[\u0000-\u001f\u007f-\u009f]/u, what: 'a control character' },
   { re: /[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/u, what: 'a bidirectional control character' },
   { re: /[\u2028\u2029]/u, what: 'a line or paragraph separator' },

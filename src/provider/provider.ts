@@ -75,10 +75,14 @@ export function providerConfigConflicts(config: TfObject | null): { attribute: s
   return out;
 }
 
+// Messages are plain objects decoded by @grpc/proto-loader from the protocol's .proto files.
+/* eslint-disable @typescript-eslint/no-explicit-any */
 type Call = grpc.ServerUnaryCall<any, any>;
 type Callback = grpc.sendUnaryData<any>;
+/* eslint-enable @typescript-eslint/no-explicit-any */
 
 /** Wraps a handler: exceptions become error diagnostics in the field the response uses. */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
 function unary(name: string, fn: (req: any) => Promise<Record<string, unknown>> | Record<string, unknown>) {
   return (call: Call, callback: Callback) => {
     Promise.resolve()

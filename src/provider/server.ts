@@ -6,8 +6,11 @@ import { pluginCertificate } from './cert.js';
 import { loadDefinitions } from './proto.js';
 import { readStaticResponses } from './static-responses.js';
 
+// Messages are plain objects decoded by @grpc/proto-loader from the protocol's .proto files.
+/* eslint-disable @typescript-eslint/no-explicit-any */
 type Call = grpc.ServerUnaryCall<any, any>;
 type Callback = grpc.sendUnaryData<any>;
+/* eslint-enable @typescript-eslint/no-explicit-any */
 type Handlers = Record<string, (call: Call, callback: Callback) => void>;
 
 /**
@@ -33,6 +36,7 @@ export async function serveProvider(env: NodeJS.ProcessEnv = process.env): Promi
     cleanup();
     process.exit(0);
   };
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any -- service constructors are looked up by name
   const defs = grpc.loadPackageDefinition(loadDefinitions()) as any;
   // The implementation (client, kinds, validation: most of the bundle) is a chunk of its own.
   // Each RPC that needs it waits for it; it starts loading once the first answer is out, so the

@@ -78,7 +78,7 @@ export function parseCidrList(text: string, source: string): string[] {
     try {
       parseCidr(item);
     } catch (err) {
-      throw new Error(`${source}: ${(err as Error).message}`);
+      throw new Error(`${source}: ${(err as Error).message}`, { cause: err });
     }
   }
   return items;

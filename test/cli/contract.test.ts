@@ -607,14 +607,12 @@ spec:
   test('apply --prune whose delete the service refuses (409: a hand-made alert rule uses the channel): exit 1, the update beside it applied', async () => {
     rmSync(join(dir, 'users.yaml'));
     const channel = (await client.resources('notification_channel', { projectId: ops }).listAll())[0];
-    await client
-      .resources('alert_rule', { projectId: ops })
-      .create({
-        name: 'by-hand',
-        severity: 'info',
-        condition: { metric: 'run_failed', operator: 'gte', threshold: 1 },
-        channel_ids: [channel.id],
-      });
+    await client.resources('alert_rule', { projectId: ops }).create({
+      name: 'by-hand',
+      severity: 'info',
+      condition: { metric: 'run_failed', operator: 'gte', threshold: 1 },
+      channel_ids: [channel.id],
+    });
     writeFileSync(join(dir, 'resources.yaml'), projectResources('ops', '30 * * * *').replace(/---\n[\s\S]*$/, ''));
 
     const r = await runDpctl(['apply', dir, '--allow-undeclared-projects', '--prune'], { env });

@@ -149,7 +149,7 @@ describe('controller/deploy manifests', () => {
       try {
         new Model(m.doc as never).validate();
       } catch (err) {
-        throw new Error(`${m.file}: ${m.doc.kind} ${m.doc.metadata?.name}: ${(err as Error).message}`);
+        throw new Error(`${m.file}: ${m.doc.kind} ${m.doc.metadata?.name}: ${(err as Error).message}`, { cause: err });
       }
       // kustomize sets the namespace: a hard-coded one would split the objects across namespaces.
       if (m.doc.kind !== 'Namespace') expect(m.doc.metadata.namespace, `${m.file}: metadata.namespace`).toBeUndefined();

@@ -1,5 +1,4 @@
 import { createServer, get, type IncomingMessage, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import pino from 'pino';
 import { afterEach, describe, expect, test } from 'vitest';
 import { ControllerMetrics } from '../../src/controller/metrics.js';

@@ -51,6 +51,8 @@ export class FaultProxy {
     const upstream = new Agent({ connect: { ca: readFileSync(svc.service.tls.certPath), lookup: localhostLookup } });
     const tls = svc.service.tls;
     const server = createServer({ cert: tls.cert, key: tls.key, SNICallback: tls.SNICallback });
+    // Assigned once the server listens; requests only arrive after that.
+    // eslint-disable-next-line prefer-const
     let proxy: FaultProxy;
     server.on('request', async (req: IncomingMessage, res: ServerResponse) => {
       const chunks: Buffer[] = [];

@@ -65,7 +65,7 @@ export class TestHttp {
       dispatcher: opts.anyHostCertificate ? this.anyHostAgent : this.agent,
     });
     const text = await res.body.text();
-    let parsed: unknown = undefined;
+    let parsed: unknown;
     try {
       parsed = text ? JSON.parse(text) : undefined;
     } catch {

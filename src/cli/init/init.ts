@@ -29,7 +29,7 @@ export interface InitResult {
 export function initRepository(target: string, options: InitOptions): InitResult {
   const dir = resolve(target);
   const pkgPath = join(dir, 'package.json');
-  const existingPkg = existsSync(pkgPath) ? (JSON.parse(readFileSync(pkgPath, 'utf8')) as Record<string, any>) : undefined;
+  const existingPkg = existsSync(pkgPath) ? (JSON.parse(readFileSync(pkgPath, 'utf8')) as PackageJson) : undefined;
   const o: ScaffoldOptions = {
     format: options.format,
     packageName: PACKAGE_NAME,
@@ -59,7 +59,14 @@ export function initRepository(target: string, options: InitOptions): InitResult
   return { dir, written: [...files.keys(), 'package.json'].sort(), overwritten };
 }
 
-function mergePackage(existing: Record<string, any> | undefined, o: ScaffoldOptions): Record<string, unknown> {
+/** The fields of an existing package.json that the scaffold reads; the rest is kept as it is. */
+interface PackageJson {
+  name?: string;
+  dependencies?: Record<string, string>;
+  [field: string]: unknown;
+}
+
+function mergePackage(existing: PackageJson | undefined, o: ScaffoldOptions): Record<string, unknown> {
   const fields = packageFields(o);
   const pkg = existing ?? { name: o.repoName, version: '0.0.0', private: true };
   return {

@@ -21,7 +21,7 @@ export async function webhookServer(options: { tls?: { cert: string; key: string
     req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', () => {
       const raw = Buffer.concat(chunks).toString('utf8');
-      let body: unknown = null;
+      let body: unknown;
       try {
         body = JSON.parse(raw);
       } catch {

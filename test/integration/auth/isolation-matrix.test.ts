@@ -18,13 +18,13 @@ let keyOfP2: { id: string; key: string };
 let userA: { id: string; token: string; refreshToken: string };
 let adminIdA: string;
 let bProject: { id: string };
-let bConnector: { id: string };
 
 beforeAll(async () => {
   svc = await startTestService();
   [a, b] = await Promise.all([svc.tenant(), svc.tenant()]);
   [p1, p2, bProject] = await Promise.all([svc.project(a, 'iso-p1'), svc.project(a, 'iso-p2'), svc.project(b, 'iso-b')]);
-  [c1, c2, bConnector] = await Promise.all([
+  // The third is tenant B's own connector: it exists so that B's lists are not empty.
+  [c1, c2] = await Promise.all([
     svc.ok(a, 'POST', `/projects/${p1.id}/connectors`, { body: connectorBody('c1') }),
     svc.ok(a, 'POST', `/projects/${p2.id}/connectors`, { body: connectorBody('c2') }),
     svc.ok(b, 'POST', `/projects/${bProject.id}/connectors`, { body: connectorBody('cb') }),

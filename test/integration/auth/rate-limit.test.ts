@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startTestService, type TestService, type TestTenant } from '../../support/service.js';
+import { startTestService, type TestService } from '../../support/service.js';
 import { expectError, requestIdOf } from './helpers.js';
 
 /**
