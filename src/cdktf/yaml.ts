@@ -65,7 +65,12 @@ export class YamlPlatform extends cdk.Construct {
       if (doc.policy.reconcile === 'disabled') continue;
       const spec = resourceSpecs().get(`${PROVIDER_TYPE}_${doc.descriptor.kind}`);
       if (!spec) {
-        problems.push({ ...doc.location, subject: subjectOf(doc), message: `the Terraform provider has no resource for ${doc.yamlKind}` });
+        problems.push({
+          code: 'unsupported_kind',
+          ...doc.location,
+          subject: subjectOf(doc),
+          message: `the Terraform provider has no resource for ${doc.yamlKind}`,
+        });
         continue;
       }
       const id = `${doc.project ? `${doc.project}-` : ''}${doc.yamlKind}-${doc.name}`;

@@ -4,17 +4,10 @@
  * server's error envelope, and pass through the client's redactor as a second line of defence.
  */
 
-/** The spec's error codes (section 7). Anything else the server might send is kept as a string. */
-export type ErrorCode =
-  | 'validation_error'
-  | 'unauthorized'
-  | 'forbidden'
-  | 'resource_not_found'
-  | 'conflict'
-  | 'unprocessable_entity'
-  | 'rate_limited'
-  | 'internal_error'
-  | (string & {});
+import { apiCodeForStatus, type ApiErrorCode } from '../kinds/errors.js';
+
+/** The spec's error codes (section 7, catalogued in kinds/errors.ts). Anything else the server might send is kept as a string. */
+export type ErrorCode = ApiErrorCode | (string & {});
 
 export interface ErrorDetail {
   field: string;
@@ -159,17 +152,4 @@ export class AmbiguousCreateError extends AmbiguousRequestError {
 }
 
 /** The code the spec uses for a status, for answers that do not carry the envelope. */
-export function codeForStatus(status: number): ErrorCode {
-  const table: Record<number, ErrorCode> = {
-    400: 'validation_error',
-    401: 'unauthorized',
-    403: 'forbidden',
-    404: 'resource_not_found',
-    409: 'conflict',
-    413: 'validation_error',
-    415: 'validation_error',
-    422: 'unprocessable_entity',
-    429: 'rate_limited',
-  };
-  return table[status] ?? (status >= 500 ? 'internal_error' : `http_${status}`);
-}
+export const codeForStatus = (status: number): ErrorCode => apiCodeForStatus(status);

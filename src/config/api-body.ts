@@ -42,6 +42,7 @@ function fillBody(
     const value = secrets.get(doc, secret.field);
     if (value === undefined) {
       errors.push({
+        code: 'unresolved_secret',
         ...secret.location,
         subject: subjectOf(doc),
         field: secret.yamlField,

@@ -1,3 +1,5 @@
+import type { ProblemCode } from '../kinds/errors.js';
+
 /** Where something is written: file (as displayed), 1-based line and column. */
 export interface SourceLocation {
   file: string;
@@ -7,6 +9,8 @@ export interface SourceLocation {
 
 /** One problem found in a YAML repository, reported as `file:line:column: Kind/name: field: message`. */
 export interface ConfigError {
+  /** What kind of problem, from the catalogue (kinds/errors.ts): what tools group and count by. */
+  code: ProblemCode;
   file: string;
   /** 1-based; absent for a problem with the file as a whole (unreadable, no documents). */
   line?: number;

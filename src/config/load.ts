@@ -1,4 +1,5 @@
 import { readdirSync, readFileSync, statSync } from 'node:fs';
+import type { ProblemCode } from '../kinds/errors.js';
 import { dirname, isAbsolute, join, posix, relative, resolve, sep } from 'node:path';
 import { deflateRawSync, inflateRawSync } from 'node:zlib';
 import type { Document, LineCounter } from 'yaml';
@@ -125,12 +126,12 @@ function loadAll(paths: string | string[], options: LoadOptions): LoadResult {
     try {
       stat = statSync(abs);
     } catch {
-      errors.push({ file: displayPath(cwd, abs), message: 'no such file or directory' });
+      errors.push({ code: 'file_unreadable', file: displayPath(cwd, abs), message: 'no such file or directory' });
       continue;
     }
     const found = stat.isDirectory() ? listYamlFiles(abs) : [abs];
     if (stat.isDirectory() && !found.length)
-      errors.push({ file: displayPath(cwd, abs), message: 'no *.yaml or *.yml files in this directory' });
+      errors.push({ code: 'file_unreadable', file: displayPath(cwd, abs), message: 'no *.yaml or *.yml files in this directory' });
     for (const f of found) files.set(displayPath(cwd, f), f);
   }
   const fileOrder = [...files.keys()].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
@@ -145,7 +146,7 @@ function loadAll(paths: string | string[], options: LoadOptions): LoadResult {
     try {
       text = readFileSync(absolutePath, 'utf8');
     } catch (err) {
-      errors.push({ file, message: `cannot be read: ${(err as Error).message}` });
+      errors.push({ code: 'file_unreadable', file, message: `cannot be read: ${(err as Error).message}` });
       continue;
     }
     const parse = () => loadFile(file, absolutePath, text, options.cache);
@@ -167,6 +168,7 @@ function loadAll(paths: string | string[], options: LoadOptions): LoadResult {
     const where = item.project !== undefined ? ` in project "${item.project}"` : '';
     const at = earlier.nameLocation;
     errors.push({
+      code: 'duplicate_resource',
       ...item.nameLocation,
       subject: `${item.layout.yamlKind}/${item.name}`,
       field: 'metadata.name',
@@ -181,6 +183,7 @@ function loadAll(paths: string | string[], options: LoadOptions): LoadResult {
     for (const item of identified) {
       if (item.project === undefined || projects.has(item.project)) continue;
       errors.push({
+        code: 'undeclared_project',
         ...(item.projectLocation ?? item.nameLocation),
         subject: `${item.layout.yamlKind}/${item.name}`,
         field: 'metadata.project',
@@ -199,7 +202,13 @@ function loadAll(paths: string | string[], options: LoadOptions): LoadResult {
   // Pipeline steps and dbt models must form a DAG: caught here, before the API would refuse them.
   for (const doc of documents) {
     for (const problem of dagProblems(doc.descriptor.dags, doc.body)) {
-      errors.push({ ...locationOf(doc, problem.field), subject: subjectOf(doc), field: `spec.${problem.field}`, message: problem.message });
+      errors.push({
+        code: 'invalid_resource',
+        ...locationOf(doc, problem.field),
+        subject: subjectOf(doc),
+        field: `spec.${problem.field}`,
+        message: problem.message,
+      });
     }
   }
 
@@ -376,6 +385,7 @@ function loadFileFull(file: string, absolutePath: string, text: string): FileRes
       for (const e of doc.errors) {
         const { line, col } = lineCounter.linePos(e.pos[0]);
         out.errors.push({
+          code: 'yaml_syntax',
           file,
           line,
           column: col,
@@ -389,7 +399,7 @@ function loadFileFull(file: string, absolutePath: string, text: string): FileRes
     try {
       value = doc.toJS({ maxAliasCount: 1000 });
     } catch (err) {
-      out.errors.push({ ...documentLocation(src), message: `YAML: ${(err as Error).message}` });
+      out.errors.push({ code: 'yaml_syntax', ...documentLocation(src), message: `YAML: ${(err as Error).message}` });
       return;
     }
     if (value === null || value === undefined) return; // an empty document (comments only, a trailing ---)
@@ -413,7 +423,11 @@ const SECRET_REF_HINT = '{ secretRef: { env: NAME } } or { secretRef: { file: pa
 /** Validates one parsed document against the document schema and builds its model. */
 function checkDocument(src: YamlSource, positions: FilePositions, value: unknown, index: number, absolutePath: string): Checked {
   if (!isRecord(value)) {
-    return { errors: [{ ...documentLocation(src), message: 'a document must be a mapping with apiVersion, kind, metadata and spec' }] };
+    return {
+      errors: [
+        { code: 'yaml_syntax', ...documentLocation(src), message: 'a document must be a mapping with apiVersion, kind, metadata and spec' },
+      ],
+    };
   }
   const kindText = typeof value.kind === 'string' ? value.kind : '(no kind)';
   const meta = isRecord(value.metadata) ? value.metadata : {};
@@ -422,14 +436,14 @@ function checkDocument(src: YamlSource, positions: FilePositions, value: unknown
   const layout = typeof value.kind === 'string' ? layoutByYamlKind(value.kind) : undefined;
   const errors: ConfigError[] = [];
   const byField = new Map<string, ConfigError>();
-  const report = (parts: (string | number)[], loc: SourceLocation, message: string) => {
+  const report = (parts: (string | number)[], loc: SourceLocation, message: string, code: ProblemCode = codeOfField(parts)) => {
     const field = formatPath(parts);
     const known = byField.get(field);
     if (known) {
       if (!known.message.split('; ').includes(message)) known.message += `; ${message}`;
       return;
     }
-    const e: ConfigError = { ...loc, subject, field: field || undefined, message };
+    const e: ConfigError = { code, ...loc, subject, field: field || undefined, message };
     byField.set(field, e);
     errors.push(e);
   };
@@ -437,7 +451,7 @@ function checkDocument(src: YamlSource, positions: FilePositions, value: unknown
   // Secrets written inline: one clear message, and nothing else about them.
   const suppressed = layout ? inlineSecrets(layout, value) : [];
   for (const parts of suppressed)
-    report(parts, valueLocation(src, parts), `is a secret and is never written inline: use ${SECRET_REF_HINT}`);
+    report(parts, valueLocation(src, parts), `is a secret and is never written inline: use ${SECRET_REF_HINT}`, 'inline_secret');
 
   const validate = validator();
   if (!validate(value)) {
@@ -549,6 +563,13 @@ function intendedDocument(value: unknown): string | undefined {
   const project = text(meta.project) ?? text(value.project);
   if (name === undefined || (layout.projectScoped && project === undefined)) return undefined;
   return documentKey(layout.yamlKind, layout.projectScoped ? project : undefined, name);
+}
+
+/** The code of a schema error at a path: the kind itself, a dpctl.dev/ policy annotation, or any other field. */
+function codeOfField(parts: (string | number)[]): ProblemCode {
+  if (parts.length === 1 && parts[0] === 'kind') return 'unknown_kind';
+  if (parts[0] === 'metadata' && parts[1] === 'annotations' && String(parts[2] ?? '').startsWith('dpctl.dev/')) return 'invalid_policy';
+  return 'invalid_field';
 }
 
 /** Says what to do instead, where the schema's own message would only say what is wrong. */

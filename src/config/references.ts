@@ -42,6 +42,7 @@ export function checkReferences(doc: ConfigDocument, lookup: ReferenceLookup): C
   for (const ref of doc.references) {
     if (lookup(ref.kind, doc.project, ref.name) !== undefined) continue;
     errors.push({
+      code: 'unresolved_reference',
       ...ref.location,
       subject: subjectOf(doc),
       field: ref.yamlField,

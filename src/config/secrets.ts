@@ -51,6 +51,7 @@ export function resolveSecrets(
     for (const secret of doc.secrets) {
       const fail = (where: string, message: string) =>
         errors.push({
+          code: 'unresolved_secret',
           ...locationOf(doc, `${secret.field}.secretRef.${where}`),
           subject: subjectOf(doc),
           field: secret.yamlField,

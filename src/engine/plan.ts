@@ -195,6 +195,7 @@ export function makePlan(documents: ConfigDocument[], state: LiveState, secrets:
       const visible = [...state.projects.keys()].sort();
       plan.errors.push(
         formatConfigError({
+          code: 'undeclared_project',
           ...doc.location,
           subject: subjectOf(doc),
           field: 'metadata.project',

@@ -1,16 +1,7 @@
-/** The spec's error codes (section 7) with their HTTP statuses. */
-export const ERROR_STATUS = {
-  validation_error: 400,
-  unauthorized: 401,
-  forbidden: 403,
-  resource_not_found: 404,
-  conflict: 409,
-  unprocessable_entity: 422,
-  rate_limited: 429,
-  internal_error: 500,
-} as const;
+import { API_ERRORS, type ApiErrorCode } from '../kinds/errors.js';
 
-export type ErrorCode = keyof typeof ERROR_STATUS;
+/** The spec's error codes (section 7), from the one catalogue (kinds/errors.ts). */
+export type ErrorCode = ApiErrorCode;
 
 export interface ErrorDetail {
   field: string;
@@ -23,7 +14,7 @@ export class ApiError extends Error {
     message: string,
     readonly details?: ErrorDetail[],
     /** Overrides the code's usual status (413 body too large, 415 content type). */
-    readonly status: number = ERROR_STATUS[code],
+    readonly status: number = API_ERRORS[code].status,
     readonly headers: Record<string, string> = {},
   ) {
     super(message);
@@ -40,3 +31,10 @@ export const unauthorized = (message: string) => new ApiError('unauthorized', me
 export const conflict = (message: string) => new ApiError('conflict', message);
 export const invalid = (field: string, message: string) => new ApiError('validation_error', `${field}: ${message}`, [{ field, message }]);
 export const unprocessable = (message: string, details?: ErrorDetail[]) => new ApiError('unprocessable_entity', message, details);
+
+/**
+ * 409 for an identity already taken: `A connector with name "orders" already exists in this project`.
+ * `subject` starts the sentence ("A connector"); `where`, when given, ends it ("in this project").
+ */
+export const alreadyExists = (subject: string, field: string, value: string, where = '') =>
+  conflict(`${subject} with ${field} "${value}" already exists${where ? ` ${where}` : ''}`);

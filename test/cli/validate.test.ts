@@ -24,6 +24,37 @@ describe('dpctl validate', () => {
     expect(r.stdout).toBe('');
   });
 
+  it('prints the errors as structured values with their codes with -o json, grouped by code', async () => {
+    const r = await runDpctl([
+      'validate',
+      '-o',
+      'json',
+      `${FIX}/invalid/two-files`,
+      `${FIX}/invalid/undeclared-project`,
+      `${FIX}/invalid/syntax`,
+    ]);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toBe('');
+    const out = JSON.parse(r.stdout);
+    expect(out.valid).toBe(false);
+    expect(out.by_code).toEqual({ yaml_syntax: 2, invalid_field: 10, duplicate_resource: 1, undeclared_project: 1 });
+    expect(out.errors.length).toBe(Object.values(out.by_code as Record<string, number>).reduce((a, b) => a + b, 0));
+    // Root causes first, as in text: the syntax error leads.
+    expect(out.errors[0]).toMatchObject({ code: 'yaml_syntax', file: expect.stringContaining('invalid/syntax/') });
+    expect(out.errors).toContainEqual({
+      code: 'invalid_field',
+      file: `${FIX}/invalid/two-files/a.yaml`,
+      line: 15,
+      column: 11,
+      subject: 'Connector/orders',
+      field: 'spec.config.port',
+      message: 'must be integer',
+    });
+    const ok = await runDpctl(['validate', '-o', 'json', 'examples/platform']);
+    expect(ok.code).toBe(0);
+    expect(JSON.parse(ok.stdout)).toEqual({ valid: true, documents: 25, files: 7, root_causes: 0, by_code: {}, errors: [] });
+  });
+
   it('takes several paths, and lets projects exist on the server with --allow-undeclared-projects', async () => {
     const strict = await runDpctl(['validate', `${FIX}/invalid/undeclared-project`, `${FIX}/valid/platform.yaml`]);
     expect(strict.code).toBe(1);

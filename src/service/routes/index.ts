@@ -1,6 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import type { ServiceContext } from '../context.js';
 import { writableKinds } from '../../kinds/index.js';
+import { API_ERROR_CODES } from '../../kinds/errors.js';
 import { registerKindRoutes } from './crud.js';
 import { registerAuthRoutes } from './auth.js';
 import { registerAuditLogRoutes } from './audit-logs.js';
@@ -21,16 +22,7 @@ export async function registerRoutes(app: FastifyInstance, ctx: ServiceContext) 
         properties: {
           code: {
             type: 'string',
-            enum: [
-              'validation_error',
-              'unauthorized',
-              'forbidden',
-              'resource_not_found',
-              'conflict',
-              'unprocessable_entity',
-              'rate_limited',
-              'internal_error',
-            ],
+            enum: API_ERROR_CODES,
           },
           message: { type: 'string' },
           details: { type: 'array', items: { type: 'object', properties: { field: { type: 'string' }, message: { type: 'string' } } } },

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import { startTestService, type TestService } from '../../support/service.js';
+import { API_ERROR_CODES } from '../../../src/kinds/errors.js';
 
 /**
  * The machine-readable description at /api/docs/openapi.json (spec section 1) against the
@@ -286,6 +287,12 @@ describe('OpenAPI document at /api/docs/openapi.json', () => {
       ...SPEC_CALLBACKS.map(normalise),
     ];
     expect(publicOps.sort()).toEqual(['POST /auth/invitations/accept', 'POST /auth/login', 'POST /auth/refresh', ...browserSignIn].sort());
+  });
+
+  it("describes the error envelope with exactly the catalogue's codes (docs/guides/errors.md)", () => {
+    const envelopes = Object.values(doc.components?.schemas ?? {}).filter((s: any) => s?.properties?.error?.properties?.code?.enum);
+    expect(envelopes).toHaveLength(1);
+    expect([...(envelopes[0] as any).properties.error.properties.code.enum].sort()).toEqual([...API_ERROR_CODES].sort());
   });
 
   it('describes the connector create request with name and connector_type required', () => {

@@ -98,6 +98,7 @@ describe('errors: root causes first, what follows from them collapsed under them
 
 describe('sortErrors', () => {
   const at = (file: string, line: number, message: string, relation?: ConfigError['relation']): ConfigError => ({
+    code: 'invalid_field',
     file,
     line,
     column: 1,

@@ -1,0 +1,50 @@
+/**
+ * The error-code catalogue, shared by the service (which sends API codes), the client (which
+ * reads them) and the client-side layers (config, engine, provider), whose problems carry a
+ * code of their own so that the CLI, the controller and the provider group them by code
+ * instead of matching message text. Every code is documented in docs/guides/errors.md and every
+ * API code is in the OpenAPI error envelope (test/unit/kinds/errors.test.ts checks both).
+ */
+
+/** The API's error codes (spec section 7) with the status each is usually sent with. */
+export const API_ERRORS = {
+  validation_error: { status: 400, meaning: 'the request is malformed or a field is invalid; `details` names each field' },
+  unauthorized: { status: 401, meaning: 'no credential, or one that is expired, revoked or unknown' },
+  forbidden: { status: 403, meaning: "the credential's role, tenant or IP allow-list does not permit this" },
+  resource_not_found: { status: 404, meaning: 'no such resource in this tenant (or project)' },
+  conflict: { status: 409, meaning: 'the request clashes with the current state: a name already taken, a resource in use, a stale plan' },
+  unprocessable_entity: { status: 422, meaning: 'well-formed but not acceptable: a cycle in a DAG, too many items' },
+  rate_limited: { status: 429, meaning: "over the tenant's quota for this endpoint; `Retry-After` says when to try again" },
+  internal_error: { status: 500, meaning: 'the service failed; the message carries the request id, never a stack trace' },
+} as const;
+
+export type ApiErrorCode = keyof typeof API_ERRORS;
+
+export const API_ERROR_CODES = Object.keys(API_ERRORS) as ApiErrorCode[];
+
+/** Statuses that are not a code's usual one but that the service sends with that code. */
+const OTHER_STATUSES: Record<number, ApiErrorCode> = { 413: 'validation_error', 415: 'validation_error' };
+
+/** The code the spec uses for a status, for answers that do not carry the envelope (a proxy's 502). */
+export function apiCodeForStatus(status: number): ApiErrorCode | `http_${number}` {
+  const usual = API_ERROR_CODES.find((c) => API_ERRORS[c].status === status);
+  return usual ?? OTHER_STATUSES[status] ?? (status >= 500 ? 'internal_error' : `http_${status}`);
+}
+
+/** Codes of problems found on the user's side (a YAML repository, a plan): never sent by the service. */
+export const PROBLEM_CODES = {
+  file_unreadable: 'a path that does not exist, cannot be read, or holds no YAML file',
+  yaml_syntax: 'the YAML cannot be parsed, or a document is not a mapping',
+  invalid_field: 'a field breaks the schema of its kind: unknown, missing, wrong type or value',
+  unknown_kind: 'a `kind` that is not one of the model',
+  inline_secret: 'a secret written as a value instead of a `secretRef`',
+  invalid_policy: 'a `dpctl.dev/` annotation that is unknown or has a bad value',
+  duplicate_resource: 'two documents declare the same resource',
+  undeclared_project: 'a document names a project no Project document declares',
+  unresolved_reference: 'a reference to a resource that is neither declared nor on the service',
+  unresolved_secret: 'a `secretRef` whose environment variable or file cannot be read',
+  invalid_resource: 'a resource the kind rejects beyond the schema (a cycle in a pipeline)',
+  unsupported_kind: 'a kind this surface (the Terraform provider, the cdktf bridge) has no resource for',
+} as const;
+
+export type ProblemCode = keyof typeof PROBLEM_CODES;
