@@ -21,26 +21,6 @@ export default tseslint.config(
     rules: { 'max-lines-per-function': ['error', { max: 120, skipBlankLines: true, skipComments: true }] },
   },
   {
-    // Not split yet (issue 21): each leaves this list when it is.
-    files: [
-      'src/cli/serve.ts',
-      'src/client/http.ts',
-      'src/controller/cli.ts',
-      'src/controller/controller.ts',
-      'src/controller/server.ts',
-      'src/engine/apply.ts',
-      'src/engine/plan.ts',
-      'src/provider/provider.ts',
-      'src/service/routes/crud.ts',
-      'src/service/routes/runtime.ts',
-      'src/service/routes/sso.ts',
-      'src/service/routes/views.ts',
-      'src/service/server.ts',
-      'src/service/streams/index.ts',
-    ],
-    rules: { 'max-lines-per-function': 'off' },
-  },
-  {
     // Tests and benches read arbitrary JSON bodies from the API and poke at internals; they match
     // output exactly (aligned columns, ANSI colours); `handler.apply(prior, planned)` is the provider's.
     files: ['test/**', 'bench/**'],

@@ -3,8 +3,9 @@ import { join } from 'node:path';
 import { DEFAULT_OPTIONS } from '../service/context.js';
 import { checkSmtpUrl, redactedSmtpUrl } from '../service/smtp-url.js';
 import { readStdin } from './stdin.js';
-import { LOG_FORMAT_HELP, LOG_FORMATS, LOG_LEVELS } from '../log-format.js';
-import type { RunningService } from '../service/server.js';
+import { LOG_FORMAT_HELP, LOG_FORMATS, LOG_LEVELS, type LogFormat } from '../log-format.js';
+import type { RunningService, StartServiceOptions } from '../service/server.js';
+import type { ProviderMirrorSource } from '../service/provider-mirror.js';
 import type { startDemoController } from './demo-controller.js';
 
 const int = (name: string) => (value: string) => {
@@ -85,9 +86,53 @@ function watchParent(onExit: () => void): void {
 /** The demo tenant of `npm start`: a well-known password is fine on a laptop, never elsewhere. */
 const DEMO = { slug: 'demo', email: 'admin@demo.local', password: 'demo-password' };
 
-export function serveCommand(): Command {
-  return new Command('serve')
-    .description('Run the reference Data Platform Management API over HTTPS')
+/** The flags of `dpctl serve`, as commander parses them. */
+interface ServeFlags {
+  port: number;
+  host: string;
+  dataDir: string;
+  databaseUrl?: string;
+  secretsKeyFile?: string;
+  tlsCert?: string;
+  tlsKey?: string;
+  runHistory: number;
+  tlsCertCache: number;
+  handshakeTimeout: number;
+  headersTimeout: number;
+  requestTimeout: number;
+  keepAliveTimeout: number;
+  maxConnectionsPerAddress: number;
+  baseDomain?: string;
+  rateLimit: number;
+  anonymousRateLimit: number;
+  loginLockAfter: number;
+  loginAddressLockAfter: number;
+  loginAccountLockAfter: number;
+  loginMaxLock: number;
+  trustProxy?: string;
+  accessTokenTtl: number;
+  strictSpec: boolean;
+  timeScale: number;
+  sourceTimeout: number;
+  sourceQueryTimeout: number;
+  demo: boolean;
+  outboundCaFile?: string;
+  smtpUrl?: string;
+  smtpFrom: string;
+  metrics: boolean;
+  metricsToken?: string;
+  egressDeny?: string;
+  egressAllow?: string;
+  reconcile?: string;
+  reconcileInterval: string;
+  controllerListen: string;
+  logLevel: string;
+  logFormat?: LogFormat;
+}
+
+/** Where it listens, where its data lives, how it is encrypted and how much of it is kept. */
+function addStoreOptions(command: Command): Command {
+  return command
     .option('--port <port>', 'port to listen on (0 picks a free one)', int('--port'), 8443)
     .option('--host <host>', 'address to listen on', '127.0.0.1')
     .option('--data-dir <dir>', 'where the SQLite database and the generated certificate live', '.dpctl-data')
@@ -106,7 +151,12 @@ export function serveCommand(): Command {
         .env('DP_RUN_HISTORY')
         .argParser(int('--run-history'))
         .default(DEFAULT_OPTIONS.runHistory),
-    )
+    );
+}
+
+/** The limits of connections: certificates kept, timeouts, connections per address. */
+function addConnectionOptions(command: Command): Command {
+  return command
     .addOption(
       new Option('--tls-cert-cache <n>', 'most per-tenant TLS certificates kept in memory (least recently used dropped)')
         .env('DP_TLS_CERT_CACHE')
@@ -148,7 +198,12 @@ export function serveCommand(): Command {
         .env('DP_MAX_CONNECTIONS_PER_ADDRESS')
         .argParser(int('--max-connections-per-address'))
         .default(DEFAULT_OPTIONS.maxConnectionsPerAddress),
-    )
+    );
+}
+
+/** Who reaches it and how often: host names, rate limits, sign-in locks, proxies, tokens, the spec's surface. */
+function addAccessOptions(command: Command): Command {
+  return command
     .option('--base-domain <domain>', 'tenants are also served at <slug>.<domain>')
     .option('--rate-limit <n>', 'requests per minute per tenant per endpoint', int('--rate-limit'), 600)
     .option(
@@ -181,7 +236,12 @@ export function serveCommand(): Command {
       'proxies (addresses/CIDRs, comma-separated; env DP_TRUST_PROXY) whose X-Forwarded-For names the client for per-address limits',
     )
     .option('--access-token-ttl <seconds>', 'access-token lifetime', int('--access-token-ttl'), 3600)
-    .option('--strict-spec', "serve only the spec's documented surface (no extensions)", false)
+    .option('--strict-spec', "serve only the spec's documented surface (no extensions)", false);
+}
+
+/** How its simulated and outbound work behaves: time scale, source timeouts, the demo tenant, email, metrics, egress. */
+function addRuntimeOptions(command: Command): Command {
+  return command
     .option(
       '--time-scale <factor>',
       'run simulated work (dbt models, simulated syncs, provisioning) this many times faster',
@@ -216,7 +276,12 @@ export function serveCommand(): Command {
     .option(
       '--egress-allow <cidrs>',
       'CIDRs allowed again inside denied ones (the most specific range decides), comma-separated (env DP_EGRESS_ALLOW)',
-    )
+    );
+}
+
+/** The controller run in the same process, and the log of both. */
+function addControllerAndLogOptions(command: Command): Command {
+  return command
     .option(
       '--reconcile <dir>',
       'also run the controller in this process: keep the bootstrapped tenant equal to the YAML in <dir> (edit a file and it is applied)',
@@ -232,116 +297,157 @@ export function serveCommand(): Command {
         .env('DP_LOG_LEVEL')
         .default('info'),
     )
-    .addOption(new Option('--log-format <format>', LOG_FORMAT_HELP).choices(LOG_FORMATS).env('DP_LOG_FORMAT'))
-    .action(async (opts) => {
-      let service: RunningService | undefined;
-      let controller: Awaited<ReturnType<typeof startDemoController>> | undefined;
-      const startup = start();
-      // Installed before startup completes, so that a stop during it (the parent dying while
-      // the controller starts) still waits for what is being opened and closes it.
-      stopOnSignals(async () => {
-        await startup.catch(() => undefined);
-        await controller?.stop();
-        await service?.close();
-      });
-      await startup;
+    .addOption(new Option('--log-format <format>', LOG_FORMAT_HELP).choices(LOG_FORMATS).env('DP_LOG_FORMAT'));
+}
 
-      async function start(): Promise<void> {
-        // The service loads when it runs: other commands and --help start without it.
-        const [{ startService }, { ensureTenantWithAdmin }, { startDemoController }, { parseCidrList }] = await Promise.all([
-          import('../service/server.js'),
-          import('../service/bootstrap.js'),
-          import('./demo-controller.js'),
-          import('../service/egress.js'),
-        ]);
-        service = await startService({
-          port: opts.port,
-          host: opts.host,
-          dataDir: opts.dataDir,
-          databaseUrl: opts.databaseUrl ?? process.env.DP_DATABASE_URL,
-          tlsCert: opts.tlsCert,
-          tlsKey: opts.tlsKey,
-          tlsCertCacheSize: opts.tlsCertCache,
-          runHistory: opts.runHistory,
-          handshakeTimeout: opts.handshakeTimeout,
-          headersTimeout: opts.headersTimeout,
-          requestTimeout: opts.requestTimeout,
-          keepAliveTimeout: opts.keepAliveTimeout,
-          maxConnectionsPerAddress: opts.maxConnectionsPerAddress,
-          secretsKeyFile: opts.secretsKeyFile,
-          secretsKey: process.env.DP_SECRETS_KEY,
-          baseDomain: opts.baseDomain,
-          rateLimit: opts.rateLimit,
-          anonymousRateLimit: opts.anonymousRateLimit,
-          loginLockAfter: Math.ceil(opts.loginLockAfter),
-          loginAddressLockAfter: Math.ceil(opts.loginAddressLockAfter),
-          loginAccountLockAfter: Math.ceil(opts.loginAccountLockAfter),
-          loginMaxLockSeconds: Math.ceil(opts.loginMaxLock),
-          trustProxy: opts.trustProxy ?? process.env.DP_TRUST_PROXY,
-          accessTokenTtl: opts.accessTokenTtl,
-          strictSpec: opts.strictSpec,
-          logLevel: opts.logLevel,
-          logFormat: opts.logFormat,
-          timeScale: opts.timeScale,
-          sourceTimeout: opts.sourceTimeout,
-          sourceQueryTimeout: opts.sourceQueryTimeout,
-          outboundCaFile: opts.outboundCaFile,
-          smtpUrl: opts.smtpUrl ?? (process.env.DP_SMTP_URL ? checkSmtpUrl(process.env.DP_SMTP_URL, 'DP_SMTP_URL') : undefined),
-          smtpFrom: opts.smtpFrom,
-          metrics: opts.metrics,
-          metricsToken: opts.metricsToken ?? (process.env.DP_METRICS_TOKEN || undefined),
-          egressDeny: cidrs(parseCidrList, opts.egressDeny, '--egress-deny', 'DP_EGRESS_DENY'),
-          egressAllow: cidrs(parseCidrList, opts.egressAllow, '--egress-allow', 'DP_EGRESS_ALLOW'),
-        });
-        const demo: Partial<typeof DEMO> = opts.demo ? DEMO : {};
-        const slug = process.env.DP_BOOTSTRAP_TENANT || demo.slug;
-        const email = process.env.DP_BOOTSTRAP_EMAIL || demo.email;
-        const password = process.env.DP_BOOTSTRAP_PASSWORD || demo.password;
-        const lines = [`Data Platform reference service listening on https://${opts.host}:${service.port} (HTTPS only)`];
-        if (slug && email && password) {
-          const { created } = await ensureTenantWithAdmin(service.ctx, slug, email, password);
-          lines.push(
-            `Tenant "${slug}" ${created ? 'created' : 'ready'}; admin ${email}`,
-            `API:      ${service.baseUrl(slug)}`,
-            `Docs:     https://${slug}.localhost:${service.port}/api/docs`,
-            `Login:    curl --cacert ${service.tls.certPath} -X POST ${service.baseUrl(slug)}/auth/login -H 'Content-Type: application/json' -d '{"email":"${email}","password":"${password === DEMO.password ? password : '...'}"}'`,
-          );
-        } else {
-          lines.push(
-            `Docs:     https://localhost:${service.port}/api/docs`,
-            'No tenant bootstrapped: set DP_BOOTSTRAP_TENANT, DP_BOOTSTRAP_EMAIL and DP_BOOTSTRAP_PASSWORD, or run `dpctl tenant create`.',
-          );
-        }
-        if (service.tls.certPath) lines.push(`CA file:  ${service.tls.certPath} (self-signed; pass it to clients)`);
-        const { smtpUrl } = service.ctx.options;
-        lines.push(
-          `Email:    ${smtpUrl ? `sent through ${redactedSmtpUrl(smtpUrl)}` : 'written to the email_outbox table (no --smtp-url)'}`,
-        );
-        if (opts.reconcile) {
-          if (!(slug && email && password))
-            throw new Error(
-              '--reconcile needs a bootstrapped tenant: use --demo or set DP_BOOTSTRAP_TENANT, DP_BOOTSTRAP_EMAIL and DP_BOOTSTRAP_PASSWORD',
-            );
-          controller = await startDemoController({
-            service,
-            slug,
-            email,
-            password,
-            dir: opts.reconcile,
-            stateDir: join(opts.dataDir, 'controller'),
-            interval: opts.reconcileInterval,
-            listen: opts.controllerListen,
-            logLevel: opts.logLevel,
-            logFormat: opts.logFormat,
-          });
-          lines.push(
-            `Controller: reconciling ${controller.dir} into tenant "${slug}" every ${opts.reconcileInterval}; edit a YAML file there and it is applied`,
-            `Status:   ${controller.url}/status`,
-          );
-        }
-        process.stderr.write(lines.join('\n') + '\n');
-      }
-    });
+export function serveCommand(): Command {
+  const command = new Command('serve').description('Run the reference Data Platform Management API over HTTPS');
+  for (const add of [addStoreOptions, addConnectionOptions, addAccessOptions, addRuntimeOptions, addControllerAndLogOptions]) add(command);
+  return command.action((opts: ServeFlags) => serve(opts));
+}
+
+/** The service's options from the flags, with the environment variables that stand in for flags. */
+export function serviceOptions(opts: ServeFlags, parseCidrList: (text: string, source: string) => string[]): StartServiceOptions {
+  return {
+    port: opts.port,
+    host: opts.host,
+    dataDir: opts.dataDir,
+    databaseUrl: opts.databaseUrl ?? process.env.DP_DATABASE_URL,
+    tlsCert: opts.tlsCert,
+    tlsKey: opts.tlsKey,
+    tlsCertCacheSize: opts.tlsCertCache,
+    runHistory: opts.runHistory,
+    handshakeTimeout: opts.handshakeTimeout,
+    headersTimeout: opts.headersTimeout,
+    requestTimeout: opts.requestTimeout,
+    keepAliveTimeout: opts.keepAliveTimeout,
+    maxConnectionsPerAddress: opts.maxConnectionsPerAddress,
+    secretsKeyFile: opts.secretsKeyFile,
+    secretsKey: process.env.DP_SECRETS_KEY,
+    baseDomain: opts.baseDomain,
+    rateLimit: opts.rateLimit,
+    anonymousRateLimit: opts.anonymousRateLimit,
+    loginLockAfter: Math.ceil(opts.loginLockAfter),
+    loginAddressLockAfter: Math.ceil(opts.loginAddressLockAfter),
+    loginAccountLockAfter: Math.ceil(opts.loginAccountLockAfter),
+    loginMaxLockSeconds: Math.ceil(opts.loginMaxLock),
+    trustProxy: opts.trustProxy ?? process.env.DP_TRUST_PROXY,
+    accessTokenTtl: opts.accessTokenTtl,
+    strictSpec: opts.strictSpec,
+    logLevel: opts.logLevel,
+    logFormat: opts.logFormat,
+    timeScale: opts.timeScale,
+    sourceTimeout: opts.sourceTimeout,
+    sourceQueryTimeout: opts.sourceQueryTimeout,
+    outboundCaFile: opts.outboundCaFile,
+    smtpUrl: opts.smtpUrl ?? (process.env.DP_SMTP_URL ? checkSmtpUrl(process.env.DP_SMTP_URL, 'DP_SMTP_URL') : undefined),
+    smtpFrom: opts.smtpFrom,
+    metrics: opts.metrics,
+    metricsToken: opts.metricsToken ?? (process.env.DP_METRICS_TOKEN || undefined),
+    egressDeny: cidrs(parseCidrList, opts.egressDeny, '--egress-deny', 'DP_EGRESS_DENY'),
+    egressAllow: cidrs(parseCidrList, opts.egressAllow, '--egress-allow', 'DP_EGRESS_ALLOW'),
+  };
+}
+
+/** The tenant to bootstrap: DP_BOOTSTRAP_* first, the demo tenant's with --demo; incomplete means none. */
+export function bootstrapAccount(demo: boolean, env: NodeJS.ProcessEnv = process.env): typeof DEMO | undefined {
+  const fallback: Partial<typeof DEMO> = demo ? DEMO : {};
+  const slug = env.DP_BOOTSTRAP_TENANT || fallback.slug;
+  const email = env.DP_BOOTSTRAP_EMAIL || fallback.email;
+  const password = env.DP_BOOTSTRAP_PASSWORD || fallback.password;
+  return slug && email && password ? { slug, email, password } : undefined;
+}
+
+/** The start-up banner's lines about where the API is, how to sign in, the CA file and where email goes. */
+export function reachLines(
+  service: Pick<RunningService, 'port' | 'baseUrl'> & { tls: { certPath?: string }; smtpUrl?: string },
+  host: string,
+  account: { account: typeof DEMO; created: boolean } | undefined,
+): string[] {
+  const lines = [`Data Platform reference service listening on https://${host}:${service.port} (HTTPS only)`];
+  if (account) {
+    const { slug, email, password } = account.account;
+    lines.push(
+      `Tenant "${slug}" ${account.created ? 'created' : 'ready'}; admin ${email}`,
+      `API:      ${service.baseUrl(slug)}`,
+      `Docs:     https://${slug}.localhost:${service.port}/api/docs`,
+      `Login:    curl --cacert ${service.tls.certPath} -X POST ${service.baseUrl(slug)}/auth/login -H 'Content-Type: application/json' -d '{"email":"${email}","password":"${password === DEMO.password ? password : '...'}"}'`,
+    );
+  } else {
+    lines.push(
+      `Docs:     https://localhost:${service.port}/api/docs`,
+      'No tenant bootstrapped: set DP_BOOTSTRAP_TENANT, DP_BOOTSTRAP_EMAIL and DP_BOOTSTRAP_PASSWORD, or run `dpctl tenant create`.',
+    );
+  }
+  if (service.tls.certPath) lines.push(`CA file:  ${service.tls.certPath} (self-signed; pass it to clients)`);
+  const { smtpUrl } = service;
+  lines.push(`Email:    ${smtpUrl ? `sent through ${redactedSmtpUrl(smtpUrl)}` : 'written to the email_outbox table (no --smtp-url)'}`);
+  return lines;
+}
+
+/** What `dpctl serve` has started, for the stop on signals. */
+interface Started {
+  service?: RunningService;
+  controller?: Awaited<ReturnType<typeof startDemoController>>;
+}
+
+/** Starts the service (and with --reconcile the controller), stopping on signals; prints where to reach them. */
+async function serve(opts: ServeFlags): Promise<void> {
+  const started: Started = {};
+  const startup = start(opts, started);
+  // Installed before startup completes, so that a stop during it (the parent dying while
+  // the controller starts) still waits for what is being opened and closes it.
+  stopOnSignals(async () => {
+    await startup.catch(() => undefined);
+    await started.controller?.stop();
+    await started.service?.close();
+  });
+  await startup;
+}
+
+/** The start-up itself: fills `started` as each part runs, so that a stop meanwhile closes what is open. */
+async function start(opts: ServeFlags, started: Started): Promise<void> {
+  // The service loads when it runs: other commands and --help start without it.
+  const [{ startService }, { ensureTenantWithAdmin }, { startDemoController }, { parseCidrList }, { buildRelease }] = await Promise.all([
+    import('../service/server.js'),
+    import('../service/bootstrap.js'),
+    import('./demo-controller.js'),
+    import('../service/egress.js'),
+    import('../distribution/provider-release.js'),
+  ]);
+  // The provider mirror serves the package's own release, built on its first request.
+  const providerMirror: ProviderMirrorSource = { files: async () => (await buildRelease()).files };
+  const service = (started.service = await startService({ ...serviceOptions(opts, parseCidrList), providerMirror }));
+  const account = bootstrapAccount(opts.demo);
+  const created = account && (await ensureTenantWithAdmin(service.ctx, account.slug, account.email, account.password)).created;
+  const lines = reachLines(
+    { port: service.port, baseUrl: service.baseUrl, tls: service.tls, smtpUrl: service.ctx.options.smtpUrl },
+    opts.host,
+    account && { account, created: !!created },
+  );
+  if (opts.reconcile) {
+    if (!account)
+      throw new Error(
+        '--reconcile needs a bootstrapped tenant: use --demo or set DP_BOOTSTRAP_TENANT, DP_BOOTSTRAP_EMAIL and DP_BOOTSTRAP_PASSWORD',
+      );
+    const controller = (started.controller = await startDemoController({
+      service,
+      slug: account.slug,
+      email: account.email,
+      password: account.password,
+      dir: opts.reconcile,
+      stateDir: join(opts.dataDir, 'controller'),
+      interval: opts.reconcileInterval,
+      listen: opts.controllerListen,
+      logLevel: opts.logLevel,
+      logFormat: opts.logFormat,
+    }));
+    lines.push(
+      `Controller: reconciling ${controller.dir} into tenant "${account.slug}" every ${opts.reconcileInterval}; edit a YAML file there and it is applied`,
+      `Status:   ${controller.url}/status`,
+    );
+  }
+  process.stderr.write(lines.join('\n') + '\n');
 }
 
 export function tenantCommand(): Command {

@@ -1,7 +1,7 @@
 import type { ServiceContext } from './context.js';
 import { kind } from '../kinds/index.js';
 import { createAjv } from '../kinds/validator.js';
-import { initialComputed, ordered } from './routes/crud.js';
+import { initialComputed, ordered } from './writes.js';
 import { newId, nowIso } from './ids.js';
 import type { Tenant } from './tenants.js';
 

@@ -48,14 +48,19 @@ export interface Page<T> {
 }
 
 /**
- * The same envelope as serialised JSON, from rows whose `data` is already JSON text
- * (stored resources): the hot list path neither parses nor re-serialises them.
+ * The same envelope as serialised JSON, from a page whose items are already JSON text joined by
+ * commas (stored resources, ResourceStore.listPage): the hot list path neither parses nor
+ * re-serialises them. `page.count` is the rows read for a `limit`: more than `limit` when more follow.
  */
-export function toJsonPage(rows: { seq: number; data: string }[], limit: number, scope: string, cursors: Cursors): string {
-  const hasMore = rows.length > limit;
-  const pageRows = hasMore ? rows.slice(0, limit) : rows;
-  const next = hasMore ? `,"next_cursor":${JSON.stringify(cursors.encode(scope, pageRows[pageRows.length - 1].seq))}` : '';
-  return `{"data":[${pageRows.map((r) => r.data).join(',')}]${next},"has_more":${hasMore}}`;
+export function toJsonPage(
+  page: { count: number; lastSeq: number; items: string },
+  limit: number,
+  scope: string,
+  cursors: Cursors,
+): string {
+  const hasMore = page.count > limit;
+  const next = hasMore ? `,"next_cursor":${JSON.stringify(cursors.encode(scope, page.lastSeq))}` : '';
+  return `{"data":[${page.items}]${next},"has_more":${hasMore}}`;
 }
 
 /**

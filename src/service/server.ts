@@ -5,31 +5,35 @@ import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import type { AddressInfo, Socket } from 'node:net';
 import type { Server as HttpsServer } from 'node:https';
-import { createAjv, toFieldErrors } from '../kinds/validator.js';
-import { PERMISSION_RANK } from '../kinds/index.js';
+import { createAjv } from '../kinds/validator.js';
 import { openDb, type Db } from './store/db.js';
 import { migrate } from './store/migrations.js';
 import { ResourceStore } from './store/resources.js';
 import { describeOrigin, openSecrets, sealClearSecrets } from './secrets/index.js';
 import { AuthService } from './auth/auth-service.js';
+import { keyCacheOf } from './auth/key-cache.js';
 import { TenantStore, tenantSlugFromHost } from './tenants.js';
 import { AuditLog } from './audit.js';
 import { Cursors } from './pagination.js';
-import { RateLimiter } from './rate-limit.js';
-import { clientAddress } from './auth/client-address.js';
-import { ApiError, forbidden, unauthorized } from './errors.js';
-import { newRequestId, nowIso } from './ids.js';
+import { ApiError } from './errors.js';
+import { newRequestId } from './ids.js';
 import { loadOrCreateTls, type TlsMaterial } from './tls.js';
 import { createPlainHttpGuard } from './plain-http-guard.js';
-import { clientErrorHandler, connectionLimits, enforceHttpTimeouts, httpsTimeoutOptions } from './connection-limits.js';
-import { assertKeyMayReach } from './auth/key-reach.js';
+import {
+  clientErrorHandler,
+  connectionLimits,
+  enforceHttpTimeouts,
+  httpsTimeoutOptions,
+  type ConnectionLimits,
+} from './connection-limits.js';
 import { egressPolicy } from './egress.js';
 import { DEFAULT_OPTIONS, type ServiceContext, type ServiceOptions } from './context.js';
 import { registerDocs } from './docs.js';
-import { registerProviderMirror } from './provider-mirror.js';
-import { registerMetrics } from './metrics.js';
+import { registerProviderMirror, type ProviderMirrorSource } from './provider-mirror.js';
+import { registerMetrics, type ServiceMetrics } from './metrics.js';
 import { registerRoutes } from './routes/index.js';
-import { registerStreams } from './streams/index.js';
+import { registerStreams, type Streams } from './streams/index.js';
+import { installRequestPipeline, redactUrl, type RequestCounter } from './request-pipeline.js';
 import { logStream, resolveLogFormat, type LogFormat } from '../log-format.js';
 
 export interface RunningService {
@@ -52,50 +56,6 @@ async function cursorKey(db: Db): Promise<Buffer> {
   return Buffer.from(row!.value, 'base64');
 }
 
-/**
- * Strips credentials carried in query parameters so they never reach a log line: `token`
- * (WebSocket auth) and an SSO callback's authorization `code` and `state`.
- */
-const redactUrl = (url: string) => url.replace(/([?&](?:token|code|state)=)[^&]*/gi, '$1[redacted]');
-
-/**
- * The level of a request's log line. A service polled by controllers, Terraform and dashboards
- * answers thousands of successful requests an hour: one line each would bury what an operator
- * must see, so they are debug. A 4xx (a client's bad token, a missing resource, the rate limit)
- * is info: worth seeing on the default level, nothing for the operator to fix. A 5xx is error.
- */
-const requestLevel = (statusCode: number) => (statusCode >= 500 ? 'error' : statusCode >= 400 ? 'info' : 'debug');
-
-function toApiError(err: FastifyError | ApiError | Error): ApiError {
-  if (err instanceof ApiError) return err;
-  const fe = err as FastifyError & { validationContext?: string };
-  if (fe.validation) {
-    const prefix = fe.validationContext === 'body' ? '' : '';
-    const details = toFieldErrors(fe.validation as never, prefix);
-    const summary = details.map((d) => `${d.field} ${d.message}`).join('; ');
-    return new ApiError('validation_error', `Invalid ${fe.validationContext ?? 'request'}: ${summary}`, details);
-  }
-  const status = fe.statusCode ?? 500;
-  if (fe.code === 'FST_ERR_CTP_BODY_TOO_LARGE')
-    return new ApiError(
-      'validation_error',
-      'Request body is larger than the limit of this service',
-      [{ field: '(body)', message: 'too large' }],
-      413,
-    );
-  if (fe.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE')
-    return new ApiError(
-      'validation_error',
-      'Request bodies must be JSON with Content-Type: application/json',
-      [{ field: 'Content-Type', message: 'must be application/json' }],
-      415,
-    );
-  if (status === 404) return new ApiError('resource_not_found', 'Not found');
-  if (status >= 400 && status < 500)
-    return new ApiError('validation_error', `Malformed request: ${fe.message}`, [{ field: '(body)', message: fe.message }], 400);
-  return new ApiError('internal_error', 'Internal error; quote the X-Request-Id when reporting it');
-}
-
 /** Opens the store (migrating it) and builds what routes and the CLI's admin commands share. */
 export async function openServiceContext(partial: Partial<ServiceOptions> & { dataDir: string }): Promise<ServiceContext> {
   const options: ServiceOptions = { ...DEFAULT_OPTIONS, ...partial };
@@ -112,7 +72,13 @@ export async function openServiceContext(partial: Partial<ServiceOptions> & { da
   return {
     options,
     db,
-    resources: new ResourceStore(db, secrets.cipher, { nowMs: () => options.clock(), timeScale: options.timeScale }),
+    // A project's deletion clears the API key cache the auth service fills (both keyed by this db handle).
+    resources: new ResourceStore(
+      db,
+      secrets.cipher,
+      { nowMs: () => options.clock(), timeScale: options.timeScale },
+      { projectContentsDeleted: (tenantId, projectId) => keyCacheOf(db).forgetProject(tenantId, projectId) },
+    ),
     auth: new AuthService(db, { accessTokenTtl: options.accessTokenTtl, clock: options.clock }),
     tenants: new TenantStore(db),
     audit: new AuditLog(db),
@@ -137,18 +103,22 @@ function startSecretsMigration(app: FastifyInstance, ctx: ServiceContext): { don
   return { done, stop: () => abort.abort() };
 }
 
-export async function startService(partial: Partial<ServiceOptions> & { dataDir: string; logFormat?: LogFormat }): Promise<RunningService> {
-  const ctx = await openServiceContext(partial);
-  const { options, db } = ctx;
-  const rateLimiter = new RateLimiter(db, options.rateLimit, options.clock);
-  // Anonymous endpoints have a budget per source address, so an anonymous burst never spends the quota of the tenant's users.
-  const anonymousLimiter = new RateLimiter(db, options.anonymousRateLimit, options.clock, ' from this address');
-  // A certificate (and key) is issued only for a tenant's host name: any client can name any host.
+/** What `startService` takes: the service's options, how its log is written, and its plug-ins. */
+export type StartServiceOptions = Partial<ServiceOptions> & {
+  dataDir: string;
+  logFormat?: LogFormat;
+  /** The release the provider mirror serves (src/cli/serve.ts passes the package's); without it the mirror answers 404. */
+  providerMirror?: ProviderMirrorSource;
+};
+
+/** The certificate (and key) of the service: issued only for a tenant's host name, since any client can name any host. */
+function loadServiceTls(ctx: ServiceContext): Promise<TlsMaterial> {
+  const { options } = ctx;
   const issuable = async (name: string) => {
     const slug = tenantSlugFromHost(name, options.baseDomain);
     return name === options.baseDomain || (!!slug && !!(await ctx.tenants.bySlug(slug)));
   };
-  const tls = await loadOrCreateTls({
+  return loadOrCreateTls({
     certFile: options.tlsCert,
     keyFile: options.tlsKey,
     dataDir: options.dataDir,
@@ -156,11 +126,17 @@ export async function startService(partial: Partial<ServiceOptions> & { dataDir:
     issuable,
     certCacheSize: options.tlsCertCacheSize,
   });
-  const limits = connectionLimits(options);
+}
 
-  const bodyAjv = createAjv({ useDefaults: true });
-  const queryAjv = createAjv({ coerceTypes: true, useDefaults: true });
-  const app = Fastify({
+/** Undecodable URLs and over-long path parameters get the error envelope too, not Fastify's own body. */
+function frameworkErrors(err: FastifyError, req: FastifyRequest, reply: FastifyReply): void {
+  const apiError = new ApiError('validation_error', `Invalid URL: ${err.message}`, [{ field: '(path)', message: err.message }]);
+  reply.code(apiError.status).header('X-Request-Id', req.id).type('application/json').send(apiError.toJSON());
+}
+
+/** The Fastify instance over HTTPS, with its logger, before any hook or route. */
+function createApp(options: ServiceOptions, tls: TlsMaterial, limits: ConnectionLimits, logFormat: LogFormat | undefined): FastifyInstance {
+  return Fastify({
     https: { cert: tls.cert, key: tls.key, SNICallback: tls.SNICallback, ...httpsTimeoutOptions(limits) },
     keepAliveTimeout: limits.keepAliveTimeoutMs,
     requestTimeout: limits.requestTimeoutMs,
@@ -177,19 +153,23 @@ export async function startService(partial: Partial<ServiceOptions> & { dataDir:
       serializers: { req: (req) => ({ method: req.method, url: redactUrl(req.url) }) },
       // JSON lines, or one human-readable line each on a terminal; written synchronously, so a
       // line logged just before the process exits is not lost.
-      stream: logStream(resolveLogFormat(partial.logFormat), pino.destination({ fd: 1, sync: true })) as pino.DestinationStream,
+      stream: logStream(resolveLogFormat(logFormat), pino.destination({ fd: 1, sync: true })) as pino.DestinationStream,
     },
     ajv: undefined,
     return503OnClosing: false,
-    // Undecodable URLs and over-long path parameters get the error envelope too, not Fastify's own body.
-    frameworkErrors: (err: FastifyError, req: FastifyRequest, reply: FastifyReply) => {
-      const apiError = new ApiError('validation_error', `Invalid URL: ${err.message}`, [{ field: '(path)', message: err.message }]);
-      reply.code(apiError.status).header('X-Request-Id', req.id).type('application/json').send(apiError.toJSON());
-    },
+    frameworkErrors,
   });
+}
+
+/**
+ * Validation with our Ajv (defaults filled in; query strings coerced) and bodies that are JSON
+ * only (anything else is a 415); triggers take no body, so an empty one is accepted even when a
+ * client sends Content-Type: application/json.
+ */
+function installBodyParsing(app: FastifyInstance): void {
+  const bodyAjv = createAjv({ useDefaults: true });
+  const queryAjv = createAjv({ coerceTypes: true, useDefaults: true });
   app.setValidatorCompiler(({ schema, httpPart }) => (httpPart === 'body' ? bodyAjv : queryAjv).compile(schema));
-  // Bodies are JSON only (anything else is a 415); triggers take no body, so an empty one is accepted
-  // even when a client sends Content-Type: application/json.
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('application/json', { parseAs: 'string' }, (_req, body, done) => {
     const text = String(body);
@@ -205,119 +185,35 @@ export async function startService(partial: Partial<ServiceOptions> & { dataDir:
       );
     }
   });
+}
 
-  let inFlight = 0;
-  // WebSocket upgrades are not drained (streams close them with 1001); an accepted one never gets onResponse.
-  const drained = (req: FastifyRequest) => !req.raw.headers.upgrade;
-  app.addHook('onRequest', async (req: FastifyRequest, reply: FastifyReply) => {
-    if (drained(req)) inFlight++;
-    reply.header('X-Request-Id', req.id);
-    const settings = req.routeOptions.config?.settings ?? {};
-    if (settings.tenantless) return;
-    const slug = tenantSlugFromHost(req.headers.host, options.baseDomain);
-    const tenant = slug ? await ctx.tenants.bySlug(slug) : undefined;
-    if (!tenant)
-      throw new ApiError(
-        'resource_not_found',
-        `No tenant at host ${req.headers.host ?? '(none)'}; use https://<tenant>.localhost:${options.port}/api/v1`,
-      );
-    req.tenant = tenant;
-    if (!settings.public) {
-      const header = req.headers.authorization;
-      const match = header?.match(/^Bearer\s+(\S+)\s*$/i);
-      if (!match)
-        throw unauthorized(header ? 'Authorization header must be "Bearer <token>"' : 'Missing Authorization header with a Bearer token');
-      req.actor = await ctx.auth.authenticate(tenant.id, match[1]);
-      if (settings.permission && PERMISSION_RANK[req.actor.level] < PERMISSION_RANK[settings.permission]) {
-        throw forbidden(
-          `This operation needs ${settings.permission} permission; the ${req.actor.type === 'api_key' ? 'API key' : 'user'} has ${req.actor.level}`,
-        );
-      }
-      assertKeyMayReach(req.actor, settings.keys, { method: req.method, url: req.routeOptions.url, params: req.params });
-    }
-    const endpoint = `${req.method} ${req.routeOptions.url ?? '(unmatched)'}`;
-    if (settings.anonymous) await anonymousLimiter.hit(`address:${clientAddress(req.ip)}`, endpoint);
-    else await rateLimiter.hit(tenant.id, endpoint);
-  });
+/** What the routes phase starts that closing must stop. */
+interface Features {
+  metrics?: ServiceMetrics;
+  streams: Streams;
+}
 
-  app.addHook('onSend', async (req, reply, payload) => {
-    const audit = req.routeOptions.config?.settings?.audit;
-    if (audit && req.tenant) {
-      const d = req.auditDetails ?? {};
-      const actor =
-        d.actor ??
-        (req.actor
-          ? { type: req.actor.type, id: req.actor.id, name: req.actor.name }
-          : { type: 'anonymous' as const, id: null, name: null });
-      const params = req.params as Record<string, string | undefined>;
-      await ctx.audit.record({
-        tenantId: req.tenant.id,
-        projectId: d.projectId ?? req.actor?.projectId ?? params.id ?? null,
-        actor,
-        action: audit.action,
-        resourceType: audit.resourceType,
-        resourceId: d.resourceId ?? params.resourceId ?? null,
-        resourceName: d.resourceName ?? null,
-        requestId: req.id,
-        statusCode: reply.statusCode,
-        diff: d.diff ?? null,
-        timestamp: nowIso(options.clock),
-      });
-    }
-    return payload;
-  });
-
-  // Requests whose error the error handler has logged (with its stack): their request line is debug.
-  const errorLogged = new WeakSet<FastifyRequest>();
-  app.addHook('onResponse', async (req, reply) => {
-    if (drained(req)) inFlight--;
-    // req.log carries the request id already (fastify's child logger binds reqId).
-    const level = errorLogged.has(req) ? 'debug' : requestLevel(reply.statusCode);
-    req.log[level](
-      {
-        method: req.method,
-        url: redactUrl(req.url),
-        statusCode: reply.statusCode,
-        tenant: req.tenant?.slug,
-        actor: req.actor && `${req.actor.type}:${req.actor.id}`,
-        ms: Math.round(reply.elapsedTime),
-      },
-      'request',
-    );
-  });
-
-  app.setErrorHandler(async (err: FastifyError, req, reply) => {
-    const apiError = toApiError(err);
-    // Logged at once (the client may be gone before the response completes), with what the request line would say.
-    if (apiError.status >= 500) {
-      errorLogged.add(req);
-      req.log.error(
-        {
-          err,
-          method: req.method,
-          url: redactUrl(req.url),
-          statusCode: apiError.status,
-          tenant: req.tenant?.slug,
-          actor: req.actor && `${req.actor.type}:${req.actor.id}`,
-        },
-        'request failed',
-      );
-    }
-    reply.code(apiError.status).headers(apiError.headers).type('application/json');
-    return apiError.toJSON();
-  });
-  app.setNotFoundHandler(async (req, reply) => {
-    reply.code(404).type('application/json');
-    return new ApiError('resource_not_found', `No route ${req.method} ${req.url.split('?')[0]}`).toJSON();
-  });
-
+/** Docs, the provider mirror, metrics, the API's routes and the WebSocket streams, in that order. */
+async function registerFeatures(app: FastifyInstance, ctx: ServiceContext, providerMirror?: ProviderMirrorSource): Promise<Features> {
   await registerDocs(app, ctx);
-  registerProviderMirror(app);
-  const metrics = options.metrics === false ? undefined : registerMetrics(app, { token: options.metricsToken });
+  registerProviderMirror(app, providerMirror);
+  const metrics = ctx.options.metrics === false ? undefined : registerMetrics(app, { token: ctx.options.metricsToken });
   await registerRoutes(app, ctx);
   const streams = await registerStreams(app, ctx);
   await app.ready();
+  return { metrics, streams };
+}
 
+/** The listening side: the plain-HTTP guard in front of the HTTPS server, and every open socket. */
+interface Listener {
+  https: HttpsServer;
+  guard: ReturnType<typeof createPlainHttpGuard>;
+  sockets: Set<Socket>;
+  port: number;
+}
+
+/** Listens on the options' host and port (0 picks one: the port taken is in the result). */
+async function listen(app: FastifyInstance, options: ServiceOptions, limits: ConnectionLimits): Promise<Listener> {
   const https = app.server as HttpsServer;
   const sockets = new Set<Socket>();
   enforceHttpTimeouts(https, limits);
@@ -330,7 +226,56 @@ export async function startService(partial: Partial<ServiceOptions> & { dataDir:
     guard.once('error', reject);
     guard.listen(options.port, options.host, () => resolve());
   });
-  const port = (guard.address() as AddressInfo).port;
+  return { https, guard, sockets, port: (guard.address() as AddressInfo).port };
+}
+
+/** Longest a close waits for the requests being served. */
+const DRAIN_MS = 10_000;
+
+/**
+ * Stops taking connections, closes the streams, drains the requests being served (up to
+ * DRAIN_MS), then closes the app, the metrics, the secrets migration and the store.
+ */
+async function closeService(
+  parts: {
+    app: FastifyInstance;
+    ctx: ServiceContext;
+    requests: RequestCounter;
+    secretsMigration: { done: Promise<number>; stop: () => void };
+  },
+  features: Features,
+  listener: Listener,
+): Promise<void> {
+  listener.guard.close();
+  await features.streams.close();
+  listener.https.closeIdleConnections?.();
+  // Drain: requests already being served finish (up to 10 s), then the store closes cleanly.
+  const deadline = Date.now() + DRAIN_MS;
+  while (parts.requests.inFlight > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+  for (const s of listener.sockets) s.destroy();
+  await parts.app.close();
+  features.metrics?.stop();
+  parts.secretsMigration.stop();
+  await parts.secretsMigration.done.catch(() => undefined);
+  await parts.ctx.db.close();
+}
+
+/**
+ * Starts the service: opens the store, loads TLS, builds the app (body parsing, the request
+ * pipeline), registers its features, listens, then seals old clear secrets in the background.
+ */
+export async function startService(partial: StartServiceOptions): Promise<RunningService> {
+  const { providerMirror, ...serviceOptions } = partial;
+  const ctx = await openServiceContext(serviceOptions);
+  const { options } = ctx;
+  const tls = await loadServiceTls(ctx);
+  const limits = connectionLimits(options);
+  const app = createApp(options, tls, limits, partial.logFormat);
+  installBodyParsing(app);
+  const requests = installRequestPipeline(app, ctx);
+  const features = await registerFeatures(app, ctx, providerMirror);
+  const listener = await listen(app, options, limits);
+  const port = listener.port;
   ctx.options.port = port;
   const secretsMigration = startSecretsMigration(app, ctx);
 
@@ -342,20 +287,6 @@ export async function startService(partial: Partial<ServiceOptions> & { dataDir:
     tls,
     baseUrl: (slug) => `https://${slug}.localhost:${port}/api/v1`,
     secretsMigration: secretsMigration.done,
-    close: () =>
-      (closing ??= (async () => {
-        guard.close();
-        await streams.close();
-        https.closeIdleConnections?.();
-        // Drain: requests already being served finish (up to 10 s), then the store closes cleanly.
-        const deadline = Date.now() + 10_000;
-        while (inFlight > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
-        for (const s of sockets) s.destroy();
-        await app.close();
-        metrics?.stop();
-        secretsMigration.stop();
-        await secretsMigration.done.catch(() => undefined);
-        await db.close();
-      })()),
+    close: () => (closing ??= closeService({ app, ctx, requests, secretsMigration }, features, listener)),
   };
 }

@@ -6,6 +6,7 @@ import pg from 'pg';
 import { inject } from 'vitest';
 import { startService, type RunningService } from '../../src/service/server.js';
 import { ensureTenantWithAdmin } from '../../src/service/bootstrap.js';
+import { buildRelease } from '../../src/distribution/provider-release.js';
 import type { ServiceOptions } from '../../src/service/context.js';
 import { TestHttp, type CallOptions, type HttpResponse } from './http.js';
 
@@ -116,6 +117,8 @@ export async function startTestService(options: Partial<ServiceOptions> = {}): P
   const dataDir = mkdtempSync(join(tmpdir(), 'dp-test-'));
   const pgUrl = testStore() === 'postgres' ? inject('pgUrl') : undefined;
   const databaseUrl = options.databaseUrl ?? (pgUrl ? await freshPostgresDatabase(pgUrl) : undefined);
-  const service = await startService({ port: 0, logLevel: 'silent', rateLimit: 100_000, ...options, dataDir, databaseUrl });
+  // As `dpctl serve` does: the provider mirror serves the package's release (src/cli/serve.ts).
+  const providerMirror = { files: async () => (await buildRelease()).files };
+  const service = await startService({ port: 0, logLevel: 'silent', rateLimit: 100_000, ...options, dataDir, databaseUrl, providerMirror });
   return new TestService(service, new TestHttp(service.tls.certPath), dataDir);
 }

@@ -94,7 +94,8 @@ export class KeyCache {
 
 /**
  * One cache per database handle, that is per service instance: the auth service fills it and the
- * store's project deletion (store/resources.ts) clears it, without either holding the other.
+ * store's project deletion clears it through the hook server.ts wires (StoreHooks in
+ * store/resources.ts), without either holding the other.
  */
 const caches = new WeakMap<object, KeyCache>();
 export function keyCacheOf(db: object): KeyCache {

@@ -6,16 +6,45 @@ import { errorResponses, pageQuerySchema, pageSchema } from './crud.js';
 import { resolveProject } from './scope.js';
 import { toPage } from '../pagination.js';
 import { notFound, unauthorized } from '../errors.js';
-import { runtimeOf } from '../runtime/runtime.js';
-import { installRecovery } from '../runtime/recovery.js';
+import { runtimeOf, type Runtime } from '../runtime/runtime.js';
+import { recoverAbandonedRuns } from '../runtime/recovery.js';
 import { discoverSchema, startConnectorSync, testConnector } from '../runtime/connectors.js';
 import { startPipelineRun } from '../runtime/pipelines.js';
 import { startDbtRun } from '../runtime/dbt.js';
 import { applyInfrastructure, planInfrastructure } from '../runtime/infrastructure.js';
 import { installScheduler } from '../runtime/scheduler.js';
 import { classifySchema } from '../runtime/classify.js';
+import type { Started } from '../runtime/connectors.js';
 
 const params = (...names: string[]) => ({ type: 'object', properties: Object.fromEntries(names.map((n) => [n, { type: 'string' }])) });
+
+/** A path parameter of the request. */
+const param = (req: FastifyRequest, name: string) => (req.params as Record<string, string>)[name];
+
+const write = (resourceType: string, action: string): { settings: RouteSettings } => ({
+  settings: { permission: 'read-write', keys: 'own-project', audit: { resourceType, action } },
+});
+const read: { settings: RouteSettings } = { settings: { permission: 'read-only', keys: 'own-project' } };
+
+/** What a trigger answers: the run it created. */
+const trigger = (run: { id: string; status: string; started_at: string }) => ({
+  run_id: run.id,
+  status: run.status,
+  started_at: run.started_at,
+});
+
+/** The project and the resource named by a path parameter, or 404. */
+async function load(ctx: ServiceContext, req: FastifyRequest, resourceKind: string, name: string) {
+  const projectId = await resolveProject(ctx, req);
+  const found = await ctx.resources.get(req.tenant!.id, projectId, resourceKind, param(req, name));
+  if (!found) throw notFound(kind(resourceKind).title);
+  return { projectId, found };
+}
+
+/** In a trigger's transaction: a credential revoked while the request was in flight must not start anything. */
+const stillValid = (ctx: ServiceContext, req: FastifyRequest) => async (q: Queryable) => {
+  if (!(await ctx.auth.stillValid(req.actor!, q))) throw unauthorized('Credential was revoked during the request');
+};
 
 /**
  * The runtime's operations: connection tests, schema discovery, sync and run triggers,
@@ -23,43 +52,29 @@ const params = (...names: string[]) => ({ type: 'object', properties: Object.fro
  * audited; reads need read-only. Every trigger answers 201 with the run it created.
  */
 export function registerRuntimeRoutes(app: FastifyInstance, ctx: ServiceContext) {
+  const rt = attachRuntime(app, ctx);
+  registerConnectorRoutes(app, rt);
+  registerRunReads(app, ctx);
+  registerRunTriggers(app, rt);
+  registerInfrastructureRoutes(app, rt);
+}
+
+/** The service's runtime, started when the service is ready (recovering abandoned runs) and stopped when it closes. */
+function attachRuntime(app: FastifyInstance, ctx: ServiceContext): Runtime {
   if (!(ctx.options.timeScale > 0)) throw new Error(`timeScale must be above 0, got ${ctx.options.timeScale}`);
   if (!(ctx.options.sourceTimeout > 0)) throw new Error(`sourceTimeout must be above 0, got ${ctx.options.sourceTimeout}`);
   const rt = runtimeOf(ctx);
   rt.log = app.log;
-  installRecovery(rt);
-  app.addHook('onReady', async () => rt.start());
+  app.addHook('onReady', async () => rt.start(recoverAbandonedRuns));
   app.addHook('onClose', async () => rt.stop());
   installScheduler(app, rt);
+  return rt;
+}
 
-  const runSchema = kind('run').responseSchema;
-  const triggerSchema = kind('run_trigger').responseSchema;
-  const strict = ctx.options.strictSpec;
-  const write = (resourceType: string, action: string): { settings: RouteSettings } => ({
-    settings: { permission: 'read-write', keys: 'own-project', audit: { resourceType, action } },
-  });
-  const read: { settings: RouteSettings } = { settings: { permission: 'read-only', keys: 'own-project' } };
+// --- Connectors -----------------------------------------------------------------------------------
 
-  /** The project and the resource named by a path parameter, or 404. */
-  const load = async (req: FastifyRequest, resourceKind: string, param: string) => {
-    const projectId = await resolveProject(ctx, req);
-    const id = (req.params as Record<string, string>)[param];
-    const found = await ctx.resources.get(req.tenant!.id, projectId, resourceKind, id);
-    if (!found) throw notFound(kind(resourceKind).title);
-    return { projectId, found };
-  };
-  /** In a trigger's transaction: a credential revoked while the request was in flight must not start anything. */
-  const stillValid = (req: FastifyRequest) => async (q: Queryable) => {
-    if (!(await ctx.auth.stillValid(req.actor!, q))) throw unauthorized('Credential was revoked during the request');
-  };
-  const trigger = (run: { id: string; status: string; started_at: string }) => ({
-    run_id: run.id,
-    status: run.status,
-    started_at: run.started_at,
-  });
-
-  // --- Connectors -------------------------------------------------------------------------------
-
+function registerConnectorRoutes(app: FastifyInstance, rt: Runtime) {
+  const { ctx } = rt;
   app.post(
     '/api/v1/projects/:id/connectors/:connectorId/test',
     {
@@ -76,7 +91,7 @@ export function registerRuntimeRoutes(app: FastifyInstance, ctx: ServiceContext)
       },
     },
     async (req) => {
-      const { projectId, found } = await load(req, 'connector', 'connectorId');
+      const { projectId, found } = await load(ctx, req, 'connector', 'connectorId');
       req.auditDetails = { projectId, resourceId: found.id, resourceName: found.name };
       const result = await testConnector(rt, found);
       req.auditDetails.diff = { success: { before: null, after: result.success } };
@@ -96,18 +111,18 @@ export function registerRuntimeRoutes(app: FastifyInstance, ctx: ServiceContext)
           'Creates a run (201) that counts the rows of each selected table in the background (every table of the schema when none are selected); the connector goes syncing, then active or error. ' +
           'A connector already syncing is 409. Progress and results: GET .../runs.',
         params: params('id', 'connectorId'),
-        response: { 201: triggerSchema, ...errorResponses },
+        response: { 201: kind('run_trigger').responseSchema, ...errorResponses },
       },
     },
     async (req, reply) => {
-      const { projectId, found } = await load(req, 'connector', 'connectorId');
+      const { projectId, found } = await load(ctx, req, 'connector', 'connectorId');
       req.auditDetails = { projectId, resourceId: found.id, resourceName: found.name };
       const { run } = await startConnectorSync(rt, {
         tenantId: req.tenant!.id,
         projectId,
         connectorId: found.id,
         trigger: 'manual',
-        inTx: stillValid(req),
+        inTx: stillValid(ctx, req),
       });
       req.auditDetails.diff = { status: { before: found.data.status, after: 'syncing' }, run_id: { before: null, after: run.id } };
       reply.code(201);
@@ -130,14 +145,16 @@ export function registerRuntimeRoutes(app: FastifyInstance, ctx: ServiceContext)
       },
     },
     async (req) => {
-      const { found } = await load(req, 'connector', 'connectorId');
+      const { found } = await load(ctx, req, 'connector', 'connectorId');
       return classifySchema(rt, found, await discoverSchema(rt, found));
     },
   );
+}
 
-  /** GET one run of a connector or dbt project (the spec has a get-one only for pipeline runs). */
-  const getRun = (path: string, parentKind: string, param: string, tag: string) => {
-    if (strict) return;
+/** GET one run of a connector or dbt project (the spec has a get-one only for pipeline runs). */
+function registerRunReads(app: FastifyInstance, ctx: ServiceContext) {
+  if (ctx.options.strictSpec) return;
+  const getRun = (path: string, parentKind: string, parentParam: string, tag: string) =>
     app.get(
       path,
       {
@@ -147,93 +164,94 @@ export function registerRuntimeRoutes(app: FastifyInstance, ctx: ServiceContext)
           operationId: `get_${parentKind}_run`,
           summary: 'Get one run',
           'x-extension': true,
-          params: params('id', param, 'runId'),
-          response: { 200: runSchema, ...errorResponses },
+          params: params('id', parentParam, 'runId'),
+          response: { 200: kind('run').responseSchema, ...errorResponses },
         } as Record<string, unknown>,
       },
       async (req) => {
-        const { projectId, found } = await load(req, parentKind, param);
-        const run = await ctx.resources.get(req.tenant!.id, projectId, 'run', (req.params as { runId: string }).runId);
+        const { projectId, found } = await load(ctx, req, parentKind, parentParam);
+        const run = await ctx.resources.get(req.tenant!.id, projectId, 'run', param(req, 'runId'));
         if (!run || run.parentId !== found.id) throw notFound('Run');
         return run.data;
       },
     );
-  };
   getRun('/api/v1/projects/:id/connectors/:connectorId/runs/:runId', 'connector', 'connectorId', 'Connector');
   getRun('/api/v1/projects/:id/dbt-projects/:dbtId/runs/:runId', 'dbt_project', 'dbtId', 'dbt project');
+}
 
-  // --- Pipelines and dbt --------------------------------------------------------------------------
+// --- Pipelines and dbt ----------------------------------------------------------------------------
 
-  app.post(
-    '/api/v1/projects/:id/pipelines/:pipelineId/run',
-    {
-      config: write('pipeline', 'pipeline.run'),
-      schema: {
-        tags: ['Pipeline'],
-        operationId: 'run_pipeline',
-        summary: 'Trigger a run',
-        description:
-          'Creates a run (201) that executes the steps in dependency order, independent steps concurrently; the steps after a failed one are skipped. ' +
-          'A disabled pipeline, or one already running, is 409. Step status: GET .../runs/{runId}.',
-        params: params('id', 'pipelineId'),
-        response: { 201: triggerSchema, ...errorResponses },
+/** A run trigger of a pipeline or dbt project: both go `last_run_status` running and answer the run. */
+interface RunTrigger {
+  path: string;
+  parentKind: 'pipeline' | 'dbt_project';
+  parentParam: string;
+  tag: string;
+  operationId: string;
+  description: string;
+  start: (rt: Runtime, o: { tenantId: string; projectId: string; id: string; inTx: (q: Queryable) => Promise<void> }) => Promise<Started>;
+}
+
+const RUN_TRIGGERS: RunTrigger[] = [
+  {
+    path: '/api/v1/projects/:id/pipelines/:pipelineId/run',
+    parentKind: 'pipeline',
+    parentParam: 'pipelineId',
+    tag: 'Pipeline',
+    operationId: 'run_pipeline',
+    description:
+      'Creates a run (201) that executes the steps in dependency order, independent steps concurrently; the steps after a failed one are skipped. ' +
+      'A disabled pipeline, or one already running, is 409. Step status: GET .../runs/{runId}.',
+    start: (rt, { id, ...o }) => startPipelineRun(rt, { ...o, pipelineId: id, trigger: 'manual' }),
+  },
+  {
+    path: '/api/v1/projects/:id/dbt-projects/:dbtId/run',
+    parentKind: 'dbt_project',
+    parentParam: 'dbtId',
+    tag: 'dbt project',
+    operationId: 'run_dbt_project',
+    description:
+      'Creates a run (201) that builds the declared models one at a time in topological order (simulated durations); a model whose source connector is in error fails, and the models downstream of it are skipped. ' +
+      'A dbt project already running is 409.',
+    start: (rt, { id, ...o }) => startDbtRun(rt, { ...o, dbtProjectId: id, trigger: 'manual' }),
+  },
+];
+
+function registerRunTriggers(app: FastifyInstance, rt: Runtime) {
+  const { ctx } = rt;
+  for (const t of RUN_TRIGGERS) {
+    app.post(
+      t.path,
+      {
+        config: write(t.parentKind, `${t.parentKind}.run`),
+        schema: {
+          tags: [t.tag],
+          operationId: t.operationId,
+          summary: 'Trigger a run',
+          description: t.description,
+          params: params('id', t.parentParam),
+          response: { 201: kind('run_trigger').responseSchema, ...errorResponses },
+        },
       },
-    },
-    async (req, reply) => {
-      const { projectId, found } = await load(req, 'pipeline', 'pipelineId');
-      req.auditDetails = { projectId, resourceId: found.id, resourceName: found.name };
-      const { run } = await startPipelineRun(rt, {
-        tenantId: req.tenant!.id,
-        projectId,
-        pipelineId: found.id,
-        trigger: 'manual',
-        inTx: stillValid(req),
-      });
-      req.auditDetails.diff = {
-        last_run_status: { before: found.data.last_run_status ?? null, after: 'running' },
-        run_id: { before: null, after: run.id },
-      };
-      reply.code(201);
-      return trigger(run);
-    },
-  );
-
-  app.post(
-    '/api/v1/projects/:id/dbt-projects/:dbtId/run',
-    {
-      config: write('dbt_project', 'dbt_project.run'),
-      schema: {
-        tags: ['dbt project'],
-        operationId: 'run_dbt_project',
-        summary: 'Trigger a run',
-        description:
-          'Creates a run (201) that builds the declared models one at a time in topological order (simulated durations); a model whose source connector is in error fails, and the models downstream of it are skipped. ' +
-          'A dbt project already running is 409.',
-        params: params('id', 'dbtId'),
-        response: { 201: triggerSchema, ...errorResponses },
+      async (req, reply) => {
+        const { projectId, found } = await load(ctx, req, t.parentKind, t.parentParam);
+        req.auditDetails = { projectId, resourceId: found.id, resourceName: found.name };
+        const { run } = await t.start(rt, { tenantId: req.tenant!.id, projectId, id: found.id, inTx: stillValid(ctx, req) });
+        req.auditDetails.diff = {
+          last_run_status: { before: found.data.last_run_status ?? null, after: 'running' },
+          run_id: { before: null, after: run.id },
+        };
+        reply.code(201);
+        return trigger(run);
       },
-    },
-    async (req, reply) => {
-      const { projectId, found } = await load(req, 'dbt_project', 'dbtId');
-      req.auditDetails = { projectId, resourceId: found.id, resourceName: found.name };
-      const { run } = await startDbtRun(rt, {
-        tenantId: req.tenant!.id,
-        projectId,
-        dbtProjectId: found.id,
-        trigger: 'manual',
-        inTx: stillValid(req),
-      });
-      req.auditDetails.diff = {
-        last_run_status: { before: found.data.last_run_status ?? null, after: 'running' },
-        run_id: { before: null, after: run.id },
-      };
-      reply.code(201);
-      return trigger(run);
-    },
-  );
+    );
+  }
+}
 
-  // --- Infrastructure -----------------------------------------------------------------------------
+// --- Infrastructure -------------------------------------------------------------------------------
 
+function registerInfrastructureRoutes(app: FastifyInstance, rt: Runtime) {
+  const { ctx } = rt;
   app.post(
     '/api/v1/projects/:id/infrastructure/plan',
     {
@@ -286,62 +304,66 @@ export function registerRuntimeRoutes(app: FastifyInstance, ctx: ServiceContext)
       const projectId = await resolveProject(ctx, req);
       const planId = (req.body as { plan_id?: string } | undefined)?.plan_id;
       req.auditDetails = { projectId };
-      const { run, plan } = await applyInfrastructure(rt, { tenantId: req.tenant!.id, projectId, planId, inTx: stillValid(req) });
+      const { run, plan } = await applyInfrastructure(rt, { tenantId: req.tenant!.id, projectId, planId, inTx: stillValid(ctx, req) });
       req.auditDetails.diff = { plan_id: { before: null, after: plan.plan_id }, run_id: { before: null, after: run.id } };
       reply.code(201);
       return { ...trigger(run), plan_id: plan.plan_id, changes: plan.changes };
     },
   );
 
-  if (!strict) {
-    app.get(
-      '/api/v1/projects/:id/infrastructure/runs',
-      {
-        config: read,
-        schema: {
-          tags: ['Infrastructure resource'],
-          operationId: 'list_infrastructure_runs',
-          summary: 'List infrastructure applies, newest last',
-          'x-extension': true,
-          params: params('id'),
-          querystring: pageQuerySchema,
-          response: { 200: pageSchema(runSchema), ...errorResponses },
-        } as Record<string, unknown>,
-      },
-      async (req) => {
-        const projectId = await resolveProject(ctx, req);
-        const { limit, cursor } = req.query as { limit: number; cursor?: string };
-        const scope = `${req.tenant!.id}:${projectId}:run:${projectId}`;
-        const rows = await ctx.resources.list({
-          tenantId: req.tenant!.id,
-          projectId,
-          kind: 'run',
-          parentId: projectId,
-          afterSeq: ctx.cursors.decode(scope, cursor),
-          limit: limit + 1,
-        });
-        return toPage(rows, limit, scope, ctx.cursors, (r) => r.data);
-      },
-    );
-    app.get(
-      '/api/v1/projects/:id/infrastructure/runs/:runId',
-      {
-        config: read,
-        schema: {
-          tags: ['Infrastructure resource'],
-          operationId: 'get_infrastructure_run',
-          summary: 'Get one infrastructure apply',
-          'x-extension': true,
-          params: params('id', 'runId'),
-          response: { 200: runSchema, ...errorResponses },
-        } as Record<string, unknown>,
-      },
-      async (req) => {
-        const projectId = await resolveProject(ctx, req);
-        const run = await ctx.resources.get(req.tenant!.id, projectId, 'run', (req.params as { runId: string }).runId);
-        if (!run || run.parentId !== projectId) throw notFound('Run');
-        return run.data;
-      },
-    );
-  }
+  if (!ctx.options.strictSpec) registerInfrastructureRunReads(app, rt);
+}
+
+/** The applies of a project (runs whose parent is the project itself): extensions of the spec. */
+function registerInfrastructureRunReads(app: FastifyInstance, rt: Runtime) {
+  const { ctx } = rt;
+  app.get(
+    '/api/v1/projects/:id/infrastructure/runs',
+    {
+      config: read,
+      schema: {
+        tags: ['Infrastructure resource'],
+        operationId: 'list_infrastructure_runs',
+        summary: 'List infrastructure applies, newest last',
+        'x-extension': true,
+        params: params('id'),
+        querystring: pageQuerySchema,
+        response: { 200: pageSchema(kind('run').responseSchema), ...errorResponses },
+      } as Record<string, unknown>,
+    },
+    async (req) => {
+      const projectId = await resolveProject(ctx, req);
+      const { limit, cursor } = req.query as { limit: number; cursor?: string };
+      const scope = `${req.tenant!.id}:${projectId}:run:${projectId}`;
+      const rows = await ctx.resources.list({
+        tenantId: req.tenant!.id,
+        projectId,
+        kind: 'run',
+        parentId: projectId,
+        afterSeq: ctx.cursors.decode(scope, cursor),
+        limit: limit + 1,
+      });
+      return toPage(rows, limit, scope, ctx.cursors, (r) => r.data);
+    },
+  );
+  app.get(
+    '/api/v1/projects/:id/infrastructure/runs/:runId',
+    {
+      config: read,
+      schema: {
+        tags: ['Infrastructure resource'],
+        operationId: 'get_infrastructure_run',
+        summary: 'Get one infrastructure apply',
+        'x-extension': true,
+        params: params('id', 'runId'),
+        response: { 200: kind('run').responseSchema, ...errorResponses },
+      } as Record<string, unknown>,
+    },
+    async (req) => {
+      const projectId = await resolveProject(ctx, req);
+      const run = await ctx.resources.get(req.tenant!.id, projectId, 'run', param(req, 'runId'));
+      if (!run || run.parentId !== projectId) throw notFound('Run');
+      return run.data;
+    },
+  );
 }

@@ -56,21 +56,42 @@ const unknownState = (loginPath: string) =>
     `Unknown, expired or already used sign-in state; sign-in flows are single-use and last 10 minutes: start again at ${loginPath}`,
   );
 
-export function registerSsoRoutes(app: FastifyInstance, ctx: ServiceContext) {
-  const flows = new SsoFlows(ctx.db, ctx.options.clock);
-  const oc = { clock: ctx.options.clock, egress: egressPolicy(ctx.options), outboundCaFile: ctx.options.outboundCaFile };
+/** The callback's `state`: a callback without one is a 400, not an unknown flow. */
+export function requireState(state: string | undefined): string {
+  if (!state) throw new ApiError('validation_error', 'The callback has no state parameter', [{ field: 'state', message: 'is required' }]);
+  return state;
+}
+
+/** A SAML HTTP-POST binding's form body as fields (the last of a repeated name wins). */
+export const parseFormBody = (body: string): Record<string, string> => Object.fromEntries(new URLSearchParams(body));
+
+/** The steps every sign-in route shares: start a flow, claim it back at the callback, finish it as a session. */
+class SsoSignIn {
+  private readonly flows: SsoFlows;
+  private readonly oc: { clock: () => number; egress: ReturnType<typeof egressPolicy>; outboundCaFile?: string };
+
+  constructor(private readonly ctx: ServiceContext) {
+    this.flows = new SsoFlows(ctx.db, ctx.options.clock);
+    this.oc = { clock: ctx.options.clock, egress: egressPolicy(ctx.options), outboundCaFile: ctx.options.outboundCaFile };
+  }
+
+  /** The tenant's provider named in the path. */
+  provider(req: FastifyRequest): Promise<SsoProvider> {
+    const { provider_id } = req.params as { provider_id: string };
+    return loadProvider(this.ctx, req.tenant!.id, provider_id);
+  }
 
   /** Starts a flow: the state (and the nonce, PKCE verifier or SAML request id) go to the database, the browser goes to the IdP. */
-  async function begin(req: FastifyRequest, reply: FastifyReply, p: SsoProvider, redirectUri: string) {
+  async begin(req: FastifyRequest, reply: FastifyReply, p: SsoProvider, redirectUri: string) {
     const tenantId = req.tenant!.id;
     let location: string;
     if (p.protocol === 'saml') {
       const requestId = newSamlRequestId();
-      const state = await flows.start({ tenantId, providerId: p.id, nonce: null, codeVerifier: null, requestId, redirectUri });
+      const state = await this.flows.start({ tenantId, providerId: p.id, nonce: null, codeVerifier: null, requestId, redirectUri });
       location = await samlLoginUrl(p, redirectUri, requestId, state);
     } else {
-      const oidc = await beginOidc(p, redirectUri, oc);
-      const state = await flows.start({
+      const oidc = await beginOidc(p, redirectUri, this.oc);
+      const state = await this.flows.start({
         tenantId,
         providerId: p.id,
         nonce: oidc.nonce,
@@ -84,11 +105,16 @@ export function registerSsoRoutes(app: FastifyInstance, ctx: ServiceContext) {
     return reply.redirect(location, 302);
   }
 
+  /** The flow a callback's state names, once (flows are single-use); undefined when unknown, expired or used. */
+  claim(req: FastifyRequest, state: string): Promise<SsoFlow | undefined> {
+    return this.flows.claim(req.tenant!.id, state);
+  }
+
   /** Ends a flow: the verified identity becomes a session of the matching (or a new) user. */
-  async function finish(req: FastifyRequest, p: SsoProvider, identity: VerifiedIdentity) {
+  async finish(req: FastifyRequest, p: SsoProvider, identity: VerifiedIdentity) {
     const tenantId = req.tenant!.id;
-    const signed = await signInVerified(ctx, tenantId, p, identity);
-    if (signed.provisioned) await auditProvisioning(ctx, tenantId, p, signed.user, req.id);
+    const signed = await signInVerified(this.ctx, tenantId, p, identity);
+    if (signed.provisioned) await auditProvisioning(this.ctx, tenantId, p, signed.user, req.id);
     req.auditDetails = {
       actor: { type: 'user', id: signed.user.id, name: signed.user.name },
       resourceId: signed.user.id,
@@ -97,176 +123,191 @@ export function registerSsoRoutes(app: FastifyInstance, ctx: ServiceContext) {
     return signed.tokens;
   }
 
-  async function finishOidcFlow(req: FastifyRequest, p: SsoProvider, flow: SsoFlow, query: Record<string, string>) {
+  async finishOidc(req: FastifyRequest, p: SsoProvider, flow: SsoFlow, query: Record<string, string>) {
     if (!flow.codeVerifier || !flow.nonce) throw unknownState(`${apiBase(req)}/auth/sso/${p.id}/login`);
     const identity = await finishOidc(
       p,
       { redirectUri: flow.redirectUri, codeVerifier: flow.codeVerifier, nonce: flow.nonce, state: query.state },
       query,
-      oc,
+      this.oc,
     );
-    return finish(req, p, identity);
+    return this.finish(req, p, identity);
   }
 
+  async finishSaml(req: FastifyRequest, p: SsoProvider, flow: SsoFlow, samlResponse: string) {
+    return this.finish(req, p, await finishSaml(p, flow.redirectUri, flow.requestId, samlResponse));
+  }
+}
+
+/** GET /auth/sso/{provider_id}/login: to the provider's IdP, OIDC or SAML. */
+function registerSsoLogin(scope: FastifyInstance, sso: SsoSignIn) {
+  scope.get(
+    '/api/v1/auth/sso/:provider_id/login',
+    {
+      config: { settings: { public: true, anonymous: true } },
+      schema: {
+        tags: ['Authentication'],
+        summary: 'Single sign-on: redirect the browser to the identity provider (OIDC or SAML)',
+        description:
+          'OIDC: authorization code flow with PKCE (S256), state and nonce; the IdP returns to GET /auth/sso/{provider_id}/callback. SAML: an AuthnRequest by HTTP-Redirect; the IdP posts to POST /auth/sso/{provider_id}/callback. Flows are single-use and expire after 10 minutes.',
+        operationId: 'sso_login',
+        security: [],
+        params: providerParams,
+        response: { ...redirectResponse, ...errorResponses },
+      },
+    },
+    async (req, reply) => {
+      const p = await sso.provider(req);
+      return sso.begin(req, reply, p, `${apiBase(req)}/auth/sso/${p.id}/callback`);
+    },
+  );
+}
+
+/** GET /auth/sso/{provider_id}/callback: where an OIDC IdP returns the browser. */
+function registerOidcCallback(scope: FastifyInstance, sso: SsoSignIn) {
+  scope.get(
+    '/api/v1/auth/sso/:provider_id/callback',
+    {
+      config: { settings: signInAudit },
+      schema: {
+        tags: ['Authentication'],
+        summary: 'Single sign-on callback (OIDC): exchange the code and answer tokens',
+        description:
+          'The redirect URI to register at an OIDC identity provider. Verifies state (single use), the PKCE-bound code exchange and the ID token (signature, issuer, audience, expiry, nonce), matches the user by email and answers the token response.',
+        operationId: 'sso_callback',
+        security: [],
+        params: providerParams,
+        querystring: oidcCallbackQuery,
+        response: { 200: tokenResponse, ...errorResponses },
+      },
+    },
+    async (req) => {
+      const query = req.query as Record<string, string>;
+      const p = await sso.provider(req);
+      assertProtocol(p, ['oidc', 'google'], 'SAML identity providers POST their response to this path');
+      const loginPath = `${apiBase(req)}/auth/sso/${p.id}/login`;
+      const flow = await sso.claim(req, requireState(query.state));
+      if (!flow || flow.providerId !== p.id) throw unknownState(loginPath);
+      return sso.finishOidc(req, p, flow, query);
+    },
+  );
+}
+
+/** POST /auth/sso/{provider_id}/callback (the SAML assertion consumer) and, outside strict mode, the SP metadata. */
+function registerSamlRoutes(scope: FastifyInstance, ctx: ServiceContext, sso: SsoSignIn) {
+  scope.post(
+    '/api/v1/auth/sso/:provider_id/callback',
+    {
+      config: { settings: signInAudit },
+      schema: {
+        tags: ['Authentication'],
+        summary: 'Single sign-on callback (SAML assertion consumer): verify the response and answer tokens',
+        description:
+          "The ACS URL to register at a SAML identity provider (HTTP-POST binding, application/x-www-form-urlencoded). The assertion must be signed with the configured IdP certificate, name this service's entity id as Audience, be within its validity window and answer the AuthnRequest this service sent (InResponseTo, RelayState). Unsolicited (IdP-initiated) responses are refused.",
+        operationId: 'sso_saml_callback',
+        security: [],
+        consumes: ['application/x-www-form-urlencoded'],
+        params: providerParams,
+        body: samlCallbackBody,
+        response: { 200: tokenResponse, ...errorResponses },
+      },
+    } as never,
+    async (req) => {
+      const { SAMLResponse, RelayState } = req.body as { SAMLResponse: string; RelayState?: string };
+      const p = await sso.provider(req);
+      assertProtocol(p, ['saml'], `OIDC identity providers return to GET ${apiBase(req)}/auth/sso/${p.id}/callback`);
+      const loginPath = `${apiBase(req)}/auth/sso/${p.id}/login`;
+      if (!RelayState)
+        throw unauthorized(`Unsolicited SAML response (no RelayState): IdP-initiated sign-in is not accepted; start at ${loginPath}`);
+      const flow = await sso.claim(req, RelayState);
+      if (!flow || flow.providerId !== p.id) throw unknownState(loginPath);
+      return sso.finishSaml(req, p, flow, SAMLResponse);
+    },
+  );
+
+  if (!ctx.options.strictSpec)
+    scope.get(
+      '/api/v1/auth/sso/:provider_id/saml-metadata',
+      {
+        config: { settings: { public: true, anonymous: true } },
+        schema: {
+          tags: ['Authentication'],
+          summary: 'SAML service provider metadata of a SAML provider (entity id and ACS URL), for IdPs that import it',
+          operationId: 'sso_saml_metadata',
+          'x-extension': true,
+          security: [],
+          params: providerParams,
+          produces: ['application/samlmetadata+xml'],
+          response: { 200: { type: 'string', description: 'SAML 2.0 EntityDescriptor (XML)' }, ...errorResponses },
+        },
+      } as never,
+      async (req, reply) => {
+        const p = await sso.provider(req);
+        assertProtocol(p, ['saml'], 'only SAML providers have service provider metadata');
+        reply.type('application/samlmetadata+xml');
+        return samlMetadata(p, `${apiBase(req)}/auth/sso/${p.id}/callback`);
+      },
+    );
+}
+
+/** GET /auth/google/login and /auth/google/callback: the tenant's provider with protocol google. */
+function registerGoogleRoutes(scope: FastifyInstance, ctx: ServiceContext, sso: SsoSignIn) {
+  scope.get(
+    '/api/v1/auth/google/login',
+    {
+      config: { settings: { public: true, anonymous: true } },
+      schema: {
+        tags: ['Authentication'],
+        summary: "Google sign-in: redirect the browser to Google (the tenant's SSO provider with protocol google)",
+        description:
+          "OpenID Connect against the provider's issuer (https://accounts.google.com unless configured otherwise); Google returns to GET /auth/google/callback.",
+        operationId: 'google_login',
+        security: [],
+        response: { ...redirectResponse, ...errorResponses },
+      },
+    },
+    async (req, reply) => {
+      const p = await loadGoogleProvider(ctx, req.tenant!.id);
+      return sso.begin(req, reply, p, `${apiBase(req)}/auth/google/callback`);
+    },
+  );
+
+  scope.get(
+    '/api/v1/auth/google/callback',
+    {
+      config: { settings: signInAudit },
+      schema: {
+        tags: ['Authentication'],
+        summary: 'Google sign-in callback: exchange the code and answer tokens',
+        description: 'The authorized redirect URI to register in the Google Cloud OAuth client.',
+        operationId: 'google_callback',
+        security: [],
+        querystring: oidcCallbackQuery,
+        response: { 200: tokenResponse, ...errorResponses },
+      },
+    },
+    async (req) => {
+      const query = req.query as Record<string, string>;
+      const loginPath = `${apiBase(req)}/auth/google/login`;
+      const flow = await sso.claim(req, requireState(query.state));
+      if (!flow) throw unknownState(loginPath);
+      const p = await loadProvider(ctx, req.tenant!.id, flow.providerId);
+      assertProtocol(p, ['google'], `its callback is ${apiBase(req)}/auth/sso/${p.id}/callback`);
+      return sso.finishOidc(req, p, flow, query);
+    },
+  );
+}
+
+export function registerSsoRoutes(app: FastifyInstance, ctx: ServiceContext) {
+  const sso = new SsoSignIn(ctx);
   app.register(async (scope) => {
     // The SAML HTTP-POST binding is an HTML form post; only this scope accepts form bodies.
     scope.addContentTypeParser('application/x-www-form-urlencoded', { parseAs: 'string' }, (_req, body, done) => {
-      done(null, Object.fromEntries(new URLSearchParams(String(body))));
+      done(null, parseFormBody(String(body)));
     });
-
-    scope.get(
-      '/api/v1/auth/sso/:provider_id/login',
-      {
-        config: { settings: { public: true, anonymous: true } },
-        schema: {
-          tags: ['Authentication'],
-          summary: 'Single sign-on: redirect the browser to the identity provider (OIDC or SAML)',
-          description:
-            'OIDC: authorization code flow with PKCE (S256), state and nonce; the IdP returns to GET /auth/sso/{provider_id}/callback. SAML: an AuthnRequest by HTTP-Redirect; the IdP posts to POST /auth/sso/{provider_id}/callback. Flows are single-use and expire after 10 minutes.',
-          operationId: 'sso_login',
-          security: [],
-          params: providerParams,
-          response: { ...redirectResponse, ...errorResponses },
-        },
-      },
-      async (req, reply) => {
-        const { provider_id } = req.params as { provider_id: string };
-        const p = await loadProvider(ctx, req.tenant!.id, provider_id);
-        return begin(req, reply, p, `${apiBase(req)}/auth/sso/${p.id}/callback`);
-      },
-    );
-
-    scope.get(
-      '/api/v1/auth/sso/:provider_id/callback',
-      {
-        config: { settings: signInAudit },
-        schema: {
-          tags: ['Authentication'],
-          summary: 'Single sign-on callback (OIDC): exchange the code and answer tokens',
-          description:
-            'The redirect URI to register at an OIDC identity provider. Verifies state (single use), the PKCE-bound code exchange and the ID token (signature, issuer, audience, expiry, nonce), matches the user by email and answers the token response.',
-          operationId: 'sso_callback',
-          security: [],
-          params: providerParams,
-          querystring: oidcCallbackQuery,
-          response: { 200: tokenResponse, ...errorResponses },
-        },
-      },
-      async (req) => {
-        const { provider_id } = req.params as { provider_id: string };
-        const query = req.query as Record<string, string>;
-        const p = await loadProvider(ctx, req.tenant!.id, provider_id);
-        assertProtocol(p, ['oidc', 'google'], 'SAML identity providers POST their response to this path');
-        const loginPath = `${apiBase(req)}/auth/sso/${p.id}/login`;
-        if (!query.state)
-          throw new ApiError('validation_error', 'The callback has no state parameter', [{ field: 'state', message: 'is required' }]);
-        const flow = await flows.claim(req.tenant!.id, query.state);
-        if (!flow || flow.providerId !== p.id) throw unknownState(loginPath);
-        return finishOidcFlow(req, p, flow, query);
-      },
-    );
-
-    scope.post(
-      '/api/v1/auth/sso/:provider_id/callback',
-      {
-        config: { settings: signInAudit },
-        schema: {
-          tags: ['Authentication'],
-          summary: 'Single sign-on callback (SAML assertion consumer): verify the response and answer tokens',
-          description:
-            "The ACS URL to register at a SAML identity provider (HTTP-POST binding, application/x-www-form-urlencoded). The assertion must be signed with the configured IdP certificate, name this service's entity id as Audience, be within its validity window and answer the AuthnRequest this service sent (InResponseTo, RelayState). Unsolicited (IdP-initiated) responses are refused.",
-          operationId: 'sso_saml_callback',
-          security: [],
-          consumes: ['application/x-www-form-urlencoded'],
-          params: providerParams,
-          body: samlCallbackBody,
-          response: { 200: tokenResponse, ...errorResponses },
-        },
-      } as never,
-      async (req) => {
-        const { provider_id } = req.params as { provider_id: string };
-        const { SAMLResponse, RelayState } = req.body as { SAMLResponse: string; RelayState?: string };
-        const p = await loadProvider(ctx, req.tenant!.id, provider_id);
-        assertProtocol(p, ['saml'], `OIDC identity providers return to GET ${apiBase(req)}/auth/sso/${p.id}/callback`);
-        const loginPath = `${apiBase(req)}/auth/sso/${p.id}/login`;
-        if (!RelayState)
-          throw unauthorized(`Unsolicited SAML response (no RelayState): IdP-initiated sign-in is not accepted; start at ${loginPath}`);
-        const flow = await flows.claim(req.tenant!.id, RelayState);
-        if (!flow || flow.providerId !== p.id) throw unknownState(loginPath);
-        return finish(req, p, await finishSaml(p, flow.redirectUri, flow.requestId, SAMLResponse));
-      },
-    );
-
-    if (!ctx.options.strictSpec)
-      scope.get(
-        '/api/v1/auth/sso/:provider_id/saml-metadata',
-        {
-          config: { settings: { public: true, anonymous: true } },
-          schema: {
-            tags: ['Authentication'],
-            summary: 'SAML service provider metadata of a SAML provider (entity id and ACS URL), for IdPs that import it',
-            operationId: 'sso_saml_metadata',
-            'x-extension': true,
-            security: [],
-            params: providerParams,
-            produces: ['application/samlmetadata+xml'],
-            response: { 200: { type: 'string', description: 'SAML 2.0 EntityDescriptor (XML)' }, ...errorResponses },
-          },
-        } as never,
-        async (req, reply) => {
-          const { provider_id } = req.params as { provider_id: string };
-          const p = await loadProvider(ctx, req.tenant!.id, provider_id);
-          assertProtocol(p, ['saml'], 'only SAML providers have service provider metadata');
-          reply.type('application/samlmetadata+xml');
-          return samlMetadata(p, `${apiBase(req)}/auth/sso/${p.id}/callback`);
-        },
-      );
-
-    scope.get(
-      '/api/v1/auth/google/login',
-      {
-        config: { settings: { public: true, anonymous: true } },
-        schema: {
-          tags: ['Authentication'],
-          summary: "Google sign-in: redirect the browser to Google (the tenant's SSO provider with protocol google)",
-          description:
-            "OpenID Connect against the provider's issuer (https://accounts.google.com unless configured otherwise); Google returns to GET /auth/google/callback.",
-          operationId: 'google_login',
-          security: [],
-          response: { ...redirectResponse, ...errorResponses },
-        },
-      },
-      async (req, reply) => {
-        const p = await loadGoogleProvider(ctx, req.tenant!.id);
-        return begin(req, reply, p, `${apiBase(req)}/auth/google/callback`);
-      },
-    );
-
-    scope.get(
-      '/api/v1/auth/google/callback',
-      {
-        config: { settings: signInAudit },
-        schema: {
-          tags: ['Authentication'],
-          summary: 'Google sign-in callback: exchange the code and answer tokens',
-          description: 'The authorized redirect URI to register in the Google Cloud OAuth client.',
-          operationId: 'google_callback',
-          security: [],
-          querystring: oidcCallbackQuery,
-          response: { 200: tokenResponse, ...errorResponses },
-        },
-      },
-      async (req) => {
-        const query = req.query as Record<string, string>;
-        const loginPath = `${apiBase(req)}/auth/google/login`;
-        if (!query.state)
-          throw new ApiError('validation_error', 'The callback has no state parameter', [{ field: 'state', message: 'is required' }]);
-        const flow = await flows.claim(req.tenant!.id, query.state);
-        if (!flow) throw unknownState(loginPath);
-        const p = await loadProvider(ctx, req.tenant!.id, flow.providerId);
-        assertProtocol(p, ['google'], `its callback is ${apiBase(req)}/auth/sso/${p.id}/callback`);
-        return finishOidcFlow(req, p, flow, query);
-      },
-    );
+    registerSsoLogin(scope, sso);
+    registerOidcCallback(scope, sso);
+    registerSamlRoutes(scope, ctx, sso);
+    registerGoogleRoutes(scope, ctx, sso);
   });
 }

@@ -1,7 +1,8 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { ServiceContext } from '../context.js';
 import { kind, type JsonSchema } from '../../kinds/index.js';
-import { errorResponses, lockRow, pageQuerySchema, pageSchema } from './crud.js';
+import { errorResponses, pageQuerySchema, pageSchema } from './crud.js';
+import { lockRow } from '../writes.js';
 import { resolveProject } from './scope.js';
 import { toPage } from '../pagination.js';
 import { conflict, notFound } from '../errors.js';
@@ -10,18 +11,79 @@ import { topologicalOrder } from '../../kinds/dag.js';
 import { runtimeOf } from '../runtime/runtime.js';
 import { afterAlertTransition } from '../runtime/alerts.js';
 
-interface DeclaredModel {
+/** A model as a dbt project declares it (the dbt_project kind's `models`). */
+export interface DeclaredModel {
   name: string;
   materialization: string;
   depends_on: string[];
   sources: { connector_id: string; table: string }[];
 }
 
+export interface LineageGraph {
+  nodes: { id: string; type: 'source' | 'model'; name: string; connector_id: string | null }[];
+  edges: { from: string; to: string }[];
+}
+
 const params = (...names: string[]) => ({ type: 'object', properties: Object.fromEntries(names.map((n) => [n, { type: 'string' }])) });
 
-/** Read-only views and state transitions that are not plain CRUD: run history, models, lineage, alerts. */
-export function registerViewRoutes(app: FastifyInstance, ctx: ServiceContext) {
-  const parentOf = async (req: FastifyRequest, parentKind: string, param: string) => {
+const declaredModels = (dbt: Record<string, unknown>) => (dbt.models as DeclaredModel[]) ?? [];
+
+/** Models in build order (dependencies first), each with its position in that order from 1: its page sequence. */
+export function modelsInBuildOrder(declared: DeclaredModel[]): { seq: number; model: DeclaredModel }[] {
+  const byName = new Map(declared.map((m) => [m.name, m]));
+  const order = topologicalOrder(declared.map((m) => ({ name: m.name, dependsOn: m.depends_on ?? [] })));
+  return order.map((name, i) => ({ seq: i + 1, model: byName.get(name)! }));
+}
+
+/** The lineage DAG of a dbt project's models: a node per model and per source table, an edge per dependency. */
+export function lineageGraph(models: DeclaredModel[]): LineageGraph {
+  const nodes: LineageGraph['nodes'] = [];
+  const edges: LineageGraph['edges'] = [];
+  const seen = new Set<string>();
+  for (const model of models) {
+    nodes.push({ id: `model.${model.name}`, type: 'model', name: model.name, connector_id: null });
+    for (const dep of model.depends_on ?? []) edges.push({ from: `model.${dep}`, to: `model.${model.name}` });
+    for (const source of model.sources ?? []) {
+      const id = `source.${source.connector_id}.${source.table}`;
+      if (!seen.has(id)) nodes.push({ id, type: 'source', name: source.table, connector_id: source.connector_id });
+      seen.add(id);
+      edges.push({ from: id, to: `model.${model.name}` });
+    }
+  }
+  return { nodes, edges };
+}
+
+export type AlertVerb = 'acknowledge' | 'resolve';
+export type AlertOutcome = 'acknowledged' | 'resolved';
+
+/**
+ * Moves an alert's data to `to`, stamped with when and by whom; refuses (409) an alert whose
+ * status is not one of `from`. Answers the status it had.
+ */
+export function transitionAlert(
+  data: Record<string, unknown>,
+  t: { verb: AlertVerb; from: string[]; to: AlertOutcome },
+  at: string,
+  by: string,
+): string {
+  const status = String(data.status);
+  if (!t.from.includes(status)) throw conflict(`Alert is ${status}; only ${t.from.join(' or ')} alerts can be ${t.verb}d`);
+  data.status = t.to;
+  data[`${t.to}_at`] = at;
+  data[`${t.to}_by`] = by;
+  return status;
+}
+
+/** A parent resource (connector, pipeline, dbt project) of the project the path names, or a 404. */
+type ParentOf = (
+  req: FastifyRequest,
+  parentKind: string,
+  param: string,
+) => Promise<{ projectId: string; parent: NonNullable<Awaited<ReturnType<ServiceContext['resources']['get']>>> }>;
+
+const parentLookup =
+  (ctx: ServiceContext): ParentOf =>
+  async (req, parentKind, param) => {
     const projectId = await resolveProject(ctx, req);
     const id = (req.params as Record<string, string>)[param];
     const parent = await ctx.resources.get(req.tenant!.id, projectId, parentKind, id);
@@ -29,6 +91,8 @@ export function registerViewRoutes(app: FastifyInstance, ctx: ServiceContext) {
     return { projectId, parent };
   };
 
+/** The run history of connectors, pipelines and dbt projects, and one pipeline run. */
+function registerRunViews(app: FastifyInstance, ctx: ServiceContext, parentOf: ParentOf) {
   const runHistory = (path: string, parentKind: string, param: string, tag: string) =>
     app.get(
       path,
@@ -81,8 +145,10 @@ export function registerViewRoutes(app: FastifyInstance, ctx: ServiceContext) {
       return run.data;
     },
   );
+}
 
-  const models = (dbt: Record<string, unknown>) => (dbt.models as DeclaredModel[]) ?? [];
+/** A dbt project's models (build order) and lineage graph, derived from its declaration. */
+function registerDbtViews(app: FastifyInstance, ctx: ServiceContext, parentOf: ParentOf) {
   app.get(
     '/api/v1/projects/:id/dbt-projects/:dbtId/models',
     {
@@ -99,11 +165,8 @@ export function registerViewRoutes(app: FastifyInstance, ctx: ServiceContext) {
     async (req) => {
       const { parent } = await parentOf(req, 'dbt_project', 'dbtId');
       const { limit, cursor } = req.query as { limit: number; cursor?: string };
-      const declared = models(parent.data);
-      const byName = new Map(declared.map((m) => [m.name, m]));
-      const order = topologicalOrder(declared.map((m) => ({ name: m.name, dependsOn: m.depends_on ?? [] })));
       // Models are few and derived, so the "sequence" of a model is its position in build order.
-      const rows = order.map((name, i) => ({ seq: i + 1, model: byName.get(name)! }));
+      const rows = modelsInBuildOrder(declaredModels(parent.data));
       const scope = `${req.tenant!.id}:${parent.id}:models`;
       const after = ctx.cursors.decode(scope, cursor);
       return toPage(rows.filter((r) => r.seq > after).slice(0, limit + 1), limit, scope, ctx.cursors, (r) => ({
@@ -127,24 +190,14 @@ export function registerViewRoutes(app: FastifyInstance, ctx: ServiceContext) {
     },
     async (req) => {
       const { parent } = await parentOf(req, 'dbt_project', 'dbtId');
-      const nodes: { id: string; type: 'source' | 'model'; name: string; connector_id: string | null }[] = [];
-      const edges: { from: string; to: string }[] = [];
-      const seen = new Set<string>();
-      for (const model of models(parent.data)) {
-        nodes.push({ id: `model.${model.name}`, type: 'model', name: model.name, connector_id: null });
-        for (const dep of model.depends_on ?? []) edges.push({ from: `model.${dep}`, to: `model.${model.name}` });
-        for (const source of model.sources ?? []) {
-          const id = `source.${source.connector_id}.${source.table}`;
-          if (!seen.has(id)) nodes.push({ id, type: 'source', name: source.table, connector_id: source.connector_id });
-          seen.add(id);
-          edges.push({ from: id, to: `model.${model.name}` });
-        }
-      }
+      const { nodes, edges } = lineageGraph(declaredModels(parent.data));
       return { dbt_project_id: parent.id, nodes, edges };
     },
   );
+}
 
-  const alertSchema = kind('alert').responseSchema as JsonSchema;
+/** A project's alerts, filtered by status and severity. */
+function registerAlertList(app: FastifyInstance, ctx: ServiceContext, alertSchema: JsonSchema) {
   app.get(
     '/api/v1/projects/:id/alerts',
     {
@@ -183,45 +236,57 @@ export function registerViewRoutes(app: FastifyInstance, ctx: ServiceContext) {
       return toPage(rows, limit, scope, ctx.cursors, (r) => r.data);
     },
   );
+}
 
-  const transition = (verb: 'acknowledge' | 'resolve', from: string[], to: 'acknowledged' | 'resolved') =>
-    app.post(
-      `/api/v1/projects/:id/alerts/:alertId/${verb}`,
-      {
-        config: { settings: { permission: 'read-write', keys: 'own-project', audit: { resourceType: 'alert', action: `alert.${verb}` } } },
-        schema: {
-          tags: ['Monitoring'],
-          operationId: `${verb}_alert`,
-          summary: `${verb[0].toUpperCase()}${verb.slice(1)} an alert`,
-          params: params('id', 'alertId'),
-          response: { 200: alertSchema, ...errorResponses },
-        },
+/** POST .../alerts/{alertId}/{verb}: one state transition of an alert, audited and streamed. */
+function registerAlertTransition(
+  app: FastifyInstance,
+  ctx: ServiceContext,
+  alertSchema: JsonSchema,
+  t: { verb: AlertVerb; from: string[]; to: AlertOutcome },
+) {
+  const { verb, to } = t;
+  app.post(
+    `/api/v1/projects/:id/alerts/:alertId/${verb}`,
+    {
+      config: { settings: { permission: 'read-write', keys: 'own-project', audit: { resourceType: 'alert', action: `alert.${verb}` } } },
+      schema: {
+        tags: ['Monitoring'],
+        operationId: `${verb}_alert`,
+        summary: `${verb[0].toUpperCase()}${verb.slice(1)} an alert`,
+        params: params('id', 'alertId'),
+        response: { 200: alertSchema, ...errorResponses },
       },
-      async (req) => {
-        const projectId = await resolveProject(ctx, req);
-        const alertId = (req.params as { alertId: string }).alertId;
-        req.auditDetails = { projectId, resourceId: alertId };
-        const data = await ctx.db.tx(async (q) => {
-          // Locked first, so of two concurrent transitions the second sees the first's outcome.
-          if (!(await lockRow(ctx, q, req.tenant!.id, alertId))) throw notFound('Alert');
-          const alert = await ctx.resources.get(req.tenant!.id, projectId, 'alert', alertId, q);
-          if (!alert) throw notFound('Alert');
-          const status = String(alert.data.status);
-          if (!from.includes(status)) throw conflict(`Alert is ${status}; only ${from.join(' or ')} alerts can be ${verb}d`);
-          const before = { status };
-          alert.data.status = to;
-          alert.data[`${to}_at`] = nowIso(ctx.options.clock);
-          alert.data[`${to}_by`] = req.actor!.name;
-          await ctx.resources.update(alert, q);
-          await afterAlertTransition(q, alert.data, to);
-          req.auditDetails!.diff = { status: { before: before.status, after: to } };
-          return alert.data;
-        });
-        // After the commit: the alert stream (and anything else listening) hears of the transition.
-        runtimeOf(ctx).events.emit('alert_update', req.tenant!.id, data);
-        return data;
-      },
-    );
-  transition('acknowledge', ['firing'], 'acknowledged');
-  transition('resolve', ['firing', 'acknowledged'], 'resolved');
+    },
+    async (req) => {
+      const projectId = await resolveProject(ctx, req);
+      const alertId = (req.params as { alertId: string }).alertId;
+      req.auditDetails = { projectId, resourceId: alertId };
+      const data = await ctx.db.tx(async (q) => {
+        // Locked first, so of two concurrent transitions the second sees the first's outcome.
+        if (!(await lockRow(ctx, q, req.tenant!.id, alertId))) throw notFound('Alert');
+        const alert = await ctx.resources.get(req.tenant!.id, projectId, 'alert', alertId, q);
+        if (!alert) throw notFound('Alert');
+        const before = transitionAlert(alert.data, t, nowIso(ctx.options.clock), req.actor!.name);
+        await ctx.resources.update(alert, q);
+        await afterAlertTransition(q, alert.data, to);
+        req.auditDetails!.diff = { status: { before, after: to } };
+        return alert.data;
+      });
+      // After the commit: the alert stream (and anything else listening) hears of the transition.
+      runtimeOf(ctx).events.emit('alert_update', req.tenant!.id, data);
+      return data;
+    },
+  );
+}
+
+/** Read-only views and state transitions that are not plain CRUD: run history, models, lineage, alerts. */
+export function registerViewRoutes(app: FastifyInstance, ctx: ServiceContext) {
+  const parentOf = parentLookup(ctx);
+  registerRunViews(app, ctx, parentOf);
+  registerDbtViews(app, ctx, parentOf);
+  const alertSchema = kind('alert').responseSchema as JsonSchema;
+  registerAlertList(app, ctx, alertSchema);
+  registerAlertTransition(app, ctx, alertSchema, { verb: 'acknowledge', from: ['firing'], to: 'acknowledged' });
+  registerAlertTransition(app, ctx, alertSchema, { verb: 'resolve', from: ['firing', 'acknowledged'], to: 'resolved' });
 }

@@ -15,13 +15,10 @@ interface Claim {
  * Runs survive as records, but their execution lives in one process. Every run being executed is
  * claimed in `meta` by the instance executing it, and every live instance keeps a heartbeat there.
  * A claim whose instance is gone (stopped, crashed, or silent for STALE_MS) is an interrupted run:
- * it is marked failed, "interrupted by service restart", and its resource is put right.
+ * it is marked failed, "interrupted by service restart", and its resource is put right. The runtime
+ * is given this at start (Runtime.start) and runs it then and on every heartbeat.
  */
-export function installRecovery(rt: Runtime): void {
-  rt.sweep = (everyOtherInstanceIsDead) => sweep(rt, everyOtherInstanceIsDead);
-}
-
-async function sweep(rt: Runtime, everyOtherInstanceIsDead: boolean): Promise<void> {
+export async function recoverAbandonedRuns(rt: Runtime, everyOtherInstanceIsDead: boolean): Promise<void> {
   const rows = await rt.ctx.db.all<{ key: string; value: string }>("SELECT key, value FROM meta WHERE key LIKE 'runtime.%'");
   const heartbeats = new Map<string, number>();
   const claims: Claim[] = [];

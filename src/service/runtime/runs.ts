@@ -1,7 +1,7 @@
 import type { Run } from '../../kinds/generated/kinds.js';
 import type { Queryable } from '../store/db.js';
 import { jsonField, type StoredResource } from '../store/resources.js';
-import { lockRow } from '../routes/crud.js';
+import { lockRow } from '../writes.js';
 import { newId } from '../ids.js';
 import { notFound } from '../errors.js';
 import { META, Stopped, type Runtime } from './runtime.js';
@@ -27,7 +27,7 @@ export const secondsBetween = (from: string, to: string) => Math.max(0, Math.rou
 
 /**
  * Runs fn in a transaction that holds the project's row lock (the lock every write in a project
- * takes, see crud.ts), so runtime state changes and API writes of the same project never interleave.
+ * takes, see writes.ts), so runtime state changes and API writes of the same project never interleave.
  */
 export async function inProject<T>(rt: Runtime, tenantId: string, projectId: string, fn: (q: Queryable) => Promise<T>): Promise<T> {
   return rt.ctx.db.tx(async (q) => {

@@ -23,6 +23,12 @@ export const META = {
 export const HEARTBEAT_MS = 5_000;
 export const STALE_MS = 30_000;
 
+/**
+ * Marks the runs of instances no longer alive failed (recovery.ts). `everyOtherInstanceIsDead`: at
+ * start on a store with one owner, every other instance's runs are abandoned, not only silent ones'.
+ */
+export type Recovery = (rt: Runtime, everyOtherInstanceIsDead: boolean) => Promise<void>;
+
 interface Execution {
   controller: AbortController;
   done: Promise<RunData | undefined>;
@@ -31,7 +37,7 @@ interface Execution {
 /**
  * The runtime of one service process: it executes runs in the background, says it is alive
  * (a heartbeat row in `meta`), and on start marks the runs that a stopped or crashed process
- * left running as failed (see recovery.ts). Run records are the truth; the in-memory
+ * left running as failed (the recovery given to start(), recovery.ts). Run records are the truth; the in-memory
  * executions are only how this process drives its own runs forward.
  */
 export class Runtime {
@@ -44,8 +50,8 @@ export class Runtime {
   private stopping = false;
   /** The service's logger (set when the routes are registered). */
   log?: { error(obj: object, msg: string): void; info(obj: object, msg: string): void };
-  /** Set by recovery.ts: marks abandoned runs failed (at start, then on every heartbeat). */
-  sweep: (everyOtherInstanceIsDead: boolean) => Promise<void> = async () => undefined;
+  /** Given to start(): marks abandoned runs failed (at start, then on every heartbeat). */
+  private recovery?: Recovery;
 
   constructor(readonly ctx: ServiceContext) {
     this.events.setMaxListeners(0);
@@ -112,7 +118,14 @@ export class Runtime {
     return this.executions.size;
   }
 
-  async start(): Promise<void> {
+  /** One sweep for abandoned runs, with the recovery given to start() (none before it). */
+  async sweep(everyOtherInstanceIsDead: boolean): Promise<void> {
+    await this.recovery?.(this, everyOtherInstanceIsDead);
+  }
+
+  /** Starts saying this instance is alive, and sweeping for runs abandoned by others with `recovery`. */
+  async start(recovery: Recovery): Promise<void> {
+    this.recovery = recovery;
     await this.heartbeat();
     // At start every other instance that left runs behind is presumed dead when the store has one
     // owner (SQLite); on PostgreSQL replicas may share it, so there only silent instances are.

@@ -6,7 +6,7 @@ import type { StoredResource } from '../store/resources.js';
 import { forbidden } from '../errors.js';
 import { newId, nowIso } from '../ids.js';
 import { auditDiff } from '../audit.js';
-import { initialComputed, ordered } from '../routes/crud.js';
+import { initialComputed, ordered } from '../writes.js';
 import type { SsoProvider } from './provider.js';
 import type { VerifiedIdentity } from './oidc.js';
 

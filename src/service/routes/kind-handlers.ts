@@ -1,0 +1,298 @@
+/**
+ * What the generic routes of a kind do (registration, with the schemas, is crud.ts): one handler
+ * per operation, built from shared steps — find the resource in the caller's reach, check an API
+ * key may write it, lock and write in one transaction, check references.
+ */
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import { KINDS, formatPath, valuesAt, type KindDescriptor } from '../../kinds/index.js';
+import type { ServiceContext, KeyReach } from '../context.js';
+import { alreadyExists, conflict, forbidden, notFound, unprocessable, unauthorized } from '../errors.js';
+import { newId, nowIso } from '../ids.js';
+import { toJsonPage } from '../pagination.js';
+import type { JsonPage, StoredResource } from '../store/resources.js';
+import type { Queryable } from '../store/db.js';
+import { auditDiff } from '../audit.js';
+import { BEHAVIOURS } from '../behaviours/index.js';
+import type { Draft, KindBehaviour, WriteContext } from '../behaviours/types.js';
+import { articled, capitalised, createDraft, mergeSecrets, applyNormalizers, patchDraft } from '../drafts.js';
+import { initialComputed, isUniqueViolation, lockRow, ordered } from '../writes.js';
+import { assertProjectExists, projectInReach, resolveProject } from './scope.js';
+
+/** One kind as its handlers see it. */
+export interface KindRoutes {
+  ctx: ServiceContext;
+  d: KindDescriptor;
+  behaviour: KindBehaviour;
+  /** "a connector", for summaries and messages. */
+  a: string;
+  /**
+   * A key reaches what is in its project, and of the tenant-level kinds only what visibleToKey
+   * shows it (its own project); the rest of the tenant (users, SSO providers) is not for keys.
+   */
+  keys: KeyReach;
+}
+
+export function kindRoutes(ctx: ServiceContext, d: KindDescriptor): KindRoutes {
+  const behaviour = BEHAVIOURS[d.kind] ?? {};
+  return { ctx, d, behaviour, a: articled(d), keys: d.scope === 'project' || behaviour.visibleToKey ? 'own-project' : 'never' };
+}
+
+/** Kinds stored under the resource that made them (runs, discovered schemas): deleted with it. */
+const OWNED_KINDS = [...KINDS.values()].filter((d) => d.deletedWithParent).map((d) => d.kind);
+
+/** Kinds that reference `target`, with where: the places that block its deletion. */
+function referrersOf(target: string) {
+  return [...KINDS.values()].flatMap((d) => d.references.filter((r) => r.kind === target).map((r) => ({ kind: d, path: r.path })));
+}
+
+// --- Shared steps -------------------------------------------------------------------------------
+
+/** The request's body, as a copy the write may change. */
+const bodyOf = (req: FastifyRequest) => structuredClone(req.body as Record<string, unknown>);
+
+const scopeOf = (k: KindRoutes, req: FastifyRequest) => (k.d.scope === 'project' ? resolveProject(k.ctx, req) : Promise.resolve(''));
+
+const visible = (k: KindRoutes, req: FastifyRequest, r: StoredResource) =>
+  !(req.actor?.type === 'api_key' && k.behaviour.visibleToKey && !k.behaviour.visibleToKey(req.actor, r));
+
+/** The resource named by the path, if the caller may see it; else 404. */
+async function load(k: KindRoutes, req: FastifyRequest, projectId: string) {
+  const { resourceId } = req.params as { resourceId: string };
+  const found = await k.ctx.resources.get(req.tenant!.id, projectId, k.d.kind, resourceId);
+  if (!found || !visible(k, req, found)) throw notFound(k.d.title);
+  return found;
+}
+
+/**
+ * API keys are bound to one project, so tenant-level kinds (projects, users) are not
+ * theirs to change, except what visibleToKey grants on update (their own project's settings).
+ */
+function assertKeyMayWrite(k: KindRoutes, req: FastifyRequest, existing: StoredResource | null) {
+  const actor = req.actor;
+  if (actor?.type !== 'api_key' || k.d.scope !== 'tenant') return;
+  if (req.method === 'PATCH' && existing && k.behaviour.visibleToKey?.(actor, existing)) return;
+  const verb = req.method === 'POST' ? 'creating' : req.method === 'PATCH' ? 'changing' : 'deleting';
+  throw forbidden(`API keys are limited to their project; ${verb} ${k.d.title.toLowerCase()}s needs a user token`);
+}
+
+/**
+ * The write transaction: `existing` is the resource an update or delete is about; a tenant-level
+ * one is locked itself, a project-level write locks its project. A create of a kind without
+ * references shares the project lock (see lockRow).
+ */
+async function writeTx<T>(
+  k: KindRoutes,
+  req: FastifyRequest,
+  projectId: string,
+  existing: StoredResource | null,
+  fn: (w: WriteContext) => Promise<T>,
+): Promise<T> {
+  const { ctx, d } = k;
+  const createLock = d.references.length === 0 ? 'share' : 'update';
+  return ctx.db.tx(async (q) => {
+    // A key revoked or a session ended while this request was in flight must not write. The two
+    // checks are independent reads, issued together (one round trip on PostgreSQL, pipelined),
+    // and answered in the same order as before: revoked first, then the missing row.
+    const lock =
+      d.scope === 'project'
+        ? lockRow(ctx, q, req.tenant!.id, projectId, existing ? 'update' : createLock)
+        : existing
+          ? lockRow(ctx, q, req.tenant!.id, existing.id)
+          : Promise.resolve(true);
+    const [valid, locked] = await Promise.allSettled([ctx.auth.stillValid(req.actor!, q), lock]);
+    if (valid.status === 'rejected') throw valid.reason;
+    if (!valid.value) throw unauthorized('Credential was revoked during the request');
+    if (locked.status === 'rejected') throw locked.reason;
+    if (!locked.value) throw d.scope === 'project' ? notFound('Project') : notFound(d.title);
+    return fn({ ctx, req, tenantId: req.tenant!.id, projectId, actor: req.actor!, q });
+  });
+}
+
+async function checkReferences(k: KindRoutes, tenantId: string, projectId: string, data: Record<string, unknown>, q: Queryable) {
+  const details: { field: string; message: string }[] = [];
+  for (const ref of k.d.references) {
+    for (const { path, value } of valuesAt(data, ref.path)) {
+      if (typeof value !== 'string') continue;
+      if (!(await k.ctx.resources.get(tenantId, projectId, ref.kind, value, q))) {
+        details.push({
+          field: formatPath(path),
+          message: `no ${KINDS.get(ref.kind)?.title.toLowerCase() ?? ref.kind} with id "${value}" in this project`,
+        });
+      }
+    }
+  }
+  if (details.length) throw unprocessable(`References to missing resources: ${details.map((x) => x.field).join(', ')}`, details);
+}
+
+async function checkNotReferenced(k: KindRoutes, existing: StoredResource, q: Queryable) {
+  const { ctx, d } = k;
+  const referrers = referrersOf(d.kind);
+  if (!referrers.length || d.scope !== 'project') return;
+  const candidates = await ctx.resources.allOfKinds(
+    existing.tenantId,
+    existing.projectId,
+    [...new Set(referrers.map((r) => r.kind.kind))],
+    q,
+  );
+  for (const other of candidates) {
+    for (const r of referrers.filter((x) => x.kind.kind === other.kind)) {
+      const hit = valuesAt(other.data, r.path).find((v) => v.value === existing.id);
+      if (hit)
+        throw conflict(
+          `${d.title} "${existing.name}" is used by ${r.kind.title.toLowerCase()} "${other.name}" (${formatPath(hit.path)}); change or delete that first`,
+        );
+    }
+  }
+}
+
+/** 409: the kind already has one with this identity (a create says where: "in this project"). */
+const taken = (k: KindRoutes, identity: string, where = '') => alreadyExists(capitalised(k.a), k.d.identity, identity, where);
+
+/** The audit log's project of a write: a project's own writes are in that project. */
+const auditProject = (k: KindRoutes, projectId: string, id: string) => projectId || (k.d.kind === 'project' ? id : null);
+
+// --- Reads --------------------------------------------------------------------------------------
+
+export async function handleList(k: KindRoutes, req: FastifyRequest, reply: FastifyReply) {
+  const { ctx, d } = k;
+  // Rows of the project prove it exists: only an empty page asks the store (one round trip fewer per list).
+  const projectId = d.scope === 'project' ? projectInReach(req) : '';
+  const { limit, cursor } = req.query as { limit: number; cursor?: string };
+  const scope = `${req.tenant!.id}:${projectId}:${d.kind}`;
+  const afterSeq = ctx.cursors.decode(scope, cursor);
+  const keyOnly = req.actor?.type === 'api_key' && k.behaviour.visibleToKey;
+  const page = keyOnly
+    ? ownPage(await ctx.resources.get(req.tenant!.id, projectId, d.kind, req.actor!.projectId!), afterSeq)
+    : await ctx.resources.listPage({ tenantId: req.tenant!.id, projectId, kind: d.kind, afterSeq }, limit);
+  if (d.scope === 'project' && page.count === 0) await assertProjectExists(ctx, req, projectId);
+  reply.type('application/json');
+  return toJsonPage(page, limit, scope, ctx.cursors);
+}
+
+/** The one item a project key sees of its own kind (its project), as a page. */
+function ownPage(own: StoredResource | undefined, afterSeq: number): JsonPage {
+  return own && own.seq > afterSeq ? { count: 1, lastSeq: own.seq, items: JSON.stringify(own.data) } : { count: 0, lastSeq: 0, items: '' };
+}
+
+export async function handleGet(k: KindRoutes, req: FastifyRequest) {
+  const projectId = await scopeOf(k, req);
+  return (await load(k, req, projectId)).data;
+}
+
+// --- Create -------------------------------------------------------------------------------------
+
+/** In the write transaction: references, the name, the kind's own work, then the insert. Returns what is shown once. */
+async function insertDraft(k: KindRoutes, w: WriteContext, id: string, identity: string, draft: Draft) {
+  const { ctx, d, behaviour } = k;
+  const { tenantId, projectId } = w;
+  const where = d.scope === 'project' ? 'in this project' : '';
+  await checkReferences(k, tenantId, projectId, draft.data, w.q);
+  // A kind whose beforeCreate writes (a key's hash, a password) checks the name first, so a
+  // duplicate does no work; the others let the insert itself say the name is taken.
+  if (behaviour.beforeCreate && (await ctx.resources.getByName(tenantId, projectId, d.kind, identity, w.q)))
+    throw taken(k, identity, where);
+  const shownOnce = await behaviour.beforeCreate?.(draft, w);
+  draft.data = ordered(d, draft.data);
+  let created: boolean;
+  try {
+    created = await ctx.resources.create(
+      { id, tenantId, projectId, kind: d.kind, parentId: '', name: identity, data: draft.data, secrets: draft.secrets },
+      w.q,
+    );
+  } catch (err) {
+    if (isUniqueViolation(err)) throw taken(k, identity, where);
+    throw err;
+  }
+  if (!created) throw taken(k, identity, where);
+  return shownOnce ?? {};
+}
+
+export async function handleCreate(k: KindRoutes, req: FastifyRequest, reply: FastifyReply) {
+  const { ctx, d, behaviour } = k;
+  const projectId = await scopeOf(k, req);
+  assertKeyMayWrite(k, req, null);
+  const tenantId = req.tenant!.id;
+  const draft = createDraft(d, bodyOf(req));
+  await behaviour.validate?.(draft, { ctx, tenantId, projectId });
+  const now = nowIso(ctx.options.clock);
+  const id = newId(d.kind);
+  draft.data = { ...initialComputed(d, id, projectId, now), ...draft.data };
+  const identity = String(draft.data[d.identity]);
+  req.auditDetails = { projectId: projectId || null, resourceName: identity };
+  const extras = await writeTx(k, req, projectId, null, (w) => insertDraft(k, w, id, identity, draft));
+  req.auditDetails = {
+    projectId: auditProject(k, projectId, id),
+    resourceId: id,
+    resourceName: identity,
+    diff: auditDiff(null, draft.data, draft.secrets ? mergeSecrets(null, draft.secrets).changed : []),
+  };
+  reply.code(201);
+  return ordered(d, { ...draft.data, ...extras });
+}
+
+// --- Update -------------------------------------------------------------------------------------
+
+/**
+ * In the write transaction: the PATCH merged into what is stored now, checked, and written.
+ * The merge is made under the write lock, on what is stored then, so concurrent PATCHes of
+ * different fields all land instead of the last one writing back a stale copy.
+ */
+async function patchStored(k: KindRoutes, w: WriteContext, id: string, body: Record<string, unknown>) {
+  const { ctx, d, behaviour } = k;
+  const { tenantId, projectId } = w;
+  const existing = await ctx.resources.get(tenantId, projectId, d.kind, id, w.q);
+  if (!existing) throw notFound(d.title);
+  const { draft, changed } = patchDraft(d, existing, body);
+  await behaviour.validate?.(draft, { ctx, tenantId, projectId });
+  const identity = String(draft.data[d.identity]);
+  await checkReferences(k, tenantId, projectId, draft.data, w.q);
+  if (identity !== existing.name && (await ctx.resources.getByName(tenantId, projectId, d.kind, identity, w.q))) {
+    throw taken(k, identity);
+  }
+  await behaviour.beforeUpdate?.(draft, existing, w);
+  if (d.computedFields.includes('updated_at')) draft.data.updated_at = nowIso(ctx.options.clock);
+  draft.data = ordered(d, draft.data);
+  try {
+    await ctx.resources.update({ ...existing, name: identity, data: draft.data, secrets: draft.secrets }, w.q);
+  } catch (err) {
+    if (isUniqueViolation(err)) throw taken(k, identity);
+    throw err;
+  }
+  return { existing, draft, changed, identity };
+}
+
+export async function handleUpdate(k: KindRoutes, req: FastifyRequest) {
+  const projectId = await scopeOf(k, req);
+  const found = await load(k, req, projectId);
+  assertKeyMayWrite(k, req, found);
+  req.auditDetails = { projectId: auditProject(k, projectId, found.id), resourceId: found.id, resourceName: found.name };
+  const body = bodyOf(req);
+  applyNormalizers(k.d, body);
+  const { existing, draft, changed, identity } = await writeTx(k, req, projectId, found, (w) => patchStored(k, w, found.id, body));
+  req.auditDetails.resourceName = identity;
+  req.auditDetails.diff = auditDiff(existing.data, draft.data, changed);
+  return draft.data;
+}
+
+// --- Delete -------------------------------------------------------------------------------------
+
+export async function handleDelete(k: KindRoutes, req: FastifyRequest, reply: FastifyReply) {
+  const { ctx } = k;
+  const projectId = await scopeOf(k, req);
+  const existing = await load(k, req, projectId);
+  assertKeyMayWrite(k, req, existing);
+  req.auditDetails = {
+    projectId: auditProject(k, projectId, existing.id),
+    resourceId: existing.id,
+    resourceName: existing.name,
+    diff: auditDiff(existing.data, null),
+  };
+  await writeTx(k, req, projectId, existing, async (w) => {
+    await checkNotReferenced(k, existing, w.q);
+    await k.behaviour.beforeDelete?.(existing, w);
+    await ctx.resources.delete(existing.id, w.q);
+    await ctx.resources.deleteChildren(existing.tenantId, existing.id, OWNED_KINDS, w.q);
+  });
+  reply.code(204);
+  return null;
+}

@@ -1,0 +1,57 @@
+/**
+ * Write helpers shared by every writer of resources: the API's routes, the runtime, SSO sign-in
+ * and bootstrap. Nothing here knows about HTTP; routes and runtime import it alike.
+ */
+import type { KindDescriptor } from '../kinds/index.js';
+import type { ServiceContext } from './context.js';
+import type { Queryable } from './store/db.js';
+
+/** The insert or update broke a unique index (a name taken by a concurrent write), on either store. */
+export const isUniqueViolation = (err: unknown) => {
+  const e = err as { code?: string };
+  return e.code === 'SQLITE_CONSTRAINT_UNIQUE' || e.code === '23505';
+};
+
+/**
+ * Locks a resource row until the transaction ends (PostgreSQL; SQLite transactions are serial
+ * already) and says whether it still exists. Every write inside a project locks the project, so
+ * what a write checks in its transaction (references, "still in use", the project itself) cannot
+ * be invalidated by a concurrent write before it commits.
+ *
+ * `share`: the create of a kind that references nothing takes a shared lock. It checks nothing
+ * another write could invalidate except the project's existence (the shared lock still excludes a
+ * project delete or change, which lock it exclusively) and its name (the unique index decides), and
+ * nothing can reference it before it commits; so such creates in one project run side by side
+ * instead of one at a time, and every other write still excludes them and each other.
+ */
+export async function lockRow(
+  ctx: Pick<ServiceContext, 'db'>,
+  q: Queryable,
+  tenantId: string,
+  id: string,
+  mode: 'update' | 'share' = 'update',
+): Promise<boolean> {
+  const sql = 'SELECT 1 AS ok FROM resources WHERE id = ? AND tenant_id = ?';
+  return !!(await q.get(ctx.db.dialect === 'postgres' ? `${sql} ${mode === 'share' ? 'FOR SHARE' : 'FOR UPDATE'}` : sql, [id, tenantId]));
+}
+
+/** The computed fields a new resource starts with: its id, project, timestamps and declared initial values. */
+export function initialComputed(d: KindDescriptor, id: string, projectId: string, now: string): Record<string, unknown> {
+  const out: Record<string, unknown> = { id };
+  for (const name of d.computedFields) {
+    const prop = d.schema.properties![name];
+    if ('x-initial' in prop) out[name] = prop['x-initial'];
+    else if (Array.isArray(prop.type) && prop.type.includes('null') && !prop['x-once']) out[name] = null;
+  }
+  if (d.scope === 'project') out.project_id = projectId;
+  if (d.computedFields.includes('created_at')) out.created_at = now;
+  if (d.computedFields.includes('updated_at')) out.updated_at = now;
+  return out;
+}
+
+/** Puts computed fields in the schema's declared order, so answers read the same for every resource. */
+export function ordered(d: KindDescriptor, data: Record<string, unknown>): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const key of Object.keys(d.schema.properties ?? {})) if (key in data) out[key] = data[key];
+  return out;
+}
