@@ -1,4 +1,22 @@
-import { CronExpressionParser } from 'cron-parser';
+import { CronExpressionParser, type CronExpression } from 'cron-parser';
+import { Settings } from 'luxon';
+
+/**
+ * A UTC expression parsed at `currentDate` (epoch ms; the epoch when only checking). cron-parser
+ * computes with luxon, whose first date asks ICU for the system's locale and time zone: 10-25 ms
+ * of a fresh `dpctl plan` for formatting we never do. Here the zone is always UTC and, for the
+ * duration of the (synchronous) parse, the locale a fixed one; luxon's setting is put back, so
+ * an application that embeds us and uses luxon sees no change.
+ */
+function parseUtc(expression: string, currentDate: number): CronExpression {
+  const prior = Settings.defaultLocale;
+  Settings.defaultLocale = 'en-US';
+  try {
+    return CronExpressionParser.parse(expression, { tz: 'UTC', currentDate });
+  } finally {
+    Settings.defaultLocale = prior;
+  }
+}
 
 const checked = new Map<string, string | null>();
 
@@ -18,7 +36,7 @@ function checkCron(expression: string): string | null {
   if (fields.length !== 5)
     return `must be a five-field cron expression (minute hour day-of-month month day-of-week), got ${fields.length} field(s)`;
   try {
-    CronExpressionParser.parse(fields.join(' '), { tz: 'UTC' });
+    parseUtc(fields.join(' '), 0);
     return null;
   } catch (err) {
     return `is not a valid cron expression: ${(err as Error).message}`;
@@ -29,7 +47,7 @@ function checkCron(expression: string): string | null {
 export const normalizeCron = (expression: string) => expression.trim().split(/\s+/).join(' ');
 
 export function nextCronTime(expression: string, after: Date): Date {
-  return CronExpressionParser.parse(expression, { tz: 'UTC', currentDate: after }).next().toDate();
+  return parseUtc(expression, after.getTime()).next().toDate();
 }
 
 /**
@@ -57,18 +75,14 @@ function memo(cache: Map<string, number>, key: string, compute: () => number): n
 /** The first tick strictly after `afterMs` (epoch ms) of a five-field UTC expression. Throws on an invalid one. */
 export function nextTickAfter(expression: string, afterMs: number): number {
   const minute = Math.floor(afterMs / MINUTE) * MINUTE;
-  return memo(nextCache, `${expression}\u0000${minute}`, () =>
-    CronExpressionParser.parse(expression, { tz: 'UTC', currentDate: new Date(minute) })
-      .next()
-      .getTime(),
-  );
+  return memo(nextCache, `${expression}\u0000${minute}`, () => parseUtc(expression, minute).next().getTime());
 }
 
 /** The latest tick at or before `atMs`. Throws on an invalid expression. */
 export function latestTickAt(expression: string, atMs: number): number {
   const minute = Math.floor(atMs / MINUTE) * MINUTE;
   return memo(latestCache, `${expression}\u0000${minute}`, () =>
-    CronExpressionParser.parse(expression, { tz: 'UTC', currentDate: new Date(minute + 1) })
+    parseUtc(expression, minute + 1)
       .prev()
       .getTime(),
   );
