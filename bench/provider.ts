@@ -349,7 +349,7 @@ async function startupToSchemaOnce(entry: string, client: { certPem: string; key
 }
 
 async function measureStartup(): Promise<BenchRow[]> {
-  const { PROVIDER_ENTRY } = await import('../src/provider/install.js');
+  const { PROVIDER_ENTRY } = await import('../src/distribution/install.js');
   const { pluginCertificate } = await import('../src/provider/cert.js');
   const { loadDefinitions } = await import('../src/provider/proto.js');
   const Provider = (grpc.loadPackageDefinition(loadDefinitions()) as any).tfplugin6.Provider;
@@ -422,7 +422,7 @@ async function main() {
   const runsFor = (size: number) => Number(size >= 5000 ? (process.env.BENCH_RUNS_LARGE ?? 1) : (process.env.BENCH_RUNS ?? 3));
   const only = process.env.BENCH_ONLY?.split(',').map((s) => s.trim());
   const wanted = (s: string) => !only || only.some((o) => s.startsWith(o));
-  const { installProvider } = await import('../src/provider/install.js');
+  const { installProvider } = await import('../src/distribution/install.js');
   const service = await ServiceProcess.start();
   // The pg backend variant: state in PostgreSQL (a throwaway server, durability as shipped), which
   // Terraform keeps in memory during an apply and uploads every 20 s, where the local backend
@@ -446,7 +446,7 @@ async function main() {
     // refused in NODE_OPTIONS, so Terraform runs a launcher that passes it (a dev override).
     const profDir = process.env.BENCH_CPU_PROF;
     if (profDir) {
-      const { PROVIDER_ENTRY } = await import('../src/provider/install.js');
+      const { PROVIDER_ENTRY } = await import('../src/distribution/install.js');
       const launcher = join(work, 'launcher');
       mkdirSync(launcher);
       writeFileSync(

@@ -9,7 +9,7 @@ export function providerCommand(): Command {
     .requiredOption('--out <dir>', 'release directory (publish it on any HTTPS file server as a provider network mirror)')
     .action(async (opts: { out: string }) => {
       const { buildRelease, MIRROR_PATH } = await import('../distribution/provider-release.js');
-      const { writeRelease } = await import('../provider/install.js');
+      const { writeRelease } = await import('../distribution/install.js');
       const out = resolve(opts.out);
       const release = await buildRelease();
       const written = writeRelease(release, out);
@@ -27,7 +27,7 @@ export function providerCommand(): Command {
     .option('--from <release>', "a release directory written by `dpctl provider package` (default: this package's own provider)")
     .option('--platform <os_arch...>', 'Terraform platforms (default all of the release: linux and darwin, amd64 and arm64)')
     .action(async (opts: { dir?: string; from?: string; platform?: string[] }) => {
-      const { installProvider } = await import('../provider/install.js');
+      const { installProvider } = await import('../distribution/install.js');
       const installed = await installProvider({ dir: opts.dir, from: opts.from, platforms: opts.platform });
       for (const version of new Set(installed.map((r) => r.version))) {
         const zips = installed.filter((r) => r.version === version);

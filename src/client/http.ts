@@ -1,4 +1,3 @@
-import pRetry, { AbortError } from 'p-retry';
 import { request, type Dispatcher } from './undici.js';
 import type { RetryOptions } from './config.js';
 import {
@@ -12,7 +11,8 @@ import {
   type ErrorDetail,
 } from './errors.js';
 import type { ClientEvent } from './events.js';
-import { EndpointGate, parseRetryAfter } from './rate-gate.js';
+import { EndpointGate, parseRetryAfter, sleep } from './rate-gate.js';
+import { decide, FIRST_ATTEMPT, retryTimes, type AttemptOutcome, type RetryPolicy, type RetryState, type Verdict } from './retry.js';
 import type { StatsRecorder } from './stats.js';
 import { classifyNetworkError, describeNetworkError, errorCode } from './transport.js';
 
@@ -84,10 +84,6 @@ export function formatRoute(route: string, params: Record<string, string> = {}):
   });
 }
 
-/** Marks errors the retry loop may retry, and those retried at once without using the retry budget. */
-const retryable = new WeakSet<Error>();
-const freeRetry = new WeakSet<Error>();
-
 export function combineSignals(a?: AbortSignal, b?: AbortSignal): AbortSignal | undefined {
   if (!a || !b) return a ?? b;
   if (typeof AbortSignal.any === 'function') return AbortSignal.any([a, b]);
@@ -100,9 +96,25 @@ export function combineSignals(a?: AbortSignal, b?: AbortSignal): AbortSignal | 
   return both.signal;
 }
 
+/** One call being made: what every attempt of it sends and records. */
+interface CallContext {
+  spec: CallSpec;
+  signal: AbortSignal | undefined;
+  endpoint: string;
+  /** The endpoint's key in the gate (429 pauses), with the origin. */
+  gateKey: string;
+  url: string;
+  info: { method: string; route: string; url: string };
+  payload: string | undefined;
+  /** Epoch ms: the end of the call's time (maxElapsedMs). */
+  deadline: number;
+  /** decide() with the call's policy and the time left now. */
+  decide: (outcome: AttemptOutcome, state: RetryState) => Verdict;
+}
+
 /**
  * Sends calls: bearer auth with one renewal on 401, 429 pauses per endpoint, backoff retries
- * (p-retry) for what is safe to repeat, typed errors, counting.
+ * for what is safe to repeat (decided by retry.ts), typed errors, counting.
  */
 export class HttpCore {
   readonly gate = new EndpointGate();
@@ -136,152 +148,159 @@ export class HttpCore {
     return `${spec.method} ${spec.route}`;
   }
 
+  /**
+   * Sends a call, and again while decide() (retry.ts) says so: attempts send and record, the
+   * decision is pure, this loop renews the credential and sleeps the backoff in between.
+   */
   async call<T = unknown>(spec: CallSpec): Promise<CallResult<T>> {
     const signal = combineSignals(this.o.signal, spec.signal);
     signal?.throwIfAborted();
     const endpoint = this.endpointKey(spec);
-    const gateKey = `${this.origin} ${endpoint}`;
     const url = this.url(spec);
-    const info = { method: spec.method, route: spec.route, url };
-    const idempotent = spec.idempotent ?? (IDEMPOTENT.has(spec.method) || (spec.method === 'PATCH' && this.o.retryPatch));
-    const useAuth = spec.auth !== false;
     const retry = this.o.retry;
     const deadline = Date.now() + retry.maxElapsedMs;
     const payload = spec.body === undefined ? undefined : JSON.stringify(spec.body);
-
-    let authRenewed = false;
-    let rateLimitWaits = 0;
-    let ambiguousBefore = false;
-    let lastReason = '';
-
-    const attemptOnce = async (attempt: number): Promise<CallResult<T>> => {
-      if (attempt > 1) this.o.emit({ type: 'retry', method: spec.method, route: spec.route, attempt, reason: lastReason });
-      const waited = await this.gate.wait(
-        gateKey,
-        deadline,
-        signal,
-        (end) =>
-          new AbortError(
-            new ApiError({
-              ...info,
-              status: 429,
-              code: 'rate_limited',
-              serverMessage: `${endpoint} is paused for another ${Math.ceil((end - Date.now()) / 1000)} s by a Retry-After, longer than this call may still wait`,
-              retryAfterMs: end - Date.now(),
-              attempt,
-            }),
-          ),
-      );
-      if (waited > 0) {
-        this.o.stats.waited(waited);
-        this.o.emit({ type: 'rate_limit_wait', endpoint, waitedMs: waited });
-      }
-      const token = useAuth ? await this.requireCredentials().token(signal) : undefined;
-
-      const headers: Record<string, string> = { accept: 'application/json', 'user-agent': this.o.userAgent };
-      if (token) headers.authorization = `Bearer ${token}`;
-      if (payload !== undefined) headers['content-type'] = 'application/json';
-
-      this.o.stats.sent(endpoint, attempt);
-      const started = performance.now();
-      let status: number;
-      let resHeaders: Record<string, string | string[] | undefined>;
-      let text: string;
-      try {
-        const res = await request(url, { method: spec.method, headers, body: payload, dispatcher: this.o.agent, signal });
-        status = res.statusCode;
-        resHeaders = res.headers as typeof resHeaders;
-        text = await res.body.text();
-      } catch (err) {
-        if (signal?.aborted) throw new AbortError(signal.reason as Error);
-        const code = errorCode(err);
-        this.o.stats.failed(endpoint);
-        this.o.emit({ type: 'network_error', ...info, code, attempt });
-        const network = new NetworkError({ ...info, code, reason: this.redact(describeNetworkError(err)), cause: err });
-        const { transient, notSent } = classifyNetworkError(code);
-        if (transient && (notSent || idempotent)) {
-          if (!notSent) ambiguousBefore = true;
-          lastReason = `network error ${code}`;
-          retryable.add(network);
-          throw network;
-        }
-        // Not safe to repeat and maybe received: the caller has to find out what happened.
-        if (!notSent && !idempotent) throw new AbortError(this.ambiguous(spec, info, network));
-        throw new AbortError(network);
-      }
-      const requestId = typeof resHeaders['x-request-id'] === 'string' ? resHeaders['x-request-id'] : undefined;
-      this.o.emit({ type: 'response', ...info, status, attempt, durationMs: Math.round(performance.now() - started), requestId });
-
-      if (status < 400) {
-        let body: unknown = undefined;
-        if (text !== '') {
-          try {
-            body = JSON.parse(text);
-          } catch {
-            throw new AbortError(
-              new ApiError({
-                ...info,
-                status,
-                code: 'invalid_response',
-                serverMessage: 'the answer is not valid JSON',
-                requestId,
-                attempt,
-              }),
-            );
-          }
-        }
-        return { status, body: body as T, requestId, headers: resHeaders };
-      }
-
-      const error = this.apiError(info, status, text, resHeaders, requestId, attempt, ambiguousBefore);
-      if (status === 401 && token && !authRenewed) {
-        authRenewed = true;
-        const renewed = await this.requireCredentials().renew(token, signal);
-        if (renewed) {
-          lastReason = '401: credential renewed';
-          freeRetry.add(error);
-          throw error;
-        }
-        throw new AbortError(error);
-      }
-      if (status === 429) {
-        this.o.stats.rateLimited(endpoint);
-        rateLimitWaits++;
-        const waitMs = error.retryAfterMs ?? 1000;
-        const until = this.gate.pause(gateKey, waitMs);
-        this.o.emit({ type: 'rate_limited', endpoint, retryAfterMs: waitMs, until });
-        if (rateLimitWaits > retry.maxRateLimitWaits || until > deadline) throw new AbortError(error);
-        lastReason = `429: waiting ${waitMs} ms`;
-        // The service rate-limits before it does anything, so any method may be sent again.
-        freeRetry.add(error);
-        throw error;
-      }
-      if (status >= 500) {
-        this.o.stats.failed(endpoint);
-        if (idempotent && status !== 501 && status !== 505) {
-          ambiguousBefore = true;
-          lastReason = `HTTP ${status}`;
-          retryable.add(error);
-          throw error;
-        }
-        throw new AbortError(spec.method === 'GET' ? error : this.ambiguous(spec, info, error));
-      }
-      throw new AbortError(error);
+    const times = retryTimes(retry);
+    const policy: RetryPolicy = {
+      method: spec.method,
+      idempotent: spec.idempotent ?? (IDEMPOTENT.has(spec.method) || (spec.method === 'PATCH' && this.o.retryPatch)),
+      retries: retry.retries,
+      minTimeoutMs: times.minTimeoutMs,
+      maxTimeoutMs: times.maxTimeoutMs,
+      maxRateLimitWaits: retry.maxRateLimitWaits,
+      deadline,
     };
-
-    return pRetry(attemptOnce, {
-      // The retry budget is enforced in shouldRetry, so that it bounds 5xx and network retries
-      // only: waiting out a 429 and the one retry after a token renewal do not use it up.
-      retries: Number.POSITIVE_INFINITY,
-      factor: 2,
-      minTimeout: retry.minTimeoutMs,
-      maxTimeout: retry.maxTimeoutMs,
-      randomize: true,
-      maxRetryTime: retry.maxElapsedMs,
+    const started = performance.now();
+    const c: CallContext = {
+      spec,
       signal,
-      shouldConsumeRetry: ({ error }) => !freeRetry.has(error),
-      shouldRetry: ({ error, retriesConsumed }) => freeRetry.has(error) || (retryable.has(error) && retriesConsumed < retry.retries),
-    });
+      endpoint,
+      gateKey: `${this.origin} ${endpoint}`,
+      url,
+      info: { method: spec.method, route: spec.route, url },
+      payload,
+      deadline,
+      decide: (outcome, state) =>
+        decide(outcome, { ...state, remainingMs: times.maxElapsedMs - (performance.now() - started), random: Math.random() }, policy),
+    };
+    let state = FIRST_ATTEMPT;
+    for (let attempt = 1; ; attempt++) {
+      const { verdict, result } = await this.tryOnce<T>(c, attempt, state);
+      if (verdict.kind === 'return') return result!;
+      if (verdict.kind === 'fail') throw verdict.error;
+      if (verdict.kind === 'ambiguous') throw this.ambiguous(spec, c.info, verdict.cause);
+      state = verdict.next;
+      signal?.throwIfAborted();
+      if (verdict.delayMs > 0) await sleep(verdict.delayMs, signal);
+      signal?.throwIfAborted();
+    }
+  }
+
+  /**
+   * One attempt and its verdict, the credential renewed first when that is the verdict. What it
+   * throws (a failed login, an abort's reason, a pause longer than the call may wait) ends the call.
+   */
+  private async tryOnce<T>(c: CallContext, attempt: number, state: RetryState) {
+    try {
+      c.signal?.throwIfAborted();
+      const { outcome, result } = await this.attempt<T>(c, attempt, state);
+      let verdict = c.decide(outcome, state);
+      if (verdict.kind === 'renew') {
+        const renewed = await this.requireCredentials().renew(verdict.token, c.signal);
+        verdict = c.decide({ kind: 'renewal', renewed, error: verdict.error }, state);
+      }
+      if (verdict.kind === 'return') c.signal?.throwIfAborted();
+      return { verdict: verdict as Exclude<Verdict, { kind: 'renew' }>, result };
+    } catch (err) {
+      throw err instanceof Error ? err : new TypeError(`Non-error was thrown: "${err}". You should only throw errors.`);
+    }
+  }
+
+  /** One attempt: waits out a pause of the endpoint, sends, and says what came of it. */
+  private async attempt<T>(
+    c: CallContext,
+    attempt: number,
+    state: RetryState,
+  ): Promise<{ outcome: AttemptOutcome; result?: CallResult<T> }> {
+    const { spec, signal, endpoint, info } = c;
+    if (attempt > 1) this.o.emit({ type: 'retry', method: spec.method, route: spec.route, attempt, reason: state.reason });
+    const waited = await this.gate.wait(
+      c.gateKey,
+      c.deadline,
+      signal,
+      (end) =>
+        new ApiError({
+          ...info,
+          status: 429,
+          code: 'rate_limited',
+          serverMessage: `${endpoint} is paused for another ${Math.ceil((end - Date.now()) / 1000)} s by a Retry-After, longer than this call may still wait`,
+          retryAfterMs: end - Date.now(),
+          attempt,
+        }),
+    );
+    if (waited > 0) {
+      this.o.stats.waited(waited);
+      this.o.emit({ type: 'rate_limit_wait', endpoint, waitedMs: waited });
+    }
+    const token = spec.auth !== false ? await this.requireCredentials().token(signal) : undefined;
+    const headers: Record<string, string> = { accept: 'application/json', 'user-agent': this.o.userAgent };
+    if (token) headers.authorization = `Bearer ${token}`;
+    if (c.payload !== undefined) headers['content-type'] = 'application/json';
+
+    this.o.stats.sent(endpoint, attempt);
+    const started = performance.now();
+    let res: { status: number; headers: Record<string, string | string[] | undefined>; text: string };
+    try {
+      const answer = await request(c.url, { method: spec.method, headers, body: c.payload, dispatcher: this.o.agent, signal });
+      res = { status: answer.statusCode, headers: answer.headers as typeof res.headers, text: await answer.body.text() };
+    } catch (err) {
+      return { outcome: this.networkOutcome(c, attempt, err) };
+    }
+    const { status, headers: resHeaders, text } = res;
+    const requestId = typeof resHeaders['x-request-id'] === 'string' ? resHeaders['x-request-id'] : undefined;
+    this.o.emit({ type: 'response', ...info, status, attempt, durationMs: Math.round(performance.now() - started), requestId });
+    if (status < 400) {
+      let body: unknown = undefined;
+      if (text !== '') {
+        try {
+          body = JSON.parse(text);
+        } catch {
+          const error = new ApiError({
+            ...info,
+            status,
+            code: 'invalid_response',
+            serverMessage: 'the answer is not valid JSON',
+            requestId,
+            attempt,
+          });
+          return { outcome: { kind: 'unreadable', error } };
+        }
+      }
+      return { outcome: { kind: 'ok' }, result: { status, body: body as T, requestId, headers: resHeaders } };
+    }
+    const error = this.apiError(info, status, text, resHeaders, requestId, attempt, state.ambiguousBefore);
+    if (status === 429) {
+      this.o.stats.rateLimited(endpoint);
+      const waitMs = error.retryAfterMs ?? 1000;
+      const until = this.gate.pause(c.gateKey, waitMs);
+      this.o.emit({ type: 'rate_limited', endpoint, retryAfterMs: waitMs, until });
+      return { outcome: { kind: 'rate-limited', error, waitMs, pausedUntil: until } };
+    }
+    if (status >= 500) this.o.stats.failed(endpoint);
+    return { outcome: { kind: 'refused', status, error, token } };
+  }
+
+  /** A request that got no answer: recorded, classified (see transport.ts). An abort is thrown as its reason. */
+  private networkOutcome(c: CallContext, attempt: number, err: unknown): AttemptOutcome {
+    if (c.signal?.aborted) {
+      const reason: unknown = c.signal.reason;
+      throw reason instanceof Error ? reason : new Error(String(reason));
+    }
+    const code = errorCode(err);
+    this.o.stats.failed(c.endpoint);
+    this.o.emit({ type: 'network_error', ...c.info, code, attempt });
+    const error = new NetworkError({ ...c.info, code, reason: this.redact(describeNetworkError(err)), cause: err });
+    return { kind: 'network', error, ...classifyNetworkError(code) };
   }
 
   /** The credential to send now (logs in first when needed). Streams put it in their URL. */

@@ -9,6 +9,13 @@ export const SECRETS_SHA_LABEL = 'dpctl.dev/secrets-sha';
 export const ENGINE_LABELS = [MANAGED_BY_LABEL, SECRETS_SHA_LABEL];
 export const LABELS_FIELD = 'labels';
 
+/** A label of a live resource (kinds with labels): one cast of the labels field, in one place. */
+export const labelOf = (r: { object: Record<string, unknown> } | undefined, label: string): string | undefined =>
+  (r?.object[LABELS_FIELD] as Record<string, string> | undefined)?.[label];
+
+/** The source that manages a live resource: its dpctl.dev/managed-by label, undefined without one. */
+export const ownerOf = (r: { object: Record<string, unknown> } | undefined): string | undefined => labelOf(r, MANAGED_BY_LABEL);
+
 /** One field-level difference, for display: `before` and `after` as the API shows them. */
 export interface FieldChange {
   /** Dotted path (`config.port`, `steps[1].schedule`, `labels.team`). */

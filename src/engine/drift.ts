@@ -1,4 +1,4 @@
-import { hasLabels, LABELS_FIELD, MANAGED_BY_LABEL } from './diff.js';
+import { hasLabels, ownerOf } from './diff.js';
 import { docKey, type Plan, type ResourceEntry } from './plan.js';
 import type { LiveState } from './observe.js';
 import type { ConfigDocument } from '../config/index.js';
@@ -37,7 +37,7 @@ export function driftReport(plan: Plan, documents: ConfigDocument[], state: Live
   );
   for (const [k, r] of state.resources) {
     if (declared.has(k) || r.project === undefined || !projects.has(r.project)) continue;
-    const owner = hasLabels(r.descriptor) ? (r.object[LABELS_FIELD] as Record<string, string> | undefined)?.[MANAGED_BY_LABEL] : undefined;
+    const owner = hasLabels(r.descriptor) ? ownerOf(r) : undefined;
     if (owner === plan.sourceId) continue; // orphaned, listed above
     const d = r.descriptor;
     out.push({

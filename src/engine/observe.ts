@@ -1,4 +1,4 @@
-import { MANAGED_BY_LABEL } from './diff.js';
+import { ownerOf } from './diff.js';
 import type { DataPlatformClient } from '../client/index.js';
 import { ApiError } from '../client/index.js';
 import { declarableKinds, type ConfigDocument } from '../config/index.js';
@@ -109,8 +109,7 @@ export async function observe(client: DataPlatformClient, documents: ConfigDocum
     else if (doc.descriptor.kind === 'project') projectNames.add(doc.name);
   }
   if (options.allKinds && options.sourceId !== undefined) {
-    for (const [name, p] of state.projects)
-      if ((p.labels as Record<string, string> | undefined)?.[MANAGED_BY_LABEL] === options.sourceId) projectNames.add(name);
+    for (const [name, p] of state.projects) if (ownerOf({ object: p }) === options.sourceId) projectNames.add(name);
   }
   const jobs: { descriptor: KindDescriptor; project?: string; projectId?: string }[] = [];
   for (const d of kinds) {

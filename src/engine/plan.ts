@@ -13,9 +13,11 @@ import { valuesAt, type HealthStatus, type KindDescriptor, type Operation } from
 import {
   diffResource,
   hasLabels,
+  labelOf,
   leafChanges,
   LABELS_FIELD,
   MANAGED_BY_LABEL,
+  ownerOf,
   SECRETS_SHA_LABEL,
   SENSITIVE,
   secretsFingerprint,
@@ -152,172 +154,237 @@ export function liveReferences(r: LiveResource): string[] {
   return out;
 }
 
-/**
- * Plans the whole graph: every declared document against what was observed, by the
- * descriptors' rules, and (with prune) the deletion of managed resources that left the config.
- */
-export function makePlan(documents: ConfigDocument[], state: LiveState, secrets: ResolvedSecrets, options: PlanOptions): Plan {
+/** What every phase of a plan reads: the inputs, each document's key, and how references resolve. */
+export interface PlanContext {
+  state: LiveState;
+  secrets: ResolvedSecrets;
+  options: PlanOptions;
+  /** Each document's key, made once: the plan's change keeps it. */
+  keys: Map<ConfigDocument, string>;
+  /** Declared, then live: a reference to a resource not created yet resolves to a placeholder. */
+  lookup: ReferenceLookup;
+  /** Names of the projects a Project document declares. */
+  declaredProjects: Set<string>;
+}
+
+export function planContext(documents: ConfigDocument[], state: LiveState, secrets: ResolvedSecrets, options: PlanOptions): PlanContext {
   const descriptors = new Map(documents.map((d) => [d.descriptor.kind, d.descriptor]));
   for (const r of state.resources.values()) descriptors.set(r.descriptor.kind, r.descriptor);
-  const plan: Plan = {
-    sourceId: options.sourceId,
-    changes: [],
-    errors: [],
-    warnings: [...state.warnings],
-    managedCount: 0,
-    summary: { create: 0, update: 0, replace: 0, delete: 0, 'no-op': 0, unsupported: 0 },
-  };
-  // Each document's key, made once: the plan's change keeps it.
   const keys = new Map(documents.map((d) => [d, docKey(d)]));
-  const declared = new Map(documents.map((d) => [keys.get(d)!, d]));
   const live = (doc: ConfigDocument) => state.resources.get(keys.get(doc) ?? docKey(doc));
   const lookup = firstOf(
     declaredLookup(documents, (doc) => live(doc)?.object.id ?? placeholder(doc)),
     liveLookup(state, descriptors),
   );
-
-  for (const r of state.resources.values()) {
-    if (hasLabels(r.descriptor) && (r.object[LABELS_FIELD] as Record<string, string> | undefined)?.[MANAGED_BY_LABEL] === options.sourceId)
-      plan.managedCount++;
-  }
-
-  // With undeclared projects allowed, a project must at least exist on the server (and be visible to this credential).
   const declaredProjects = new Set(documents.filter((doc) => doc.descriptor.kind === 'project').map((doc) => doc.name));
-  const missingProject = (doc: ConfigDocument) =>
-    doc.project !== undefined && !declaredProjects.has(doc.project) && !state.projects.has(doc.project);
+  return { state, secrets, options, keys, lookup, declaredProjects };
+}
 
-  const byKey = new Map<string, PlannedChange>();
-  for (const doc of documents) {
-    const d = doc.descriptor;
-    // dpctl.dev/reconcile: disabled: never planned; still declared, so never pruned either.
-    if (doc.policy.reconcile === 'disabled') continue;
-    if (missingProject(doc)) {
-      const visible = [...state.projects.keys()].sort();
-      plan.errors.push(
-        formatConfigError({
-          code: 'undeclared_project',
-          ...doc.location,
-          subject: subjectOf(doc),
-          field: 'metadata.project',
-          message: `no project "${doc.project}" on the server and no Project document declares it (projects this credential sees: ${visible.length ? visible.join(', ') : 'none'})`,
-        }),
-      );
-      continue;
-    }
-    const ops = opsOf(d, options.specOperations);
-    const existing = state.resources.get(keys.get(doc)!);
-    // The same key, as one string shared with the live state when the resource exists.
-    const key = existing?.key ?? keys.get(doc)!;
-    let body: Record<string, unknown>;
-    try {
-      // Read only (the diff changes nothing): nested parts are shared with the document, not copied.
-      body = toApiBodyShared(doc, lookup, secrets);
-    } catch (err) {
-      if (err instanceof ConfigValidationError) plan.errors.push(...err.errors.map(formatConfigError));
-      else plan.errors.push(`${subjectOf(doc)}: ${(err as Error).message}`);
-      continue;
-    }
-    let ownership: PlannedChange['ownership'] = existing ? 'untracked' : 'new';
-    let labels: Record<string, string> | undefined;
-    if (hasLabels(d)) {
-      labels = copyOf(doc.labels);
-      const owner = (existing?.object[LABELS_FIELD] as Record<string, string> | undefined)?.[MANAGED_BY_LABEL];
-      if (existing && owner !== undefined && owner !== options.sourceId) {
-        plan.errors.push(
-          `${subjectOf(doc)}${doc.project ? ` (project ${doc.project})` : ''}: managed by another source "${owner}" (label ${MANAGED_BY_LABEL}); not touching it`,
-        );
-        continue;
-      }
-      if (!existing || owner === options.sourceId) {
-        labels[MANAGED_BY_LABEL] = options.sourceId;
-        ownership = existing ? 'owned' : 'new';
-      } else if (options.adopt) {
-        labels[MANAGED_BY_LABEL] = options.sourceId;
-        ownership = 'adopted';
-      } else {
-        ownership = 'unmanaged';
-      }
-      if (doc.secrets.length) labels[SECRETS_SHA_LABEL] = secretsFingerprint(key, secretValues(doc, secrets));
-      body[LABELS_FIELD] = labels;
-    }
-    const change: PlannedChange = {
-      kind: d.kind,
-      yamlKind: doc.yamlKind,
-      project: doc.project,
-      name: doc.name,
-      key,
-      doc,
-      live: existing,
-      id: existing?.object.id,
-      reasons: none(),
-      notes: none(),
-      patchFields: none(),
-      action: 'no-op',
-      changes: none(),
-      ownership,
-      labels,
+/** How many live resources are labelled as managed by this source. */
+export function countManaged(state: LiveState, sourceId: string): number {
+  let count = 0;
+  for (const r of state.resources.values()) if (hasLabels(r.descriptor) && ownerOf(r) === sourceId) count++;
+  return count;
+}
+
+/**
+ * With undeclared projects allowed, a project must at least exist on the server (and be visible to
+ * this credential): the error when it does not.
+ */
+export function missingProjectError(doc: ConfigDocument, ctx: Pick<PlanContext, 'state' | 'declaredProjects'>): string | undefined {
+  const { state } = ctx;
+  if (doc.project === undefined || ctx.declaredProjects.has(doc.project) || state.projects.has(doc.project)) return undefined;
+  const visible = [...state.projects.keys()].sort();
+  return formatConfigError({
+    code: 'undeclared_project',
+    ...doc.location,
+    subject: subjectOf(doc),
+    field: 'metadata.project',
+    message: `no project "${doc.project}" on the server and no Project document declares it (projects this credential sees: ${visible.length ? visible.join(', ') : 'none'})`,
+  });
+}
+
+/** The body a document asks for, references resolved, or why it cannot be built. */
+function documentBody(doc: ConfigDocument, ctx: PlanContext): { body: Record<string, unknown> } | { errors: string[] } {
+  try {
+    // Read only (the diff changes nothing): nested parts are shared with the document, not copied.
+    return { body: toApiBodyShared(doc, ctx.lookup, ctx.secrets) };
+  } catch (err) {
+    if (err instanceof ConfigValidationError) return { errors: err.errors.map(formatConfigError) };
+    return { errors: [`${subjectOf(doc)}: ${(err as Error).message}`] };
+  }
+}
+
+/** Who owns a declared resource, and the labels to write (kinds with labels). */
+export interface Ownership {
+  ownership: PlannedChange['ownership'];
+  labels?: Record<string, string>;
+}
+
+/**
+ * Ownership of a declared resource by its live labels: new or owned (labelled by this source),
+ * adopted (--adopt), unmanaged (hand-made, left unlabelled), untracked (a kind without labels);
+ * a conflict when another source manages it.
+ */
+export function ownershipOf(
+  doc: ConfigDocument,
+  existing: LiveResource | undefined,
+  options: Pick<PlanOptions, 'sourceId' | 'adopt'>,
+): Ownership | { conflict: string } {
+  if (!hasLabels(doc.descriptor)) return { ownership: existing ? 'untracked' : 'new' };
+  const labels = copyOf(doc.labels);
+  const owner = ownerOf(existing);
+  if (existing && owner !== undefined && owner !== options.sourceId) {
+    return {
+      conflict: `${subjectOf(doc)}${doc.project ? ` (project ${doc.project})` : ''}: managed by another source "${owner}" (label ${MANAGED_BY_LABEL}); not touching it`,
     };
-    if (!hasLabels(d) && doc.secrets.length) {
+  }
+  if (!existing || owner === options.sourceId) {
+    labels[MANAGED_BY_LABEL] = options.sourceId;
+    return { ownership: existing ? 'owned' : 'new', labels };
+  }
+  if (options.adopt) {
+    labels[MANAGED_BY_LABEL] = options.sourceId;
+    return { ownership: 'adopted', labels };
+  }
+  return { ownership: 'unmanaged', labels };
+}
+
+/** A no-op change of a document, before it is compared with what exists. */
+function documentChange(doc: ConfigDocument, key: string, existing: LiveResource | undefined, owned: Ownership): PlannedChange {
+  return {
+    kind: doc.descriptor.kind,
+    yamlKind: doc.yamlKind,
+    project: doc.project,
+    name: doc.name,
+    key,
+    doc,
+    live: existing,
+    id: existing?.object.id,
+    reasons: none(),
+    notes: none(),
+    patchFields: none(),
+    action: 'no-op',
+    changes: none(),
+    ownership: owned.ownership,
+    labels: owned.labels,
+  };
+}
+
+/** A create: every declared field is a change. */
+function planCreate(change: PlannedChange, doc: ConfigDocument, body: Record<string, unknown>, ops: Operation[]): void {
+  change.action = 'create';
+  change.changes = leafChanges([], {}, displayBody(doc, body));
+  if (!ops.includes('create')) change.unsupported = `the service has no create for ${doc.descriptor.kind}`;
+}
+
+/** An existing resource: the diff decides between no-op, update (the fields to PATCH) and replace. */
+function planExisting(change: PlannedChange, doc: ConfigDocument, body: Record<string, unknown>, existing: LiveResource, ops: Operation[]) {
+  const d = doc.descriptor;
+  const { ownership, labels } = change;
+  const diff = diffResource(d, body, existing.object, { clearUndeclared: ownership === 'owned' || ownership === 'adopted' });
+  const changes = diff.changes.filter((c) => !c.field.startsWith(`${LABELS_FIELD}.${SECRETS_SHA_LABEL}`));
+  const fields = new Set(diff.fields);
+  if (hasLabels(d) && doc.secrets.length) {
+    const liveSha = labelOf(existing, SECRETS_SHA_LABEL);
+    if (liveSha !== labels![SECRETS_SHA_LABEL]) {
+      for (const f of secretTopFields(d)) if (body[f] !== undefined) fields.add(f);
+      for (const s of doc.secrets) changes.push({ field: s.field, before: SENSITIVE, after: SENSITIVE, sensitive: true });
       addTo(
         change,
         'notes',
-        `${doc.secrets.map((s) => s.field).join(', ')}: write-only and this kind has no labels to hold a fingerprint, so set on create only (never compared)`,
+        liveSha === undefined
+          ? 'secret values cannot be read back and carry no fingerprint yet: they are set again'
+          : 'a secret value changed (fingerprint differs)',
       );
     }
-    if (ownership === 'unmanaged')
-      addTo(change, 'notes', 'exists and was not created by dpctl: updated in place, never pruned (--adopt to take ownership)');
-    if (!existing) {
-      change.action = 'create';
-      change.changes = leafChanges([], {}, displayBody(doc, body));
-      if (!ops.includes('create')) change.unsupported = `the service has no create for ${d.kind}`;
-    } else {
-      const diff = diffResource(d, body, existing.object, { clearUndeclared: ownership === 'owned' || ownership === 'adopted' });
-      const changes = diff.changes.filter((c) => !c.field.startsWith(`${LABELS_FIELD}.${SECRETS_SHA_LABEL}`));
-      const fields = new Set(diff.fields);
-      if (hasLabels(d) && doc.secrets.length) {
-        const liveSha = (existing.object[LABELS_FIELD] as Record<string, string> | undefined)?.[SECRETS_SHA_LABEL];
-        if (liveSha !== labels![SECRETS_SHA_LABEL]) {
-          for (const f of secretTopFields(d)) if (body[f] !== undefined) fields.add(f);
-          for (const s of doc.secrets) changes.push({ field: s.field, before: SENSITIVE, after: SENSITIVE, sensitive: true });
-          addTo(
-            change,
-            'notes',
-            liveSha === undefined
-              ? 'secret values cannot be read back and carry no fingerprint yet: they are set again'
-              : 'a secret value changed (fingerprint differs)',
-          );
-        }
-        // Only the fingerprint label differs: the labels PATCH carries it.
-        if (liveSha !== labels![SECRETS_SHA_LABEL]) fields.add(LABELS_FIELD);
-      }
-      const kept = withoutIgnored(doc.policy, changes, fields, diff.immutable);
-      if (kept.ignored.length) addTo(change, 'notes', `ignoring ${kept.ignored.join(', ')} (dpctl.dev/ignore-fields)`);
-      change.changes = kept.changes.length ? kept.changes : none();
-      change.patchFields = kept.fields.size ? [...kept.fields] : none();
-      if (kept.immutable.length) {
-        change.action = 'replace';
-        addTo(change, 'reasons', `${kept.immutable.join(', ')} cannot change in place`);
-        if (!ops.includes('delete') || !ops.includes('create'))
-          change.unsupported = `the service has no ${ops.includes('delete') ? 'create' : 'delete'} for ${d.kind}, so it cannot be replaced`;
-      } else if (kept.fields.size) {
-        change.action = 'update';
-        if (!ops.includes('update')) change.unsupported = `the service has no update for ${d.kind}`;
-      }
-    }
-    if (doc.policy.reconcile === 'observe' && change.action !== 'no-op') {
-      change.observeOnly = true;
-      addTo(change, 'notes', OBSERVE_NOTE);
-    }
-    byKey.set(key, change);
-    plan.changes.push(change);
+    // Only the fingerprint label differs: the labels PATCH carries it.
+    if (liveSha !== labels![SECRETS_SHA_LABEL]) fields.add(LABELS_FIELD);
   }
+  const kept = withoutIgnored(doc.policy, changes, fields, diff.immutable);
+  if (kept.ignored.length) addTo(change, 'notes', `ignoring ${kept.ignored.join(', ')} (dpctl.dev/ignore-fields)`);
+  change.changes = kept.changes.length ? kept.changes : none();
+  change.patchFields = kept.fields.size ? [...kept.fields] : none();
+  if (kept.immutable.length) {
+    change.action = 'replace';
+    addTo(change, 'reasons', `${kept.immutable.join(', ')} cannot change in place`);
+    if (!ops.includes('delete') || !ops.includes('create'))
+      change.unsupported = `the service has no ${ops.includes('delete') ? 'create' : 'delete'} for ${d.kind}, so it cannot be replaced`;
+  } else if (kept.fields.size) {
+    change.action = 'update';
+    if (!ops.includes('update')) change.unsupported = `the service has no update for ${d.kind}`;
+  }
+}
 
-  // A replaced resource gets a new id: whatever references the old one is replaced too (delete first, re-create after).
+/** One document's part of a plan: its change, or the errors that keep it out; undefined when it is not planned. */
+export type DocumentPlan = { change: PlannedChange } | { errors: string[] } | undefined;
+
+/** Plans one declared document against what exists under its key. */
+export function planDocument(doc: ConfigDocument, ctx: PlanContext): DocumentPlan {
+  // dpctl.dev/reconcile: disabled: never planned; still declared, so never pruned either.
+  if (doc.policy.reconcile === 'disabled') return undefined;
+  const missing = missingProjectError(doc, ctx);
+  if (missing !== undefined) return { errors: [missing] };
+  const existing = ctx.state.resources.get(ctx.keys.get(doc)!);
+  // The same key, as one string shared with the live state when the resource exists.
+  const key = existing?.key ?? ctx.keys.get(doc)!;
+  const built = documentBody(doc, ctx);
+  if ('errors' in built) return built;
+  const { body } = built;
+  const owned = ownershipOf(doc, existing, ctx.options);
+  if ('conflict' in owned) return { errors: [owned.conflict] };
+  if (owned.labels) {
+    if (doc.secrets.length) owned.labels[SECRETS_SHA_LABEL] = secretsFingerprint(key, secretValues(doc, ctx.secrets));
+    body[LABELS_FIELD] = owned.labels;
+  }
+  const change = documentChange(doc, key, existing, owned);
+  if (!hasLabels(doc.descriptor) && doc.secrets.length) {
+    addTo(
+      change,
+      'notes',
+      `${doc.secrets.map((s) => s.field).join(', ')}: write-only and this kind has no labels to hold a fingerprint, so set on create only (never compared)`,
+    );
+  }
+  if (owned.ownership === 'unmanaged')
+    addTo(change, 'notes', 'exists and was not created by dpctl: updated in place, never pruned (--adopt to take ownership)');
+  const ops = opsOf(doc.descriptor, ctx.options.specOperations);
+  if (!existing) planCreate(change, doc, body, ops);
+  else planExisting(change, doc, body, existing, ops);
+  if (doc.policy.reconcile === 'observe' && change.action !== 'no-op') {
+    change.observeOnly = true;
+    addTo(change, 'notes', OBSERVE_NOTE);
+  }
+  return { change };
+}
+
+/** Every document's change, in document order, and the errors of those that cannot be planned. */
+export function planDocuments(documents: ConfigDocument[], ctx: PlanContext): { changes: PlannedChange[]; errors: string[] } {
+  const changes: PlannedChange[] = [];
+  const errors: string[] = [];
+  for (const doc of documents) {
+    const planned = planDocument(doc, ctx);
+    if (planned === undefined) continue;
+    if ('errors' in planned) errors.push(...planned.errors);
+    else changes.push(planned.change);
+  }
+  return { changes, errors };
+}
+
+/**
+ * A replaced resource gets a new id: whatever references the old one is replaced too (delete
+ * first, re-create after), and so on down the references. Changes `changes` in place (actions,
+ * reasons, notes); returns the warnings about live resources outside the config that reference
+ * a replaced one.
+ */
+export function propagateReplacements(changes: PlannedChange[], state: LiveState, specOperations: boolean): string[] {
+  const warnings: string[] = [];
+  let byKey: Map<string, PlannedChange> | undefined;
   let grew = true;
   while (grew) {
     grew = false;
-    const replacedIds = new Map(plan.changes.filter((c) => c.action === 'replace' && c.id).map((c) => [c.id!, c]));
+    const replacedIds = new Map(changes.filter((c) => c.action === 'replace' && c.id).map((c) => [c.id!, c]));
     if (!replacedIds.size) break;
+    byKey ??= new Map(changes.map((c) => [c.key, c]));
     for (const [k, r] of state.resources) {
       const refs = liveReferences(r).filter((id) => replacedIds.has(id));
       if (!refs.length) continue;
@@ -331,78 +398,119 @@ export function makePlan(documents: ConfigDocument[], state: LiveState, secrets:
         for (const id of refs) {
           const target = replacedIds.get(id)!;
           const w = `${subjectOfChange(target)}: ${r.descriptor.yamlKind} ${r.object[r.descriptor.identity]} references it and is not in the config, so deleting it will fail (409)`;
-          if (!plan.warnings.includes(w)) plan.warnings.push(w);
+          if (!warnings.includes(w)) warnings.push(w);
         }
         continue;
       }
       if (dependent.action === 'replace') continue;
       dependent.action = 'replace';
       addTo(dependent, 'reasons', `depends on ${refs.map((id) => subjectOfChange(replacedIds.get(id)!)).join(', ')}, which is replaced`);
-      const ops = opsOf(dependent.doc!.descriptor, options.specOperations);
+      const ops = opsOf(dependent.doc!.descriptor, specOperations);
       if (!ops.includes('delete') || !ops.includes('create'))
         dependent.unsupported = `the service cannot delete and re-create ${dependent.kind}`;
       grew = true;
     }
   }
+  return warnings;
+}
 
+/** The deletion of a managed resource that left the config, and the warning when it takes foreign resources with it. */
+function pruneChange(r: LiveResource, state: LiveState, options: Pick<PlanOptions, 'sourceId' | 'specOperations'>) {
+  const d = r.descriptor;
+  const name = String(r.object[d.identity]);
+  const change: PlannedChange = {
+    action: 'delete',
+    kind: d.kind,
+    yamlKind: d.yamlKind ?? d.kind,
+    project: r.project,
+    name,
+    id: r.object.id,
+    changes: [],
+    reasons: ['managed by this source and no longer in the config'],
+    notes: [],
+    ownership: 'owned',
+    key: resourceKey(d, r.project, name),
+    live: r,
+    patchFields: [],
+  };
+  let warning: string | undefined;
+  if (d.kind === 'project') {
+    const inside = [...state.resources.values()].filter((x) => x.project === name);
+    const foreign = inside.filter((x) => !hasLabels(x.descriptor) || ownerOf(x) !== options.sourceId);
+    addTo(change, 'notes', `deleting a project deletes everything in it (${inside.length} resource${inside.length === 1 ? '' : 's'})`);
+    if (foreign.length)
+      warning = `${subjectOfChange(change)}: pruning it also deletes ${foreign.length} resource${foreign.length === 1 ? '' : 's'} inside it that this source does not manage: ${foreign.map((x) => `${x.descriptor.yamlKind} ${x.object[x.descriptor.identity]}`).join(', ')}`;
+  }
+  if (!opsOf(d, options.specOperations).includes('delete')) change.unsupported = `the service has no delete for ${d.kind}`;
+  return { change, warning };
+}
+
+export interface PruneResult {
+  /** Deletes, one per managed resource left out of the config (none for those inside a pruned project). */
+  changes: PlannedChange[];
+  warnings: string[];
+  /** The mass-delete guard. */
+  errors: string[];
+}
+
+/**
+ * Prune: the deletion of every live resource labelled as managed by this source whose key no
+ * document declares (what is inside a pruned project goes with it), guarded against deleting
+ * more than the larger of 5 and 20% of the managed resources.
+ */
+export function planPrune(state: LiveState, declared: Set<string>, managedCount: number, options: PlanOptions): PruneResult {
+  const deletedProjects = new Set<string>();
+  const prunable: LiveResource[] = [];
+  for (const [k, r] of state.resources) {
+    if (declared.has(k) || !hasLabels(r.descriptor)) continue;
+    if (ownerOf(r) !== options.sourceId) continue;
+    prunable.push(r);
+    if (r.descriptor.kind === 'project') deletedProjects.add(String(r.object.name));
+  }
+  const out: PruneResult = { changes: [], warnings: [], errors: [] };
+  for (const r of prunable) {
+    if (r.project !== undefined && deletedProjects.has(r.project)) continue; // goes with its project
+    const { change, warning } = pruneChange(r, state, options);
+    if (warning !== undefined) out.warnings.push(warning);
+    out.changes.push(change);
+  }
+  const limit = Math.max(5, Math.floor(managedCount * 0.2));
+  if (prunable.length > limit && !options.allowMassDelete) {
+    out.errors.push(
+      `refusing to delete ${prunable.length} of ${managedCount} managed resources (more than ${limit}, the larger of 5 and 20%): check the path and --source-id, or pass --allow-mass-delete`,
+    );
+  }
+  return out;
+}
+
+/** How many changes of each action, and how many the service cannot apply. */
+export function tally(changes: PlannedChange[]): Plan['summary'] {
+  const summary: Plan['summary'] = { create: 0, update: 0, replace: 0, delete: 0, 'no-op': 0, unsupported: 0 };
+  for (const c of changes) {
+    summary[c.action]++;
+    if (c.unsupported) summary.unsupported++;
+  }
+  return summary;
+}
+
+/**
+ * Plans the whole graph: every declared document against what was observed, by the
+ * descriptors' rules, and (with prune) the deletion of managed resources that left the config.
+ * Phases: per-document plan, replacement propagation, prune, tally, prevent-destroy check.
+ */
+export function makePlan(documents: ConfigDocument[], state: LiveState, secrets: ResolvedSecrets, options: PlanOptions): Plan {
+  const ctx = planContext(documents, state, secrets, options);
+  const managedCount = countManaged(state, options.sourceId);
+  const { changes, errors } = planDocuments(documents, ctx);
+  const warnings = [...state.warnings];
+  for (const w of propagateReplacements(changes, state, options.specOperations)) if (!warnings.includes(w)) warnings.push(w);
   if (options.prune) {
-    const deletedProjects = new Set<string>();
-    const prunable: LiveResource[] = [];
-    for (const [k, r] of state.resources) {
-      if (declared.has(k) || !hasLabels(r.descriptor)) continue;
-      if ((r.object[LABELS_FIELD] as Record<string, string> | undefined)?.[MANAGED_BY_LABEL] !== options.sourceId) continue;
-      prunable.push(r);
-      if (r.descriptor.kind === 'project') deletedProjects.add(String(r.object.name));
-    }
-    let counted = 0;
-    for (const r of prunable) {
-      counted++;
-      if (r.project !== undefined && deletedProjects.has(r.project)) continue; // goes with its project
-      const d = r.descriptor;
-      const name = String(r.object[d.identity]);
-      const change: PlannedChange = {
-        action: 'delete',
-        kind: d.kind,
-        yamlKind: d.yamlKind ?? d.kind,
-        project: r.project,
-        name,
-        id: r.object.id,
-        changes: [],
-        reasons: ['managed by this source and no longer in the config'],
-        notes: [],
-        ownership: 'owned',
-        key: resourceKey(d, r.project, name),
-        live: r,
-        patchFields: [],
-      };
-      if (d.kind === 'project') {
-        const inside = [...state.resources.values()].filter((x) => x.project === name);
-        const foreign = inside.filter(
-          (x) =>
-            !hasLabels(x.descriptor) ||
-            (x.object[LABELS_FIELD] as Record<string, string> | undefined)?.[MANAGED_BY_LABEL] !== options.sourceId,
-        );
-        addTo(change, 'notes', `deleting a project deletes everything in it (${inside.length} resource${inside.length === 1 ? '' : 's'})`);
-        if (foreign.length)
-          plan.warnings.push(
-            `${subjectOfChange(change)}: pruning it also deletes ${foreign.length} resource${foreign.length === 1 ? '' : 's'} inside it that this source does not manage: ${foreign.map((x) => `${x.descriptor.yamlKind} ${x.object[x.descriptor.identity]}`).join(', ')}`,
-          );
-      }
-      if (!opsOf(d, options.specOperations).includes('delete')) change.unsupported = `the service has no delete for ${d.kind}`;
-      plan.changes.push(change);
-    }
-    const limit = Math.max(5, Math.floor(plan.managedCount * 0.2));
-    if (counted > limit && !options.allowMassDelete) {
-      plan.errors.push(
-        `refusing to delete ${counted} of ${plan.managedCount} managed resources (more than ${limit}, the larger of 5 and 20%): check the path and --source-id, or pass --allow-mass-delete`,
-      );
-    }
+    const pruned = planPrune(state, new Set(ctx.keys.values()), managedCount, options);
+    for (const c of pruned.changes) changes.push(c);
+    warnings.push(...pruned.warnings);
+    errors.push(...pruned.errors);
   }
-
-  for (const c of plan.changes) {
-    plan.summary[c.action]++;
-    if (c.unsupported) plan.summary.unsupported++;
-  }
+  const plan: Plan = { sourceId: options.sourceId, changes, errors, warnings, managedCount, summary: tally(changes) };
   plan.errors.push(...preventDestroyErrors(plan));
   return plan;
 }

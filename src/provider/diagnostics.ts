@@ -10,13 +10,49 @@ export interface Diagnostic {
   severity: number;
   summary: string;
   detail: string;
-  attribute?: { steps: Step[] };
+  attribute?: AttributePath;
 }
 
 export const error = (summary: string, detail = ''): Diagnostic => ({ severity: 1, summary, detail });
 /** Shown by Terraform without failing the command. */
 export const warning = (summary: string, detail = ''): Diagnostic => ({ severity: 2, summary, detail });
 export const isError = (d: Diagnostic) => d.severity === 1;
+
+export type AttributePath = { steps: Step[] };
+
+/** A path of attribute names (`['timeouts', 'create']`): blocks and attributes, no element keys. */
+export const namedPath = (names: string[]): AttributePath => ({ steps: names.map((attribute_name) => ({ attribute_name })) });
+
+/**
+ * The diagnostics of one answer, collected as they are found (terraform-plugin-framework's
+ * diag.Diagnostics with AddAttributeError): `attribute` is where Terraform shows one in the
+ * configuration; without it, Terraform shows the whole block.
+ */
+export class Diagnostics {
+  private readonly list: Diagnostic[] = [];
+
+  addError(summary: string, detail = '', attribute?: AttributePath): this {
+    return this.add(attribute ? { ...error(summary, detail), attribute } : error(summary, detail));
+  }
+
+  addWarning(summary: string, detail = '', attribute?: AttributePath): this {
+    return this.add(attribute ? { ...warning(summary, detail), attribute } : warning(summary, detail));
+  }
+
+  add(...diagnostics: Diagnostic[]): this {
+    for (const d of diagnostics) this.list.push(d);
+    return this;
+  }
+
+  get hasErrors(): boolean {
+    return this.list.some(isError);
+  }
+
+  /** The `diagnostics` field of the answer (tfplugin6 Diagnostic messages). */
+  toProto(): Diagnostic[] {
+    return [...this.list];
+  }
+}
 
 /**
  * An API field path (`target.connector_id`, `steps[1].depends_on`, `labels.team`) as a
@@ -28,7 +64,7 @@ export const isError = (d: Diagnostic) => d.severity === 1;
  * steps only, and for `target.connector_id` (a nested attribute) it falls back to the whole
  * resource block; `target` shows the line of the attribute. The summary names the full field.
  */
-export function attributePath(attrs: AttrSpec[], field: string, resolvable = false): { steps: Step[] } | undefined {
+export function attributePath(attrs: AttrSpec[], field: string, resolvable = false): AttributePath | undefined {
   const parts = field.split(/\.|\[(\d+)\]/).filter((p) => p !== undefined && p !== '');
   const steps: Step[] = [];
   let level: AttrSpec[] | undefined = attrs;
@@ -63,7 +99,7 @@ export function fieldName(path: (string | number)[]): string {
  * Attribute names and list positions as a path Terraform can place in the configuration: up to
  * (not including) the first attribute name below another attribute (see attributePath).
  */
-export function placeablePath(path: (string | number)[]): { steps: Step[] } {
+export function placeablePath(path: (string | number)[]): AttributePath {
   const steps: Step[] = [];
   for (const p of path) {
     if (typeof p === 'number') steps.push({ element_key_int: p });
@@ -135,11 +171,14 @@ export function diagnoseAll(err: unknown, attrs?: AttrSpec[], prefix = ''): Diag
   if (err instanceof ApiError && err.details.length && attrs) {
     const fields = err.details.filter((d) => d.field && d.field !== '(body)');
     if (fields.length) {
-      return fields.map((d) => {
-        const attribute = attributePath(attrs, d.field, true);
-        const diag = error(`${prefix}${d.field} ${d.message}`, `The service refused the request: ${err.message}`);
-        return attribute ? { ...diag, attribute } : diag;
-      });
+      const diagnostics = new Diagnostics();
+      for (const d of fields)
+        diagnostics.addError(
+          `${prefix}${d.field} ${d.message}`,
+          `The service refused the request: ${err.message}`,
+          attributePath(attrs, d.field, true),
+        );
+      return diagnostics.toProto();
     }
   }
   return [diagnose(err)];

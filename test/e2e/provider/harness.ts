@@ -2,7 +2,7 @@ import { execFile } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { installProvider, PROVIDER_ENTRY } from '../../../src/provider/install.js';
+import { installProvider, PROVIDER_ENTRY } from '../../../src/distribution/install.js';
 import type { TestService, TestTenant } from '../../support/service.js';
 
 /** True when a `terraform` binary is on PATH (the provider tests skip without one). */

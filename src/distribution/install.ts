@@ -1,14 +1,14 @@
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
-import { PROVIDER_HOST, PROVIDER_NAMESPACE, PROVIDER_TYPE } from './address.js';
-import { buildRelease, MIRROR_PATH, RELEASE_PLATFORMS, type ProviderRelease } from '../distribution/provider-release.js';
+import { PROVIDER_HOST, PROVIDER_NAMESPACE, PROVIDER_TYPE } from '../provider/address.js';
+import { buildRelease, MIRROR_PATH, RELEASE_PLATFORMS, type ProviderRelease } from './provider-release.js';
 
-export { BUNDLE_ENTRY as PROVIDER_ENTRY, PROVIDER_VERSION } from '../distribution/provider-release.js';
+export { BUNDLE_ENTRY as PROVIDER_ENTRY, PROVIDER_VERSION } from './provider-release.js';
 
 export const DEFAULT_MIRROR = join(homedir(), '.terraform.d', 'plugins');
 
-/** Writes a release (see release.ts) into `outDir`; returns the paths written, relative to it. */
+/** Writes a release (see provider-release.ts) into `outDir`; returns the paths written, relative to it. */
 export function writeRelease(release: ProviderRelease, outDir: string): string[] {
   for (const [path, data] of release.files) {
     mkdirSync(dirname(join(outDir, path)), { recursive: true });

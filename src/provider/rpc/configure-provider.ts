@@ -1,0 +1,49 @@
+import { ClientConfigError, DataPlatformClient, type ClientConfig } from '../../client/index.js';
+import { Diagnostics } from '../diagnostics.js';
+import type { DynamicValue, TfObject } from '../values.js';
+import { objectOf, present, type ProviderContext } from './context.js';
+
+const truthy = (v: string | undefined) => v !== undefined && /^(1|true|yes|on)$/i.test(v.trim());
+
+/**
+ * Provider block attributes win over DATAPLATFORM_* variables. Credentials come as a whole
+ * from one place: an api_key or email in the block, else the environment's.
+ */
+export function providerClientConfig(config: TfObject | null, env: NodeJS.ProcessEnv = process.env): ClientConfig {
+  const c = config ?? {};
+  let apiKey: string | undefined;
+  let email: string | undefined;
+  let password: string | undefined;
+  if (present(c.api_key)) apiKey = present(c.api_key);
+  else if (present(c.email)) {
+    email = present(c.email);
+    password = present(c.password) ?? present(env.DATAPLATFORM_PASSWORD);
+  } else if (present(env.DATAPLATFORM_API_KEY)) apiKey = present(env.DATAPLATFORM_API_KEY);
+  else {
+    email = present(env.DATAPLATFORM_EMAIL);
+    password = present(c.password) ?? present(env.DATAPLATFORM_PASSWORD);
+  }
+  const out: ClientConfig = {
+    url: present(c.endpoint) ?? present(env.DATAPLATFORM_URL) ?? '',
+    apiKey,
+    email,
+    password,
+    caFile: present(c.ca_file) ?? present(env.DATAPLATFORM_CA_FILE),
+    insecure: (typeof c.insecure === 'boolean' ? c.insecure : truthy(env.DATAPLATFORM_INSECURE)) || undefined,
+    userAgent: 'terraform-provider-dataplatform',
+  };
+  if (!out.url) throw new ClientConfigError('endpoint is not set (provider block or DATAPLATFORM_URL), e.g. https://acme.localhost:8443');
+  return out;
+}
+
+/** ConfigureProvider: the client, from the block and the environment; its error is repeated by every later call. */
+export function configureProvider(ctx: ProviderContext, req: { config?: DynamicValue }) {
+  const diagnostics = new Diagnostics();
+  try {
+    ctx.configured({ client: new DataPlatformClient(providerClientConfig(objectOf(req.config))) });
+  } catch (err) {
+    ctx.configured({ error: err });
+    diagnostics.addError('invalid provider configuration', err instanceof Error ? err.message : String(err));
+  }
+  return { diagnostics: diagnostics.toProto() };
+}
