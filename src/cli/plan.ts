@@ -2,20 +2,16 @@ import { readFileSync, statSync, writeFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { setFlagsFromString } from 'node:v8';
 import { Command, Option } from 'commander';
-import type { ClientConfig, DataPlatformClient } from '../client/index.js';
+import type { DataPlatformClient } from '../client/index.js';
+import { makeClient, parseConcurrency, withConnection, type ConnectionOpts } from '../client/options.js';
 import type { EngineOptions, SavedPlan } from '../engine/index.js';
 import { parseDuration } from '../controller/duration.js';
 
 // The client and the engine load when a command runs, so `dpctl --help` and the commands that
 // do not need them start without them.
-const loadClient = () => import('../client/index.js');
 const loadEngine = () => import('../engine/index.js');
 
-export interface CommonOpts {
-  url?: string;
-  apiKey?: string;
-  caFile?: string;
-  insecure?: boolean;
+export interface CommonOpts extends ConnectionOpts {
   sourceId?: string;
   output: 'text' | 'json' | 'markdown';
   concurrency: string;
@@ -28,15 +24,6 @@ export interface CommonOpts {
   cache?: boolean;
   /** --target, repeatable (plan and apply). */
   target?: string[];
-}
-
-/** Target and credential options (no config path). */
-export function withConnection(cmd: Command): Command {
-  return cmd
-    .option('--url <url>', 'API URL, e.g. https://acme.localhost:8443 (default DATAPLATFORM_URL)')
-    .option('--api-key <key>', 'API key (default DATAPLATFORM_API_KEY; or DATAPLATFORM_EMAIL + DATAPLATFORM_PASSWORD)')
-    .option('--ca-file <file>', 'CA to trust (default DATAPLATFORM_CA_FILE)')
-    .option('--insecure', 'skip TLS certificate verification (DATAPLATFORM_INSECURE=1)');
 }
 
 /** `outputs`: the --output choices of the command (markdown only where a report fits a PR comment). */
@@ -53,19 +40,6 @@ export function withCommon(cmd: Command, outputs: CommonOpts['output'][] = ['tex
     .option('--adopt', 'take ownership of existing resources the config declares that dpctl did not create', false)
     .option('--spec-operations', 'plan with only the operations the spec documents (a service run with --strict-spec)', false)
     .option('--no-cache', 'do not use the parse/validation cache (DPCTL_CACHE_DIR, else $XDG_CACHE_HOME/dpctl or ~/.cache/dpctl)');
-}
-
-export async function makeClient(
-  opts: Pick<CommonOpts, 'url' | 'apiKey' | 'caFile' | 'insecure'>,
-  extra: Partial<ClientConfig> = {},
-): Promise<DataPlatformClient> {
-  const { DataPlatformClient, clientConfigFromEnv } = await loadClient();
-  const overrides: Partial<ClientConfig> = { ...extra };
-  if (opts.url) overrides.url = opts.url;
-  if (opts.apiKey) Object.assign(overrides, { apiKey: opts.apiKey, email: undefined, password: undefined });
-  if (opts.caFile) Object.assign(overrides, { caFile: opts.caFile, insecure: undefined });
-  if (opts.insecure) Object.assign(overrides, { insecure: true, caFile: undefined });
-  return new DataPlatformClient(clientConfigFromEnv({ ...process.env, ...(opts.url ? { DATAPLATFORM_URL: opts.url } : {}) }, overrides));
 }
 
 /** A client whose login and project list are under way: see connect(). */
@@ -104,13 +78,6 @@ async function connect(opts: CommonOpts): Promise<Connection> {
   };
 }
 
-/** `--concurrency` as a number: an integer from 1 to 64. */
-export function parseConcurrency(value: string): number {
-  const n = Number(value);
-  if (!Number.isInteger(n) || n < 1 || n > 64) throw new Error(`--concurrency must be an integer from 1 to 64, got ${value}`);
-  return n;
-}
-
 export async function engineOptions(path: string, opts: CommonOpts, projects?: Promise<Record<string, unknown>[]>): Promise<EngineOptions> {
   const [{ defaultSourceId, parseTarget }, { ConfigParseCache, PersistentParseCache }] = await Promise.all([
     loadEngine(),
@@ -141,7 +108,7 @@ export async function guarded(fn: () => Promise<number>): Promise<void> {
     process.exitCode = await fn();
   } catch (err) {
     if (err instanceof (await loadEngine()).EngineConfigError)
-      process.stderr.write(`${err.errors.join('\n')}\ninvalid: ${err.errors.length} error${err.errors.length === 1 ? '' : 's'}\n`);
+      process.stderr.write(`${err.message}\ninvalid: ${err.errors.length} error${err.errors.length === 1 ? '' : 's'}\n`);
     else process.stderr.write(`dpctl: ${(err as Error).message}\n`);
     process.exitCode = 1;
   }
@@ -393,7 +360,8 @@ export function driftCommand(): Command {
     guarded(async () => {
       const { client, projects, close } = await connect(opts);
       try {
-        const { detectDrift, driftJson, renderDrift, renderDriftMarkdown, planHealthJson, renderPlanHealth } = await loadEngine();
+        const { detectDrift, driftJson, formatProblem, renderDrift, renderDriftMarkdown, planHealthJson, renderPlanHealth } =
+          await loadEngine();
         const engine = await engineOptions(path, opts, projects);
         const { plan, drift } = await markdownOnConfigError('drift', opts.output, () => detectDrift(client, [path], engine));
         if (opts.output === 'json')
@@ -405,7 +373,7 @@ export function driftCommand(): Command {
               : renderDrift(drift) + renderPlanHealth(plan),
           );
         // JSON and markdown carry the errors themselves.
-        for (const e of opts.output === 'text' ? plan.errors : []) process.stderr.write(`error: ${e}\n`);
+        for (const e of opts.output === 'text' ? plan.errors : []) process.stderr.write(`error: ${formatProblem(e)}\n`);
         return plan.errors.length ? 1 : drift.length ? 2 : 0;
       } finally {
         await close();

@@ -108,6 +108,8 @@ interface RunBase {
 /** The last run, with all its errors. */
 export interface LastRun extends RunBase {
   errors: string[];
+  /** The errors that are plan or configuration problems, counted by code (docs/guides/errors.md). */
+  error_codes?: Record<string, number>;
 }
 
 /** One run in `recent_runs`: `last_run` without its error list (the count and the first one instead). */

@@ -3,6 +3,7 @@
  * (label dpctl.dev/managed-by), after checking that the plan for each is a no-op apart from
  * ownership. Nothing is created, and a resource that differs is reported and left alone.
  */
+import { formatProblem, formatProblems, type Problem } from './problems.js';
 import type { DataPlatformClient } from '../client/index.js';
 import { ENGINE_LABELS, hasLabels, LABELS_FIELD, MANAGED_BY_LABEL, SECRETS_SHA_LABEL, type FieldChange } from './diff.js';
 import { preparePlan, type EngineOptions } from './index.js';
@@ -44,7 +45,7 @@ export interface AdoptResult {
   sourceId: string;
   entries: AdoptEntry[];
   /** Plan errors (a resource managed by another source, an unresolved reference): nothing was written. */
-  errors: string[];
+  errors: Problem[];
   warnings: string[];
 }
 
@@ -142,7 +143,7 @@ export function renderAdopt(result: AdoptResult): string {
         `  ${e.yamlKind} ${e.project ? `${e.project}/` : ''}${e.name}: ${f.field}: ${show(f.after)} in config, ${show(f.before)} on the server`,
       );
   for (const w of result.warnings) out.push(`warning: ${w}`);
-  for (const e of result.errors) out.push(`error: ${e}`);
+  for (const e of result.errors) out.push(`error: ${formatProblem(e)}`);
   const count = (s: AdoptStatus) => result.entries.filter((e) => e.status === s).length;
   out.push(
     result.errors.length
@@ -165,7 +166,8 @@ export function adoptJson(result: AdoptResult) {
       fields: e.changes.map((f) => ({ field: f.field, before: f.before ?? null, after: f.after ?? null })),
       detail: e.detail,
     })),
-    errors: result.errors,
+    errors: formatProblems(result.errors),
+    problems: result.errors,
     warnings: result.warnings,
   };
 }

@@ -1,3 +1,4 @@
+import { formatProblem, formatProblems, type Problem } from './problems.js';
 import type { ApplyResult } from './apply.js';
 import { SENSITIVE, type FieldChange } from './diff.js';
 import type { DriftEntry } from './drift.js';
@@ -34,7 +35,7 @@ export function renderPlan(plan: Plan, options: { colour: boolean; verbose?: boo
   for (const c of plan.changes)
     if (c.action === 'no-op' && c.notes.length && options.verbose) lines.push(`    ${subjectOfChange(c)}: ${c.notes.join('; ')}`);
   for (const w of plan.warnings) lines.push(`warning: ${w}`);
-  for (const e of plan.errors) lines.push(`error: ${e}`);
+  for (const e of plan.errors) lines.push(`error: ${formatProblem(e)}`);
   if (options.sections) lines.push(options.sections.replace(/\n$/, ''));
   const s = plan.summary;
   lines.push(
@@ -82,7 +83,9 @@ export function planJson(plan: Plan) {
     },
     changes: plan.changes.map(changeJson),
     managed_count: plan.managedCount,
-    errors: plan.errors,
+    errors: formatProblems(plan.errors),
+    /** The same problems as values: code (docs/guides/errors.md), subject, place, message. */
+    problems: plan.errors,
     warnings: plan.warnings,
   };
 }
@@ -108,7 +111,7 @@ export function renderApplySummary(result: ApplyResult): string {
   return `Apply ${result.converged ? 'complete' : 'incomplete'}: ${count('done')} done, ${count('failed')} failed, ${count('skipped')} skipped, ${count('unsupported')} not supported.\n`;
 }
 
-export function driftJson(sourceId: string, entries: DriftEntry[], errors: string[]) {
+export function driftJson(sourceId: string, entries: DriftEntry[], errors: readonly Problem[]) {
   const by = (t: string) => entries.filter((e) => e.type === t).length;
   return {
     source_id: sourceId,
@@ -128,7 +131,8 @@ export function driftJson(sourceId: string, entries: DriftEntry[], errors: strin
       })),
       detail: e.detail,
     })),
-    errors,
+    errors: formatProblems(errors),
+    problems: errors,
   };
 }
 
@@ -387,7 +391,7 @@ const DRIFT_BADGE: Record<string, string> = {
 export function renderDriftMarkdown(
   sourceId: string,
   entries: DriftEntry[],
-  errors: string[],
+  errors: readonly Problem[],
   options: { maxLength?: number } = {},
 ): string {
   const json = driftJson(sourceId, entries, errors);
@@ -411,10 +415,14 @@ export function renderDriftMarkdown(
 }
 
 /** An invalid config as a comment: nothing was planned, but the pull request's author needs to see why. */
-export function renderConfigErrorsMarkdown(command: 'plan' | 'drift', errors: string[], options: { maxLength?: number } = {}): string {
+export function renderConfigErrorsMarkdown(
+  command: 'plan' | 'drift',
+  errors: readonly Problem[],
+  options: { maxLength?: number } = {},
+): string {
   const headline = `**Invalid configuration:** nothing was ${command === 'plan' ? 'planned' : 'compared'}.`;
   return renderReport(
-    { title: `dpctl ${command}`, headline, errors, warnings: [], rows: [], actionHeader: 'Action' },
+    { title: `dpctl ${command}`, headline, errors: formatProblems(errors), warnings: [], rows: [], actionHeader: 'Action' },
     options.maxLength ?? GITHUB_COMMENT_LIMIT,
   );
 }

@@ -6,11 +6,11 @@ import { basename, dirname, resolve } from 'node:path';
 import { statSync } from 'node:fs';
 import type { DataPlatformClient } from '../client/index.js';
 import {
-  formatConfigError,
   loadConfig,
   resolveSecrets,
   sortErrors,
   type ConfigDocument,
+  type ConfigError,
   type ConfigParseCache,
   type ResolvedSecrets,
 } from '../config/index.js';
@@ -20,6 +20,7 @@ import { observe, type LiveState } from './observe.js';
 import { makePlan, type Plan, type PlanOptions } from './plan.js';
 import { attachHealth } from './health.js';
 import { restrictToTargets, type Target } from './targets.js';
+import { formatProblems } from './problems.js';
 
 export * from './diff.js';
 export * from './observe.js';
@@ -31,6 +32,7 @@ export * from './export.js';
 export * from './adopt.js';
 export * from './health.js';
 export * from './provisioning.js';
+export * from './problems.js';
 export * from './settle.js';
 export * from './settle-format.js';
 export * from './saved-plan.js';
@@ -75,10 +77,10 @@ export interface Prepared {
   plan: Plan;
 }
 
-/** Thrown for configuration errors (nothing was contacted, or nothing changed). */
+/** Thrown for configuration errors (nothing was contacted, or nothing changed), root causes first. */
 export class EngineConfigError extends Error {
-  constructor(readonly errors: string[]) {
-    super(errors.join('\n'));
+  constructor(readonly errors: ConfigError[]) {
+    super(formatProblems(errors).join('\n'));
     this.name = 'EngineConfigError';
   }
 }
@@ -92,7 +94,7 @@ export async function preparePlan(client: DataPlatformClient, paths: string[], o
   });
   const resolved = resolveSecrets(config.documents, { env: options.env ?? process.env });
   const all = sortErrors([...errors, ...resolved.errors], config.files);
-  if (all.length) throw new EngineConfigError(all.map(formatConfigError));
+  if (all.length) throw new EngineConfigError(all);
   const prune = options.prune ?? false;
   const state = await observe(client, config.documents, {
     allKinds: options.allKinds ?? prune,

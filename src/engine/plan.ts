@@ -25,6 +25,7 @@ import {
   type FieldChange,
 } from './diff.js';
 import { OBSERVE_NOTE, preventDestroyErrors, withoutIgnored } from './policy.js';
+import type { Problem } from './problems.js';
 import { resourceKey, type LiveResource, type LiveState } from './observe.js';
 
 export type Action = 'create' | 'update' | 'replace' | 'delete' | 'no-op';
@@ -68,7 +69,7 @@ export interface Plan {
   sourceId: string;
   changes: PlannedChange[];
   /** Problems that stop an apply (unresolved references, ownership conflicts, the mass-delete guard). */
-  errors: string[];
+  errors: Problem[];
   warnings: string[];
   /** Live resources labelled as managed by this source. */
   managedCount: number;
@@ -191,27 +192,27 @@ export function countManaged(state: LiveState, sourceId: string): number {
  * With undeclared projects allowed, a project must at least exist on the server (and be visible to
  * this credential): the error when it does not.
  */
-export function missingProjectError(doc: ConfigDocument, ctx: Pick<PlanContext, 'state' | 'declaredProjects'>): string | undefined {
+export function missingProjectError(doc: ConfigDocument, ctx: Pick<PlanContext, 'state' | 'declaredProjects'>): Problem | undefined {
   const { state } = ctx;
   if (doc.project === undefined || ctx.declaredProjects.has(doc.project) || state.projects.has(doc.project)) return undefined;
   const visible = [...state.projects.keys()].sort();
-  return formatConfigError({
+  return {
     code: 'undeclared_project',
     ...doc.location,
     subject: subjectOf(doc),
     field: 'metadata.project',
     message: `no project "${doc.project}" on the server and no Project document declares it (projects this credential sees: ${visible.length ? visible.join(', ') : 'none'})`,
-  });
+  };
 }
 
 /** The body a document asks for, references resolved, or why it cannot be built. */
-function documentBody(doc: ConfigDocument, ctx: PlanContext): { body: Record<string, unknown> } | { errors: string[] } {
+function documentBody(doc: ConfigDocument, ctx: PlanContext): { body: Record<string, unknown> } | { errors: Problem[] } {
   try {
     // Read only (the diff changes nothing): nested parts are shared with the document, not copied.
     return { body: toApiBodyShared(doc, ctx.lookup, ctx.secrets) };
   } catch (err) {
-    if (err instanceof ConfigValidationError) return { errors: err.errors.map(formatConfigError) };
-    return { errors: [`${subjectOf(doc)}: ${(err as Error).message}`] };
+    if (err instanceof ConfigValidationError) return { errors: err.errors };
+    return { errors: [{ code: 'invalid_resource', subject: subjectOf(doc), message: (err as Error).message }] };
   }
 }
 
@@ -230,13 +231,17 @@ export function ownershipOf(
   doc: ConfigDocument,
   existing: LiveResource | undefined,
   options: Pick<PlanOptions, 'sourceId' | 'adopt'>,
-): Ownership | { conflict: string } {
+): Ownership | { conflict: Problem } {
   if (!hasLabels(doc.descriptor)) return { ownership: existing ? 'untracked' : 'new' };
   const labels = copyOf(doc.labels);
   const owner = ownerOf(existing);
   if (existing && owner !== undefined && owner !== options.sourceId) {
     return {
-      conflict: `${subjectOf(doc)}${doc.project ? ` (project ${doc.project})` : ''}: managed by another source "${owner}" (label ${MANAGED_BY_LABEL}); not touching it`,
+      conflict: {
+        code: 'ownership_conflict',
+        subject: `${subjectOf(doc)}${doc.project ? ` (project ${doc.project})` : ''}`,
+        message: `managed by another source "${owner}" (label ${MANAGED_BY_LABEL}); not touching it`,
+      },
     };
   }
   if (!existing || owner === options.sourceId) {
@@ -317,7 +322,7 @@ function planExisting(change: PlannedChange, doc: ConfigDocument, body: Record<s
 }
 
 /** One document's part of a plan: its change, or the errors that keep it out; undefined when it is not planned. */
-export type DocumentPlan = { change: PlannedChange } | { errors: string[] } | undefined;
+export type DocumentPlan = { change: PlannedChange } | { errors: Problem[] } | undefined;
 
 /** Plans one declared document against what exists under its key. */
 export function planDocument(doc: ConfigDocument, ctx: PlanContext): DocumentPlan {
@@ -358,9 +363,9 @@ export function planDocument(doc: ConfigDocument, ctx: PlanContext): DocumentPla
 }
 
 /** Every document's change, in document order, and the errors of those that cannot be planned. */
-export function planDocuments(documents: ConfigDocument[], ctx: PlanContext): { changes: PlannedChange[]; errors: string[] } {
+export function planDocuments(documents: ConfigDocument[], ctx: PlanContext): { changes: PlannedChange[]; errors: Problem[] } {
   const changes: PlannedChange[] = [];
-  const errors: string[] = [];
+  const errors: Problem[] = [];
   for (const doc of documents) {
     const planned = planDocument(doc, ctx);
     if (planned === undefined) continue;
@@ -450,7 +455,7 @@ export interface PruneResult {
   changes: PlannedChange[];
   warnings: string[];
   /** The mass-delete guard. */
-  errors: string[];
+  errors: Problem[];
 }
 
 /**
@@ -476,9 +481,10 @@ export function planPrune(state: LiveState, declared: Set<string>, managedCount:
   }
   const limit = Math.max(5, Math.floor(managedCount * 0.2));
   if (prunable.length > limit && !options.allowMassDelete) {
-    out.errors.push(
-      `refusing to delete ${prunable.length} of ${managedCount} managed resources (more than ${limit}, the larger of 5 and 20%): check the path and --source-id, or pass --allow-mass-delete`,
-    );
+    out.errors.push({
+      code: 'mass_delete',
+      message: `refusing to delete ${prunable.length} of ${managedCount} managed resources (more than ${limit}, the larger of 5 and 20%): check the path and --source-id, or pass --allow-mass-delete`,
+    });
   }
   return out;
 }

@@ -2,6 +2,7 @@ import { isIgnored, type ResourcePolicy } from '../config/index.js';
 import { deleteAt, setAt, valuesAt } from '../kinds/index.js';
 import type { FieldChange } from './diff.js';
 import { subjectOfChange, type Plan, type PlannedChange } from './plan.js';
+import type { Problem } from './problems.js';
 
 /**
  * The per-resource policies of a document (`metadata.annotations`, config/policies.ts) in a
@@ -46,11 +47,12 @@ export function keepIgnoredLive(policy: ResourcePolicy, field: string, value: un
 export const OBSERVE_NOTE = 'observe only (dpctl.dev/reconcile: observe): reported, never applied';
 
 /** Errors of changes that would delete or replace a resource whose document sets prevent-destroy. */
-export function preventDestroyErrors(plan: Plan): string[] {
+export function preventDestroyErrors(plan: Plan): Problem[] {
   return plan.changes
     .filter((c: PlannedChange) => c.doc?.policy.preventDestroy && (c.action === 'delete' || c.action === 'replace'))
-    .map(
-      (c) =>
-        `${subjectOfChange(c)}: dpctl.dev/prevent-destroy is "true" and this plan would ${c.action} it (${c.reasons.join('; ') || 'no reason given'}); nothing is applied: change the configuration, or remove the annotation to allow it`,
-    );
+    .map((c) => ({
+      code: 'prevent_destroy',
+      subject: subjectOfChange(c),
+      message: `dpctl.dev/prevent-destroy is "true" and this plan would ${c.action} it (${c.reasons.join('; ') || 'no reason given'}); nothing is applied: change the configuration, or remove the annotation to allow it`,
+    }));
 }

@@ -1,3 +1,4 @@
+import type { Problem } from './problems.js';
 import type { ConfigDocument } from '../config/index.js';
 import { docKey, subjectOfChange, type Plan, type PlannedChange } from './plan.js';
 import { resourceKey } from './observe.js';
@@ -73,7 +74,11 @@ export function restrictToTargets(plan: Plan, documents: ConfigDocument[], targe
     ...plan.errors,
     ...targets
       .filter((t) => !known.has(targetKey(t)))
-      .map((t) => `--target ${t.text}: no such resource in the configuration or among the managed resources planned for deletion`),
+      .map((t): Problem => ({
+        code: 'unknown_target',
+        subject: `--target ${t.text}`,
+        message: 'no such resource in the configuration or among the managed resources planned for deletion',
+      })),
   ];
   const summary = { create: 0, update: 0, replace: 0, delete: 0, 'no-op': 0, unsupported: 0 };
   for (const c of changes) {

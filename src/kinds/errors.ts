@@ -45,6 +45,24 @@ export const PROBLEM_CODES = {
   unresolved_secret: 'a `secretRef` whose environment variable or file cannot be read',
   invalid_resource: 'a resource the kind rejects beyond the schema (a cycle in a pipeline)',
   unsupported_kind: 'a kind this surface (the Terraform provider, the cdktf bridge) has no resource for',
+  ownership_conflict: 'a declared resource exists and another source manages it (its managed-by label)',
+  mass_delete: 'a plan would prune more managed resources than the guard allows (--allow-mass-delete)',
+  prevent_destroy: 'a plan would delete or replace a resource annotated dpctl.dev/prevent-destroy',
+  unknown_target: 'a --target that names no declared resource and no managed one planned for deletion',
 } as const;
 
 export type ProblemCode = keyof typeof PROBLEM_CODES;
+
+/** Codes of the Terraform provider's own errors (an API error keeps the API's code, in its message). */
+export const PROVIDER_CODES = {
+  plan_mismatch: "the service's answer, or the resource read back after provisioning, differs from what Terraform planned",
+  invalid_import_id: 'an import id that is not `<project_id>/<id>` or `<project_id>/<name>`',
+  not_found: 'an import or a data source found nothing with that id or name',
+  not_run_yet: 'a data source of the latest run, read before any run',
+  invalid_value: 'a data source asked with an empty name',
+  provider_unconfigured: 'a call before the provider block was configured (its configuration failed)',
+  unknown_type: 'a resource, data source or view the provider does not have',
+  stopped: 'Terraform stopped the provider (Ctrl-C) during the call',
+} as const;
+
+export type ProviderCode = keyof typeof PROVIDER_CODES;

@@ -45,7 +45,7 @@ export class DataSourceHandler {
     const d = this.spec.descriptor;
     const projectId = d.scope === 'project' ? (config.project_id as string) : null;
     const wanted = config[d.identity];
-    if (!given(wanted)) throw new ProviderError(`${this.spec.typeName}: ${d.identity} is empty`);
+    if (!given(wanted)) throw new ProviderError('invalid_value', `${this.spec.typeName}: ${d.identity} is empty`);
     const api = this.client().resourcesOf(d.kind, projectId ? { projectId } : {});
     // Compared as the service stores it (e.g. emails lowercased), so any spelling finds it.
     const lower = d.normalizers.some((n) => n.rule === 'lowercase' && n.path.length === 1 && n.path[0] === d.identity);
@@ -55,13 +55,14 @@ export class DataSourceHandler {
       items = await this.cache.all(api, projectId);
     } catch (err) {
       if (err instanceof ApiError && err.status === 404 && projectId)
-        throw new ProviderError(`${this.spec.typeName}: project ${JSON.stringify(projectId)} not found`, err.message);
+        throw new ProviderError('not_found', `${this.spec.typeName}: project ${JSON.stringify(projectId)} not found`, err.message);
       throw err;
     }
     const found = items.find((i) => norm(i[d.identity]) === norm(wanted));
     if (!found) {
       const where = projectId ? ` in project ${projectId}` : '';
       throw new ProviderError(
+        'not_found',
         `${this.spec.typeName}: no ${d.title.toLowerCase()} with ${d.identity} ${JSON.stringify(wanted)}${where}`,
         `Looked through the ${items.length} ${d.title.toLowerCase()}(s)${where}. Check the ${d.identity}, or create it first (a resource "${this.spec.typeName}" in the same configuration cannot be read by a data source before it exists).`,
       );
@@ -92,17 +93,18 @@ export class DataSourceHandler {
           const latest = runs.at(-1);
           if (!latest)
             throw new ProviderError(
+              'not_run_yet',
               `${this.spec.typeName}: the ${what} has not run yet`,
               'Trigger a run first, or read this data source only once one exists.',
             );
           return latest;
         }
         default:
-          throw new ProviderError(`${this.spec.typeName}: no reader for view ${view.name}`);
+          throw new ProviderError('unknown_type', `${this.spec.typeName}: no reader for view ${view.name}`);
       }
     } catch (err) {
       if (err instanceof ApiError && err.status === 404)
-        throw new ProviderError(`${this.spec.typeName}: ${err.serverMessage || 'not found'} (${what})`, err.message);
+        throw new ProviderError('not_found', `${this.spec.typeName}: ${err.serverMessage || 'not found'} (${what})`, err.message);
       throw err;
     }
   }

@@ -54,6 +54,7 @@ async function readBack(h: ResourceHandler, planned: TfObject, state: TfObject):
   const problems = inconsistencies(planned, fresh);
   if (problems.length)
     throw new ProviderError(
+      'plan_mismatch',
       `${h.spec.typeName}: the resource read back after provisioning does not match the plan`,
       problems.join('\n'),
       state,

@@ -1,3 +1,4 @@
+import type { ProviderCode } from '../kinds/errors.js';
 import { AmbiguousCreateError, ApiError, type DataPlatformClient, type DynamicResourceClient } from '../client/index.js';
 import { deepEqual, diffResource, normalize } from '../engine/diff.js';
 import { healthOf, valuesAt } from '../kinds/index.js';
@@ -7,8 +8,10 @@ import { apiField, apiToTf, defaultTf, objectToApi, objectToTf, tfToApi, type At
 import { UNKNOWN, hasUnknown, inconsistencies, isTfObject, tfEqual, type TfObject, type TfValue } from './values.js';
 
 /** Raised for problems shown to the user as an error diagnostic. */
+/** An error of the provider itself, with its code (kinds/errors.ts), shown to Terraform as summary and detail. */
 export class ProviderError extends Error {
   constructor(
+    readonly code: ProviderCode,
     readonly summary: string,
     readonly detail = '',
     readonly newState?: TfObject | null,
@@ -269,7 +272,12 @@ export class ResourceHandler {
     const state = this.reconcile(planned, remote);
     const problems = inconsistencies(planned, state);
     if (problems.length) {
-      throw new ProviderError(`${this.spec.typeName}: the API's answer does not match the plan`, problems.join('\n'), state);
+      throw new ProviderError(
+        'plan_mismatch',
+        `${this.spec.typeName}: the API's answer does not match the plan`,
+        problems.join('\n'),
+        state,
+      );
     }
     return state;
   }
@@ -367,6 +375,7 @@ export class ResourceHandler {
       const slash = id.indexOf('/');
       if (slash <= 0 || slash === id.length - 1) {
         throw new ProviderError(
+          'invalid_import_id',
           `${this.spec.typeName}: import id must be <project_id>/<id> or <project_id>/<${this.d.identity}>`,
           `got ${JSON.stringify(id)}`,
         );
@@ -384,6 +393,7 @@ export class ResourceHandler {
     remote ??= await api.findByName(ref);
     if (!remote)
       throw new ProviderError(
+        'not_found',
         `${this.spec.typeName}: nothing found for ${JSON.stringify(id)}`,
         `looked up by id and by ${this.d.identity}`,
       );

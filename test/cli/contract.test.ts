@@ -412,6 +412,7 @@ describe('dpctl drift right after an apply', () => {
       summary: { changed: 0, deleted: 0, orphaned: 0, unmanaged: 0 },
       drift: [],
       errors: [],
+      problems: [],
       health: expect.any(Array),
     });
     // Applied and waited for: everything declared is healthy (the warehouse was provisioned).

@@ -127,6 +127,18 @@ describe('dpctl.dev/prevent-destroy', () => {
     expect(plan.stdout).toMatch(
       /error: Connector guarded\/orders: dpctl.dev\/prevent-destroy is "true" and this plan would replace it \(connector_type cannot change in place\)/,
     );
+    // -o json: the same problem formatted under `errors`, and as a value with its code under `problems`.
+    const json = await runDpctl(['plan', '--output', 'json', dir], { env });
+    expect(json.code).toBe(1);
+    const out = JSON.parse(json.stdout);
+    expect(out.problems).toEqual([
+      {
+        code: 'prevent_destroy',
+        subject: 'Connector guarded/orders',
+        message: expect.stringMatching(/^dpctl.dev\/prevent-destroy is "true"/),
+      },
+    ]);
+    expect(out.errors).toEqual([`Connector guarded/orders: ${out.problems[0].message}`]);
     const apply = await runDpctl(['apply', dir], { env });
     expect(apply.code).toBe(1);
     expect(apply.stderr).toContain('nothing applied: the plan has errors');

@@ -121,7 +121,7 @@ describe('diagnostics for API errors say what to do', () => {
       'server says 404 (HTTP 404 x on GET /projects/{id}/notification-channels/{resourceId}, request id req-1)',
     );
     expect(diagnose(new ClientConfigError('bad config'))).toEqual({ severity: 1, summary: 'bad config', detail: '' });
-    expect(diagnose(new ProviderError('summary', 'detail'))).toEqual({ severity: 1, summary: 'summary', detail: 'detail' });
+    expect(diagnose(new ProviderError('not_found', 'summary', 'detail'))).toEqual({ severity: 1, summary: 'summary', detail: 'detail' });
     // Field errors point at attributes and keep their own detail.
     const fields = apiError(400, 'POST', '/projects/{id}/notification-channels', { details: [{ field: 'name', message: 'is required' }] });
     expect(diagnoseAll(fields, [{ name: 'name', shape: 'primitive', json: {} } as any])[0]).toMatchObject({

@@ -33,7 +33,7 @@ export class ProviderContext {
   /** The client ConfigureProvider made; else its error, which every later call repeats. */
   getClient(): DataPlatformClient {
     if (this.client) return this.client;
-    throw this.clientError ?? new ProviderError('provider is not configured');
+    throw this.clientError ?? new ProviderError('provider_unconfigured', 'provider is not configured');
   }
 
   /** ConfigureProvider's result: the client, or why there is none. */
@@ -44,13 +44,13 @@ export class ProviderContext {
 
   resource(typeName: string): ResourceHandler {
     const h = this.handlers.get(typeName);
-    if (!h) throw new ProviderError(`unknown resource type ${typeName}`);
+    if (!h) throw new ProviderError('unknown_type', `unknown resource type ${typeName}`);
     return h;
   }
 
   dataSource(typeName: string): DataSourceHandler {
     const h = this.dataHandlers.get(typeName);
-    if (!h) throw new ProviderError(`unknown data source ${typeName}`);
+    if (!h) throw new ProviderError('unknown_type', `unknown data source ${typeName}`);
     return h;
   }
 }

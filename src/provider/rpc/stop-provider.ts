@@ -3,7 +3,7 @@ import type { ProviderContext } from './context.js';
 
 /** StopProvider (Terraform's Ctrl-C): ends the waits in flight. */
 export function stopProvider(ctx: ProviderContext) {
-  ctx.stopping.abort(new ProviderError('Terraform stopped the provider'));
+  ctx.stopping.abort(new ProviderError('stopped', 'Terraform stopped the provider'));
   ctx.onStop();
   return { Error: '' };
 }

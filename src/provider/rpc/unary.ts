@@ -18,7 +18,9 @@ export function unary(name: string, fn: (req: any) => Promise<object> | object) 
       .then(
         (res) => callback(null, res),
         (err) => {
-          log(`${name} failed: ${err instanceof Error ? err.message : String(err)}`);
+          // The code (ours, or the API's) leads the log line, so TF_LOG output can be grepped by kind of failure.
+          const code = (err as { code?: unknown })?.code;
+          log(`${name} failed${typeof code === 'string' ? ` [${code}]` : ''}: ${err instanceof Error ? err.message : String(err)}`);
           callback(null, { diagnostics: [diagnose(err)] });
         },
       );

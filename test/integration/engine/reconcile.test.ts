@@ -166,7 +166,10 @@ describe('reconciler engine on examples/platform', () => {
     // Another source id owns nothing here: it would prune nothing, and refuses to touch our resources.
     const other = await preparePlan(client, [dir], opts({ prune: true, sourceId: 'someone-else' }));
     expect(other.plan.summary.delete).toBe(0);
-    expect(other.plan.errors[0]).toContain('managed by another source "platform"');
+    expect(other.plan.errors[0]).toMatchObject({
+      code: 'ownership_conflict',
+      message: expect.stringContaining('managed by another source "platform"'),
+    });
   });
 
   test('the mass-delete guard refuses to prune more than max(5, 20%) of the managed resources', async () => {
@@ -175,7 +178,9 @@ describe('reconciler engine on examples/platform', () => {
     // Now only the marketing project, its resources and the users are declared.
     const { plan } = await preparePlan(client, [dir], opts({ prune: true }));
     expect(plan.summary.delete).toBe(1); // the analytics project (its resources go with it)
-    expect(plan.errors.join('\n')).toMatch(/refusing to delete 1[0-9] of 22 managed resources/);
+    expect(plan.errors).toEqual([
+      { code: 'mass_delete', message: expect.stringMatching(/^refusing to delete 1[0-9] of 22 managed resources/) },
+    ]);
     const refused = await reconcile(client, [dir], opts({ prune: true }));
     expect(refused.result).toBeUndefined();
     expect(await client.projects.findByName('analytics')).toBeDefined();

@@ -162,7 +162,17 @@ describe('renderPlanMarkdown', () => {
   it('errors come first, in a caution alert, before the headline; warnings after it', () => {
     const md = renderPlanMarkdown(
       plan(SMALL.changes, {
-        errors: ['analytics/sources.yaml:3:5: Connector orders-db: managed by another source "x|y"', '- starts like a list item'],
+        errors: [
+          {
+            code: 'ownership_conflict',
+            file: 'analytics/sources.yaml',
+            line: 3,
+            column: 5,
+            subject: 'Connector orders-db',
+            message: 'managed by another source "x|y"',
+          },
+          { code: 'invalid_resource', message: '- starts like a list item' },
+        ],
         warnings: ['Project analytics: pruning it also deletes 1 resource'],
       }),
     );
@@ -251,7 +261,12 @@ describe('renderPlanMarkdown', () => {
       }),
     );
     const md = renderPlanMarkdown(
-      plan(changes, { errors: Array.from({ length: 100 }, (_, i) => `error number ${i} with a long explanation of what went wrong`) }),
+      plan(changes, {
+        errors: Array.from({ length: 100 }, (_, i) => ({
+          code: 'invalid_resource' as const,
+          message: `error number ${i} with a long explanation of what went wrong`,
+        })),
+      }),
       { maxLength: 6_000 },
     );
     expect(md.length).toBeLessThanOrEqual(6_000);
@@ -303,7 +318,11 @@ describe('renderDriftMarkdown and renderConfigErrorsMarkdown', () => {
   });
 
   it('an invalid config: the errors, and that nothing was planned', () => {
-    expect(renderConfigErrorsMarkdown('plan', ['a.yaml:2:1: spec.config.port: must be integer'])).toBe(
+    expect(
+      renderConfigErrorsMarkdown('plan', [
+        { code: 'invalid_field', file: 'a.yaml', line: 2, column: 1, field: 'spec.config.port', message: 'must be integer' },
+      ]),
+    ).toBe(
       '### dpctl plan\n\n> [!CAUTION]\n> **1 error: nothing can be applied until it is fixed.**\n>\n> - a.yaml:2:1: spec.config.port: must be integer\n\n**Invalid configuration:** nothing was planned.\n',
     );
   });

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { addLive, appliedState, config, emptyState, PLAN_OPTIONS, SHOP, SOURCE } from './fixtures.js';
 import {
+  formatProblem,
   countManaged,
   labelOf,
   makePlan,
@@ -72,7 +73,11 @@ describe('ownershipOf', () => {
 
   it("another source's resource is a conflict, never taken over (not even with --adopt)", () => {
     const expected = {
-      conflict: `NotificationChannel/a (project shop): managed by another source "other" (label ${MANAGED_BY_LABEL}); not touching it`,
+      conflict: {
+        code: 'ownership_conflict',
+        subject: 'NotificationChannel/a (project shop)',
+        message: `managed by another source "other" (label ${MANAGED_BY_LABEL}); not touching it`,
+      },
     };
     expect(ownershipOf(channel, live('other'), PLAN_OPTIONS)).toEqual(expected);
     expect(ownershipOf(channel, live('other'), { ...PLAN_OPTIONS, adopt: true })).toEqual(expected);
@@ -100,10 +105,12 @@ describe('missingProjectError', () => {
   it('names the project and the projects the credential sees', () => {
     const state = emptyState();
     addLive(state, 'project', { id: 'p1', name: 'shop' });
-    expect(missingProjectError(doc, ctx(state))).toMatch(
-      /metadata\.project.*no project "ops" on the server and no Project document declares it \(projects this credential sees: shop\)/,
-    );
-    expect(missingProjectError(doc, ctx())).toMatch(/projects this credential sees: none\)$/);
+    expect(missingProjectError(doc, ctx(state))).toMatchObject({
+      code: 'undeclared_project',
+      field: 'metadata.project',
+      message: 'no project "ops" on the server and no Project document declares it (projects this credential sees: shop)',
+    });
+    expect(formatProblem(missingProjectError(doc, ctx())!)).toMatch(/metadata\.project: .*projects this credential sees: none\)$/);
   });
 
   it('is undefined when the project exists or is declared', () => {
@@ -177,7 +184,13 @@ describe('planDocument', () => {
   it("gives errors instead of a change: another source's resource", () => {
     const state = appliedState(shop, 'other');
     expect(planDocument(channel, contextOf(state))).toEqual({
-      errors: [`NotificationChannel/a (project shop): managed by another source "other" (label ${MANAGED_BY_LABEL}); not touching it`],
+      errors: [
+        {
+          code: 'ownership_conflict',
+          subject: 'NotificationChannel/a (project shop)',
+          message: `managed by another source "other" (label ${MANAGED_BY_LABEL}); not touching it`,
+        },
+      ],
     });
   });
 
@@ -263,7 +276,11 @@ describe('planPrune', () => {
     const state = emptyState();
     for (let i = 0; i < 6; i++) addLive(state, 'project', { id: `p${i}`, name: `p${i}`, labels: { [MANAGED_BY_LABEL]: SOURCE } });
     expect(planPrune(state, new Set(), 6, prune).errors).toEqual([
-      'refusing to delete 6 of 6 managed resources (more than 5, the larger of 5 and 20%): check the path and --source-id, or pass --allow-mass-delete',
+      {
+        code: 'mass_delete',
+        message:
+          'refusing to delete 6 of 6 managed resources (more than 5, the larger of 5 and 20%): check the path and --source-id, or pass --allow-mass-delete',
+      },
     ]);
     expect(planPrune(state, new Set(), 6, { ...prune, allowMassDelete: true }).errors).toEqual([]);
     expect(planPrune(state, new Set(), 30, prune).errors).toEqual([]);

@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { API_ERROR_CODES, API_ERRORS, PROBLEM_CODES, apiCodeForStatus } from '../../../src/kinds/errors.js';
+import { API_ERROR_CODES, API_ERRORS, PROBLEM_CODES, PROVIDER_CODES, apiCodeForStatus } from '../../../src/kinds/errors.js';
 
 const DOC = readFileSync(join(import.meta.dirname, '..', '..', '..', 'docs', 'guides', 'errors.md'), 'utf8');
 
@@ -25,9 +25,12 @@ describe('error-code catalogue', () => {
   it('documents every code, API and configuration alike, with its status', () => {
     for (const code of API_ERROR_CODES)
       expect(documented.get(code), `${code} in docs/guides/errors.md`).toContain(String(API_ERRORS[code].status));
-    for (const code of Object.keys(PROBLEM_CODES)) expect(documented.has(code), `${code} in docs/guides/errors.md`).toBe(true);
+    for (const code of [...Object.keys(PROBLEM_CODES), ...Object.keys(PROVIDER_CODES)])
+      expect(documented.has(code), `${code} in docs/guides/errors.md`).toBe(true);
     // And nothing on the page that the catalogue does not have.
-    expect([...documented.keys()].sort()).toEqual([...API_ERROR_CODES, ...Object.keys(PROBLEM_CODES)].sort());
+    expect([...documented.keys()].sort()).toEqual(
+      [...API_ERROR_CODES, ...Object.keys(PROBLEM_CODES), ...Object.keys(PROVIDER_CODES)].sort(),
+    );
   });
 
   it('gives an answer without the envelope the code of its status', () => {
