@@ -1,6 +1,7 @@
 import { Command, Option } from 'commander';
 import type { Alert, AlertFilters, DataPlatformClient } from '../client/index.js';
-import { guarded, makeClient, withConnection, type CommonOpts } from './plan.js';
+import { makeClient, withConnection, type ConnectionOpts } from '../client/options.js';
+import { guarded } from './plan.js';
 
 /**
  * `dpctl alerts list / ack / resolve`: the project's alerts (spec section 4, Monitoring) from a
@@ -8,7 +9,7 @@ import { guarded, makeClient, withConnection, type CommonOpts } from './plan.js'
  */
 
 type Output = 'text' | 'json';
-type Connection = Pick<CommonOpts, 'url' | 'apiKey' | 'caFile' | 'insecure'>;
+type Connection = ConnectionOpts;
 
 interface ListOpts extends Connection {
   project: string;

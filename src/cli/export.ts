@@ -1,9 +1,10 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { Command } from 'commander';
-import { engineOptions, guarded, makeClient, parseConcurrency, withCommon, withConnection, type CommonOpts } from './plan.js';
+import { makeClient, parseConcurrency, withConnection, type ConnectionOpts } from '../client/options.js';
+import { engineOptions, guarded, withCommon, type CommonOpts } from './plan.js';
 
-interface ExportOpts extends Pick<CommonOpts, 'url' | 'apiKey' | 'caFile' | 'insecure'> {
+interface ExportOpts extends ConnectionOpts {
   project: string[];
   allProjects: boolean;
   users: boolean;

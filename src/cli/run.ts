@@ -1,7 +1,8 @@
 import { Command, Option } from 'commander';
 import type { DataPlatformClient, EventStream, Run, RunOwner, StepUpdate } from '../client/index.js';
 import { parseDuration } from '../controller/duration.js';
-import { guarded, makeClient, withConnection, type CommonOpts } from './plan.js';
+import { makeClient, withConnection, type ConnectionOpts } from '../client/options.js';
+import { guarded } from './plan.js';
 
 /**
  * `dpctl run sync|pipeline|dbt NAME --project P`: triggers a run (spec section 4) and, with
@@ -12,7 +13,7 @@ import { guarded, makeClient, withConnection, type CommonOpts } from './plan.js'
 type RunKind = 'sync' | 'pipeline' | 'dbt';
 type Output = 'text' | 'json';
 
-interface RunOpts extends Pick<CommonOpts, 'url' | 'apiKey' | 'caFile' | 'insecure'> {
+interface RunOpts extends ConnectionOpts {
   project: string;
   follow: boolean;
   timeout: string;

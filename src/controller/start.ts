@@ -3,7 +3,7 @@ import { basename, join, resolve } from 'node:path';
 import type { Logger } from 'pino';
 import type { LogFormat } from '../log-format.js';
 import { FileTokenStore, type ClientConfig } from '../client/index.js';
-import { makeClient, parseConcurrency, type CommonOpts } from '../cli/plan.js';
+import { makeClient, parseConcurrency, type ConnectionOpts } from '../client/options.js';
 import { startController } from './controller.js';
 import { Notifier, type Receiver } from './notify.js';
 import { parseDuration } from './duration.js';
@@ -16,7 +16,7 @@ import type { ConfigSource } from './source/types.js';
 
 /** What `dpctl controller` does once its options are parsed (cli.ts); loaded only when it runs. */
 
-export interface ControllerOpts extends Pick<CommonOpts, 'url' | 'apiKey' | 'caFile' | 'insecure'> {
+export interface ControllerOpts extends ConnectionOpts {
   source: string;
   sourceType: 'auto' | 'git' | 'dir';
   branch: string;
