@@ -1,6 +1,7 @@
 import {
   countByCode,
   EngineConfigError,
+  summaryJson,
   formatProblems,
   healthEntry,
   type HealthEntry,
@@ -42,16 +43,7 @@ const iso = (ms: number) => new Date(ms).toISOString();
 /** The results of a run that made the platform match (apply mode) or found it matching (drift mode). */
 export const isConverged = (result: RunResult) => result === 'converged' || result === 'in-sync';
 
-export function summaryOf(plan: Plan): Record<string, number> {
-  return {
-    create: plan.summary.create,
-    update: plan.summary.update,
-    replace: plan.summary.replace,
-    delete: plan.summary.delete,
-    no_op: plan.summary['no-op'],
-    unsupported: plan.summary.unsupported,
-  };
-}
+export const summaryOf = (plan: Plan): Record<string, number> => summaryJson(plan);
 
 export const rowOf = (c: PlannedChange, state: ResourceStatus['state'], detail: string | null): ResourceStatus => ({
   kind: c.kind,

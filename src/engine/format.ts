@@ -70,17 +70,16 @@ function changeJson(c: PlannedChange) {
   };
 }
 
+/** A plan's counts as JSON shows them (`no_op`), for `--output json` and the controller's /status. */
+export function summaryJson(plan: Plan) {
+  const s = plan.summary;
+  return { create: s.create, update: s.update, replace: s.replace, delete: s.delete, no_op: s['no-op'], unsupported: s.unsupported };
+}
+
 export function planJson(plan: Plan) {
   return {
     source_id: plan.sourceId,
-    summary: {
-      create: plan.summary.create,
-      update: plan.summary.update,
-      replace: plan.summary.replace,
-      delete: plan.summary.delete,
-      no_op: plan.summary['no-op'],
-      unsupported: plan.summary.unsupported,
-    },
+    summary: summaryJson(plan),
     changes: plan.changes.map(changeJson),
     managed_count: plan.managedCount,
     errors: formatProblems(plan.errors),

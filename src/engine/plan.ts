@@ -2,7 +2,6 @@ import {
   ConfigValidationError,
   declaredLookup,
   firstOf,
-  formatConfigError,
   subjectOf,
   type ConfigDocument,
   type ReferenceLookup,

@@ -11,18 +11,18 @@ const SRC = resolve(import.meta.dirname, '..', '..', '..', 'src');
 
 /** Layer of each top-level module of src/: a module may import its own layer's or a lower one's. */
 const LAYER: Record<string, number> = {
-  'kinds': 0,
+  kinds: 0,
   'version.ts': 0,
   'log-format.ts': 0,
-  'client': 1,
-  'config': 1,
-  'engine': 2,
-  'provider': 2,
-  'cdktf': 2,
-  'cdktn': 2,
-  'distribution': 2,
-  'controller': 3,
-  'cli': 4,
+  client: 1,
+  config: 1,
+  engine: 2,
+  provider: 2,
+  cdktf: 2,
+  cdktn: 2,
+  distribution: 2,
+  controller: 3,
+  cli: 4,
 };
 /** The service is a column of its own beside the client side: it may use only these. */
 const SERVICE_MAY_IMPORT = new Set(['kinds', 'version.ts', 'log-format.ts', 'service']);
