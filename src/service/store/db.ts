@@ -7,6 +7,8 @@ export type SqlValue = string | number | null;
 
 export interface Queryable {
   all<T = Record<string, unknown>>(sql: string, params?: SqlValue[]): Promise<T[]>;
+  /** Rows as arrays of column values, in SELECT order: no object per row (hot reads of many rows). */
+  rows(sql: string, params?: SqlValue[]): Promise<unknown[][]>;
   get<T = Record<string, unknown>>(sql: string, params?: SqlValue[]): Promise<T | undefined>;
   run(sql: string, params?: SqlValue[]): Promise<{ changes: number }>;
 }

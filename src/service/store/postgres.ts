@@ -36,6 +36,9 @@ function queryable(client: pg.Pool | pg.PoolClient): Queryable {
     async all<T>(sql: string, params: SqlValue[] = []) {
       return (await client.query(config(sql, params))).rows as T[];
     },
+    async rows(sql: string, params: SqlValue[] = []) {
+      return (await client.query({ ...config(sql, params), rowMode: 'array' })).rows as unknown[][];
+    },
     async get<T>(sql: string, params: SqlValue[] = []) {
       return (await client.query(config(sql, params))).rows[0] as T | undefined;
     },

@@ -161,18 +161,20 @@ export class ResourceStore {
   }
 
   /**
-   * One page of a list as the JSON text of its items joined by commas, built by the database
-   * (`string_agg`, in both dialects): one value to read instead of a row object and a string per
-   * item, about 60 µs less CPU per 100-item page in the service on either store. It reads
-   * `limit + 1` rows to know whether more follow; `count` says how many it read.
+   * One page of a list as the JSON text of its items joined by commas: `data` is written ordered
+   * and without secrets, so it is sent as stored. The rows are read as arrays (no object per row:
+   * about 30 µs less per 100-item page on SQLite). It reads `limit + 1` rows to know whether more
+   * follow; `count` says how many it read.
    */
   async listPage(query: Omit<ListQuery, 'limit' | 'where'>, limit: number, q: Queryable = this.db): Promise<JsonPage> {
-    const inner = this.listSql('seq, data, row_number() OVER (ORDER BY seq) AS rn', { ...query, limit: limit + 1 });
-    const sql =
-      `SELECT count(*) AS n, max(seq) FILTER (WHERE rn <= ?) AS last_seq, ` +
-      `string_agg(data, ',' ORDER BY seq) FILTER (WHERE rn <= ?) AS items FROM (${inner.sql}) page`;
-    const row = await q.get<{ n: number; last_seq: number | null; items: string | null }>(sql, [limit, limit, ...inner.params]);
-    return { count: Number(row?.n ?? 0), lastSeq: Number(row?.last_seq ?? 0), items: row?.items ?? '' };
+    const { sql, params } = this.listSql('seq, data', { ...query, limit: limit + 1 });
+    const rows = await q.rows(sql, params);
+    const page = rows.length > limit ? rows.slice(0, limit) : rows;
+    return {
+      count: rows.length,
+      lastSeq: page.length ? Number(page[page.length - 1][0]) : 0,
+      items: page.map((r) => r[1] as string).join(','),
+    };
   }
 
   async exists(tenantId: string, projectId: string, kind: string, id: string, q: Queryable = this.db): Promise<boolean> {

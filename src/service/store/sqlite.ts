@@ -32,9 +32,22 @@ export function openSqlite(path: string): Db {
     }
     return stmt;
   };
+  // Raw statements (rows as arrays) are prepared apart: raw mode is a property of the statement.
+  const rawStatements = new Map<string, Database.Statement>();
+  const prepareRaw = (sql: string) => {
+    let stmt = rawStatements.get(sql);
+    if (!stmt) {
+      stmt = sqlite.prepare(sql).raw(true);
+      rawStatements.set(sql, stmt);
+    }
+    return stmt;
+  };
   const direct: Queryable = {
     async all<T>(sql: string, params: SqlValue[] = []) {
       return prepare(sql).all(...params) as T[];
+    },
+    async rows(sql: string, params: SqlValue[] = []) {
+      return prepareRaw(sql).all(...params) as unknown[][];
     },
     async get<T>(sql: string, params: SqlValue[] = []) {
       return prepare(sql).get(...params) as T | undefined;
