@@ -3,6 +3,7 @@
  * (label dpctl.dev/managed-by), after checking that the plan for each is a no-op apart from
  * ownership. Nothing is created, and a resource that differs is reported and left alone.
  */
+import { entryJson } from './format.js';
 import { formatProblem, formatProblems, type Problem } from './problems.js';
 import type { DataPlatformClient } from '../client/index.js';
 import { ENGINE_LABELS, hasLabels, LABELS_FIELD, MANAGED_BY_LABEL, SECRETS_SHA_LABEL, type FieldChange } from './diff.js';
@@ -158,11 +159,7 @@ export function adoptJson(result: AdoptResult) {
     source_id: result.sourceId,
     entries: result.entries.map((e) => ({
       status: e.status,
-      kind: e.kind,
-      yaml_kind: e.yamlKind,
-      project: e.project ?? null,
-      name: e.name,
-      id: e.id ?? null,
+      ...entryJson(e),
       fields: e.changes.map((f) => ({ field: f.field, before: f.before ?? null, after: f.after ?? null })),
       detail: e.detail,
     })),

@@ -2,7 +2,7 @@ import { formatProblem, formatProblems, type Problem } from './problems.js';
 import type { ApplyResult } from './apply.js';
 import { SENSITIVE, type FieldChange } from './diff.js';
 import type { DriftEntry } from './drift.js';
-import { subjectOfChange, type Action, type Plan, type PlannedChange } from './plan.js';
+import { subjectOfChange, type Action, type Plan, type PlannedChange, type ResourceEntry } from './plan.js';
 
 const SYMBOL: Record<Action, string> = { create: '+', update: '~', replace: '-/+', delete: '-', 'no-op': ' ' };
 const COLOUR: Record<Action, string> = { create: '32', update: '33', replace: '35', delete: '31', 'no-op': '0' };
@@ -46,21 +46,22 @@ export function renderPlan(plan: Plan, options: { colour: boolean; verbose?: boo
   return `${lines.join('\n')}\n`;
 }
 
+/** Which resource an entry is about, as the JSON outputs name it (plan, drift, adopt). */
+export function entryJson(e: ResourceEntry) {
+  return { kind: e.kind, yaml_kind: e.yamlKind, project: e.project ?? null, name: e.name, id: e.id ?? null };
+}
+
+/** One field difference as the JSON outputs show it. */
+export function fieldJson(f: FieldChange) {
+  return { field: f.field, before: f.before ?? null, after: f.after ?? null, ...(f.sensitive ? { sensitive: true } : {}) };
+}
+
 function changeJson(c: PlannedChange) {
   return {
     action: c.action,
-    kind: c.kind,
-    yaml_kind: c.yamlKind,
-    project: c.project ?? null,
-    name: c.name,
-    id: c.id ?? null,
+    ...entryJson(c),
     ownership: c.ownership,
-    fields: c.changes.map((f) => ({
-      field: f.field,
-      before: f.before ?? null,
-      after: f.after ?? null,
-      ...(f.sensitive ? { sensitive: true } : {}),
-    })),
+    fields: c.changes.map(fieldJson),
     reasons: c.reasons,
     notes: c.notes,
     unsupported: c.unsupported ?? null,
@@ -115,21 +116,7 @@ export function driftJson(sourceId: string, entries: DriftEntry[], errors: reado
   return {
     source_id: sourceId,
     summary: { changed: by('changed'), deleted: by('deleted'), orphaned: by('orphaned'), unmanaged: by('unmanaged') },
-    drift: entries.map((e) => ({
-      type: e.type,
-      kind: e.kind,
-      yaml_kind: e.yamlKind,
-      project: e.project ?? null,
-      name: e.name,
-      id: e.id ?? null,
-      fields: e.changes.map((f) => ({
-        field: f.field,
-        before: f.before ?? null,
-        after: f.after ?? null,
-        ...(f.sensitive ? { sensitive: true } : {}),
-      })),
-      detail: e.detail,
-    })),
+    drift: entries.map((e) => ({ type: e.type, ...entryJson(e), fields: e.changes.map(fieldJson), detail: e.detail })),
     errors: formatProblems(errors),
     problems: errors,
   };
