@@ -45,17 +45,22 @@ const isTokens = (v: unknown): v is Tokens =>
  * to a temporary file in the same directory, are flushed, then renamed over the old one, so a
  * crash leaves either the old pair or the new one, never a torn file. One process per file.
  */
+/** A state file's text, or undefined when it does not exist yet (any other read error is thrown). */
+export async function readIfPresent(path: string): Promise<string | undefined> {
+  try {
+    return await readFile(path, 'utf8');
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+    throw err;
+  }
+}
+
 export class FileTokenStore implements TokenStore {
   constructor(readonly path: string) {}
 
   async load(): Promise<Tokens | undefined> {
-    let text: string;
-    try {
-      text = await readFile(this.path, 'utf8');
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
-      throw err;
-    }
+    const text = await readIfPresent(this.path);
+    if (text === undefined) return undefined;
     try {
       const parsed = JSON.parse(text) as unknown;
       return isTokens(parsed) ? parsed : undefined;

@@ -1,6 +1,7 @@
-import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
+import { mkdir, rename, writeFile } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import type { Lease, WriteResult } from './leader/kube-api.js';
+import { readIfPresent } from '../client/token-store.js';
 
 /**
  * Where the controller keeps "reconciling is suspended", so that it survives a restart and a
@@ -30,13 +31,8 @@ export class FileSuspensionStore implements SuspensionStore {
   }
 
   async load(): Promise<boolean | undefined> {
-    let text: string;
-    try {
-      text = await readFile(this.path, 'utf8');
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
-      throw err;
-    }
+    const text = await readIfPresent(this.path);
+    if (text === undefined) return undefined;
     let value: unknown;
     try {
       value = (JSON.parse(text) as { suspended?: unknown }).suspended;

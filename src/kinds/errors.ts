@@ -2,7 +2,8 @@
  * The error-code catalogue, shared by the service (which sends API codes), the client (which
  * reads them) and the client-side layers (config, engine, provider), whose problems carry a
  * code of their own so that the CLI, the controller and the provider group them by code
- * instead of matching message text. Every code is documented in docs/guides/errors.md and every
+ * instead of matching message text. The tables of docs/guides/errors.md are generated from here
+ * (scripts/generate-error-docs.ts), and every
  * API code is in the OpenAPI error envelope (test/unit/kinds/errors.test.ts checks both).
  */
 
@@ -23,7 +24,7 @@ export type ApiErrorCode = keyof typeof API_ERRORS;
 export const API_ERROR_CODES = Object.keys(API_ERRORS) as ApiErrorCode[];
 
 /** Statuses that are not a code's usual one but that the service sends with that code. */
-const OTHER_STATUSES: Record<number, ApiErrorCode> = { 413: 'validation_error', 415: 'validation_error' };
+export const OTHER_STATUSES: Record<number, ApiErrorCode> = { 413: 'validation_error', 415: 'validation_error' };
 
 /** The code the spec uses for a status, for answers that do not carry the envelope (a proxy's 502). */
 export function apiCodeForStatus(status: number): ApiErrorCode | `http_${number}` {
@@ -31,8 +32,8 @@ export function apiCodeForStatus(status: number): ApiErrorCode | `http_${number}
   return usual ?? OTHER_STATUSES[status] ?? (status >= 500 ? 'internal_error' : `http_${status}`);
 }
 
-/** Codes of problems found on the user's side (a YAML repository, a plan): never sent by the service. */
-export const PROBLEM_CODES = {
+/** Codes of problems found in a YAML repository, before anything is sent. */
+export const CONFIG_CODES = {
   file_unreadable: 'a path that does not exist, cannot be read, or holds no YAML file',
   yaml_syntax: 'the YAML cannot be parsed, or a document is not a mapping',
   invalid_field: 'a field breaks the schema of its kind: unknown, missing, wrong type or value',
@@ -40,16 +41,23 @@ export const PROBLEM_CODES = {
   inline_secret: 'a secret written as a value instead of a `secretRef`',
   invalid_policy: 'a `dpctl.dev/` annotation that is unknown or has a bad value',
   duplicate_resource: 'two documents declare the same resource',
-  undeclared_project: 'a document names a project no Project document declares',
+  undeclared_project: 'a document names a project no Project document declares (or, in a plan, that the server does not have)',
   unresolved_reference: 'a reference to a resource that is neither declared nor on the service',
   unresolved_secret: 'a `secretRef` whose environment variable or file cannot be read',
   invalid_resource: 'a resource the kind rejects beyond the schema (a cycle in a pipeline)',
   unsupported_kind: 'a kind this surface (the Terraform provider, the cdktf bridge) has no resource for',
-  ownership_conflict: 'a declared resource exists and another source manages it (its managed-by label)',
-  mass_delete: 'a plan would prune more managed resources than the guard allows (--allow-mass-delete)',
-  prevent_destroy: 'a plan would delete or replace a resource annotated dpctl.dev/prevent-destroy',
-  unknown_target: 'a --target that names no declared resource and no managed one planned for deletion',
 } as const;
+
+/** Codes of problems found while planning against the service (besides configuration codes). */
+export const PLAN_CODES = {
+  ownership_conflict: 'a declared resource exists and another source manages it (its managed-by label)',
+  mass_delete: 'a plan would prune more managed resources than the guard allows (`--allow-mass-delete`)',
+  prevent_destroy: 'a plan would delete or replace a resource annotated `dpctl.dev/prevent-destroy`',
+  unknown_target: 'a `--target` that names no declared resource and no managed one planned for deletion',
+} as const;
+
+/** Codes of problems found on the user's side (a YAML repository, a plan): never sent by the service. */
+export const PROBLEM_CODES = { ...CONFIG_CODES, ...PLAN_CODES } as const;
 
 export type ProblemCode = keyof typeof PROBLEM_CODES;
 

@@ -36,8 +36,7 @@ export function toApiError(err: FastifyError | ApiError | Error): ApiError {
   if (err instanceof ApiError) return err;
   const fe = err as FastifyError & { validationContext?: string };
   if (fe.validation) {
-    const prefix = fe.validationContext === 'body' ? '' : '';
-    const details = toFieldErrors(fe.validation as never, prefix);
+    const details = toFieldErrors(fe.validation as never);
     const summary = details.map((d) => `${d.field} ${d.message}`).join('; ');
     return new ApiError('validation_error', `Invalid ${fe.validationContext ?? 'request'}: ${summary}`, details);
   }

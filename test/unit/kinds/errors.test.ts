@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { renderErrorDocs } from '../../../scripts/generate-error-docs.js';
 import { API_ERROR_CODES, API_ERRORS, PROBLEM_CODES, PROVIDER_CODES, apiCodeForStatus } from '../../../src/kinds/errors.js';
 
 const DOC = readFileSync(join(import.meta.dirname, '..', '..', '..', 'docs', 'guides', 'errors.md'), 'utf8');
@@ -9,6 +10,10 @@ const DOC = readFileSync(join(import.meta.dirname, '..', '..', '..', 'docs', 'gu
 const documented = new Map([...DOC.matchAll(/^\| `([a-z_]+)` \|(.*)$/gm)].map((m) => [m[1], m[2]] as const));
 
 describe('error-code catalogue', () => {
+  it('is what the tables of docs/guides/errors.md show (regenerate with `npm run generate`)', () => {
+    expect(DOC, 'docs/guides/errors.md is stale: run `npm run generate`').toBe(renderErrorDocs(DOC));
+  });
+
   it("holds exactly the spec's section 7 codes, each with the spec's status", () => {
     expect(Object.fromEntries(API_ERROR_CODES.map((c) => [c, API_ERRORS[c].status]))).toEqual({
       validation_error: 400,
