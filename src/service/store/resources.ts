@@ -48,7 +48,7 @@ interface Row {
 
 /** A page of stored JSON: `items` is the page's `data` texts joined by commas (at most the limit asked for). */
 export interface JsonPage {
-  /** Rows read: the limit + 1 when more follow. */
+  /** Items on the page, plus one when more follow. */
   count: number;
   /** The `seq` of the page's last item (0 when empty). */
   lastSeq: number;
@@ -130,9 +130,10 @@ export class ResourceStore {
     return jsonField(this.db, field);
   }
 
-  private listSql(columns: string, query: ListQuery): { sql: string; params: SqlValue[] } {
-    const params: SqlValue[] = [query.tenantId, query.projectId, query.kind, query.afterSeq ?? 0];
-    let sql = `SELECT ${columns} FROM resources WHERE tenant_id = ? AND project_id = ? AND kind = ? AND seq > ?`;
+  /** The conditions of a list: its scope, and `seq` after the one given (a `?`, or an SQL expression). */
+  private listWhere(query: Omit<ListQuery, 'limit' | 'afterSeq'>, after: string): { sql: string; params: SqlValue[] } {
+    const params: SqlValue[] = [query.tenantId, query.projectId, query.kind];
+    let sql = `tenant_id = ? AND project_id = ? AND kind = ? AND seq > ${after}`;
     if (query.parentId !== undefined) {
       sql += ' AND parent_id = ?';
       params.push(query.parentId);
@@ -141,9 +142,13 @@ export class ResourceStore {
       sql += ` AND ${this.jsonField(field)} = ?`;
       params.push(value);
     }
-    sql += ' ORDER BY seq LIMIT ?';
-    params.push(query.limit);
     return { sql, params };
+  }
+
+  private listSql(columns: string, query: ListQuery): { sql: string; params: SqlValue[] } {
+    const where = this.listWhere(query, '?');
+    where.params.splice(3, 0, query.afterSeq ?? 0);
+    return { sql: `SELECT ${columns} FROM resources WHERE ${where.sql} ORDER BY seq LIMIT ?`, params: [...where.params, query.limit] };
   }
 
   async list(query: ListQuery, q: Queryable = this.db): Promise<StoredResource[]> {
@@ -161,20 +166,26 @@ export class ResourceStore {
   }
 
   /**
-   * One page of a list as the JSON text of its items joined by commas: `data` is written ordered
-   * and without secrets, so it is sent as stored. The rows are read as arrays (no object per row:
-   * about 30 µs less per 100-item page on SQLite). It reads `limit + 1` rows to know whether more
-   * follow; `count` says how many it read.
+   * One page of a list as the JSON text of its items joined by commas, built by the database: the
+   * service reads one value instead of a row and a string per item (about 100 per page), which
+   * also spares the collector most of a list's garbage. `data` is written ordered and without
+   * secrets, so it is sent as stored.
+   * - The aggregate takes the rows in the order of the subquery: its ORDER BY stays because of the
+   *   LIMIT, and nothing between a Limit and a plain aggregate reorders rows (in either database;
+   *   a test pins it). An ORDER BY inside the aggregate would sort the page a second time, which
+   *   cost SQLite more than the whole read.
+   * - Whether more follow is the next row's `seq`, read through the index (ORDER BY ... LIMIT 1: an
+   *   EXISTS let PostgreSQL plan a sequential scan, the whole table on a last page).
    */
   async listPage(query: Omit<ListQuery, 'limit' | 'where'>, limit: number, q: Queryable = this.db): Promise<JsonPage> {
-    const { sql, params } = this.listSql('seq, data', { ...query, limit: limit + 1 });
-    const rows = await q.rows(sql, params);
-    const page = rows.length > limit ? rows.slice(0, limit) : rows;
-    return {
-      count: rows.length,
-      lastSeq: page.length ? Number(page[page.length - 1][0]) : 0,
-      items: page.map((r) => r[1] as string).join(','),
-    };
+    const page = this.listSql('seq, data', { ...query, limit });
+    const next = this.listWhere(query, 'p.last_seq');
+    const concat = this.db.dialect === 'sqlite' ? 'group_concat' : 'string_agg';
+    const sql =
+      `SELECT p.items, p.n, p.last_seq, (SELECT seq FROM resources WHERE ${next.sql} ORDER BY seq LIMIT 1) AS next_seq FROM ` +
+      `(SELECT ${concat}(data, ',') AS items, count(*) AS n, max(seq) AS last_seq FROM (${page.sql}) page) p`;
+    const [[items, n, lastSeq, nextSeq]] = await q.rows(sql, [...next.params, ...page.params]);
+    return { count: Number(n) + (nextSeq === null ? 0 : 1), lastSeq: Number(lastSeq ?? 0), items: (items as string | null) ?? '' };
   }
 
   async exists(tenantId: string, projectId: string, kind: string, id: string, q: Queryable = this.db): Promise<boolean> {

@@ -23,6 +23,11 @@ export function openSqlite(path: string): Db {
   sqlite.pragma('synchronous = NORMAL');
   sqlite.pragma('busy_timeout = 5000');
   sqlite.pragma('foreign_keys = ON');
+  // SQLite's own page cache, at most 64 MiB (the default is 2 MiB): a page of 100 resources spans
+  // about 25 database pages, so beyond about 8,000 resources a walk through a list read most pages
+  // again from the operating system (pages spread over 10,000 connectors: 67 µs a page before,
+  // 54 µs after). The cache fills only with pages actually read.
+  sqlite.pragma('cache_size = -65536');
   const statements = new Map<string, Database.Statement>();
   const prepare = (sql: string) => {
     let stmt = statements.get(sql);

@@ -93,6 +93,22 @@ describe('walking next_cursor', () => {
     expect(a.data.map((x) => x.id)).toEqual(created.slice(10, 20));
   });
 
+  it('keeps creation order when items were updated in another order (the page is built by the database)', async () => {
+    const project = await svc.project(t, 'paging-updated');
+    const base = `/projects/${project.id}/connectors`;
+    const ids: string[] = [];
+    for (let i = 0; i < 12; i++) ids.push((await svc.ok(t, 'POST', base, { body: connectorBody(`u${i}`) })).id);
+    // Updated newest first: PostgreSQL writes each new row version after the others, so the
+    // table's physical order is now the reverse of creation order for these.
+    for (const id of [...ids].reverse()) await svc.ok(t, 'PATCH', `${base}/${id}`, { body: { credentials: { username: `u-${id}` } } });
+    const { ids: walked, pages } = await walk(base, 5);
+    expect(walked).toEqual(ids);
+    expect(pages.map((p) => p.data.length)).toEqual([5, 5, 2]);
+    const whole = await svc.ok<Page>(t, 'GET', base, { query: { limit: 12 } });
+    expect(whole.data.map((x) => x.id)).toEqual(ids);
+    expect(whole.has_more).toBe(false);
+  });
+
   it('skips deleted items without losing its place', async () => {
     const project = await svc.project(t, 'paging-delete');
     const base = `/projects/${project.id}/connectors`;
