@@ -4,7 +4,8 @@ import { unauthorized } from '../errors.js';
 import { hashPassword, verifyPassword } from './passwords.js';
 import type { Actor } from './actor.js';
 import { keyCacheOf } from './key-cache.js';
-import type { PermissionLevel } from '../../kinds/index.js';
+import { TokenCache, type UserActor } from './token-cache.js';
+import { PERMISSION_RANK, type PermissionLevel } from '../../kinds/index.js';
 
 export const REFRESH_TOKEN_TTL_SECONDS = 30 * 24 * 3600;
 export const INVITATION_TTL_SECONDS = 7 * 24 * 3600;
@@ -21,18 +22,38 @@ interface UserRow {
   data: string;
 }
 
+/**
+ * What a write checks inside its transaction (AuthService.stillValid). A key: it still exists (its level
+ * cannot change). A user token: its session is not revoked, and the user is still active with at least the
+ * role the request was authorised with (a demotion elsewhere is not waited out for the cache's second).
+ */
+const STILL_VALID: Record<Actor['type'], (actor: Actor, q: Queryable) => Promise<boolean>> = {
+  api_key: async (actor, q) => !!(await q.get('SELECT 1 AS ok FROM api_key_hashes WHERE api_key_id = ?', [actor.id])),
+  user: async (actor, q) => {
+    const row = await q.get<{ data: string }>(
+      'SELECT r.data FROM sessions s JOIN resources r ON r.id = s.user_id WHERE s.id = ? AND s.revoked_at IS NULL',
+      [actor.sessionId ?? ''],
+    );
+    const user = row && (JSON.parse(row.data) as { role: PermissionLevel; status: string });
+    return !!user && user.status === 'active' && PERMISSION_RANK[user.role] >= PERMISSION_RANK[actor.level];
+  },
+};
+
 /** Logins, refresh rotation, bearer checks and API keys: section 5 of the spec. */
 export class AuthService {
   /** API keys' last_used_at is written at most once a minute per key, to keep reads read-only. */
   private readonly keyUseWritten = new Map<string, number>();
   /** API key lookups remembered for a second (auth/key-cache.ts; the bound is in docs/security.md). */
   private readonly keys;
+  /** Access token lookups remembered for a second (auth/token-cache.ts; the bound is in docs/security.md). */
+  private readonly tokens;
 
   constructor(
     private readonly db: Db,
     private readonly options: { accessTokenTtl: number; clock: () => number },
   ) {
     this.keys = keyCacheOf(db);
+    this.tokens = new TokenCache(options.clock);
   }
 
   private iso(offsetSeconds = 0) {
@@ -103,6 +124,8 @@ export class AuthService {
       if (!row) return { error: 'Invalid refresh token' };
       if (row.revoked_at) return { error: 'This session was revoked; log in again' };
       if (row.used_at) {
+        // Before the revocation commits: from now on this replica asks the database for the session's tokens.
+        this.tokens.forgetSession(row.session_id);
         await q.run('UPDATE sessions SET revoked_at = ? WHERE id = ?', [this.iso(), row.session_id]);
         await q.run('DELETE FROM access_tokens WHERE session_id = ?', [row.session_id]);
         return { error: 'Refresh token was already used; every token of this session is now revoked. Log in again' };
@@ -120,33 +143,42 @@ export class AuthService {
   /** Checks a bearer credential (access token or API key) against this tenant. */
   async authenticate(tenantId: string, bearer: string): Promise<Actor> {
     const hash = hashSecret(bearer);
-    if (bearer.startsWith('dpk_')) {
-      // A remembered key saves a database round trip before the request's own query; only found keys are
-      // remembered, so a wrong or revoked one always asks the database.
-      const cached = this.keys.get(tenantId, hash);
-      if (cached) {
-        this.noteKeyUse(cached.id);
-        return { ...cached };
-      }
-      const key = await this.db.get<{ api_key_id: string; project_id: string; permission_level: PermissionLevel; data: string }>(
-        `SELECT h.api_key_id, h.project_id, h.permission_level, r.data FROM api_key_hashes h JOIN resources r ON r.id = h.api_key_id
-         WHERE h.hash = ? AND h.tenant_id = ?`,
-        [hash, tenantId],
-      );
-      if (!key) throw unauthorized('Invalid or revoked API key');
-      this.noteKeyUse(key.api_key_id);
-      const actor = {
-        type: 'api_key' as const,
-        id: key.api_key_id,
-        name: (JSON.parse(key.data) as { name: string }).name,
-        tenantId,
-        level: key.permission_level,
-        projectId: key.project_id,
-      };
-      // A copy per request: nothing a request does to its actor reaches the next one.
-      this.keys.set(tenantId, hash, { ...actor });
-      return actor;
+    return bearer.startsWith('dpk_') ? this.authenticateKey(tenantId, hash) : this.authenticateToken(tenantId, hash);
+  }
+
+  private async authenticateKey(tenantId: string, hash: string): Promise<Actor> {
+    // A remembered key saves a database round trip before the request's own query; only found keys are
+    // remembered, so a wrong or revoked one always asks the database.
+    const cached = this.keys.get(tenantId, hash);
+    if (cached) {
+      this.noteKeyUse(cached.id);
+      return { ...cached };
     }
+    const key = await this.db.get<{ api_key_id: string; project_id: string; permission_level: PermissionLevel; data: string }>(
+      `SELECT h.api_key_id, h.project_id, h.permission_level, r.data FROM api_key_hashes h JOIN resources r ON r.id = h.api_key_id
+       WHERE h.hash = ? AND h.tenant_id = ?`,
+      [hash, tenantId],
+    );
+    if (!key) throw unauthorized('Invalid or revoked API key');
+    this.noteKeyUse(key.api_key_id);
+    const actor = {
+      type: 'api_key' as const,
+      id: key.api_key_id,
+      name: (JSON.parse(key.data) as { name: string }).name,
+      tenantId,
+      level: key.permission_level,
+      projectId: key.project_id,
+    };
+    // A copy per request: nothing a request does to its actor reaches the next one.
+    this.keys.set(tenantId, hash, { ...actor });
+    return actor;
+  }
+
+  private async authenticateToken(tenantId: string, hash: string): Promise<Actor> {
+    // As for keys: only tokens that were accepted are remembered, and never past their expires_at, so a
+    // wrong, revoked or expired token always asks the database (and gets its own message).
+    const cached = this.tokens.get(tenantId, hash);
+    if (cached) return { ...cached.actor };
     const row = await this.db.get<{
       expires_at: string;
       session_id: string;
@@ -162,13 +194,17 @@ export class AuthService {
     if (row.expires_at <= this.iso()) throw unauthorized('The access token has expired; refresh it or log in again');
     const user = JSON.parse(row.data) as { email: string; role: PermissionLevel; status: string };
     if (user.status !== 'active') throw unauthorized('User is not active');
-    return { type: 'user', id: row.user_id, name: user.email, tenantId, level: user.role, sessionId: row.session_id };
+    const actor: UserActor = { type: 'user', id: row.user_id, name: user.email, tenantId, level: user.role, sessionId: row.session_id };
+    this.tokens.set(tenantId, hash, { actor: { ...actor }, expiresAtMs: Date.parse(row.expires_at) });
+    return actor;
   }
 
-  /** Used just before a mutation commits, so a key revoked mid-request cannot still write. */
+  /**
+   * Used just before a mutation commits, so a credential revoked mid-request, or answered from a
+   * replica's memory (key-cache.ts, token-cache.ts) after it was revoked elsewhere, cannot still write.
+   */
   async stillValid(actor: Actor, q: Queryable): Promise<boolean> {
-    if (actor.type === 'api_key') return !!(await q.get('SELECT 1 AS ok FROM api_key_hashes WHERE api_key_id = ?', [actor.id]));
-    return !!(await q.get('SELECT 1 AS ok FROM sessions WHERE id = ? AND revoked_at IS NULL', [actor.sessionId ?? '']));
+    return STILL_VALID[actor.type](actor, q);
   }
 
   private noteKeyUse(keyId: string) {
@@ -244,7 +280,17 @@ export class AuthService {
     return spent.changes === 1 ? row.user_id : null;
   }
 
+  /**
+   * The user's role, email or status is being changed (in a transaction about to commit): this replica stops
+   * answering for the user's access tokens from memory at once, so the next request sees the new user.
+   */
+  userChanged(userId: string): void {
+    this.tokens.forgetUser(userId);
+  }
+
   async revokeUserSessions(q: Queryable, userId: string): Promise<void> {
+    // Before the revocation commits: from now on this replica asks the database for the user's tokens.
+    this.tokens.forgetUser(userId);
     await q.run('UPDATE sessions SET revoked_at = ? WHERE user_id = ? AND revoked_at IS NULL', [this.iso(), userId]);
     await q.run('DELETE FROM access_tokens WHERE session_id IN (SELECT id FROM sessions WHERE user_id = ?)', [userId]);
   }

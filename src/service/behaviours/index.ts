@@ -58,6 +58,8 @@ const user: KindBehaviour = {
       const admins = await activeAdmins(w);
       if (admins.length <= 1) throw conflict('This is the last active admin of the tenant; make another user admin first');
     }
+    // Role, email or status may change: this replica stops answering for the user's tokens from memory.
+    w.ctx.auth.userChanged(existing.id);
     if (password) await w.ctx.auth.setPassword(w.q, w.tenantId, existing.id, password);
     // A new password (a reset) or a user who can no longer log in ends every open session.
     if (password || draft.data.status !== 'active') await w.ctx.auth.revokeUserSessions(w.q, existing.id);

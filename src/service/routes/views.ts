@@ -5,7 +5,7 @@ import { errorResponses, pageQuerySchema, pageSchema } from './crud.js';
 import { lockRow } from '../writes.js';
 import { resolveProject } from './scope.js';
 import { toPage } from '../pagination.js';
-import { conflict, notFound } from '../errors.js';
+import { conflict, notFound, unauthorized } from '../errors.js';
 import { nowIso } from '../ids.js';
 import { topologicalOrder } from '../../kinds/dag.js';
 import { runtimeOf } from '../runtime/runtime.js';
@@ -267,6 +267,8 @@ function registerAlertTransition(
         if (!(await lockRow(ctx, q, req.tenant!.id, alertId))) throw notFound('Alert');
         const alert = await ctx.resources.get(req.tenant!.id, projectId, 'alert', alertId, q);
         if (!alert) throw notFound('Alert');
+        // As every write: a credential revoked elsewhere (and still remembered by this replica for up to 1 s) cannot write.
+        if (!(await ctx.auth.stillValid(req.actor!, q))) throw unauthorized('Credential was revoked during the request');
         const before = transitionAlert(alert.data, t, nowIso(ctx.options.clock), req.actor!.name);
         await ctx.resources.update(alert, q);
         await afterAlertTransition(q, alert.data, to);

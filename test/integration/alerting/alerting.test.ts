@@ -7,6 +7,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { loadOrCreateTls } from '../../../src/service/tls.js';
+import { hashSecret } from '../../../src/service/ids.js';
 import { webhookServer, validSignature } from './webhook.js';
 
 /**
@@ -144,6 +145,21 @@ describe('alert rules on runs', () => {
     const again = await eventually(async () => (await alerts(base, '&status=firing'))[0]);
     expect(again.id).not.toBe(alert.id);
     await eventually(async () => hook.on('/alerts').length === 2);
+  });
+
+  it('acknowledge re-checks the credential in its transaction: a session revoked behind the service (as on another replica) cannot acknowledge, even while its reads are still answered from memory', async () => {
+    await sync(base, ids.broken);
+    const alert = await eventually(async () => (await alerts(base, '&status=firing'))[0]);
+    const u = await svc.user(t, 'read-write');
+    expect((await svc.call(t, 'GET', `${base}/alerts`, { token: u.token })).status).toBe(200);
+    await svc.service.ctx.db.run('UPDATE sessions SET revoked_at = ? WHERE id = (SELECT session_id FROM access_tokens WHERE hash = ?)', [
+      new Date().toISOString(),
+      hashSecret(u.token),
+    ]);
+    const refused = await svc.call(t, 'POST', `${base}/alerts/${alert.id}/acknowledge`, { token: u.token, body: {} });
+    expect(refused.status).toBe(401);
+    expect(refused.body.error.message).toMatch(/revoked/);
+    expect((await alerts(base, '&status=firing')).map((a: { id: string }) => a.id)).toContain(alert.id);
   });
 
   it('run_failed counts the failed runs of the resource within window_minutes', async () => {
