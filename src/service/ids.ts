@@ -21,7 +21,17 @@ const PREFIX: Record<string, string> = {
 };
 
 export const newId = (kind: string) => `${PREFIX[kind] ?? kind.slice(0, 3)}_${randomBytes(12).toString('base64url')}`;
-export const newRequestId = () => `req_${randomBytes(9).toString('base64url')}`;
+/**
+ * Request ids (X-Request-Id, the logs, the audit log) need to be unique, not secret: a random
+ * prefix per process and a counter (no random bytes drawn per request; the same 16 characters).
+ */
+let requestPrefix = randomBytes(6).toString('base64url');
+let requestCounter = 0;
+export const newRequestId = () => {
+  // 36^8 ids per prefix; after that a new prefix (about 2.8 trillion requests).
+  if (requestCounter >= 36 ** 8) [requestPrefix, requestCounter] = [randomBytes(6).toString('base64url'), 0];
+  return `req_${requestPrefix}${(requestCounter++).toString(36).padStart(8, '0')}`;
+};
 
 /** Bearer secrets: 32 random bytes behind a prefix that says what they are. */
 export const newSecret = (prefix: 'dpat' | 'dprt' | 'dpk' | 'dpinv') => `${prefix}_${randomBytes(32).toString('base64url')}`;
