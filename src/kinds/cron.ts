@@ -1,18 +1,25 @@
+import { createRequire } from 'node:module';
 import { CronExpressionParser, type CronExpression } from 'cron-parser';
-import { Settings } from 'luxon';
+import type { Settings as LuxonSettings } from 'luxon';
+
+const require = createRequire(import.meta.url);
+// luxon ships an ES and a CommonJS build, two instances with their own settings. cron-parser is
+// CommonJS and requires the CommonJS one, so that is the one whose locale is fixed below (an
+// `import` of luxon here got the ES build, and cron-parser still asked ICU for the locale).
+const { Settings } = require('luxon') as { Settings: typeof LuxonSettings };
 
 /**
- * A UTC expression parsed at `currentDate` (epoch ms; the epoch when only checking). cron-parser
- * computes with luxon, whose first date asks ICU for the system's locale and time zone: 10-25 ms
- * of a fresh `dpctl plan` for formatting we never do. Here the zone is always UTC and, for the
- * duration of the (synchronous) parse, the locale a fixed one; luxon's setting is put back, so
- * an application that embeds us and uses luxon sees no change.
+ * `use` applied to a UTC expression parsed at `currentDate` (epoch ms; the epoch when only
+ * checking). cron-parser computes with luxon, whose first date asks ICU for the system's locale and
+ * time zone: 10-25 ms of a fresh `dpctl plan` for formatting we never do. Here the zone is always
+ * UTC and, while the parse and `use` run (synchronously), the locale a fixed one; luxon's setting
+ * is put back, so an application that embeds us and uses luxon sees no change.
  */
-function parseUtc(expression: string, currentDate: number): CronExpression {
+function inUtc<T>(expression: string, currentDate: number, use: (parsed: CronExpression) => T): T {
   const prior = Settings.defaultLocale;
   Settings.defaultLocale = 'en-US';
   try {
-    return CronExpressionParser.parse(expression, { tz: 'UTC', currentDate });
+    return use(CronExpressionParser.parse(expression, { tz: 'UTC', currentDate }));
   } finally {
     Settings.defaultLocale = prior;
   }
@@ -36,7 +43,7 @@ function checkCron(expression: string): string | null {
   if (fields.length !== 5)
     return `must be a five-field cron expression (minute hour day-of-month month day-of-week), got ${fields.length} field(s)`;
   try {
-    parseUtc(fields.join(' '), 0);
+    inUtc(fields.join(' '), 0, () => undefined);
     return null;
   } catch (err) {
     return `is not a valid cron expression: ${(err as Error).message}`;
@@ -47,7 +54,7 @@ function checkCron(expression: string): string | null {
 export const normalizeCron = (expression: string) => expression.trim().split(/\s+/).join(' ');
 
 export function nextCronTime(expression: string, after: Date): Date {
-  return parseUtc(expression, after.getTime()).next().toDate();
+  return inUtc(expression, after.getTime(), (parsed) => parsed.next().toDate());
 }
 
 /**
@@ -75,15 +82,11 @@ function memo(cache: Map<string, number>, key: string, compute: () => number): n
 /** The first tick strictly after `afterMs` (epoch ms) of a five-field UTC expression. Throws on an invalid one. */
 export function nextTickAfter(expression: string, afterMs: number): number {
   const minute = Math.floor(afterMs / MINUTE) * MINUTE;
-  return memo(nextCache, `${expression}\u0000${minute}`, () => parseUtc(expression, minute).next().getTime());
+  return memo(nextCache, `${expression}\u0000${minute}`, () => inUtc(expression, minute, (parsed) => parsed.next().getTime()));
 }
 
 /** The latest tick at or before `atMs`. Throws on an invalid expression. */
 export function latestTickAt(expression: string, atMs: number): number {
   const minute = Math.floor(atMs / MINUTE) * MINUTE;
-  return memo(latestCache, `${expression}\u0000${minute}`, () =>
-    parseUtc(expression, minute + 1)
-      .prev()
-      .getTime(),
-  );
+  return memo(latestCache, `${expression}\u0000${minute}`, () => inUtc(expression, minute + 1, (parsed) => parsed.prev().getTime()));
 }

@@ -1,4 +1,5 @@
-import { Settings } from 'luxon';
+import { execFileSync } from 'node:child_process';
+import { createRequire } from 'node:module';
 import { describe, expect, it } from 'vitest';
 import { cronError, latestTickAt, nextCronTime, nextTickAfter, normalizeCron } from '../../../src/kinds/cron.js';
 
@@ -25,7 +26,10 @@ describe('cron expressions (UTC)', () => {
     expect(nextCronTime('30 4 * * *', new Date('2026-11-26T04:30:00Z')).toISOString()).toBe('2026-11-27T04:30:00.000Z');
   });
 
-  it("leaves luxon's default locale as the embedding application set it", () => {
+  it("leaves luxon's default locale as the embedding application set it (both of luxon's builds)", async () => {
+    const { Settings: esm } = await import('luxon');
+    expect(esm.defaultLocale).toBeFalsy();
+    const Settings = createRequire(import.meta.url)('luxon').Settings as typeof esm;
     const prior = Settings.defaultLocale;
     Settings.defaultLocale = 'fr-FR';
     try {
@@ -35,5 +39,20 @@ describe('cron expressions (UTC)', () => {
     } finally {
       Settings.defaultLocale = prior;
     }
+  });
+
+  it('asks ICU for no locale: in a fresh process, parsing and computing ticks never call Intl.DateTimeFormat', () => {
+    const script = [
+      'let made = 0;',
+      'const Real = Intl.DateTimeFormat;',
+      'Intl.DateTimeFormat = function (...args) { made++; return new Real(...args); };',
+      "import('./src/kinds/cron.ts').then((c) => {",
+      "  if (c.cronError('*/15 * * * *') !== null) throw new Error('rejected');",
+      "  c.nextTickAfter('0 0 1 1 *', Date.parse('2026-11-26T00:00:00Z'));",
+      '  console.log(made);',
+      '});',
+    ].join('\n');
+    const out = execFileSync(process.execPath, ['--import', 'tsx', '-e', script], { encoding: 'utf8' }).trim();
+    expect(Number(out)).toBe(0);
   });
 });
