@@ -63,15 +63,19 @@ export class AuthService {
   private async issueTokens(q: Queryable, sessionId: string): Promise<TokenResponse> {
     const access = newSecret('dpat');
     const refresh = newSecret('dprt');
-    await q.run('INSERT INTO access_tokens (hash, session_id, expires_at) VALUES (?, ?, ?)', [
-      hashSecret(access),
-      sessionId,
-      this.iso(this.options.accessTokenTtl),
-    ]);
-    await q.run('INSERT INTO refresh_tokens (hash, session_id, expires_at, used_at) VALUES (?, ?, ?, NULL)', [
-      hashSecret(refresh),
-      sessionId,
-      this.iso(REFRESH_TOKEN_TTL_SECONDS),
+    // Both inserts go out at once: on PostgreSQL they are pipelined on the transaction's connection
+    // (still run in order), one round trip instead of two.
+    await Promise.all([
+      q.run('INSERT INTO access_tokens (hash, session_id, expires_at) VALUES (?, ?, ?)', [
+        hashSecret(access),
+        sessionId,
+        this.iso(this.options.accessTokenTtl),
+      ]),
+      q.run('INSERT INTO refresh_tokens (hash, session_id, expires_at, used_at) VALUES (?, ?, ?, NULL)', [
+        hashSecret(refresh),
+        sessionId,
+        this.iso(REFRESH_TOKEN_TTL_SECONDS),
+      ]),
     ]);
     return { access_token: access, refresh_token: refresh, token_type: 'Bearer', expires_in: this.options.accessTokenTtl };
   }
@@ -93,13 +97,15 @@ export class AuthService {
   /** A new session for a user whose identity was proven elsewhere (a password above, or single sign-on). */
   async startSession(q: Queryable, tenantId: string, userId: string): Promise<TokenResponse> {
     const sessionId = newId('session');
-    await q.run('INSERT INTO sessions (id, tenant_id, user_id, created_at, revoked_at) VALUES (?, ?, ?, ?, NULL)', [
+    // Sent together with the token inserts (pipelined, in order: the session row goes first).
+    const session = q.run('INSERT INTO sessions (id, tenant_id, user_id, created_at, revoked_at) VALUES (?, ?, ?, ?, NULL)', [
       sessionId,
       tenantId,
       userId,
       this.iso(),
     ]);
-    return this.issueTokens(q, sessionId);
+    const [, tokens] = await Promise.all([session, this.issueTokens(q, sessionId)]);
+    return tokens;
   }
 
   /**

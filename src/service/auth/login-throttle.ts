@@ -196,15 +196,18 @@ export class LoginThrottle {
 
   /** @internal Through Attempt.succeeded(). */
   async settleSuccess(attemptId: string, keys: ThrottleKey[]): Promise<void> {
-    for (const key of keys) {
-      if (key.onSuccess === 'reset') await this.db.run('DELETE FROM login_throttle WHERE key = ?', [key.id]);
-      // Take back this attempt only; a lock it started is lifted unless a later attempt has taken over the row.
-      else
-        await this.db.run(
-          `UPDATE login_throttle SET failures = failures - 1, locked_until = CASE WHEN attempt_id = ? THEN 0 ELSE locked_until END WHERE key = ? AND failures > 0`,
-          [attemptId, key.id],
-        );
-    }
+    // Each key is its own row: the statements go out at once (on PostgreSQL one round trip's wait, not one per key).
+    await Promise.all(
+      keys.map((key) =>
+        key.onSuccess === 'reset'
+          ? this.db.run('DELETE FROM login_throttle WHERE key = ?', [key.id])
+          : // Take back this attempt only; a lock it started is lifted unless a later attempt has taken over the row.
+            this.db.run(
+              `UPDATE login_throttle SET failures = failures - 1, locked_until = CASE WHEN attempt_id = ? THEN 0 ELSE locked_until END WHERE key = ? AND failures > 0`,
+              [attemptId, key.id],
+            ),
+      ),
+    );
   }
 
   /** Expired rows go through the expiry index in bounded batches, so no sweep holds SQLite's write lock for long. */
