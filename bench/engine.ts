@@ -8,7 +8,8 @@
  *     (`--database-url` of a throwaway PostgreSQL for the postgres backend), rate limit lifted;
  *   - the config directory is written (one file per project) and the live resources are seeded
  *     through the API (parallel creates, labelled as owned by the config's source), so the plan
- *     has no changes;
+ *     has no changes; on PostgreSQL the database is then vacuumed and analysed, as autovacuum would
+ *     within a minute, so that it does not run during the measured plans;
  *   - the measured command is exactly `node bin/dpctl.js plan <dir>` in a fresh process, with
  *     DATAPLATFORM_URL / _EMAIL / _PASSWORD / _CA_FILE in its environment, exit 0 required
  *     ("No changes"). Two variants:
