@@ -278,9 +278,11 @@ async function main() {
   for (const m of measured) {
     // Memory per resource: the growth of peak RSS from the next smaller size (Node's own ~50 MB is no resource's).
     const smaller = measured.filter((x) => x.backend === m.backend && x.resources < m.resources).pop();
-    const perResource = (pick: (x: Measured) => Alternated) => {
-      const peak = pick(m).a.medianPeakMb;
-      const base = smaller ? pick(smaller).a.medianPeakMb : null;
+    // `side`: the plan (a) or, by the same measure, the bare parse (b): at 10,100 most of the growth is
+    // V8's young generation growing to its full size, which the parse alone shows as well.
+    const perResource = (pick: (x: Measured) => Alternated, side: 'a' | 'b' = 'a') => {
+      const peak = pick(m)[side].medianPeakMb;
+      const base = smaller ? pick(smaller)[side].medianPeakMb : null;
       return peak === null || base === null ? null : ((peak - base) * 1024) / (m.resources - smaller!.resources);
     };
     rows.push(
@@ -291,6 +293,7 @@ async function main() {
         m.fresh,
         perResource((x) => x.fresh),
         freshGoal(m.resources),
+        perResource((x) => x.fresh, 'b'),
       ),
     );
     rows.push(
@@ -301,13 +304,14 @@ async function main() {
         m.cached,
         perResource((x) => x.cached),
         cachedGoal(m.resources),
+        perResource((x) => x.cached, 'b'),
       ),
     );
   }
   report(rows);
   console.log(`\n${notes.join('\n')}`);
   console.log(
-    `\n${machine()}; bench wall ${seconds(performance.now() - started)}. Each figure is the median of fresh processes alternated with the baseline (A B A B); ratio = median of per-pair ratios; peak MB = kernel max RSS of the dpctl process; KB/resource = growth of peak RSS per added resource from the next smaller size (needs two sizes).`,
+    `\n${machine()}; bench wall ${seconds(performance.now() - started)}. Each figure is the median of fresh processes alternated with the baseline (A B A B); ratio = median of per-pair ratios; peak MB = kernel max RSS of the dpctl process; KB/resource = growth of peak RSS per added resource from the next smaller size (needs two sizes), for the plan and, by the same measure, the bare parse.`,
   );
 }
 
@@ -336,14 +340,22 @@ function cachedGoal(resources: number): Goal {
   };
 }
 
-function row(scenario: string, backend: string, resources: number, a: Alternated, kb: number | null, goal: Goal): BenchRow {
+function row(
+  scenario: string,
+  backend: string,
+  resources: number,
+  a: Alternated,
+  kb: number | null,
+  goal: Goal,
+  baselineKb: number | null,
+): BenchRow {
   return {
     bench: 'engine',
     scenario,
     backend,
     size: resources,
     product: `${seconds(a.a.medianMs)}${kb === null ? '' : `, ${kb.toFixed(1)} KB/resource`}`,
-    baseline: `bare YAML parse ${seconds(a.b.medianMs)}`,
+    baseline: `bare YAML parse ${seconds(a.b.medianMs)}${baselineKb === null ? '' : `, ${baselineKb.toFixed(1)} KB/resource`}`,
     ratio: a.ratio,
     peakMb: a.a.medianPeakMb,
     goal: goal.text,
