@@ -6,7 +6,8 @@ import { resolveProject } from './scope.js';
 import { SCAN_WINDOW, toPage } from '../pagination.js';
 import { invalid } from '../errors.js';
 import { toStoredTimestamp } from '../../kinds/timestamps.js';
-import type { SqlValue } from '../store/db.js';
+import { planEachTime, type SqlValue } from '../store/db.js';
+import { scopeRange } from '../store/keyset.js';
 
 interface AuditRow {
   seq: number;
@@ -70,29 +71,37 @@ function registerAuditLogRoute(app: FastifyInstance, ctx: ServiceContext, level:
       const filterKey = JSON.stringify(Object.keys(FILTERS).map((k) => query[k] ?? null));
       const scope = `${req.tenant!.id}:${projectId ?? '*'}:audit:${filterKey}`;
       const afterSeq = ctx.cursors.decode(scope, query.cursor);
-      const scoped = `FROM audit_logs WHERE tenant_id = ?${tenantWide ? '' : ' AND project_id = ?'} AND seq > ?`;
-      const scopeParams: SqlValue[] = tenantWide ? [req.tenant!.id, afterSeq] : [req.tenant!.id, projectId, afterSeq];
-      let sql = `SELECT * ${scoped}`;
-      const params: SqlValue[] = [...scopeParams];
-      const add = (clause: string, ...values: SqlValue[]) => {
-        sql += ` AND ${clause}`;
-        params.push(...values);
-      };
-      if (query.action) add('action = ?', query.action);
-      if (query.actor) add('(actor_id = ? OR actor_name = ?)', query.actor, query.actor);
-      if (query.resource_type) add('resource_type = ?', query.resource_type);
-      if (query.outcome) add('outcome = ?', query.outcome);
-      if (since) add('ts >= ?', since);
-      if (until) add('ts < ?', until);
-      // A filtered page examines at most SCAN_WINDOW entries (an index-only walk finds where they end).
-      const filtered = params.length > scopeParams.length;
-      const windowEnd = filtered
-        ? (await ctx.db.get<{ seq: number }>(`SELECT seq ${scoped} ORDER BY seq LIMIT 1 OFFSET ${SCAN_WINDOW - 1}`, scopeParams))?.seq
-        : undefined;
-      if (windowEnd !== undefined) add('seq <= ?', Number(windowEnd));
-      sql += ' ORDER BY seq LIMIT ?';
-      params.push(query.limit + 1);
-      const rows = await ctx.db.all<AuditRow>(sql, params);
+      const filters: [clause: string, values: SqlValue[]][] = [];
+      if (query.action) filters.push(['action = ?', [query.action]]);
+      if (query.actor) filters.push(['(actor_id = ? OR actor_name = ?)', [query.actor, query.actor]]);
+      if (query.resource_type) filters.push(['resource_type = ?', [query.resource_type]]);
+      if (query.outcome) filters.push(['outcome = ?', [query.outcome]]);
+      if (since) filters.push(['ts >= ?', [since]]);
+      if (until) filters.push(['ts < ?', [until]]);
+      // The tenant's (or project's) own index range, whatever the plan (store/keyset.ts).
+      const scopeColumns: [string, SqlValue][] = tenantWide
+        ? [['tenant_id', req.tenant!.id]]
+        : [
+            ['tenant_id', req.tenant!.id],
+            ['project_id', projectId],
+          ];
+      const after = { value: afterSeq };
+      // A filtered page examines at most SCAN_WINDOW entries: an index-only walk finds where they
+      // end, and that end bounds the index scan (a filter on seq would not stop it). Planned with
+      // its values: for an OFFSET that large a generic plan sorted the tenant's whole log instead.
+      let windowEnd: number | undefined;
+      if (filters.length > 0) {
+        const window = scopeRange(ctx.db, scopeColumns, { after });
+        const end = await ctx.db.get<{ seq: number }>(
+          planEachTime(`SELECT seq FROM audit_logs WHERE ${window.sql} ORDER BY ${window.order} LIMIT 1 OFFSET ${SCAN_WINDOW - 1}`),
+          window.params,
+        );
+        windowEnd = end && Number(end.seq);
+      }
+      const range = scopeRange(ctx.db, scopeColumns, { after, before: windowEnd === undefined ? undefined : { value: windowEnd + 1 } });
+      const sql = [`SELECT * FROM audit_logs WHERE ${range.sql}`, ...filters.map(([clause]) => clause)].join(' AND ');
+      const params = [...range.params, ...filters.flatMap(([, values]) => values), query.limit + 1];
+      const rows = await ctx.db.all<AuditRow>(`${sql} ORDER BY ${range.order} LIMIT ?`, params);
       return toPage(
         rows.map((r) => ({ ...r, seq: Number(r.seq) })),
         query.limit,
@@ -112,7 +121,7 @@ function registerAuditLogRoute(app: FastifyInstance, ctx: ServiceContext, level:
           status_code: Number(r.status_code),
           diff: r.diff ? JSON.parse(r.diff) : null,
         }),
-        windowEnd === undefined || rows.length > query.limit ? undefined : Number(windowEnd),
+        windowEnd === undefined || rows.length > query.limit ? undefined : windowEnd,
       );
     },
   );

@@ -291,7 +291,11 @@ export async function handleDelete(k: KindRoutes, req: FastifyRequest, reply: Fa
     await checkNotReferenced(k, existing, w.q);
     await k.behaviour.beforeDelete?.(existing, w);
     await ctx.resources.delete(existing.id, w.q);
-    await ctx.resources.deleteChildren(existing.tenantId, existing.id, OWNED_KINDS, w.q);
+    await ctx.resources.deleteChildren(
+      { tenantId: existing.tenantId, projectId: existing.projectId, parentId: existing.id },
+      OWNED_KINDS,
+      w.q,
+    );
   });
   reply.code(204);
   return null;

@@ -4,7 +4,7 @@ import { kind, type JsonSchema } from '../../kinds/index.js';
 import { errorResponses, pageQuerySchema, pageSchema } from './crud.js';
 import { lockRow } from '../writes.js';
 import { resolveProject } from './scope.js';
-import { toPage } from '../pagination.js';
+import { SCAN_WINDOW, toPage } from '../pagination.js';
 import { conflict, notFound, unauthorized } from '../errors.js';
 import { nowIso } from '../ids.js';
 import { topologicalOrder } from '../../kinds/dag.js';
@@ -225,15 +225,11 @@ function registerAlertList(app: FastifyInstance, ctx: ServiceContext, alertSchem
       if (status) where.status = status;
       if (severity) where.severity = severity;
       const scope = `${req.tenant!.id}:${projectId}:alert:${status ?? ''}:${severity ?? ''}`;
-      const rows = await ctx.resources.list({
-        tenantId: req.tenant!.id,
-        projectId,
-        kind: 'alert',
-        where,
-        afterSeq: ctx.cursors.decode(scope, cursor),
-        limit: limit + 1,
-      });
-      return toPage(rows, limit, scope, ctx.cursors, (r) => r.data);
+      const list = { tenantId: req.tenant!.id, projectId, kind: 'alert', afterSeq: ctx.cursors.decode(scope, cursor) };
+      // A filtered page examines at most SCAN_WINDOW alerts, and ends where they do.
+      const windowEnd = status || severity ? await ctx.resources.scanWindowEnd(list, SCAN_WINDOW) : undefined;
+      const rows = await ctx.resources.list({ ...list, where, throughSeq: windowEnd, limit: limit + 1 });
+      return toPage(rows, limit, scope, ctx.cursors, (r) => r.data, windowEnd === undefined || rows.length > limit ? undefined : windowEnd);
     },
   );
 }

@@ -4,6 +4,7 @@ import { fetch } from 'undici';
 import { outboundAgent } from '../outbound.js';
 import { EgressDenied, egressPolicy } from '../egress.js';
 import type { StoredResource } from '../store/resources.js';
+import { scopeRange } from '../store/keyset.js';
 import { newId } from '../ids.js';
 import { REQUEST_TIMEOUT_MS, retryOptions, type DeliveryResult } from './delivery-policy.js';
 import { sendMail } from './smtp.js';
@@ -197,9 +198,18 @@ export async function listDeliveries(
   afterSeq: number,
   limit: number,
 ): Promise<(DeliveryRecord & { seq: number })[]> {
+  // The channel's own index range, whatever the plan (store/keyset.ts).
+  const range = scopeRange(
+    rt.ctx.db,
+    [
+      ['tenant_id', tenantId],
+      ['channel_id', channelId],
+    ],
+    { after: { value: afterSeq } },
+  );
   const rows = await rt.ctx.db.all<Record<string, unknown>>(
-    'SELECT seq, id, channel_id, event_type, alert_id, status, status_code, attempts, message, created_at FROM notification_deliveries WHERE tenant_id = ? AND channel_id = ? AND seq > ? ORDER BY seq LIMIT ?',
-    [tenantId, channelId, afterSeq, limit],
+    `SELECT seq, id, channel_id, event_type, alert_id, status, status_code, attempts, message, created_at FROM notification_deliveries WHERE ${range.sql} ORDER BY ${range.order} LIMIT ?`,
+    [...range.params, limit],
   );
   return rows.map((r) => ({
     seq: Number(r.seq),

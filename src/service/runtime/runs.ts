@@ -1,6 +1,6 @@
 import type { Run } from '../../kinds/generated/kinds.js';
 import type { Queryable } from '../store/db.js';
-import { jsonField, type StoredResource } from '../store/resources.js';
+import type { StoredResource } from '../store/resources.js';
 import { lockRow } from '../writes.js';
 import { newId } from '../ids.js';
 import { notFound } from '../errors.js';
@@ -122,14 +122,12 @@ export async function insertRun(rt: Runtime, q: Queryable, r: NewRun): Promise<S
 async function pruneHistory(rt: Runtime, q: Queryable, r: NewRun): Promise<void> {
   const keep = rt.ctx.options.runHistory;
   if (!keep) return;
-  const scope = 'tenant_id = ? AND project_id = ? AND kind = ? AND parent_id = ?';
-  const params = [r.tenantId, r.projectId, 'run', r.parentId];
-  const cut = await q.get<{ seq: number }>(`SELECT seq FROM resources WHERE ${scope} ORDER BY seq DESC LIMIT 1 OFFSET ${keep}`, params);
-  if (!cut) return;
-  await q.run(`DELETE FROM resources WHERE ${scope} AND seq <= ? AND ${jsonField(rt.ctx.db, 'status')} <> 'running'`, [
-    ...params,
-    Number(cut.seq),
-  ]);
+  await rt.ctx.resources.pruneChildren(
+    { tenantId: r.tenantId, projectId: r.projectId, kind: 'run', parentId: r.parentId },
+    keep,
+    'running',
+    q,
+  );
 }
 
 /** Is there a run of this resource still running? (Callers hold the project lock.) */

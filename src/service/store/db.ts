@@ -5,6 +5,15 @@
  */
 export type SqlValue = string | number | null;
 
+/**
+ * Marks a statement to be planned with its values on every call instead of prepared once per
+ * connection (PostgreSQL; a comment to SQLite). For the few statements whose best plan depends on
+ * the values so much that a generic plan, chosen without them, can be far worse: a scan window
+ * with a large OFFSET, where a generic plan sorts the whole tenant instead of walking its index.
+ */
+export const planEachTime = (sql: string): string => `${PLAN_EACH_TIME}${sql}`;
+export const PLAN_EACH_TIME = '/* planned each time */ ';
+
 export interface Queryable {
   all<T = Record<string, unknown>>(sql: string, params?: SqlValue[]): Promise<T[]>;
   /** Rows as arrays of column values, in SELECT order: no object per row (hot reads of many rows). */

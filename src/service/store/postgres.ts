@@ -1,5 +1,5 @@
 import pg from 'pg';
-import type { Db, Queryable, SqlValue } from './db.js';
+import { PLAN_EACH_TIME, type Db, type Queryable, type SqlValue } from './db.js';
 
 /** `?` placeholders to `$1, $2, ...` (our SQL never has a literal question mark). */
 function renumber(sql: string): string {
@@ -12,6 +12,7 @@ function renumber(sql: string): string {
  * (prepared) statement: a connection parses and plans it on first use only, so the hot
  * statements (authentication, lists, inserts) skip PostgreSQL's parse and plan each time.
  * The set of statements is fixed by the code (values always go in parameters), so the map stays small.
+ * A statement marked with planEachTime (db.ts) goes unnamed: planned with its values each call.
  */
 interface Prepared {
   text: string;
@@ -25,7 +26,8 @@ const toPg = (sql: string): Prepared => {
 };
 const config = (sql: string, params: SqlValue[]): pg.QueryConfig => {
   const p = toPg(sql);
-  return params.length ? { name: p.name, text: p.text, values: params } : { text: p.text };
+  if (!params.length) return { text: p.text };
+  return sql.startsWith(PLAN_EACH_TIME) ? { text: p.text, values: params } : { name: p.name, text: p.text, values: params };
 };
 
 // BIGINT columns (sequences, counters) come back as JS numbers: ours stay far below 2^53.

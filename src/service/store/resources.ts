@@ -1,7 +1,8 @@
-import type { Db, Queryable, SqlValue } from './db.js';
+import { planEachTime, type Db, type Queryable, type SqlValue } from './db.js';
 import type { SecretCipher } from '../secrets/cipher.js';
 import { SCHEDULED_KINDS, putSchedule, removeSchedule, scheduleOf, spreadMs } from './schedules.js';
 import { nextTickAfter } from '../../kinds/cron.js';
+import { scopeRange, type ScopeRange, type SeqPosition } from './keyset.js';
 
 /** What the store needs to keep the `schedules` table (store/schedules.ts): the service clock and time scale. */
 export interface ScheduleClock {
@@ -55,6 +56,14 @@ export interface JsonPage {
   items: string;
 }
 
+/** The children of one kind under one parent. */
+export interface ChildScope {
+  tenantId: string;
+  projectId: string;
+  kind: string;
+  parentId: string;
+}
+
 export interface ListQuery {
   tenantId: string;
   projectId: string;
@@ -62,6 +71,8 @@ export interface ListQuery {
   parentId?: string;
   /** Keyset pagination: only rows inserted after this one. */
   afterSeq?: number;
+  /** The end of a scan window (scanWindowEnd), inclusive: no rows inserted after this one. */
+  throughSeq?: number;
   limit: number;
   /** Equality filters on top-level fields of `data`. */
   where?: Record<string, string>;
@@ -70,9 +81,6 @@ export interface ListQuery {
 const COLUMNS = 'seq, id, tenant_id, project_id, kind, parent_id, name, data, secrets';
 
 /** SQL for a top-level field of a resource's stored `data`, as text, in the store's dialect. */
-/** Above every `seq` (both stores' sequences stay far below 2^53): the upper bound of a list's range. */
-const MAX_SEQ = Number.MAX_SAFE_INTEGER;
-
 export function jsonField(db: Pick<Db, 'dialect'>, field: string): string {
   if (!/^[a-z_]+$/.test(field)) throw new Error(`bad filter field ${field}`);
   return db.dialect === 'sqlite' ? `json_extract(data, '$.${field}')` : `(data::jsonb ->> '${field}')`;
@@ -134,52 +142,47 @@ export class ResourceStore {
   }
 
   /**
-   * The conditions and order of a list: its scope, and `seq` after the one given (a `?` the caller
-   * fills at params[3], or an SQL expression).
-   *
-   * On PostgreSQL, without a parent, the scope is a range of row values, (tenant, project, kind, seq)
-   * between (..., after) and (..., MAX_SEQ), ordered by those four columns: only the index on them
-   * (resources_kind_seq) gives that order without sorting, so the plan cannot depend on statistics.
-   * With plain equalities, the generic plan of the prepared statement (chosen without the tenant's
-   * values) could walk the primary key in `seq` order and filter by tenant: a small tenant beside a
-   * large one then read the large one's rows on every list (2.7 ms for 10 rows beside 20,000,
-   * test/integration/store/list-plan.test.ts). SQLite keeps the equalities: its planner takes that
-   * index for them every time, while it bounds a row-value range by its first three columns only
-   * (a late page of 10,000 took 2 ms instead of 30 µs). Lists of a parent's children keep them too:
-   * their index (resources_listing) has parent_id before seq.
+   * The conditions and order of a list: its scope (with the parent, when given: resources_listing;
+   * without: resources_kind_seq) and `seq` after a position (store/keyset.ts says why it is a range).
    */
-  private listWhere(query: Omit<ListQuery, 'limit' | 'afterSeq'>, after: string): { sql: string; params: SqlValue[]; order: string } {
-    const scope = [query.tenantId, query.projectId, query.kind];
-    let sql: string;
-    let params: SqlValue[];
-    let order: string;
-    if (query.parentId === undefined && this.db.dialect === 'postgres') {
-      sql = `(tenant_id, project_id, kind, seq) > (?, ?, ?, ${after}) AND (tenant_id, project_id, kind, seq) < (?, ?, ?, ?)`;
-      params = [...scope, ...scope, MAX_SEQ];
-      order = 'tenant_id, project_id, kind, seq';
-    } else {
-      sql = `tenant_id = ? AND project_id = ? AND kind = ? AND seq > ${after}`;
-      params = [...scope];
-      order = 'seq';
-      if (query.parentId !== undefined) {
-        sql += ' AND parent_id = ?';
-        params.push(query.parentId);
-      }
-    }
+  private listWhere(query: Omit<ListQuery, 'limit' | 'afterSeq'>, after: SeqPosition): ScopeRange {
+    const scope: [string, SqlValue][] = [
+      ['tenant_id', query.tenantId],
+      ['project_id', query.projectId],
+      ['kind', query.kind],
+    ];
+    if (query.parentId !== undefined) scope.push(['parent_id', query.parentId]);
+    const before = query.throughSeq === undefined ? undefined : { value: query.throughSeq + 1 };
+    const where = scopeRange(this.db, scope, { after, before });
     for (const [field, value] of Object.entries(query.where ?? {})) {
-      sql += ` AND ${this.jsonField(field)} = ?`;
-      params.push(value);
+      where.sql += ` AND ${this.jsonField(field)} = ?`;
+      where.params.push(value);
     }
-    return { sql, params, order };
+    return where;
   }
 
   private listSql(columns: string, query: ListQuery): { sql: string; params: SqlValue[] } {
-    const where = this.listWhere(query, '?');
-    where.params.splice(3, 0, query.afterSeq ?? 0);
+    const where = this.listWhere(query, { value: query.afterSeq ?? 0 });
     return {
       sql: `SELECT ${columns} FROM resources WHERE ${where.sql} ORDER BY ${where.order} LIMIT ?`,
       params: [...where.params, query.limit],
     };
+  }
+
+  /**
+   * Where a filtered list's scan window ends: the `seq` of the `window`-th row of its scope after
+   * `afterSeq` (an index-only walk), or undefined when fewer follow. A filter that matches little
+   * would otherwise read the scope to its end for one page, and on SQLite that read holds the
+   * event loop of every tenant. Planned with its values: for an OFFSET that large a generic plan
+   * may sort the whole scope instead of walking its index.
+   */
+  async scanWindowEnd(query: Omit<ListQuery, 'limit' | 'where' | 'throughSeq'>, window: number, q: Queryable = this.db) {
+    const where = this.listWhere(query, { value: query.afterSeq ?? 0 });
+    const end = await q.get<{ seq: number }>(
+      planEachTime(`SELECT seq FROM resources WHERE ${where.sql} ORDER BY ${where.order} LIMIT 1 OFFSET ${window - 1}`),
+      where.params,
+    );
+    return end && Number(end.seq);
   }
 
   async list(query: ListQuery, q: Queryable = this.db): Promise<StoredResource[]> {
@@ -210,7 +213,7 @@ export class ResourceStore {
    */
   async listPage(query: Omit<ListQuery, 'limit' | 'where'>, limit: number, q: Queryable = this.db): Promise<JsonPage> {
     const page = this.listSql('seq, data', { ...query, limit });
-    const next = this.listWhere(query, 'p.last_seq');
+    const next = this.listWhere(query, { sql: 'p.last_seq' });
     const concat = this.db.dialect === 'sqlite' ? 'group_concat' : 'string_agg';
     const sql =
       `SELECT p.items, p.n, p.last_seq, (SELECT seq FROM resources WHERE ${next.sql} ORDER BY ${next.order} LIMIT 1) AS next_seq FROM ` +
@@ -318,20 +321,52 @@ export class ResourceStore {
     await removeSchedule(q, id);
   }
 
-  /** What a resource made and owns (runs, a discovered schema), deleted with it. */
-  async deleteChildren(tenantId: string, parentId: string, kinds: string[], q: Queryable = this.db): Promise<void> {
+  /**
+   * What a resource made and owns (runs, a discovered schema), deleted with it. The scope names the
+   * project so the listing index (tenant, project, kind, parent) bounds the delete to the resource's
+   * own children; without it, only the tenant's prefix of that index applied, every row of the tenant.
+   */
+  async deleteChildren(
+    scope: { tenantId: string; projectId: string; parentId: string },
+    kinds: string[],
+    q: Queryable = this.db,
+  ): Promise<void> {
     if (kinds.length === 0) return;
+    const where = `tenant_id = ? AND project_id = ? AND kind IN (${kinds.map(() => '?').join(', ')}) AND parent_id = ?`;
+    const params = [scope.tenantId, scope.projectId, ...kinds, scope.parentId];
     if (kinds.some((k) => SCHEDULED_KINDS.has(k))) {
-      await q.run(
-        `DELETE FROM schedules WHERE resource_id IN (SELECT id FROM resources WHERE tenant_id = ? AND parent_id = ? AND kind IN (${kinds.map(() => '?').join(', ')}))`,
-        [tenantId, parentId, ...kinds],
-      );
+      await q.run(`DELETE FROM schedules WHERE resource_id IN (SELECT id FROM resources WHERE ${where})`, params);
     }
-    await q.run(`DELETE FROM resources WHERE tenant_id = ? AND parent_id = ? AND kind IN (${kinds.map(() => '?').join(', ')})`, [
-      tenantId,
-      parentId,
-      ...kinds,
-    ]);
+    await q.run(`DELETE FROM resources WHERE ${where}`, params);
+  }
+
+  /**
+   * Keeps the newest `keep` children of a kind under a parent (a resource's run history): the older
+   * ones go, except those whose `data.status` is `spare` (a run still running). Two statements on
+   * the listing index, find the cut and delete below it, so the cost does not grow with the history.
+   */
+  async pruneChildren(scope: ChildScope, keep: number, spare: string, q: Queryable = this.db): Promise<void> {
+    const children: [string, SqlValue][] = [
+      ['tenant_id', scope.tenantId],
+      ['project_id', scope.projectId],
+      ['kind', scope.kind],
+      ['parent_id', scope.parentId],
+    ];
+    const newest = scopeRange(this.db, children, {}, 'DESC');
+    const cut = await q.get<{ seq: number }>(
+      `SELECT seq FROM resources WHERE ${newest.sql} ORDER BY ${newest.order} LIMIT 1 OFFSET ${keep}`,
+      newest.params,
+    );
+    if (!cut) return;
+    // Planned with its values: with no order to give, neither form has a safe generic plan (with
+    // equalities it walked the primary key up to the cut, every tenant's rows; with a row-value
+    // range it took resources_kind_seq, every run of the project). It runs once per run started.
+    await q.run(
+      planEachTime(
+        `DELETE FROM resources WHERE ${children.map(([c]) => `${c} = ?`).join(' AND ')} AND seq <= ? AND ${this.jsonField('status')} <> ?`,
+      ),
+      [...children.map(([, v]) => v), Number(cut.seq), spare],
+    );
   }
 
   /** Everything inside a project, for cascading deletes. */
