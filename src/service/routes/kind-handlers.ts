@@ -126,23 +126,15 @@ async function checkReferences(k: KindRoutes, tenantId: string, projectId: strin
 
 async function checkNotReferenced(k: KindRoutes, existing: StoredResource, q: Queryable) {
   const { ctx, d } = k;
-  const referrers = referrersOf(d.kind);
-  if (!referrers.length || d.scope !== 'project') return;
-  const candidates = await ctx.resources.allOfKinds(
-    existing.tenantId,
-    existing.projectId,
-    [...new Set(referrers.map((r) => r.kind.kind))],
-    q,
+  if (!referrersOf(d.kind).length || d.scope !== 'project') return;
+  // One lookup on resource_refs (store/refs.ts), whatever the size of the project.
+  const ref = await ctx.resources.referrerOf(existing, q);
+  if (!ref) return;
+  const referrer = KINDS.get(ref.kind);
+  const other = await ctx.resources.get(existing.tenantId, existing.projectId, ref.kind, ref.id, q);
+  throw conflict(
+    `${d.title} "${existing.name}" is used by ${referrer?.title.toLowerCase() ?? ref.kind} "${other?.name ?? ref.id}" (${ref.path}); change or delete that first`,
   );
-  for (const other of candidates) {
-    for (const r of referrers.filter((x) => x.kind.kind === other.kind)) {
-      const hit = valuesAt(other.data, r.path).find((v) => v.value === existing.id);
-      if (hit)
-        throw conflict(
-          `${d.title} "${existing.name}" is used by ${r.kind.title.toLowerCase()} "${other.name}" (${formatPath(hit.path)}); change or delete that first`,
-        );
-    }
-  }
 }
 
 /** 409: the kind already has one with this identity (a create says where: "in this project"). */
@@ -290,7 +282,7 @@ export async function handleDelete(k: KindRoutes, req: FastifyRequest, reply: Fa
   await writeTx(k, req, projectId, existing, async (w) => {
     await checkNotReferenced(k, existing, w.q);
     await k.behaviour.beforeDelete?.(existing, w);
-    await ctx.resources.delete(existing.id, w.q);
+    await ctx.resources.delete(existing, w.q);
     await ctx.resources.deleteChildren(
       { tenantId: existing.tenantId, projectId: existing.projectId, parentId: existing.id },
       OWNED_KINDS,

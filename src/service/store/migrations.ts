@@ -1,10 +1,12 @@
-import type { Db } from './db.js';
+import type { Db, Queryable } from './db.js';
+import { backfillRefs } from './refs.js';
 
 /**
  * The one migration set. `{{SERIAL}}` is the auto-increment primary key of each dialect.
  * Append new migrations; never edit one that has shipped.
  */
-const MIGRATIONS: { id: number; sql: string }[] = [
+/** `fill`: rows the new tables need for data written before them, in the migration's transaction. */
+const MIGRATIONS: { id: number; sql: string; fill?: (q: Queryable) => Promise<void> }[] = [
   {
     id: 1,
     sql: `
@@ -201,6 +203,25 @@ CREATE INDEX resources_kind ON resources (kind, seq);
 CREATE INDEX audit_logs_tenant ON audit_logs (tenant_id, seq);
 `,
   },
+  {
+    // Which resource names which (src/service/store/refs.ts): a delete asks whether its resource is
+    // still used with one lookup on resource_refs_target instead of reading every referring resource
+    // of the project. Filled from the resources already stored in the same transaction.
+    id: 8,
+    sql: `
+CREATE TABLE resource_refs (
+  tenant_id TEXT NOT NULL,
+  project_id TEXT NOT NULL,
+  target_id TEXT NOT NULL,
+  referrer_id TEXT NOT NULL,
+  referrer_kind TEXT NOT NULL,
+  path TEXT NOT NULL,
+  PRIMARY KEY (referrer_id, path)
+);
+CREATE INDEX resource_refs_target ON resource_refs (tenant_id, project_id, target_id);
+`,
+    fill: backfillRefs,
+  },
 ];
 
 export async function migrate(db: Db): Promise<void> {
@@ -217,6 +238,7 @@ export async function migrate(db: Db): Promise<void> {
           .map((s) => s.trim())
           .filter(Boolean);
         for (const statement of statements) await q.run(statement);
+        await migration.fill?.(q);
         await q.run('INSERT INTO schema_migrations (id, applied_at) VALUES (?, ?)', [migration.id, new Date().toISOString()]);
       });
     }

@@ -3,6 +3,7 @@ import type { SecretCipher } from '../secrets/cipher.js';
 import { SCHEDULED_KINDS, putSchedule, removeSchedule, scheduleOf, spreadMs } from './schedules.js';
 import { nextTickAfter } from '../../kinds/cron.js';
 import { scopeRange, type ScopeRange, type SeqPosition } from './keyset.js';
+import { firstReferrer, hasReferences, removeRefs, syncRefs } from './refs.js';
 
 /** What the store needs to keep the `schedules` table (store/schedules.ts): the service clock and time scale. */
 export interface ScheduleClock {
@@ -258,6 +259,7 @@ export class ResourceStore {
       [r.id, r.tenantId, r.projectId, r.kind, r.parentId, r.name, JSON.stringify(r.data), this.sealed(r), now, now],
     );
     await this.syncSchedule(r, q, true);
+    await syncRefs(q, r, true);
   }
 
   /**
@@ -296,12 +298,14 @@ export class ResourceStore {
           `WITH created AS (${insert} RETURNING id) INSERT INTO schedules (resource_id, tenant_id, project_id, kind, expression, tick, offset_ms, next_due_at) SELECT id, ?, ?, ?, ?, ?, ?, ? FROM created RETURNING resource_id`,
           [...params, r.tenantId, r.projectId, r.kind, expression, tick, offset, tick + offset],
         );
+        if (row) await syncRefs(q, r, true);
         return !!row;
       }
     }
     const { changes } = await q.run(insert, params);
     if (changes === 0) return false;
     await this.syncSchedule(r, q, true);
+    await syncRefs(q, r, true);
     return true;
   }
 
@@ -314,11 +318,19 @@ export class ResourceStore {
       r.id,
     ]);
     await this.syncSchedule(r, q, false);
+    await syncRefs(q, r, false);
   }
 
-  async delete(id: string, q: Queryable = this.db): Promise<void> {
-    await q.run('DELETE FROM resources WHERE id = ?', [id]);
-    await removeSchedule(q, id);
+  async delete(r: Pick<StoredResource, 'id' | 'kind'>, q: Queryable = this.db): Promise<void> {
+    await q.run('DELETE FROM resources WHERE id = ?', [r.id]);
+    if (SCHEDULED_KINDS.has(r.kind)) await removeSchedule(q, r.id);
+    if (hasReferences(r.kind)) await removeRefs(q, r.id);
+  }
+
+  /** The first resource of the project that names this one by id (resource_refs), as kind, id and the field that names it. */
+  async referrerOf(r: Pick<StoredResource, 'id' | 'tenantId' | 'projectId'>, q: Queryable = this.db) {
+    const ref = await firstReferrer(q, r.tenantId, r.projectId, r.id);
+    return ref && { kind: ref.referrer_kind, id: ref.referrer_id, path: ref.path };
   }
 
   /**
@@ -336,6 +348,9 @@ export class ResourceStore {
     const params = [scope.tenantId, scope.projectId, ...kinds, scope.parentId];
     if (kinds.some((k) => SCHEDULED_KINDS.has(k))) {
       await q.run(`DELETE FROM schedules WHERE resource_id IN (SELECT id FROM resources WHERE ${where})`, params);
+    }
+    if (kinds.some(hasReferences)) {
+      await q.run(`DELETE FROM resource_refs WHERE referrer_id IN (SELECT id FROM resources WHERE ${where})`, params);
     }
     await q.run(`DELETE FROM resources WHERE ${where}`, params);
   }
@@ -375,6 +390,7 @@ export class ResourceStore {
     this.hooks.projectContentsDeleted?.(tenantId, projectId);
     await q.run('DELETE FROM resources WHERE tenant_id = ? AND project_id = ?', [tenantId, projectId]);
     await q.run('DELETE FROM schedules WHERE tenant_id = ? AND project_id = ?', [tenantId, projectId]);
+    await q.run('DELETE FROM resource_refs WHERE tenant_id = ? AND project_id = ?', [tenantId, projectId]);
     await q.run('DELETE FROM api_key_hashes WHERE tenant_id = ? AND project_id = ?', [tenantId, projectId]);
   }
 

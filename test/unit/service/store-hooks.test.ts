@@ -16,7 +16,13 @@ describe('the store tells whoever wired it about writes it cannot act on itself'
       projectContentsDeleted: (tenantId, projectId) => events.push(`hook ${tenantId} ${projectId}`),
     });
     await store.deleteProjectContents('tnt_1', 'prj_1', q);
-    expect(events).toEqual(['hook tnt_1 prj_1', 'DELETE FROM resources', 'DELETE FROM schedules', 'DELETE FROM api_key_hashes']);
+    expect(events).toEqual([
+      'hook tnt_1 prj_1',
+      'DELETE FROM resources',
+      'DELETE FROM schedules',
+      'DELETE FROM resource_refs',
+      'DELETE FROM api_key_hashes',
+    ]);
   });
 
   it('works without hooks', async () => {
