@@ -21,6 +21,7 @@ import { deferChanges } from './defer.js';
 import { withHealth } from './health.js';
 import type { ControllerMetrics } from './metrics.js';
 import { fetchRevision, Revisions, validateRevision } from './revisions.js';
+import { RepeatedFailure } from './repeated-failure.js';
 import type { ConfigSource, Revision } from './source/types.js';
 import type { StatusBoard } from './status-board.js';
 import {
@@ -90,9 +91,11 @@ export class RevisionReconciler {
   private plannedOnce = false;
   private readonly steps: EngineSteps;
   private readonly now: () => number;
+  private readonly fetchFailures: RepeatedFailure;
 
   constructor(private readonly d: ReconcilerDeps) {
     this.now = d.now ?? Date.now;
+    this.fetchFailures = new RepeatedFailure(this.now);
     this.revisions = new Revisions(this.now);
     this.steps = { detectDrift, preparePlan, previewProvisioning, applyPlan, settle, ...d.steps };
   }
@@ -126,9 +129,13 @@ export class RevisionReconciler {
     status.record({ revision });
     if (seen.kind === 'fetch-failed') {
       metrics.fetchErrors.inc();
-      log.error({ source: source.description, err: seen.error }, 'fetch failed: the revision in force stays');
+      const repeat = this.fetchFailures.failed(seen.error);
+      const meanwhile = repeat.unlogged ? { failing_since: iso(repeat.since), not_logged_since_last: repeat.unlogged } : {};
+      if (repeat.log) log.error({ source: source.description, err: seen.error, ...meanwhile }, 'fetch failed: the revision in force stays');
       return;
     }
+    const recovered = this.fetchFailures.succeeded();
+    if (recovered) log.info({ source: source.description, failing_since: iso(recovered.since), failures: recovered.failures }, 'fetch recovered');
     if (seen.kind === 'unchanged') return;
     const { checked, revision: validated } = this.revisions.check(seen.rev, validateRevision(seen.rev, engine));
     status.record({ revision: validated });

@@ -38,7 +38,7 @@ class FakeSource implements ConfigSource {
 
 const settled: SettleResult = { provisioning: [], tests: [], health: [], failures: [] };
 
-function setup(o: { plan?: () => Plan; apply?: (plan: Plan) => ApplyResult; mode?: 'apply' | 'drift' } = {}) {
+function setup(o: { plan?: () => Plan; apply?: (plan: Plan) => ApplyResult; mode?: 'apply' | 'drift'; now?: () => number } = {}) {
   const source = new FakeSource();
   const log = memoryLogger();
   const counts = { fetchErrors: 0, invalidRevisions: 0 };
@@ -67,6 +67,7 @@ function setup(o: { plan?: () => Plan; apply?: (plan: Plan) => ApplyResult; mode
     log,
     waitTimeoutMs: 1_000,
     steps,
+    now: o.now,
   };
   const reconciler = new RevisionReconciler(deps);
   const board = new StatusBoard(controllerInfo(), () => ({ suspended: false, ready: true, leader: true, running: false }));
@@ -120,6 +121,35 @@ describe('one run over the revision in force', () => {
     expect(t.reconciler.planned).toBe(false);
     expect(t.board.current.revision.fetch_error).toBe('could not resolve host');
     expect(t.log.lines.map((l) => l.message)).toEqual(['fetch failed: the revision in force stays']);
+  });
+
+  it('a source that stays unreachable is logged when it starts failing, when the error changes, every 10 minutes, and when it recovers', async () => {
+    let now = Date.UTC(2026, 0, 1);
+    const t = setup({ now: () => now });
+    const runEvery = async (seconds: number, times: number) => {
+      for (let i = 0; i < times; i++) {
+        await t.run();
+        now += seconds * 1000;
+      }
+    };
+    t.source.next = new Error('could not resolve host');
+    await runEvery(30, 20); // 10 minutes of failures, every one counted and on /status
+    expect(t.counts.fetchErrors).toBe(20);
+    expect(t.log.lines.map((l) => l.message)).toEqual(['fetch failed: the revision in force stays']);
+    await runEvery(30, 1); // 10 minutes after the first line: again, saying how many were not logged
+    expect(t.log.lines.at(-1)).toMatchObject({
+      message: 'fetch failed: the revision in force stays',
+      fields: { err: 'could not resolve host', not_logged_since_last: 19, failing_since: '2026-01-01T00:00:00.000Z' },
+    });
+    t.source.next = new Error('connection refused');
+    await runEvery(30, 2); // a new error is logged at once, its repeat is not
+    expect(t.log.lines.map((l) => l.fields.err)).toEqual(['could not resolve host', 'could not resolve host', 'connection refused']);
+    t.source.next = onDisk('r1');
+    await runEvery(30, 2);
+    const recovered = t.log.lines.filter((l) => l.message === 'fetch recovered');
+    expect(recovered).toHaveLength(1);
+    expect(recovered[0].fields).toMatchObject({ failures: 23, failing_since: '2026-01-01T00:00:00.000Z' });
+    expect(t.board.current.revision.fetch_error).toBeNull();
   });
 
   it('apply mode: plan, apply, check health, summarise; records the rows and the converged revision', async () => {
