@@ -22,13 +22,20 @@ import { regionProblem } from './cloud-regions.js';
 
 /**
  * Infrastructure plan and apply. Desired: the infrastructure resources as configured through the
- * API. Provisioned: a snapshot, per project, of what the applies have provisioned (the `after` of
- * each applied change). A plan is the difference; applying it provisions (simulated) and records
- * each change in the snapshot, so planning again right after an apply finds nothing to do.
+ * API. Provisioned: a snapshot of what the applies have provisioned (the `after` of each applied
+ * change), one row per resource. A plan is the difference; applying it provisions (simulated) and
+ * records each change in its row, so planning again right after an apply finds nothing to do.
  */
 
 const STATE_KIND = 'infrastructure_state';
-const stateId = (projectId: string) => `ifs_${projectId}`;
+/** A provisioned resource's row in the snapshot (its name is the resource's id). */
+const stateId = (resourceId: string) => `ifs_${resourceId}`;
+/**
+ * Before, one row held the whole project's snapshot and every applied change rewrote it: an apply
+ * of N changes cost N^2 (1,000 buckets: 4.5 s of CPU). Such a row is still read, and is split into
+ * rows per resource by the first change applied under the project's lock.
+ */
+const LEGACY_NAME = 'provisioned';
 
 /** The fields a plan compares: what a user declares (every non-computed field of the kind). */
 const FIELDS = Object.keys(kind('infrastructure_resource').createSchema.properties ?? {});
@@ -36,7 +43,10 @@ const FIELDS = Object.keys(kind('infrastructure_resource').createSchema.properti
 type Declared = Record<string, unknown>;
 interface Snapshot {
   resources: Record<string, Declared>;
-  applied_at: string | null;
+}
+/** The single row of a project's snapshot, as stored before rows per resource (LEGACY_NAME). */
+interface LegacySnapshot {
+  resources?: Record<string, Declared>;
 }
 
 export interface PlannedChange {
@@ -61,39 +71,46 @@ export interface Plan {
 const declared = (data: Record<string, unknown>): Declared =>
   Object.fromEntries(FIELDS.filter((f) => data[f] !== undefined).map((f) => [f, structuredClone(data[f])]));
 
+/** What the applies have provisioned, by resource id. Reads only (a plan writes nothing). */
 async function loadSnapshot(rt: Runtime, q: Queryable, tenantId: string, projectId: string): Promise<Snapshot> {
-  const row = await rt.ctx.resources.get(tenantId, projectId, STATE_KIND, stateId(projectId), q);
-  return (row?.data as unknown as Snapshot) ?? { resources: {}, applied_at: null };
+  const rows = await rt.ctx.resources.allOfKinds(tenantId, projectId, [STATE_KIND], q);
+  const legacy = rows.find((r) => r.name === LEGACY_NAME);
+  const resources: Record<string, Declared> = { ...((legacy?.data as unknown as LegacySnapshot | undefined)?.resources ?? {}) };
+  for (const r of rows) if (r !== legacy) resources[r.name] = r.data;
+  return { resources };
 }
 
-async function changeSnapshot(
-  rt: Runtime,
-  q: Queryable,
-  tenantId: string,
-  projectId: string,
-  change: (s: Snapshot) => void,
-): Promise<void> {
-  const row = await rt.ctx.resources.get(tenantId, projectId, STATE_KIND, stateId(projectId), q);
-  if (row) {
-    change(row.data as unknown as Snapshot);
-    await rt.ctx.resources.update(row, q);
-    return;
-  }
-  const data: Snapshot = { resources: {}, applied_at: null };
-  change(data);
-  await rt.ctx.resources.insert(
-    {
-      id: stateId(projectId),
-      tenantId,
-      projectId,
-      kind: STATE_KIND,
-      parentId: '',
-      name: 'provisioned',
-      data: data as unknown as Record<string, unknown>,
-      secrets: null,
-    },
-    q,
-  );
+/** Splits a project's single snapshot row into rows per resource (callers hold the project lock). */
+async function splitLegacySnapshot(rt: Runtime, q: Queryable, tenantId: string, projectId: string): Promise<void> {
+  const legacy = await rt.ctx.resources.getByName(tenantId, projectId, STATE_KIND, LEGACY_NAME, q);
+  if (!legacy) return;
+  for (const [resourceId, declared] of Object.entries((legacy.data as unknown as LegacySnapshot).resources ?? {}))
+    await putProvisioned(rt, q, tenantId, projectId, resourceId, declared);
+  await rt.ctx.resources.delete(legacy, q);
+}
+
+async function putProvisioned(rt: Runtime, q: Queryable, tenantId: string, projectId: string, resourceId: string, declared: Declared) {
+  const row = await rt.ctx.resources.get(tenantId, projectId, STATE_KIND, stateId(resourceId), q);
+  if (row) return rt.ctx.resources.update({ ...row, data: declared }, q);
+  const fresh = {
+    id: stateId(resourceId),
+    tenantId,
+    projectId,
+    kind: STATE_KIND,
+    parentId: '',
+    name: resourceId,
+    data: declared,
+    secrets: null,
+  };
+  return rt.ctx.resources.insert(fresh, q);
+}
+
+/** Records an applied change in the snapshot: one row written or deleted (callers hold the project lock). */
+async function recordApplied(rt: Runtime, q: Queryable, tenantId: string, projectId: string, change: PlannedChange): Promise<void> {
+  await splitLegacySnapshot(rt, q, tenantId, projectId);
+  if (change.action !== 'delete') return putProvisioned(rt, q, tenantId, projectId, change.resource_id, change.after!);
+  const row = await rt.ctx.resources.get(tenantId, projectId, STATE_KIND, stateId(change.resource_id), q);
+  if (row) await rt.ctx.resources.delete(row, q);
 }
 
 /** The plan for a project now (callers that act on it hold the project lock). */
@@ -246,7 +263,8 @@ export async function applyInfrastructure(
   const data = stored.data as RunData;
   if (data.status !== 'running') return { run: structuredClone(data), plan, done: Promise.resolve(structuredClone(data)) };
   const done = rt.execute(stored.id, (signal) => {
-    const rec = new RunRecorder(rt, stored, signal);
+    // Coalesced: each change's progress rewrote the whole run (every change in it), N times.
+    const rec = new RunRecorder(rt, stored, signal, { progress: 'coalesced' });
     return guarded(
       rec,
       () => runApply(rt, rec, plan),
@@ -279,11 +297,7 @@ async function applyChange(rt: Runtime, rec: RunRecorder, change: PlannedChange,
   rec.check();
   await inProject(rt, tenantId, projectId, async (q) => {
     if (!problem) {
-      await changeSnapshot(rt, q, tenantId, projectId, (s) => {
-        if (change.action === 'delete') delete s.resources[change.resource_id];
-        else s.resources[change.resource_id] = change.after!;
-        s.applied_at = rt.now();
-      });
+      await recordApplied(rt, q, tenantId, projectId, change);
     }
     if (change.action !== 'delete') {
       await updateResource(rt, q, tenantId, projectId, 'infrastructure_resource', change.resource_id, (d) => {

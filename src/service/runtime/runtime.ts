@@ -1,4 +1,4 @@
-import { EventEmitter } from 'node:events';
+import { EventEmitter, setMaxListeners } from 'node:events';
 import { randomBytes } from 'node:crypto';
 import type { ServiceContext } from '../context.js';
 import { nowIso } from '../ids.js';
@@ -95,6 +95,8 @@ export class Runtime {
    */
   execute(runId: string, fn: (signal: AbortSignal) => Promise<RunData>): Promise<RunData | undefined> {
     const controller = new AbortController();
+    // Every change of an infrastructure apply waits on this signal at once (simulate): no bound to warn at.
+    setMaxListeners(0, controller.signal);
     if (this.stopping) controller.abort();
     const done = (async () => {
       try {

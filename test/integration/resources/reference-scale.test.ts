@@ -41,11 +41,11 @@ function countRowsRead(db: Db): { rows: number } {
   };
   wrap(db);
   const tx = db.tx;
-  db.tx = (fn) =>
+  db.tx = <T>(fn: (q: Queryable) => Promise<T>) =>
     tx.call(db, (q) => {
       wrap(q);
       return fn(q);
-    });
+    }) as Promise<T>;
   return counter;
 }
 
@@ -99,7 +99,7 @@ describe(`deletes beside ${PIPELINES.toLocaleString('en-US')} pipelines`, () => 
   });
 
   it('deleting 100 unused connectors reads a few rows each, not the pipelines, while another tenant is served', async () => {
-    const unused = [];
+    const unused: { id: string }[] = [];
     for (let i = 0; i < 100; i++)
       unused.push(await svc.ok<{ id: string }>(owner, 'POST', `${base}/connectors`, { body: connectorBody(`unused-${i}`) }));
     const counter = countRowsRead(svc.service.ctx.db as Db);

@@ -18,7 +18,7 @@ const captured: { sql: string; params: SqlValue[] }[] = [];
 
 /** The last statement the service ran that matches `pattern` (statements are captured from here on). */
 function last(pattern: RegExp): { sql: string; params: SqlValue[] } {
-  const found = captured.findLast((c) => pattern.test(c.sql));
+  const found = [...captured].reverse().find((c) => pattern.test(c.sql));
   expect(found, `no statement matching ${pattern}`).toBeDefined();
   return found!;
 }
