@@ -175,7 +175,8 @@ export async function startConnectorSync(rt: Runtime, o: StartSync): Promise<Sta
     return { stored, connector };
   });
   const done = rt.execute(stored.id, (signal) => {
-    const rec = new RunRecorder(rt, stored, signal);
+    // Coalesced: each table's progress rewrote the whole run (every table in it), twice per table.
+    const rec = new RunRecorder(rt, stored, signal, { progress: 'coalesced' });
     return guarded(
       rec,
       () => runSync(rt, rec, connector),

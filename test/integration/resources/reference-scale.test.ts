@@ -4,7 +4,8 @@ import { BYSTANDER_MAX_MS, whileServingOther } from '../../abuse/support.js';
 import { connectorBody, expectError } from './fixtures.js';
 import { newId } from '../../../src/service/ids.js';
 import { migrate } from '../../../src/service/store/migrations.js';
-import type { Db, Queryable } from '../../../src/service/store/db.js';
+import type { Db } from '../../../src/service/store/db.js';
+import { countRowsRead } from '../../support/db-counters.js';
 
 /**
  * Before a delete the service checks that nothing still names the resource (a pipeline step, an
@@ -13,41 +14,6 @@ import type { Db, Queryable } from '../../../src/service/store/db.js';
  * each of those reads held every tenant's requests. resource_refs answers it with one lookup.
  */
 const PIPELINES = 20_000;
-
-/** Counts the rows the service's database returns, inside transactions too. */
-function countRowsRead(db: Db): { rows: number } {
-  const counter = { rows: 0 };
-  const wrapped = new WeakSet<Queryable>();
-  const wrap = (q: Queryable) => {
-    // SQLite hands every transaction the same connection object: wrap it once.
-    if (wrapped.has(q)) return;
-    wrapped.add(q);
-    const { all, rows, get } = q;
-    q.all = async (sql, params) => {
-      const out = await all.call(q, sql, params);
-      counter.rows += out.length;
-      return out as never;
-    };
-    q.rows = async (sql, params) => {
-      const out = await rows.call(q, sql, params);
-      counter.rows += out.length;
-      return out;
-    };
-    q.get = async (sql, params) => {
-      const out = await get.call(q, sql, params);
-      if (out) counter.rows += 1;
-      return out as never;
-    };
-  };
-  wrap(db);
-  const tx = db.tx;
-  db.tx = <T>(fn: (q: Queryable) => Promise<T>) =>
-    tx.call(db, (q) => {
-      wrap(q);
-      return fn(q);
-    }) as Promise<T>;
-  return counter;
-}
 
 describe(`deletes beside ${PIPELINES.toLocaleString('en-US')} pipelines`, () => {
   let svc: TestService;
