@@ -56,10 +56,16 @@ export async function classifySchema(rt: Runtime, connector: StoredResource, sch
   ]);
   if (!classRows.length) return schema;
   const pause = slicer();
+  // The first enabled policy of each classification, in creation order: one pass, not one per classification.
+  const policyOf = new Map<string, StoredResource>();
+  for (const p of policyRows) {
+    const classificationId = String(p.data.classification_id);
+    if (p.data.enabled !== false && !policyOf.has(classificationId)) policyOf.set(classificationId, p);
+  }
   const classes: Classification[] = [];
   for (const c of classRows) {
     await pause();
-    const policy = policyRows.find((p) => p.data.enabled !== false && p.data.classification_id === c.id);
+    const policy = policyOf.get(c.id);
     classes.push({
       id: c.id,
       name: c.name,
