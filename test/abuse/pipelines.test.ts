@@ -76,6 +76,13 @@ describe('caps on the lists a tenant can grow', () => {
     const steps = Array.from({ length: 51 }, (_, i) => ({ delay_minutes: i, channel_ids: [channelId] }));
     expect422(await svc.call(attacker, 'POST', `${base}/escalation-policies`, { body: { name: 'esc', steps } }), 'steps');
   });
+
+  it('tables per connector (10,000): a sync writes a record of every table', async () => {
+    const tables = (n: number) => Array.from({ length: n }, (_, i) => `public.t${i}`);
+    const body = (n: number) => ({ name: `wide-${n}`, connector_type: 'salesforce', selected_tables: tables(n) });
+    expect422(await svc.call(attacker, 'POST', `${base}/connectors`, { body: body(10_001) }), 'selected_tables');
+    await svc.ok(attacker, 'POST', `${base}/connectors`, { body: body(10_000) });
+  });
 });
 
 describe('a pipeline at the cap', () => {

@@ -124,7 +124,7 @@ export interface ConnectorConfig extends cdk.TerraformMetaArguments {
   readonly config?: ConnectorConfigA;
   /** How to log in to the source. The password is write-only. Default: {}. */
   readonly credentials?: ConnectorCredentials;
-  /** Tables to replicate, as schema.table or table. Default: []. */
+  /** Tables to replicate, as schema.table or table. At most 10,000 (more is 422 unprocessable_entity). Default: []. */
   readonly selectedTables?: string[];
   /** Five-field cron expression (UTC) for automatic syncs; absent means manual only. */
   readonly schedule?: string;
@@ -288,7 +288,7 @@ export class Connector extends cdk.TerraformResource {
     return this._credentialsRef;
   }
 
-  /** Tables to replicate, as schema.table or table. Default: []. */
+  /** Tables to replicate, as schema.table or table. At most 10,000 (more is 422 unprocessable_entity). Default: []. */
   get selectedTables() {
     return this.getListAttribute('selected_tables');
   }

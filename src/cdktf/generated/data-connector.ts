@@ -124,7 +124,7 @@ export class DataConnector extends cdk.TerraformDataSource {
     return this._credentialsRef;
   }
 
-  /** Tables to replicate, as schema.table or table. Set by the server. */
+  /** Tables to replicate, as schema.table or table. At most 10,000 (more is 422 unprocessable_entity). Set by the server. */
   get selectedTables() {
     return this.getListAttribute('selected_tables');
   }

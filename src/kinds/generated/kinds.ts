@@ -275,7 +275,7 @@ export interface Connector {
     /** User name to log in with. */
     username?: string;
   };
-  /** Tables to replicate, as schema.table or table. Default: []. */
+  /** Tables to replicate, as schema.table or table. At most 10,000 (more is 422 unprocessable_entity). Default: []. */
   selected_tables: Array<string>;
   /** Five-field cron expression (UTC) for automatic syncs; absent means manual only. */
   schedule?: string;
@@ -325,7 +325,7 @@ export interface ConnectorCreate {
     /** Write-only: never returned. Omitted from a PATCH, the stored value is kept. Write-only secret: never returned. */
     password?: string;
   };
-  /** Tables to replicate, as schema.table or table. Default: []. */
+  /** Tables to replicate, as schema.table or table. At most 10,000 (more is 422 unprocessable_entity). Default: []. */
   selected_tables?: Array<string>;
   /** Five-field cron expression (UTC) for automatic syncs; absent means manual only. */
   schedule?: string;
@@ -365,7 +365,7 @@ export interface ConnectorUpdate {
     /** Write-only: never returned. Omitted from a PATCH, the stored value is kept. Write-only secret: never returned. */
     password?: string;
   } | null;
-  /** Tables to replicate, as schema.table or table. */
+  /** Tables to replicate, as schema.table or table. At most 10,000 (more is 422 unprocessable_entity). */
   selected_tables?: Array<string> | null;
   /** Five-field cron expression (UTC) for automatic syncs; absent means manual only. */
   schedule?: string | null;
