@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestService, type TestService, type TestTenant } from '../../support/service.js';
 import { BYSTANDER_MAX_MS, whileServingOther } from '../../abuse/support.js';
+import { walkPages, type ListPage } from '../../support/pages.js';
 import { SCAN_WINDOW } from '../../../src/service/pagination.js';
 import { newId } from '../../../src/service/ids.js';
 
@@ -59,23 +60,12 @@ describe(`the audit log with ${ENTRIES.toLocaleString('en-US')} entries`, () => 
   }, 120_000);
   afterAll(() => svc?.close());
 
-  const page = (query: string) =>
-    svc.ok<{ data: { id: string }[]; has_more: boolean; next_cursor?: string }>(owner, 'GET', `${base}/audit-logs?${query}`);
+  const page = (query: string) => svc.ok<ListPage>(owner, 'GET', `${base}/audit-logs?${query}`);
 
   it('a filter that matches one entry at the end pages through in windows, finds it, and ends', async () => {
-    const { result: pages, probe } = await whileServingOther(svc, bystander, async () => {
-      const seen: { count: number; hasMore: boolean }[] = [];
-      const found: string[] = [];
-      let cursor: string | undefined;
-      do {
-        const p = await page(`action=connector.delete&limit=100${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ''}`);
-        seen.push({ count: p.data.length, hasMore: p.has_more });
-        found.push(...p.data.map((e) => e.id));
-        cursor = p.next_cursor;
-        if (p.has_more) expect(cursor).toBeDefined();
-      } while (cursor);
-      return { seen, found };
-    });
+    const { result: pages, probe } = await whileServingOther(svc, bystander, () =>
+      walkPages((cursor) => page(`action=connector.delete&limit=100${cursor}`)),
+    );
     expect(pages.found).toEqual([rareId]);
     // One page per window of entries the project holds (the project's own create entry included), the last one short.
     expect(pages.seen.length).toBe(Math.ceil((ENTRIES + 1) / SCAN_WINDOW));
