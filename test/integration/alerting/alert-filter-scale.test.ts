@@ -4,6 +4,7 @@ import { BYSTANDER_MAX_MS, whileServingOther } from '../../abuse/support.js';
 import { walkPages, type ListPage } from '../../support/pages.js';
 import { SCAN_WINDOW } from '../../../src/service/pagination.js';
 import { newId } from '../../../src/service/ids.js';
+import { bulkInsert, RESOURCE_COLUMNS } from '../../support/bulk.js';
 
 /**
  * A status or severity filter on the alert list that matches little must not read a project's whole
@@ -27,21 +28,14 @@ describe(`the alert list with ${ALERTS.toLocaleString('en-US')} alerts`, () => {
     base = `/projects/${project.id}`;
     const { db } = svc.service.ctx;
     const tenantId = (await db.get<{ id: string }>('SELECT id FROM tenants WHERE slug = ?', [owner.slug]))!.id;
-    // Straight into the table, 1,000 rows a statement; one resolved alert at the very end.
-    for (let i = 0; i < ALERTS; i += 1_000) {
-      const rows = Array.from({ length: Math.min(1_000, ALERTS - i) }, (_, j) => i + j);
-      const params = rows.flatMap((n) => {
-        const id = newId('alert');
-        const status = n === ALERTS - 1 ? 'resolved' : 'firing';
-        if (status === 'resolved') rareId = id;
-        const data = { id, rule_id: 'alr_x', status, severity: 'warning', message: `alert ${n}`, triggered_at: '2030-01-01T00:00:00Z' };
-        return [id, tenantId, project.id, 'alert', '', id, JSON.stringify(data), '2030-01-01T00:00:00Z', '2030-01-01T00:00:00Z'];
-      });
-      await db.run(
-        `INSERT INTO resources (id, tenant_id, project_id, kind, parent_id, name, data, created_at, updated_at) VALUES ${rows.map(() => '(?, ?, ?, ?, ?, ?, ?, ?, ?)').join(', ')}`,
-        params,
-      );
-    }
+    // Straight into the table; one resolved alert at the very end.
+    await bulkInsert(svc.service.ctx.db, 'resources', RESOURCE_COLUMNS, ALERTS, (n) => {
+      const id = newId('alert');
+      const status = n === ALERTS - 1 ? 'resolved' : 'firing';
+      if (status === 'resolved') rareId = id;
+      const data = { id, rule_id: 'alr_x', status, severity: 'warning', message: `alert ${n}`, triggered_at: '2030-01-01T00:00:00Z' };
+      return [id, tenantId, project.id, 'alert', '', id, JSON.stringify(data), '2030-01-01T00:00:00Z', '2030-01-01T00:00:00Z'];
+    });
   }, 120_000);
   afterAll(() => svc?.close());
 

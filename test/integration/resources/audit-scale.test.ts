@@ -4,6 +4,7 @@ import { BYSTANDER_MAX_MS, whileServingOther } from '../../abuse/support.js';
 import { walkPages, type ListPage } from '../../support/pages.js';
 import { SCAN_WINDOW } from '../../../src/service/pagination.js';
 import { newId } from '../../../src/service/ids.js';
+import { bulkInsert } from '../../support/bulk.js';
 
 /**
  * Issue 18: a filter that matches little must not read a tenant's whole audit history to fill a
@@ -26,37 +27,33 @@ describe(`the audit log with ${ENTRIES.toLocaleString('en-US')} entries`, () => 
     base = `/projects/${project.id}`;
     const { db } = svc.service.ctx;
     const tenantId = (await db.get<{ id: string }>('SELECT id FROM tenants WHERE slug = ?', [owner.slug]))!.id;
-    // Straight into the table, 1,000 rows a statement; one rare entry at the very end.
-    for (let i = 0; i < ENTRIES; i += 1_000) {
-      const rows = Array.from({ length: Math.min(1_000, ENTRIES - i) }, (_, j) => i + j);
-      const values = rows.map(() => '(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)').join(', ');
-      const params = rows.flatMap((n) => {
-        const rare = n === ENTRIES - 1;
-        const id = newId('audit');
-        if (rare) rareId = id;
-        return [
-          id,
-          tenantId,
-          project.id,
-          new Date(Date.UTC(2030, 0, 1) + n * 1000).toISOString(),
-          'user',
-          'usr_x',
-          owner.adminEmail,
-          rare ? 'connector.delete' : 'connector.update',
-          'connector',
-          `con_${n}`,
-          `c${n}`,
-          `req-${n}`,
-          'success',
-          200,
-          null,
-        ];
-      });
-      await db.run(
-        `INSERT INTO audit_logs (id, tenant_id, project_id, ts, actor_type, actor_id, actor_name, action, resource_type, resource_id, resource_name, request_id, outcome, status_code, diff) VALUES ${values}`,
-        params,
-      );
-    }
+    // Straight into the table; one rare entry at the very end.
+    const columns =
+      'id tenant_id project_id ts actor_type actor_id actor_name action resource_type resource_id resource_name request_id outcome status_code diff';
+    await bulkInsert(db, 'audit_logs', columns.split(' '), ENTRIES, (n) => {
+      const rare = n === ENTRIES - 1;
+      const id = newId('audit');
+      if (rare) rareId = id;
+      const ts = new Date(Date.UTC(2030, 0, 1) + n * 1000).toISOString();
+      const action = rare ? 'connector.delete' : 'connector.update';
+      return [
+        id,
+        tenantId,
+        project.id,
+        ts,
+        'user',
+        'usr_x',
+        owner.adminEmail,
+        action,
+        'connector',
+        `con_${n}`,
+        `c${n}`,
+        `req-${n}`,
+        'success',
+        200,
+        null,
+      ];
+    });
   }, 120_000);
   afterAll(() => svc?.close());
 

@@ -3,6 +3,7 @@ import { startTestService, type TestService, type TestTenant } from '../../suppo
 import { BYSTANDER_MAX_MS, whileServingOther } from '../../abuse/support.js';
 import { connectorBody, expectError } from './fixtures.js';
 import { newId } from '../../../src/service/ids.js';
+import { bulkInsert, RESOURCE_COLUMNS } from '../../support/bulk.js';
 import { migrate } from '../../../src/service/store/migrations.js';
 import type { Db } from '../../../src/service/store/db.js';
 import { countRowsRead } from '../../support/db-counters.js';
@@ -33,18 +34,11 @@ describe(`deletes beside ${PIPELINES.toLocaleString('en-US')} pipelines`, () => 
     tenantId = (await svc.service.ctx.tenants.bySlug(owner.slug))!.id;
     legacy = await svc.ok(owner, 'POST', `${base}/connectors`, { body: connectorBody('legacy') });
     // Straight into the table, as if written before resource_refs existed: every one names `legacy`.
-    for (let i = 0; i < PIPELINES; i += 1_000) {
-      const rows = Array.from({ length: 1_000 }, (_, j) => i + j);
-      const params = rows.flatMap((n) => {
-        const id = newId('pipeline');
-        const data = { id, name: `p${n}`, steps: [{ name: 'sync', type: 'connector_sync', connector_id: legacy.id }] };
-        return [id, tenantId, projectId, 'pipeline', '', `p${n}`, JSON.stringify(data), '2030-01-01T00:00:00Z', '2030-01-01T00:00:00Z'];
-      });
-      await db.run(
-        `INSERT INTO resources (id, tenant_id, project_id, kind, parent_id, name, data, created_at, updated_at) VALUES ${rows.map(() => '(?, ?, ?, ?, ?, ?, ?, ?, ?)').join(', ')}`,
-        params,
-      );
-    }
+    await bulkInsert(db, 'resources', RESOURCE_COLUMNS, PIPELINES, (n) => {
+      const id = newId('pipeline');
+      const data = { id, name: `p${n}`, steps: [{ name: 'sync', type: 'connector_sync', connector_id: legacy.id }] };
+      return [id, tenantId, projectId, 'pipeline', '', `p${n}`, JSON.stringify(data), '2030-01-01T00:00:00Z', '2030-01-01T00:00:00Z'];
+    });
     // Their rows come from the migration's fill, run again here as on a database migrated with them in it.
     await db.run('DROP TABLE resource_refs');
     await db.run('DELETE FROM schema_migrations WHERE id = 8');
