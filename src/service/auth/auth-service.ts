@@ -154,20 +154,21 @@ export class AuthService {
 
   private async authenticateKey(tenantId: string, hash: string): Promise<Actor> {
     // A remembered key saves a database round trip before the request's own query; only found keys are
-    // remembered, so a wrong or revoked one always asks the database.
-    const cached = this.keys.get(tenantId, hash);
-    if (cached) {
-      this.noteKeyUse(cached.id);
-      return { ...cached };
-    }
+    // remembered, so a wrong or revoked one always asks the database. A copy per request: nothing a
+    // request does to its actor reaches the next one.
+    const actor = await this.keys.getOrLoad(tenantId, hash, () => this.loadKey(tenantId, hash));
+    this.noteKeyUse(actor.id);
+    return { ...actor };
+  }
+
+  private async loadKey(tenantId: string, hash: string) {
     const key = await this.db.get<{ api_key_id: string; project_id: string; permission_level: PermissionLevel; data: string }>(
       `SELECT h.api_key_id, h.project_id, h.permission_level, r.data FROM api_key_hashes h JOIN resources r ON r.id = h.api_key_id
        WHERE h.hash = ? AND h.tenant_id = ?`,
       [hash, tenantId],
     );
     if (!key) throw unauthorized('Invalid or revoked API key');
-    this.noteKeyUse(key.api_key_id);
-    const actor = {
+    return {
       type: 'api_key' as const,
       id: key.api_key_id,
       name: (JSON.parse(key.data) as { name: string }).name,
@@ -175,16 +176,16 @@ export class AuthService {
       level: key.permission_level,
       projectId: key.project_id,
     };
-    // A copy per request: nothing a request does to its actor reaches the next one.
-    this.keys.set(tenantId, hash, { ...actor });
-    return actor;
   }
 
   private async authenticateToken(tenantId: string, hash: string): Promise<Actor> {
     // As for keys: only tokens that were accepted are remembered, and never past their expires_at, so a
     // wrong, revoked or expired token always asks the database (and gets its own message).
-    const cached = this.tokens.get(tenantId, hash);
-    if (cached) return { ...cached.actor };
+    const token = await this.tokens.getOrLoad(tenantId, hash, () => this.loadToken(tenantId, hash));
+    return { ...token.actor };
+  }
+
+  private async loadToken(tenantId: string, hash: string) {
     const row = await this.db.get<{
       expires_at: string;
       session_id: string;
@@ -201,8 +202,7 @@ export class AuthService {
     const user = JSON.parse(row.data) as { email: string; role: PermissionLevel; status: string };
     if (user.status !== 'active') throw unauthorized('User is not active');
     const actor: UserActor = { type: 'user', id: row.user_id, name: user.email, tenantId, level: user.role, sessionId: row.session_id };
-    this.tokens.set(tenantId, hash, { actor: { ...actor }, expiresAtMs: Date.parse(row.expires_at) });
-    return actor;
+    return { actor, expiresAtMs: Date.parse(row.expires_at) };
   }
 
   /**

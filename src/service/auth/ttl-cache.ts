@@ -46,6 +46,10 @@ interface Entry<V> {
 export class TtlCache<V> {
   private readonly entries = new Map<string, Entry<V>>();
   private readonly tombstones = new Map<string, number>();
+  /** Loads under way by slot (getOrLoad), with the revocation count when each began. */
+  private readonly loading = new Map<string, { revocations: number; value: Promise<V> }>();
+  /** forget() calls so far: a load that began before one is not shared with requests that come after it. */
+  private revocations = 0;
   private readonly ttlMs: number;
   private readonly maxEntries: number;
   private readonly tombstoneMs: number;
@@ -87,8 +91,34 @@ export class TtlCache<V> {
     this.entries.set(slot, { value, marks, until: at + this.ttlMs });
   }
 
+  /**
+   * The value from memory, else from `load` (then remembered, as set() allows). Misses of one slot
+   * while a load is under way wait for that load instead of starting their own (a burst of requests
+   * with a credential not yet remembered makes one query), unless something was revoked since it
+   * began. A load that throws throws for each of them, and nothing is remembered.
+   */
+  getOrLoad(tenantId: string, hash: string, load: () => Promise<V>): Promise<V> {
+    const hit = this.get(tenantId, hash);
+    if (hit !== undefined) return Promise.resolve(hit);
+    const slot = TtlCache.slot(tenantId, hash);
+    const under = this.loading.get(slot);
+    if (under && under.revocations === this.revocations) return under.value;
+    const value = load().then((v) => {
+      this.set(tenantId, hash, v);
+      return v;
+    });
+    const entry = { revocations: this.revocations, value };
+    this.loading.set(slot, entry);
+    const done = () => {
+      if (this.loading.get(slot) === entry) this.loading.delete(slot);
+    };
+    value.then(done, done);
+    return value;
+  }
+
   /** Everything under the mark was revoked (or is being revoked) on this replica. */
   forget(mark: string): void {
+    this.revocations++;
     this.tombstone(mark);
     for (const [slot, entry] of this.entries) if (entry.marks.includes(mark)) this.entries.delete(slot);
   }

@@ -38,6 +38,41 @@ describe('bounded TTL cache with tombstones (ttl-cache.ts)', () => {
     expect(['h1', 'h3', 'h4'].map((h) => c.get('tnt_1', h)?.id)).toEqual(['h1', 'h3', 'h4']);
   });
 
+  it('getOrLoad: misses of one slot during a load share it; after a revocation they load again; a failed load is not remembered', async () => {
+    const c = cache();
+    let loads = 0;
+    let release!: (v: { id: string; group: string }) => void;
+    const load = () => {
+      loads++;
+      return new Promise<{ id: string; group: string }>((resolve) => (release = resolve));
+    };
+    const burst = Array.from({ length: 10 }, () => c.getOrLoad('tnt_1', 'h1', load));
+    expect(loads).toBe(1);
+    release({ id: 'a', group: 'g' });
+    expect((await Promise.all(burst)).map((v) => v.id)).toEqual(Array(10).fill('a'));
+    expect(c.get('tnt_1', 'h1')?.id).toBe('a');
+    expect(await c.getOrLoad('tnt_1', 'h1', load)).toMatchObject({ id: 'a' });
+    expect(loads).toBe(1);
+
+    const first = c.getOrLoad('tnt_1', 'h2', load);
+    const firstRelease = release;
+    c.forget('group:other'); // any revocation: a request arriving after it does not join the load begun before
+    const second = c.getOrLoad('tnt_1', 'h2', load);
+    expect(loads).toBe(3);
+    firstRelease({ id: 'b', group: 'g' });
+    release({ id: 'b', group: 'g' });
+    expect([(await first).id, (await second).id]).toEqual(['b', 'b']);
+
+    const failing = () => {
+      loads++;
+      return Promise.reject(new Error('revoked'));
+    };
+    const failures = await Promise.allSettled([c.getOrLoad('tnt_1', 'h3', failing), c.getOrLoad('tnt_1', 'h3', failing)]);
+    expect(failures.map((f) => f.status)).toEqual(['rejected', 'rejected']);
+    expect(loads).toBe(4);
+    expect(c.get('tnt_1', 'h3')).toBeUndefined();
+  });
+
   it('forget(mark) drops every value under the mark at once, and a lookup in flight cannot put one back', () => {
     const c = cache();
     c.set('tnt_1', 'h1', { id: 'a', group: 'g1' });
