@@ -182,17 +182,25 @@ export class Alerting {
   /**
    * Freshness rules (scheduler loop): a connector whose last sync (or creation, never synced) is
    * older than the threshold. Connectors of the project are read in pages by seq as stored JSON (no
-   * secrets opened), in slices (slices.ts); those with an open alert of this rule are skipped
-   * from one read of open_alerts, so a look is linear in the project's connectors.
+   * secrets opened), in slices (slices.ts); those with an open alert of this rule are skipped, from
+   * a read of open_alerts per page (its primary key, for the page's ids only: one read of every
+   * open alert of the rule held SQLite, and every tenant, for as long as 100,000 rows take), so a
+   * look is linear in the project's connectors.
    */
   async checkFreshness(tenantId: string, projectId: string, rule: RuleData, stopped: () => boolean = () => false): Promise<void> {
     const now = this.rt.nowMs();
-    const alerted = new Set(
-      (await this.rt.ctx.db.all<{ resource_key: string }>('SELECT resource_key FROM open_alerts WHERE rule_id = ?', [rule.id])).map(
-        (r) => r.resource_key,
-      ),
-    );
-    const check = async (c: Record<string, unknown>) => {
+    const openAmong = async (ids: string[]) =>
+      new Set(
+        ids.length === 0
+          ? []
+          : (
+              await this.rt.ctx.db.all<{ resource_key: string }>(
+                `SELECT resource_key FROM open_alerts WHERE rule_id = ? AND resource_key IN (${ids.map(() => '?').join(', ')})`,
+                [rule.id, ...ids],
+              )
+            ).map((r) => r.resource_key),
+      );
+    const check = async (c: Record<string, unknown>, alerted: Set<string>) => {
       if (c.status === 'syncing' || alerted.has(String(c.id))) return;
       const since = Date.parse(String(c.last_sync_at ?? c.created_at ?? ''));
       if (!Number.isFinite(since)) return;
@@ -210,17 +218,20 @@ export class Alerting {
     };
     const targets = targetsOf(rule);
     if (targets.length) {
+      const alerted = await openAmong(targets);
       for (const id of targets) {
         const c = await this.rt.ctx.resources.get(tenantId, projectId, 'connector', id);
-        if (c) await check(c.data);
+        if (c) await check(c.data, alerted);
       }
       return;
     }
     const slice = slicer();
     for (let afterSeq = 0; !stopped();) {
       const page = await this.rt.ctx.resources.listJson({ tenantId, projectId, kind: 'connector', afterSeq, limit: FRESHNESS_PAGE });
-      for (const row of page) {
-        await check(JSON.parse(row.data) as Record<string, unknown>);
+      const connectors = page.map((row) => JSON.parse(row.data) as Record<string, unknown>);
+      const alerted = await openAmong(connectors.map((c) => String(c.id)));
+      for (const c of connectors) {
+        await check(c, alerted);
         await slice();
       }
       if (page.length < FRESHNESS_PAGE) return;
