@@ -107,6 +107,11 @@ beforeAll(async () => {
     async () => (await a.ok<Run>(tA, 'GET', `${base}/pipelines/${ids.pipeline}/runs/${runs.pipeline}`)).steps[0].run_id,
   );
   expect((await a.ok<Run>(tA, 'GET', `${base}/dbt-projects/${ids.dbt}/runs/${runs.dbt}`)).models[0].status).toBe('running');
+  // Progress is stored coalesced (at most every 50 ms): wait until the first table and change are stored running too.
+  await eventually(
+    async () => (await a.ok<Run>(tA, 'GET', `${base}/connectors/${ids.sync}/runs/${runs.sync}`)).tables[0].status === 'running',
+  );
+  await eventually(async () => (await a.ok<Run>(tA, 'GET', `${base}/infrastructure/runs/${runs.apply}`)).changes[0].status === 'running');
   expect(runtimeOf(a.service.ctx).active).toBe(5);
 
   // Stop mid-run, keeping the data, then start again on the same store.
