@@ -13,6 +13,7 @@ import { startPipelineRun } from '../runtime/pipelines.js';
 import { startDbtRun } from '../runtime/dbt.js';
 import { applyInfrastructure, planInfrastructure } from '../runtime/infrastructure.js';
 import { installScheduler } from '../runtime/scheduler.js';
+import { installRetention } from '../runtime/retention.js';
 import { classifySchema } from '../runtime/classify.js';
 import type { Started } from '../runtime/connectors.js';
 
@@ -68,6 +69,7 @@ function attachRuntime(app: FastifyInstance, ctx: ServiceContext): Runtime {
   app.addHook('onReady', async () => rt.start(recoverAbandonedRuns));
   app.addHook('onClose', async () => rt.stop());
   installScheduler(app, rt);
+  installRetention(app, rt);
   return rt;
 }
 

@@ -222,6 +222,16 @@ CREATE INDEX resource_refs_target ON resource_refs (tenant_id, project_id, targe
 `,
     fill: backfillRefs,
   },
+  {
+    // Rows swept once old (src/service/runtime/retention.ts): schedule claims a day after their claim,
+    // tokens a day after they expire, found through these indexes a batch at a time.
+    id: 9,
+    sql: `
+CREATE INDEX schedule_ticks_claimed ON schedule_ticks (claimed_at);
+CREATE INDEX access_tokens_expiry ON access_tokens (expires_at);
+CREATE INDEX refresh_tokens_expiry ON refresh_tokens (expires_at);
+`,
+  },
 ];
 
 export async function migrate(db: Db): Promise<void> {

@@ -1,0 +1,97 @@
+import type { FastifyInstance } from 'fastify';
+import type { Runtime } from './runtime.js';
+import { yieldToLoop } from './slices.js';
+import { planEachTime } from '../store/db.js';
+
+/**
+ * Deletes rows that otherwise only grow, and that nothing reads once they are old:
+ * - schedule claims (`schedule_ticks`), one per scheduled run: a claim only matters while another
+ *   replica could claim the same tick (seconds); 100,000 connectors every 15 minutes add 9.6
+ *   million a day;
+ * - access and refresh tokens past their expiry (one of each per sign-in and refresh).
+ * Rows are kept a day past those times (an expired token still gets its own message meanwhile).
+ * Each table is swept through an index on its time column, BATCH rows a statement with a turn of
+ * the event loop between statements, at most MAX_BATCHES per sweep: a sweep costs what expired
+ * since the last one, never a pass over the table. Every replica sweeps; deleting a row twice is harmless.
+ */
+export const RETENTION_SWEEP_MS = 60_000;
+export const KEEP_PAST_MS = 24 * 3_600_000;
+const BATCH = 2_000;
+const MAX_BATCHES = 25;
+
+/** A table, the columns of its key and the time after which its rows may go (indexed: migration 9). */
+const SWEPT = [
+  { table: 'schedule_ticks', key: 'resource_id, tick', time: 'claimed_at' },
+  { table: 'access_tokens', key: 'hash', time: 'expires_at' },
+  { table: 'refresh_tokens', key: 'hash', time: 'expires_at' },
+] as const;
+
+/**
+ * One batch of a table's old rows, oldest first through its time index. Planned with its value: a
+ * generic plan, guessing how many rows are old, could read the whole table to find none.
+ */
+export function sweepStatement({ table, key, time }: { table: string; key: string; time: string }): string {
+  return planEachTime(
+    `DELETE FROM ${table} WHERE (${key}) IN (SELECT ${key} FROM ${table} WHERE ${time} < ? ORDER BY ${time} LIMIT ${BATCH})`,
+  );
+}
+
+export const SWEPT_TABLES = SWEPT;
+
+export class Retention {
+  private timer?: NodeJS.Timeout;
+  private sweeping: Promise<unknown> = Promise.resolve();
+  private stopped = false;
+
+  constructor(private readonly rt: Runtime) {}
+
+  start(): void {
+    let busy = false;
+    this.timer = setInterval(() => {
+      if (busy) return; // a sweep longer than the interval: the next one waits its turn
+      busy = true;
+      this.sweeping = this.sweep()
+        .catch((err) => this.rt.log?.error({ err }, 'retention sweep failed'))
+        .finally(() => (busy = false));
+    }, RETENTION_SWEEP_MS);
+    this.timer.unref();
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    if (this.timer) clearInterval(this.timer);
+    await this.sweeping;
+  }
+
+  /** One sweep of every table: the rows whose time is more than KEEP_PAST_MS ago (service clock). Returns how many went. */
+  async sweep(): Promise<number> {
+    const before = new Date(this.rt.nowMs() - KEEP_PAST_MS).toISOString();
+    let deleted = 0;
+    for (const swept of SWEPT) {
+      for (let batch = 0; batch < MAX_BATCHES && !this.stopped; batch++) {
+        const { changes } = await this.rt.ctx.db.run(sweepStatement(swept), [before]);
+        deleted += changes;
+        if (changes < BATCH) break;
+        await yieldToLoop();
+      }
+    }
+    return deleted;
+  }
+}
+
+const RETENTIONS = new WeakMap<Runtime, Retention>();
+
+/** The retention sweeper of a runtime (one per service). */
+export function retentionOf(rt: Runtime): Retention {
+  let r = RETENTIONS.get(rt);
+  if (!r) RETENTIONS.set(rt, (r = new Retention(rt)));
+  return r;
+}
+
+/** Sweeps while the service runs; stops before it closes. */
+export function installRetention(app: FastifyInstance, rt: Runtime): Retention {
+  const retention = retentionOf(rt);
+  app.addHook('onReady', async () => retention.start());
+  app.addHook('preClose', async () => retention.stop());
+  return retention;
+}
