@@ -34,8 +34,9 @@ describe(`an infrastructure apply of ${BUCKETS.toLocaleString('en-US')} buckets`
     const run = await waitForRun(svc, t, `${base}/runs/${started.run_id}`);
     expect(run.status).toBe('succeeded');
     // Each bucket's snapshot row and status (~1 KB), and the run's coalesced progress (~200 KB a write,
-    // at most one per 50 ms): 2-8 MB. Rewriting the snapshot on each change wrote over 100 MB.
-    expect(counter.bytes).toBeLessThan(BUCKETS * 20_000);
+    // at most one per 50 ms, so more on a slow machine): 2-8 MB here. Rewriting the snapshot on each
+    // change wrote 810 MB; the bound leaves a loaded machine 10 times the writes.
+    expect(counter.bytes).toBeLessThan(80_000_000);
     const plan = await svc.ok<{ summary: Record<string, number> }>(t, 'POST', `${base}/plan`, {}, 200);
     expect(plan.summary).toEqual({ create: 0, update: 0, delete: 0, unchanged: BUCKETS });
   }, 60_000);
@@ -108,7 +109,8 @@ describe('a connector sync of 2,000 tables', () => {
     const recorded = (run as unknown as { tables: { table: string; status: string }[] }).tables;
     expect(recorded.map((r) => r.table)).toEqual(tables);
     expect(recorded.every((r) => r.status === 'completed')).toBe(true);
-    // A write of the run is ~200 KB at the end; one per table, twice, wrote 2.5 GB (30 s).
-    expect(counter.bytes).toBeLessThan(40_000_000);
+    // A write of the run is ~200 KB at the end, at most one per 50 ms (so more on a slow machine):
+    // 15-45 MB here. One per table, twice, wrote 2.5 GB (30 s); the bound leaves a loaded machine room.
+    expect(counter.bytes).toBeLessThan(250_000_000);
   }, 90_000);
 });
