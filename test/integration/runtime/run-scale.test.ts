@@ -34,7 +34,7 @@ describe(`an infrastructure apply of ${BUCKETS.toLocaleString('en-US')} buckets`
     const run = await waitForRun(svc, t, `${base}/runs/${started.run_id}`);
     expect(run.status).toBe('succeeded');
     // Each bucket's snapshot row and status (~1 KB), and the run's coalesced progress (~200 KB a write,
-    // at most one per 50 ms, so more on a slow machine): 2-8 MB here. Rewriting the snapshot on each
+    // at most one per 50 ms, so more on a slow machine): 2-8 MB in my runs. Rewriting the snapshot on each
     // change wrote 810 MB; the bound leaves a loaded machine 10 times the writes.
     expect(counter.bytes).toBeLessThan(80_000_000);
     const plan = await svc.ok<{ summary: Record<string, number> }>(t, 'POST', `${base}/plan`, {}, 200);
@@ -110,7 +110,7 @@ describe('a connector sync of 2,000 tables', () => {
     expect(recorded.map((r) => r.table)).toEqual(tables);
     expect(recorded.every((r) => r.status === 'completed')).toBe(true);
     // A write of the run is ~200 KB at the end, at most one per 50 ms (so more on a slow machine):
-    // 15-45 MB here. One per table, twice, wrote 2.5 GB (30 s); the bound leaves a loaded machine room.
+    // 43 MB on a loaded CI run. One per table, twice, wrote 2.5 GB (30 s); the bound leaves room.
     expect(counter.bytes).toBeLessThan(250_000_000);
   }, 90_000);
 });
