@@ -1,4 +1,4 @@
-import type { Queryable } from '../store/db.js';
+import { padToBucket, type Queryable } from '../store/db.js';
 import { jsonField } from '../store/resources.js';
 import { newId } from '../ids.js';
 import type { Runtime } from './runtime.js';
@@ -189,17 +189,15 @@ export class Alerting {
    */
   async checkFreshness(tenantId: string, projectId: string, rule: RuleData, stopped: () => boolean = () => false): Promise<void> {
     const now = this.rt.nowMs();
-    const openAmong = async (ids: string[]) =>
-      new Set(
-        ids.length === 0
-          ? []
-          : (
-              await this.rt.ctx.db.all<{ resource_key: string }>(
-                `SELECT resource_key FROM open_alerts WHERE rule_id = ? AND resource_key IN (${ids.map(() => '?').join(', ')})`,
-                [rule.id, ...ids],
-              )
-            ).map((r) => r.resource_key),
+    const openAmong = async (all: string[]) => {
+      const ids = padToBucket(all);
+      if (ids.length === 0) return new Set<string>();
+      const rows = await this.rt.ctx.db.all<{ resource_key: string }>(
+        `SELECT resource_key FROM open_alerts WHERE rule_id = ? AND resource_key IN (${ids.map(() => '?').join(', ')})`,
+        [rule.id, ...ids],
       );
+      return new Set(rows.map((r) => r.resource_key));
+    };
     const check = async (c: Record<string, unknown>, alerted: Set<string>) => {
       if (c.status === 'syncing' || alerted.has(String(c.id))) return;
       const since = Date.parse(String(c.last_sync_at ?? c.created_at ?? ''));

@@ -1,14 +1,15 @@
 import type { FastifyInstance } from 'fastify';
 import type { Runtime } from './runtime.js';
 import { yieldToLoop } from './slices.js';
-import { planEachTime } from '../store/db.js';
+import { padToBucket, planEachTime } from '../store/db.js';
 
 /**
  * Deletes rows that otherwise only grow, and that nothing reads once they are old:
  * - schedule claims (`schedule_ticks`), one per scheduled run: a claim only matters while another
  *   replica could claim the same tick (seconds); 100,000 connectors every 15 minutes add 9.6
  *   million a day;
- * - access and refresh tokens past their expiry (one of each per sign-in and refresh).
+ * - access and refresh tokens past their expiry (one of each per sign-in and refresh), and a
+ *   session once its last refresh token is gone (it can never be refreshed again).
  * Rows are kept a day past those times (an expired token still gets its own message meanwhile).
  * Each table is swept through an index on its time column, BATCH rows a statement with a turn of
  * the event loop between statements, at most MAX_BATCHES per sweep: a sweep costs what expired
@@ -19,21 +20,37 @@ export const KEEP_PAST_MS = 24 * 3_600_000;
 const BATCH = 2_000;
 const MAX_BATCHES = 25;
 
-/** A table, the columns of its key and the time after which its rows may go (indexed: migration 9). */
-const SWEPT = [
+/**
+ * A table, the columns of its key and the time after which its rows may go (indexed: migration 9);
+ * `owner`: the column naming the row that owns each one, deleted with its last row.
+ */
+interface Swept {
+  table: string;
+  key: string;
+  time: string;
+  owner?: { column: string; table: string };
+}
+const SWEPT: readonly Swept[] = [
   { table: 'schedule_ticks', key: 'resource_id, tick', time: 'claimed_at' },
   { table: 'access_tokens', key: 'hash', time: 'expires_at' },
-  { table: 'refresh_tokens', key: 'hash', time: 'expires_at' },
-] as const;
+  { table: 'refresh_tokens', key: 'hash', time: 'expires_at', owner: { column: 'session_id', table: 'sessions' } },
+];
 
 /**
  * One batch of a table's old rows, oldest first through its time index. Planned with its value: a
  * generic plan, guessing how many rows are old, could read the whole table to find none.
  */
-export function sweepStatement({ table, key, time }: { table: string; key: string; time: string }): string {
+export function sweepStatement({ table, key, time, owner }: Swept): string {
+  const returning = owner ? ` RETURNING ${owner.column}` : '';
   return planEachTime(
-    `DELETE FROM ${table} WHERE (${key}) IN (SELECT ${key} FROM ${table} WHERE ${time} < ? ORDER BY ${time} LIMIT ${BATCH})`,
+    `DELETE FROM ${table} WHERE (${key}) IN (SELECT ${key} FROM ${table} WHERE ${time} < ? ORDER BY ${time} LIMIT ${BATCH})${returning}`,
   );
+}
+
+/** The owners of the rows just swept that have none left (their id, then the lookup by owner column: migration 10). */
+export function orphanStatement({ table, owner }: Swept, count: number): string {
+  const ids = Array(count).fill('?').join(', ');
+  return `DELETE FROM ${owner!.table} WHERE id IN (${ids}) AND NOT EXISTS (SELECT 1 FROM ${table} WHERE ${table}.${owner!.column} = ${owner!.table}.id)`;
 }
 
 export const SWEPT_TABLES = SWEPT;
@@ -69,13 +86,23 @@ export class Retention {
     let deleted = 0;
     for (const swept of SWEPT) {
       for (let batch = 0; batch < MAX_BATCHES && !this.stopped; batch++) {
-        const { changes } = await this.rt.ctx.db.run(sweepStatement(swept), [before]);
+        const changes = await this.sweepBatch(swept, before);
         deleted += changes;
         if (changes < BATCH) break;
         await yieldToLoop();
       }
     }
     return deleted;
+  }
+
+  /** One batch of a table, and the owners it left with no rows. Returns how many rows of the table went. */
+  private async sweepBatch(swept: Swept, before: string): Promise<number> {
+    const { db } = this.rt.ctx;
+    if (!swept.owner) return (await db.run(sweepStatement(swept), [before])).changes;
+    const gone = await db.all<Record<string, string>>(sweepStatement(swept), [before]);
+    const owners = padToBucket([...new Set(gone.map((row) => row[swept.owner!.column]))]);
+    if (owners.length) await db.run(orphanStatement(swept, owners.length), owners);
+    return gone.length;
   }
 }
 

@@ -14,6 +14,19 @@ export type SqlValue = string | number | null;
 export const planEachTime = (sql: string): string => `${PLAN_EACH_TIME}${sql}`;
 export const PLAN_EACH_TIME = '/* planned each time */ ';
 
+/**
+ * A list for an SQL `IN (...)` or a multi-row `VALUES`, padded by repeating its last item to the
+ * next power of two: statements are kept per distinct text (prepared once per connection on
+ * PostgreSQL), so a list of any length makes one of a dozen texts instead of one per length.
+ * Repeats are harmless in an `IN` list and in an `INSERT ... ON CONFLICT DO NOTHING`.
+ */
+export function padToBucket<T>(items: readonly T[]): T[] {
+  if (items.length === 0) return [];
+  let size = 1;
+  while (size < items.length) size *= 2;
+  return [...items, ...Array<T>(size - items.length).fill(items[items.length - 1])];
+}
+
 export interface Queryable {
   all<T = Record<string, unknown>>(sql: string, params?: SqlValue[]): Promise<T[]>;
   /** Rows as arrays of column values, in SELECT order: no object per row (hot reads of many rows). */

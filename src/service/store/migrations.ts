@@ -232,6 +232,11 @@ CREATE INDEX access_tokens_expiry ON access_tokens (expires_at);
 CREATE INDEX refresh_tokens_expiry ON refresh_tokens (expires_at);
 `,
   },
+  {
+    // A session goes with its last refresh token (runtime/retention.ts): finding whether one is left.
+    id: 10,
+    sql: `CREATE INDEX refresh_tokens_session ON refresh_tokens (session_id);`,
+  },
 ];
 
 export async function migrate(db: Db): Promise<void> {

@@ -1,6 +1,6 @@
 import { KINDS } from '../../kinds/index.js';
 import { formatPath, valuesAt, type FieldPath } from '../../kinds/walk.js';
-import type { Queryable, SqlValue } from './db.js';
+import { padToBucket, type Queryable, type SqlValue } from './db.js';
 
 /**
  * The `resource_refs` table: one row per id a resource names in its data (the descriptors'
@@ -34,8 +34,9 @@ export function refsOf(kind: string, data: Record<string, unknown>): Ref[] {
 
 export const hasReferences = (kind: string): boolean => REFERENCES.has(kind);
 
-async function insertRefs(q: Queryable, r: Referrer, refs: Ref[]): Promise<void> {
-  if (refs.length === 0) return;
+async function insertRefs(q: Queryable, r: Referrer, all: Ref[]): Promise<void> {
+  if (all.length === 0) return;
+  const refs = padToBucket(all);
   const params: SqlValue[] = refs.flatMap((ref) => [r.tenantId, r.projectId, ref.target, r.id, r.kind, ref.path]);
   await q.run(
     `INSERT INTO resource_refs (tenant_id, project_id, target_id, referrer_id, referrer_kind, path) VALUES ${refs.map(() => '(?, ?, ?, ?, ?, ?)').join(', ')} ON CONFLICT (referrer_id, path) DO NOTHING`,

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestService, type TestService, type TestTenant } from '../../support/service.js';
 import { bulkInsert } from '../../support/bulk.js';
 import { runtimeOf } from '../../../src/service/runtime/runtime.js';
-import { KEEP_PAST_MS, retentionOf, sweepStatement, SWEPT_TABLES } from '../../../src/service/runtime/retention.js';
+import { KEEP_PAST_MS, orphanStatement, retentionOf, sweepStatement, SWEPT_TABLES } from '../../../src/service/runtime/retention.js';
 import { testStore } from '../../support/service.js';
 
 /**
@@ -51,6 +51,29 @@ describe('the retention sweep', () => {
     await svc.ok(t, 'GET', '/projects');
   });
 
+  it('deletes a session with its last refresh token, and keeps one that still has a token', async () => {
+    const { db } = svc.service.ctx;
+    const rt = runtimeOf(svc.service.ctx);
+    const at = (ms: number) => new Date(rt.nowMs() + ms).toISOString();
+    const sessionColumns = ['id', 'tenant_id', 'user_id', 'created_at'];
+    await bulkInsert(db, 'sessions', sessionColumns, 2, (n) => [`ses_${['dead', 'alive'][n]}`, 'tnt_x', 'usr_x', at(-40 * KEEP_PAST_MS)]);
+    const tokens: [string, string, number][] = [
+      ['dead_1', 'ses_dead', -KEEP_PAST_MS - 1_000],
+      ['dead_2', 'ses_dead', -KEEP_PAST_MS - 2_000],
+      ['alive_old', 'ses_alive', -KEEP_PAST_MS - 1_000],
+      ['alive_new', 'ses_alive', 29 * KEEP_PAST_MS],
+    ];
+    await bulkInsert(db, 'refresh_tokens', ['hash', 'session_id', 'expires_at'], tokens.length, (n) => [
+      tokens[n][0],
+      tokens[n][1],
+      at(tokens[n][2]),
+    ]);
+    expect(await retentionOf(rt).sweep()).toBe(3);
+    const sessions = await db.all<{ id: string }>("SELECT id FROM sessions WHERE id IN ('ses_dead', 'ses_alive') ORDER BY id");
+    expect(sessions.map((r) => r.id)).toEqual(['ses_alive']);
+    await svc.ok(t, 'GET', '/projects');
+  });
+
   it('finds the old rows through indexes, never a pass over the table (the plans of both stores)', async () => {
     const { db } = svc.service.ctx;
     const now = runtimeOf(svc.service.ctx).nowMs();
@@ -61,7 +84,7 @@ describe('the retention sweep', () => {
     const tickRow = (n: number) => [`con_busy${n}`, recent(n), 'tnt_x', 'prj_x', 'connector', 'i', 'started', recent(n)];
     await bulkInsert(db, 'schedule_ticks', tickColumns, BUSY, tickRow);
     for (const table of ['access_tokens', 'refresh_tokens'])
-      await bulkInsert(db, table, ['hash', 'session_id', 'expires_at'], BUSY, (n) => [`busy_${n}`, 'ses_x', recent(n)]);
+      await bulkInsert(db, table, ['hash', 'session_id', 'expires_at'], BUSY, (n) => [`busy_${n}`, `ses_busy${n}`, recent(n)]);
     await db.run('ANALYZE');
     for (const swept of SWEPT_TABLES) {
       const statement = sweepStatement(swept).replace('?', `'${before}'`);
@@ -74,6 +97,12 @@ describe('the retention sweep', () => {
         expect(text, text).toMatch(new RegExp(`USING (COVERING )?INDEX ${swept.table}_(claimed|expiry)`));
         expect(text, text).not.toMatch(new RegExp(`SCAN ${swept.table}(?! USING)`));
       }
+      if (!swept.owner) continue;
+      // Whether an owner has rows left: through the owner column's index (migration 10).
+      const orphans = orphanStatement(swept, 1).replace('?', "'ses_x'");
+      const explain = testStore() === 'postgres' ? `EXPLAIN ${orphans}` : `EXPLAIN QUERY PLAN ${orphans}`;
+      const plan = (await db.all<Record<string, string>>(explain)).map((r) => r['QUERY PLAN'] ?? r.detail).join('\n');
+      expect(plan, plan).toMatch(/refresh_tokens_session/);
     }
   }, 60_000);
 });
