@@ -341,18 +341,24 @@ export class StreamsClient {
     const { projectId } = options;
     /** Once the run has ended: every (step, status) message it will have had. */
     let expected: string[] | undefined;
+    /** Every (step, status) message the stored run stands for. */
+    const storedKeys = (run: Run) =>
+      run.steps.flatMap(({ step_id, status, started_at }) => [
+        ...(started_at ? [key(step_id, 'running')] : []),
+        ...(status !== 'pending' && status !== 'running' ? [key(step_id, status)] : []),
+      ]);
     const endedRun = async (): Promise<string[] | undefined> => {
-      // The runtime records the run's end just after its last step: look again, briefly.
-      for (let i = 0; i < 20; i++) {
+      // The stored run can lag the stream: its progress is written at most every 50 ms (later under
+      // load) and its end just after its last step. Until it holds every update seen, a step it
+      // still shows running may have ended, and a run whose steps all ended is about to: look again
+      // (for up to a minute) rather than wait for a message that will never come.
+      for (let waited = 0, pause = 100; waited < 60_000; waited += pause, pause = Math.min(1_000, pause * 2)) {
         const run = await this.readRun(projectId!, pipelineId, runId);
-        if (TERMINAL_RUN.has(run.status)) {
-          return run.steps.flatMap(({ step_id, status, started_at }) => [
-            ...(started_at ? [key(step_id, 'running')] : []),
-            ...(status !== 'pending' && status !== 'running' ? [key(step_id, status)] : []),
-          ]);
-        }
-        if (run.steps.some((s) => s.status === 'pending' || s.status === 'running')) return undefined;
-        await new Promise((r) => setTimeout(r, 100));
+        const stored = storedKeys(run);
+        if (TERMINAL_RUN.has(run.status)) return stored;
+        const caughtUp = [...seen].every((k) => stored.includes(k));
+        if (caughtUp && run.steps.some((s) => s.status === 'pending' || s.status === 'running')) return undefined;
+        await new Promise((r) => setTimeout(r, pause));
       }
       return undefined;
     };
