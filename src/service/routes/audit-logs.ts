@@ -6,8 +6,8 @@ import { resolveProject } from './scope.js';
 import { SCAN_WINDOW, toPage } from '../pagination.js';
 import { invalid } from '../errors.js';
 import { toStoredTimestamp } from '../../kinds/timestamps.js';
-import { planEachTime, type SqlValue } from '../store/db.js';
-import { scopeRange } from '../store/keyset.js';
+import type { SqlValue } from '../store/db.js';
+import { scanWindowEnd, scopeRange } from '../store/keyset.js';
 
 interface AuditRow {
   seq: number;
@@ -86,18 +86,12 @@ function registerAuditLogRoute(app: FastifyInstance, ctx: ServiceContext, level:
             ['project_id', projectId],
           ];
       const after = { value: afterSeq };
-      // A filtered page examines at most SCAN_WINDOW entries: an index-only walk finds where they
-      // end, and that end bounds the index scan (a filter on seq would not stop it). Planned with
-      // its values: for an OFFSET that large a generic plan sorted the tenant's whole log instead.
-      let windowEnd: number | undefined;
-      if (filters.length > 0) {
-        const window = scopeRange(ctx.db, scopeColumns, { after });
-        const end = await ctx.db.get<{ seq: number }>(
-          planEachTime(`SELECT seq FROM audit_logs WHERE ${window.sql} ORDER BY ${window.order} LIMIT 1 OFFSET ${SCAN_WINDOW - 1}`),
-          window.params,
-        );
-        windowEnd = end && Number(end.seq);
-      }
+      // A filtered page examines at most SCAN_WINDOW entries; where they end bounds the page's index
+      // scan (a filter on seq would not stop it).
+      const windowEnd =
+        filters.length > 0
+          ? await scanWindowEnd(ctx.db, 'audit_logs', scopeRange(ctx.db, scopeColumns, { after }), SCAN_WINDOW)
+          : undefined;
       const range = scopeRange(ctx.db, scopeColumns, { after, before: windowEnd === undefined ? undefined : { value: windowEnd + 1 } });
       const sql = [`SELECT * FROM audit_logs WHERE ${range.sql}`, ...filters.map(([clause]) => clause)].join(' AND ');
       const params = [...range.params, ...filters.flatMap(([, values]) => values), query.limit + 1];

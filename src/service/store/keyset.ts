@@ -1,4 +1,4 @@
-import type { Db, SqlValue } from './db.js';
+import { planEachTime, type Db, type Queryable, type SqlValue } from './db.js';
 
 /** Above every `seq` (both stores' sequences stay far below 2^53): the default upper bound of a range. */
 const MAX_SEQ = Number.MAX_SAFE_INTEGER;
@@ -62,4 +62,19 @@ export function scopeRange(
     params: [...values, ...param(after), ...values, ...param(before)],
     order: [...columns, 'seq'].map((c) => `${c} ${direction}`).join(', '),
   };
+}
+
+/**
+ * Where a filtered list's scan window ends: the `seq` of the `window`-th row of `range` in `table`
+ * (an index-only walk), or undefined when fewer follow. A filter that matches little would otherwise
+ * read the scope to its end for one page, and on SQLite that read holds the event loop of every
+ * tenant. Planned with its values: for an OFFSET that large a generic plan may sort the whole scope
+ * instead of walking its index.
+ */
+export async function scanWindowEnd(q: Queryable, table: string, range: ScopeRange, window: number): Promise<number | undefined> {
+  const end = await q.get<{ seq: number }>(
+    planEachTime(`SELECT seq FROM ${table} WHERE ${range.sql} ORDER BY ${range.order} LIMIT 1 OFFSET ${window - 1}`),
+    range.params,
+  );
+  return end && Number(end.seq);
 }

@@ -2,7 +2,7 @@ import { planEachTime, type Db, type Queryable, type SqlValue } from './db.js';
 import type { SecretCipher } from '../secrets/cipher.js';
 import { SCHEDULED_KINDS, putSchedule, removeSchedule, scheduleOf, spreadMs } from './schedules.js';
 import { nextTickAfter } from '../../kinds/cron.js';
-import { scopeRange, type ScopeRange, type SeqPosition } from './keyset.js';
+import { scanWindowEnd, scopeRange, type ScopeRange, type SeqPosition } from './keyset.js';
 import { firstReferrer, hasReferences, removeRefs, syncRefs } from './refs.js';
 
 /** What the store needs to keep the `schedules` table (store/schedules.ts): the service clock and time scale. */
@@ -81,6 +81,17 @@ export interface ListQuery {
 
 const COLUMNS = 'seq, id, tenant_id, project_id, kind, parent_id, name, data, secrets';
 
+/** The columns and values that scope a list (its index's leading columns: store/keyset.ts). */
+function scopeColumns(q: { tenantId: string; projectId: string; kind: string; parentId?: string }): [string, SqlValue][] {
+  const scope: [string, SqlValue][] = [
+    ['tenant_id', q.tenantId],
+    ['project_id', q.projectId],
+    ['kind', q.kind],
+  ];
+  if (q.parentId !== undefined) scope.push(['parent_id', q.parentId]);
+  return scope;
+}
+
 /** SQL for a top-level field of a resource's stored `data`, as text, in the store's dialect. */
 export function jsonField(db: Pick<Db, 'dialect'>, field: string): string {
   if (!/^[a-z_]+$/.test(field)) throw new Error(`bad filter field ${field}`);
@@ -147,12 +158,7 @@ export class ResourceStore {
    * without: resources_kind_seq) and `seq` after a position (store/keyset.ts says why it is a range).
    */
   private listWhere(query: Omit<ListQuery, 'limit' | 'afterSeq'>, after: SeqPosition): ScopeRange {
-    const scope: [string, SqlValue][] = [
-      ['tenant_id', query.tenantId],
-      ['project_id', query.projectId],
-      ['kind', query.kind],
-    ];
-    if (query.parentId !== undefined) scope.push(['parent_id', query.parentId]);
+    const scope = scopeColumns(query);
     const before = query.throughSeq === undefined ? undefined : { value: query.throughSeq + 1 };
     const where = scopeRange(this.db, scope, { after, before });
     for (const [field, value] of Object.entries(query.where ?? {})) {
@@ -170,20 +176,9 @@ export class ResourceStore {
     };
   }
 
-  /**
-   * Where a filtered list's scan window ends: the `seq` of the `window`-th row of its scope after
-   * `afterSeq` (an index-only walk), or undefined when fewer follow. A filter that matches little
-   * would otherwise read the scope to its end for one page, and on SQLite that read holds the
-   * event loop of every tenant. Planned with its values: for an OFFSET that large a generic plan
-   * may sort the whole scope instead of walking its index.
-   */
-  async scanWindowEnd(query: Omit<ListQuery, 'limit' | 'where' | 'throughSeq'>, window: number, q: Queryable = this.db) {
-    const where = this.listWhere(query, { value: query.afterSeq ?? 0 });
-    const end = await q.get<{ seq: number }>(
-      planEachTime(`SELECT seq FROM resources WHERE ${where.sql} ORDER BY ${where.order} LIMIT 1 OFFSET ${window - 1}`),
-      where.params,
-    );
-    return end && Number(end.seq);
+  /** Where a filtered list's scan window of `window` rows ends (store/keyset.ts scanWindowEnd). */
+  scanWindowEnd(query: Omit<ListQuery, 'limit' | 'where' | 'throughSeq'>, window: number, q: Queryable = this.db) {
+    return scanWindowEnd(q, 'resources', this.listWhere(query, { value: query.afterSeq ?? 0 }), window);
   }
 
   async list(query: ListQuery, q: Queryable = this.db): Promise<StoredResource[]> {
@@ -361,12 +356,7 @@ export class ResourceStore {
    * the listing index, find the cut and delete below it, so the cost does not grow with the history.
    */
   async pruneChildren(scope: ChildScope, keep: number, spare: string, q: Queryable = this.db): Promise<void> {
-    const children: [string, SqlValue][] = [
-      ['tenant_id', scope.tenantId],
-      ['project_id', scope.projectId],
-      ['kind', scope.kind],
-      ['parent_id', scope.parentId],
-    ];
+    const children = scopeColumns(scope);
     const newest = scopeRange(this.db, children, {}, 'DESC');
     const cut = await q.get<{ seq: number }>(
       `SELECT seq FROM resources WHERE ${newest.sql} ORDER BY ${newest.order} LIMIT 1 OFFSET ${keep}`,
