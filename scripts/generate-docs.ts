@@ -22,7 +22,15 @@ import { kindRoutes } from '../src/client/resources.js';
 import { API_VERSION, declarableKinds, layoutOf, type KindLayout } from '../src/config/index.js';
 import { patternOf, renameAt } from '../src/config/layout.js';
 import { suggestedEnvName } from '../src/engine/export.js';
-import { kind as kindNamed, type JsonSchema, type KindDescriptor, type Operation } from '../src/kinds/index.js';
+import {
+  kind as kindNamed,
+  kindNoun as noun,
+  kindPlural as plural,
+  scopeCapSentence,
+  type JsonSchema,
+  type KindDescriptor,
+  type Operation,
+} from '../src/kinds/index.js';
 import {
   apiField,
   dataSourceSpecs,
@@ -64,7 +72,6 @@ function article(phrase: string): string {
   return /^[aeiou]/i.test(word) ? 'an' : 'a';
 }
 /** A kind's title inside a sentence: `Alert rule` -> `alert rule`, acronyms kept (`API key`, `SSO provider`). */
-const noun = (d: KindDescriptor) => (/^[A-Z]{2,}\b/.test(d.title) ? d.title : d.title.charAt(0).toLowerCase() + d.title.slice(1));
 const capital = (text: string) => text.charAt(0).toUpperCase() + text.slice(1);
 
 // ---------------------------------------------------------------------------------------------
@@ -771,10 +778,6 @@ function apiSection(d: KindDescriptor): string[] {
 // Pages
 // ---------------------------------------------------------------------------------------------
 
-const plural = (d: KindDescriptor) => {
-  const t = noun(d);
-  return /[^aeiou]y$/.test(t) ? `${t.slice(0, -1)}ies` : `${t}s`;
-};
 const identityCaseInsensitive = (d: KindDescriptor) =>
   d.normalizers.some((n) => n.rule === 'lowercase' && n.path.length === 1 && n.path[0] === d.identity);
 
@@ -793,6 +796,11 @@ function aboutKind(d: KindDescriptor): string[] {
       : `${capital(article(d.title))} ${title} belongs to the tenant, not to a project; ${identity}.`,
   );
   if (!d.operations.includes('update')) lines.push(`The API cannot change ${article(d.title)} ${title}: every change replaces it.`);
+  const cap = scopeCapSentence(d);
+  if (cap)
+    lines.push(
+      `${capital(cap)}: creating one more is refused (\`409 conflict\`)${d.yamlKind ? ', and `dpctl validate` refuses a configuration that declares more' : ''}.`,
+    );
   for (const dag of d.dags)
     lines.push(
       `The \`${dag.field}\` must form a graph: each ${dag.noun}'s \`depends_on\` names other ${dag.noun}s of the same ${title}, and cycles are refused.`,

@@ -36,6 +36,7 @@ import { documentLocation, keyLocation, valueLocation, walkLocations, yaml, type
 import { checkReferences, declaredLookup, firstOf, type ReferenceLookup } from './references.js';
 import { policyOf, unknownPolicyMessage } from './policies.js';
 import { shareStrings } from './share-strings.js';
+import { scopeCapErrors } from './scope-caps.js';
 import { suggestField, suggestKind } from './suggest.js';
 import { defineLazy, defineLazyShared, type ConfigParseCache, type FileResult, type Identified } from './parse-cache.js';
 
@@ -175,6 +176,8 @@ function loadAll(paths: string | string[], options: LoadOptions): LoadResult {
       message: `duplicate ${item.layout.yamlKind} "${item.name}"${where}: already defined at ${at.file}:${at.line}:${at.column}`,
     });
   }
+
+  errors.push(...scopeCapErrors(first.values()));
 
   // Every project named must be declared, unless projects may already exist on the server.
   const projectKind = projectLayout();

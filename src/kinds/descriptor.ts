@@ -27,6 +27,8 @@ export interface KindDescriptor {
   readOnlyKind: boolean;
   /** Stored under the resource that made it (a run under its connector) and deleted with it. */
   deletedWithParent: boolean;
+  /** At most this many per project (per tenant for tenant-scoped kinds): `x-max-per-scope`. */
+  maxPerScope?: number;
   /** The schema file as written. */
   schema: KindSchemaFile;
   /** Top-level field names by role. */
@@ -164,6 +166,7 @@ export function describeKind(file: KindSchemaFile): KindDescriptor {
     writePermission: file['x-write-permission'] ?? 'read-write',
     readOnlyKind: !!file['x-read-only-kind'],
     deletedWithParent: !!file['x-deleted-with-parent'],
+    maxPerScope: file['x-max-per-scope'],
     schema: file,
     health: file['x-health'],
     testAction: file['x-test-action'],
@@ -183,4 +186,20 @@ export function describeKind(file: KindSchemaFile): KindDescriptor {
     updateSchema,
     responseSchema,
   };
+}
+
+/** The kind's title as a word in a sentence: "infrastructure resource", but "SSO provider". */
+export const kindNoun = (d: Pick<KindDescriptor, 'title'>): string =>
+  /^[A-Z]{2,}\b/.test(d.title) ? d.title : d.title.charAt(0).toLowerCase() + d.title.slice(1);
+
+/** "infrastructure resources", "masking policies". */
+export const kindPlural = (d: Pick<KindDescriptor, 'title'>): string => {
+  const noun = kindNoun(d);
+  return /[^aeiou]y$/.test(noun) ? `${noun.slice(0, -1)}ies` : `${noun}s`;
+};
+
+/** "a project holds at most 5,000 infrastructure resources" (`x-max-per-scope`); undefined when the kind has no cap. */
+export function scopeCapSentence(d: Pick<KindDescriptor, 'title' | 'scope' | 'maxPerScope'>): string | undefined {
+  if (d.maxPerScope === undefined) return undefined;
+  return `a ${d.scope} holds at most ${d.maxPerScope.toLocaleString('en-US')} ${kindPlural(d)}`;
 }

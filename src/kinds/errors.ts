@@ -41,6 +41,7 @@ export const CONFIG_CODES = {
   inline_secret: 'a secret written as a value instead of a `secretRef`',
   invalid_policy: 'a `dpctl.dev/` annotation that is unknown or has a bad value',
   duplicate_resource: 'two documents declare the same resource',
+  too_many_resources: 'more documents of a kind in one project (or tenant) than the service lets it hold (`x-max-per-scope`)',
   undeclared_project: 'a document names a project no Project document declares (or, in a plan, that the server does not have)',
   unresolved_reference: 'a reference to a resource that is neither declared nor on the service',
   unresolved_secret: 'a `secretRef` whose environment variable or file cannot be read',

@@ -2,6 +2,7 @@ import { describeKind, type KindDescriptor } from './descriptor.js';
 import { kindSchemaFiles, parseKindSchemaFile } from './schema-files.js';
 
 export type { KindDescriptor, Reference } from './descriptor.js';
+export { kindNoun, kindPlural, scopeCapSentence } from './descriptor.js';
 export type { HealthRuleKeyword, JsonSchema, Operation, PermissionLevel, ProvisioningKeyword } from './schema-types.js';
 export * from './walk.js';
 export * from './health.js';

@@ -64,6 +64,12 @@ export interface KindSchemaFile extends JsonSchema {
   'x-read-permission'?: PermissionLevel;
   'x-read-only-kind'?: boolean;
   'x-deleted-with-parent'?: boolean;
+  /**
+   * At most this many resources of the kind in one scope (a project, or the tenant for tenant-scoped
+   * kinds): kinds whose every resource some request or event reads together (a plan, a schema's
+   * classification) cap their count, so that work stays bounded. Creating one more is 409.
+   */
+  'x-max-per-scope'?: number;
   'x-health'?: HealthRuleKeyword;
   /** POST {item}/{this} tests the resource's connection: `{ success, message }` (connectors' `test`). */
   'x-test-action'?: string;

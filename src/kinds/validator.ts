@@ -19,6 +19,7 @@ export const ANNOTATIONS = [
   'x-read-permission',
   'x-read-only-kind',
   'x-deleted-with-parent',
+  'x-max-per-scope',
   'x-health',
   'x-test-action',
   'x-provisioning',

@@ -2,9 +2,11 @@
  * Write helpers shared by every writer of resources: the API's routes, the runtime, SSO sign-in
  * and bootstrap. Nothing here knows about HTTP; routes and runtime import it alike.
  */
-import type { KindDescriptor } from '../kinds/index.js';
+import { scopeCapSentence, type KindDescriptor } from '../kinds/index.js';
 import type { ServiceContext } from './context.js';
+import { conflict } from './errors.js';
 import type { Queryable } from './store/db.js';
+import { scanWindowEnd, scopeRange } from './store/keyset.js';
 
 /** The insert or update broke a unique index (a name taken by a concurrent write), on either store. */
 export const isUniqueViolation = (err: unknown) => {
@@ -33,6 +35,37 @@ export async function lockRow(
 ): Promise<boolean> {
   const sql = 'SELECT 1 AS ok FROM resources WHERE id = ? AND tenant_id = ?';
   return !!(await q.get(ctx.db.dialect === 'postgres' ? `${sql} ${mode === 'share' ? 'FOR SHARE' : 'FOR UPDATE'}` : sql, [id, tenantId]));
+}
+
+/**
+ * Locks the tenant row until the transaction ends (PostgreSQL): writes that check something of the
+ * whole tenant (its last admin, a tenant-wide cap) then run one at a time, as SQLite runs them.
+ */
+export async function lockTenant(ctx: Pick<ServiceContext, 'db'>, q: Queryable, tenantId: string): Promise<void> {
+  if (ctx.db.dialect === 'postgres') await q.get('SELECT id FROM tenants WHERE id = ? FOR UPDATE', [tenantId]);
+}
+
+/**
+ * 409 when the scope (a project, or the tenant for a tenant-scoped kind) already holds the kind's
+ * `x-max-per-scope`. The count stops at the cap: an index-only walk of at most that many entries.
+ * Callers hold the scope's lock exclusively, so two creates cannot both take the last place.
+ */
+export async function assertRoomInScope(
+  ctx: Pick<ServiceContext, 'db'>,
+  q: Queryable,
+  d: KindDescriptor,
+  tenantId: string,
+  projectId: string,
+): Promise<void> {
+  const cap = scopeCapSentence(d);
+  if (!cap) return;
+  const range = scopeRange(ctx.db, [
+    ['tenant_id', tenantId],
+    ['project_id', projectId],
+    ['kind', d.kind],
+  ]);
+  if ((await scanWindowEnd(q, 'resources', range, d.maxPerScope!)) === undefined) return;
+  throw conflict(`This ${d.scope} is full: ${cap}; delete one first`);
 }
 
 /** The computed fields a new resource starts with: its id, project, timestamps and declared initial values. */

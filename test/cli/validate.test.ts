@@ -1,5 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { runDpctl } from '../support/cli.js';
 
 const FIX = 'test/fixtures/config';
@@ -118,6 +120,25 @@ describe('dpctl validate', () => {
     expect(r.stderr).toContain(`${at}:21:3: Connector/crm: metadata.lables: is not a known field (did you mean labels?)\n`);
     expect(r.stderr).toContain(`${at}:37:59: Pipeline/nightly: spec.steps[2].connector: no Connector named "zzzzzzzz" in project "shop"\n`);
     expect(r.stderr).toMatch(/\ninvalid: 9 errors in 1 file \(6 root causes\)\n$/);
+  });
+
+  it('refuses more documents of a capped kind in one project than the service lets a project hold', async () => {
+    // Classifications are capped at 1,000 per project (x-max-per-scope); another project has its own 1,000.
+    const dir = mkdtempSync(join(tmpdir(), 'dpctl-validate-cap-'));
+    const project = (name: string) => `apiVersion: dataplatform/v1\nkind: Project\nmetadata:\n  name: ${name}\n`;
+    const classification = (project: string, i: number) =>
+      `apiVersion: dataplatform/v1\nkind: Classification\nmetadata:\n  name: c${i}\n  project: ${project}\nspec:\n  sensitivity: internal\n  column_matchers:\n    - column_pattern: "c${i}"\n`;
+    const many = (p: string, n: number) => Array.from({ length: n }, (_, i) => classification(p, i)).join('---\n');
+    writeFileSync(join(dir, 'projects.yaml'), [project('gov'), project('other')].join('---\n'));
+    writeFileSync(join(dir, 'gov.yaml'), many('gov', 1_002));
+    writeFileSync(join(dir, 'other.yaml'), many('other', 1_000));
+    const r = await runDpctl(['validate', dir]);
+    expect(r.code).toBe(1);
+    // Document 1,001 starts at line 1,000 x 10 + 1 (9 lines and a separator each); its name is on line 4 of it.
+    expect(r.stderr).toBe(
+      `${dir}/gov.yaml:10004:9: Classification/c1000: metadata.name: project "gov" declares more than 1,000 Classification documents, and a project holds at most 1,000 classifications; this is the first one past it\n` +
+        'invalid: 1 error in 1 file\n',
+    );
   });
 
   it('says so when a path does not exist', async () => {

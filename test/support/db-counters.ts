@@ -23,24 +23,28 @@ function wrapEvery(db: Db, wrap: (q: Queryable) => void): void {
     }) as Promise<T>;
 }
 
-/** Rows the database returns. */
-export function countRowsRead(db: Db): { rows: number } {
-  const counter = { rows: 0 };
+/** Rows the database returns, in all and in the largest single read (on SQLite, one read holds the event loop). */
+export function countRowsRead(db: Db): { rows: number; largest: number } {
+  const counter = { rows: 0, largest: 0 };
+  const add = (n: number) => {
+    counter.rows += n;
+    counter.largest = Math.max(counter.largest, n);
+  };
   wrapEvery(db, (q) => {
     const { all, rows, get } = q;
     q.all = async <T>(sql: string, params?: SqlValue[]) => {
       const out = (await all.call(q, sql, params)) as T[];
-      counter.rows += out.length;
+      add(out.length);
       return out;
     };
     q.rows = async (sql, params) => {
       const out = await rows.call(q, sql, params);
-      counter.rows += out.length;
+      add(out.length);
       return out;
     };
     q.get = async <T>(sql: string, params?: SqlValue[]) => {
       const out = (await get.call(q, sql, params)) as T | undefined;
-      if (out) counter.rows += 1;
+      if (out) add(1);
       return out;
     };
   });

@@ -1,6 +1,6 @@
 import { conflict } from '../errors.js';
+import { lockTenant } from '../writes.js';
 import type { KindBehaviour, Draft } from './types.js';
-import type { StoredResource } from '../store/resources.js';
 import { KINDS } from '../../kinds/index.js';
 import { withItemCaps } from './item-caps.js';
 
@@ -28,12 +28,17 @@ function takePassword(draft: Draft): string | undefined {
   return password;
 }
 
-async function activeAdmins(w: Parameters<NonNullable<KindBehaviour['beforeDelete']>>[1]): Promise<StoredResource[]> {
+/** Whether the tenant has another active admin than the one a write is about to remove. */
+async function hasOtherActiveAdmin(w: Parameters<NonNullable<KindBehaviour['beforeDelete']>>[1]): Promise<boolean> {
   // Serialise admin changes per tenant: on PostgreSQL (READ COMMITTED) two admins removing each other
   // concurrently would otherwise both see two admins and leave none. SQLite transactions are already serial.
-  if (w.ctx.db.dialect === 'postgres') await w.q.get('SELECT id FROM tenants WHERE id = ? FOR UPDATE', [w.tenantId]);
-  const users = await w.ctx.resources.allOfKinds(w.tenantId, '', ['user'], w.q);
-  return users.filter((u) => u.data.role === 'admin' && u.data.status === 'active');
+  await lockTenant(w.ctx, w.q, w.tenantId);
+  // The database filters and stops at the second admin: the tenant's users are not read (there may be 100,000).
+  const admins = await w.ctx.resources.list(
+    { tenantId: w.tenantId, projectId: '', kind: 'user', where: { role: 'admin', status: 'active' }, limit: 2 },
+    w.q,
+  );
+  return admins.length > 1;
 }
 
 const user: KindBehaviour = {
@@ -55,8 +60,7 @@ const user: KindBehaviour = {
     // The last-admin check (and its lock) comes before any write, so concurrent admin changes cannot deadlock.
     const stillAdmin = draft.data.role === 'admin' && draft.data.status === 'active';
     if (!stillAdmin && existing.data.role === 'admin' && existing.data.status === 'active') {
-      const admins = await activeAdmins(w);
-      if (admins.length <= 1) throw conflict('This is the last active admin of the tenant; make another user admin first');
+      if (!(await hasOtherActiveAdmin(w))) throw conflict('This is the last active admin of the tenant; make another user admin first');
     }
     // Role, email or status may change: this replica stops answering for the user's tokens from memory.
     w.ctx.auth.userChanged(existing.id);
@@ -65,7 +69,7 @@ const user: KindBehaviour = {
     if (password || draft.data.status !== 'active') await w.ctx.auth.revokeUserSessions(w.q, existing.id);
   },
   async beforeDelete(existing, w) {
-    if (existing.data.role === 'admin' && existing.data.status === 'active' && (await activeAdmins(w)).length <= 1) {
+    if (existing.data.role === 'admin' && existing.data.status === 'active' && !(await hasOtherActiveAdmin(w))) {
       throw conflict('This is the last active admin of the tenant; make another user admin first');
     }
     await w.ctx.auth.forgetUser(w.q, existing.id);

@@ -15,7 +15,7 @@ import { auditDiff } from '../audit.js';
 import { BEHAVIOURS } from '../behaviours/index.js';
 import type { Draft, KindBehaviour, WriteContext } from '../behaviours/types.js';
 import { articled, capitalised, createDraft, mergeSecrets, applyNormalizers, patchDraft } from '../drafts.js';
-import { initialComputed, isUniqueViolation, lockRow, ordered } from '../writes.js';
+import { assertRoomInScope, initialComputed, isUniqueViolation, lockRow, lockTenant, ordered } from '../writes.js';
 import { assertProjectExists, projectInReach, resolveProject } from './scope.js';
 
 /** One kind as its handlers see it. */
@@ -88,7 +88,8 @@ async function writeTx<T>(
   fn: (w: WriteContext) => Promise<T>,
 ): Promise<T> {
   const { ctx, d } = k;
-  const createLock = d.references.length === 0 ? 'share' : 'update';
+  // A capped kind's create counts its scope (assertRoomInScope): it needs the lock to itself.
+  const createLock = d.references.length === 0 && d.maxPerScope === undefined ? 'share' : 'update';
   return ctx.db.tx(async (q) => {
     // A key revoked or a session ended while this request was in flight must not write. The two
     // checks are independent reads, issued together (one round trip on PostgreSQL, pipelined),
@@ -98,7 +99,9 @@ async function writeTx<T>(
         ? lockRow(ctx, q, req.tenant!.id, projectId, existing ? 'update' : createLock)
         : existing
           ? lockRow(ctx, q, req.tenant!.id, existing.id)
-          : Promise.resolve(true);
+          : d.maxPerScope !== undefined
+            ? lockTenant(ctx, q, req.tenant!.id).then(() => true)
+            : Promise.resolve(true);
     const [valid, locked] = await Promise.allSettled([ctx.auth.stillValid(req.actor!, q), lock]);
     if (valid.status === 'rejected') throw valid.reason;
     if (!valid.value) throw unauthorized('Credential was revoked during the request');
@@ -179,6 +182,7 @@ async function insertDraft(k: KindRoutes, w: WriteContext, id: string, identity:
   const { tenantId, projectId } = w;
   const where = d.scope === 'project' ? 'in this project' : '';
   await checkReferences(k, tenantId, projectId, draft.data, w.q);
+  await assertRoomInScope(ctx, w.q, d, tenantId, projectId);
   // A kind whose beforeCreate writes (a key's hash, a password) checks the name first, so a
   // duplicate does no work; the others let the insert itself say the name is taken.
   if (behaviour.beforeCreate && (await ctx.resources.getByName(tenantId, projectId, d.kind, identity, w.q)))

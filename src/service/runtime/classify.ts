@@ -1,5 +1,6 @@
 import { slicer } from './slices.js';
 import { compileSafeRegex, type SafeRegex } from '../../kinds/safe-regex.js';
+import { kind } from '../../kinds/index.js';
 import type { StoredResource } from '../store/resources.js';
 import type { Runtime } from './runtime.js';
 import type { DiscoveredSchema } from './connectors.js';
@@ -51,8 +52,9 @@ const regex = (pattern: string, whole = false): SafeRegex | undefined => {
 export async function classifySchema(rt: Runtime, connector: StoredResource, schema: DiscoveredSchema): Promise<DiscoveredSchema> {
   const { tenantId, projectId } = connector;
   const [classRows, policyRows] = await Promise.all([
-    rt.ctx.resources.list({ tenantId, projectId, kind: 'classification', limit: 10_000 }),
-    rt.ctx.resources.list({ tenantId, projectId, kind: 'masking_policy', limit: 10_000 }),
+    // Every one of the project's: their count is capped (x-max-per-scope), so this read is bounded.
+    rt.ctx.resources.list({ tenantId, projectId, kind: 'classification', limit: kind('classification').maxPerScope! }),
+    rt.ctx.resources.list({ tenantId, projectId, kind: 'masking_policy', limit: kind('masking_policy').maxPerScope! }),
   ]);
   if (!classRows.length) return schema;
   const pause = slicer();

@@ -384,6 +384,23 @@ export class ResourceStore {
     await q.run('DELETE FROM api_key_hashes WHERE tenant_id = ? AND project_id = ?', [tenantId, projectId]);
   }
 
+  /**
+   * Every resource of one kind in a scope, a page at a time (keyset order), for a reader that
+   * yields to the event loop between pages instead of holding it for the whole scope.
+   */
+  async *pages(
+    scope: Omit<ListQuery, 'limit' | 'afterSeq' | 'throughSeq'>,
+    pageSize: number,
+    q: Queryable = this.db,
+  ): AsyncGenerator<StoredResource[]> {
+    for (let afterSeq = 0; ;) {
+      const page = await this.list({ ...scope, afterSeq, limit: pageSize }, q);
+      if (page.length) yield page;
+      if (page.length < pageSize) return;
+      afterSeq = page[page.length - 1].seq;
+    }
+  }
+
   /** All resources of the given kinds in a project (reference checks; projects are small). */
   async allOfKinds(tenantId: string, projectId: string, kinds: string[], q: Queryable = this.db): Promise<StoredResource[]> {
     if (kinds.length === 0) return [];

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestService, type TestService, type TestTenant } from '../../support/service.js';
 import type { Db } from '../../../src/service/store/db.js';
-import { countBytesWritten } from '../../support/db-counters.js';
+import { countBytesWritten, countRowsRead } from '../../support/db-counters.js';
 import { waitForRun } from './helpers.js';
 
 /**
@@ -40,6 +40,15 @@ describe(`an infrastructure apply of ${BUCKETS.toLocaleString('en-US')} buckets`
     const plan = await svc.ok<{ summary: Record<string, number> }>(t, 'POST', `${base}/plan`, {}, 200);
     expect(plan.summary).toEqual({ create: 0, update: 0, delete: 0, unchanged: BUCKETS });
   }, 60_000);
+
+  it('plans reading at most 500 rows per statement (one read of the whole project held the event loop)', async () => {
+    const counter = countRowsRead(svc.service.ctx.db as Db);
+    const plan = await svc.ok<{ summary: Record<string, number> }>(t, 'POST', `${base}/plan`, {}, 200);
+    expect(plan.summary.create + plan.summary.unchanged).toBe(BUCKETS);
+    // The buckets (and their snapshot rows once applied), in pages.
+    expect(counter.rows).toBeGreaterThanOrEqual(BUCKETS);
+    expect(counter.largest).toBeLessThanOrEqual(500);
+  });
 
   it("reads a project's snapshot stored as one row, and splits it on the next applied change", async () => {
     const other = (await svc.project(t, 'legacy-snapshot')).id;
@@ -113,4 +122,28 @@ describe('a connector sync of 2,000 tables', () => {
     // 43 MB on a loaded CI run. One per table, twice, wrote 2.5 GB (30 s); the bound leaves room.
     expect(counter.bytes).toBeLessThan(250_000_000);
   }, 90_000);
+});
+
+describe('an infrastructure apply of 40 buckets', () => {
+  let svc: TestService;
+  afterAll(() => svc?.close());
+
+  it('runs at most 10 changes at once, as Terraform does by default', async () => {
+    // Nominal 1-1.9 s per bucket at 20x: 50-95 ms each, about 0.4 s for the apply.
+    svc = await startTestService({ timeScale: 20 });
+    const t = await svc.tenant();
+    const base = `/projects/${(await svc.project(t, 'parallel')).id}/infrastructure`;
+    for (let i = 0; i < 40; i++)
+      await svc.ok(t, 'POST', base, { body: { name: `b${i}`, resource_type: 'bucket', provider: 'aws', region: 'eu-west-1' } });
+    const started = await svc.ok<{ run_id: string }>(t, 'POST', `${base}/apply`, {}, 201);
+    let most = 0;
+    for (;;) {
+      const run = await svc.ok<{ status: string; changes: { status: string }[] }>(t, 'GET', `${base}/runs/${started.run_id}`);
+      most = Math.max(most, run.changes.filter((c) => c.status === 'running').length);
+      if (run.status !== 'running') break;
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+    expect(most).toBeGreaterThan(1);
+    expect(most).toBeLessThanOrEqual(10);
+  }, 60_000);
 });
