@@ -40,10 +40,8 @@ export function kindRoutes(ctx: ServiceContext, d: KindDescriptor): KindRoutes {
 /** Kinds stored under the resource that made them (runs, discovered schemas): deleted with it. */
 const OWNED_KINDS = [...KINDS.values()].filter((d) => d.deletedWithParent).map((d) => d.kind);
 
-/** Kinds that reference `target`, with where: the places that block its deletion. */
-function referrersOf(target: string) {
-  return [...KINDS.values()].flatMap((d) => d.references.filter((r) => r.kind === target).map((r) => ({ kind: d, path: r.path })));
-}
+/** Kinds some other kind references: only their deletes look for a referrer. */
+const REFERENCED_KINDS = new Set([...KINDS.values()].flatMap((d) => d.references.map((r) => r.kind)));
 
 // --- Shared steps -------------------------------------------------------------------------------
 
@@ -129,7 +127,7 @@ async function checkReferences(k: KindRoutes, tenantId: string, projectId: strin
 
 async function checkNotReferenced(k: KindRoutes, existing: StoredResource, q: Queryable) {
   const { ctx, d } = k;
-  if (!referrersOf(d.kind).length || d.scope !== 'project') return;
+  if (!REFERENCED_KINDS.has(d.kind) || d.scope !== 'project') return;
   // One lookup on resource_refs (store/refs.ts), whatever the size of the project.
   const ref = await ctx.resources.referrerOf(existing, q);
   if (!ref) return;
