@@ -3,6 +3,7 @@ import { isIP } from 'node:net';
 import pg from 'pg';
 import { EgressDenied, type EgressPolicy } from '../egress.js';
 import type { StoredResource } from '../store/resources.js';
+import { kind } from '../../kinds/index.js';
 
 /**
  * Connector sources. `postgresql` is real: the service connects with the connector's config and
@@ -218,15 +219,32 @@ export interface DiscoveredTable {
 /** The schemas a connector reads: its own, and any named in selected_tables. */
 const schemasOf = (s: SourceSettings) => [...new Set([s.schema, ...s.selectedTables.map((t) => splitTable(t, s.schema).schema)])];
 
-/** Tables and columns (information_schema) of the connector's schemas that the user can see. */
+/**
+ * The most tables a connector reads from its source, in a discovery or in a sync of every table:
+ * as many as it may select (`x-max-items` of selected_tables). The source belongs to the tenant,
+ * which decides how many tables and columns it has: without a bound one discovery could bring
+ * millions of columns into memory, into one stored row and into every classification of it.
+ */
+export const MAX_SOURCE_TABLES = Number(kind('connector').schema.properties!.selected_tables['x-max-items']);
+/** The most columns one discovery reads (all tables together). */
+export const MAX_DISCOVERED_COLUMNS = 100_000;
+
+const tooMany = (what: string, schemas: string[], max: number, advice: string) =>
+  new SourceError(
+    `${schemas.length === 1 ? 'Schema' : 'Schemas'} ${schemas.map((x) => `"${x}"`).join(', ')} ${schemas.length === 1 ? 'holds' : 'hold'} more than ${max.toLocaleString('en-US')} ${what}, the most a connector reads; ${advice}`,
+  );
+
+/** Tables and columns (information_schema) of the connector's schemas that the user can see: at most MAX_SOURCE_TABLES and MAX_DISCOVERED_COLUMNS. */
 export async function discoverPostgres(s: SourceSettings, timeoutSeconds: number, egress: EgressPolicy): Promise<DiscoveredTable[]> {
   return withPostgres(s, timeoutSeconds, egress, undefined, async (c) => {
     await setStatementTimeout(c, timeoutSeconds);
     const schemas = schemasOf(s);
     const tables = await c.query<{ table_schema: string; table_name: string }>(
-      `SELECT table_schema, table_name FROM information_schema.tables WHERE table_schema = ANY($1) AND table_type IN ${TABLE_TYPES} ORDER BY table_schema, table_name`,
-      [schemas],
+      `SELECT table_schema, table_name FROM information_schema.tables WHERE table_schema = ANY($1) AND table_type IN ${TABLE_TYPES} ORDER BY table_schema, table_name LIMIT $2`,
+      [schemas, MAX_SOURCE_TABLES + 1],
     );
+    if (tables.rows.length > MAX_SOURCE_TABLES)
+      throw tooMany('tables', schemas, MAX_SOURCE_TABLES, 'keep the tables to discover in a schema of their own');
     const columns = await c.query<{
       table_schema: string;
       table_name: string;
@@ -236,9 +254,11 @@ export async function discoverPostgres(s: SourceSettings, timeoutSeconds: number
       is_nullable: string;
     }>(
       `SELECT table_schema, table_name, column_name, data_type, udt_name, is_nullable FROM information_schema.columns
-        WHERE table_schema = ANY($1) ORDER BY table_schema, table_name, ordinal_position`,
-      [schemas],
+        WHERE table_schema = ANY($1) ORDER BY table_schema, table_name, ordinal_position LIMIT $2`,
+      [schemas, MAX_DISCOVERED_COLUMNS + 1],
     );
+    if (columns.rows.length > MAX_DISCOVERED_COLUMNS)
+      throw tooMany('columns', schemas, MAX_DISCOVERED_COLUMNS, 'keep the tables to discover in a schema of their own');
     const byKey = new Map<string, DiscoveredTable>();
     for (const t of tables.rows)
       byKey.set(`${t.table_schema}.${t.table_name}`, { schema: t.table_schema, name: t.table_name, columns: [] });
@@ -256,9 +276,16 @@ export async function discoverPostgres(s: SourceSettings, timeoutSeconds: number
 export async function tablesToSync(c: pg.Client, s: SourceSettings): Promise<string[]> {
   if (s.selectedTables.length) return s.selectedTables;
   const { rows } = await c.query<{ table_name: string }>(
-    `SELECT table_name FROM information_schema.tables WHERE table_schema = $1 AND table_type IN ${TABLE_TYPES} ORDER BY table_name`,
-    [s.schema],
+    `SELECT table_name FROM information_schema.tables WHERE table_schema = $1 AND table_type IN ${TABLE_TYPES} ORDER BY table_name LIMIT $2`,
+    [s.schema, MAX_SOURCE_TABLES + 1],
   );
+  if (rows.length > MAX_SOURCE_TABLES)
+    throw tooMany(
+      'tables',
+      [s.schema],
+      MAX_SOURCE_TABLES,
+      `select the tables to sync in selected_tables (at most ${MAX_SOURCE_TABLES.toLocaleString('en-US')})`,
+    );
   return rows.map((r) => `${s.schema}.${r.table_name}`);
 }
 

@@ -23,7 +23,7 @@ export const SHOP_ROWS = { orders: 3, customers: 2 } as const;
 
 const serverUrl = () => inject('pgUrl');
 
-async function withClient<T>(url: string, fn: (c: pg.Client) => Promise<T>): Promise<T> {
+export async function withClient<T>(url: string, fn: (c: pg.Client) => Promise<T>): Promise<T> {
   const c = new pg.Client({ connectionString: url });
   await c.connect();
   try {
