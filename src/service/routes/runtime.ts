@@ -270,7 +270,7 @@ function registerInfrastructureRoutes(app: FastifyInstance, rt: Runtime) {
     },
     async (req) => {
       const projectId = await resolveProject(ctx, req);
-      const plan = await planInfrastructure(rt, req.tenant!.id, projectId);
+      const plan = await rt.heavyReads.run(req.tenant!.id, () => planInfrastructure(rt, req.tenant!.id, projectId));
       req.auditDetails = { projectId, diff: { plan_id: { before: null, after: plan.plan_id } } };
       return plan;
     },

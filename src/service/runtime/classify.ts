@@ -4,6 +4,7 @@ import { kind } from '../../kinds/index.js';
 import type { StoredResource } from '../store/resources.js';
 import type { Runtime } from './runtime.js';
 import type { DiscoveredSchema } from './connectors.js';
+import { unprocessable } from '../errors.js';
 
 interface Matcher {
   column: SafeRegex;
@@ -46,8 +47,10 @@ const regex = (pattern: string, whole = false): SafeRegex | undefined => {
  * all are case-insensitive RE2 regular expressions (column and table patterns search, data_type
  * must match the whole type). The first classification (in creation order) that matches wins.
  * Marks are computed on every read and not stored, so they follow classification changes at
- * once. Compiling and matching yield to the event loop every SLICE_MS, so a big schema or many
- * classifications slow only this request.
+ * once. A read tests at most MAX_CLASSIFY_TESTS (columns x matchers; over it, 422 before any
+ * matching), compiling and matching yield to the event loop every SLICE_MS, and a tenant's
+ * classifications run one at a time (Runtime.heavyReads): a big schema or many classifications
+ * slow only their tenant.
  */
 export async function classifySchema(rt: Runtime, connector: StoredResource, schema: DiscoveredSchema): Promise<DiscoveredSchema> {
   const { tenantId, projectId } = connector;
@@ -57,6 +60,12 @@ export async function classifySchema(rt: Runtime, connector: StoredResource, sch
     rt.ctx.resources.list({ tenantId, projectId, kind: 'masking_policy', limit: kind('masking_policy').maxPerScope! }),
   ]);
   if (!classRows.length) return schema;
+  assertWithinBudget(schema, classRows);
+  // Seconds of work at most, in slices, and one at a time per tenant (tenant-gate.ts).
+  return rt.heavyReads.run(tenantId, () => markColumns(schema, classRows, policyRows));
+}
+
+async function markColumns(schema: DiscoveredSchema, classRows: StoredResource[], policyRows: StoredResource[]): Promise<DiscoveredSchema> {
   const pause = slicer();
   // The first enabled policy of each classification, in creation order: one pass, not one per classification.
   const policyOf = new Map<string, StoredResource>();
@@ -99,6 +108,26 @@ export async function classifySchema(rt: Runtime, connector: StoredResource, sch
     tables.push({ ...t, columns });
   }
   return { ...schema, tables };
+}
+
+/**
+ * Column-matcher tests one schema read may make (columns x the project's matchers): about 6 s of
+ * CPU, in slices. Both factors are the tenant's (100,000 columns from its source, 1,000
+ * classifications of 100 matchers), and their product unbounded was hours of CPU for one read.
+ */
+export const MAX_CLASSIFY_TESTS = 10_000_000;
+
+function assertWithinBudget(schema: DiscoveredSchema, classRows: StoredResource[]) {
+  let columns = 0;
+  for (const t of schema.tables) columns += t.columns.length;
+  let matchers = 0;
+  for (const c of classRows) matchers += (c.data.column_matchers as unknown[] | undefined)?.length ?? 0;
+  if (columns * matchers <= MAX_CLASSIFY_TESTS) return;
+  const n = (x: number) => x.toLocaleString('en-US');
+  throw unprocessable(
+    `Classifying this schema would test ${n(columns)} columns against ${n(matchers)} column matchers (${n(columns * matchers)} tests), more than the ${n(MAX_CLASSIFY_TESTS)} one read may make; ` +
+      "select fewer tables in the connector's schema, or merge the project's classifications",
+  );
 }
 
 /** A classification's matchers; one with a pattern that does not compile never matches. */

@@ -3,6 +3,7 @@ import { randomBytes } from 'node:crypto';
 import type { ServiceContext } from '../context.js';
 import { nowIso } from '../ids.js';
 import type { RunData } from './runs.js';
+import { TenantGate } from './tenant-gate.js';
 
 /** Thrown inside an execution when the service stops: the run is left as a dead process would leave it. */
 export class Stopped extends Error {
@@ -50,6 +51,8 @@ export class Runtime {
   private stopping = false;
   /** The service's logger (set when the routes are registered). */
   log?: { error(obj: object, msg: string): void; info(obj: object, msg: string): void };
+  /** Request work that runs long in slices (a schema's classification, an infrastructure plan): one per tenant at once. */
+  readonly heavyReads = new TenantGate('schema reads and infrastructure plans');
   /** Given to start(): marks abandoned runs failed (at start, then on every heartbeat). */
   private recovery?: Recovery;
 

@@ -1,0 +1,76 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startTestService, type TestService, type TestTenant } from '../support/service.js';
+import { createSourceDb, withClient, type SourceDb } from '../integration/runtime/helpers.js';
+import { MAX_CLASSIFY_TESTS } from '../../src/service/runtime/classify.js';
+import { BYSTANDER_MAX_MS, whileServingOther } from './support.js';
+
+/**
+ * A schema read marks every column with the project's classifications: columns x matchers
+ * pattern tests. Both are the tenant's (its source's columns, its classifications), so a read
+ * tests at most MAX_CLASSIFY_TESTS, in slices, one at a time per tenant; past the budget it is
+ * refused at once, before any matching.
+ */
+let svc: TestService;
+let owner: TestTenant;
+let bystander: TestTenant;
+let src: SourceDb;
+let base: string;
+const TABLES = 20;
+const COLUMNS = TABLES * 1_600;
+
+beforeAll(async () => {
+  [svc, src] = await Promise.all([startTestService({ sourceTimeout: 10 }), createSourceDb(1)]);
+  await withClient(src.adminUrl, async (c) => {
+    const columns = Array.from({ length: 1_600 }, (_, i) => `c${i} int`).join(', ');
+    await c.query(
+      `CREATE SCHEMA wide_cols; DO $$ BEGIN FOR i IN 1..${TABLES} LOOP EXECUTE format('CREATE TABLE wide_cols.t%s (${columns})', i); END LOOP; END $$;`,
+    );
+  });
+  [owner, bystander] = await Promise.all([svc.tenant(), svc.tenant()]);
+  base = `/projects/${(await svc.project(owner, 'classify-work')).id}`;
+}, 120_000);
+afterAll(() => svc?.close());
+
+/** A classification of 100 matchers; only the first matches anything (columns named c7). */
+const classification = (name: string) =>
+  svc.ok(owner, 'POST', `${base}/classifications`, {
+    body: {
+      name,
+      sensitivity: 'internal',
+      column_matchers: [{ column_pattern: '^c7$' }, ...Array.from({ length: 99 }, (_, i) => ({ column_pattern: `^${name}_${i}$` }))],
+    },
+  });
+
+describe(`a schema of ${COLUMNS.toLocaleString('en-US')} columns`, () => {
+  it('is classified in slices while another tenant is served, and past the budget refused at once', async () => {
+    const c = await svc.ok<{ id: string }>(owner, 'POST', `${base}/connectors`, {
+      body: {
+        name: 'wide',
+        connector_type: 'postgresql',
+        config: { host: src.host, port: src.port, database: src.database, schema: 'wide_cols', ssl_mode: 'prefer' },
+        credentials: { username: src.admin.username, password: 'unused' },
+      },
+    });
+    await classification('first');
+    // 32,000 x 100 = 3.2 million tests: within the budget.
+    const { result, probe } = await whileServingOther(svc, bystander, () => svc.call(owner, 'GET', `${base}/connectors/${c.id}/schema`));
+    expect(result.status, result.text.slice(0, 300)).toBe(200);
+    const marked = (result.body.tables as { columns: { name: string; classification?: string }[] }[]).flatMap((t) =>
+      t.columns.filter((col) => col.classification).map((col) => `${col.name}:${col.classification}`),
+    );
+    expect(marked).toEqual(Array(TABLES).fill('c7:first'));
+    expect(probe.failures).toEqual([]);
+    expect(probe.max).toBeLessThan(BYSTANDER_MAX_MS);
+
+    // Four classifications of 100: 12.8 million tests, over the budget of 10 million.
+    for (const name of ['second', 'third', 'fourth']) await classification(name);
+    const started = performance.now();
+    const over = await svc.call(owner, 'GET', `${base}/connectors/${c.id}/schema`);
+    expect(over.status).toBe(422);
+    expect(over.body.error).toEqual({
+      code: 'unprocessable_entity',
+      message: `Classifying this schema would test 32,000 columns against 400 column matchers (12,800,000 tests), more than the ${MAX_CLASSIFY_TESTS.toLocaleString('en-US')} one read may make; select fewer tables in the connector's schema, or merge the project's classifications`,
+    });
+    expect(performance.now() - started).toBeLessThan(BYSTANDER_MAX_MS);
+  }, 120_000);
+});
