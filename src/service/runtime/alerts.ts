@@ -4,7 +4,7 @@ import { newId } from '../ids.js';
 import type { Runtime } from './runtime.js';
 import { inProject, type RunData } from './runs.js';
 import { notifyChannels } from './notifications.js';
-import { slicer } from './slices.js';
+import { slicer, yieldToLoop } from './slices.js';
 
 /**
  * Alert rules (schemas/kinds/alert_rule.schema.json), evaluated when a run ends (run_failed,
@@ -52,10 +52,13 @@ export const targetsOf = (rule: RuleData): string[] =>
 const KIND_OF_RUN: Record<string, string> = { connector_sync: 'connector', pipeline: 'pipeline', dbt_run: 'dbt_project' };
 const LABEL: Record<string, string> = { connector: 'Connector', pipeline: 'Pipeline', dbt_project: 'dbt project' };
 
-/** The project's enabled rules, every one of them (read in pages as stored JSON: a single 10,000-row read dropped the rest). */
+/**
+ * The project's enabled rules, every one of them: at most 5,000 (x-max-per-scope), read in pages as
+ * stored JSON with a turn of the event loop between pages (a single 10,000-row read dropped the rest).
+ */
 export async function enabledRules(rt: Runtime, tenantId: string, projectId: string): Promise<RuleData[]> {
   const rules: RuleData[] = [];
-  for (let afterSeq = 0; ;) {
+  for (let afterSeq = 0; ; await yieldToLoop()) {
     const page = await rt.ctx.resources.listJson({ tenantId, projectId, kind: 'alert_rule', afterSeq, limit: RULE_PAGE });
     for (const row of page) {
       const rule = JSON.parse(row.data) as RuleData;

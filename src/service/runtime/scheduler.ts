@@ -1,6 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import { latestTickAt, nextTickAfter } from '../../kinds/cron.js';
 import { SCHEDULED_KINDS, putSchedule, scheduleOf } from '../store/schedules.js';
+import { freshnessRuleCondition } from '../store/migrations.js';
 import { ApiError } from '../errors.js';
 import type { Runtime } from './runtime.js';
 import { startConnectorSync } from './connectors.js';
@@ -162,6 +163,14 @@ class RunQueue {
     return new Promise<void>((resolve) => this.idleWaiters.push(resolve));
   }
 }
+
+/**
+ * A page of freshness rules after a `seq` (of every tenant), through their partial index (migration
+ * 11). SQLite is told the index: its planner, which cannot tell how few rows the partial index holds,
+ * preferred the equality on `kind` of resources_kind, every alert rule of every tenant.
+ */
+export const freshnessRulesPageSql = (dialect: 'sqlite' | 'postgres') =>
+  `SELECT seq, tenant_id, project_id, data FROM resources${dialect === 'sqlite' ? ' INDEXED BY resources_freshness_rules' : ''} WHERE ${freshnessRuleCondition(dialect)} AND seq > ? ORDER BY seq LIMIT ${RULE_PAGE}`;
 
 export class Scheduler {
   readonly alerting: Alerting;
@@ -362,7 +371,8 @@ export class Scheduler {
 
   /**
    * Freshness rules, at most once per minute of the service clock (they count whole minutes): the
-   * enabled freshness_minutes rules are paged by seq through the resources_kind index, and each
+   * enabled freshness_minutes rules are paged by seq through their own partial index (migration 11;
+   * the resources_kind index walked every alert rule of every tenant to find them), and each
    * rule's look is linear in its project's connectors (alerts.ts).
    */
   private async checkFreshness(): Promise<void> {
@@ -371,7 +381,7 @@ export class Scheduler {
     this.freshnessMinute = minute;
     for (let after = 0; ;) {
       const rows = await this.rt.ctx.db.all<{ seq: number; tenant_id: string; project_id: string; data: string }>(
-        `SELECT seq, tenant_id, project_id, data FROM resources WHERE kind = 'alert_rule' AND seq > ? AND data LIKE '%freshness_minutes%' ORDER BY seq LIMIT ${RULE_PAGE}`,
+        freshnessRulesPageSql(this.rt.ctx.db.dialect),
         [after],
       );
       for (const row of rows) {
