@@ -113,7 +113,8 @@ async function postJson(
 export async function deliver(rt: Runtime, channel: StoredResource, event: NotificationEvent): Promise<DeliveryResult> {
   let result: DeliveryResult;
   try {
-    result = await send(rt, channel, event);
+    // Past the tenant's deliveries waiting (Runtime.deliveries), this one is recorded failed with the reason.
+    result = await rt.deliveries.run(channel.tenantId, () => send(rt, channel, event));
   } catch (err) {
     const e = err as HttpFailure & { attempts?: number };
     result = { success: false, message: e.message, ...(e.statusCode ? { status_code: e.statusCode } : {}), attempts: e.attempts ?? 1 };

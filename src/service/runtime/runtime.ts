@@ -53,6 +53,12 @@ export class Runtime {
   log?: { error(obj: object, msg: string): void; info(obj: object, msg: string): void };
   /** Request work that runs long in slices (a schema's classification, an infrastructure plan): one per tenant at once. */
   readonly heavyReads = new TenantGate('schema reads and infrastructure plans');
+  /**
+   * Outbound notifications (webhook, Slack, SMTP) in flight: 8 per tenant, 1,000 more waiting. Each may
+   * take 16 s against a slow receiver (3 attempts of 5 s), and alerts x 50 channels each had their
+   * own socket at once, so one tenant's slow receiver could hold the service's file descriptors.
+   */
+  readonly deliveries = new TenantGate('notification deliveries', 8, 1_000);
   /** Given to start(): marks abandoned runs failed (at start, then on every heartbeat). */
   private recovery?: Recovery;
 
