@@ -350,6 +350,13 @@ export class ResourceStore {
     await q.run(`DELETE FROM resources WHERE ${where}`, params);
   }
 
+  /** The newest child of a kind under a parent (a resource's latest run): one row, through the listing index. */
+  async newestChild(scope: ChildScope, q: Queryable = this.db): Promise<StoredResource | undefined> {
+    const newest = scopeRange(this.db, scopeColumns(scope), {}, 'DESC');
+    const row = await q.get<Row>(`SELECT ${COLUMNS} FROM resources WHERE ${newest.sql} ORDER BY ${newest.order} LIMIT 1`, newest.params);
+    return row && this.fromRow(row);
+  }
+
   /**
    * Keeps the newest `keep` children of a kind under a parent (a resource's run history): the older
    * ones go, except those whose `data.status` is `spare` (a run still running). Two statements on
