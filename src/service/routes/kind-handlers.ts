@@ -109,12 +109,24 @@ async function writeTx<T>(
   });
 }
 
+/**
+ * 422 naming every reference to a missing resource. Each distinct id is looked up once, by key only:
+ * a dbt project's models can name one connector 20,000 times, and reading (parsing, unsealing) the
+ * connector for each was minutes of work in the write transaction.
+ */
 async function checkReferences(k: KindRoutes, tenantId: string, projectId: string, data: Record<string, unknown>, q: Queryable) {
   const details: { field: string; message: string }[] = [];
+  const known = new Map<string, Promise<boolean>>();
+  const exists = (kindName: string, id: string) => {
+    const key = `${kindName}\0${id}`;
+    let found = known.get(key);
+    if (!found) known.set(key, (found = k.ctx.resources.exists(tenantId, projectId, kindName, id, q)));
+    return found;
+  };
   for (const ref of k.d.references) {
     for (const { path, value } of valuesAt(data, ref.path)) {
       if (typeof value !== 'string') continue;
-      if (!(await k.ctx.resources.get(tenantId, projectId, ref.kind, value, q))) {
+      if (!(await exists(ref.kind, value))) {
         details.push({
           field: formatPath(path),
           message: `no ${KINDS.get(ref.kind)?.title.toLowerCase() ?? ref.kind} with id "${value}" in this project`,

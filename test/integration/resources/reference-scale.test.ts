@@ -95,3 +95,39 @@ describe(`deletes beside ${PIPELINES.toLocaleString('en-US')} pipelines`, () => 
     expect(Number(left!.n)).toBe(0);
   });
 });
+
+describe('a create naming one connector 10,000 times', () => {
+  let svc: TestService;
+  afterAll(() => svc?.close());
+
+  it('looks the connector up once, and still names every missing reference', async () => {
+    svc = await startTestService({ rateLimit: 1_000_000 });
+    const t = await svc.tenant();
+    const base = `/projects/${(await svc.project(t, 'many-sources')).id}`;
+    const orders = await svc.ok<{ id: string }>(t, 'POST', `${base}/connectors`, { body: connectorBody('orders') });
+    // 100 models of 100 sources each (about 0.6 MB), all from the same connector.
+    const models = Array.from({ length: 100 }, (_, m) => ({
+      name: `m${m}`,
+      sources: Array.from({ length: 100 }, (_, s) => ({ connector_id: orders.id, table: `t${s}` })),
+    }));
+    const counter = countRowsRead(svc.service.ctx.db as Db);
+    await svc.ok(
+      t,
+      'POST',
+      `${base}/dbt-projects`,
+      { body: { name: 'wide', repository: 'https://git.example.com/wide.git', models } },
+      201,
+    );
+    // The credential, the project's lock, one lookup of the connector, the name: not 10,000 reads of it.
+    expect(counter.rows).toBeLessThan(50);
+    models[7].sources[3].connector_id = 'con_missing';
+    const error = expectError(
+      await svc.call(t, 'POST', `${base}/dbt-projects`, { body: { name: 'broken', repository: 'https://git.example.com/b.git', models } }),
+      422,
+      'unprocessable_entity',
+    );
+    expect(error.details).toEqual([
+      { field: 'models[7].sources[3].connector_id', message: 'no connector with id "con_missing" in this project' },
+    ]);
+  }, 60_000);
+});
