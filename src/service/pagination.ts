@@ -79,6 +79,9 @@ export function toJsonPage(
  */
 export const SCAN_WINDOW = 10_000;
 
+/** Stored JSON one page of runs holds at most (ResourceStore.listJsonPageWithin); a page has at least one run. */
+export const RUN_PAGE_BYTES = 8 * 1024 * 1024;
+
 /**
  * Builds the spec's envelope from `limit + 1` rows fetched in sequence order. `scannedTo`: the
  * last sequence number a bounded scan examined (see SCAN_WINDOW), when rows lie beyond it.

@@ -4,7 +4,7 @@ import type { Queryable } from '../store/db.js';
 import { kind } from '../../kinds/index.js';
 import { errorResponses, pageQuerySchema, pageSchema } from './crud.js';
 import { resolveProject } from './scope.js';
-import { toPage } from '../pagination.js';
+import { runHistoryPage } from './views.js';
 import { notFound, unauthorized } from '../errors.js';
 import { runtimeOf, type Runtime } from '../runtime/runtime.js';
 import { recoverAbandonedRuns } from '../runtime/recovery.js';
@@ -333,19 +333,10 @@ function registerInfrastructureRunReads(app: FastifyInstance, rt: Runtime) {
         response: { 200: pageSchema(kind('run').responseSchema), ...errorResponses },
       } as Record<string, unknown>,
     },
-    async (req) => {
+    async (req, reply) => {
       const projectId = await resolveProject(ctx, req);
-      const { limit, cursor } = req.query as { limit: number; cursor?: string };
-      const scope = `${req.tenant!.id}:${projectId}:run:${projectId}`;
-      const rows = await ctx.resources.list({
-        tenantId: req.tenant!.id,
-        projectId,
-        kind: 'run',
-        parentId: projectId,
-        afterSeq: ctx.cursors.decode(scope, cursor),
-        limit: limit + 1,
-      });
-      return toPage(rows, limit, scope, ctx.cursors, (r) => r.data);
+      // An apply's parent is its project.
+      return runHistoryPage(ctx, req, reply, projectId, projectId);
     },
   );
   app.get(

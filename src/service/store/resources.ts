@@ -350,6 +350,40 @@ export class ResourceStore {
     await q.run(`DELETE FROM resources WHERE ${where}`, params);
   }
 
+  /**
+   * A page as stored JSON (like listPage) that also ends once its items hold `maxBytes` of JSON,
+   * with at least one item; read `chunk` rows at a time, so no read holds more than a chunk. For
+   * kinds whose items can be large (a run of a 10,000-table sync is about 2 MB: 100 made one answer
+   * of 200 MB). `limit` is the page's own: its item count when it ended early.
+   */
+  async listJsonPageWithin(
+    query: Omit<ListQuery, 'limit' | 'where'>,
+    limit: number,
+    maxBytes: number,
+    chunk = 10,
+    q: Queryable = this.db,
+  ): Promise<{ page: JsonPage; limit: number }> {
+    const items: string[] = [];
+    let bytes = 0;
+    let lastSeq = 0;
+    const done = (more: boolean) => ({
+      page: { count: items.length + (more ? 1 : 0), lastSeq, items: items.join(',') },
+      limit: items.length,
+    });
+    for (let afterSeq = query.afterSeq ?? 0; ;) {
+      const want = Math.min(chunk, limit + 1 - items.length);
+      const rows = await this.listJson({ ...query, afterSeq, limit: want }, q);
+      for (const row of rows) {
+        if (items.length === limit || (items.length > 0 && bytes + row.data.length > maxBytes)) return done(true);
+        items.push(row.data);
+        bytes += row.data.length;
+        lastSeq = row.seq;
+      }
+      if (rows.length < want) return done(false);
+      afterSeq = lastSeq;
+    }
+  }
+
   /** The newest child of a kind under a parent (a resource's latest run): one row, through the listing index. */
   async newestChild(scope: ChildScope, q: Queryable = this.db): Promise<StoredResource | undefined> {
     const newest = scopeRange(this.db, scopeColumns(scope), {}, 'DESC');

@@ -3,6 +3,9 @@ import { startTestService, type TestService, type TestTenant } from '../../suppo
 import type { Db } from '../../../src/service/store/db.js';
 import { countBytesWritten, countRowsRead } from '../../support/db-counters.js';
 import { waitForRun } from './helpers.js';
+import { bulkInsert, RESOURCE_COLUMNS } from '../../support/bulk.js';
+import { walkPages } from '../../support/pages.js';
+import { newId } from '../../../src/service/ids.js';
 
 /**
  * A run of N units (an apply's changes, a sync's tables) must cost N, not N^2. Before, every unit
@@ -146,4 +149,36 @@ describe('an infrastructure apply of 40 buckets', () => {
     expect(most).toBeGreaterThan(1);
     expect(most).toBeLessThanOrEqual(10);
   }, 60_000);
+});
+
+describe('a run history of large runs', () => {
+  let svc: TestService;
+  afterAll(() => svc?.close());
+
+  it('pages end at 8 MB of runs, so a page of 100 is not hundreds of MB, and every run is listed once', async () => {
+    svc = await startTestService({ timeScale: 1_000_000 });
+    const t = await svc.tenant();
+    const projectId = (await svc.project(t, 'big-runs')).id;
+    const base = `/projects/${projectId}/connectors`;
+    const c = await svc.ok<{ id: string }>(t, 'POST', base, {
+      body: { name: 'wide', connector_type: 'snowflake', selected_tables: ['a.b'] },
+    });
+    const { run_id } = await svc.ok<{ run_id: string }>(t, 'POST', `${base}/${c.id}/sync`);
+    const run = await waitForRun(svc, t, `${base}/${c.id}/runs/${run_id}`);
+    // Ten runs of about 1.7 MB each (10,000 tables, as a sync of that many records), stored as a sync writes them.
+    const tables = Array.from({ length: 10_000 }, (_, i) => ({ ...run.tables[0], table: `schema_${i}.table_${i}` }));
+    const tenantId = (await svc.service.ctx.tenants.bySlug(t.slug))!.id;
+    const ids = Array.from({ length: 10 }, () => newId('run'));
+    await bulkInsert(svc.service.ctx.db, 'resources', RESOURCE_COLUMNS, 10, (n) => {
+      const data = { ...run, id: ids[n], tables };
+      return [ids[n], tenantId, projectId, 'run', c.id, ids[n], JSON.stringify(data), run.started_at, run.started_at];
+    });
+    const { seen, found } = await walkPages(async (cursor) => svc.ok(t, 'GET', `${base}/${c.id}/runs?limit=100${cursor}`));
+    expect(found).toEqual([run_id, ...ids]);
+    expect(seen.length).toBeGreaterThan(1);
+    expect(Math.max(...seen.map((p) => p.count))).toBeLessThanOrEqual(5);
+    // Each is the run as a GET gives it.
+    const page = await svc.ok<{ data: unknown[] }>(t, 'GET', `${base}/${c.id}/runs?limit=1`);
+    expect(page.data).toEqual([await svc.ok(t, 'GET', `${base}/${c.id}/runs/${run_id}`)]);
+  }, 120_000);
 });
