@@ -1,6 +1,7 @@
 import { META, STALE_MS, type Runtime } from './runtime.js';
 import { inProject, secondsBetween, skipPending, updateResource, type RunData, type Unit } from './runs.js';
 import { failResources } from './infrastructure.js';
+import { slicer } from './slices.js';
 
 export const INTERRUPTED = 'interrupted by service restart';
 
@@ -19,7 +20,10 @@ interface Claim {
  * is given this at start (Runtime.start) and runs it then and on every heartbeat.
  */
 export async function recoverAbandonedRuns(rt: Runtime, everyOtherInstanceIsDead: boolean): Promise<void> {
-  const rows = await rt.ctx.db.all<{ key: string; value: string }>("SELECT key, value FROM meta WHERE key LIKE 'runtime.%'");
+  // A range of the primary key (SQLite's LIKE cannot use it): heartbeats and claims only.
+  const rows = await rt.ctx.db.all<{ key: string; value: string }>(
+    "SELECT key, value FROM meta WHERE key >= 'runtime.' AND key < 'runtime/'",
+  );
   const heartbeats = new Map<string, number>();
   const claims: Claim[] = [];
   for (const row of rows) {
@@ -35,9 +39,13 @@ export async function recoverAbandonedRuns(rt: Runtime, everyOtherInstanceIsDead
   const now = rt.nowMs();
   const alive = (instance: string) =>
     instance === rt.instanceId || (!everyOtherInstanceIsDead && heartbeats.has(instance) && now - heartbeats.get(instance)! < STALE_MS);
+  const slice = slicer();
   for (const claim of claims) {
     if (rt.stopped) return;
-    if (!alive(claim.instance)) await interrupt(rt, claim);
+    if (alive(claim.instance)) continue;
+    await interrupt(rt, claim);
+    // A crashed replica may leave thousands: each is a transaction, and on SQLite they would run back to back.
+    await slice();
   }
   for (const instance of heartbeats.keys()) {
     if (!alive(instance)) await rt.ctx.db.run('DELETE FROM meta WHERE key = ?', [META.instance(instance)]);

@@ -142,12 +142,12 @@ export class Runtime {
     // owner (SQLite); on PostgreSQL replicas may share it, so there only silent instances are.
     await this.sweep(this.ctx.db.dialect === 'sqlite');
     this.timer = setInterval(() => {
+      // The heartbeat does not wait for a sweep: recovering many runs can outlast STALE_MS, and a
+      // silent heartbeat meanwhile would make the other replicas fail this instance's live runs.
+      void this.heartbeat().catch((err) => this.log?.error({ err }, 'runtime heartbeat failed'));
       if (this.tick) return;
-      this.tick = (async () => {
-        await this.heartbeat();
-        await this.sweep(false);
-      })()
-        .catch((err) => this.log?.error({ err }, 'runtime heartbeat failed'))
+      this.tick = this.sweep(false)
+        .catch((err) => this.log?.error({ err }, 'runtime sweep failed'))
         .finally(() => (this.tick = undefined));
     }, HEARTBEAT_MS);
     this.timer.unref();
