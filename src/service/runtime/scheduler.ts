@@ -384,12 +384,19 @@ export class Scheduler {
         freshnessRulesPageSql(this.rt.ctx.db.dialect),
         [after],
       );
+      // The page's rules by project: a project's rules share one pass over its connectors.
+      const byProject = new Map<string, { tenantId: string; projectId: string; rules: RuleData[] }>();
       for (const row of rows) {
-        if (this.stopped) return;
-        await yieldToLoop();
         const rule = JSON.parse(row.data) as RuleData;
         if (rule.enabled === false || rule.condition?.metric !== 'freshness_minutes') continue;
-        await this.alerting.checkFreshness(row.tenant_id, row.project_id, rule, () => this.stopped);
+        const key = `${row.tenant_id}\0${row.project_id}`;
+        if (!byProject.has(key)) byProject.set(key, { tenantId: row.tenant_id, projectId: row.project_id, rules: [] });
+        byProject.get(key)!.rules.push(rule);
+      }
+      for (const { tenantId, projectId, rules } of byProject.values()) {
+        if (this.stopped) return;
+        await yieldToLoop();
+        await this.alerting.checkFreshness(tenantId, projectId, rules, () => this.stopped);
       }
       if (rows.length < RULE_PAGE) return;
       after = Number(rows[rows.length - 1].seq);

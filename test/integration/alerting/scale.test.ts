@@ -4,6 +4,8 @@ import { BYSTANDER_MAX_MS, whileServingOther } from '../../abuse/support.js';
 import { runtimeOf } from '../../../src/service/runtime/runtime.js';
 import { schedulerOf } from '../../../src/service/runtime/scheduler.js';
 import { newId } from '../../../src/service/ids.js';
+import { countRowsRead } from '../../support/db-counters.js';
+import type { Db } from '../../../src/service/store/db.js';
 
 /**
  * Issue 18: alerting must stay linear at scale. Before, every 5 s look listed up to 10,000 connectors
@@ -129,5 +131,19 @@ describe(`alerting over ${COUNT.toLocaleString('en-US')} connectors`, () => {
       firing.resource_id,
     ]);
     expect(row!.alert_id).not.toBe(firing.id);
+  }, 120_000);
+
+  it("a project's rules that watch every connector share one pass over them", async () => {
+    // Four more, none stale enough to fire: five rules, one read of the 3,000 connectors.
+    for (let i = 0; i < 4; i++)
+      await svc.ok(owner, 'POST', `${base}/alert-rules`, {
+        body: { name: `stale-${i}`, severity: 'info', condition: { metric: 'freshness_minutes', operator: 'gt', threshold: 1_000_000 } },
+      });
+    now += MINUTE;
+    const counter = countRowsRead(svc.service.ctx.db as Db);
+    await look();
+    // The connectors once, the first rule's open alerts (one per connector), the rules: a pass per rule read 15,000 connectors.
+    expect(counter.rows).toBeLessThan(2 * COUNT + 500);
+    expect(await alerts()).toBe(COUNT + 1);
   }, 120_000);
 });
