@@ -216,7 +216,14 @@ export class AuthService {
   private noteKeyUse(keyId: string) {
     const now = this.options.clock();
     if (now - (this.keyUseWritten.get(keyId) ?? 0) < 60_000) return;
+    // Kept in the order written, so the entries past their minute are at the front: one per key ever
+    // used, never removed, grew with the keys a tenant mints.
+    this.keyUseWritten.delete(keyId);
     this.keyUseWritten.set(keyId, now);
+    for (const [key, at] of this.keyUseWritten) {
+      if (now - at < 60_000) break;
+      this.keyUseWritten.delete(key);
+    }
     const sql =
       this.db.dialect === 'sqlite'
         ? `UPDATE resources SET data = json_set(data, '$.last_used_at', ?) WHERE id = ?`

@@ -15,6 +15,13 @@ import { encodeText, writeTexts, type EncodedText } from './frames.js';
 export const BATCH_MAX_TURNS = 4;
 export const BATCH_MAX_MS = 3;
 
+/**
+ * Bytes a socket may hold unsent before the next batch; past it the connection is terminated. A
+ * reader that slow (or stalled while still answering pings) only grew the service's memory, for up
+ * to two heartbeats; it reconnects, and a run stream then starts again from a fresh catch-up.
+ */
+export const MAX_BUFFERED_BYTES = 4 * 1024 * 1024;
+
 /** Told after each batch is written: performance.now() before and after, and the sockets written. */
 export type FlushListener = (startedAt: number, endedAt: number, sockets: number) => void;
 
@@ -54,7 +61,11 @@ export class Outbox<C extends { socket: WebSocket }> {
     this.queued = this.queuedAtLastTurn = this.turns = 0;
     const startedAt = performance.now();
     const joined = new Map<string, Buffer>();
-    for (const [c, texts] of this.queues) if (c.socket.readyState === c.socket.OPEN) writeTexts(c.socket, texts, joined);
+    for (const [c, texts] of this.queues) {
+      if (c.socket.readyState !== c.socket.OPEN) continue;
+      if (c.socket.bufferedAmount > MAX_BUFFERED_BYTES) c.socket.terminate();
+      else writeTexts(c.socket, texts, joined);
+    }
     const sockets = this.queues.size;
     this.queues.clear();
     this.flushed(startedAt, performance.now(), sockets);

@@ -2,7 +2,7 @@ import { describe, expect, test } from 'vitest';
 import type { WebSocket } from 'ws';
 import { UnstoredUpdates } from '../../../src/service/streams/unstored.js';
 import { RunDelivery, snapshot } from '../../../src/service/streams/run-delivery.js';
-import { Outbox, BATCH_MAX_TURNS } from '../../../src/service/streams/outbox.js';
+import { Outbox, BATCH_MAX_TURNS, MAX_BUFFERED_BYTES } from '../../../src/service/streams/outbox.js';
 import { alertsKey, closeSocket, Connections, eventKey, runKey, type Connection } from '../../../src/service/streams/connections.js';
 import type { RunData } from '../../../src/service/runtime/runs.js';
 
@@ -97,6 +97,11 @@ function fakeSocket(state: 'open' | 'closed' = 'open') {
     OPEN: 1,
     CONNECTING: 0,
     readyState: state === 'open' ? 1 : 3,
+    bufferedAmount: 0,
+    terminated: false,
+    terminate() {
+      this.terminated = true;
+    },
     send: (payload: Buffer) => sent.push(payload.toString()),
     closed: undefined as [number, string] | undefined,
     close(code: number, reason: string) {
@@ -130,6 +135,18 @@ describe('the batching outbox', () => {
     outbox.send(b, msg);
     outbox.flush();
     expect(b.sent[1]).toBe('{"type":"alert_fired","n":1}');
+  });
+
+  test(`a socket holding more than ${MAX_BUFFERED_BYTES / 1024 / 1024} MB unsent is terminated instead of written to`, () => {
+    const outbox = new Outbox<{ socket: WebSocket }>();
+    const [slow, fine] = [fakeSocket(), fakeSocket()];
+    slow.socket.bufferedAmount = MAX_BUFFERED_BYTES + 1;
+    fine.socket.bufferedAmount = MAX_BUFFERED_BYTES;
+    outbox.send(slow, { n: 1 });
+    outbox.send(fine, { n: 1 });
+    outbox.flush();
+    expect([slow.sent, slow.socket.terminated]).toEqual([[], true]);
+    expect([fine.sent, fine.socket.terminated]).toEqual([['{"n":1}'], false]);
   });
 
   test('flush writes at once and cancels the pending turn', async () => {
