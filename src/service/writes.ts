@@ -6,7 +6,6 @@ import { scopeCapSentence, type KindDescriptor } from '../kinds/index.js';
 import type { ServiceContext } from './context.js';
 import { conflict } from './errors.js';
 import type { Queryable } from './store/db.js';
-import { scanWindowEnd, scopeRange } from './store/keyset.js';
 
 /** The insert or update broke a unique index (a name taken by a concurrent write), on either store. */
 export const isUniqueViolation = (err: unknown) => {
@@ -51,7 +50,7 @@ export async function lockTenant(ctx: Pick<ServiceContext, 'db'>, q: Queryable, 
  * Callers hold the scope's lock exclusively, so two creates cannot both take the last place.
  */
 export async function assertRoomInScope(
-  ctx: Pick<ServiceContext, 'db'>,
+  ctx: Pick<ServiceContext, 'resources'>,
   q: Queryable,
   d: KindDescriptor,
   tenantId: string,
@@ -59,12 +58,7 @@ export async function assertRoomInScope(
 ): Promise<void> {
   const cap = scopeCapSentence(d);
   if (!cap) return;
-  const range = scopeRange(ctx.db, [
-    ['tenant_id', tenantId],
-    ['project_id', projectId],
-    ['kind', d.kind],
-  ]);
-  if ((await scanWindowEnd(q, 'resources', range, d.maxPerScope!)) === undefined) return;
+  if ((await ctx.resources.scanWindowEnd({ tenantId, projectId, kind: d.kind }, d.maxPerScope!, q)) === undefined) return;
   throw conflict(`This ${d.scope} is full: ${cap}; delete one first`);
 }
 

@@ -1,6 +1,6 @@
-import type { FastifyInstance } from 'fastify';
 import type { Runtime } from './runtime.js';
 import { yieldToLoop } from './slices.js';
+import { runtimeWorker } from './workers.js';
 import { padToBucket, planEachTime } from '../store/db.js';
 
 /**
@@ -106,19 +106,7 @@ export class Retention {
   }
 }
 
-const RETENTIONS = new WeakMap<Runtime, Retention>();
-
-/** The retention sweeper of a runtime (one per service). */
-export function retentionOf(rt: Runtime): Retention {
-  let r = RETENTIONS.get(rt);
-  if (!r) RETENTIONS.set(rt, (r = new Retention(rt)));
-  return r;
-}
-
-/** Sweeps while the service runs; stops before it closes. */
-export function installRetention(app: FastifyInstance, rt: Runtime): Retention {
-  const retention = retentionOf(rt);
-  app.addHook('onReady', async () => retention.start());
-  app.addHook('preClose', async () => retention.stop());
-  return retention;
-}
+/** The retention sweeper of a runtime (one per service), sweeping while the service runs. */
+const retentions = runtimeWorker((rt) => new Retention(rt));
+export const retentionOf = retentions.of;
+export const installRetention = retentions.install;

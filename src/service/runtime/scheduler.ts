@@ -1,4 +1,3 @@
-import type { FastifyInstance } from 'fastify';
 import { latestTickAt, nextTickAfter } from '../../kinds/cron.js';
 import { SCHEDULED_KINDS, putSchedule, scheduleOf } from '../store/schedules.js';
 import { freshnessRuleCondition } from '../store/migrations.js';
@@ -10,6 +9,7 @@ import { Alerting, type RuleData } from './alerts.js';
 import { escalate } from './escalation.js';
 import { backfillOnce } from './backfill.js';
 import { slicer, yieldToLoop } from './slices.js';
+import { runtimeWorker } from './workers.js';
 
 /**
  * The scheduler loop of one service process. Every SCHEDULER_INTERVAL_MS (at time scale 1;
@@ -427,19 +427,7 @@ export class Scheduler {
   }
 }
 
-const SCHEDULERS = new WeakMap<Runtime, Scheduler>();
-
-/** The scheduler of a runtime (one per service). */
-export function schedulerOf(rt: Runtime): Scheduler {
-  let s = SCHEDULERS.get(rt);
-  if (!s) SCHEDULERS.set(rt, (s = new Scheduler(rt)));
-  return s;
-}
-
-/** Starts the scheduler when the service is ready (after the runtime) and stops it first on close. */
-export function installScheduler(app: FastifyInstance, rt: Runtime): Scheduler {
-  const s = schedulerOf(rt);
-  app.addHook('onReady', async () => s.start());
-  app.addHook('preClose', async () => s.stop());
-  return s;
-}
+/** The scheduler of a runtime (one per service), started when the service is ready and stopped first on close. */
+const schedulers = runtimeWorker((rt) => new Scheduler(rt));
+export const schedulerOf = schedulers.of;
+export const installScheduler = schedulers.install;
