@@ -96,6 +96,7 @@ interface ServeFlags {
   tlsCert?: string;
   tlsKey?: string;
   runHistory: number;
+  maxRunsPerTenant: number;
   tlsCertCache: number;
   handshakeTimeout: number;
   headersTimeout: number;
@@ -151,6 +152,15 @@ function addStoreOptions(command: Command): Command {
         .env('DP_RUN_HISTORY')
         .argParser(int('--run-history'))
         .default(DEFAULT_OPTIONS.runHistory),
+    )
+    .addOption(
+      new Option(
+        '--max-runs-per-tenant <n>',
+        'runs (syncs, pipeline runs, dbt runs, infrastructure applies) one tenant may have executing at once on this instance; a manual trigger past it is 429, a scheduled one waits (0: no cap)',
+      )
+        .env('DP_MAX_RUNS_PER_TENANT')
+        .argParser(int('--max-runs-per-tenant'))
+        .default(DEFAULT_OPTIONS.maxRunsPerTenant),
     );
 }
 
@@ -317,6 +327,7 @@ export function serviceOptions(opts: ServeFlags, parseCidrList: (text: string, s
     tlsKey: opts.tlsKey,
     tlsCertCacheSize: opts.tlsCertCache,
     runHistory: opts.runHistory,
+    maxRunsPerTenant: opts.maxRunsPerTenant,
     handshakeTimeout: opts.handshakeTimeout,
     headersTimeout: opts.headersTimeout,
     requestTimeout: opts.requestTimeout,

@@ -53,6 +53,8 @@ export interface ServiceOptions {
   tlsCertCacheSize: number;
   /** Runs kept per connector, pipeline or dbt project (the oldest finished ones go when a run starts); 0 keeps every run. */
   runHistory: number;
+  /** Top-level runs (syncs, pipeline runs, dbt runs, infrastructure applies) one tenant may have executing at once on this instance; 0 for no cap. */
+  maxRunsPerTenant: number;
   /** Requests per minute per source address per anonymous endpoint (login, refresh, SSO, invitations); never the tenant's quota. */
   anonymousRateLimit: number;
   /** Failed sign-ins per account and source address before exponential back-off (docs/security.md). */
@@ -99,6 +101,7 @@ export const DEFAULT_OPTIONS: Omit<ServiceOptions, 'dataDir'> = {
   maxConnectionsPerAddress: 256,
   tlsCertCacheSize: 500,
   runHistory: 1_000,
+  maxRunsPerTenant: 100,
   anonymousRateLimit: 600,
   loginLockAfter: 5,
   loginAddressLockAfter: 20,

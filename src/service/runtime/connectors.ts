@@ -150,6 +150,7 @@ export interface Started {
  * already syncing is 409. The sync itself runs in the background (runSync).
  */
 export async function startConnectorSync(rt: Runtime, o: StartSync): Promise<Started> {
+  const slot = rt.runSlots.take(o.tenantId, o.parentRunId);
   const { stored, connector } = await inProject(rt, o.tenantId, o.projectId, async (q) => {
     await o.inTx?.(q);
     const connector = await rt.ctx.resources.get(o.tenantId, o.projectId, 'connector', o.connectorId, q);
@@ -173,8 +174,8 @@ export async function startConnectorSync(rt: Runtime, o: StartSync): Promise<Sta
     connector.data.status = 'syncing';
     await rt.ctx.resources.update(connector, q);
     return { stored, connector };
-  });
-  const done = rt.execute(stored.id, (signal) => {
+  }).catch(slot.failedToStart);
+  const done = rt.execute(stored.id, slot, (signal) => {
     // Coalesced: each table's progress rewrote the whole run (every table in it), twice per table.
     const rec = new RunRecorder(rt, stored, signal, { progress: 'coalesced' });
     return guarded(

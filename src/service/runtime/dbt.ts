@@ -42,6 +42,7 @@ export interface StartDbt {
 
 /** Starts a dbt run: the declared models, to be built in topological order. A dbt project already running is 409. */
 export async function startDbtRun(rt: Runtime, o: StartDbt): Promise<Started> {
+  const slot = rt.runSlots.take(o.tenantId, o.parentRunId);
   const { stored, declared } = await inProject(rt, o.tenantId, o.projectId, async (q) => {
     await o.inTx?.(q);
     const dbt = await rt.ctx.resources.get(o.tenantId, o.projectId, 'dbt_project', o.dbtProjectId, q);
@@ -69,8 +70,8 @@ export async function startDbtRun(rt: Runtime, o: StartDbt): Promise<Started> {
     dbt.data.last_run_status = 'running';
     await rt.ctx.resources.update(dbt, q);
     return { stored, declared };
-  });
-  const done = rt.execute(stored.id, (signal) => {
+  }).catch(slot.failedToStart);
+  const done = rt.execute(stored.id, slot, (signal) => {
     // Coalesced: a run of 1,000 models would otherwise write the whole run 2,000 times (quadratic).
     const rec = new RunRecorder(rt, stored, signal, { progress: 'coalesced' });
     return guarded(

@@ -250,6 +250,7 @@ export async function applyInfrastructure(
   rt: Runtime,
   o: { tenantId: string; projectId: string; planId?: string; inTx?: (q: Queryable) => Promise<void> },
 ): Promise<ApplyStarted> {
+  const slot = rt.runSlots.take(o.tenantId);
   const { stored, plan, resources } = await inProject(rt, o.tenantId, o.projectId, async (q) => {
     await o.inTx?.(q);
     const running = await runningRunOf(rt, q, o.tenantId, o.projectId, o.projectId);
@@ -286,11 +287,14 @@ export async function applyInfrastructure(
       await q.run('DELETE FROM meta WHERE key = ?', [META.run(stored.id)]);
     }
     return { stored, plan, resources };
-  });
-  await markStatuses(rt, o.tenantId, o.projectId, plan, resources);
+  }).catch(slot.failedToStart);
+  await markStatuses(rt, o.tenantId, o.projectId, plan, resources).catch(slot.failedToStart);
   const data = stored.data as RunData;
-  if (data.status !== 'running') return { run: structuredClone(data), plan, done: Promise.resolve(structuredClone(data)) };
-  const done = rt.execute(stored.id, (signal) => {
+  if (data.status !== 'running') {
+    slot.release();
+    return { run: structuredClone(data), plan, done: Promise.resolve(structuredClone(data)) };
+  }
+  const done = rt.execute(stored.id, slot, (signal) => {
     // Coalesced: each change's progress rewrote the whole run (every change in it), N times.
     const rec = new RunRecorder(rt, stored, signal, { progress: 'coalesced' });
     return guarded(

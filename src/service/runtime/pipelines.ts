@@ -36,6 +36,7 @@ export interface StartPipeline {
 
 /** Starts a pipeline run. A disabled pipeline, or one already running, is 409. */
 export async function startPipelineRun(rt: Runtime, o: StartPipeline): Promise<Started> {
+  const slot = rt.runSlots.take(o.tenantId);
   const { stored, declared } = await inProject(rt, o.tenantId, o.projectId, async (q) => {
     await o.inTx?.(q);
     const pipeline = await rt.ctx.resources.get(o.tenantId, o.projectId, 'pipeline', o.pipelineId, q);
@@ -64,8 +65,8 @@ export async function startPipelineRun(rt: Runtime, o: StartPipeline): Promise<S
     pipeline.data.last_run_status = 'running';
     await rt.ctx.resources.update(pipeline, q);
     return { stored, declared };
-  });
-  const done = rt.execute(stored.id, (signal) => {
+  }).catch(slot.failedToStart);
+  const done = rt.execute(stored.id, slot, (signal) => {
     const rec = new RunRecorder(rt, stored, signal, { progress: 'coalesced' });
     return guarded(
       rec,

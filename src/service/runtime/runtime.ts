@@ -4,6 +4,7 @@ import type { ServiceContext } from '../context.js';
 import { nowIso } from '../ids.js';
 import type { RunData } from './runs.js';
 import { TenantGate } from './tenant-gate.js';
+import { RunSlots, type RunSlot } from './run-slots.js';
 
 /** Thrown inside an execution when the service stops: the run is left as a dead process would leave it. */
 export class Stopped extends Error {
@@ -59,11 +60,14 @@ export class Runtime {
    * own socket at once, so one tenant's slow receiver could hold the service's file descriptors.
    */
   readonly deliveries = new TenantGate('notification deliveries', 8, 1_000);
+  /** Top-level runs executing per tenant (`--max-runs-per-tenant`, run-slots.ts). */
+  readonly runSlots: RunSlots;
   /** Given to start(): marks abandoned runs failed (at start, then on every heartbeat). */
   private recovery?: Recovery;
 
   constructor(readonly ctx: ServiceContext) {
     this.events.setMaxListeners(0);
+    this.runSlots = new RunSlots(ctx.options.maxRunsPerTenant);
   }
 
   get stopped(): boolean {
@@ -100,9 +104,10 @@ export class Runtime {
 
   /**
    * Executes a run in the background. `fn` returns the run as it ended; the promise returned
-   * here resolves to that, or to undefined when the service stopped first.
+   * here resolves to that, or to undefined when the service stopped first. `slot` (the run's, from
+   * runSlots) is given back when the execution ends, however it ends.
    */
-  execute(runId: string, fn: (signal: AbortSignal) => Promise<RunData>): Promise<RunData | undefined> {
+  execute(runId: string, slot: RunSlot, fn: (signal: AbortSignal) => Promise<RunData>): Promise<RunData | undefined> {
     const controller = new AbortController();
     // Every change of an infrastructure apply waits on this signal at once (simulate): no bound to warn at.
     setMaxListeners(0, controller.signal);
@@ -116,6 +121,7 @@ export class Runtime {
         throw err;
       } finally {
         this.executions.delete(runId);
+        slot.release();
       }
     })();
     // Failures are logged above; nothing may become an unhandled rejection.

@@ -33,7 +33,9 @@ import { runtimeWorker } from './workers.js';
  *    Claimed ticks go through a bounded queue (RunQueue): at most MAX_STARTING_PER_TENANT run starts
  *    of one tenant and MAX_STARTING overall at a time; at most MAX_QUEUED ticks wait, and at most
  *    MAX_QUEUED_PER_TENANT of one tenant, whose further due rows stay due (unclaimed) for a later look,
- *    so one tenant's wave cannot hold the queue.
+ *    so one tenant's wave cannot hold the queue. A tenant with as many runs executing as it may have
+ *    (`--max-runs-per-tenant`, run-slots.ts) is left out the same way, and a tick of it already queued
+ *    is handed back to due: when one of its runs ends, the next look starts its latest due tick.
  * 2. evaluates the enabled `freshness_minutes` alert rules, once per minute of the service clock;
  * 3. escalates the firing alerts that are due (escalation.ts), never scanning the others.
  *
@@ -228,7 +230,7 @@ export class Scheduler {
     const slice = slicer();
     for (;;) {
       if (this.stopped || this.rt.stopped || this.queue.size >= MAX_QUEUED) return;
-      const saturated = this.queue.saturated();
+      const saturated = [...this.queue.saturated(), ...this.rt.runSlots.full()];
       const rows = await this.rt.ctx.db.all<DueRow>(
         `SELECT s.resource_id, s.tenant_id, s.project_id, s.kind, s.expression, s.tick, s.offset_ms, r.data FROM schedules s LEFT JOIN resources r ON r.id = s.resource_id WHERE s.next_due_at <= ?${
           saturated.length ? ` AND s.tenant_id NOT IN (${saturated.map(() => '?').join(', ')})` : ''
@@ -237,7 +239,7 @@ export class Scheduler {
       );
       for (const row of rows) {
         if (this.stopped || this.rt.stopped) return;
-        if (!this.queue.accepts(row.tenant_id)) continue; // stays due for a later look
+        if (!this.queue.accepts(row.tenant_id) || this.rt.runSlots.isFull(row.tenant_id)) continue; // stays due for a later look
         await this.claimDue(row, now);
         await slice();
       }
@@ -290,7 +292,8 @@ export class Scheduler {
 
   private async fireTick(job: Job): Promise<void> {
     const { rt } = this;
-    if (this.stopped || rt.stopped) return this.handBack([job]);
+    // A tenant at its cap of executing runs (run-slots.ts): the tick goes back to due, for a later look.
+    if (this.stopped || rt.stopped || rt.runSlots.isFull(job.tenantId)) return this.handBack([job]);
     const claim = await rt.ctx.db.run(
       'INSERT INTO schedule_ticks (resource_id, tick, tenant_id, project_id, kind, instance_id, outcome, run_id, detail, claimed_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (resource_id, tick) DO NOTHING',
       [job.id, job.tick, job.tenantId, job.projectId, job.kind, rt.instanceId, 'claimed', null, null, rt.now()],
