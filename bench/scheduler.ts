@@ -31,14 +31,13 @@
  * (30: after start, before measuring: the start-up back-fills read every scheduled row once),
  * BENCH_PG_SYNC (see bench/service.ts). It is a report: it exits 0 once it has printed.
  */
-import { readFileSync } from 'node:fs';
 import { DURABILITY, OTHER_TENANT, ServerProcess, envNumber, freshDatabase, hostOf, pgSettings } from './service.js';
 import { benchBackends, machine, machineLoad, report, type BenchRow } from './lib/report.js';
 import { median } from './lib/alternate.js';
+import { backendCpuMs, backendDelta } from './lib/pg-cpu.js';
 import { nextTickAfter } from '../src/kinds/cron.js';
 import { TestHttp } from '../test/support/http.js';
 import { startThrowawayPostgres } from '../test/support/postgres-server.js';
-import pg from 'pg';
 
 const GOAL_CPU_PCT = 5;
 const GOAL_P99_RATIO = 1.5;
@@ -85,38 +84,6 @@ interface Service {
   databaseUrl?: string;
   database?: string;
 }
-
-/** CPU ms (user + system) of each PostgreSQL backend connected to one database, by pid, from /proc. */
-async function backendCpuMs(adminUrl: string, database: string): Promise<Map<number, number>> {
-  const client = new pg.Client({ connectionString: adminUrl });
-  await client.connect();
-  try {
-    const pids = (await client.query<{ pid: number }>('SELECT pid FROM pg_stat_activity WHERE datname = $1', [database])).rows.map(
-      (r) => r.pid,
-    );
-    const out = new Map<number, number>();
-    for (const pid of pids) {
-      try {
-        const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-        const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-        out.set(pid, (Number(fields[11]) + Number(fields[12])) * 10); // utime, stime (fields 14 and 15), USER_HZ 100
-      } catch {
-        // a backend that ended meanwhile
-      }
-    }
-    return out;
-  } finally {
-    await client.end();
-  }
-}
-
-/**
- * Backend CPU spent between two readings: a backend seen twice counts its difference, one that started
- * meanwhile all of its time (its start-up included). One that ended meanwhile is missed (an undercount:
- * the pool keeps a used connection for 10 s, the scheduler uses one every 5 s).
- */
-const backendDelta = (before: Map<number, number>, after: Map<number, number>) =>
-  [...after].reduce((sum, [pid, ms]) => sum + ms - (before.get(pid) ?? 0), 0);
 
 const percentile = (xs: number[], q: number) => {
   const s = [...xs].sort((a, b) => a - b);

@@ -51,6 +51,7 @@ import autocannon from 'autocannon';
 import pg from 'pg';
 import { benchBackends, benchSizes, machine, machineLoad, report, type BenchRow } from './lib/report.js';
 import { median } from './lib/alternate.js';
+import { backendCpuMs, backendDelta } from './lib/pg-cpu.js';
 
 const THIS_FILE = fileURLToPath(import.meta.url);
 export const TENANT = 'bench';
@@ -61,6 +62,7 @@ const GOAL_LIST_PG = 0.8;
 const GOAL_CREATE_PG = 0.5;
 const GOAL_LIST_BARE = 0.4;
 const SEED_BATCH = 1_000;
+const databaseOf = (size: number) => `bench_${size}`;
 
 export const envNumber = (name: string, fallback: number, min: number) => {
   const raw = process.env[name];
@@ -375,6 +377,8 @@ export interface Target {
   body?: () => string;
   expectedStatus: number;
   verifyBody?: (body: string) => boolean;
+  /** The service's PostgreSQL database, whose backends' CPU is counted too. */
+  pg?: { adminUrl: string; database: string };
 }
 
 export interface Measured {
@@ -384,6 +388,8 @@ export interface Measured {
   count2xx: number;
   /** Service process CPU over the round, % of one core. */
   serverCpuPct: number;
+  /** CPU per response, µs: the service process, its PostgreSQL backends (0 on SQLite), and this process (autocannon). */
+  cpuUs: { service: number; backends: number; client: number };
   clean: boolean;
   problem?: string;
 }
@@ -397,7 +403,8 @@ export async function measure(target: Target, seconds: number, connections: numb
   const unexpected = new Map<number, string>();
   const errors = new Map<string, number>();
   const body = target.body;
-  const before = await target.server.usage();
+  const backends = async () => (target.pg ? backendCpuMs(target.pg.adminUrl, target.pg.database) : new Map<number, number>());
+  const before = { usage: await target.server.usage(), backends: await backends(), client: process.cpuUsage() };
   const started = performance.now();
   const instance = autocannon({
     url: `https://127.0.0.1:${target.server.ready.port}${target.path}`,
@@ -425,7 +432,9 @@ export async function measure(target: Target, seconds: number, connections: numb
   instance.on('reqError', (err) => errors.set(err.message, (errors.get(err.message) ?? 0) + 1));
   const result = await instance;
   const wallMs = performance.now() - started;
-  const after = await target.server.usage();
+  const client = process.cpuUsage(before.client);
+  const after = { usage: await target.server.usage(), backends: await backends() };
+  const usPerResponse = (ms: number) => (ms * 1000) / Math.max(1, result.requests.total);
   const sorted = Float64Array.from(latencies).sort();
   const clean =
     result.non2xx === 0 &&
@@ -444,7 +453,12 @@ export async function measure(target: Target, seconds: number, connections: numb
     p50: percentile(sorted, 0.5),
     p99: percentile(sorted, 0.99),
     count2xx: latencies.length,
-    serverCpuPct: ((after.cpuMs - before.cpuMs) / wallMs) * 100,
+    serverCpuPct: ((after.usage.cpuMs - before.usage.cpuMs) / wallMs) * 100,
+    cpuUs: {
+      service: usPerResponse(after.usage.cpuMs - before.usage.cpuMs),
+      backends: usPerResponse(backendDelta(before.backends, after.backends)),
+      client: usPerResponse((client.user + client.system) / 1000),
+    },
     clean,
     problem,
   };
@@ -489,7 +503,7 @@ async function alternated(
       out[i].push(m);
       if (o.verbose)
         console.log(
-          `  round ${r + 1} ${t.name}: ${m.reqPerSec.toFixed(0)} req/s, p50 ${m.p50.toFixed(1)} ms, p99 ${m.p99.toFixed(1)} ms, service CPU ${m.serverCpuPct.toFixed(0)}%${m.clean ? '' : ' NOT CLEAN'}`,
+          `  round ${r + 1} ${t.name}: ${m.reqPerSec.toFixed(0)} req/s, p50 ${m.p50.toFixed(1)} ms, p99 ${m.p99.toFixed(1)} ms, service CPU ${m.serverCpuPct.toFixed(0)}%, CPU per response: service ${m.cpuUs.service.toFixed(0)} µs, PG backends ${m.cpuUs.backends.toFixed(0)} µs, client ${m.cpuUs.client.toFixed(0)} µs${m.clean ? '' : ' NOT CLEAN'}`,
         );
     }
   }
@@ -497,6 +511,7 @@ async function alternated(
 }
 
 const fmtRate = (n: number) => `${Math.round(n).toLocaleString('en-US')} req/s`;
+const fmtUs = (n: number) => `${Math.round(n)} µs`;
 const fmtMs = (n: number) => `p99 ${n < 10 ? n.toFixed(1) : Math.round(n)} ms`;
 const pairRatio = (a: Measured[], b: Measured[], f: (m: Measured) => number) => median(a.map((m, i) => f(m) / f(b[i])));
 const med = (ms: Measured[], f: (m: Measured) => number) => median(ms.map(f));
@@ -532,13 +547,15 @@ async function main() {
       try {
         for (const backend of backends) {
           const started = performance.now();
-          const databaseUrl = backend === 'postgres' ? await freshDatabase(pgServer!.url, `bench_${size}`) : undefined;
+          const databaseUrl = backend === 'postgres' ? await freshDatabase(pgServer!.url, databaseOf(size)) : undefined;
           const server = await ServerProcess.service({ databaseUrl, connectors: size });
           servers.set(backend, server);
           console.log(
             `${backend}, ${size.toLocaleString('en-US')} connectors: service ready in ${((performance.now() - started) / 1000).toFixed(1)} s (seeding ${((server.ready.seedMs ?? 0) / 1000).toFixed(1)} s)`,
           );
         }
+        const pgOf = (backend: 'sqlite' | 'postgres') =>
+          backend === 'postgres' ? { adminUrl: pgServer!.url, database: databaseOf(size) } : undefined;
         const listTarget = (backend: 'sqlite' | 'postgres', s: ServerProcess): Target => ({
           name: `list ${backend}`,
           server: s,
@@ -548,6 +565,7 @@ async function main() {
           headers: { authorization: `Bearer ${s.ready.apiKey}` },
           expectedStatus: 200,
           verifyBody: (b) => b.startsWith('{"data":[{') && b.includes('"has_more":true') && b.split('"id":"con_').length - 1 === LIST_LIMIT,
+          pg: pgOf(backend),
         });
         const lists = [...servers].map(([backend, s]) => listTarget(backend, s));
         // The bare route sends the bytes of the first backend's list page.
@@ -581,6 +599,7 @@ async function main() {
           headers: { authorization: `Bearer ${s.ready.apiKey}`, 'content-type': 'application/json' },
           body: () => JSON.stringify(connectorBody(`load-${runTag}-${++n}`, '0 0 1 1 *')),
           expectedStatus: 201,
+          pg: pgOf(backend),
         }));
         console.log(`create (POST connectors), alternated: ${creates.map((t) => t.name).join(', ')}`);
         const createRuns = await alternated(creates, o);
@@ -644,6 +663,28 @@ async function main() {
           };
           rate(l, `GET connectors?limit=${LIST_LIMIT}`, GOAL_LIST_PG);
           p99(l, `GET connectors?limit=${LIST_LIMIT}`);
+          // Where the req/s ratio comes from: on a machine whose cores are all busy (service, database
+          // and client share them), throughput follows the CPU each response costs on the whole machine.
+          const cpuOf = (runs: Measured[]) => ({
+            service: med(runs, (m) => m.cpuUs.service),
+            backends: med(runs, (m) => m.cpuUs.backends),
+            client: med(runs, (m) => m.cpuUs.client),
+          });
+          const [pgCpu, sqliteCpu] = [cpuOf(l[pgAt]), cpuOf(l[sqliteAt])];
+          const total = (c: ReturnType<typeof cpuOf>) => c.service + c.backends + c.client;
+          rows.push({
+            bench: 'service',
+            scenario: `GET connectors?limit=${LIST_LIMIT}, CPU per response on the whole machine: service process + PostgreSQL backends + client (autocannon), PostgreSQL / SQLite`,
+            backend: 'postgres',
+            size,
+            product: `${fmtUs(pgCpu.service)} + ${fmtUs(pgCpu.backends)} + ${fmtUs(pgCpu.client)} = ${fmtUs(total(pgCpu))}`,
+            baseline: `SQLite ${fmtUs(sqliteCpu.service)} + ${fmtUs(sqliteCpu.client)} = ${fmtUs(total(sqliteCpu))}`,
+            ratio: pairRatio(l[pgAt], l[sqliteAt], (m) => m.cpuUs.service + m.cpuUs.backends + m.cpuUs.client),
+            peakMb: null,
+            goal: '-',
+            met: null,
+            load,
+          });
           rate(c, 'POST connectors (create)', GOAL_CREATE_PG);
           p99(c, 'POST connectors (create)');
         } else {
