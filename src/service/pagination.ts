@@ -79,8 +79,11 @@ export function toJsonPage(
  */
 export const SCAN_WINDOW = 10_000;
 
-/** Stored JSON one page of runs holds at most (ResourceStore.listJsonPageWithin); a page has at least one run. */
-export const RUN_PAGE_BYTES = 8 * 1024 * 1024;
+/**
+ * Stored JSON one page holds at most, with at least one item: of runs (ResourceStore.listJsonPageWithin),
+ * and of any kind's list in a scope that holds large resources (store/large-scopes.ts).
+ */
+export const PAGE_BYTES = 8 * 1024 * 1024;
 
 /**
  * Builds the spec's envelope from `limit + 1` rows fetched in sequence order. `scannedTo`: the

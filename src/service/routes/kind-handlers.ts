@@ -8,7 +8,7 @@ import { KINDS, formatPath, valuesAt, type KindDescriptor } from '../../kinds/in
 import type { ServiceContext, KeyReach } from '../context.js';
 import { alreadyExists, conflict, forbidden, notFound, unprocessable, unauthorized } from '../errors.js';
 import { newId, nowIso } from '../ids.js';
-import { toJsonPage } from '../pagination.js';
+import { PAGE_BYTES, toJsonPage } from '../pagination.js';
 import type { JsonPage, StoredResource } from '../store/resources.js';
 import type { Queryable } from '../store/db.js';
 import { auditDiff } from '../audit.js';
@@ -166,12 +166,12 @@ export async function handleList(k: KindRoutes, req: FastifyRequest, reply: Fast
   const scope = `${req.tenant!.id}:${projectId}:${d.kind}`;
   const afterSeq = ctx.cursors.decode(scope, cursor);
   const keyOnly = req.actor?.type === 'api_key' && k.behaviour.visibleToKey;
-  const page = keyOnly
-    ? ownPage(await ctx.resources.get(req.tenant!.id, projectId, d.kind, req.actor!.projectId!), afterSeq)
-    : await ctx.resources.listPage({ tenantId: req.tenant!.id, projectId, kind: d.kind, afterSeq }, limit);
-  if (d.scope === 'project' && page.count === 0) await assertProjectExists(ctx, req, projectId);
+  const bounded = keyOnly
+    ? { page: ownPage(await ctx.resources.get(req.tenant!.id, projectId, d.kind, req.actor!.projectId!), afterSeq), limit }
+    : await ctx.resources.listPage({ tenantId: req.tenant!.id, projectId, kind: d.kind, afterSeq }, limit, PAGE_BYTES);
+  if (d.scope === 'project' && bounded.page.count === 0) await assertProjectExists(ctx, req, projectId);
   reply.type('application/json');
-  return toJsonPage(page, limit, scope, ctx.cursors);
+  return toJsonPage(bounded.page, bounded.limit, scope, ctx.cursors);
 }
 
 /** The one item a project key sees of its own kind (its project), as a page. */

@@ -4,7 +4,7 @@ import { kind, type JsonSchema } from '../../kinds/index.js';
 import { errorResponses, pageQuerySchema, pageSchema } from './crud.js';
 import { lockRow } from '../writes.js';
 import { resolveProject } from './scope.js';
-import { RUN_PAGE_BYTES, SCAN_WINDOW, toJsonPage, toPage } from '../pagination.js';
+import { PAGE_BYTES, SCAN_WINDOW, toJsonPage, toPage } from '../pagination.js';
 import { conflict, notFound, unauthorized } from '../errors.js';
 import { nowIso } from '../ids.js';
 import { topologicalOrder } from '../../kinds/dag.js';
@@ -94,13 +94,13 @@ const parentLookup =
 /** The run history of connectors, pipelines and dbt projects, and one pipeline run. */
 /**
  * A page of a resource's run history as stored JSON (runs hold no secrets), ending early at
- * RUN_PAGE_BYTES: a run of a 10,000-table sync is about 2 MB, and 100 made one answer of 200 MB.
+ * PAGE_BYTES: a run of a 10,000-table sync is about 2 MB, and 100 made one answer of 200 MB.
  */
 export async function runHistoryPage(ctx: ServiceContext, req: FastifyRequest, reply: FastifyReply, projectId: string, parentId: string) {
   const { limit, cursor } = req.query as { limit: number; cursor?: string };
   const scope = `${req.tenant!.id}:${projectId}:run:${parentId}`;
   const query = { tenantId: req.tenant!.id, projectId, kind: 'run', parentId, afterSeq: ctx.cursors.decode(scope, cursor) };
-  const bounded = await ctx.resources.listJsonPageWithin(query, limit, RUN_PAGE_BYTES);
+  const bounded = await ctx.resources.listJsonPageWithin(query, limit, PAGE_BYTES);
   reply.type('application/json');
   return toJsonPage(bounded.page, bounded.limit, scope, ctx.cursors);
 }

@@ -1,10 +1,10 @@
 import { planEachTime, type Db, type Queryable, type SqlValue } from './db.js';
 
 /** Above every `seq` (both stores' sequences stay far below 2^53): the default upper bound of a range. */
-const MAX_SEQ = Number.MAX_SAFE_INTEGER;
+export const MAX_SEQ = Number.MAX_SAFE_INTEGER;
 
-/** A position in `seq`: a value (bound as a parameter) or an SQL expression (a correlated column). */
-export type SeqPosition = { value: SqlValue } | { sql: string };
+/** A position in `seq`: a value (bound as a parameter) or an SQL expression (a correlated column, or a subquery with its parameters). */
+export type SeqPosition = { value: SqlValue } | { sql: string; params?: SqlValue[] };
 
 /** Conditions (with their parameters, in order) and the ORDER BY that walks them on the scope's index. */
 export interface ScopeRange {
@@ -39,7 +39,7 @@ export function scopeRange(
   const columns = scope.map(([column]) => column);
   const values = scope.map(([, value]) => value);
   const mark = (p: SeqPosition) => ('sql' in p ? p.sql : '?');
-  const param = (p: SeqPosition) => ('sql' in p ? [] : [p.value]);
+  const param = (p: SeqPosition) => ('sql' in p ? (p.params ?? []) : [p.value]);
   if (db.dialect === 'sqlite') {
     const conditions = columns.map((c) => `${c} = ?`);
     const params = [...values];

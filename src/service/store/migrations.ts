@@ -1,5 +1,6 @@
 import type { Db, Queryable } from './db.js';
 import { backfillRefs } from './refs.js';
+import { LARGE_ITEM_BYTES } from './large-scopes.js';
 
 /**
  * The one migration set. `{{SERIAL}}` is the auto-increment primary key of each dialect, and
@@ -243,6 +244,13 @@ CREATE INDEX refresh_tokens_expiry ON refresh_tokens (expires_at);
     // used to walk every alert rule of every tenant, the others filtered out one by one.
     id: 11,
     sql: `CREATE INDEX resources_freshness_rules ON resources (seq) WHERE {{FRESHNESS_RULE}};`,
+  },
+  {
+    // Scopes holding a resource over 64 KiB, whose list pages also end at a number of bytes
+    // (store/large-scopes.ts); filled from the resources stored before it.
+    id: 12,
+    sql: `CREATE TABLE large_scopes (tenant_id TEXT NOT NULL, project_id TEXT NOT NULL, kind TEXT NOT NULL, PRIMARY KEY (tenant_id, project_id, kind));
+INSERT INTO large_scopes (tenant_id, project_id, kind) SELECT DISTINCT tenant_id, project_id, kind FROM resources WHERE octet_length(data) > ${LARGE_ITEM_BYTES};`,
   },
 ];
 

@@ -2,7 +2,8 @@ import { planEachTime, type Db, type Queryable, type SqlValue } from './db.js';
 import type { SecretCipher } from '../secrets/cipher.js';
 import { SCHEDULED_KINDS, putSchedule, removeSchedule, scheduleOf, spreadMs } from './schedules.js';
 import { nextTickAfter } from '../../kinds/cron.js';
-import { scanWindowEnd, scopeRange, type ScopeRange, type SeqPosition } from './keyset.js';
+import { MAX_SEQ, scanWindowEnd, scopeRange, type ScopeRange, type SeqPosition } from './keyset.js';
+import { markIfLarge, pageBound } from './large-scopes.js';
 import { firstReferrer, hasReferences, removeRefs, syncRefs } from './refs.js';
 
 /** What the store needs to keep the `schedules` table (store/schedules.ts): the service clock and time scale. */
@@ -55,6 +56,12 @@ export interface JsonPage {
   /** The `seq` of the page's last item (0 when empty). */
   lastSeq: number;
   items: string;
+}
+
+/** A page that may hold fewer items than asked for (it ended at its bytes): `limit` is what to compare `page.count` with. */
+export interface BoundedPage {
+  page: JsonPage;
+  limit: number;
 }
 
 /** The children of one kind under one parent. */
@@ -157,9 +164,9 @@ export class ResourceStore {
    * The conditions and order of a list: its scope (with the parent, when given: resources_listing;
    * without: resources_kind_seq) and `seq` after a position (store/keyset.ts says why it is a range).
    */
-  private listWhere(query: Omit<ListQuery, 'limit' | 'afterSeq'>, after: SeqPosition): ScopeRange {
+  private listWhere(query: Omit<ListQuery, 'limit' | 'afterSeq'>, after: SeqPosition, end?: SeqPosition): ScopeRange {
     const scope = scopeColumns(query);
-    const before = query.throughSeq === undefined ? undefined : { value: query.throughSeq + 1 };
+    const before = end ?? (query.throughSeq === undefined ? undefined : { value: query.throughSeq + 1 });
     const where = scopeRange(this.db, scope, { after, before });
     for (const [field, value] of Object.entries(query.where ?? {})) {
       where.sql += ` AND ${this.jsonField(field)} = ?`;
@@ -206,16 +213,29 @@ export class ResourceStore {
    *   cost SQLite more than the whole read.
    * - Whether more follow is the next row's `seq`, read through the index (ORDER BY ... LIMIT 1: an
    *   EXISTS let PostgreSQL plan a sequential scan, the whole table on a last page).
+   * - In a scope that holds large resources the page also ends at `maxBytes` of items, with at
+   *   least one (store/large-scopes.ts); the returned limit is then the page's own length.
    */
-  async listPage(query: Omit<ListQuery, 'limit' | 'where'>, limit: number, q: Queryable = this.db): Promise<JsonPage> {
-    const page = this.listSql('seq, data', { ...query, limit });
+  async listPage(
+    query: Omit<ListQuery, 'limit' | 'where' | 'throughSeq'>,
+    limit: number,
+    maxBytes: number,
+    q: Queryable = this.db,
+  ): Promise<BoundedPage> {
+    const from = { value: query.afterSeq ?? 0 };
+    const end = await pageBound(this.db, q, query, this.listWhere(query, from), limit, maxBytes, MAX_SEQ);
+    const page = this.listWhere(query, from, end);
     const next = this.listWhere(query, { sql: 'p.last_seq' });
     const concat = this.db.dialect === 'sqlite' ? 'group_concat' : 'string_agg';
     const sql =
       `SELECT p.items, p.n, p.last_seq, (SELECT seq FROM resources WHERE ${next.sql} ORDER BY ${next.order} LIMIT 1) AS next_seq FROM ` +
-      `(SELECT ${concat}(data, ',') AS items, count(*) AS n, max(seq) AS last_seq FROM (${page.sql}) page) p`;
-    const [[items, n, lastSeq, nextSeq]] = await q.rows(sql, [...next.params, ...page.params]);
-    return { count: Number(n) + (nextSeq === null ? 0 : 1), lastSeq: Number(lastSeq ?? 0), items: (items as string | null) ?? '' };
+      `(SELECT ${concat}(data, ',') AS items, count(*) AS n, max(seq) AS last_seq FROM (SELECT seq, data FROM resources WHERE ${page.sql} ORDER BY ${page.order} LIMIT ?) page) p`;
+    const [[items, n, lastSeq, nextSeq]] = await q.rows(sql, [...next.params, ...page.params, limit]);
+    const count = Number(n);
+    return {
+      page: { count: count + (nextSeq === null ? 0 : 1), lastSeq: Number(lastSeq ?? 0), items: (items as string | null) ?? '' },
+      limit: nextSeq === null ? limit : Math.min(limit, count),
+    };
   }
 
   async exists(tenantId: string, projectId: string, kind: string, id: string, q: Queryable = this.db): Promise<boolean> {
@@ -249,10 +269,12 @@ export class ResourceStore {
 
   async insert(r: Omit<StoredResource, 'seq'>, q: Queryable = this.db): Promise<void> {
     const now = String(r.data.created_at ?? new Date().toISOString());
+    const json = JSON.stringify(r.data);
     await q.run(
       'INSERT INTO resources (id, tenant_id, project_id, kind, parent_id, name, data, secrets, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)',
-      [r.id, r.tenantId, r.projectId, r.kind, r.parentId, r.name, JSON.stringify(r.data), this.sealed(r), now, now],
+      [r.id, r.tenantId, r.projectId, r.kind, r.parentId, r.name, json, this.sealed(r), now, now],
     );
+    await markIfLarge(q, r, json);
     await this.syncSchedule(r, q, true);
     await syncRefs(q, r, true);
   }
@@ -265,18 +287,8 @@ export class ResourceStore {
    */
   async create(r: Omit<StoredResource, 'seq'>, q: Queryable = this.db): Promise<boolean> {
     const now = String(r.data.created_at ?? new Date().toISOString());
-    const params: SqlValue[] = [
-      r.id,
-      r.tenantId,
-      r.projectId,
-      r.kind,
-      r.parentId,
-      r.name,
-      JSON.stringify(r.data),
-      this.sealed(r),
-      now,
-      now,
-    ];
+    const json = JSON.stringify(r.data);
+    const params: SqlValue[] = [r.id, r.tenantId, r.projectId, r.kind, r.parentId, r.name, json, this.sealed(r), now, now];
     const insert =
       'INSERT INTO resources (id, tenant_id, project_id, kind, parent_id, name, data, secrets, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (tenant_id, project_id, kind, name) DO NOTHING';
     const expression = scheduleOf(r.kind, r.data);
@@ -293,25 +305,30 @@ export class ResourceStore {
           `WITH created AS (${insert} RETURNING id) INSERT INTO schedules (resource_id, tenant_id, project_id, kind, expression, tick, offset_ms, next_due_at) SELECT id, ?, ?, ?, ?, ?, ?, ? FROM created RETURNING resource_id`,
           [...params, r.tenantId, r.projectId, r.kind, expression, tick, offset, tick + offset],
         );
-        if (row) await syncRefs(q, r, true);
-        return !!row;
+        if (!row) return false;
+        await markIfLarge(q, r, json);
+        await syncRefs(q, r, true);
+        return true;
       }
     }
     const { changes } = await q.run(insert, params);
     if (changes === 0) return false;
+    await markIfLarge(q, r, json);
     await this.syncSchedule(r, q, true);
     await syncRefs(q, r, true);
     return true;
   }
 
   async update(r: StoredResource, q: Queryable = this.db): Promise<void> {
+    const json = JSON.stringify(r.data);
     await q.run('UPDATE resources SET name = ?, data = ?, secrets = ?, updated_at = ? WHERE id = ?', [
       r.name,
-      JSON.stringify(r.data),
+      json,
       this.sealed(r),
       String(r.data.updated_at ?? new Date().toISOString()),
       r.id,
     ]);
+    await markIfLarge(q, r, json);
     await this.syncSchedule(r, q, false);
     await syncRefs(q, r, false);
   }

@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import pg from 'pg';
 import { startTestService, testStore, type TestService, type TestTenant } from '../../support/service.js';
 import { PLAN_EACH_TIME, type Db, type SqlValue } from '../../../src/service/store/db.js';
+import { PAGE_BYTES } from '../../../src/service/pagination.js';
 
 /**
  * One tenant must not slow another down (issue 18). Every statement is prepared once per
@@ -52,11 +53,15 @@ async function plansOf(statement: { sql: string; params: SqlValue[] }, tag: stri
   }
 }
 
-/** The plan walks the tenant's own index range: no sequential scan, no primary-key walk, few rows filtered out. */
+/**
+ * The plan walks the tenant's own index range of resources: no sequential scan, no primary-key walk,
+ * few rows filtered out. (A list's probe of large_scopes, a primary-key lookup of one row, may
+ * scan that small table when it is empty.)
+ */
 function expectOwnRange(plans: Record<string, string>, index: RegExp) {
   for (const [mode, plan] of Object.entries(plans)) {
     expect(plan, `${mode}:\n${plan}`).toMatch(index);
-    expect(plan, `${mode}:\n${plan}`).not.toMatch(/Seq Scan|_pkey/);
+    expect(plan, `${mode}:\n${plan}`).not.toMatch(/Seq Scan on (?!large_scopes)|(?<!large_scopes)_pkey/);
     const removed = [...plan.matchAll(/Rows Removed by Filter: (\d+)/g)].map((m) => Number(m[1]));
     expect(Math.max(0, ...removed), `${mode}:\n${plan}`).toBeLessThan(100);
   }
@@ -141,7 +146,7 @@ describe.skipIf(testStore() !== 'postgres')('a small tenant beside a large one (
       big.tenantId,
       'connector',
     ]))!;
-    const page = await svc.service.ctx.resources.listPage({ ...big, kind: 'connector', afterSeq: Number(end.seq) - 50 }, 100);
+    const { page } = await svc.service.ctx.resources.listPage({ ...big, kind: 'connector', afterSeq: Number(end.seq) - 50 }, 100, PAGE_BYTES);
     expect(page.count).toBe(50);
     expect(page.lastSeq).toBe(Number(end.seq));
     expectOwnRange(await plansOf(last(/string_agg/), 'late'), /resources_kind_seq/);
@@ -153,12 +158,12 @@ describe.skipIf(testStore() !== 'postgres')('a small tenant beside a large one (
     const scope = { tenantId: small.tenantId, projectId: small.projectId, kind: 'run', parentId: 'pip_small' };
     for (let i = 0; i < 3; i++)
       await resources.insert({ ...scope, id: `run_small${i}`, name: `run_small${i}`, data: { status: 'succeeded' }, secrets: null });
-    expect((await resources.listPage(scope, 100)).count).toBe(3);
+    expect((await resources.listPage(scope, 100, PAGE_BYTES)).page.count).toBe(3);
     expectOwnRange(await plansOf(last(/string_agg/), 'runs'), /resources_listing/);
     expect(await resources.list({ ...scope, where: { status: 'running' }, limit: 1 })).toEqual([]);
     expectOwnRange(await plansOf(last(/^SELECT seq, id/), 'running'), /resources_listing/);
     await resources.pruneChildren(scope, 1, 'running');
-    expect((await resources.listPage(scope, 100)).count).toBe(1);
+    expect((await resources.listPage(scope, 100, PAGE_BYTES)).page.count).toBe(1);
     expectOwnRange(await plansOf(last(/seq DESC LIMIT 1 OFFSET/), 'cut'), /resources_listing/);
     // Planned with its values (planEachTime): either index of the tenant's project, as its statistics say.
     expectOwnRange(await plansOf(last(/DELETE FROM resources WHERE .*status/), 'prune'), /resources_listing|resources_kind_seq/);
