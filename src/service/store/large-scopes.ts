@@ -1,4 +1,4 @@
-import type { Db, Queryable, SqlValue } from './db.js';
+import type { Queryable } from './db.js';
 import type { ScopeRange, SeqPosition } from './keyset.js';
 
 /**
@@ -22,56 +22,69 @@ export function isLargeItem(json: string): boolean {
   return json.length * 3 > LARGE_ITEM_BYTES && Buffer.byteLength(json) > LARGE_ITEM_BYTES;
 }
 
-/** Marks the resource's scope when its JSON text is large; a no-op write when it is marked already. */
-export async function markIfLarge(q: Queryable, r: { tenantId: string; projectId: string; kind: string }, json: string): Promise<void> {
-  if (!isLargeItem(json)) return;
-  await q.run('INSERT INTO large_scopes (tenant_id, project_id, kind) VALUES (?, ?, ?) ON CONFLICT DO NOTHING', [
-    r.tenantId,
-    r.projectId,
-    r.kind,
-  ]);
-}
+type Scope = { tenantId: string; projectId: string; kind: string };
 
-const MARKED = 'SELECT 1 FROM large_scopes WHERE tenant_id = ? AND project_id = ? AND kind = ?';
-
-/** Whether the scope is marked (one primary-key probe). */
-export async function isLargeScope(q: Queryable, s: { tenantId: string; projectId: string; kind: string }): Promise<boolean> {
-  return !!(await q.get(MARKED, [s.tenantId, s.projectId, s.kind]));
-}
+/** How long an answer "not marked" is trusted: a scope marked by another replica is known here within this. */
+export const UNMARKED_TTL_MS = 10_000;
+/** Scopes whose answer is kept (least recently used go first). */
+const CACHED_SCOPES = 10_000;
 
 /**
- * The `seq` just past the last of the first `limit` rows of `range` whose running total of bytes
- * stays within `maxBytes` (the first row always counts). The rows' lengths come from their record
- * headers (octet_length), so rows past the cut are never loaded.
+ * The marks, and what this process knows of them. Marks never go, so "marked" is kept for good;
+ * "not marked" is asked again after UNMARKED_TTL_MS, so the list hot path costs a map lookup, not a
+ * statement (on PostgreSQL a round trip, or a bigger statement that PostgreSQL plans on every call).
  */
-function cutSql(range: ScopeRange, limit: number, maxBytes: number): { sql: string; params: SqlValue[] } {
+export class LargeScopes {
+  private readonly known = new Map<string, { marked: boolean; at: number }>();
+
+  constructor(private readonly now: () => number = Date.now) {}
+
+  /** Marks the resource's scope when its JSON text is large (a no-op write when it is marked already). */
+  async markIfLarge(q: Queryable, r: Scope, json: string): Promise<void> {
+    if (!isLargeItem(json)) return;
+    await q.run('INSERT INTO large_scopes (tenant_id, project_id, kind) VALUES (?, ?, ?) ON CONFLICT DO NOTHING', [
+      r.tenantId,
+      r.projectId,
+      r.kind,
+    ]);
+    this.remember(r, true);
+  }
+
+  /** Whether the scope is marked: from memory, or one primary-key probe. */
+  async isMarked(q: Queryable, s: Scope): Promise<boolean> {
+    const key = keyOf(s);
+    const hit = this.known.get(key);
+    if (hit && (hit.marked || this.now() - hit.at < UNMARKED_TTL_MS)) return hit.marked;
+    const marked = !!(await q.get('SELECT 1 AS marked FROM large_scopes WHERE tenant_id = ? AND project_id = ? AND kind = ?', [
+      s.tenantId,
+      s.projectId,
+      s.kind,
+    ]));
+    this.remember(s, marked);
+    return marked;
+  }
+
+  private remember(s: Scope, marked: boolean): void {
+    const key = keyOf(s);
+    this.known.delete(key);
+    this.known.set(key, { marked, at: this.now() });
+    if (this.known.size > CACHED_SCOPES) this.known.delete(this.known.keys().next().value!);
+  }
+}
+
+const keyOf = (s: Scope) => `${s.tenantId}\0${s.projectId}\0${s.kind}`;
+
+/**
+ * The exclusive upper bound of a page of `range` that ends within `maxBytes`: just past the last of
+ * the first `limit` rows whose running total of bytes stays within it (the first row always counts).
+ * The rows' lengths come from their record headers (octet_length), so rows past the cut are never
+ * loaded.
+ */
+export function byteBound(range: ScopeRange, limit: number, maxBytes: number): SeqPosition {
   const sizes = `SELECT seq, octet_length(data) AS size FROM resources WHERE ${range.sql} ORDER BY ${range.order} LIMIT ?`;
   const running = `SELECT seq, size, sum(size) OVER (ORDER BY seq ROWS UNBOUNDED PRECEDING) AS upto FROM (${sizes}) s`;
   return {
     sql: `(SELECT max(seq) FROM (${running}) w WHERE upto <= ? OR upto = size) + 1`,
     params: [...range.params, limit, maxBytes],
-  };
-}
-
-/**
- * Where a page of `range` must end (as the exclusive upper bound of its range), or undefined when
- * it need not. On SQLite the mark is probed first (in process, ~1 µs) and the cut is in the page's
- * statement only for a marked scope: a bound that holds subqueries made every page's read 60 %
- * slower there. On PostgreSQL both go into the one statement (one round trip, evaluated once).
- */
-export async function pageBound(
-  db: Pick<Db, 'dialect'>,
-  q: Queryable,
-  scope: { tenantId: string; projectId: string; kind: string },
-  range: ScopeRange,
-  limit: number,
-  maxBytes: number,
-  unbounded: number,
-): Promise<SeqPosition | undefined> {
-  const cut = cutSql(range, limit, maxBytes);
-  if (db.dialect === 'sqlite') return (await isLargeScope(q, scope)) ? cut : undefined;
-  return {
-    sql: `CASE WHEN EXISTS (${MARKED}) THEN ${cut.sql} ELSE ${unbounded} END`,
-    params: [scope.tenantId, scope.projectId, scope.kind, ...cut.params],
   };
 }

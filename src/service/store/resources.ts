@@ -2,8 +2,8 @@ import { planEachTime, type Db, type Queryable, type SqlValue } from './db.js';
 import type { SecretCipher } from '../secrets/cipher.js';
 import { SCHEDULED_KINDS, putSchedule, removeSchedule, scheduleOf, spreadMs } from './schedules.js';
 import { nextTickAfter } from '../../kinds/cron.js';
-import { MAX_SEQ, scanWindowEnd, scopeRange, type ScopeRange, type SeqPosition } from './keyset.js';
-import { markIfLarge, pageBound } from './large-scopes.js';
+import { scanWindowEnd, scopeRange, type ScopeRange, type SeqPosition } from './keyset.js';
+import { LargeScopes, byteBound } from './large-scopes.js';
 import { firstReferrer, hasReferences, removeRefs, syncRefs } from './refs.js';
 
 /** What the store needs to keep the `schedules` table (store/schedules.ts): the service clock and time scale. */
@@ -111,6 +111,9 @@ export function jsonField(db: Pick<Db, 'dialect'>, field: string): string {
  * never in clear in the database files.
  */
 export class ResourceStore {
+  /** Scopes whose list pages also end at a number of bytes (store/large-scopes.ts). */
+  private readonly largeScopes = new LargeScopes();
+
   constructor(
     private readonly db: Db,
     readonly cipher: SecretCipher,
@@ -223,7 +226,7 @@ export class ResourceStore {
     q: Queryable = this.db,
   ): Promise<BoundedPage> {
     const from = { value: query.afterSeq ?? 0 };
-    const end = await pageBound(this.db, q, query, this.listWhere(query, from), limit, maxBytes, MAX_SEQ);
+    const end = (await this.largeScopes.isMarked(q, query)) ? byteBound(this.listWhere(query, from), limit, maxBytes) : undefined;
     const page = this.listWhere(query, from, end);
     const next = this.listWhere(query, { sql: 'p.last_seq' });
     const concat = this.db.dialect === 'sqlite' ? 'group_concat' : 'string_agg';
@@ -274,7 +277,7 @@ export class ResourceStore {
       'INSERT INTO resources (id, tenant_id, project_id, kind, parent_id, name, data, secrets, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)',
       [r.id, r.tenantId, r.projectId, r.kind, r.parentId, r.name, json, this.sealed(r), now, now],
     );
-    await markIfLarge(q, r, json);
+    await this.largeScopes.markIfLarge(q, r, json);
     await this.syncSchedule(r, q, true);
     await syncRefs(q, r, true);
   }
@@ -306,14 +309,14 @@ export class ResourceStore {
           [...params, r.tenantId, r.projectId, r.kind, expression, tick, offset, tick + offset],
         );
         if (!row) return false;
-        await markIfLarge(q, r, json);
+        await this.largeScopes.markIfLarge(q, r, json);
         await syncRefs(q, r, true);
         return true;
       }
     }
     const { changes } = await q.run(insert, params);
     if (changes === 0) return false;
-    await markIfLarge(q, r, json);
+    await this.largeScopes.markIfLarge(q, r, json);
     await this.syncSchedule(r, q, true);
     await syncRefs(q, r, true);
     return true;
@@ -328,7 +331,7 @@ export class ResourceStore {
       String(r.data.updated_at ?? new Date().toISOString()),
       r.id,
     ]);
-    await markIfLarge(q, r, json);
+    await this.largeScopes.markIfLarge(q, r, json);
     await this.syncSchedule(r, q, false);
     await syncRefs(q, r, false);
   }
