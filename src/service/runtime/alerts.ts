@@ -1,5 +1,4 @@
 import { padToBucket, type Queryable } from '../store/db.js';
-import { jsonField } from '../store/resources.js';
 import { newId } from '../ids.js';
 import type { Runtime } from './runtime.js';
 import { inProject, type RunData } from './runs.js';
@@ -123,6 +122,9 @@ export async function matchRun(
   return null;
 }
 
+/** Runs read per statement by the walk of failedRuns. */
+const FAILED_RUNS_PAGE = 20;
+
 export class Alerting {
   private readonly pending = new Set<Promise<unknown>>();
 
@@ -167,19 +169,26 @@ export class Alerting {
   }
 
   /**
-   * Failed runs of the run's resource that ended in the last `minutes` (the run itself included),
-   * counted by the database: a resource's run history grows without bound, and listing it (the
-   * oldest 10,000 first, as before) both cost more with every run and missed the recent ones.
+   * Failed runs of the run's resource that ended in the last `minutes` (the run itself included).
+   * A resource's runs never overlap (a trigger is refused while one runs), so they end in the order
+   * they started: walking them newest first, the first one that ended before the window ends the
+   * walk. It reads the runs in the window and one more, not the history (up to --run-history runs,
+   * a sync's run up to 2 MB of JSON each, which a COUNT with a JSON filter parsed on every failure).
    */
   private async failedRuns(tenantId: string, run: RunData, minutes: number): Promise<number> {
-    const { db } = this.rt.ctx;
     const since = new Date(this.rt.nowMs() - minutes * 60_000).toISOString();
-    const field = (name: string) => jsonField(db, name);
-    const row = await db.get<{ n: number }>(
-      `SELECT COUNT(*) AS n FROM resources WHERE tenant_id = ? AND project_id = ? AND kind = 'run' AND parent_id = ? AND id <> ? AND ${field('status')} = 'failed' AND ${field('finished_at')} >= ?`,
-      [tenantId, run.project_id, run.resource_id, run.id, since],
-    );
-    return Number(row?.n ?? 0) + 1;
+    const scope = { tenantId, projectId: run.project_id, kind: 'run', parentId: run.resource_id };
+    let failed = 1;
+    for (let before: number | undefined; ;) {
+      const page = await this.rt.ctx.resources.newestChildFields(scope, ['id', 'status', 'finished_at'], FAILED_RUNS_PAGE, before);
+      for (const r of page) {
+        if (r.id === run.id || r.finished_at === null) continue; // this run; one still running
+        if (String(r.finished_at) < since) return failed;
+        if (r.status === 'failed') failed++;
+      }
+      if (page.length < FAILED_RUNS_PAGE) return failed;
+      before = Number(page[page.length - 1].seq);
+    }
   }
 
   /**

@@ -412,6 +412,26 @@ export class ResourceStore {
   }
 
   /**
+   * A page of a parent's children of one kind, newest first (before `beforeSeq` when given), as
+   * their `seq` and the named top-level fields of `data` (text): through the listing index, with no
+   * row past the page read.
+   */
+  async newestChildFields(
+    scope: ChildScope,
+    fields: string[],
+    limit: number,
+    beforeSeq?: number,
+    q: Queryable = this.db,
+  ): Promise<Record<string, string | number | null>[]> {
+    const range = scopeRange(this.db, scopeColumns(scope), beforeSeq === undefined ? {} : { before: { value: beforeSeq } }, 'DESC');
+    const columns = fields.map((f) => `${this.jsonField(f)} AS ${f}`).join(', ');
+    return q.all(
+      `SELECT seq, ${columns} FROM resources WHERE ${range.sql} ORDER BY ${range.order} LIMIT ${Math.floor(limit)}`,
+      range.params,
+    );
+  }
+
+  /**
    * Keeps the newest `keep` children of a kind under a parent (a resource's run history): the older
    * ones go, except those whose `data.status` is `spare` (a run still running). Two statements on
    * the listing index, find the cut and delete below it, so the cost does not grow with the history.
