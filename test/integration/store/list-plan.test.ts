@@ -142,7 +142,11 @@ describe.skipIf(testStore() !== 'postgres')('a small tenant beside a large one (
       big.tenantId,
       'connector',
     ]))!;
-    const { page } = await svc.service.ctx.resources.listPage({ ...big, kind: 'connector', afterSeq: Number(end.seq) - 50 }, 100, PAGE_BYTES);
+    const { page } = await svc.service.ctx.resources.listPage(
+      { ...big, kind: 'connector', afterSeq: Number(end.seq) - 50 },
+      100,
+      PAGE_BYTES,
+    );
     expect(page.count).toBe(50);
     expect(page.lastSeq).toBe(Number(end.seq));
     expectOwnRange(await plansOf(last(/string_agg/), 'late'), /resources_kind_seq/);
