@@ -56,7 +56,7 @@ export class RunSlots {
     if (this.isFull(tenantId))
       throw new ApiError(
         'rate_limited',
-        `This tenant already has ${this.max} runs executing, the most it may have at once; retry when one has ended`,
+        `This tenant already has ${this.max} run${this.max === 1 ? '' : 's'} executing, the most it may have at once; retry when one has ended`,
         undefined,
         429,
         { 'Retry-After': String(RETRY_AFTER_SECONDS) },
