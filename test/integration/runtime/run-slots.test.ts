@@ -88,7 +88,8 @@ describe('runs executing at once per tenant', () => {
     await scheduler.tick(); // the scheduler's first look: nothing of the new schedule is due yet
     const running = [];
     for (const id of ids) running.push({ id, run: (await sync(owner, base, id)).body.run_id as string });
-    now += 120_000; // two ticks of the schedule are due (their spread is under a minute)
+    // Past three ticks: a tick is due up to its spread later, at most 60 s / time scale (66 s here).
+    now += 180_000;
     await scheduler.tick();
     await scheduler.queue.idle();
     expect(await runsOf(owner, scheduled.base, scheduled.ids[0])).toEqual([]);
