@@ -16,7 +16,7 @@ const STEP_OF_A_RUN: RunSlot = {
 };
 
 /** Runs take seconds to hours; a client that waits this long and retries costs little. */
-export const RETRY_AFTER_SECONDS = 5;
+const RETRY_AFTER_SECONDS = 5;
 
 /**
  * The runs one tenant may have executing at once on this service instance (`--max-runs-per-tenant`).

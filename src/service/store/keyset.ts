@@ -1,7 +1,7 @@
 import { planEachTime, type Db, type Queryable, type SqlValue } from './db.js';
 
 /** Above every `seq` (both stores' sequences stay far below 2^53): the default upper bound of a range. */
-export const MAX_SEQ = Number.MAX_SAFE_INTEGER;
+const MAX_SEQ = Number.MAX_SAFE_INTEGER;
 
 /** A position in `seq`: a value (bound as a parameter) or an SQL expression (a correlated column, or a subquery with its parameters). */
 export type SeqPosition = { value: SqlValue } | { sql: string; params?: SqlValue[] };

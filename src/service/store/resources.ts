@@ -178,8 +178,9 @@ export class ResourceStore {
     return where;
   }
 
-  private listSql(columns: string, query: ListQuery): { sql: string; params: SqlValue[] } {
-    const where = this.listWhere(query, { value: query.afterSeq ?? 0 });
+  /** A page's statement: `columns` of `query.limit` rows after `query.afterSeq`, before `end` when given. */
+  private listSql(columns: string, query: ListQuery, end?: SeqPosition): { sql: string; params: SqlValue[] } {
+    const where = this.listWhere(query, { value: query.afterSeq ?? 0 }, end);
     return {
       sql: `SELECT ${columns} FROM resources WHERE ${where.sql} ORDER BY ${where.order} LIMIT ?`,
       params: [...where.params, query.limit],
@@ -225,15 +226,15 @@ export class ResourceStore {
     maxBytes: number,
     q: Queryable = this.db,
   ): Promise<BoundedPage> {
-    const from = { value: query.afterSeq ?? 0 };
-    const end = (await this.largeScopes.isMarked(q, query)) ? byteBound(this.listWhere(query, from), limit, maxBytes) : undefined;
-    const page = this.listWhere(query, from, end);
+    const marked = await this.largeScopes.isMarked(q, query);
+    const end = marked ? byteBound(this.listWhere(query, { value: query.afterSeq ?? 0 }), limit, maxBytes) : undefined;
+    const page = this.listSql('seq, data', { ...query, limit }, end);
     const next = this.listWhere(query, { sql: 'p.last_seq' });
     const concat = this.db.dialect === 'sqlite' ? 'group_concat' : 'string_agg';
     const sql =
       `SELECT p.items, p.n, p.last_seq, (SELECT seq FROM resources WHERE ${next.sql} ORDER BY ${next.order} LIMIT 1) AS next_seq FROM ` +
-      `(SELECT ${concat}(data, ',') AS items, count(*) AS n, max(seq) AS last_seq FROM (SELECT seq, data FROM resources WHERE ${page.sql} ORDER BY ${page.order} LIMIT ?) page) p`;
-    const [[items, n, lastSeq, nextSeq]] = await q.rows(sql, [...next.params, ...page.params, limit]);
+      `(SELECT ${concat}(data, ',') AS items, count(*) AS n, max(seq) AS last_seq FROM (${page.sql}) page) p`;
+    const [[items, n, lastSeq, nextSeq]] = await q.rows(sql, [...next.params, ...page.params]);
     const count = Number(n);
     return {
       page: { count: count + (nextSeq === null ? 0 : 1), lastSeq: Number(lastSeq ?? 0), items: (items as string | null) ?? '' },
