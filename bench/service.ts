@@ -13,8 +13,15 @@
  *          yearly schedule, so its `schedules` row is written too, and nothing becomes due)
  *   bare   a bare Fastify 5 route (same TLS material, no hooks, no database) sending the very
  *          bytes of the service's list page, prebuilt: what the list costs above the framework
+ *   floor  per database, a bare Fastify 5 route (its own process, same TLS material) that reads the
+ *          same page through the service's own store (ResourceStore.listPage: the same statement,
+ *          driver and pool settings, on the same database) and assembles it (toJsonPage), with no
+ *          authentication, rate limit or hooks: what reading the page from that database on every
+ *          request costs anything, whatever runs around it. Its ratios bound the list's: a goal
+ *          above the floor's own ratio cannot be met by any service that reads the page per request.
  *
- * in short alternated rounds: list on SQLite, list on PostgreSQL, bare, list on SQLite, ...; then
+ * in short alternated rounds: list on SQLite, list on PostgreSQL, floor on SQLite, floor on
+ * PostgreSQL, bare, list on SQLite, ...; then
  * create on SQLite, create on PostgreSQL, ... Each ratio (PostgreSQL / SQLite, list / bare) is the
  * median of the per-round ratios, so a machine that slows down mid-run slows both sides of a pair.
  * Throughput is responses per second over the round; p99 is exact over every 2xx response.
@@ -135,6 +142,9 @@ export interface Ready {
   otherProjectId?: string;
   otherApiKey?: string;
   seedMs?: number;
+  /** The service's data directory (its SQLite file) and the bench tenant's id: what a floor child opens. */
+  dataDir?: string;
+  tenantId?: string;
 }
 
 type ToChild = { id: number; type: 'cpu' | 'stop' | 'ticks' };
@@ -185,6 +195,45 @@ async function runBareServer() {
   serveParent({ port, caPath: tls.certPath }, async () => {
     await app.close();
     rmSync(dataDir, { recursive: true, force: true });
+  });
+}
+
+/** What a floor child opens: the service's database (its data directory for SQLite) and the page to read. */
+interface FloorConfig {
+  databaseUrl?: string;
+  dataDir: string;
+  tenantId: string;
+  projectId: string;
+}
+
+/**
+ * The floor of a list (see the header): bare Fastify on the service's TLS material, GET /page reads
+ * the page from the service's database through the service's own store and sends it as the service
+ * does, and nothing else.
+ */
+async function runFloorServer() {
+  const config = JSON.parse(process.env.BENCH_FLOOR_CONFIG!) as FloorConfig;
+  const { default: Fastify } = await import('fastify');
+  const { loadOrCreateTls } = await import('../src/service/tls.js');
+  const { openServiceContext } = await import('../src/service/server.js');
+  const { PAGE_BYTES, toJsonPage } = await import('../src/service/pagination.js');
+  const ctx = await openServiceContext({ dataDir: config.dataDir, databaseUrl: config.databaseUrl });
+  const tlsDir = mkdtempSync(join(tmpdir(), 'dp-bench-floor-'));
+  const tls = await loadOrCreateTls({ dataDir: tlsDir });
+  const app = Fastify({ https: { cert: tls.cert, key: tls.key, SNICallback: tls.SNICallback }, logger: false });
+  const query = { tenantId: config.tenantId, projectId: config.projectId, kind: 'connector', afterSeq: 0 };
+  const scope = `${config.tenantId}:${config.projectId}:connector`;
+  app.get('/page', async (_req, reply) => {
+    const bounded = await ctx.resources.listPage(query, LIST_LIMIT, PAGE_BYTES);
+    reply.type('application/json');
+    return toJsonPage(bounded.page, bounded.limit, scope, ctx.cursors);
+  });
+  await app.listen({ port: 0, host: '127.0.0.1' });
+  const port = (app.server.address() as { port: number }).port;
+  serveParent({ port, caPath: tls.certPath }, async () => {
+    await app.close();
+    await ctx.db.close();
+    rmSync(tlsDir, { recursive: true, force: true });
   });
 }
 
@@ -248,7 +297,7 @@ async function runServiceServer() {
         });
       }
     }
-    return { projectId: project.id as string, apiKey: key.key as string };
+    return { projectId: project.id as string, apiKey: key.key as string, tenantId: (await ctx.tenants.bySlug(slug))!.id };
   };
 
   const started = performance.now();
@@ -258,7 +307,15 @@ async function runServiceServer() {
   if (ctx.db.dialect === 'postgres') await ctx.db.run('ANALYZE');
   await http.close();
   serveParent(
-    { port: service.port, caPath: service.tls.certPath, ...main, otherProjectId: other?.projectId, otherApiKey: other?.apiKey, seedMs },
+    {
+      port: service.port,
+      caPath: service.tls.certPath,
+      ...main,
+      otherProjectId: other?.projectId,
+      otherApiKey: other?.apiKey,
+      seedMs,
+      dataDir,
+    },
     async () => {
       await service.close();
       rmSync(dataDir, { recursive: true, force: true });
@@ -287,7 +344,7 @@ export class ServerProcess {
     });
   }
 
-  static start(role: 'bare' | 'service', env: Record<string, string> = {}): Promise<ServerProcess> {
+  static start(role: 'bare' | 'service' | 'floor', env: Record<string, string> = {}): Promise<ServerProcess> {
     const child = fork(THIS_FILE, [`--role=${role}`], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'], env: { ...process.env, ...env } });
     return new Promise((resolvePromise, reject) => {
       const onExit = (code: number | null) => reject(new Error(`${role} server exited (code ${code}) before it was ready`));
@@ -544,12 +601,15 @@ async function main() {
     for (const size of sizes) {
       const servers = new Map<'sqlite' | 'postgres', ServerProcess>();
       let bare: ServerProcess | undefined;
+      const floors = new Map<'sqlite' | 'postgres', ServerProcess>();
+      const databaseUrls = new Map<'sqlite' | 'postgres', string | undefined>();
       try {
         for (const backend of backends) {
           const started = performance.now();
           const databaseUrl = backend === 'postgres' ? await freshDatabase(pgServer!.url, databaseOf(size)) : undefined;
           const server = await ServerProcess.service({ databaseUrl, connectors: size });
           servers.set(backend, server);
+          databaseUrls.set(backend, databaseUrl);
           console.log(
             `${backend}, ${size.toLocaleString('en-US')} connectors: service ready in ${((performance.now() - started) / 1000).toFixed(1)} s (seeding ${((server.ready.seedMs ?? 0) / 1000).toFixed(1)} s)`,
           );
@@ -584,10 +644,32 @@ async function main() {
           verifyBody: (b) => b.length === page.text.length,
         };
 
+        for (const [backend, s] of servers) {
+          const floorConfig: FloorConfig = {
+            databaseUrl: databaseUrls.get(backend),
+            dataDir: s.ready.dataDir!,
+            tenantId: s.ready.tenantId!,
+            projectId: s.ready.projectId!,
+          };
+          floors.set(backend, await ServerProcess.start('floor', { BENCH_FLOOR_CONFIG: JSON.stringify(floorConfig) }));
+        }
+        const floorTargets = [...floors].map(([backend, f]): Target => ({
+          name: `floor ${backend}`,
+          server: f,
+          method: 'GET',
+          path: '/page',
+          tenantHost: hostOf(TENANT),
+          headers: {},
+          expectedStatus: 200,
+          // The very bytes of the service's page (same rows, same cursor key).
+          verifyBody: (b) => b.length === page.text.length && b.startsWith('{"data":[{'),
+          pg: pgOf(backend),
+        }));
+
         console.log(
-          `list (GET connectors?limit=${LIST_LIMIT}, ${page.text.length.toLocaleString('en-US')} bytes), alternated: ${[...lists, bareTarget].map((t) => t.name).join(', ')}`,
+          `list (GET connectors?limit=${LIST_LIMIT}, ${page.text.length.toLocaleString('en-US')} bytes), alternated: ${[...lists, ...floorTargets, bareTarget].map((t) => t.name).join(', ')}`,
         );
-        const listRuns = await alternated([...lists, bareTarget], o);
+        const listRuns = await alternated([...lists, ...floorTargets, bareTarget], o);
         const runTag = Date.now().toString(36);
         let n = 0;
         const creates: Target[] = [...servers].map(([backend, s]) => ({
@@ -624,6 +706,49 @@ async function main() {
             peakMb: await peak(servers.get(backend)!),
             goal: backend === 'sqlite' ? `>= ${GOAL_LIST_BARE}x` : '-',
             met: backend === 'sqlite' ? ratio >= GOAL_LIST_BARE : null,
+            load,
+          });
+          const floorRuns = listRuns[backends.length + i];
+          rows.push({
+            bench: 'service',
+            scenario: `floor of the list: bare Fastify + the service's own page read (same statement, store, database) and page assembly, no authentication, rate limit or hooks, vs bare Fastify; the most any service reading the page per request gets`,
+            backend,
+            size,
+            product: `${fmtRate(med(floorRuns, (m) => m.reqPerSec))}, ${fmtMs(med(floorRuns, (m) => m.p99))}`,
+            baseline: `bare ${fmtRate(med(bareRuns, (m) => m.reqPerSec))}`,
+            ratio: pairRatio(floorRuns, bareRuns, (m) => m.reqPerSec),
+            peakMb: null,
+            goal: '-',
+            met: null,
+            load,
+          });
+          rows.push({
+            bench: 'service',
+            scenario: `GET connectors?limit=${LIST_LIMIT} vs its floor: what authentication, rate limit, routing, hooks and headers cost`,
+            backend,
+            size,
+            product: fmtRate(med(listRuns[i], (m) => m.reqPerSec)),
+            baseline: `floor ${fmtRate(med(floorRuns, (m) => m.reqPerSec))}`,
+            ratio: pairRatio(listRuns[i], floorRuns, (m) => m.reqPerSec),
+            peakMb: null,
+            goal: '-',
+            met: null,
+            load,
+          });
+        }
+        if (sqliteAt >= 0 && pgAt >= 0) {
+          const [pgFloor, sqliteFloor] = [listRuns[backends.length + pgAt], listRuns[backends.length + sqliteAt]];
+          rows.push({
+            bench: 'service',
+            scenario: `floor of the list (above), PostgreSQL / SQLite: the most the GET list ratio can reach on this machine`,
+            backend: 'postgres',
+            size,
+            product: fmtRate(med(pgFloor, (m) => m.reqPerSec)),
+            baseline: `SQLite floor ${fmtRate(med(sqliteFloor, (m) => m.reqPerSec))}`,
+            ratio: pairRatio(pgFloor, sqliteFloor, (m) => m.reqPerSec),
+            peakMb: null,
+            goal: '-',
+            met: null,
             load,
           });
         }
@@ -704,13 +829,15 @@ async function main() {
             });
           }
         }
-        const cpu = [...listRuns.slice(0, -1), ...createRuns].map(
+        const cpu = [...listRuns.slice(0, backends.length), ...createRuns].map(
           (runs, i) =>
             `${i < backends.length ? 'list' : 'create'} ${backends[i % backends.length]} ${Math.round(med(runs, (m) => m.serverCpuPct))}%`,
         );
         console.log(`  service process CPU (median of rounds, % of one core): ${cpu.join(', ')}`);
       } finally {
         await bare?.stop().catch(() => undefined);
+        // The floors read the services' databases: they stop first.
+        for (const f of floors.values()) await f.stop().catch(() => undefined);
         for (const s of servers.values()) await s.stop().catch(() => undefined);
       }
     }
@@ -732,6 +859,7 @@ async function main() {
 
 const role = process.argv.find((arg) => arg.startsWith('--role='))?.slice('--role='.length);
 if (role === 'bare') await runBareServer();
+else if (role === 'floor') await runFloorServer();
 else if (role === 'service') await runServiceServer();
 else if (resolve(process.argv[1] ?? '') === THIS_FILE) {
   try {
