@@ -108,7 +108,10 @@ export class Attempt {
 /**
  * Throttles failed sign-ins with exponential back-off, in the database so every replica on one
  * PostgreSQL shares it. One row per key (hashed), expiring `maxSeconds` after its last lock ends;
- * expired rows are deleted through the expiry index, at most once a minute, in batches.
+ * expired rows are deleted through the expiry index: a batch at most once a minute, and with every
+ * attempt twice as many as it can add. The second part keeps the table at the rows still alive
+ * under any flood: sign-ins from many addresses (anyone can try, on any tenant) add up to three rows
+ * each, which a batch a minute alone fell behind from about 170 attempts a minute.
  * Every attempt is counted before the password is checked (and taken back on success), so a
  * locked key answers 429 without any hash work, and a parallel burst cannot race the lock.
  */
@@ -161,7 +164,7 @@ export class LoginThrottle {
       if (lockedUntil > now)
         locks.push({ scope: key.scope, seconds: Math.round((lockedUntil - now) / 1000), failures: Number(row.failures) });
     }
-    this.cleanup(now);
+    this.cleanup(now, keys.length);
     return new Attempt(this, attemptId, keys, locks);
   }
 
@@ -210,17 +213,27 @@ export class LoginThrottle {
     );
   }
 
-  /** Expired rows go through the expiry index in bounded batches, so no sweep holds SQLite's write lock for long. */
-  private cleanup(now: number) {
-    if (now - this.lastCleanup < 60_000) return;
-    this.lastCleanup = now;
+  /**
+   * Expired rows go through the expiry index in bounded batches, so no sweep holds SQLite's write
+   * lock for long: CLEANUP_BATCH once a minute, SWEEP_PER_KEY per key of every attempt otherwise.
+   */
+  private cleanup(now: number, keys: number) {
+    const minuteBatch = now - this.lastCleanup >= 60_000;
+    if (minuteBatch) this.lastCleanup = now;
+    const batch = minuteBatch ? CLEANUP_BATCH : keys * SWEEP_PER_KEY;
     this.db
-      .run('DELETE FROM login_throttle WHERE key IN (SELECT key FROM login_throttle WHERE expires_at < ? ORDER BY expires_at LIMIT 500)', [
-        now,
-      ])
+      .run(
+        `DELETE FROM login_throttle WHERE key IN (SELECT key FROM login_throttle WHERE expires_at < ? ORDER BY expires_at LIMIT ${batch})`,
+        [now],
+      )
       .catch(() => undefined);
   }
 }
+
+/** Expired rows deleted by the once-a-minute batch. */
+const CLEANUP_BATCH = 500;
+/** Expired rows each attempt deletes per key it counts on (it adds at most one row per key). */
+const SWEEP_PER_KEY = 2;
 
 function throttled(remainingMs: number): ApiError {
   const retryAfter = Math.max(1, Math.ceil(remainingMs / 1000));

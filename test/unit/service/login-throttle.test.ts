@@ -136,4 +136,20 @@ describe('LoginThrottle on SQLite', () => {
     );
     expect(plan.map((p) => p.detail).join(' ')).toContain('login_throttle_expiry');
   });
+
+  it('a flood of sign-ins from new addresses cannot outgrow the cleanup: each attempt deletes more expired rows than it adds', async () => {
+    const flood = async (wave: number) => {
+      for (let i = 0; i < 300; i++)
+        await throttle.admit(throttle.loginKeys('tenant', `w${wave}-${i}@x.test`, `10.${wave}.${i >> 8}.${i & 255}`));
+    };
+    const rows = async () => (await db.all('SELECT key FROM login_throttle')).length;
+    await flood(1);
+    expect(await rows()).toBe(900);
+    now += 3600_000; // the first wave has expired
+    await flood(2); // within one minute: the once-a-minute batch (500 rows) runs once
+    await new Promise((r) => setTimeout(r, 50));
+    // Only the second wave's rows are left; a batch a minute alone leaves 900 - 500 + 900.
+    expect(await rows()).toBe(900);
+    expect((await db.all('SELECT key FROM login_throttle WHERE expires_at < ?', [now])).length).toBe(0);
+  });
 });
