@@ -8,9 +8,18 @@ import type { EgressPolicy } from './egress.js';
  * system CAs plus `--outbound-ca-file` and any CA a resource brings (an SSO provider's
  * `ca_certificate`), so a receiver behind a private CA works without touching the process-wide
  * trust store. Every agent connects through the service's egress policy (egress.ts). One agent
- * per policy and distinct set of extra CAs, kept as long as the policy.
+ * per policy and distinct set of extra CAs, the MAX_AGENTS used last kept per policy: a tenant
+ * admin can give an SSO provider a new CA as often as they like, and each one kept forever was
+ * memory that grew without bound.
  */
 const agents = new WeakMap<EgressPolicy, Map<string, Agent>>();
+
+/**
+ * Agents kept per policy (least recently used dropped first). A dropped agent is not closed: a
+ * request that holds it (an SSO sign-in between its discovery and token calls) finishes on it,
+ * and its idle sockets close on their keep-alive timeout, after which it is collected.
+ */
+export const MAX_AGENTS = 100;
 
 interface ExtraCas {
   caFile?: string;
@@ -59,7 +68,10 @@ export function outboundAgent(egress: EgressPolicy, options: ExtraCas = {}): Age
   let byCas = agents.get(egress);
   if (!byCas) agents.set(egress, (byCas = new Map()));
   let agent = byCas.get(key);
-  if (!agent)
-    byCas.set(key, (agent = new Agent({ connect: egressConnector(egress, pems.length ? [...rootCertificates, ...pems] : undefined) })));
+  if (agent)
+    byCas.delete(key); // re-inserted below: a Map keeps insertion order, so the first key is the least recently used
+  else agent = new Agent({ connect: egressConnector(egress, pems.length ? [...rootCertificates, ...pems] : undefined) });
+  byCas.set(key, agent);
+  if (byCas.size > MAX_AGENTS) byCas.delete(byCas.keys().next().value!);
   return agent;
 }
