@@ -6,7 +6,7 @@ import { resolveProject } from './scope.js';
 import { SCAN_WINDOW, toPage } from '../pagination.js';
 import { invalid } from '../errors.js';
 import { toStoredTimestamp } from '../../kinds/timestamps.js';
-import type { SqlValue } from '../store/db.js';
+import { planEachTime, type SqlValue } from '../store/db.js';
 import { scanWindowEnd, scopeRange } from '../store/keyset.js';
 
 interface AuditRow {
@@ -95,7 +95,7 @@ function registerAuditLogRoute(app: FastifyInstance, ctx: ServiceContext, level:
       const range = scopeRange(ctx.db, scopeColumns, { after, before: windowEnd === undefined ? undefined : { value: windowEnd + 1 } });
       const sql = [`SELECT * FROM audit_logs WHERE ${range.sql}`, ...filters.map(([clause]) => clause)].join(' AND ');
       const params = [...range.params, ...filters.flatMap(([, values]) => values), query.limit + 1];
-      const rows = await ctx.db.all<AuditRow>(`${sql} ORDER BY ${range.order} LIMIT ?`, params);
+      const rows = await ctx.db.all<AuditRow>(planEachTime(`${sql} ORDER BY ${range.order} LIMIT ?`), params);
       return toPage(
         rows.map((r) => ({ ...r, seq: Number(r.seq) })),
         query.limit,

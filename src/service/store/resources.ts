@@ -182,7 +182,7 @@ export class ResourceStore {
   private listSql(columns: string, query: ListQuery, end?: SeqPosition): { sql: string; params: SqlValue[] } {
     const where = this.listWhere(query, { value: query.afterSeq ?? 0 }, end);
     return {
-      sql: `SELECT ${columns} FROM resources WHERE ${where.sql} ORDER BY ${where.order} LIMIT ?`,
+      sql: planEachTime(`SELECT ${columns} FROM resources WHERE ${where.sql} ORDER BY ${where.order} LIMIT ?`),
       params: [...where.params, query.limit],
     };
   }
@@ -231,9 +231,10 @@ export class ResourceStore {
     const page = this.listSql('seq, data', { ...query, limit }, end);
     const next = this.listWhere(query, { sql: 'p.last_seq' });
     const concat = this.db.dialect === 'sqlite' ? 'group_concat' : 'string_agg';
-    const sql =
+    const sql = planEachTime(
       `SELECT p.items, p.n, p.last_seq, (SELECT seq FROM resources WHERE ${next.sql} ORDER BY ${next.order} LIMIT 1) AS next_seq FROM ` +
-      `(SELECT ${concat}(data, ',') AS items, count(*) AS n, max(seq) AS last_seq FROM (${page.sql}) page) p`;
+        `(SELECT ${concat}(data, ',') AS items, count(*) AS n, max(seq) AS last_seq FROM (${page.sql}) page) p`,
+    );
     const [[items, n, lastSeq, nextSeq]] = await q.rows(sql, [...next.params, ...page.params]);
     const count = Number(n);
     return {
@@ -408,7 +409,10 @@ export class ResourceStore {
   /** The newest child of a kind under a parent (a resource's latest run): one row, through the listing index. */
   async newestChild(scope: ChildScope, q: Queryable = this.db): Promise<StoredResource | undefined> {
     const newest = scopeRange(this.db, scopeColumns(scope), {}, 'DESC');
-    const row = await q.get<Row>(`SELECT ${COLUMNS} FROM resources WHERE ${newest.sql} ORDER BY ${newest.order} LIMIT 1`, newest.params);
+    const row = await q.get<Row>(
+      planEachTime(`SELECT ${COLUMNS} FROM resources WHERE ${newest.sql} ORDER BY ${newest.order} LIMIT 1`),
+      newest.params,
+    );
     return row && this.fromRow(row);
   }
 
@@ -427,7 +431,7 @@ export class ResourceStore {
     const range = scopeRange(this.db, scopeColumns(scope), beforeSeq === undefined ? {} : { before: { value: beforeSeq } }, 'DESC');
     const columns = fields.map((f) => `${this.jsonField(f)} AS ${f}`).join(', ');
     return q.all(
-      `SELECT seq, ${columns} FROM resources WHERE ${range.sql} ORDER BY ${range.order} LIMIT ${Math.floor(limit)}`,
+      planEachTime(`SELECT seq, ${columns} FROM resources WHERE ${range.sql} ORDER BY ${range.order} LIMIT ${Math.floor(limit)}`),
       range.params,
     );
   }
@@ -441,7 +445,7 @@ export class ResourceStore {
     const children = scopeColumns(scope);
     const newest = scopeRange(this.db, children, {}, 'DESC');
     const cut = await q.get<{ seq: number }>(
-      `SELECT seq FROM resources WHERE ${newest.sql} ORDER BY ${newest.order} LIMIT 1 OFFSET ${keep}`,
+      planEachTime(`SELECT seq FROM resources WHERE ${newest.sql} ORDER BY ${newest.order} LIMIT 1 OFFSET ${keep}`),
       newest.params,
     );
     if (!cut) return;
