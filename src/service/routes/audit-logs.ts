@@ -95,6 +95,9 @@ function registerAuditLogRoute(app: FastifyInstance, ctx: ServiceContext, level:
       const range = scopeRange(ctx.db, scopeColumns, { after, before: windowEnd === undefined ? undefined : { value: windowEnd + 1 } });
       const sql = [`SELECT * FROM audit_logs WHERE ${range.sql}`, ...filters.map(([clause]) => clause)].join(' AND ');
       const params = [...range.params, ...filters.flatMap(([, values]) => values), query.limit + 1];
+      // Planned with its values: a project's page has two indexes that give its order, the project's and
+      // the tenant's, and a generic plan (chosen without the values) took the tenant's, which reads the
+      // tenant's other projects' entries too (store/keyset.ts overRange).
       const rows = await ctx.db.all<AuditRow>(planEachTime(`${sql} ORDER BY ${range.order} LIMIT ?`), params);
       return toPage(
         rows.map((r) => ({ ...r, seq: Number(r.seq) })),

@@ -4,8 +4,7 @@ import { fetch } from 'undici';
 import { outboundAgent } from '../outbound.js';
 import { EgressDenied, egressPolicy } from '../egress.js';
 import type { StoredResource } from '../store/resources.js';
-import { scopeRange } from '../store/keyset.js';
-import { planEachTime } from '../store/db.js';
+import { overRange, scopeRange } from '../store/keyset.js';
 import { newId } from '../ids.js';
 import { REQUEST_TIMEOUT_MS, retryOptions, type DeliveryResult } from './delivery-policy.js';
 import { sendMail } from './smtp.js';
@@ -210,7 +209,8 @@ export async function listDeliveries(
     { after: { value: afterSeq } },
   );
   const rows = await rt.ctx.db.all<Record<string, unknown>>(
-    planEachTime(
+    overRange(
+      range,
       `SELECT seq, id, channel_id, event_type, alert_id, status, status_code, attempts, message, created_at FROM notification_deliveries WHERE ${range.sql} ORDER BY ${range.order} LIMIT ?`,
     ),
     [...range.params, limit],

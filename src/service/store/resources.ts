@@ -2,7 +2,7 @@ import { planEachTime, type Db, type Queryable, type SqlValue } from './db.js';
 import type { SecretCipher } from '../secrets/cipher.js';
 import { SCHEDULED_KINDS, putSchedule, removeSchedule, scheduleOf, spreadMs } from './schedules.js';
 import { nextTickAfter } from '../../kinds/cron.js';
-import { scanWindowEnd, scopeRange, type ScopeRange, type SeqPosition } from './keyset.js';
+import { overRange, scanWindowEnd, scopeRange, type ScopeRange, type SeqPosition } from './keyset.js';
 import { LargeScopes, byteBound } from './large-scopes.js';
 import { firstReferrer, hasReferences, removeRefs, syncRefs } from './refs.js';
 
@@ -180,10 +180,14 @@ export class ResourceStore {
 
   /** A page's statement: `columns` of `query.limit` rows after `query.afterSeq`, before `end` when given. */
   private listSql(columns: string, query: ListQuery, end?: SeqPosition): { sql: string; params: SqlValue[] } {
-    const where = this.listWhere(query, { value: query.afterSeq ?? 0 }, end);
+    return this.selectRange(columns, this.listWhere(query, { value: query.afterSeq ?? 0 }, end), query.limit);
+  }
+
+  /** `columns` of the first `limit` rows of `range`. */
+  private selectRange(columns: string, range: ScopeRange, limit: number): { sql: string; params: SqlValue[] } {
     return {
-      sql: planEachTime(`SELECT ${columns} FROM resources WHERE ${where.sql} ORDER BY ${where.order} LIMIT ?`),
-      params: [...where.params, query.limit],
+      sql: overRange(range, `SELECT ${columns} FROM resources WHERE ${range.sql} ORDER BY ${range.order} LIMIT ?`),
+      params: [...range.params, limit],
     };
   }
 
@@ -228,10 +232,12 @@ export class ResourceStore {
   ): Promise<BoundedPage> {
     const marked = await this.largeScopes.isMarked(q, query);
     const end = marked ? byteBound(this.listWhere(query, { value: query.afterSeq ?? 0 }), limit, maxBytes) : undefined;
-    const page = this.listSql('seq, data', { ...query, limit }, end);
+    const range = this.listWhere(query, { value: query.afterSeq ?? 0 }, end);
+    const page = this.selectRange('seq, data', range, limit);
     const next = this.listWhere(query, { sql: 'p.last_seq' });
     const concat = this.db.dialect === 'sqlite' ? 'group_concat' : 'string_agg';
-    const sql = planEachTime(
+    const sql = overRange(
+      range,
       `SELECT p.items, p.n, p.last_seq, (SELECT seq FROM resources WHERE ${next.sql} ORDER BY ${next.order} LIMIT 1) AS next_seq FROM ` +
         `(SELECT ${concat}(data, ',') AS items, count(*) AS n, max(seq) AS last_seq FROM (${page.sql}) page) p`,
     );
@@ -410,7 +416,7 @@ export class ResourceStore {
   async newestChild(scope: ChildScope, q: Queryable = this.db): Promise<StoredResource | undefined> {
     const newest = scopeRange(this.db, scopeColumns(scope), {}, 'DESC');
     const row = await q.get<Row>(
-      planEachTime(`SELECT ${COLUMNS} FROM resources WHERE ${newest.sql} ORDER BY ${newest.order} LIMIT 1`),
+      overRange(newest, `SELECT ${COLUMNS} FROM resources WHERE ${newest.sql} ORDER BY ${newest.order} LIMIT 1`),
       newest.params,
     );
     return row && this.fromRow(row);
@@ -431,7 +437,7 @@ export class ResourceStore {
     const range = scopeRange(this.db, scopeColumns(scope), beforeSeq === undefined ? {} : { before: { value: beforeSeq } }, 'DESC');
     const columns = fields.map((f) => `${this.jsonField(f)} AS ${f}`).join(', ');
     return q.all(
-      planEachTime(`SELECT seq, ${columns} FROM resources WHERE ${range.sql} ORDER BY ${range.order} LIMIT ${Math.floor(limit)}`),
+      overRange(range, `SELECT seq, ${columns} FROM resources WHERE ${range.sql} ORDER BY ${range.order} LIMIT ${Math.floor(limit)}`),
       range.params,
     );
   }
