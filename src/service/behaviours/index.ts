@@ -3,6 +3,7 @@ import { lockTenant } from '../writes.js';
 import type { KindBehaviour, Draft } from './types.js';
 import { KINDS } from '../../kinds/index.js';
 import { withItemCaps } from './item-caps.js';
+import { ruleCacheOf } from '../runtime/rule-cache.js';
 
 const apiKey: KindBehaviour = {
   async beforeCreate(draft, w) {
@@ -83,10 +84,16 @@ const project: KindBehaviour = {
   visibleToKey: (actor, resource) => resource.id === actor.projectId,
 };
 
+/** Run-end alert evaluation keeps a project's rules for a moment (runtime/rule-cache.ts): a written rule counts at once. */
+const alertRule: KindBehaviour = {
+  afterWrite: ({ ctx, tenantId, projectId }) => ruleCacheOf(ctx.db).forget(tenantId, projectId),
+};
+
 const OWN: Record<string, KindBehaviour> = {
   api_key: apiKey,
   user,
   project,
+  alert_rule: alertRule,
 };
 
 /** What each kind does beyond generic CRUD: its own hooks, and the caps its schema sets on its lists (x-max-items). */

@@ -30,6 +30,8 @@ export interface KindBehaviour {
   beforeCreate?(draft: Draft, w: WriteContext): Promise<Record<string, unknown> | void>;
   beforeUpdate?(draft: Draft, existing: StoredResource, w: WriteContext): Promise<void>;
   beforeDelete?(existing: StoredResource, w: WriteContext): Promise<void>;
+  /** After a create, update or delete of the kind has committed (what a replica keeps in memory about it). */
+  afterWrite?(scope: { ctx: ServiceContext; tenantId: string; projectId: string }): void;
   /** For tenant-scoped kinds: which resources an API key (bound to one project) may see. */
   visibleToKey?(actor: Actor, resource: StoredResource): boolean;
 }

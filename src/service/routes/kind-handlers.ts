@@ -88,7 +88,7 @@ async function writeTx<T>(
   const { ctx, d } = k;
   // A capped kind's create counts its scope (assertRoomInScope): it needs the lock to itself.
   const createLock = d.references.length === 0 && d.maxPerScope === undefined ? 'share' : 'update';
-  return ctx.db.tx(async (q) => {
+  const result = await ctx.db.tx(async (q) => {
     // A key revoked or a session ended while this request was in flight must not write. The two
     // checks are independent reads, issued together (one round trip on PostgreSQL, pipelined),
     // and answered in the same order as before: revoked first, then the missing row.
@@ -107,6 +107,8 @@ async function writeTx<T>(
     if (!locked.value) throw d.scope === 'project' ? notFound('Project') : notFound(d.title);
     return fn({ ctx, req, tenantId: req.tenant!.id, projectId, actor: req.actor!, q });
   });
+  k.behaviour.afterWrite?.({ ctx, tenantId: req.tenant!.id, projectId });
+  return result;
 }
 
 /**

@@ -4,6 +4,7 @@ import type { Runtime } from './runtime.js';
 import { inProject, type RunData } from './runs.js';
 import { notifyChannels } from './notifications.js';
 import { slicer, yieldToLoop } from './slices.js';
+import { ruleCacheOf } from './rule-cache.js';
 
 /**
  * Alert rules (schemas/kinds/alert_rule.schema.json), evaluated when a run ends (run_failed,
@@ -151,7 +152,10 @@ export class Alerting {
   };
 
   async evaluateRun(tenantId: string, run: RunData): Promise<void> {
-    const rules = (await enabledRules(this.rt, tenantId, run.project_id)).filter((r) => r.condition.metric !== 'freshness_minutes');
+    const all = await ruleCacheOf<RuleData>(this.rt.ctx.db).rules(tenantId, run.project_id, () =>
+      enabledRules(this.rt, tenantId, run.project_id),
+    );
+    const rules = all.filter((r) => r.condition.metric !== 'freshness_minutes');
     if (!rules.length) return;
     const kind = KIND_OF_RUN[run.run_type];
     const resource = kind ? await this.rt.ctx.resources.get(tenantId, run.project_id, kind, run.resource_id) : undefined;
