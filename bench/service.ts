@@ -259,6 +259,7 @@ async function runServiceServer() {
     const email = `admin@${slug}.test`;
     const password = 'correct-horse-battery';
     await ensureTenantWithAdmin(ctx, slug, email, password);
+    const tenantId = (await ctx.tenants.bySlug(slug))!.id;
     const login = await ok('POST', '/auth/login', '', { email, password }, 200);
     const project = await ok('POST', '/projects', login.access_token, { name: 'bench' }, 201);
     const key = await ok(
@@ -279,7 +280,6 @@ async function runServiceServer() {
       };
       if (!mix) delete (body as { schedule?: string }).schedule;
       const template = await ok('POST', `/projects/${project.id}/connectors`, key.key, body, 201);
-      const tenantId = (await ctx.tenants.bySlug(slug))!.id;
       const stored = (await ctx.resources.get(tenantId, project.id, 'connector', template.id))!;
       for (let i = 1; i < seed; i += SEED_BATCH) {
         await ctx.db.tx(async (q) => {
@@ -297,7 +297,7 @@ async function runServiceServer() {
         });
       }
     }
-    return { projectId: project.id as string, apiKey: key.key as string, tenantId: (await ctx.tenants.bySlug(slug))!.id };
+    return { projectId: project.id as string, apiKey: key.key as string, tenantId };
   };
 
   const started = performance.now();

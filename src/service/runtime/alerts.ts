@@ -152,9 +152,7 @@ export class Alerting {
   };
 
   async evaluateRun(tenantId: string, run: RunData): Promise<void> {
-    const all = await ruleCacheOf<RuleData>(this.rt.ctx.db).rules(tenantId, run.project_id, () =>
-      enabledRules(this.rt, tenantId, run.project_id),
-    );
+    const all = await ruleCacheOf(this.rt.ctx.db).rules(tenantId, run.project_id, () => enabledRules(this.rt, tenantId, run.project_id));
     const rules = all.filter((r) => r.condition.metric !== 'freshness_minutes');
     if (!rules.length) return;
     const kind = KIND_OF_RUN[run.run_type];

@@ -9,20 +9,24 @@
  * - Another replica sees the change within RULES_TTL_MS.
  * - At most RULES_MAX_PROJECTS projects are kept (5,000 rules each at most), the oldest out first.
  */
-export const RULES_TTL_MS = 2_000;
-export const RULES_MAX_PROJECTS = 16;
+import type { RuleData } from './alerts.js';
+
+const RULES_TTL_MS = 2_000;
+const RULES_MAX_PROJECTS = 16;
 
 /** Real elapsed time, never the service's (possibly simulated) clock. */
 const now = () => performance.now();
 
-export class RuleCache<R> {
+const keyOf = (tenantId: string, projectId: string) => `${tenantId}\0${projectId}`;
+
+export class RuleCache {
   /** Map order is oldest first, for eviction. */
-  private readonly kept = new Map<string, { rules: R[]; until: number }>();
-  private readonly loading = new Map<string, { stale: boolean; rules: Promise<R[]> }>();
+  private readonly kept = new Map<string, { rules: RuleData[]; until: number }>();
+  private readonly loading = new Map<string, { stale: boolean; rules: Promise<RuleData[]> }>();
 
   /** The project's rules, from memory or read by `load` (one read for concurrent callers). */
-  rules(tenantId: string, projectId: string, load: () => Promise<R[]>): Promise<R[]> {
-    const key = `${tenantId}\0${projectId}`;
+  rules(tenantId: string, projectId: string, load: () => Promise<RuleData[]>): Promise<RuleData[]> {
+    const key = keyOf(tenantId, projectId);
     const hit = this.kept.get(key);
     if (hit && hit.until > now()) return Promise.resolve(hit.rules);
     this.kept.delete(key);
@@ -44,7 +48,7 @@ export class RuleCache<R> {
 
   /** A rule of the project was written: the next run end reads the rules again. */
   forget(tenantId: string, projectId: string): void {
-    const key = `${tenantId}\0${projectId}`;
+    const key = keyOf(tenantId, projectId);
     this.kept.delete(key);
     const under = this.loading.get(key);
     if (under) {
@@ -54,11 +58,11 @@ export class RuleCache<R> {
   }
 }
 
-const caches = new WeakMap<object, RuleCache<unknown>>();
+const caches = new WeakMap<object, RuleCache>();
 
 /** The rule cache of a store (keyed by its db handle, like auth/key-cache.ts). */
-export function ruleCacheOf<R>(db: object): RuleCache<R> {
+export function ruleCacheOf(db: object): RuleCache {
   let cache = caches.get(db);
-  if (!cache) caches.set(db, (cache = new RuleCache<unknown>()));
-  return cache as RuleCache<R>;
+  if (!cache) caches.set(db, (cache = new RuleCache()));
+  return cache;
 }

@@ -230,9 +230,9 @@ export class ResourceStore {
     maxBytes: number,
     q: Queryable = this.db,
   ): Promise<BoundedPage> {
-    const marked = await this.largeScopes.isMarked(q, query);
-    const end = marked ? byteBound(this.listWhere(query, { value: query.afterSeq ?? 0 }), limit, maxBytes) : undefined;
-    const range = this.listWhere(query, { value: query.afterSeq ?? 0 }, end);
+    const from = { value: query.afterSeq ?? 0 };
+    const end = (await this.largeScopes.isMarked(q, query)) ? byteBound(this.listWhere(query, from), limit, maxBytes) : undefined;
+    const range = this.listWhere(query, from, end);
     const page = this.selectRange('seq, data', range, limit);
     const next = this.listWhere(query, { sql: 'p.last_seq' });
     const concat = this.db.dialect === 'sqlite' ? 'group_concat' : 'string_agg';
