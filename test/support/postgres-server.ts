@@ -88,10 +88,18 @@ export async function startThrowawayPostgres(settings: Record<string, string>): 
   child.stdout!.on('data', (d) => (output += d));
   child.stderr!.on('data', (d) => (output += d));
   const url = `postgres://postgres@127.0.0.1:${port}/postgres`;
+  // A process that ends without calling stop() (a script that crashed) must not leave its server
+  // running: SIGQUIT is PostgreSQL's immediate shutdown, the one a synchronous 'exit' handler can ask for.
+  const stopOnExit = () => {
+    child.kill('SIGQUIT');
+    rmSync(dir, { recursive: true, force: true });
+  };
+  process.once('exit', stopOnExit);
   await waitForServer(url, child, () => output);
   return {
     url,
     async stop() {
+      process.off('exit', stopOnExit);
       child.kill('SIGINT');
       await new Promise((r) => (child.exitCode !== null ? r(null) : child.once('exit', r)));
       rmSync(dir, { recursive: true, force: true });
