@@ -4,8 +4,10 @@
  * For each size of benchSizes() (connectors the tenant's project holds: 1k, 10k, 100k) and each
  * backend of benchBackends(), one service runs in its own child process (this file, forked with
  * `--role=service`), over real HTTPS, with a tenant, a project seeded with that many connectors
- * (straight into the store, in transactions of 1,000, in the child: the seeding is not what is
- * measured) and a read-write API key, used as a user uses it (`Authorization: Bearer dpk_...`).
+ * and a read-write API key, used as a user uses it (`Authorization: Bearer dpk_...`). The data is
+ * seeded first by another child (`--role=seed`: straight into the store, in transactions of 1,000;
+ * the seeding is not what is measured), which exits; the service then starts fresh on it, as a
+ * service restarted on a full database does (why: runSeeder).
  * autocannon, in this process, measures:
  *
  *   list   GET  /api/v1/projects/{id}/connectors?limit=100 (a full first page, has_more)
@@ -149,7 +151,7 @@ export interface Ready {
 
 type ToChild = { id: number; type: 'cpu' | 'stop' | 'ticks' };
 type Reply = { id: number; cpu?: NodeJS.CpuUsage; rssMb?: number; maxRssMb?: number; ticks?: number };
-type FromChild = { type: 'ready'; ready: Ready } | Reply;
+type FromChild = { type: 'ready'; ready: Ready } | { type: 'seeded'; seeded: Seeded } | Reply;
 
 /** Answers the parent's requests (CPU usage, stop) and exits with it. */
 function serveParent(ready: Ready, close: () => Promise<void>, ticks?: () => Promise<number>) {
@@ -237,8 +239,30 @@ async function runFloorServer() {
   });
 }
 
-/** The real service: tenant `bench` with a project, a read-write API key and the seeded connectors; optionally tenant `other`. */
-async function runServiceServer() {
+/** What the seeding child leaves for the service child: the data and who may read it. */
+interface Seeded {
+  /** The data directory (TLS material; the SQLite file unless there is a database URL). */
+  dataDir: string;
+  tenantId: string;
+  projectId: string;
+  apiKey: string;
+  otherProjectId?: string;
+  otherApiKey?: string;
+  seedMs: number;
+}
+
+/**
+ * Seeds the data: tenant `bench` with a project, a read-write API key and the connectors; optionally
+ * tenant `other`. It runs a service of its own for the API calls, and exits when done.
+ *
+ * The measured service is another, fresh process on this data, as a service restarted on a full
+ * database is. Seeding in the measured process itself left V8's heap in a state no user's service
+ * is in: inserting thousands of rows in one transaction made V8 allocate some objects of the
+ * request path directly in the old generation (allocation-site pretenuring, decided while those
+ * rows were all alive). On PostgreSQL, the list then ran 20 % slower in about two runs of three,
+ * with a mark-compact every 70-200 ms. A service filled through the API never showed it.
+ */
+async function runSeeder() {
   const config = JSON.parse(process.env.BENCH_SERVICE_CONFIG!) as ServiceChildConfig;
   const { startService } = await import('../src/service/server.js');
   const { ensureTenantWithAdmin } = await import('../src/service/bootstrap.js');
@@ -304,21 +328,31 @@ async function runServiceServer() {
   const main = await setUpTenant(TENANT, config.connectors, config.scheduleMix);
   const other = config.otherConnectors ? await setUpTenant(OTHER_TENANT, config.otherConnectors, undefined) : undefined;
   const seedMs = performance.now() - started;
-  if (ctx.db.dialect === 'postgres') await ctx.db.run('ANALYZE');
   await http.close();
+  await service.close();
+  const seeded: Seeded = { dataDir, ...main, otherProjectId: other?.projectId, otherApiKey: other?.apiKey, seedMs };
+  process.send!({ type: 'seeded', seeded } satisfies FromChild, () => process.exit(0));
+}
+
+/** The measured service, started fresh on what the seeding child left (BENCH_SEEDED). */
+async function runServiceServer() {
+  const config = JSON.parse(process.env.BENCH_SERVICE_CONFIG!) as ServiceChildConfig;
+  const seeded = JSON.parse(process.env.BENCH_SEEDED!) as Seeded;
+  const { startService } = await import('../src/service/server.js');
+  const service = await startService({
+    port: 0,
+    logLevel: 'silent',
+    rateLimit: 10_000_000,
+    dataDir: seeded.dataDir,
+    databaseUrl: config.databaseUrl,
+  });
+  const { ctx } = service;
+  if (ctx.db.dialect === 'postgres') await ctx.db.run('ANALYZE');
   serveParent(
-    {
-      port: service.port,
-      caPath: service.tls.certPath,
-      ...main,
-      otherProjectId: other?.projectId,
-      otherApiKey: other?.apiKey,
-      seedMs,
-      dataDir,
-    },
+    { port: service.port, caPath: service.tls.certPath, ...seeded },
     async () => {
       await service.close();
-      rmSync(dataDir, { recursive: true, force: true });
+      rmSync(seeded.dataDir, { recursive: true, force: true });
     },
     async () => Number((await ctx.db.get<{ n: number }>('SELECT COUNT(*) AS n FROM schedule_ticks'))?.n ?? 0),
   );
@@ -360,8 +394,19 @@ export class ServerProcess {
     });
   }
 
-  static service(config: ServiceChildConfig): Promise<ServerProcess> {
-    return ServerProcess.start('service', { BENCH_SERVICE_CONFIG: JSON.stringify(config) });
+  /** The data seeded by a child of its own (runSeeder), then the service in a fresh process on it. */
+  static async service(config: ServiceChildConfig): Promise<ServerProcess> {
+    const env = { BENCH_SERVICE_CONFIG: JSON.stringify(config) };
+    const seeder = fork(THIS_FILE, ['--role=seed'], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'], env: { ...process.env, ...env } });
+    const seeded = await new Promise<Seeded>((resolvePromise, reject) => {
+      let result: Seeded | undefined;
+      seeder.on('message', (msg: FromChild) => {
+        if ('type' in msg && msg.type === 'seeded') result = msg.seeded;
+      });
+      seeder.once('error', reject);
+      seeder.once('exit', (code) => (code === 0 && result ? resolvePromise(result) : reject(new Error(`seeding exited (code ${code})`))));
+    });
+    return ServerProcess.start('service', { ...env, BENCH_SEEDED: JSON.stringify(seeded) });
   }
 
   private ask(type: ToChild['type']): Promise<Reply> {
@@ -860,6 +905,7 @@ async function main() {
 const role = process.argv.find((arg) => arg.startsWith('--role='))?.slice('--role='.length);
 if (role === 'bare') await runBareServer();
 else if (role === 'floor') await runFloorServer();
+else if (role === 'seed') await runSeeder();
 else if (role === 'service') await runServiceServer();
 else if (resolve(process.argv[1] ?? '') === THIS_FILE) {
   try {
