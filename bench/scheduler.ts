@@ -1,8 +1,8 @@
 /**
  * The idle service with many schedules (`npm run bench:scheduler`), issue 18.
  *
- * For each backend of benchBackends(), two services, each in its own child process (bench/service.ts
- * `--role=service`) over real HTTPS:
+ * For each backend of benchBackends(), two services, each `dpctl serve` in a process of its own,
+ * started fresh on data seeded beforehand (bench/service.ts MeasuredService), over real HTTPS:
  *   full   tenant `bench` holds BENCH_SCHEDULED (100,000) connectors with cron schedules, a mix by
  *          weight (BENCH_SCHEDULE_MIX, default 1 % `*\/15 * * * *`, 4 % hourly `0 * * * *`, 95 % yearly
  *          `0 0 1 1 *`), of a simulated type (a due tick starts a simulated sync, no network);
@@ -31,7 +31,7 @@
  * (30: after start, before measuring: the start-up back-fills read every scheduled row once),
  * BENCH_PG_SYNC (see bench/service.ts). It is a report: it exits 0 once it has printed.
  */
-import { DURABILITY, OTHER_TENANT, ServerProcess, envNumber, freshDatabase, hostOf, pgSettings } from './service.js';
+import { DURABILITY, OTHER_TENANT, MeasuredService, envNumber, freshDatabase, hostOf, pgSettings } from './service.js';
 import { benchBackends, machine, machineLoad, report, type BenchRow } from './lib/report.js';
 import { median } from './lib/alternate.js';
 import { backendCpuMs, backendDelta } from './lib/pg-cpu.js';
@@ -80,7 +80,7 @@ interface Service {
   label: string;
   backend: 'sqlite' | 'postgres';
   full: boolean;
-  server: ServerProcess;
+  server: MeasuredService;
   databaseUrl?: string;
   database?: string;
 }
@@ -165,7 +165,7 @@ async function main() {
         const database = backend === 'postgres' ? `sched_${full ? 'full' : 'empty'}` : undefined;
         const databaseUrl = database ? await freshDatabase(pgServer!.url, database) : undefined;
         const started = performance.now();
-        const server = await ServerProcess.service({
+        const server = await MeasuredService.start({
           databaseUrl,
           connectors: full ? count : 0,
           scheduleMix: mix,

@@ -2,12 +2,13 @@
  * Load benchmark of the reference service (`npm run bench:service`), SQLite against PostgreSQL.
  *
  * For each size of benchSizes() (connectors the tenant's project holds: 1k, 10k, 100k) and each
- * backend of benchBackends(), one service runs in its own child process (this file, forked with
- * `--role=service`), over real HTTPS, with a tenant, a project seeded with that many connectors
- * and a read-write API key, used as a user uses it (`Authorization: Bearer dpk_...`). The data is
- * seeded first by another child (`--role=seed`: straight into the store, in transactions of 1,000;
- * the seeding is not what is measured), which exits; the service then starts fresh on it, as a
- * service restarted on a full database does (why: runSeeder).
+ * backend of benchBackends(), one service runs as a user runs it, `node bin/dpctl.js serve` in a
+ * process of its own (rate limit lifted; its CPU and memory read from /proc), over real HTTPS,
+ * with a tenant, a project seeded with that many connectors and a read-write API key, used as a
+ * user uses it (`Authorization: Bearer dpk_...`). The data is seeded first by a child of this file
+ * (`--role=seed`: straight into the store, in transactions of 1,000; the seeding is not what is
+ * measured), which exits; the service then starts fresh on it, as a service restarted on a full
+ * database does (why: runSeeder).
  * autocannon, in this process, measures:
  *
  *   list   GET  /api/v1/projects/{id}/connectors?limit=100 (a full first page, has_more)
@@ -58,6 +59,8 @@ import { fileURLToPath } from 'node:url';
 import type { TLSSocket } from 'node:tls';
 import autocannon from 'autocannon';
 import pg from 'pg';
+import Database from 'better-sqlite3';
+import { DpctlServe, type ProcessUsage } from './lib/dpctl-serve.js';
 import { benchBackends, benchSizes, machine, machineLoad, report, type BenchRow } from './lib/report.js';
 import { median } from './lib/alternate.js';
 import { backendCpuMs, backendDelta } from './lib/pg-cpu.js';
@@ -149,12 +152,12 @@ export interface Ready {
   tenantId?: string;
 }
 
-type ToChild = { id: number; type: 'cpu' | 'stop' | 'ticks' };
-type Reply = { id: number; cpu?: NodeJS.CpuUsage; rssMb?: number; maxRssMb?: number; ticks?: number };
+type ToChild = { id: number; type: 'cpu' | 'stop' };
+type Reply = { id: number; cpu?: NodeJS.CpuUsage; rssMb?: number; maxRssMb?: number };
 type FromChild = { type: 'ready'; ready: Ready } | { type: 'seeded'; seeded: Seeded } | Reply;
 
 /** Answers the parent's requests (CPU usage, stop) and exits with it. */
-function serveParent(ready: Ready, close: () => Promise<void>, ticks?: () => Promise<number>) {
+function serveParent(ready: Ready, close: () => Promise<void>) {
   process.on('disconnect', () => process.exit(1));
   process.on('message', (msg: ToChild) => {
     if (msg.type === 'cpu') {
@@ -164,12 +167,6 @@ function serveParent(ready: Ready, close: () => Promise<void>, ticks?: () => Pro
         rssMb: Math.round(process.memoryUsage().rss / 2 ** 20),
         maxRssMb: Math.round(process.resourceUsage().maxRSS / 1024),
       } satisfies FromChild);
-    }
-    if (msg.type === 'ticks') {
-      (ticks ?? (async () => 0))().then(
-        (n) => process.send!({ id: msg.id, ticks: n } satisfies FromChild),
-        () => process.send!({ id: msg.id, ticks: -1 } satisfies FromChild),
-      );
     }
     if (msg.type === 'stop') {
       close()
@@ -334,35 +331,84 @@ async function runSeeder() {
   process.send!({ type: 'seeded', seeded } satisfies FromChild, () => process.exit(0));
 }
 
-/** The measured service, started fresh on what the seeding child left (BENCH_SEEDED). */
-async function runServiceServer() {
-  const config = JSON.parse(process.env.BENCH_SERVICE_CONFIG!) as ServiceChildConfig;
-  const seeded = JSON.parse(process.env.BENCH_SEEDED!) as Seeded;
-  const { startService } = await import('../src/service/server.js');
-  const service = await startService({
-    port: 0,
-    logLevel: 'silent',
-    rateLimit: 10_000_000,
-    dataDir: seeded.dataDir,
-    databaseUrl: config.databaseUrl,
-  });
-  const { ctx } = service;
-  if (ctx.db.dialect === 'postgres') await ctx.db.run('ANALYZE');
-  serveParent(
-    { port: service.port, caPath: service.tls.certPath, ...seeded },
-    async () => {
-      await service.close();
-      rmSync(seeded.dataDir, { recursive: true, force: true });
-    },
-    async () => Number((await ctx.db.get<{ n: number }>('SELECT COUNT(*) AS n FROM schedule_ticks'))?.n ?? 0),
-  );
-}
-
 // ---------------------------------------------------------------------------------------
 // Client side (this process)
 // ---------------------------------------------------------------------------------------
 
-export class ServerProcess {
+/** A server the bench measures or compares with: where it listens, and its process's CPU and memory. */
+export interface BenchServer {
+  readonly ready: Ready;
+  readonly ca: Buffer;
+  usage(): Promise<ProcessUsage>;
+  stop(): Promise<void>;
+}
+
+/**
+ * The service as a user runs it: `dpctl serve` (bench/lib/dpctl-serve.ts), rate limit lifted, in a
+ * fresh process on data a child of its own seeded first (runSeeder).
+ */
+export class MeasuredService implements BenchServer {
+  private constructor(
+    private readonly serve: DpctlServe,
+    readonly ready: Ready & { dataDir: string },
+    readonly ca: Buffer,
+    private readonly databaseUrl: string | undefined,
+  ) {}
+
+  static async start(config: ServiceChildConfig): Promise<MeasuredService> {
+    const seeder = fork(THIS_FILE, ['--role=seed'], {
+      stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+      env: { ...process.env, BENCH_SERVICE_CONFIG: JSON.stringify(config) },
+    });
+    const seeded = await new Promise<Seeded>((resolvePromise, reject) => {
+      let result: Seeded | undefined;
+      seeder.on('message', (msg: FromChild) => {
+        if ('type' in msg && msg.type === 'seeded') result = msg.seeded;
+      });
+      seeder.once('error', reject);
+      seeder.once('exit', (code) => (code === 0 && result ? resolvePromise(result) : reject(new Error(`seeding exited (code ${code})`))));
+    });
+    // What autovacuum would do after the bulk load within a minute anyway.
+    if (config.databaseUrl) await withPg(config.databaseUrl, (c) => c.query('ANALYZE'));
+    const serve = await DpctlServe.start({ dataDir: seeded.dataDir, databaseUrl: config.databaseUrl, flags: ['--rate-limit', '10000000'] });
+    const ready = { port: serve.port, caPath: serve.caPath, ...seeded };
+    return new MeasuredService(serve, ready, readFileSync(serve.caPath), config.databaseUrl);
+  }
+
+  async usage(): Promise<ProcessUsage> {
+    return this.serve.usage();
+  }
+
+  /** Schedule ticks claimed so far, read from the service's database. */
+  async ticks(): Promise<number> {
+    const sql = 'SELECT COUNT(*) AS n FROM schedule_ticks';
+    if (this.databaseUrl) return withPg(this.databaseUrl, async (c) => Number((await c.query(sql)).rows[0].n));
+    const db = new Database(join(this.ready.dataDir, 'dataplatform.sqlite'), { readonly: true, fileMustExist: true });
+    try {
+      return Number((db.prepare(sql).get() as { n: number }).n);
+    } finally {
+      db.close();
+    }
+  }
+
+  async stop(): Promise<void> {
+    await this.serve.stop();
+    rmSync(this.ready.dataDir, { recursive: true, force: true });
+  }
+}
+
+async function withPg<T>(url: string, fn: (c: pg.Client) => Promise<T>): Promise<T> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    return await fn(client);
+  } finally {
+    await client.end();
+  }
+}
+
+/** The bare and floor servers: this file in a child process (`--role=bare|floor`), answering over IPC. */
+export class ServerProcess implements BenchServer {
   private nextId = 0;
   private readonly pending = new Map<number, (msg: Reply) => void>();
   private constructor(
@@ -378,7 +424,7 @@ export class ServerProcess {
     });
   }
 
-  static start(role: 'bare' | 'service' | 'floor', env: Record<string, string> = {}): Promise<ServerProcess> {
+  static start(role: 'bare' | 'floor', env: Record<string, string> = {}): Promise<ServerProcess> {
     const child = fork(THIS_FILE, [`--role=${role}`], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'], env: { ...process.env, ...env } });
     return new Promise((resolvePromise, reject) => {
       const onExit = (code: number | null) => reject(new Error(`${role} server exited (code ${code}) before it was ready`));
@@ -394,21 +440,6 @@ export class ServerProcess {
     });
   }
 
-  /** The data seeded by a child of its own (runSeeder), then the service in a fresh process on it. */
-  static async service(config: ServiceChildConfig): Promise<ServerProcess> {
-    const env = { BENCH_SERVICE_CONFIG: JSON.stringify(config) };
-    const seeder = fork(THIS_FILE, ['--role=seed'], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'], env: { ...process.env, ...env } });
-    const seeded = await new Promise<Seeded>((resolvePromise, reject) => {
-      let result: Seeded | undefined;
-      seeder.on('message', (msg: FromChild) => {
-        if ('type' in msg && msg.type === 'seeded') result = msg.seeded;
-      });
-      seeder.once('error', reject);
-      seeder.once('exit', (code) => (code === 0 && result ? resolvePromise(result) : reject(new Error(`seeding exited (code ${code})`))));
-    });
-    return ServerProcess.start('service', { ...env, BENCH_SEEDED: JSON.stringify(seeded) });
-  }
-
   private ask(type: ToChild['type']): Promise<Reply> {
     const id = ++this.nextId;
     return new Promise((resolvePromise) => {
@@ -417,13 +448,9 @@ export class ServerProcess {
     });
   }
 
-  async usage(): Promise<{ cpuMs: number; rssMb: number; maxRssMb: number }> {
+  async usage(): Promise<ProcessUsage> {
     const r = await this.ask('cpu');
     return { cpuMs: r.cpu ? (r.cpu.user + r.cpu.system) / 1000 : 0, rssMb: r.rssMb ?? 0, maxRssMb: r.maxRssMb ?? 0 };
-  }
-
-  async ticks(): Promise<number> {
-    return (await this.ask('ticks')).ticks ?? -1;
   }
 
   async stop(): Promise<void> {
@@ -470,7 +497,7 @@ class TlsVerification {
 
 export interface Target {
   name: string;
-  server: ServerProcess;
+  server: BenchServer;
   method: 'GET' | 'POST';
   path: string;
   tenantHost: string;
@@ -644,7 +671,7 @@ async function main() {
   const pageDir = mkdtempSync(join(tmpdir(), 'dp-bench-page-'));
   try {
     for (const size of sizes) {
-      const servers = new Map<'sqlite' | 'postgres', ServerProcess>();
+      const servers = new Map<'sqlite' | 'postgres', MeasuredService>();
       let bare: ServerProcess | undefined;
       const floors = new Map<'sqlite' | 'postgres', ServerProcess>();
       const databaseUrls = new Map<'sqlite' | 'postgres', string | undefined>();
@@ -652,7 +679,7 @@ async function main() {
         for (const backend of backends) {
           const started = performance.now();
           const databaseUrl = backend === 'postgres' ? await freshDatabase(pgServer!.url, databaseOf(size)) : undefined;
-          const server = await ServerProcess.service({ databaseUrl, connectors: size });
+          const server = await MeasuredService.start({ databaseUrl, connectors: size });
           servers.set(backend, server);
           databaseUrls.set(backend, databaseUrl);
           console.log(
@@ -661,7 +688,7 @@ async function main() {
         }
         const pgOf = (backend: 'sqlite' | 'postgres') =>
           backend === 'postgres' ? { adminUrl: pgServer!.url, database: databaseOf(size) } : undefined;
-        const listTarget = (backend: 'sqlite' | 'postgres', s: ServerProcess): Target => ({
+        const listTarget = (backend: 'sqlite' | 'postgres', s: MeasuredService): Target => ({
           name: `list ${backend}`,
           server: s,
           method: 'GET',
@@ -734,7 +761,7 @@ async function main() {
 
         for (const [i, runs] of [...listRuns, ...createRuns].entries())
           for (const m of runs) if (!m.clean) problems.push(`${size}: ${m.problem ?? `target ${i} not clean`}`);
-        const peak = async (s: ServerProcess) => (await s.usage()).maxRssMb;
+        const peak = async (s: BenchServer) => (await s.usage()).maxRssMb;
         const bareRuns = listRuns[listRuns.length - 1];
         const sqliteAt = backends.indexOf('sqlite');
         const pgAt = backends.indexOf('postgres');
@@ -906,7 +933,6 @@ const role = process.argv.find((arg) => arg.startsWith('--role='))?.slice('--rol
 if (role === 'bare') await runBareServer();
 else if (role === 'floor') await runFloorServer();
 else if (role === 'seed') await runSeeder();
-else if (role === 'service') await runServiceServer();
 else if (resolve(process.argv[1] ?? '') === THIS_FILE) {
   try {
     await main();
