@@ -21,12 +21,12 @@
  * Each pair runs A B A B in fresh processes (bench/lib/alternate.ts), the ratio is the median of
  * the per-pair ratios, peak RSS is the kernel's figure for the plan process.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { alternate, type Alternated, type Command } from './lib/alternate.js';
+import { DpctlServe } from './lib/dpctl-serve.js';
 import { benchBackends, benchSizes, machine, machineLoad, report, seconds, type BenchRow } from './lib/report.js';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
@@ -43,44 +43,21 @@ export interface RunningServe {
   stop(): Promise<void>;
 }
 
-/** `dpctl serve` in a child process, as a user starts it; resolves once it listens. */
+/** `dpctl serve` in a child process, as a user starts it (bench/lib/dpctl-serve.ts); resolves once it listens. */
 export async function startServe(options: { databaseUrl?: string } = {}): Promise<RunningServe> {
   const dataDir = mkdtempSync(join(tmpdir(), 'dp-bench-engine-data-'));
-  const args = [
-    DPCTL,
-    'serve',
-    '--port',
-    '0',
-    '--data-dir',
+  const serve = await DpctlServe.start({
     dataDir,
-    '--rate-limit',
-    '1000000000',
-    '--log-level',
-    'silent',
-    ...(options.databaseUrl ? ['--database-url', options.databaseUrl] : []),
-  ];
-  const child: ChildProcess = spawn(process.execPath, args, {
-    env: { ...process.env, DP_BOOTSTRAP_TENANT: TENANT, DP_BOOTSTRAP_EMAIL: EMAIL, DP_BOOTSTRAP_PASSWORD: PASSWORD },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let output = '';
-  const port = await new Promise<number>((resolve, reject) => {
-    const onData = (d: Buffer) => {
-      output += d.toString();
-      const m = /listening on https:\/\/[^:]+:(\d+)/.exec(output);
-      if (m && output.includes(`Tenant "${TENANT}"`)) resolve(Number(m[1]));
-    };
-    child.stdout!.on('data', onData);
-    child.stderr!.on('data', onData);
-    child.once('exit', (code) => reject(new Error(`dpctl serve exited (${code}) before it was ready:\n${output}`)));
+    databaseUrl: options.databaseUrl,
+    flags: ['--rate-limit', '1000000000'],
+    env: { DP_BOOTSTRAP_TENANT: TENANT, DP_BOOTSTRAP_EMAIL: EMAIL, DP_BOOTSTRAP_PASSWORD: PASSWORD },
+    readyText: `Tenant "${TENANT}"`,
   });
   return {
-    url: `https://${TENANT}.localhost:${port}`,
-    caFile: join(dataDir, 'tls', 'ca.pem'),
+    url: `https://${TENANT}.localhost:${serve.port}`,
+    caFile: serve.caPath,
     async stop() {
-      const exited = new Promise((r) => (child.exitCode !== null ? r(null) : child.once('exit', r)));
-      child.kill('SIGTERM');
-      await exited;
+      await serve.stop();
       rmSync(dataDir, { recursive: true, force: true });
     },
   };
