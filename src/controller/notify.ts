@@ -61,9 +61,23 @@ const ENDS: Partial<Record<EventReason, EventReason>> = {
   Resumed: 'Suspended',
 };
 
+/**
+ * Deliveries one receiver may have waiting (the one being sent included). A receiver that is down
+ * holds each for up to ~65 s (5 attempts of 10 s and the back-off): beyond this many, new events
+ * are counted as dropped, as the rate limit counts them, instead of queuing without bound.
+ */
+export const MAX_QUEUED_PER_RECEIVER = 100;
+
+/** One receiver's deliveries, sent one after the other so that it gets them in order. */
+interface Queue {
+  tail: Promise<void>;
+  length: number;
+}
+
 export class Notifier {
   private readonly sent = new Map<string, { message: string; at: number }>();
   private readonly windows = new Map<Receiver, { start: number; count: number; dropped: number }>();
+  private readonly queues = new Map<Receiver, Queue>();
   private readonly inFlight = new Set<Promise<void>>();
   private readonly now: () => number;
 
@@ -75,13 +89,30 @@ export class Notifier {
     return this.o.receivers.length > 0;
   }
 
-  /** Sends the event to every receiver, unless it repeats one sent recently. Never throws. */
+  /**
+   * Sends the event to every receiver, unless it repeats one sent recently. Never throws. Each
+   * receiver gets its events in the order they happened: a delivery waits for the one before it
+   * (retries included), so a recovery never lands before the failure it ends.
+   */
   notify(event: ControllerEvent): void {
     if (!this.enabled || this.duplicate(event)) return;
     for (const r of this.o.receivers) {
-      const dropped = this.admit(r);
+      const queue = this.queues.get(r) ?? { tail: Promise.resolve(), length: 0 };
+      this.queues.set(r, queue);
+      const dropped = this.admit(r, queue.length >= MAX_QUEUED_PER_RECEIVER);
       if (dropped === null) continue;
-      const p = this.deliver(r, event, dropped).finally(() => this.inFlight.delete(p));
+      // The body is built now: `at` is when the event happened, not when its turn came.
+      const body = this.body(r, event, dropped);
+      queue.length++;
+      const p = queue.tail
+        .then(() => this.deliver(r, body, event.reason))
+        // A rejected link would skip every delivery queued behind it.
+        .catch((err: Error) => this.o.log?.warn({ receiver: redactUrl(r.url), err: err.message }, 'notification not delivered'))
+        .finally(() => {
+          queue.length--;
+          this.inFlight.delete(p);
+        });
+      queue.tail = p;
       this.inFlight.add(p);
     }
   }
@@ -105,12 +136,15 @@ export class Notifier {
     return false;
   }
 
-  /** The receiver's per-minute budget: null when spent (counted as dropped), else how many were dropped before. */
-  private admit(r: Receiver): number | null {
+  /**
+   * The receiver's per-minute budget: null when spent or its queue is full (counted as dropped),
+   * else how many were dropped before.
+   */
+  private admit(r: Receiver, queueFull: boolean): number | null {
     const w = this.windows.get(r) ?? { start: this.now(), count: 0, dropped: 0 };
     if (this.now() - w.start >= 60_000) Object.assign(w, { start: this.now(), count: 0 });
     this.windows.set(r, w);
-    if (w.count >= (this.o.perMinute ?? 30)) {
+    if (queueFull || w.count >= (this.o.perMinute ?? 30)) {
       w.dropped++;
       return null;
     }
@@ -120,12 +154,16 @@ export class Notifier {
     return dropped;
   }
 
-  private async deliver(r: Receiver, e: ControllerEvent, dropped: number): Promise<void> {
-    const body = JSON.stringify(
+  private body(r: Receiver, e: ControllerEvent, dropped: number): string {
+    return JSON.stringify(
       r.type === 'slack'
         ? slackMessage(e, this.o.source, dropped)
         : { ...e, source: this.o.source, at: new Date(this.now()).toISOString(), dropped_since_last: dropped },
     );
+  }
+
+  /** POSTs the body, retried with back-off; never throws (a delivery that gives up is logged). */
+  private async deliver(r: Receiver, body: string, reason: EventReason): Promise<void> {
     const headers: Record<string, string> = { 'content-type': 'application/json', 'user-agent': 'dpctl-controller' };
     if (r.secret) headers['x-dpctl-signature-256'] = `sha256=${createHmac('sha256', r.secret).update(body).digest('hex')}`;
     const attempts = this.o.attempts ?? 5;
@@ -136,7 +174,7 @@ export class Notifier {
       );
       if (error === null) return;
       if (i >= attempts)
-        return void this.o.log?.warn({ receiver: redactUrl(r.url), reason: e.reason, err: error, attempts }, 'notification not delivered');
+        return void this.o.log?.warn({ receiver: redactUrl(r.url), reason, err: error, attempts }, 'notification not delivered');
       await new Promise((res) => setTimeout(res, (this.o.retryBaseMs ?? 1_000) * 2 ** (i - 1)).unref());
     }
   }

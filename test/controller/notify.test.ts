@@ -5,7 +5,7 @@ import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, beforeEach, describe, expect, test } from 'vitest';
-import { Notifier, type ControllerEvent } from '../../src/controller/notify.js';
+import { MAX_QUEUED_PER_RECEIVER, Notifier, type ControllerEvent } from '../../src/controller/notify.js';
 import { loadOrCreateTls } from '../../src/service/tls.js';
 
 /** The notifier against a local HTTPS receiver: signatures, Slack's shape, retries, dedup and rate limits. */
@@ -15,6 +15,8 @@ let ca: string;
 let received: { path: string; headers: Record<string, string | string[] | undefined>; body: string }[] = [];
 /** Answers 500 to the next N requests. */
 let failNext = 0;
+/** Holds the next request this long before answering it. */
+let holdNextMs = 0;
 
 beforeAll(async () => {
   const tls = await loadOrCreateTls({ dataDir: mkdtempSync(join(tmpdir(), 'dp-notify-')) });
@@ -22,7 +24,12 @@ beforeAll(async () => {
   server = createServer({ cert: tls.cert, key: tls.key }, (req, res) => {
     let body = '';
     req.on('data', (d) => (body += d));
-    req.on('end', () => {
+    req.on('end', async () => {
+      if (holdNextMs > 0) {
+        const ms = holdNextMs;
+        holdNextMs = 0;
+        await new Promise((r) => setTimeout(r, ms));
+      }
       if (failNext > 0) {
         failNext--;
         return void res.writeHead(500).end();
@@ -38,6 +45,7 @@ afterAll(() => new Promise<void>((resolve) => server.close(() => resolve())));
 beforeEach(() => {
   received = [];
   failNext = 0;
+  holdNextMs = 0;
 });
 
 const degraded = (message = 'status is error: Host unreachable'): ControllerEvent => ({
@@ -110,6 +118,29 @@ describe('Notifier', () => {
       'ResourceDegraded: status is error: password authentication failed',
       'ResourceRecovered: healthy again',
     ]);
+  });
+
+  test('a receiver gets its events in order, even when the first one needs a retry', async () => {
+    failNext = 1;
+    const n = new Notifier({ receivers: [{ type: 'webhook', url }], source: 'platform', ca, retryBaseMs: 50 });
+    n.notify(degraded());
+    n.notify({ reason: 'ResourceRecovered', severity: 'info', subject: 'Connector analytics/orders-db', message: 'healthy again' });
+    await n.flush();
+    expect(received.map((r) => JSON.parse(r.body).reason)).toEqual(['ResourceDegraded', 'ResourceRecovered']);
+  });
+
+  test(`a receiver that does not answer holds at most ${MAX_QUEUED_PER_RECEIVER} deliveries; the rest are counted as dropped`, async () => {
+    holdNextMs = 300;
+    const n = new Notifier({ receivers: [{ type: 'webhook', url }], source: 'platform', ca, perMinute: 1_000 });
+    const extra = 20;
+    for (let i = 0; i < MAX_QUEUED_PER_RECEIVER + extra; i++) n.notify({ ...degraded(), subject: `Connector p/c${i}` });
+    n.notify({ ...degraded(), subject: 'Connector p/late' }); // the queue is still full: dropped too
+    await n.flush(30_000);
+    n.notify({ ...degraded(), subject: 'Connector p/after' });
+    await n.flush();
+    const subjects = received.map((r) => JSON.parse(r.body).subject);
+    expect(subjects).toEqual([...Array.from({ length: MAX_QUEUED_PER_RECEIVER }, (_, i) => `Connector p/c${i}`), 'Connector p/after']);
+    expect(JSON.parse(received.at(-1)!.body).dropped_since_last).toBe(extra + 1);
   });
 
   test('at most perMinute a minute per receiver; the next one says how many were dropped', async () => {
