@@ -27,6 +27,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { alternate, type Alternated, type Command } from './lib/alternate.js';
 import { DpctlServe } from './lib/dpctl-serve.js';
+import { freshDatabase, withPg } from './lib/pg.js';
 import { benchBackends, benchSizes, machine, machineLoad, report, seconds, type BenchRow } from './lib/report.js';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
@@ -156,32 +157,12 @@ interface Measured {
   cached: Alternated;
 }
 
-/** A database of its own per size on the throwaway server. */
-async function createDatabase(url: string, name: string): Promise<string> {
-  const pg = (await import('pg')).default;
-  const admin = new pg.Client({ connectionString: url });
-  await admin.connect();
-  try {
-    await admin.query(`CREATE DATABASE ${name}`);
-  } finally {
-    await admin.end();
-  }
-  return url.replace(/\/[^/]*$/, `/${name}`);
-}
-
 /**
  * After the bulk load, what autovacuum would do within a minute anyway (VACUUM ANALYZE), so it does not
  * run in the middle of the measured plans: the plans measure a database in its steady state.
  */
 async function settle(databaseUrl: string): Promise<void> {
-  const pg = (await import('pg')).default;
-  const client = new pg.Client({ connectionString: databaseUrl });
-  await client.connect();
-  try {
-    await client.query('VACUUM ANALYZE');
-  } finally {
-    await client.end();
-  }
+  await withPg(databaseUrl, (c) => c.query('VACUUM ANALYZE'));
 }
 
 async function main() {
@@ -204,7 +185,7 @@ async function main() {
           const resources = projects * (PER_PROJECT + 1);
           const big = resources > 50_000;
           const runs = big ? 3 : 5;
-          const databaseUrl = pg ? await createDatabase(pg.url, `bench_${size}`) : undefined;
+          const databaseUrl = pg ? await freshDatabase(pg.url, `bench_${size}`) : undefined;
           const serve = await startServe({ databaseUrl });
           const root = join(work, `${backend}-${size}`);
           try {

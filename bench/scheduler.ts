@@ -31,7 +31,8 @@
  * (30: after start, before measuring: the start-up back-fills read every scheduled row once),
  * BENCH_PG_SYNC (see bench/service.ts). It is a report: it exits 0 once it has printed.
  */
-import { DURABILITY, OTHER_TENANT, MeasuredService, envNumber, freshDatabase, hostOf, pgSettings } from './service.js';
+import { DURABILITY, OTHER_TENANT, MeasuredService, envNumber, hostOf, pgSettings } from './service.js';
+import { freshDatabase } from './lib/pg.js';
 import { benchBackends, machine, machineLoad, report, type BenchRow } from './lib/report.js';
 import { median } from './lib/alternate.js';
 import { backendCpuMs, backendDelta } from './lib/pg-cpu.js';

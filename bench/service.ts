@@ -58,9 +58,9 @@ import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { TLSSocket } from 'node:tls';
 import autocannon from 'autocannon';
-import pg from 'pg';
 import Database from 'better-sqlite3';
 import { DpctlServe, type ProcessUsage } from './lib/dpctl-serve.js';
+import { freshDatabase, withPg } from './lib/pg.js';
 import { benchBackends, benchSizes, machine, machineLoad, report, type BenchRow } from './lib/report.js';
 import { median } from './lib/alternate.js';
 import { backendCpuMs, backendDelta } from './lib/pg-cpu.js';
@@ -96,18 +96,6 @@ export const pgSettings = (sync = process.env.BENCH_PG_SYNC || 'off') => ({
   max_connections: '200',
 });
 
-/** A fresh database on the throwaway server, so every service starts empty. */
-export async function freshDatabase(adminUrl: string, name: string): Promise<string> {
-  const client = new pg.Client({ connectionString: adminUrl });
-  await client.connect();
-  await client.query(`DROP DATABASE IF EXISTS ${name}`);
-  await client.query(`CREATE DATABASE ${name}`);
-  await client.end();
-  const url = new URL(adminUrl);
-  url.pathname = `/${name}`;
-  return url.toString();
-}
-
 const connectorBody = (name: string, schedule: string) => ({
   name,
   connector_type: 'postgresql',
@@ -139,18 +127,8 @@ export interface ServiceChildConfig {
   otherConnectors?: number;
 }
 
-export interface Ready {
-  port: number;
-  caPath: string;
-  projectId?: string;
-  apiKey?: string;
-  otherProjectId?: string;
-  otherApiKey?: string;
-  seedMs?: number;
-  /** The service's data directory (its SQLite file) and the bench tenant's id: what a floor child opens. */
-  dataDir?: string;
-  tenantId?: string;
-}
+/** Where a server listens; a measured service also has what was seeded for it (its data dir is what a floor child opens). */
+export type Ready = { port: number; caPath: string } & Partial<Seeded>;
 
 type ToChild = { id: number; type: 'cpu' | 'stop' };
 type Reply = { id: number; cpu?: NodeJS.CpuUsage; rssMb?: number; maxRssMb?: number };
@@ -394,16 +372,6 @@ export class MeasuredService implements BenchServer {
   async stop(): Promise<void> {
     await this.serve.stop();
     rmSync(this.ready.dataDir, { recursive: true, force: true });
-  }
-}
-
-async function withPg<T>(url: string, fn: (c: pg.Client) => Promise<T>): Promise<T> {
-  const client = new pg.Client({ connectionString: url });
-  await client.connect();
-  try {
-    return await fn(client);
-  } finally {
-    await client.end();
   }
 }
 

@@ -54,6 +54,7 @@ import { fileURLToPath } from 'node:url';
 import WebSocket from 'ws';
 import { benchBackends, machine, machineLoad, report, type BenchRow } from './lib/report.js';
 import { median } from './lib/alternate.js';
+import { freshDatabase } from './lib/pg.js';
 
 const SUBSCRIBERS = Number(process.env.BENCH_SUBSCRIBERS ?? 500);
 const TENANT = 'bench';
@@ -469,20 +470,6 @@ async function bareRun(updates: Timed[]): Promise<Measured> {
     await subs?.stop().catch(() => subs?.kill());
     await srv.stop();
   }
-}
-
-async function freshDatabase(adminUrl: string, name: string): Promise<string> {
-  const { default: pg } = await import('pg');
-  const client = new pg.Client({ connectionString: adminUrl });
-  await client.connect();
-  try {
-    await client.query(`CREATE DATABASE ${name}`);
-  } finally {
-    await client.end();
-  }
-  const url = new URL(adminUrl);
-  url.pathname = `/${name}`;
-  return url.toString();
 }
 
 async function main() {

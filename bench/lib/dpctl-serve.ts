@@ -1,22 +1,19 @@
 /**
- * `dpctl serve` in a child process, started as a user starts it (`node bin/dpctl.js serve`), and
- * what the benches read of it from outside: its CPU time and memory (from /proc, as `top` does).
+ * `dpctl serve` in a child process, started as a user starts it (test/support/cli.ts startServe:
+ * `node bin/dpctl.js serve`), and what the benches read of it from outside: its CPU time and
+ * memory (from /proc, as `top` does).
  */
-import { spawn, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
-
-const DPCTL = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'bin', 'dpctl.js');
-/** Clock ticks per second of /proc/<pid>/stat (USER_HZ: 100 on every Linux build we run on). */
-const USER_HZ = 100;
+import { join } from 'node:path';
+import { startServe, type RunningCli } from '../../test/support/cli.js';
+import { processCpuMs } from './proc.js';
 
 export interface ServeOptions {
   dataDir: string;
   databaseUrl?: string;
   /** Extra flags (e.g. `--rate-limit`). */
   flags?: string[];
-  env?: NodeJS.ProcessEnv;
+  env?: Record<string, string>;
   /** Also wait for this text in the output (e.g. the bootstrap tenant's line). */
   readyText?: string;
 }
@@ -27,50 +24,51 @@ export interface ProcessUsage {
   maxRssMb: number;
 }
 
+/** Resolves once the process has printed `text` (on either stream). */
+function printed(cli: RunningCli, text: string): Promise<void> {
+  return new Promise((resolve) => {
+    const check = () => {
+      if (!(cli.stdout() + cli.stderr()).includes(text)) return;
+      cli.child.stdout!.off('data', check);
+      cli.child.stderr!.off('data', check);
+      resolve();
+    };
+    cli.child.stdout!.on('data', check);
+    cli.child.stderr!.on('data', check);
+    check();
+  });
+}
+
 export class DpctlServe {
   private constructor(
-    private readonly child: ChildProcess,
-    readonly port: number,
+    private readonly cli: RunningCli,
     /** The CA of the generated certificate (`<data dir>/tls/ca.pem`). */
     readonly caPath: string,
   ) {}
 
+  get port(): number {
+    return this.cli.port;
+  }
+
   /** Starts it; resolves once it listens (and `readyText` was printed). */
   static async start(o: ServeOptions): Promise<DpctlServe> {
-    const args = [DPCTL, 'serve', '--port', '0', '--data-dir', o.dataDir, '--log-level', 'silent', ...(o.flags ?? [])];
-    if (o.databaseUrl) args.push('--database-url', o.databaseUrl);
-    const child = spawn(process.execPath, args, { env: { ...process.env, ...o.env }, stdio: ['ignore', 'pipe', 'pipe'] });
-    let output = '';
-    const port = await new Promise<number>((resolve, reject) => {
-      const onData = (d: Buffer) => {
-        output += d.toString();
-        const m = /listening on https:\/\/[^:]+:(\d+)/.exec(output);
-        if (m && (!o.readyText || output.includes(o.readyText))) resolve(Number(m[1]));
-      };
-      child.stdout!.on('data', onData);
-      child.stderr!.on('data', onData);
-      child.once('exit', (code) => reject(new Error(`dpctl serve exited (${code}) before it was ready:\n${output}`)));
-    });
-    return new DpctlServe(child, port, join(o.dataDir, 'tls', 'ca.pem'));
+    const flags = ['--data-dir', o.dataDir, '--log-level', 'silent', ...(o.flags ?? [])];
+    if (o.databaseUrl) flags.push('--database-url', o.databaseUrl);
+    const cli = await startServe(flags, o.env);
+    if (o.readyText) await printed(cli, o.readyText);
+    return new DpctlServe(cli, join(o.dataDir, 'tls', 'ca.pem'));
   }
 
   /** CPU time so far and memory now and at peak, as the kernel counts them for the process. */
   usage(): ProcessUsage {
-    const pid = this.child.pid!;
-    // Fields after the command name (which may hold spaces): utime and stime are the 12th and 13th.
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    const cpuMs = ((Number(fields[11]) + Number(fields[12])) * 1000) / USER_HZ;
+    const pid = this.cli.child.pid!;
     const status = readFileSync(`/proc/${pid}/status`, 'utf8');
     const kb = (name: string) => Number(new RegExp(`^${name}:\\s+(\\d+) kB`, 'm').exec(status)?.[1] ?? 0);
-    return { cpuMs, rssMb: Math.round(kb('VmRSS') / 1024), maxRssMb: Math.round(kb('VmHWM') / 1024) };
+    return { cpuMs: processCpuMs(pid), rssMb: Math.round(kb('VmRSS') / 1024), maxRssMb: Math.round(kb('VmHWM') / 1024) };
   }
 
   /** SIGTERM, as a process manager stops it; resolves when it has exited. */
   async stop(): Promise<void> {
-    if (this.child.exitCode !== null) return;
-    const exited = new Promise((r) => this.child.once('exit', r));
-    this.child.kill('SIGTERM');
-    await exited;
+    await this.cli.stop('SIGTERM');
   }
 }

@@ -1,28 +1,20 @@
-import { readFileSync } from 'node:fs';
-import pg from 'pg';
+import { withPg } from './pg.js';
+import { processCpuMs } from './proc.js';
 
 /** CPU ms (user + system) of each PostgreSQL backend connected to one database, by pid, from /proc. */
 export async function backendCpuMs(adminUrl: string, database: string): Promise<Map<number, number>> {
-  const client = new pg.Client({ connectionString: adminUrl });
-  await client.connect();
-  try {
-    const pids = (await client.query<{ pid: number }>('SELECT pid FROM pg_stat_activity WHERE datname = $1', [database])).rows.map(
-      (r) => r.pid,
-    );
-    const out = new Map<number, number>();
-    for (const pid of pids) {
-      try {
-        const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-        const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-        out.set(pid, (Number(fields[11]) + Number(fields[12])) * 10); // utime, stime (fields 14 and 15), USER_HZ 100
-      } catch {
-        // a backend that ended meanwhile
-      }
+  const pids = await withPg(adminUrl, async (c) =>
+    (await c.query<{ pid: number }>('SELECT pid FROM pg_stat_activity WHERE datname = $1', [database])).rows.map((r) => r.pid),
+  );
+  const out = new Map<number, number>();
+  for (const pid of pids) {
+    try {
+      out.set(pid, processCpuMs(pid));
+    } catch {
+      // a backend that ended meanwhile
     }
-    return out;
-  } finally {
-    await client.end();
   }
+  return out;
 }
 
 /**

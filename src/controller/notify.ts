@@ -97,8 +97,8 @@ export class Notifier {
   notify(event: ControllerEvent): void {
     if (!this.enabled || this.duplicate(event)) return;
     for (const r of this.o.receivers) {
-      const queue = this.queues.get(r) ?? { tail: Promise.resolve(), length: 0 };
-      this.queues.set(r, queue);
+      let queue = this.queues.get(r);
+      if (!queue) this.queues.set(r, (queue = { tail: Promise.resolve(), length: 0 }));
       const dropped = this.admit(r, queue.length >= MAX_QUEUED_PER_RECEIVER);
       if (dropped === null) continue;
       // The body is built now: `at` is when the event happened, not when its turn came.
