@@ -1,15 +1,6 @@
-import pg from 'pg';
+import { withPg } from '../../test/support/postgres-server.js';
 
-/** One connection for `fn`, closed after it whatever happens. */
-export async function withPg<T>(url: string, fn: (c: pg.Client) => Promise<T>): Promise<T> {
-  const client = new pg.Client({ connectionString: url });
-  await client.connect();
-  try {
-    return await fn(client);
-  } finally {
-    await client.end();
-  }
-}
+export { withPg };
 
 /** A fresh database `name` on the server of `adminUrl` (dropped first if it exists); resolves to its URL. */
 export async function freshDatabase(adminUrl: string, name: string): Promise<string> {

@@ -46,6 +46,17 @@ async function waitForServer(url: string, child: ChildProcess, log: () => string
   throw new Error(`postgres did not accept connections within 30 s:\n${log()}`);
 }
 
+/** One connection for `fn`, closed after it whatever happens. */
+export async function withPg<T>(url: string, fn: (c: pg.Client) => Promise<T>): Promise<T> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    return await fn(client);
+  } finally {
+    await client.end();
+  }
+}
+
 export interface ThrowawayPostgres {
   url: string;
   stop(): Promise<void>;

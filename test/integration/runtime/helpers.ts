@@ -1,8 +1,8 @@
 import { createServer, type Server, type Socket } from 'node:net';
 import { randomBytes } from 'node:crypto';
-import pg from 'pg';
 import { expect, inject } from 'vitest';
 import type { TestService, TestTenant } from '../../support/service.js';
+import { withPg } from '../../support/postgres-server.js';
 import type { HttpResponse } from '../../support/http.js';
 import type { Run } from '../../../src/kinds/generated/kinds.js';
 
@@ -23,15 +23,8 @@ export const SHOP_ROWS = { orders: 3, customers: 2 } as const;
 
 const serverUrl = () => inject('pgUrl');
 
-export async function withClient<T>(url: string, fn: (c: pg.Client) => Promise<T>): Promise<T> {
-  const c = new pg.Client({ connectionString: url });
-  await c.connect();
-  try {
-    return await fn(c);
-  } finally {
-    await c.end();
-  }
-}
+/** One connection for `fn` (test/support/postgres-server.ts withPg). */
+export const withClient = withPg;
 
 /**
  * Source database layout:
