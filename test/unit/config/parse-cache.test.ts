@@ -75,6 +75,18 @@ describe('ConfigParseCache', () => {
     expect(secrets.get(connector, 'credentials.password')).toBe('rotated-in-rev-2');
   });
 
+  it('re-bases a new checkout once: the next loads of that checkout get the very same documents', () => {
+    const cache = new ConfigParseCache();
+    loadConfig('.', { cwd: checkout('once-1'), cache });
+    const dir = checkout('once-2', '5 * * * *');
+    const first = loadConfig('.', { cwd: dir, cache }).config.documents;
+    const again = loadConfig('.', { cwd: dir, cache }).config.documents;
+    expect(again.length).toBe(first.length);
+    again.forEach((doc, i) => expect(doc).toBe(first[i]));
+    expect(first.find((d) => d.name === 'orders-db')!.source.absolutePath).toBe(join(dir, 'platform.yaml'));
+    expect(comparable(dir, cache)).toEqual(comparable(dir));
+  });
+
   it('reports the same errors from the cache as from a fresh parse', () => {
     const cache = new ConfigParseCache();
     for (const fixture of ['syntax', 'undeclared-project', 'duplicates', 'missing-reference']) {
