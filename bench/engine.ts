@@ -35,7 +35,7 @@ const DPCTL = join(ROOT, 'bin', 'dpctl.js');
 const TENANT = 'bench';
 const EMAIL = `admin@${TENANT}.test`;
 const PASSWORD = 'correct-horse-battery';
-const SOURCE = 'platform';
+export const SOURCE = 'platform';
 const PER_PROJECT = 100;
 
 export interface RunningServe {
@@ -64,10 +64,20 @@ export async function startServe(options: { databaseUrl?: string } = {}): Promis
   };
 }
 
-const projectName = (p: number) => `proj-${String(p).padStart(4, '0')}`;
+export const projectName = (p: number) => `proj-${String(p).padStart(4, '0')}`;
 const connectorName = (i: number) => `conn-${String(i).padStart(3, '0')}`;
+/**
+ * Yearly, so that no sync becomes due while a bench runs: the connectors are of a type the service
+ * really connects to (postgresql, at hosts that do not exist), and with a frequent schedule every
+ * quarter hour would start 10,000 failing syncs beside the measured commands (and leave the
+ * connectors in error, which the controller reports as degraded). The scheduler's own cost is
+ * bench/scheduler.ts's.
+ */
+export const DEFAULT_SCHEDULE = '0 0 1 1 *';
+/** A schedule other than the default that never comes due during a bench either (Jan 1 at hour 1-23). */
+export const otherSchedule = (n: number) => `0 ${(n % 23) + 1} 1 1 *`;
 
-function connectorDoc(project: string, i: number): string {
+function connectorDoc(project: string, i: number, schedule: string): string {
   return `apiVersion: dataplatform/v1
 kind: Connector
 metadata:
@@ -78,20 +88,22 @@ spec:
   connector_type: postgresql
   config: { host: db-${i}.internal, port: 5432, database: shop }
   selected_tables: [public.orders, public.customers]
-  schedule: "*/15 * * * *"
+  schedule: "${schedule}"
 `;
+}
+
+/** One project's file: its Project document and `connectors` connectors (connector i's schedule is `scheduleOf(i)`). */
+export function projectFile(name: string, connectors = PER_PROJECT, scheduleOf: (i: number) => string = () => DEFAULT_SCHEDULE): string {
+  const docs = [`apiVersion: dataplatform/v1\nkind: Project\nmetadata:\n  name: ${name}\nspec:\n  description: bench\n`];
+  for (let i = 0; i < connectors; i++) docs.push(connectorDoc(name, i, scheduleOf(i)));
+  return docs.join('---\n');
 }
 
 /** The config directory (named after the source id): one file per project, its Project document and its connectors. */
 export function writeConfig(root: string, projects: number): string {
   const dir = join(root, SOURCE);
   mkdirSync(dir, { recursive: true });
-  for (let p = 0; p < projects; p++) {
-    const name = projectName(p);
-    const docs = [`apiVersion: dataplatform/v1\nkind: Project\nmetadata:\n  name: ${name}\nspec:\n  description: bench\n`];
-    for (let i = 0; i < PER_PROJECT; i++) docs.push(connectorDoc(name, i));
-    writeFileSync(join(dir, `${name}.yaml`), docs.join('---\n'));
-  }
+  for (let p = 0; p < projects; p++) writeFileSync(join(dir, `${projectName(p)}.yaml`), projectFile(projectName(p)));
   return dir;
 }
 
@@ -116,7 +128,7 @@ export async function seed(serve: RunningServe, projects: number): Promise<numbe
         connector_type: 'postgresql',
         config: { host: `db-${i}.internal`, port: 5432, database: 'shop' },
         selected_tables: ['public.orders', 'public.customers'],
-        schedule: '*/15 * * * *',
+        schedule: DEFAULT_SCHEDULE,
         labels: { team: 'data', [MANAGED_BY_LABEL]: SOURCE },
       }),
     );
@@ -161,7 +173,7 @@ interface Measured {
  * After the bulk load, what autovacuum would do within a minute anyway (VACUUM ANALYZE), so it does not
  * run in the middle of the measured plans: the plans measure a database in its steady state.
  */
-async function settle(databaseUrl: string): Promise<void> {
+export async function settle(databaseUrl: string): Promise<void> {
   await withPg(databaseUrl, (c) => c.query('VACUUM ANALYZE'));
 }
 

@@ -3,10 +3,9 @@
  * `node bin/dpctl.js serve`), and what the benches read of it from outside: its CPU time and
  * memory (from /proc, as `top` does).
  */
-import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { startServe, type RunningCli } from '../../test/support/cli.js';
-import { processCpuMs } from './proc.js';
+import { processUsage, type ProcessUsage } from './proc.js';
 
 export interface ServeOptions {
   dataDir: string;
@@ -16,12 +15,6 @@ export interface ServeOptions {
   env?: Record<string, string>;
   /** Also wait for this text in the output (e.g. the bootstrap tenant's line). */
   readyText?: string;
-}
-
-export interface ProcessUsage {
-  cpuMs: number;
-  rssMb: number;
-  maxRssMb: number;
 }
 
 /** Resolves once the process has printed `text` (on either stream). */
@@ -61,10 +54,7 @@ export class DpctlServe {
 
   /** CPU time so far and memory now and at peak, as the kernel counts them for the process. */
   usage(): ProcessUsage {
-    const pid = this.cli.child.pid!;
-    const status = readFileSync(`/proc/${pid}/status`, 'utf8');
-    const kb = (name: string) => Number(new RegExp(`^${name}:\\s+(\\d+) kB`, 'm').exec(status)?.[1] ?? 0);
-    return { cpuMs: processCpuMs(pid), rssMb: Math.round(kb('VmRSS') / 1024), maxRssMb: Math.round(kb('VmHWM') / 1024) };
+    return processUsage(this.cli.child.pid!);
   }
 
   /** SIGTERM, as a process manager stops it; resolves when it has exited. */

@@ -10,3 +10,16 @@ export function processCpuMs(pid: number): number {
   const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
   return ((Number(fields[11]) + Number(fields[12])) * 1000) / USER_HZ;
 }
+
+export interface ProcessUsage {
+  cpuMs: number;
+  rssMb: number;
+  maxRssMb: number;
+}
+
+/** CPU time so far, and resident memory now and at its peak (VmRSS, VmHWM, in MB), as the kernel counts them for a process. */
+export function processUsage(pid: number): ProcessUsage {
+  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+  const kb = (name: string) => Number(new RegExp(`^${name}:\\s+(\\d+) kB`, 'm').exec(status)?.[1] ?? 0);
+  return { cpuMs: processCpuMs(pid), rssMb: Math.round(kb('VmRSS') / 1024), maxRssMb: Math.round(kb('VmHWM') / 1024) };
+}
