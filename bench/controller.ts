@@ -196,16 +196,17 @@ async function steadyScenario(serve: RunningServe, backend: string, work: string
       load: machineLoad(),
     };
 
-    // c) One connector's schedule per commit, in the first project's file.
+    // c) One more connector's schedule changes with each commit, in the first project's file.
     const file = `${SOURCE}/${projectName(0)}.yaml`;
+    const schedules = Array.from({ length: PER_PROJECT }, () => DEFAULT_SCHEDULE);
     const samples: number[] = [];
     for (let c = 0; c < BIG_COMMITS; c++) {
-      const schedule = otherSchedule(c);
+      schedules[c % PER_PROJECT] = otherSchedule(c);
       writeFileSync(
         join(repo.work, file),
-        projectFile(projectName(0), PER_PROJECT, (i) => (i === c ? schedule : DEFAULT_SCHEDULE)),
+        projectFile(projectName(0), PER_PROJECT, (i) => schedules[i]),
       );
-      samples.push(await commitAndNotify(controller, repo, `connector ${c}: schedule ${schedule}`, 120_000));
+      samples.push(await commitAndNotify(controller, repo, `connector ${c}: schedule ${schedules[c % PER_PROJECT]}`, 120_000));
     }
     const bigRow = latencyRow(
       `dpctl controller: commit -> applied through the signed push webhook on that repository (one connector per commit), ${samples.length} commits`,
