@@ -53,7 +53,9 @@ describe(`a schema of ${COLUMNS.toLocaleString('en-US')} columns`, () => {
     });
     await classification('first');
     // 32,000 x 100 = 3.2 million tests: within the budget.
+    const read = performance.now();
     const { result, probe } = await whileServingOther(svc, bystander, () => svc.call(owner, 'GET', `${base}/connectors/${c.id}/schema`));
+    const withinBudgetMs = performance.now() - read;
     expect(result.status, result.text.slice(0, 300)).toBe(200);
     const marked = (result.body.tables as { columns: { name: string; classification?: string }[] }[]).flatMap((t) =>
       t.columns.filter((col) => col.classification).map((col) => `${col.name}:${col.classification}`),
@@ -71,6 +73,9 @@ describe(`a schema of ${COLUMNS.toLocaleString('en-US')} columns`, () => {
       code: 'unprocessable_entity',
       message: `Classifying this schema would test 32,000 columns against 400 column matchers (12,800,000 tests), more than the ${MAX_CLASSIFY_TESTS.toLocaleString('en-US')} one read may make; select fewer tables in the connector's schema, or merge the project's classifications`,
     });
-    expect(performance.now() - started).toBeLessThan(BYSTANDER_MAX_MS);
+    // Refused before any matching: faster than the read above, which discovered the same columns
+    // and then matched a quarter as many tests. (Not a fixed bound: the discovery of 32,000 columns
+    // alone took 1.6 s on a slow day.)
+    expect(performance.now() - started).toBeLessThan(withinBudgetMs);
   }, 120_000);
 });
