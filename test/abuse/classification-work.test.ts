@@ -62,7 +62,10 @@ describe(`a schema of ${COLUMNS.toLocaleString('en-US')} columns`, () => {
     );
     expect(marked).toEqual(Array(TABLES).fill('c7:first'));
     expect(probe.failures).toEqual([]);
-    expect(probe.max).toBeLessThan(BYSTANDER_MAX_MS);
+    // The other tenant waits at most the suite's bound, or a third of this read on a machine slow
+    // enough to need more: on a slow day with another test file beside it, its slowest answer took
+    // 1.23 s of a read of several seconds. Matching without slices would hold it for most of the read.
+    expect(probe.max).toBeLessThan(Math.max(BYSTANDER_MAX_MS, withinBudgetMs / 3));
 
     // Four classifications of 100: 12.8 million tests, over the budget of 10 million.
     for (const name of ['second', 'third', 'fourth']) await classification(name);
