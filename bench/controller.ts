@@ -28,12 +28,15 @@
  */
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { join } from 'node:path';
 import { TestRepo } from '../test/controller/helpers.js';
+import { median } from './lib/alternate.js';
 import { DpctlController, totalRuns } from './lib/dpctl-controller.js';
 import { freshDatabase } from './lib/pg.js';
 import { benchBackends, machineLoad, report, seconds, type BenchRow } from './lib/report.js';
 import {
+  connectorName,
   DEFAULT_SCHEDULE,
   otherSchedule,
   projectFile,
@@ -57,12 +60,6 @@ const PER_PROJECT = 100;
 const LATENCY_GOAL_MS = 2_000;
 /** What a run that found nothing to change reports. */
 const IN_SYNC = new Set(['in-sync', 'converged']);
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-const median = (xs: number[]) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
-};
 
 /** Pushes a commit, sends its webhook and waits until the controller converged on it; returns the ms from webhook to converged. */
 async function commitAndNotify(controller: DpctlController, repo: TestRepo, message: string, timeoutMs: number): Promise<number> {
@@ -127,9 +124,8 @@ async function latencyScenario(serve: RunningServe, backend: string, work: strin
       schedules[i] = otherSchedule(c);
       writeFile();
       samples.push(await commitAndNotify(controller, repo, `connector ${i}: schedule ${schedules[i]}`, 30_000));
-      const live = (await client.resources('connector', { projectId }).listAll()).find(
-        (r) => r.name === `conn-${String(i).padStart(3, '0')}`,
-      ) as { schedule?: string } | undefined;
+      const live = (await client.resources('connector', { projectId }).listAll()).find((r) => r.name === connectorName(i)) as
+        { schedule?: string } | undefined;
       if (live?.schedule !== schedules[i]) throw new Error(`connector ${i} has schedule ${live?.schedule}, expected ${schedules[i]}`);
     }
     const peakMb = controller.usage().maxRssMb;

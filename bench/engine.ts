@@ -65,7 +65,7 @@ export async function startServe(options: { databaseUrl?: string } = {}): Promis
 }
 
 export const projectName = (p: number) => `proj-${String(p).padStart(4, '0')}`;
-const connectorName = (i: number) => `conn-${String(i).padStart(3, '0')}`;
+export const connectorName = (i: number) => `conn-${String(i).padStart(3, '0')}`;
 /**
  * Yearly, so that no sync becomes due while a bench runs: the connectors are of a type the service
  * really connects to (postgresql, at hosts that do not exist), and with a frequent schedule every

@@ -5,6 +5,7 @@
  * CPU and memory (/proc).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { DPCTL } from '../../test/support/cli.js';
 import { processUsage, type ProcessUsage } from './proc.js';
 
@@ -30,8 +31,6 @@ export interface ControllerScrape {
 
 /** Results of a run that did what it was asked; any other ends a wait with an error. */
 const GOOD_RESULTS = new Set(['converged', 'in-sync', 'incomplete']);
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 export function parseScrape(text: string): ControllerScrape {
   const converged = /^dpctl_controller_converged_revision_info\{revision="([^"]+)"/m.exec(text)?.[1];
