@@ -5,6 +5,7 @@ import { BYSTANDER_MAX_MS, whileServingOther } from '../../abuse/support.js';
 import { runtimeOf } from '../../../src/service/runtime/runtime.js';
 import { schedulerOf } from '../../../src/service/runtime/scheduler.js';
 import { newId } from '../../../src/service/ids.js';
+import type { Db } from '../../../src/service/store/db.js';
 import { eventually, type Run } from '../runtime/helpers.js';
 
 /**
@@ -211,9 +212,28 @@ describe.skipIf(testStore() !== 'postgres')('ticks claimed but not started when 
     }
     now = hour + 60_000; // every spread (0-59 s) has passed
     const onA = schedulerOf(runtimeOf(a.service.ctx));
-    // A claims up to 200 of the tenant's ticks and starts them 10 at a time; it stops with most still queued.
-    await onA.tick();
-    await onA.stop();
+    // A claims up to 200 of the tenant's ticks and starts them 10 at a time; it stops with most still
+    // queued. The starts wait (before their INSERT into schedule_ticks, holding no connection) until A
+    // is stopping: on a slow machine, starts that ended while A was still claiming made room for more
+    // claims, and A once fired all 300 before it stopped.
+    const aDb = a.service.ctx.db as Db;
+    const run = aDb.run;
+    let open!: () => void;
+    const stopped = new Promise<void>((resolve) => (open = resolve));
+    aDb.run = async (sql, params) => {
+      if (sql.startsWith('INSERT INTO schedule_ticks')) await stopped;
+      return run.call(aDb, sql, params);
+    };
+    try {
+      await onA.tick();
+      // Stopping drops what waits at once, then waits for the starts under way.
+      const stopping = onA.stop();
+      await eventually(async () => onA.queue.cleared);
+      open();
+      await stopping;
+    } finally {
+      aDb.run = run;
+    }
     const { db } = a.service.ctx;
     const n = async (sql: string, params: (string | number)[] = []) => Number((await db.get<{ n: number }>(sql, params))!.n);
     const firedOnA = await n('SELECT COUNT(*) AS n FROM schedule_ticks');
