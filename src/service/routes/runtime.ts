@@ -15,6 +15,7 @@ import { applyInfrastructure, planInfrastructure } from '../runtime/infrastructu
 import { installScheduler } from '../runtime/scheduler.js';
 import { installRetention } from '../runtime/retention.js';
 import { classifySchema } from '../runtime/classify.js';
+import { slicedJsonBody } from '../runtime/sliced-json.js';
 import type { Started } from '../runtime/connectors.js';
 
 const params = (...names: string[]) => ({ type: 'object', properties: Object.fromEntries(names.map((n) => [n, { type: 'string' }])) });
@@ -146,9 +147,12 @@ function registerConnectorRoutes(app: FastifyInstance, rt: Runtime) {
         response: { 200: kind('discovered_schema').responseSchema, ...errorResponses },
       },
     },
-    async (req) => {
+    async (req, reply) => {
       const { found } = await load(ctx, req, 'connector', 'connectorId');
-      return classifySchema(rt, found, await discoverSchema(rt, found));
+      const schema = await classifySchema(rt, found, await discoverSchema(rt, found));
+      reply.type('application/json');
+      // Up to MAX_DISCOVERED_COLUMNS columns with their marks: written a table at a time.
+      return slicedJsonBody(schema, 'tables');
     },
   );
 }

@@ -1,9 +1,9 @@
-import { isDeepStrictEqual } from 'node:util';
 import type { Queryable } from '../store/db.js';
 import type { StoredResource } from '../store/resources.js';
 import { conflict, notFound } from '../errors.js';
 import { Stopped, type Runtime } from './runtime.js';
 import { egressPolicy } from '../egress.js';
+import { slicedStringify } from './sliced-json.js';
 import {
   guarded,
   inProject,
@@ -66,12 +66,6 @@ export interface DiscoveredSchema {
   tables: DiscoveredTable[];
 }
 
-interface StoredDiscovery {
-  discovered_at: string | null;
-  error: string | null;
-  tables: DiscoveredTable[];
-}
-
 /** How long an unchanged discovery is answered as stored instead of written again. */
 const UNCHANGED_DISCOVERY_MS = 60_000;
 
@@ -79,54 +73,85 @@ const UNCHANGED_DISCOVERY_MS = 60_000;
 const discoveryId = (connectorId: string) => `dsc_${connectorId}`;
 
 /**
+ * Where a stored discovery's tables begin: they are written last (jsonChunks), and outside a string
+ * (where every quote is escaped) this text can only be that key.
+ */
+const TABLES_KEY = ',"tables":';
+
+/**
+ * A stored discovery's JSON text, split where its tables begin: the rest parsed, the tables kept as
+ * text. A discovery of 100,000 columns is 5 MB, whose JSON.parse held every request for 0.2 s.
+ */
+function splitStored(json: string): { head: Omit<DiscoveredSchema, 'tables'>; tablesJson: string } | undefined {
+  const at = json.indexOf(TABLES_KEY);
+  if (at < 0 || !json.endsWith('}')) return undefined;
+  return { head: JSON.parse(`${json.slice(0, at)}}`), tablesJson: json.slice(at + TABLES_KEY.length, -1) };
+}
+
+/**
  * GET .../schema: reads the source's tables and columns again and stores them. When the source
  * cannot be read, the answer keeps the last tables found, with `error` saying why they could not be refreshed.
+ * Up to MAX_DISCOVERED_COLUMNS columns: read in batches, written as JSON in slices, and compared with the
+ * stored discovery as text, so no step holds the event loop for the whole schema.
  */
 export async function discoverSchema(rt: Runtime, connector: StoredResource): Promise<DiscoveredSchema> {
   const s = sourceSettings(connector);
   const timeout = rt.ctx.options.sourceTimeout;
-  const { tenantId, projectId } = connector;
-  const previousRow = await rt.ctx.resources.get(tenantId, projectId, 'discovered_schema', discoveryId(connector.id));
-  const previous = previousRow?.data as StoredDiscovery | undefined;
-  let stored: StoredDiscovery;
+  const previousJson = await rt.ctx.resources.getDataJson(
+    connector.tenantId,
+    connector.projectId,
+    'discovered_schema',
+    discoveryId(connector.id),
+  );
+  const previous = previousJson === undefined ? undefined : splitStored(previousJson);
+  let data: DiscoveredSchema;
   try {
     const tables = isReal(s) ? await discoverPostgres(s, timeout, egressPolicy(rt.ctx.options)) : simulatedDiscovery(s);
-    stored = { discovered_at: rt.now(), error: null, tables };
+    data = { connector_id: connector.id, discovered_at: rt.now(), error: null, tables };
   } catch (err) {
-    stored = { discovered_at: previous?.discovered_at ?? null, error: describeError(err, s, timeout), tables: previous?.tables ?? [] };
+    // Only here are the stored tables parsed: they are the answer.
+    const tables = previousJson ? (JSON.parse(previousJson) as DiscoveredSchema).tables : [];
+    data = {
+      connector_id: connector.id,
+      discovered_at: previous?.head.discovered_at ?? null,
+      error: describeError(err, s, timeout),
+      tables,
+    };
   }
+  const json = await slicedStringify(data, 'tables');
   // The same tables found again within a minute of the stored discovery: answered as stored, so polling
   // this GET costs the source a read but the database no write (at most one a minute per connector).
   if (
     previous &&
-    previous.error === null &&
-    stored.error === null &&
-    rt.nowMs() - Date.parse(String(previous.discovered_at)) < UNCHANGED_DISCOVERY_MS &&
-    isDeepStrictEqual(previous.tables, stored.tables)
+    previous.head.error === null &&
+    data.error === null &&
+    rt.nowMs() - Date.parse(String(previous.head.discovered_at)) < UNCHANGED_DISCOVERY_MS &&
+    previous.tablesJson === splitStored(json)?.tablesJson
   ) {
-    return { connector_id: connector.id, ...previous };
+    return { ...data, discovered_at: previous.head.discovered_at };
   }
-  const data = { connector_id: connector.id, ...stored };
+  await storeDiscovery(rt, connector, data, json);
+  return data;
+}
+
+/** Writes a discovery (`json`, its JSON text) as the connector's discovered_schema row, unless the connector is gone. */
+async function storeDiscovery(rt: Runtime, connector: StoredResource, data: DiscoveredSchema, json: string) {
+  const { tenantId, projectId } = connector;
+  const row = {
+    id: discoveryId(connector.id),
+    tenantId,
+    projectId,
+    kind: 'discovered_schema',
+    parentId: connector.id,
+    name: connector.id,
+    data: data as unknown as Record<string, unknown>,
+    secrets: null,
+  };
   await inProject(rt, tenantId, projectId, async (q) => {
     if (!(await rt.ctx.resources.exists(tenantId, projectId, 'connector', connector.id, q))) return;
-    const row = await rt.ctx.resources.get(tenantId, projectId, 'discovered_schema', discoveryId(connector.id), q);
-    if (row) await rt.ctx.resources.update({ ...row, data }, q);
-    else
-      await rt.ctx.resources.insert(
-        {
-          id: discoveryId(connector.id),
-          tenantId,
-          projectId,
-          kind: 'discovered_schema',
-          parentId: connector.id,
-          name: connector.id,
-          data,
-          secrets: null,
-        },
-        q,
-      );
+    if (await rt.ctx.resources.exists(tenantId, projectId, 'discovered_schema', row.id, q)) await rt.ctx.resources.update(row, q, json);
+    else await rt.ctx.resources.insert(row, q, json);
   });
-  return data;
 }
 
 export interface StartSync {

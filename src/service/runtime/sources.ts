@@ -234,6 +234,16 @@ const tooMany = (what: string, schemas: string[], max: number, advice: string) =
     `${schemas.length === 1 ? 'Schema' : 'Schemas'} ${schemas.map((x) => `"${x}"`).join(', ')} ${schemas.length === 1 ? 'holds' : 'hold'} more than ${max.toLocaleString('en-US')} ${what}, the most a connector reads; ${advice}`,
   );
 
+/**
+ * Columns per FETCH of a discovery. node-postgres parses a whole result in the turn of the event loop
+ * that receives it: the 32,000 columns of one query held every tenant's requests for 0.1-0.5 s, and
+ * MAX_DISCOVERED_COLUMNS would hold them three times as long. A batch of this size parses in a few
+ * milliseconds, and the round trip between batches lets everything else run.
+ */
+export const DISCOVERY_BATCH_ROWS = 2_000;
+
+type ColumnRow = [table_schema: string, table_name: string, column_name: string, data_type: string, udt_name: string, is_nullable: string];
+
 /** Tables and columns (information_schema) of the connector's schemas that the user can see: at most MAX_SOURCE_TABLES and MAX_DISCOVERED_COLUMNS. */
 export async function discoverPostgres(s: SourceSettings, timeoutSeconds: number, egress: EgressPolicy): Promise<DiscoveredTable[]> {
   return withPostgres(s, timeoutSeconds, egress, undefined, async (c) => {
@@ -245,31 +255,43 @@ export async function discoverPostgres(s: SourceSettings, timeoutSeconds: number
     );
     if (tables.rows.length > MAX_SOURCE_TABLES)
       throw tooMany('tables', schemas, MAX_SOURCE_TABLES, 'keep the tables to discover in a schema of their own');
-    const columns = await c.query<{
-      table_schema: string;
-      table_name: string;
-      column_name: string;
-      data_type: string;
-      udt_name: string;
-      is_nullable: string;
-    }>(
-      `SELECT table_schema, table_name, column_name, data_type, udt_name, is_nullable FROM information_schema.columns
-        WHERE table_schema = ANY($1) ORDER BY table_schema, table_name, ordinal_position LIMIT $2`,
-      [schemas, MAX_DISCOVERED_COLUMNS + 1],
-    );
-    if (columns.rows.length > MAX_DISCOVERED_COLUMNS)
-      throw tooMany('columns', schemas, MAX_DISCOVERED_COLUMNS, 'keep the tables to discover in a schema of their own');
     const byKey = new Map<string, DiscoveredTable>();
     for (const t of tables.rows)
       byKey.set(`${t.table_schema}.${t.table_name}`, { schema: t.table_schema, name: t.table_name, columns: [] });
-    for (const col of columns.rows) {
-      const table = byKey.get(`${col.table_schema}.${col.table_name}`);
-      if (!table) continue;
-      const type = col.data_type === 'ARRAY' || col.data_type === 'USER-DEFINED' ? col.udt_name : col.data_type;
-      table.columns.push({ name: col.column_name, type, nullable: col.is_nullable === 'YES' });
+    const columns = `SELECT table_schema, table_name, column_name, data_type, udt_name, is_nullable FROM information_schema.columns
+        WHERE table_schema = ANY($1) ORDER BY table_schema, table_name, ordinal_position LIMIT $2`;
+    let read = 0;
+    for await (const batch of inBatches<ColumnRow>(c, columns, [schemas, MAX_DISCOVERED_COLUMNS + 1], DISCOVERY_BATCH_ROWS)) {
+      read += batch.length;
+      if (read > MAX_DISCOVERED_COLUMNS)
+        throw tooMany('columns', schemas, MAX_DISCOVERED_COLUMNS, 'keep the tables to discover in a schema of their own');
+      for (const [tableSchema, tableName, name, dataType, udtName, nullable] of batch) {
+        const table = byKey.get(`${tableSchema}.${tableName}`);
+        if (!table) continue;
+        const type = dataType === 'ARRAY' || dataType === 'USER-DEFINED' ? udtName : dataType;
+        table.columns.push({ name, type, nullable: nullable === 'YES' });
+      }
     }
     return [...byKey.values()];
   });
+}
+
+/**
+ * The rows of one query, `size` at a time, through a cursor of a read-only transaction (one execution
+ * of the query, one round trip per batch), as arrays in the select list's order.
+ */
+async function* inBatches<R extends unknown[]>(c: pg.Client, sql: string, params: unknown[], size: number): AsyncGenerator<R[]> {
+  await c.query('BEGIN READ ONLY');
+  try {
+    await c.query(`DECLARE batches NO SCROLL CURSOR FOR ${sql}`, params);
+    for (;;) {
+      const { rows } = await c.query<R>({ text: `FETCH ${size} FROM batches`, rowMode: 'array' });
+      if (rows.length) yield rows;
+      if (rows.length < size) return;
+    }
+  } finally {
+    await c.query('ROLLBACK').catch(() => undefined);
+  }
 }
 
 /** The tables a sync reads: the selected ones, or, when none are selected, every table of the connector's schema. */
