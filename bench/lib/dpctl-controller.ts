@@ -90,8 +90,23 @@ export class DpctlController {
     return processUsage(this.child.pid!);
   }
 
-  async scrape(): Promise<ControllerScrape> {
-    const res = await fetch(`${this.url}/metrics`);
+  /**
+   * Its metrics. A request that meets a connection closed under it (ECONNRESET: the listener's
+   * keep-alive timer fires late after a long turn of its event loop) is sent again, twice at most.
+   */
+  async scrape(attempts = 3): Promise<ControllerScrape> {
+    let res: Response;
+    try {
+      res = await fetch(`${this.url}/metrics`);
+    } catch (err) {
+      // A process that died (out of memory, a crash) says why in its output.
+      const ended = this.child.exitCode ?? this.child.signalCode;
+      if (ended === null && attempts > 1) return this.scrape(attempts - 1);
+      throw new Error(
+        `/metrics: ${(err as Error).message}${ended === null ? '' : `; dpctl controller exited (${ended})`}:\n${this.output().slice(-3000)}`,
+        { cause: err },
+      );
+    }
     if (!res.ok) throw new Error(`/metrics answered ${res.status}`);
     return parseScrape(await res.text());
   }

@@ -137,7 +137,7 @@ export class RevisionReconciler {
     const recovered = this.fetchFailures.succeeded();
     if (recovered) log.info({ source: source.description, failing_since: iso(recovered.since), failures: recovered.failures }, 'fetch recovered');
     if (seen.kind === 'unchanged') return;
-    const { checked, revision: validated } = this.revisions.check(seen.rev, validateRevision(seen.rev, engine));
+    const { checked, revision: validated } = this.revisions.check(seen.rev, await validateRevision(seen.rev, engine));
     status.record({ revision: validated });
     const { rev } = checked;
     if (checked.kind === 'invalid') {

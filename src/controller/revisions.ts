@@ -1,4 +1,4 @@
-import { formatConfigError, loadConfig, resolveSecrets, sortErrors } from '../config/index.js';
+import { formatConfigError, loadConfigInTurns, resolveSecrets, sortErrors } from '../config/index.js';
 import type { EngineOptions } from '../engine/index.js';
 import type { ConfigSource, Revision } from './source/types.js';
 import type { ControllerStatus } from './status.js';
@@ -37,8 +37,8 @@ export async function fetchRevision(source: ConfigSource, signal: AbortSignal): 
 }
 
 /** Errors of a revision as `file:line:column: ...`, relative to the checkout. */
-export function validateRevision(rev: Revision, engine: EngineOptions): string[] {
-  const { config, errors } = loadConfig([rev.configDir], {
+export async function validateRevision(rev: Revision, engine: EngineOptions): Promise<string[]> {
+  const { config, errors } = await loadConfigInTurns([rev.configDir], {
     cwd: rev.root,
     allowUndeclaredProjects: engine.allowUndeclaredProjects ?? false,
     cache: engine.parseCache,

@@ -6,7 +6,7 @@ import { basename, dirname, resolve } from 'node:path';
 import { statSync } from 'node:fs';
 import type { DataPlatformClient } from '../client/index.js';
 import {
-  loadConfig,
+  loadConfigInTurns,
   resolveSecrets,
   sortErrors,
   type ConfigDocument,
@@ -87,7 +87,8 @@ export class EngineConfigError extends Error {
 
 /** Loads and validates the config, resolves secrets, observes and plans. */
 export async function preparePlan(client: DataPlatformClient, paths: string[], options: EngineOptions): Promise<Prepared> {
-  const { config, errors } = loadConfig(paths, {
+  // In turns: the controller answers /healthz and webhooks while it loads (a CLI does not mind).
+  const { config, errors } = await loadConfigInTurns(paths, {
     allowUndeclaredProjects: options.allowUndeclaredProjects ?? false,
     cwd: options.cwd,
     cache: options.parseCache,

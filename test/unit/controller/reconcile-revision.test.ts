@@ -76,9 +76,9 @@ function setup(o: { plan?: () => Plan; apply?: (plan: Plan) => ApplyResult; mode
 }
 
 describe('fetch and validate', () => {
-  it('validateRevision gives file:line:column errors relative to the checkout; none for a valid revision', () => {
-    expect(validateRevision(onDisk('ok'), { sourceId: 'platform' })).toEqual([]);
-    const errors = validateRevision(onDisk('bad', false), { sourceId: 'platform' });
+  it('validateRevision gives file:line:column errors relative to the checkout; none for a valid revision', async () => {
+    expect(await validateRevision(onDisk('ok'), { sourceId: 'platform' })).toEqual([]);
+    const errors = await validateRevision(onDisk('bad', false), { sourceId: 'platform' });
     expect(errors).toHaveLength(1);
     expect(errors[0]).toMatch(/^users\.yaml:\d+:\d+: .*nope/);
   });
