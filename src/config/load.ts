@@ -1,3 +1,4 @@
+import { runSteps, runStepsInTurns, type StepRunner } from '../steps.js';
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import type { ProblemCode } from '../kinds/errors.js';
 import { dirname, isAbsolute, join, posix, relative, resolve, sep } from 'node:path';
@@ -103,53 +104,38 @@ function yamlErrorMessage(message: string): string {
 
 /**
  * Equal strings of the documents of one load become one string (see shareStrings): set to the
- * load's own map while one of its steps runs (inLoad), so loads in turns never share one.
+ * load's own map while one of its steps runs (withStrings), so loads in turns never share one.
  */
 let loadStrings: Map<string, string> | undefined;
 
-/** Runs one step of a load with that load's strings. */
-function inLoad<T>(strings: Map<string, string>, step: () => T): T {
-  const outer = loadStrings;
-  loadStrings = strings;
-  try {
-    return step();
-  } finally {
-    loadStrings = outer;
-  }
-}
+/** Runs each step of a load with that load's strings. */
+const withStrings =
+  (strings: Map<string, string>): StepRunner =>
+  (step) => {
+    const outer = loadStrings;
+    loadStrings = strings;
+    try {
+      return step();
+    } finally {
+      loadStrings = outer;
+    }
+  };
 
 /** Loads YAML files and directories (recursively, sorted), validates everything, and reports every error at once. */
 export function loadConfig(paths: string | string[], options: LoadOptions = {}): LoadResult {
-  const steps = loadSteps(paths, options);
-  const strings = new Map<string, string>();
-  for (;;) {
-    const step = inLoad(strings, () => steps.next());
-    if (step.done) return step.value;
-  }
+  return runSteps(loadSteps(paths, options), withStrings(new Map()));
 }
 
-/** How long a load in turns runs before it lets the event loop turn. */
-const TURN_MS = 10;
 /** Documents checked between two steps of the checks across files. */
 const DOCUMENTS_PER_STEP = 500;
 
 /**
- * loadConfig for a process that answers requests meanwhile (the controller: /healthz, webhooks,
- * /metrics): the same load, with a turn of the event loop after each file or each
- * DOCUMENTS_PER_STEP documents, once TURN_MS have passed. Loaded in one go, a first load of 101,000
- * documents held the controller's event loop for 13.8 s. A single file is still parsed in one go.
+ * loadConfig for a process that answers requests meanwhile (the controller): the same load, with a
+ * turn of the event loop after a file or DOCUMENTS_PER_STEP documents once TURN_MS have passed
+ * (steps.ts). A single file is still parsed in one go.
  */
-export async function loadConfigInTurns(paths: string | string[], options: LoadOptions = {}): Promise<LoadResult> {
-  const steps = loadSteps(paths, options);
-  const strings = new Map<string, string>();
-  let turnStarted = performance.now();
-  for (;;) {
-    const step = inLoad(strings, () => steps.next());
-    if (step.done) return step.value;
-    if (performance.now() - turnStarted < TURN_MS) continue;
-    await new Promise<void>((resolve) => setImmediate(resolve));
-    turnStarted = performance.now();
-  }
+export function loadConfigInTurns(paths: string | string[], options: LoadOptions = {}): Promise<LoadResult> {
+  return runStepsInTurns(loadSteps(paths, options), withStrings(new Map()));
 }
 
 /** A load, in steps: it yields after each file and every DOCUMENTS_PER_STEP documents of the checks across files. */

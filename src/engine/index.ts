@@ -17,7 +17,7 @@ import {
 import { applyPlan, type ApplyResult } from './apply.js';
 import { driftReport, type DriftEntry } from './drift.js';
 import { observe, type LiveState } from './observe.js';
-import { makePlan, type Plan, type PlanOptions } from './plan.js';
+import { makePlanInTurns, type Plan, type PlanOptions } from './plan.js';
 import { attachHealth } from './health.js';
 import { restrictToTargets, type Target } from './targets.js';
 import { formatProblems } from './problems.js';
@@ -103,7 +103,7 @@ export async function preparePlan(client: DataPlatformClient, paths: string[], o
     sourceId: options.sourceId,
     projects: options.projects,
   });
-  const full = makePlan(config.documents, state, resolved.secrets, {
+  const full = await makePlanInTurns(config.documents, state, resolved.secrets, {
     sourceId: options.sourceId,
     prune,
     allowMassDelete: options.allowMassDelete ?? false,
