@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { loadConfig, loadConfigInTurns, type LoadResult } from '../../../src/config/index.js';
 import { FIXTURES, lines } from './helpers.js';
+import { turnsDuring } from '../../support/event-loop.js';
 
 /**
  * The controller loads a revision in turns (loadConfigInTurns), so that it answers /healthz and
@@ -51,23 +52,6 @@ spec:
     writeFileSync(join(dir, `f${String(f).padStart(3, '0')}.yaml`), docs.join('---\n'));
   }
   return dir;
-}
-
-/** Turns of the event loop while `work` runs. */
-async function turnsDuring<T>(work: () => Promise<T>): Promise<{ result: T; turns: number }> {
-  let turns = 0;
-  let counting = true;
-  const count = () => {
-    if (!counting) return;
-    turns++;
-    setImmediate(count);
-  };
-  setImmediate(count);
-  try {
-    return { result: await work(), turns };
-  } finally {
-    counting = false;
-  }
 }
 
 describe('loadConfigInTurns', () => {

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { makePlan, makePlanInTurns } from '../../../src/engine/plan.js';
 import { appliedState, config, PLAN_OPTIONS } from './fixtures.js';
+import { turnsDuring } from '../../support/event-loop.js';
 
 /**
  * The controller plans in turns (makePlanInTurns), so that it answers /healthz and webhooks
@@ -24,23 +25,6 @@ spec:
 `,
     ),
   ].join('---\n');
-
-/** Turns of the event loop while `work` runs. */
-async function turnsDuring<T>(work: () => Promise<T>): Promise<{ result: T; turns: number }> {
-  let turns = 0;
-  let counting = true;
-  const count = () => {
-    if (!counting) return;
-    turns++;
-    setImmediate(count);
-  };
-  setImmediate(count);
-  try {
-    return { result: await work(), turns };
-  } finally {
-    counting = false;
-  }
-}
 
 describe('makePlanInTurns', () => {
   it('plans exactly what makePlan plans (creates, updates, no-ops, prune), letting the event loop turn meanwhile', async () => {
