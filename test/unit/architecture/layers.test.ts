@@ -14,6 +14,8 @@ const LAYER: Record<string, number> = {
   kinds: 0,
   'version.ts': 0,
   'log-format.ts': 0,
+  // Work in steps, run at once or in turns (used by config and engine).
+  'steps.ts': 0,
   client: 1,
   config: 1,
   engine: 2,
