@@ -12,6 +12,9 @@ export type StepRunner = <R>(step: () => R) => R;
 
 const direct: StepRunner = (step) => step();
 
+/** Items (documents) a generator handles between two of its steps. */
+export const ITEMS_PER_STEP = 500;
+
 /** How long work in turns runs before it lets the event loop turn. */
 export const TURN_MS = 10;
 

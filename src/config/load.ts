@@ -1,4 +1,4 @@
-import { runSteps, runStepsInTurns, type StepRunner } from '../steps.js';
+import { ITEMS_PER_STEP, runSteps, runStepsInTurns, type StepRunner } from '../steps.js';
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import type { ProblemCode } from '../kinds/errors.js';
 import { dirname, isAbsolute, join, posix, relative, resolve, sep } from 'node:path';
@@ -126,19 +126,16 @@ export function loadConfig(paths: string | string[], options: LoadOptions = {}):
   return runSteps(loadSteps(paths, options), withStrings(new Map()));
 }
 
-/** Documents checked between two steps of the checks across files. */
-const DOCUMENTS_PER_STEP = 500;
-
 /**
  * loadConfig for a process that answers requests meanwhile (the controller): the same load, with a
- * turn of the event loop after a file or DOCUMENTS_PER_STEP documents once TURN_MS have passed
+ * turn of the event loop after a file or ITEMS_PER_STEP documents once TURN_MS have passed
  * (steps.ts). A single file is still parsed in one go.
  */
 export function loadConfigInTurns(paths: string | string[], options: LoadOptions = {}): Promise<LoadResult> {
   return runStepsInTurns(loadSteps(paths, options), withStrings(new Map()));
 }
 
-/** A load, in steps: it yields after each file and every DOCUMENTS_PER_STEP documents of the checks across files. */
+/** A load, in steps: it yields after each file and every ITEMS_PER_STEP documents of the checks across files. */
 function* loadSteps(paths: string | string[], options: LoadOptions): Generator<void, LoadResult, void> {
   const cwd = resolve(options.cwd ?? process.cwd());
   const errors: ConfigError[] = [];
@@ -226,11 +223,11 @@ function* loadSteps(paths: string | string[], options: LoadOptions): Generator<v
   const lookup = firstOf(declared, options.lookup);
   for (const [i, doc] of [...documents, ...drafts].entries()) {
     errors.push(...checkReferences(doc, lookup));
-    if (i % DOCUMENTS_PER_STEP === 0) yield;
+    if (i % ITEMS_PER_STEP === 0) yield;
   }
   // Pipeline steps and dbt models must form a DAG: caught here, before the API would refuse them.
   for (const [i, doc] of documents.entries()) {
-    if (i % DOCUMENTS_PER_STEP === 0) yield;
+    if (i % ITEMS_PER_STEP === 0) yield;
     for (const problem of dagProblems(doc.descriptor.dags, doc.body)) {
       errors.push({
         code: 'invalid_resource',

@@ -1,4 +1,4 @@
-import { runSteps, runStepsInTurns, type Steps } from '../steps.js';
+import { ITEMS_PER_STEP, runSteps, runStepsInTurns, type Steps } from '../steps.js';
 import {
   ConfigValidationError,
   declaredLookup,
@@ -362,9 +362,6 @@ export function planDocument(doc: ConfigDocument, ctx: PlanContext): DocumentPla
   return { change };
 }
 
-/** Documents planned between two steps of a plan in turns. */
-const DOCUMENTS_PER_STEP = 500;
-
 /** Every document's change, in document order, and the errors of those that cannot be planned. */
 export function planDocuments(documents: ConfigDocument[], ctx: PlanContext): { changes: PlannedChange[]; errors: Problem[] } {
   return runSteps(planDocumentSteps(documents, ctx));
@@ -374,7 +371,7 @@ function* planDocumentSteps(documents: ConfigDocument[], ctx: PlanContext): Step
   const changes: PlannedChange[] = [];
   const errors: Problem[] = [];
   for (const [i, doc] of documents.entries()) {
-    if (i % DOCUMENTS_PER_STEP === 0) yield;
+    if (i % ITEMS_PER_STEP === 0) yield;
     const planned = planDocument(doc, ctx);
     if (planned === undefined) continue;
     if ('errors' in planned) errors.push(...planned.errors);
@@ -517,7 +514,7 @@ export function makePlan(documents: ConfigDocument[], state: LiveState, secrets:
 }
 
 /**
- * makePlan with a turn of the event loop every DOCUMENTS_PER_STEP documents once TURN_MS have passed
+ * makePlan with a turn of the event loop every ITEMS_PER_STEP documents once TURN_MS have passed
  * (steps.ts), for the controller: in one go, a plan of 101,000 documents held its event loop for 3 s.
  */
 export function makePlanInTurns(

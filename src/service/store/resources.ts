@@ -249,22 +249,22 @@ export class ResourceStore {
     };
   }
 
-  async exists(tenantId: string, projectId: string, kind: string, id: string, q: Queryable = this.db): Promise<boolean> {
-    return !!(await q.get('SELECT 1 AS ok FROM resources WHERE id = ? AND tenant_id = ? AND project_id = ? AND kind = ?', [
-      id,
-      tenantId,
-      projectId,
-      kind,
-    ]));
-  }
-
-  async get(tenantId: string, projectId: string, kind: string, id: string, q: Queryable = this.db) {
-    const row = await q.get<Row>(`SELECT ${COLUMNS} FROM resources WHERE id = ? AND tenant_id = ? AND project_id = ? AND kind = ?`, [
+  /** `columns` of one resource by id, within its tenant, project and kind (the reads below share it). */
+  private byId<T>(columns: string, tenantId: string, projectId: string, kind: string, id: string, q: Queryable) {
+    return q.get<T>(`SELECT ${columns} FROM resources WHERE id = ? AND tenant_id = ? AND project_id = ? AND kind = ?`, [
       id,
       tenantId,
       projectId,
       kind,
     ]);
+  }
+
+  async exists(tenantId: string, projectId: string, kind: string, id: string, q: Queryable = this.db): Promise<boolean> {
+    return !!(await this.byId('1 AS ok', tenantId, projectId, kind, id, q));
+  }
+
+  async get(tenantId: string, projectId: string, kind: string, id: string, q: Queryable = this.db) {
+    const row = await this.byId<Row>(COLUMNS, tenantId, projectId, kind, id, q);
     return row && this.fromRow(row);
   }
 
@@ -273,13 +273,7 @@ export class ResourceStore {
    * (a discovered schema of 100,000 columns is 5 MB, and JSON.parse holds the event loop while it runs).
    */
   async getDataJson(tenantId: string, projectId: string, kind: string, id: string, q: Queryable = this.db): Promise<string | undefined> {
-    const row = await q.get<{ data: string }>('SELECT data FROM resources WHERE id = ? AND tenant_id = ? AND project_id = ? AND kind = ?', [
-      id,
-      tenantId,
-      projectId,
-      kind,
-    ]);
-    return row?.data;
+    return (await this.byId<{ data: string }>('data', tenantId, projectId, kind, id, q))?.data;
   }
 
   async getByName(tenantId: string, projectId: string, kind: string, name: string, q: Queryable = this.db) {
