@@ -1,4 +1,4 @@
-import type { HealthEntry } from '../engine/index.js';
+import type { HealthStatus } from '../kinds/index.js';
 import type { Condition, ControllerStatus, ResourceStatus, RunResult } from './status.js';
 
 /**
@@ -8,24 +8,21 @@ import type { Condition, ControllerStatus, ResourceStatus, RunResult } from './s
  * derived here, in one place.
  */
 
-const rowKey = (r: { kind: string; project?: string | null; name: string }) => `${r.kind}\u0000${r.project ?? ''}\u0000${r.name}`;
-
 /**
- * Puts each resource's health on its row. A row the run left in sync or applied whose resource
- * is degraded or still progressing shows that instead: it is not done.
+ * Puts its resource's health (if the kind has a health rule) on a row just made. A row the run
+ * left in sync or applied whose resource is degraded or still progressing shows that instead: it
+ * is not done. The row is changed, not copied: a copy with more fields (`{ ...row, health }`) cost
+ * V8 about 6 µs a row, 1.1 s at 101,000 rows, and made every later pass over the rows slow too.
  */
-export function withHealth(rows: ResourceStatus[], health: HealthEntry[]): ResourceStatus[] {
-  const byKey = new Map(health.map((h) => [rowKey(h), h]));
-  return rows.map((row) => {
-    const h = byKey.get(rowKey(row));
-    if (!h) return row;
-    const out: ResourceStatus = { ...row, health: h.health, health_reason: h.reason ?? null };
-    if ((row.state === 'in-sync' || row.state === 'applied') && (h.health === 'degraded' || h.health === 'progressing')) {
-      out.state = h.health;
-      out.detail = h.reason ?? null;
-    }
-    return out;
-  });
+export function withHealth(row: ResourceStatus, h: HealthStatus | undefined): ResourceStatus {
+  if (!h) return row;
+  row.health = h.health;
+  row.health_reason = h.reason ?? null;
+  if ((row.state === 'in-sync' || row.state === 'applied') && (h.health === 'degraded' || h.health === 'progressing')) {
+    row.state = h.health;
+    row.detail = h.reason ?? null;
+  }
+  return row;
 }
 
 /** A run that applied everything is `degraded` or `progressing` while a resource is. */

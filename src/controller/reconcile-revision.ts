@@ -18,7 +18,6 @@ import {
 } from '../engine/index.js';
 import type { Backoff } from './backoff.js';
 import { deferChanges } from './defer.js';
-import { withHealth } from './health.js';
 import type { ControllerMetrics } from './metrics.js';
 import { fetchRevision, Revisions, validateRevision } from './revisions.js';
 import { RepeatedFailure } from './repeated-failure.js';
@@ -33,7 +32,6 @@ import {
   heldRows,
   isConverged,
   noRevisionOutcome,
-  observedHealth,
   planErrorOutcome,
   resourceRows,
   withInvalidRevision,
@@ -155,7 +153,7 @@ export class RevisionReconciler {
   /** Drift mode: plan (every kind, prune included) and report; nothing is applied nor waited for. */
   private async reportDrift(rev: Revision, status: StatusRecorder): Promise<RunOutcome> {
     const { plan, drift } = await this.steps.detectDrift(this.d.client, [rev.configDir], this.optionsFor(rev));
-    const resources = withHealth(driftRows(plan), observedHealth(plan));
+    const resources = driftRows(plan);
     status.record({ drift: driftJson(plan.sourceId, drift, plan.errors).drift, resources });
     this.plannedOnce = true;
     return driftOutcome(plan, drift.length, resources);
@@ -173,10 +171,7 @@ export class RevisionReconciler {
     const applied = await this.apply(prepared, rev, signal);
     const settled = await this.checkHealth(prepared, applied, rev, signal);
     this.recordOutcomes(plan, applied);
-    const resources = withHealth(
-      resourceRows(plan, applied, (key) => this.d.backoff.get(key)),
-      settled.health,
-    );
+    const resources = resourceRows(plan, applied, (key) => this.d.backoff.get(key), settled.health);
     status.record({ resources });
     return applyOutcome(resources, signal.aborted, plan);
   }

@@ -3,7 +3,6 @@ import {
   EngineConfigError,
   summaryJson,
   formatProblems,
-  healthEntry,
   type HealthEntry,
   type Outcome,
   type Plan,
@@ -11,7 +10,7 @@ import {
   type Problem,
 } from '../engine/index.js';
 import type { BackoffEntry } from './backoff.js';
-import { resultWithHealth } from './health.js';
+import { resultWithHealth, withHealth } from './health.js';
 import type { ControllerStatus, ResourceStatus, RunResult } from './status.js';
 
 /**
@@ -45,16 +44,25 @@ export const isConverged = (result: RunResult) => result === 'converged' || resu
 
 export const summaryOf = (plan: Plan): Record<string, number> => summaryJson(plan);
 
-export const rowOf = (c: PlannedChange, state: ResourceStatus['state'], detail: string | null): ResourceStatus => ({
+/** A change's row. Rows are made whole here and changed in place after (withHealth, withRetry): see withHealth for why. */
+export const rowOf = (c: PlannedChange, state: ResourceStatus['state'], detail: string | null, id = c.id ?? null): ResourceStatus => ({
   kind: c.kind,
   yaml_kind: c.yamlKind,
   project: c.project ?? null,
   name: c.name,
-  id: c.id ?? null,
+  id,
   action: c.action,
   state,
   detail,
 });
+
+/** When the resource backs off: how many failures, and when it is tried again. */
+function withRetry(row: ResourceStatus, e: BackoffEntry | undefined): ResourceStatus {
+  if (!e) return row;
+  row.failures = e.failures;
+  row.next_attempt_at = iso(e.nextAttemptAt);
+  return row;
+}
 
 /** Why a change is planned: what the server lacks, the fields that differ, the reasons. */
 export const changeDetail = (c: PlannedChange) =>
@@ -68,46 +76,48 @@ export const changeDetail = (c: PlannedChange) =>
 export const backoffReason = (e: BackoffEntry | undefined) =>
   e ? `backing off after ${e.failures} failure${e.failures === 1 ? '' : 's'}: ${e.lastError}` : undefined;
 
-/** Health as the plan observed it (drift mode, where nothing is applied nor waited for). */
-export const observedHealth = (plan: Plan): HealthEntry[] => plan.changes.filter((c) => c.health).map((c) => healthEntry(c, c.health!));
-
-/** Drift mode's rows: what differs is drifted, the rest in sync. */
+/** Drift mode's rows: what differs is drifted, the rest in sync; with health as the plan observed it (nothing is applied nor waited for). */
 export const driftRows = (plan: Plan): ResourceStatus[] =>
-  plan.changes.map((c) => (c.action === 'no-op' ? rowOf(c, 'in-sync', null) : rowOf(c, 'drifted', changeDetail(c))));
+  plan.changes.map((c) => withHealth(c.action === 'no-op' ? rowOf(c, 'in-sync', null) : rowOf(c, 'drifted', changeDetail(c)), c.health));
 
 /** The rows of a plan with errors: nothing was applied. */
 export const heldRows = (plan: Plan): ResourceStatus[] =>
   plan.changes.map((c) => (c.action === 'no-op' ? rowOf(c, 'in-sync', null) : rowOf(c, 'pending', `not applied: the plan has errors`)));
 
 /**
- * Apply mode's rows, before health: what each change came to. `backoffOf` gives a resource's
- * backoff entry, as the run left it (a failed change has one).
+ * Apply mode's rows: what each change came to, and its resource's health after the apply
+ * (`health`, the settle step's). `backoffOf` gives a resource's backoff entry, as the run left it
+ * (a failed change has one).
  */
 export function resourceRows(
   plan: Plan,
   applied: ChangeOutcomes,
   backoffOf: (key: string) => BackoffEntry | undefined,
+  health: HealthEntry[] = [],
 ): ResourceStatus[] {
-  const retry = (e: BackoffEntry | undefined) => (e ? { failures: e.failures, next_attempt_at: iso(e.nextAttemptAt) } : {});
-  return plan.changes.map((c): ResourceStatus => {
-    if (c.action === 'no-op') return rowOf(c, 'in-sync', null);
-    const held = applied.deferred.get(c);
-    if (held !== undefined) return { ...rowOf(c, 'backoff', held), ...retry(backoffOf(c.key)) };
-    // dpctl.dev/reconcile: observe: reported as drift, never applied.
-    if (c.observeOnly) return rowOf(c, 'drifted', `observe only: ${changeDetail(c)}`);
-    const o = applied.outcomes.get(c);
-    if (!o) return rowOf(c, 'pending', null);
-    switch (o.status) {
-      case 'done':
-        return { ...rowOf(c, 'applied', `${c.action} done`), id: o.id ?? c.id ?? null };
-      case 'failed':
-        return { ...rowOf(c, 'failed', o.message ?? null), ...retry(backoffOf(c.key)) };
-      case 'skipped':
-        return rowOf(c, 'skipped', o.message ?? null);
-      default:
-        return rowOf(c, 'unsupported', o.message ?? null);
-    }
-  });
+  const healthByKey = new Map(health.map((h) => [h.key, h]));
+  return plan.changes.map((c) => withHealth(outcomeRow(c, applied, backoffOf), healthByKey.get(c.key)));
+}
+
+/** What one change came to. */
+function outcomeRow(c: PlannedChange, applied: ChangeOutcomes, backoffOf: (key: string) => BackoffEntry | undefined): ResourceStatus {
+  if (c.action === 'no-op') return rowOf(c, 'in-sync', null);
+  const held = applied.deferred.get(c);
+  if (held !== undefined) return withRetry(rowOf(c, 'backoff', held), backoffOf(c.key));
+  // dpctl.dev/reconcile: observe: reported as drift, never applied.
+  if (c.observeOnly) return rowOf(c, 'drifted', `observe only: ${changeDetail(c)}`);
+  const o = applied.outcomes.get(c);
+  if (!o) return rowOf(c, 'pending', null);
+  switch (o.status) {
+    case 'done':
+      return rowOf(c, 'applied', `${c.action} done`, o.id ?? c.id ?? null);
+    case 'failed':
+      return withRetry(rowOf(c, 'failed', o.message ?? null), backoffOf(c.key));
+    case 'skipped':
+      return rowOf(c, 'skipped', o.message ?? null);
+    default:
+      return rowOf(c, 'unsupported', o.message ?? null);
+  }
 }
 
 /** Drift mode: plan errors, else drift, else in sync (each subject to health). */

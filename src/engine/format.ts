@@ -1,3 +1,4 @@
+import { appendTo } from '../collections.js';
 import { formatProblem, formatProblems, type Problem } from './problems.js';
 import type { ApplyResult } from './apply.js';
 import { SENSITIVE, type FieldChange } from './diff.js';
@@ -253,7 +254,7 @@ function alertList(out: Budget, type: string, title: string, items: string[], wh
 /** Rows by table: tenant-wide resources (users, ...) first, then projects by name. */
 function byGroup(rows: MdRow[]): [string | null, MdRow[]][] {
   const groups = new Map<string | null, MdRow[]>();
-  for (const r of rows) groups.set(r.group, [...(groups.get(r.group) ?? []), r]);
+  for (const r of rows) appendTo(groups, r.group, r);
   return [...groups].sort(([a], [b]) => (a === null ? -1 : b === null ? 1 : a.localeCompare(b)));
 }
 

@@ -1,5 +1,6 @@
 import { healthOf, type Health, type HealthStatus } from '../kinds/index.js';
 import type { DataPlatformClient } from '../client/index.js';
+import { appendTo } from '../collections.js';
 import { collectionKey, mapLimit, resourceKey, type LiveObject } from './observe.js';
 import { subjectOfChange, type Plan, type PlannedChange } from './plan.js';
 
@@ -10,6 +11,8 @@ import { subjectOfChange, type Plan, type PlannedChange } from './plan.js';
  */
 
 export interface HealthEntry {
+  /** The resource's key, as its planned change's (`PlannedChange.key`): what joins health to other rows of the change. */
+  key: string;
   subject: string;
   kind: string;
   project?: string;
@@ -29,6 +32,7 @@ export function unhealthy(plan: Plan): HealthEntry[] {
 }
 
 export const healthEntry = (c: PlannedChange, h: HealthStatus): HealthEntry => ({
+  key: c.key,
   subject: subjectOfChange(c),
   kind: c.kind,
   project: c.project,
@@ -81,8 +85,7 @@ async function observeHealth(
 ): Promise<Map<PlannedChange, HealthStatus>> {
   const groups = new Map<string, PlannedChange[]>();
   for (const c of watched) {
-    const key = collectionKey(c.kind, c.project);
-    groups.set(key, [...(groups.get(key) ?? []), c]);
+    appendTo(groups, collectionKey(c.kind, c.project), c);
   }
   const out = new Map<PlannedChange, HealthStatus>();
   await mapLimit([...groups.values()], o.concurrency, async (group) => {

@@ -11,6 +11,7 @@ import {
   type ProvisioningRun,
 } from '../client/index.js';
 import type { KindDescriptor } from '../kinds/index.js';
+import { appendTo } from '../collections.js';
 import type { LiveState } from './observe.js';
 import type { Plan, PlannedChange } from './plan.js';
 
@@ -50,7 +51,7 @@ function provisionedChanges(plan: Plan): Map<string, PlannedChange[]> {
   for (const c of plan.changes) {
     const d = c.doc?.descriptor ?? c.live?.descriptor;
     if (!d?.provisioning || c.project === undefined) continue;
-    out.set(c.project, [...(out.get(c.project) ?? []), c]);
+    appendTo(out, c.project, c);
   }
   return out;
 }

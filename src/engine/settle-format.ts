@@ -35,7 +35,7 @@ export function renderPlanHealth(plan: Plan): string {
   return `Health (as observed): ${healthCounts(entries)}\n${entries.map((e) => `  ! ${e.subject}: ${e.health}: ${e.reason}`).join('\n')}\n`;
 }
 
-const healthJson = (e: HealthEntry) => ({
+const healthJson = (e: Pick<HealthEntry, 'kind' | 'project' | 'name' | 'health' | 'reason'>) => ({
   kind: e.kind,
   project: e.project ?? null,
   name: e.name,
@@ -50,9 +50,7 @@ export function provisioningPreviewJson(previews: ProjectProvisioning[]) {
 export function planHealthJson(plan: Plan) {
   return plan.changes
     .filter((c) => c.health)
-    .map((c) =>
-      healthJson({ subject: '', kind: c.kind, project: c.project, name: c.name, health: c.health!.health, reason: c.health!.reason }),
-    );
+    .map((c) => healthJson({ kind: c.kind, project: c.project, name: c.name, health: c.health!.health, reason: c.health!.reason }));
 }
 
 export function settleJson(s: SettleResult) {

@@ -71,6 +71,19 @@ describe('runEvents', () => {
       'DriftCorrected Connector p/c: update done: the platform matches the configuration again',
       'ResourceDegraded Connector p/d: status is error: boom',
     ]);
+    // Another resource of the same name (another project, another kind) is not the one that was degraded.
+    expect(
+      reasons(
+        runEvents(
+          before,
+          after({
+            result: 'converged',
+            converged: 'r1',
+            resources: [row('a', 'in-sync', { project: 'q', health: 'healthy' }), row('a', 'in-sync', { yaml_kind: 'Transformation' })],
+          }),
+        ),
+      ),
+    ).toEqual([]);
     // A new revision's changes are the revision's, not drift.
     expect(
       reasons(

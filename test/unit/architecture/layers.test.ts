@@ -16,6 +16,8 @@ const LAYER: Record<string, number> = {
   'log-format.ts': 0,
   // Work in steps, run at once or in turns (used by config and engine).
   'steps.ts': 0,
+  // Small collection helpers (grouping without copying), for engine and controller.
+  'collections.ts': 0,
   client: 1,
   config: 1,
   engine: 2,

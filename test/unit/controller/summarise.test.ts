@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { EngineConfigError, type Outcome, type PlannedChange } from '../../../src/engine/index.js';
+import { EngineConfigError, type HealthEntry, type Outcome, type PlannedChange } from '../../../src/engine/index.js';
 import {
   applyOutcome,
   driftOutcome,
@@ -52,6 +52,51 @@ describe('resource rows after an apply', () => {
     );
     expect(rows[0]).toMatchObject({ state: 'backoff', detail: 'backing off after 1 failure: boom', failures: 1 });
     expect(rows[1]).toMatchObject({ state: 'drifted', detail: 'observe only: role' });
+  });
+
+  it("puts each resource's health on its row: in sync or applied but degraded or progressing shows that instead", () => {
+    const changes = [change('fine', 'no-op'), change('sick', 'no-op'), change('new', 'create'), change('broken', 'update'), change('plain', 'no-op')];
+    const outcomes = new Map<PlannedChange, Outcome>([
+      [changes[2], { change: changes[2], status: 'done', id: 'u-3' }],
+      [changes[3], { change: changes[3], status: 'failed', message: 'HTTP 500' }],
+    ]);
+    const entry = (c: PlannedChange, health: HealthEntry['health'], reason?: string): HealthEntry => ({
+      key: c.key,
+      subject: `User ${c.name}`,
+      kind: c.kind,
+      name: c.name,
+      health,
+      reason,
+    });
+    const health = [
+      entry(changes[0], 'healthy'),
+      entry(changes[1], 'degraded', 'status is error: boom'),
+      entry(changes[2], 'progressing', 'status is provisioning'),
+      entry(changes[3], 'degraded', 'status is error: later'),
+    ];
+    const rows = resourceRows(planOf(changes), { outcomes, deferred: new Map() }, () => undefined, health);
+    expect(rows.map((r) => [r.name, r.state, r.detail, r.health ?? '-', r.health_reason === undefined ? '-' : r.health_reason])).toEqual([
+      ['fine', 'in-sync', null, 'healthy', null],
+      ['sick', 'degraded', 'status is error: boom', 'degraded', 'status is error: boom'],
+      ['new', 'progressing', 'status is provisioning', 'progressing', 'status is provisioning'],
+      // A failed change stays failed: its health is shown beside it.
+      ['broken', 'failed', 'HTTP 500', 'degraded', 'status is error: later'],
+      // A kind without a health rule has no health entry, and its row no health fields.
+      ['plain', 'in-sync', null, '-', '-'],
+    ]);
+    expect(Object.keys(rows[4])).toEqual(['kind', 'yaml_kind', 'project', 'name', 'id', 'action', 'state', 'detail']);
+    expect(rows[2].id).toBe('u-3');
+    // Drift mode: the health the plan observed.
+    const observed = planOf([
+      change('ok', 'no-op', { health: { health: 'healthy' } }),
+      change('down', 'no-op', { health: { health: 'degraded', reason: 'status is error: boom' } }),
+      change('gone', 'create'),
+    ]);
+    expect(driftRows(observed).map((r) => [r.name, r.state, r.health ?? '-'])).toEqual([
+      ['ok', 'in-sync', 'healthy'],
+      ['down', 'degraded', 'degraded'],
+      ['gone', 'drifted', '-'],
+    ]);
   });
 
   it('a plan with errors leaves every change pending; drift mode reports what differs as drifted', () => {
