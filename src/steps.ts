@@ -26,6 +26,12 @@ export function runSteps<T>(steps: Steps<T>, run: StepRunner = direct): T {
   }
 }
 
+/**
+ * A turn of the event loop (after pending I/O), for a process that must keep answering: between
+ * phases that each take a while at 100,000 resources (a plan's drift report, a run's status rows).
+ */
+export const nextTurn = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
+
 /** Runs the steps with a turn of the event loop (after pending I/O) whenever TURN_MS have passed. */
 export async function runStepsInTurns<T>(steps: Steps<T>, run: StepRunner = direct): Promise<T> {
   let turnStarted = performance.now();
@@ -33,7 +39,7 @@ export async function runStepsInTurns<T>(steps: Steps<T>, run: StepRunner = dire
     const step = run(() => steps.next());
     if (step.done) return step.value;
     if (performance.now() - turnStarted < TURN_MS) continue;
-    await new Promise<void>((resolve) => setImmediate(resolve));
+    await nextTurn();
     turnStarted = performance.now();
   }
 }

@@ -1,5 +1,6 @@
 import type { Logger } from 'pino';
 import type { DataPlatformClient } from '../client/index.js';
+import { nextTurn } from '../steps.js';
 import {
   applyPlan,
   detectDrift,
@@ -153,6 +154,7 @@ export class RevisionReconciler {
   /** Drift mode: plan (every kind, prune included) and report; nothing is applied nor waited for. */
   private async reportDrift(rev: Revision, status: StatusRecorder): Promise<RunOutcome> {
     const { plan, drift } = await this.steps.detectDrift(this.d.client, [rev.configDir], this.optionsFor(rev));
+    await nextTurn();
     const resources = driftRows(plan);
     status.record({ drift: driftJson(plan.sourceId, drift, plan.errors).drift, resources });
     this.plannedOnce = true;
@@ -170,6 +172,7 @@ export class RevisionReconciler {
     }
     const applied = await this.apply(prepared, rev, signal);
     const settled = await this.checkHealth(prepared, applied, rev, signal);
+    await nextTurn();
     this.recordOutcomes(plan, applied);
     const resources = resourceRows(plan, applied, (key) => this.d.backoff.get(key), settled.health);
     status.record({ resources });
@@ -181,7 +184,10 @@ export class RevisionReconciler {
     const prepared = await this.steps.preparePlan(this.d.client, [rev.configDir], this.optionsFor(rev));
     const { plan } = prepared;
     this.plannedOnce = true;
+    // Each phase of a run over 100,000 resources holds the event loop for a while: /healthz, /metrics and webhooks answer between them.
+    await nextTurn();
     status.record({ drift: driftJson(plan.sourceId, driftReport(plan, prepared.documents, prepared.state), plan.errors).drift });
+    await nextTurn();
     return prepared;
   }
 

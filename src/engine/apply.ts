@@ -5,6 +5,8 @@ import { LABELS_FIELD } from './diff.js';
 import { keepIgnoredLive } from './policy.js';
 import { resourceKey, type LiveObject, type LiveState } from './observe.js';
 import { docKey, liveLookup, liveReferences, subjectOfChange, type Plan, type PlannedChange } from './plan.js';
+import { schedule } from './schedule.js';
+import { appendTo } from '../collections.js';
 
 export type OutcomeStatus = 'done' | 'failed' | 'skipped' | 'unsupported';
 
@@ -89,6 +91,7 @@ function linkDependencies(nodes: Map<string, ApplyNode>, descriptors: Map<string
     a.deps.add(to);
     b.dependents.add(from);
   };
+  const index = deleteIndex(nodes, state);
   for (const node of nodes.values()) {
     const c = node.change;
     if (node.step === 'write') {
@@ -101,16 +104,40 @@ function linkDependencies(nodes: Map<string, ApplyNode>, descriptors: Map<string
       dep(node.id, `delete:${c.key}`);
     } else {
       // Delete after whatever references it is deleted or updated away from it.
-      for (const [k, r] of state.resources) {
-        if (!c.id || !liveReferences(r).includes(c.id)) continue;
+      for (const k of c.id ? index.referrersOf(c.id) : []) {
         dep(node.id, `delete:${k}`);
         if (nodes.get(`write:${k}`)?.change.action === 'update') dep(node.id, `write:${k}`);
       }
       // A project goes after the deletes inside it.
-      if (c.kind === 'project')
-        for (const other of nodes.values()) if (other.step === 'delete' && other.change.project === c.name) dep(node.id, other.id);
+      if (c.kind === 'project') for (const other of index.deletesIn(c.name)) dep(node.id, other.id);
     }
   }
+}
+
+/**
+ * What the deletes of a graph wait for, indexed once on first use: the live resources that
+ * reference an id, and the deletes inside a project. Looking through every live resource for
+ * each delete grew with deletes x resources (a prune of 1,000 among 100,000: 10^8 steps).
+ */
+function deleteIndex(nodes: Map<string, ApplyNode>, state: LiveState) {
+  let referrers: Map<string, string[]> | undefined;
+  let deletes: Map<string | undefined, ApplyNode[]> | undefined;
+  return {
+    referrersOf(id: string): string[] {
+      if (!referrers) {
+        referrers = new Map();
+        for (const [k, r] of state.resources) for (const target of new Set(liveReferences(r))) appendTo(referrers, target, k);
+      }
+      return referrers.get(id) ?? [];
+    },
+    deletesIn(project: string): ApplyNode[] {
+      if (!deletes) {
+        deletes = new Map();
+        for (const other of nodes.values()) if (other.step === 'delete') appendTo(deletes, other.change.project, other);
+      }
+      return deletes.get(project) ?? [];
+    },
+  };
 }
 
 type Progress = (line: string) => void;
@@ -208,83 +235,6 @@ function executor(
     if (c.action === 'update') return runUpdate(api, node, body, progress);
     return runCreate(api, node, body, ids, progress);
   };
-}
-
-export interface ScheduleOptions {
-  concurrency: number;
-  signal?: AbortSignal;
-  progress: Progress;
-}
-
-/**
- * Runs every node whose dependencies are done, at most `concurrency` at a time, as workers free
- * up. A node not done (failed, skipped, unsupported) skips what depends on it; an abort skips
- * what has not started; what still waits when nothing runs waits on a cycle and fails.
- */
-export function schedule(nodes: Map<string, ApplyNode>, run: (node: ApplyNode) => Promise<void>, options: ScheduleOptions): Promise<void> {
-  const { progress } = options;
-  const pending = new Set(nodes.keys());
-  let running = 0;
-  return new Promise<void>((resolveAll) => {
-    const skipDependents = (node: ApplyNode) => {
-      const stack = [...node.dependents];
-      while (stack.length) {
-        const dn = nodes.get(stack.pop()!)!;
-        if (dn.state !== 'pending') continue;
-        dn.state = 'skipped';
-        dn.message = `skipped: ${subjectOfChange(node.change)} was not ${node.step === 'delete' ? 'deleted' : 'applied'}`;
-        progress(`  ${subjectOfChange(dn.change)}: ${dn.message}`);
-        pending.delete(dn.id);
-        stack.push(...dn.dependents);
-      }
-    };
-    const finish = (node: ApplyNode) => {
-      running--;
-      if (node.state === 'failed' || node.state === 'skipped' || node.state === 'unsupported') skipDependents(node);
-      pump();
-    };
-    const start = (node: ApplyNode) => {
-      pending.delete(node.id);
-      node.state = 'running';
-      running++;
-      run(node).then(
-        () => {
-          if (node.state === 'running') node.state = 'done';
-          if (node.state === 'unsupported') progress(`! ${subjectOfChange(node.change)}: ${node.message}`);
-          finish(node);
-        },
-        (err: Error) => {
-          node.state = 'failed';
-          node.message = err.message;
-          progress(`x ${subjectOfChange(node.change)}: failed: ${err.message}`);
-          finish(node);
-        },
-      );
-    };
-    const settleAll = (state: 'skipped' | 'failed', message: string) => {
-      for (const id of pending) {
-        const node = nodes.get(id)!;
-        node.state = state;
-        node.message = message;
-      }
-      pending.clear();
-    };
-    const pump = () => {
-      if (options.signal?.aborted) settleAll('skipped', 'not started: the apply was stopped');
-      for (const id of [...pending]) {
-        if (running >= options.concurrency) break;
-        const node = nodes.get(id)!;
-        if ([...node.deps].some((d) => nodes.get(d)!.state !== 'done')) continue;
-        start(node);
-      }
-      if (running === 0) {
-        // Anything still pending waits on a cycle: report it instead of hanging.
-        settleAll('failed', 'dependency cycle');
-        resolveAll();
-      }
-    };
-    pump();
-  });
 }
 
 /** One outcome per change: unsupported ones first, then by node (a replace is done only when both halves are). */

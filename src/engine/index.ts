@@ -26,6 +26,7 @@ export * from './diff.js';
 export * from './observe.js';
 export * from './plan.js';
 export * from './apply.js';
+export * from './schedule.js';
 export * from './drift.js';
 export * from './format.js';
 export * from './export.js';

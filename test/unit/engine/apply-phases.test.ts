@@ -110,6 +110,13 @@ describe('schedule', () => {
     ]);
   });
 
+  it('among the nodes ready, starts them in the order of the graph (not the order they became ready)', async () => {
+    const graph = graphOf({ a: [], b: ['a'], c: [], d: [] });
+    const started: string[] = [];
+    await schedule(graph.nodes, async (node) => void started.push(node.id), { concurrency: 1, progress: () => {} });
+    expect(started).toEqual(['a', 'b', 'c', 'd']);
+  });
+
   it('a failure skips what depends on it, transitively (naming the failed change); the rest goes on', async () => {
     const graph = graphOf({ a: [], b: ['a'], c: ['b'], d: [] });
     const lines: string[] = [];
