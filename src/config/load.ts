@@ -180,7 +180,8 @@ function* loadSteps(paths: string | string[], options: LoadOptions): Generator<v
 
   // Duplicates across every file: the later one is the error, naming the first.
   const first = new Map<string, Identified>();
-  for (const item of identified) {
+  for (const [i, item] of identified.entries()) {
+    if (i % ITEMS_PER_STEP === 0) yield;
     const earlier = first.get(item.key);
     if (!earlier) {
       first.set(item.key, item);
@@ -198,6 +199,7 @@ function* loadSteps(paths: string | string[], options: LoadOptions): Generator<v
   }
 
   errors.push(...scopeCapErrors(first.values()));
+  yield;
 
   // Every project named must be declared, unless projects may already exist on the server.
   const projectKind = projectLayout();
@@ -215,11 +217,13 @@ function* loadSteps(paths: string | string[], options: LoadOptions): Generator<v
       });
     }
   }
+  yield;
 
   // References by name: to a document of the loaded set (valid or not: its own errors are reported), else the given lookup.
   const declared = declaredLookup(
     identified.map((i) => ({ descriptor: i.layout.descriptor, yamlKind: i.layout.yamlKind, project: i.project, name: i.name })),
   );
+  yield;
   const lookup = firstOf(declared, options.lookup);
   for (const [i, doc] of [...documents, ...drafts].entries()) {
     errors.push(...checkReferences(doc, lookup));
