@@ -398,7 +398,16 @@ function* planDocumentSteps(documents: ConfigDocument[], ctx: PlanContext): Step
  * a replaced one.
  */
 export function propagateReplacements(changes: PlannedChange[], state: LiveState, specOperations: boolean): string[] {
-  const warnings: string[] = [];
+  // Sets, not includes() on the lists: a resource referenced by 10,000 others gets 10,000 notes.
+  const warnings = new Set<string>();
+  const noted = new Map<PlannedChange, Set<string>>();
+  const note = (target: PlannedChange, text: string) => {
+    let seen = noted.get(target);
+    if (!seen) noted.set(target, (seen = new Set(target.notes)));
+    if (seen.has(text)) return;
+    seen.add(text);
+    addTo(target, 'notes', text);
+  };
   let byKey: Map<string, PlannedChange> | undefined;
   let grew = true;
   while (grew) {
@@ -412,14 +421,14 @@ export function propagateReplacements(changes: PlannedChange[], state: LiveState
       const dependent = byKey.get(k);
       for (const id of refs) {
         const target = replacedIds.get(id)!;
-        const note = `referenced by ${r.descriptor.yamlKind ?? r.descriptor.kind} ${r.object[r.descriptor.identity]}`;
-        if (!target.notes.includes(note)) addTo(target, 'notes', note);
+        note(target, `referenced by ${r.descriptor.yamlKind ?? r.descriptor.kind} ${r.object[r.descriptor.identity]}`);
       }
       if (!dependent) {
         for (const id of refs) {
           const target = replacedIds.get(id)!;
-          const w = `${subjectOfChange(target)}: ${r.descriptor.yamlKind} ${r.object[r.descriptor.identity]} references it and is not in the config, so deleting it will fail (409)`;
-          if (!warnings.includes(w)) warnings.push(w);
+          warnings.add(
+            `${subjectOfChange(target)}: ${r.descriptor.yamlKind} ${r.object[r.descriptor.identity]} references it and is not in the config, so deleting it will fail (409)`,
+          );
         }
         continue;
       }
@@ -432,7 +441,7 @@ export function propagateReplacements(changes: PlannedChange[], state: LiveState
       grew = true;
     }
   }
-  return warnings;
+  return [...warnings];
 }
 
 /** The deletion of a managed resource that left the config, and the warning when it takes foreign resources with it. */
@@ -542,8 +551,7 @@ function* planSteps(documents: ConfigDocument[], state: LiveState, secrets: Reso
   const managedCount = countManaged(state, options.sourceId);
   yield;
   const { changes, errors } = yield* planDocumentSteps(documents, ctx);
-  const warnings = [...state.warnings];
-  for (const w of propagateReplacements(changes, state, options.specOperations)) if (!warnings.includes(w)) warnings.push(w);
+  const warnings = [...new Set([...state.warnings, ...propagateReplacements(changes, state, options.specOperations)])];
   if (options.prune) {
     const pruned = planPrune(state, new Set(ctx.keys.values()), managedCount, options);
     for (const c of pruned.changes) changes.push(c);
