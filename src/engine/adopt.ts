@@ -52,6 +52,18 @@ export interface AdoptResult {
 
 const isEngineLabelChange = (c: FieldChange) => ENGINE_LABELS.some((l) => c.field === `${LABELS_FIELD}.${l}`);
 
+/** A change's entry, as one literal (see drift.ts entryOf for why not a spread of shared fields). */
+const entryOf = (c: PlannedChange, status: AdoptEntry['status'], changes: AdoptEntry['changes'], detail: string): AdoptEntry => ({
+  kind: c.kind,
+  yamlKind: c.yamlKind,
+  project: c.project,
+  name: c.name,
+  id: c.id,
+  status,
+  changes,
+  detail,
+});
+
 /**
  * Plans the config as if adopting (so fields the config leaves out that would be cleared count
  * as differences), then labels every existing resource whose only planned change is ownership.
@@ -62,26 +74,20 @@ export async function adoptResources(client: DataPlatformClient, paths: string[]
   if (plan.errors.length) return result;
   const toLabel: { change: PlannedChange; entry: AdoptEntry; labels: Record<string, string> }[] = [];
   for (const c of plan.changes) {
-    const base = { kind: c.kind, yamlKind: c.yamlKind, project: c.project, name: c.name, id: c.id };
     if (c.action === 'create') {
-      result.entries.push({ ...base, status: 'missing', changes: [], detail: 'not on the server (not created: run apply)' });
+      result.entries.push(entryOf(c, 'missing', [], 'not on the server (not created: run apply)'));
       continue;
     }
     const differences = c.changes.filter((f) => !f.sensitive && !isEngineLabelChange(f));
     if (c.action === 'replace' || differences.length) {
       const detail = c.action === 'replace' ? `needs replace: ${c.reasons.join('; ')}` : differences.map((f) => f.field).join(', ');
-      result.entries.push({ ...base, status: 'differs', changes: differences, detail: `${detail}: not adopted` });
+      result.entries.push(entryOf(c, 'differs', differences, `${detail}: not adopted`));
       continue;
     }
     const d = c.doc!.descriptor;
     if (!hasLabels(d)) {
       const secretNote = c.doc!.secrets.length ? '; its secrets are not compared (set on create only)' : '';
-      result.entries.push({
-        ...base,
-        status: 'matches',
-        changes: [],
-        detail: `matches the config; a ${c.yamlKind} has no labels to record ownership${secretNote}`,
-      });
+      result.entries.push(entryOf(c, 'matches', [], `matches the config; a ${c.yamlKind} has no labels to record ownership${secretNote}`));
       continue;
     }
     const live = (c.live!.object[LABELS_FIELD] as Record<string, string> | undefined) ?? {};
@@ -98,7 +104,7 @@ export async function adoptResources(client: DataPlatformClient, paths: string[]
       }
     }
     const changed = Object.keys(wanted).some((k) => wanted[k] !== live[k]);
-    const entry: AdoptEntry = { ...base, status: c.ownership === 'owned' && !changed ? 'owned' : 'adopted', changes: [], detail };
+    const entry = entryOf(c, c.ownership === 'owned' && !changed ? 'owned' : 'adopted', [], detail);
     result.entries.push(entry);
     if (changed) toLabel.push({ change: c, entry, labels: wanted });
   }
