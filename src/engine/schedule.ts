@@ -15,7 +15,7 @@ export interface ScheduleOptions {
  *
  * A node is looked at when its last dependency is done, not at every finish: each keeps a count
  * of the dependencies it waits on, and the ready ones wait in a heap of their positions. Scanning
- * every waiting node at each finish took 22 s of CPU for an apply of 40,000 new resources, and
+ * every waiting node at each finish took 12.5 s of CPU for an apply of 40,000 new resources, and
  * grew with the square of the apply.
  */
 export function schedule(nodes: Map<string, ApplyNode>, run: (node: ApplyNode) => Promise<void>, options: ScheduleOptions): Promise<void> {
