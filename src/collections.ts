@@ -8,3 +8,26 @@ export function appendTo<K, V>(groups: Map<K, V[]>, key: K, item: V): void {
   if (group) group.push(item);
   else groups.set(key, [item]);
 }
+
+/** The map under `key` in a nested map, made empty the first time. */
+export function childOf<K, V extends Map<unknown, unknown>>(parent: Map<K, V>, key: K): V {
+  let child = parent.get(key);
+  if (!child) parent.set(key, (child = new Map() as V));
+  return child;
+}
+
+/**
+ * A grouping built on first use: `fill` adds every item to its group(s). For indexes a run may
+ * never ask (a plan without prunes, an apply without deletes), which then cost nothing.
+ */
+export function groupsOnFirstUse<K, V>(fill: (add: (key: K, item: V) => void) => void): (key: K) => readonly V[] {
+  let groups: Map<K, V[]> | undefined;
+  return (key) => {
+    if (!groups) {
+      const made = new Map<K, V[]>();
+      fill((k, item) => appendTo(made, k, item));
+      groups = made;
+    }
+    return groups.get(key) ?? [];
+  };
+}

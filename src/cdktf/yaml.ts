@@ -1,6 +1,6 @@
 import { resolve } from 'node:path';
 import * as cdk from './cdk.js';
-import { setAt } from '../kinds/index.js';
+import { SCOPE_CONTAINER, setAt } from '../kinds/index.js';
 import {
   ConfigValidationError,
   declaredLookup,
@@ -77,7 +77,7 @@ export class YamlPlatform extends cdk.Construct {
       if (doc.policy.reconcile === 'observe') {
         // Observe only: Terraform reads it (a data source) and never writes it; what references it gets its id.
         const source = DATA_SOURCE_CONSTRUCTS[spec.typeName as keyof typeof DATA_SOURCE_CONSTRUCTS] as unknown as AnyDataSource;
-        const where = doc.descriptor.scope === 'project' ? { projectId: lookup('project', undefined, doc.project!) } : {};
+        const where = doc.descriptor.scope === 'project' ? { projectId: lookup(SCOPE_CONTAINER.kind, undefined, doc.project!) } : {};
         this.constructs.set(
           YamlPlatform.key(doc.descriptor.kind, doc.project, doc.name),
           new source(this, id, { [camel(doc.descriptor.identity)]: doc.name, ...where, provider: props.provider }),
@@ -95,7 +95,7 @@ export class YamlPlatform extends cdk.Construct {
             : cdk.Fn.file(resolve(s.baseDir, s.ref.file));
         setAt(body, s.path, value);
       }
-      if (doc.descriptor.scope === 'project') body.project_id = lookup('project', undefined, doc.project!);
+      if (doc.descriptor.scope === 'project') body.project_id = lookup(SCOPE_CONTAINER.kind, undefined, doc.project!);
       const type = RESOURCE_CONSTRUCTS[spec.typeName as keyof typeof RESOURCE_CONSTRUCTS] as unknown as AnyConstruct;
       const config = bodyToConfig(spec.attrs, body);
       const resource = new type(this, id, { ...config, provider: props.provider, ...lifecycleOf(doc.policy, spec.attrs) });

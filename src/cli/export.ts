@@ -39,7 +39,7 @@ export function exportCommand(): Command {
           const result = await exportResources(client, {
             projects: opts.project,
             allProjects: opts.allProjects,
-            users: opts.users,
+            tenantKinds: opts.users ? ['user'] : [],
             concurrency,
           });
           for (const w of result.warnings) process.stderr.write(`warning: ${w}\n`);

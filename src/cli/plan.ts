@@ -64,9 +64,12 @@ async function connect(opts: CommonOpts): Promise<Connection> {
   // short never gets back. Set before the client loads; this process only (the dpctl command).
   setFlagsFromString('--liftoff-only');
   const client = await makeClient(opts);
+  const { SCOPE_CONTAINER } = await import('../kinds/index.js'); // loaded with the client already
   const abort = new AbortController();
   // The login is explicit so that the abort stops it too (retries included), not only the wait for it.
-  const projects = client.login({ signal: abort.signal }).then(() => client.resourcesOf('project').listAll({ signal: abort.signal }));
+  const projects = client
+    .login({ signal: abort.signal })
+    .then(() => client.resourcesOf(SCOPE_CONTAINER.kind).listAll({ signal: abort.signal }));
   projects.catch(() => undefined); // awaited by the plan, or abandoned
   return {
     client,

@@ -1,4 +1,4 @@
-import { KINDS, kind as kindNamed, walkProperties, type FieldPath, type JsonSchema, type KindDescriptor } from '../kinds/index.js';
+import { KINDS, SCOPE_CONTAINER, walkProperties, type FieldPath, type JsonSchema, type KindDescriptor } from '../kinds/index.js';
 
 /** The only apiVersion of the document format. */
 export const API_VERSION = 'dataplatform/v1';
@@ -107,7 +107,7 @@ export function layoutByYamlKind(yamlKind: string): KindLayout | undefined {
 
 /** The kind that holds projects (what metadata.project names). */
 export function projectLayout(): KindLayout {
-  return layoutOf(kindNamed('project'));
+  return layoutOf(SCOPE_CONTAINER);
 }
 
 /** Pattern of a concrete path: array indexes become '*'. */

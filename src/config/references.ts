@@ -1,3 +1,4 @@
+import { childOf } from '../collections.js';
 import { setAt } from '../kinds/index.js';
 import { ConfigValidationError, documentKey, type ConfigError } from './errors.js';
 import { subjectOf, type ConfigDocument } from './model.js';
@@ -39,13 +40,6 @@ export function declaredLookup(documents: Iterable<Declared>, idOf?: (doc: Confi
     if (!doc) return undefined;
     return idOf ? idOf(doc as ConfigDocument) : `${doc.yamlKind}/${doc.project ?? ''}/${doc.name}`;
   };
-}
-
-/** The map under `key`, made empty the first time. */
-function childOf<K, V extends Map<unknown, unknown>>(parent: Map<K, V>, key: K): V {
-  let child = parent.get(key);
-  if (!child) parent.set(key, (child = new Map() as V));
-  return child;
 }
 
 /** References of a document that a lookup cannot resolve, as errors at their position. */

@@ -1,4 +1,4 @@
-import { kind as kindNamed } from '../kinds/index.js';
+import { kind as kindNamed, SCOPE_CONTAINER } from '../kinds/index.js';
 import { resourceKey, type Plan, type PlannedChange } from '../engine/index.js';
 
 /**
@@ -24,7 +24,7 @@ export function deferChanges(
     const doc = c.doc;
     if (!doc || c.action === 'delete') return [];
     const keys: string[] = [];
-    if (doc.project !== undefined) keys.push(resourceKey(kindNamed('project'), undefined, doc.project));
+    if (doc.project !== undefined) keys.push(resourceKey(SCOPE_CONTAINER, undefined, doc.project));
     for (const ref of doc.references) {
       try {
         keys.push(resourceKey(kindNamed(ref.kind), doc.project, ref.name));

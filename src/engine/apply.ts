@@ -1,12 +1,12 @@
 import { AmbiguousCreateError, ApiError, type DataPlatformClient, type DynamicResourceClient } from '../client/index.js';
 import { declaredLookup, firstOf, toApiBody, type ConfigDocument, type ResolvedSecrets } from '../config/index.js';
-import { kind as kindNamed, type KindDescriptor } from '../kinds/index.js';
+import { kind as kindNamed, SCOPE_CONTAINER, type KindDescriptor } from '../kinds/index.js';
 import { LABELS_FIELD } from './diff.js';
 import { keepIgnoredLive } from './policy.js';
 import { resourceKey, type LiveObject, type LiveState } from './observe.js';
 import { docKey, liveLookup, liveReferences, subjectOfChange, type Plan, type PlannedChange } from './plan.js';
 import { schedule } from './schedule.js';
-import { appendTo } from '../collections.js';
+import { groupsOnFirstUse } from '../collections.js';
 
 export type OutcomeStatus = 'done' | 'failed' | 'skipped' | 'unsupported';
 
@@ -56,7 +56,7 @@ export interface ApplyGraph {
   unsupported: Outcome[];
 }
 
-const projectKey = (name: string) => resourceKey(kindNamed('project'), undefined, name);
+const projectKey = (name: string) => resourceKey(SCOPE_CONTAINER, undefined, name);
 
 /**
  * The graph of a plan: writes (create, update, the create half of a replace) after what they
@@ -109,7 +109,7 @@ function linkDependencies(nodes: Map<string, ApplyNode>, descriptors: Map<string
         if (nodes.get(`write:${k}`)?.change.action === 'update') dep(node.id, `write:${k}`);
       }
       // A project goes after the deletes inside it.
-      if (c.kind === 'project') for (const other of index.deletesIn(c.name)) dep(node.id, other.id);
+      if (kindNamed(c.kind).scopeContainer) for (const other of index.deletesIn(c.name)) dep(node.id, other.id);
     }
   }
 }
@@ -120,23 +120,15 @@ function linkDependencies(nodes: Map<string, ApplyNode>, descriptors: Map<string
  * each delete grew with deletes x resources (a prune of 1,000 among 100,000: 10^8 steps).
  */
 function deleteIndex(nodes: Map<string, ApplyNode>, state: LiveState) {
-  let referrers: Map<string, string[]> | undefined;
-  let deletes: Map<string | undefined, ApplyNode[]> | undefined;
   return {
-    referrersOf(id: string): string[] {
-      if (!referrers) {
-        referrers = new Map();
-        for (const [k, r] of state.resources) for (const target of new Set(liveReferences(r))) appendTo(referrers, target, k);
-      }
-      return referrers.get(id) ?? [];
-    },
-    deletesIn(project: string): ApplyNode[] {
-      if (!deletes) {
-        deletes = new Map();
-        for (const other of nodes.values()) if (other.step === 'delete') appendTo(deletes, other.change.project, other);
-      }
-      return deletes.get(project) ?? [];
-    },
+    /** Keys of the live resources that reference the id. */
+    referrersOf: groupsOnFirstUse<string, string>((add) => {
+      for (const [k, r] of state.resources) for (const target of new Set(liveReferences(r))) add(target, k);
+    }),
+    /** The delete nodes inside a project. */
+    deletesIn: groupsOnFirstUse<string | undefined, ApplyNode>((add) => {
+      for (const other of nodes.values()) if (other.step === 'delete') add(other.change.project, other);
+    }),
   };
 }
 

@@ -49,7 +49,7 @@ export function driftReport(plan: Plan, documents: ConfigDocument[], state: Live
   }
   const declared = new Set(documents.map(docKey));
   const projects = new Set(
-    documents.map((d) => d.project ?? (d.descriptor.kind === 'project' ? d.name : undefined)).filter((p): p is string => p !== undefined),
+    documents.map((d) => d.project ?? (d.descriptor.scopeContainer ? d.name : undefined)).filter((p): p is string => p !== undefined),
   );
   for (const [k, r] of state.resources) {
     if (declared.has(k) || r.project === undefined || !projects.has(r.project)) continue;

@@ -9,7 +9,16 @@ import { API_VERSION, declarableKinds, layoutOf, type KindLayout } from '../conf
 import { patternOf, renameAt } from '../config/layout.js';
 // The yaml package loads on the first export: plan and apply (which load this module too) never need it.
 import { yaml } from '../config/positions.js';
-import { deleteAt, formatPath, setAt, valuesAt, type FieldPath, type JsonSchema, type KindDescriptor } from '../kinds/index.js';
+import {
+  deleteAt,
+  formatPath,
+  SCOPE_CONTAINER,
+  setAt,
+  valuesAt,
+  type FieldPath,
+  type JsonSchema,
+  type KindDescriptor,
+} from '../kinds/index.js';
 import { deepEqual, ENGINE_LABELS, fillDefaults, hasLabels, LABELS_FIELD } from './diff.js';
 import { mapLimit, type LiveObject } from './observe.js';
 
@@ -18,8 +27,8 @@ export interface ExportOptions {
   projects?: string[];
   /** Every project of the tenant. */
   allProjects?: boolean;
-  /** Also export the tenant's users. */
-  users?: boolean;
+  /** Tenant-level kinds to export too, by kind name (`dpctl export --users`: `['user']`). */
+  tenantKinds?: string[];
   concurrency?: number;
 }
 
@@ -232,28 +241,27 @@ export function renderDocuments(documents: ExportedDocument[], header: string[] 
 
 /** The file a document goes to: `<project>/project.yaml`, `<project>/<collection>.yaml`, `users.yaml`. */
 function fileOf(d: KindDescriptor, project: string | undefined, name: string): string {
-  if (d.kind === 'project') return `${name}/project.yaml`;
+  if (d.scopeContainer) return `${name}/project.yaml`;
   if (d.scope === 'project') return `${project}/${d.collection ?? d.kind}.yaml`;
   return `${d.collection ?? d.kind}.yaml`;
 }
 
 /**
  * Lists the live resources of the chosen projects (list calls only: every declarable kind in
- * each project; users with `users`) and writes them as documents, one file per kind and project.
+ * each project; the tenant-level kinds of `tenantKinds`) and writes them as documents, one file per kind and project.
  */
 export async function exportResources(client: DataPlatformClient, options: ExportOptions): Promise<ExportResult> {
   const warnings: string[] = [];
   const kinds = declarableKinds();
-  const projectKind = kinds.find((d) => d.kind === 'project')!;
-  const projects = (await client.resourcesOf('project').listAll()) as LiveObject[];
+  const projects = (await client.resourcesOf(SCOPE_CONTAINER.kind).listAll()) as LiveObject[];
   const wanted = options.allProjects ? projects : projects.filter((p) => options.projects?.includes(String(p.name)));
   for (const name of options.projects ?? []) if (!projects.some((p) => p.name === name)) throw new Error(`no project named "${name}"`);
-  const docs: { d: KindDescriptor; project?: string; object: LiveObject }[] = wanted.map((p) => ({ d: projectKind, object: p }));
+  const docs: { d: KindDescriptor; project?: string; object: LiveObject }[] = wanted.map((p) => ({ d: SCOPE_CONTAINER, object: p }));
   const jobs: { d: KindDescriptor; project?: LiveObject }[] = [];
   for (const d of kinds) {
-    if (d.kind === 'project' || !d.operations.includes('list')) continue;
+    if (d.scopeContainer || !d.operations.includes('list')) continue;
     if (d.scope === 'project') for (const p of wanted) jobs.push({ d, project: p });
-    else if (options.users && d.kind === 'user') jobs.push({ d });
+    else if (options.tenantKinds?.includes(d.kind)) jobs.push({ d });
   }
   const listed = await mapLimit(
     jobs,

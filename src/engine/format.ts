@@ -1,4 +1,5 @@
 import { appendTo } from '../collections.js';
+import { SCOPE_CONTAINER } from '../kinds/index.js';
 import { formatProblem, formatProblems, type Problem } from './problems.js';
 import type { ApplyResult } from './apply.js';
 import { SENSITIVE, type FieldChange } from './diff.js';
@@ -337,7 +338,7 @@ const PLAN_BADGE: Record<Action, string> = {
 };
 
 /** A Project's own row goes in its table, with the resources inside it. */
-const groupOf = (kind: string, project: string | null, name: string) => project ?? (kind === 'project' ? name : null);
+const groupOf = (kind: string, project: string | null, name: string) => project ?? (kind === SCOPE_CONTAINER.kind ? name : null);
 
 /** `dpctl plan --output markdown`: a pull-request comment of planJson, at most `maxLength` characters. */
 export function renderPlanMarkdown(plan: Plan, options: { maxLength?: number } = {}): string {

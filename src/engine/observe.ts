@@ -3,7 +3,7 @@ import type { DataPlatformClient } from '../client/index.js';
 import { ApiError } from '../client/index.js';
 import { declarableKinds, type ConfigDocument } from '../config/index.js';
 import { shareStrings } from '../config/share-strings.js';
-import type { KindDescriptor } from '../kinds/index.js';
+import { SCOPE_CONTAINER, type KindDescriptor } from '../kinds/index.js';
 
 export type LiveObject = Record<string, unknown> & { id: string };
 
@@ -94,26 +94,25 @@ export async function observe(client: DataPlatformClient, documents: ConfigDocum
     state.resources.set(key, r);
     state.byId.set(object.id, r);
   };
-  const projectKind = declarableKinds().find((d) => d.kind === 'project')!;
-  for (const p of await (options.projects ?? client.resourcesOf('project').listAll())) {
+  for (const p of await (options.projects ?? client.resourcesOf(SCOPE_CONTAINER.kind).listAll())) {
     const obj = p as LiveObject;
     state.projects.set(String(obj.name), obj);
-    add(projectKind, undefined, undefined, obj);
+    add(SCOPE_CONTAINER, undefined, undefined, obj);
   }
-  state.listed.add(collectionKey('project', undefined));
+  state.listed.add(collectionKey(SCOPE_CONTAINER.kind, undefined));
 
   const kinds = options.allKinds ? declarableKinds() : [...new Map(documents.map((d) => [d.descriptor.kind, d.descriptor])).values()];
   const projectNames = new Set<string>();
   for (const doc of documents) {
     if (doc.project !== undefined) projectNames.add(doc.project);
-    else if (doc.descriptor.kind === 'project') projectNames.add(doc.name);
+    else if (doc.descriptor.scopeContainer) projectNames.add(doc.name);
   }
   if (options.allKinds && options.sourceId !== undefined) {
     for (const [name, p] of state.projects) if (ownerOf({ object: p }) === options.sourceId) projectNames.add(name);
   }
   const jobs: { descriptor: KindDescriptor; project?: string; projectId?: string }[] = [];
   for (const d of kinds) {
-    if (d.kind === 'project' || !d.operations.includes('list')) continue;
+    if (d.scopeContainer || !d.operations.includes('list')) continue;
     if (d.scope === 'tenant') jobs.push({ descriptor: d });
     else
       for (const name of [...projectNames].sort()) {

@@ -1,3 +1,4 @@
+import { groupsOnFirstUse } from '../collections.js';
 import { ITEMS_PER_STEP, runSteps, runStepsInTurns, type Steps } from '../steps.js';
 import {
   ConfigValidationError,
@@ -166,13 +167,11 @@ export function liveReferences(r: LiveResource): string[] {
   return out;
 }
 
-/** What every phase of a plan reads: the inputs, each document's key, and how references resolve. */
+/** What every phase of a plan reads: the inputs and how references resolve (each document's key is `docKey`'s, made once). */
 export interface PlanContext {
   state: LiveState;
   secrets: ResolvedSecrets;
   options: PlanOptions;
-  /** Each document's key, made once: the plan's change keeps it. */
-  keys: Map<ConfigDocument, string>;
   /** Declared, then live: a reference to a resource not created yet resolves to a placeholder. */
   lookup: ReferenceLookup;
   /** Names of the projects a Project document declares. */
@@ -182,14 +181,13 @@ export interface PlanContext {
 export function planContext(documents: ConfigDocument[], state: LiveState, secrets: ResolvedSecrets, options: PlanOptions): PlanContext {
   const descriptors = new Map(documents.map((d) => [d.descriptor.kind, d.descriptor]));
   for (const r of state.resources.values()) descriptors.set(r.descriptor.kind, r.descriptor);
-  const keys = new Map(documents.map((d) => [d, docKey(d)]));
-  const live = (doc: ConfigDocument) => state.resources.get(keys.get(doc) ?? docKey(doc));
+  const live = (doc: ConfigDocument) => state.resources.get(docKey(doc));
   const lookup = firstOf(
     declaredLookup(documents, (doc) => live(doc)?.object.id ?? placeholder(doc)),
     liveLookup(state, descriptors),
   );
-  const declaredProjects = new Set(documents.filter((doc) => doc.descriptor.kind === 'project').map((doc) => doc.name));
-  return { state, secrets, options, keys, lookup, declaredProjects };
+  const declaredProjects = new Set(documents.filter((doc) => doc.descriptor.scopeContainer).map((doc) => doc.name));
+  return { state, secrets, options, lookup, declaredProjects };
 }
 
 /** How many live resources are labelled as managed by this source. */
@@ -341,9 +339,9 @@ export function planDocument(doc: ConfigDocument, ctx: PlanContext): DocumentPla
   if (doc.policy.reconcile === 'disabled') return undefined;
   const missing = missingProjectError(doc, ctx);
   if (missing !== undefined) return { errors: [missing] };
-  const existing = ctx.state.resources.get(ctx.keys.get(doc)!);
+  const existing = ctx.state.resources.get(docKey(doc));
   // The same key, as one string shared with the live state when the resource exists.
-  const key = existing?.key ?? ctx.keys.get(doc)!;
+  const key = existing?.key ?? docKey(doc);
   const built = documentBody(doc, ctx);
   if ('errors' in built) return built;
   const { body } = built;
@@ -444,8 +442,15 @@ export function propagateReplacements(changes: PlannedChange[], state: LiveState
   return [...warnings];
 }
 
-/** The deletion of a managed resource that left the config, and the warning when it takes foreign resources with it. */
-function pruneChange(r: LiveResource, state: LiveState, options: Pick<PlanOptions, 'sourceId' | 'specOperations'>) {
+/**
+ * The deletion of a managed resource that left the config, and the warning when it takes foreign
+ * resources with it (`inside`: the live resources in a project).
+ */
+function pruneChange(
+  r: LiveResource,
+  inside: (project: string) => readonly LiveResource[],
+  options: Pick<PlanOptions, 'sourceId' | 'specOperations'>,
+) {
   const d = r.descriptor;
   const name = String(r.object[d.identity]);
   const change: PlannedChange = {
@@ -464,10 +469,10 @@ function pruneChange(r: LiveResource, state: LiveState, options: Pick<PlanOption
     patchFields: [],
   };
   let warning: string | undefined;
-  if (d.kind === 'project') {
-    const inside = [...state.resources.values()].filter((x) => x.project === name);
-    const foreign = inside.filter((x) => !hasLabels(x.descriptor) || ownerOf(x) !== options.sourceId);
-    addTo(change, 'notes', `deleting a project deletes everything in it (${inside.length} resource${inside.length === 1 ? '' : 's'})`);
+  if (d.scopeContainer) {
+    const contents = inside(name);
+    const foreign = contents.filter((x) => !hasLabels(x.descriptor) || ownerOf(x) !== options.sourceId);
+    addTo(change, 'notes', `deleting a project deletes everything in it (${contents.length} resource${contents.length === 1 ? '' : 's'})`);
     if (foreign.length)
       warning = `${subjectOfChange(change)}: pruning it also deletes ${foreign.length} resource${foreign.length === 1 ? '' : 's'} inside it that this source does not manage: ${foreign.map((x) => `${x.descriptor.yamlKind} ${x.object[x.descriptor.identity]}`).join(', ')}`;
   }
@@ -495,12 +500,13 @@ export function planPrune(state: LiveState, declared: Set<string>, managedCount:
     if (declared.has(k) || !hasLabels(r.descriptor)) continue;
     if (ownerOf(r) !== options.sourceId) continue;
     prunable.push(r);
-    if (r.descriptor.kind === 'project') deletedProjects.add(String(r.object.name));
+    if (r.descriptor.scopeContainer) deletedProjects.add(String(r.object.name));
   }
   const out: PruneResult = { changes: [], warnings: [], errors: [] };
+  const inside = projectContents(state);
   for (const r of prunable) {
     if (r.project !== undefined && deletedProjects.has(r.project)) continue; // goes with its project
-    const { change, warning } = pruneChange(r, state, options);
+    const { change, warning } = pruneChange(r, inside, options);
     if (warning !== undefined) out.warnings.push(warning);
     out.changes.push(change);
   }
@@ -513,6 +519,12 @@ export function planPrune(state: LiveState, declared: Set<string>, managedCount:
   }
   return out;
 }
+
+/** The live resources of a project, grouped on first use (only a pruned project asks). */
+const projectContents = (state: LiveState) =>
+  groupsOnFirstUse<string, LiveResource>((add) => {
+    for (const r of state.resources.values()) if (r.project !== undefined) add(r.project, r);
+  });
 
 /** How many changes of each action, and how many the service cannot apply. */
 export function tally(changes: PlannedChange[]): Plan['summary'] {
@@ -553,7 +565,7 @@ function* planSteps(documents: ConfigDocument[], state: LiveState, secrets: Reso
   const { changes, errors } = yield* planDocumentSteps(documents, ctx);
   const warnings = [...new Set([...state.warnings, ...propagateReplacements(changes, state, options.specOperations)])];
   if (options.prune) {
-    const pruned = planPrune(state, new Set(ctx.keys.values()), managedCount, options);
+    const pruned = planPrune(state, new Set(documents.map(docKey)), managedCount, options);
     for (const c of pruned.changes) changes.push(c);
     warnings.push(...pruned.warnings);
     errors.push(...pruned.errors);

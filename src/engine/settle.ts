@@ -1,4 +1,5 @@
 import { testConnectionOf, type DataPlatformClient } from '../client/index.js';
+import { SCOPE_CONTAINER } from '../kinds/index.js';
 import type { ApplyResult } from './apply.js';
 import { healthEntry, waitForHealth, type HealthEntry, type HealthWaitOptions } from './health.js';
 import { mapLimit, type LiveState } from './observe.js';
@@ -46,7 +47,7 @@ export interface SettleResult {
 /** Project name -> id after the apply: the observed ones and those the apply created. */
 export function projectIdsAfter(state: LiveState, result: ApplyResult): Map<string, string> {
   const ids = new Map([...state.projects].map(([name, p]) => [name, p.id]));
-  for (const o of result.outcomes) if (o.change.kind === 'project' && o.id) ids.set(o.change.name, o.id);
+  for (const o of result.outcomes) if (o.change.kind === SCOPE_CONTAINER.kind && o.id) ids.set(o.change.name, o.id);
   return ids;
 }
 

@@ -2,7 +2,7 @@ import type { Problem } from './problems.js';
 import type { ConfigDocument } from '../config/index.js';
 import { docKey, subjectOfChange, type Plan, type PlannedChange } from './plan.js';
 import { resourceKey } from './observe.js';
-import { KINDS } from '../kinds/index.js';
+import { KINDS, SCOPE_CONTAINER } from '../kinds/index.js';
 
 /**
  * `--target Kind/project/name` (tenant-level kinds: `Kind/name`), as `terraform -target`: the
@@ -40,7 +40,7 @@ const targetKey = (t: Target) => {
 function closure(documents: ConfigDocument[], roots: Set<string>): Set<string> {
   const byKey = new Map(documents.map((d) => [docKey(d), d]));
   const byKindName = new Map(documents.map((d) => [`${d.descriptor.kind}\u0000${d.project ?? ''}\u0000${d.name}`, d]));
-  const projectDoc = (name: string) => documents.find((d) => d.descriptor.kind === 'project' && d.name === name);
+  const projectDoc = (name: string) => byKindName.get(`${SCOPE_CONTAINER.kind}\u0000\u0000${name}`);
   const out = new Set<string>();
   const stack = [...roots];
   while (stack.length) {

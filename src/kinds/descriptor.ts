@@ -19,6 +19,11 @@ export interface KindDescriptor {
   description: string;
   collection?: string;
   scope: 'tenant' | 'project';
+  /**
+   * `x-scope-container`: its resources are the projects that project-scoped kinds live in. A
+   * document of it names a project by its own name; deleting one deletes what is inside.
+   */
+  scopeContainer: boolean;
   identity: string;
   operations: Operation[];
   specOperations: Operation[];
@@ -159,6 +164,7 @@ export function describeKind(file: KindSchemaFile): KindDescriptor {
     description: file.description ?? '',
     collection: file['x-collection'],
     scope: file['x-scope'],
+    scopeContainer: !!file['x-scope-container'],
     identity: file['x-identity'] ?? 'id',
     operations,
     specOperations: file['x-spec-operations'] ?? operations,

@@ -20,6 +20,14 @@ function loadKinds(): Map<string, KindDescriptor> {
 
 export const KINDS: ReadonlyMap<string, KindDescriptor> = loadKinds();
 
+/** The kind whose resources are the projects (`x-scope-container`): exactly one. */
+export const SCOPE_CONTAINER: KindDescriptor = onlyOne([...KINDS.values()].filter((k) => k.scopeContainer));
+
+function onlyOne(containers: KindDescriptor[]): KindDescriptor {
+  if (containers.length !== 1) throw new Error(`exactly one kind must have x-scope-container, found ${containers.length}`);
+  return containers[0];
+}
+
 export function kind(name: string): KindDescriptor {
   const found = KINDS.get(name);
   if (!found) throw new Error(`unknown kind ${name}`);

@@ -57,6 +57,8 @@ export interface KindSchemaFile extends JsonSchema {
   'x-yaml-kind'?: string;
   'x-collection'?: string;
   'x-scope': 'tenant' | 'project';
+  /** Its resources are the projects that project-scoped kinds live in (one kind has it: project). */
+  'x-scope-container'?: boolean;
   'x-identity'?: string;
   'x-operations'?: Operation[];
   'x-spec-operations'?: Operation[];

@@ -12,6 +12,7 @@ export const ANNOTATIONS = [
   'x-yaml-kind',
   'x-collection',
   'x-scope',
+  'x-scope-container',
   'x-identity',
   'x-operations',
   'x-spec-operations',

@@ -156,7 +156,7 @@ async function checkNotReferenced(k: KindRoutes, existing: StoredResource, q: Qu
 const taken = (k: KindRoutes, identity: string, where = '') => alreadyExists(capitalised(k.a), k.d.identity, identity, where);
 
 /** The audit log's project of a write: a project's own writes are in that project. */
-const auditProject = (k: KindRoutes, projectId: string, id: string) => projectId || (k.d.kind === 'project' ? id : null);
+const auditProject = (k: KindRoutes, projectId: string, id: string) => projectId || (k.d.scopeContainer ? id : null);
 
 // --- Reads --------------------------------------------------------------------------------------
 

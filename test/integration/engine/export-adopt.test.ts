@@ -57,7 +57,7 @@ describe('dpctl export', () => {
     try {
       const applied = await reconcile(client, [copyExample()], { sourceId: 'platform', env: SECRET_ENV });
       expect(applied.result!.converged).toBe(true);
-      const result = await exportResources(client, { projects: ['analytics', 'marketing'], users: true });
+      const result = await exportResources(client, { projects: ['analytics', 'marketing'], tenantKinds: ['user'] });
       expect(result.warnings).toEqual([]);
       const paths = result.files.map((f) => f.path);
       expect(paths).toEqual([...paths].sort());
@@ -89,7 +89,7 @@ describe('dpctl export', () => {
       expect(connectors).toContain('      secretRef:\n        env: ANALYTICS_ORDERS_DB_PASSWORD');
       expect(connectors).not.toContain('status');
       // Deterministic.
-      const again = await exportResources(client, { projects: ['marketing', 'analytics'], users: true });
+      const again = await exportResources(client, { projects: ['marketing', 'analytics'], tenantKinds: ['user'] });
       expect(again.files.map((f) => f.content)).toEqual(result.files.map((f) => f.content));
 
       const dir = writeExport(result);

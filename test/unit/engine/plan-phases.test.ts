@@ -3,6 +3,7 @@ import { addLive, appliedState, config, emptyState, PLAN_OPTIONS, SHOP, SOURCE }
 import {
   formatProblem,
   countManaged,
+  docKey,
   labelOf,
   makePlan,
   MANAGED_BY_LABEL,
@@ -245,8 +246,7 @@ describe('propagateReplacements', () => {
 });
 
 describe('planPrune', () => {
-  const declaredKeys = (fixture: typeof shop, state = emptyState()) =>
-    new Set(planContext(fixture.documents, state, fixture.secrets, PLAN_OPTIONS).keys.values());
+  const declaredKeys = (fixture: typeof shop) => new Set(fixture.documents.map(docKey));
   const prune = { ...PLAN_OPTIONS, prune: true };
 
   it('deletes the managed resources no document declares; never a hand-made one', () => {
@@ -270,6 +270,18 @@ describe('planPrune', () => {
     expect(out.warnings).toEqual([
       'Project shop: pruning it also deletes 1 resource inside it that this source does not manage: NotificationChannel c',
     ]);
+  });
+
+  it('each pruned project counts only what is inside it', () => {
+    const state = appliedState(shop);
+    addLive(state, 'project', { id: 'p-other', name: 'other', labels: { [MANAGED_BY_LABEL]: SOURCE } });
+    addLive(state, 'notification_channel', { id: 'nc-o', name: 'c', labels: { [MANAGED_BY_LABEL]: SOURCE } }, 'other');
+    const out = planPrune(state, new Set(), 5, prune);
+    expect(out.changes.map((c) => [c.name, c.notes])).toEqual([
+      ['shop', ['deleting a project deletes everything in it (2 resources)']],
+      ['other', ['deleting a project deletes everything in it (1 resource)']],
+    ]);
+    expect(out.warnings).toEqual([]);
   });
 
   it('refuses to delete more than the larger of 5 and 20% of the managed resources, unless allowed', () => {
