@@ -1,3 +1,4 @@
+import { appendTo } from '../collections.js';
 import { kind as kindNamed, SCOPE_CONTAINER } from '../kinds/index.js';
 import { resourceKey, type Plan, type PlannedChange } from '../engine/index.js';
 
@@ -12,13 +13,13 @@ export function deferChanges(
   waiting: (key: string) => string | undefined,
 ): { plan: Plan; deferred: Map<PlannedChange, string> } {
   const deferred = new Map<PlannedChange, string>();
-  const heldWrites = new Map<string, PlannedChange>(); // key -> change not written this run
+  const held: PlannedChange[] = []; // writes not made this run, in the order they are found
   for (const c of plan.changes) {
     if (c.action === 'no-op') continue;
     const why = waiting(c.key);
     if (why === undefined) continue;
     deferred.set(c, why);
-    if (c.action !== 'delete') heldWrites.set(c.key, c);
+    if (c.action !== 'delete') held.push(c);
   }
   const needs = (c: PlannedChange): string[] => {
     const doc = c.doc;
@@ -34,18 +35,15 @@ export function deferChanges(
     }
     return keys;
   };
-  let grew = heldWrites.size > 0;
-  while (grew) {
-    grew = false;
-    for (const c of plan.changes) {
-      if (c.action === 'no-op' || deferred.has(c)) continue;
-      const blocker = needs(c)
-        .map((k) => heldWrites.get(k))
-        .find((b) => b !== undefined);
-      if (!blocker) continue;
+  // The writes each held write blocks, indexed once (not a pass over every change per link of a chain).
+  const blocked = new Map<string, PlannedChange[]>();
+  if (held.length) for (const c of plan.changes) if (c.action !== 'no-op' && !deferred.has(c)) for (const k of needs(c)) appendTo(blocked, k, c);
+  for (let i = 0; i < held.length; i++) {
+    const blocker = held[i];
+    for (const c of blocked.get(blocker.key) ?? []) {
+      if (deferred.has(c)) continue;
       deferred.set(c, `waits for ${blocker.yamlKind} ${blocker.project ? `${blocker.project}/` : ''}${blocker.name}, which is backing off`);
-      heldWrites.set(c.key, c);
-      grew = true;
+      held.push(c);
     }
   }
   if (!deferred.size) return { plan, deferred };
