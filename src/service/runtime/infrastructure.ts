@@ -122,9 +122,11 @@ async function putProvisioned(rt: Runtime, q: Queryable, tenantId: string, proje
   return rt.ctx.resources.insert(fresh, q);
 }
 
-/** Records an applied change in the snapshot: one row written or deleted (callers hold the project lock). */
+/**
+ * Records an applied change in the snapshot: its own row written or deleted (callers hold the project
+ * lock, shared; the apply split a legacy single-row snapshot when it started).
+ */
 async function recordApplied(rt: Runtime, q: Queryable, tenantId: string, projectId: string, change: PlannedChange): Promise<void> {
-  await splitLegacySnapshot(rt, q, tenantId, projectId);
   if (change.action !== 'delete') return putProvisioned(rt, q, tenantId, projectId, change.resource_id, change.after!);
   const row = await rt.ctx.resources.get(tenantId, projectId, STATE_KIND, stateId(change.resource_id), q);
   if (row) await rt.ctx.resources.delete(row, q);
@@ -255,6 +257,8 @@ export async function applyInfrastructure(
     await o.inTx?.(q);
     const running = await runningRunOf(rt, q, o.tenantId, o.projectId, o.projectId);
     if (running) throw conflict(`An infrastructure apply is already running (run ${running.id}); wait for it to end, then plan again`);
+    // Under the exclusive lock, before the changes, which then each write only their own snapshot row.
+    await splitLegacySnapshot(rt, q, o.tenantId, o.projectId);
     const { plan, resources } = await computePlan(rt, q, o.tenantId, o.projectId);
     if (o.planId !== undefined && o.planId !== plan.plan_id) {
       throw conflict(
@@ -371,16 +375,24 @@ async function applyChange(rt: Runtime, rec: RunRecorder, change: PlannedChange,
   const seconds = problem ? 1 : changeSeconds(change);
   await rt.simulate(seconds, rec.signal);
   rec.check();
-  await inProject(rt, tenantId, projectId, async (q) => {
-    if (!problem) {
-      await recordApplied(rt, q, tenantId, projectId, change);
-    }
-    if (change.action !== 'delete') {
-      await updateResource(rt, q, tenantId, projectId, 'infrastructure_resource', change.resource_id, (d) => {
-        Object.assign(d, problem ? { status: 'failed', last_error: problem } : { status: 'provisioned', last_error: null });
-      });
-    }
-  });
+  // The changes of an apply write rows of their own (the resource, its snapshot row): they share the
+  // project's lock. Exclusively, 1,000 changes ran one after another on PostgreSQL (7.5 s, 0.9 s on SQLite).
+  await inProject(
+    rt,
+    tenantId,
+    projectId,
+    async (q) => {
+      if (!problem) {
+        await recordApplied(rt, q, tenantId, projectId, change);
+      }
+      if (change.action !== 'delete') {
+        await updateResource(rt, q, tenantId, projectId, 'infrastructure_resource', change.resource_id, (d) => {
+          Object.assign(d, problem ? { status: 'failed', last_error: problem } : { status: 'provisioned', last_error: null });
+        });
+      }
+    },
+    'share',
+  );
   await rec.end(unit, problem ? 'failed' : 'completed', problem, seconds);
   return problem && `${change.name}: ${problem}`;
 }

@@ -28,10 +28,19 @@ export const secondsBetween = (from: string, to: string) => Math.max(0, Math.rou
 /**
  * Runs fn in a transaction that holds the project's row lock (the lock every write in a project
  * takes, see writes.ts), so runtime state changes and API writes of the same project never interleave.
+ * `share` (PostgreSQL; SQLite runs one write at a time anyway): transactions that each write rows of
+ * their own and read nothing another writes may run together; an API write or a delete of the
+ * project, which lock it exclusively, still waits for them and they for it.
  */
-export async function inProject<T>(rt: Runtime, tenantId: string, projectId: string, fn: (q: Queryable) => Promise<T>): Promise<T> {
+export async function inProject<T>(
+  rt: Runtime,
+  tenantId: string,
+  projectId: string,
+  fn: (q: Queryable) => Promise<T>,
+  mode: 'update' | 'share' = 'update',
+): Promise<T> {
   return rt.ctx.db.tx(async (q) => {
-    if (!(await lockRow(rt.ctx, q, tenantId, projectId))) throw notFound('Project');
+    if (!(await lockRow(rt.ctx, q, tenantId, projectId, mode))) throw notFound('Project');
     return fn(q);
   });
 }
