@@ -34,6 +34,7 @@ import { registerMetrics, type ServiceMetrics } from './metrics.js';
 import { registerRoutes } from './routes/index.js';
 import { registerStreams, type Streams } from './streams/index.js';
 import { installRequestPipeline, redactUrl, type RequestCounter } from './request-pipeline.js';
+import { compileMergedValidators } from './drafts.js';
 import { logStream, resolveLogFormat, type LogFormat } from '../log-format.js';
 
 export interface RunningService {
@@ -201,6 +202,7 @@ async function registerFeatures(app: FastifyInstance, ctx: ServiceContext, provi
   await registerRoutes(app, ctx);
   const streams = await registerStreams(app, ctx);
   await app.ready();
+  compileMergedValidators();
   return { metrics, streams };
 }
 
