@@ -12,7 +12,6 @@ import type { Notifier } from './notify.js';
 import { RevisionReconciler } from './reconcile-revision.js';
 import { createStatusServer, listen, type StatusHandlers } from './server.js';
 import type { ConfigSource } from './source/types.js';
-import { nextTurn } from '../steps.js';
 import { StatusBoard } from './status-board.js';
 import type { ControllerStatus } from './status.js';
 import { SuspendSwitch } from './suspend-switch.js';
@@ -127,7 +126,8 @@ export async function startController(options: ControllerOptions): Promise<Runni
     reconcile: async (trigger, signal) => {
       const start = startRun(board.current, trigger);
       const outcome = await reconciler.run(signal, board);
-      await nextTurn();
+      // No turn of the event loop here: the run's rows are on the board already, and /status must not
+      // show them beside the previous run's last_run (the report below records this run's).
       metrics.recordClient(options.client.stats());
       reporter.report(start, outcome, reconciler.revisions.inForce?.id ?? null);
     },
