@@ -1,6 +1,6 @@
 import { appendTo } from '../collections.js';
-import { kind as kindNamed, SCOPE_CONTAINER } from '../kinds/index.js';
-import { resourceKey, type Plan, type PlannedChange } from '../engine/index.js';
+import { kind as kindNamed } from '../kinds/index.js';
+import { projectKey, resourceKey, type Plan, type PlannedChange } from '../engine/index.js';
 
 /**
  * Takes the changes whose resource is backing off out of a plan, and with them the writes
@@ -25,7 +25,7 @@ export function deferChanges(
     const doc = c.doc;
     if (!doc || c.action === 'delete') return [];
     const keys: string[] = [];
-    if (doc.project !== undefined) keys.push(resourceKey(SCOPE_CONTAINER, undefined, doc.project));
+    if (doc.project !== undefined) keys.push(projectKey(doc.project));
     for (const ref of doc.references) {
       try {
         keys.push(resourceKey(kindNamed(ref.kind), doc.project, ref.name));

@@ -1,9 +1,9 @@
 import { AmbiguousCreateError, ApiError, type DataPlatformClient, type DynamicResourceClient } from '../client/index.js';
 import { declaredLookup, firstOf, toApiBody, type ConfigDocument, type ResolvedSecrets } from '../config/index.js';
-import { kind as kindNamed, SCOPE_CONTAINER, type KindDescriptor } from '../kinds/index.js';
+import { type KindDescriptor } from '../kinds/index.js';
 import { LABELS_FIELD } from './diff.js';
 import { keepIgnoredLive } from './policy.js';
-import { resourceKey, type LiveObject, type LiveState } from './observe.js';
+import { projectKey, resourceKey, type LiveObject, type LiveState } from './observe.js';
 import { docKey, liveLookup, liveReferences, subjectOfChange, type Plan, type PlannedChange } from './plan.js';
 import { schedule } from './schedule.js';
 import { groupsOnFirstUse } from '../collections.js';
@@ -56,8 +56,6 @@ export interface ApplyGraph {
   unsupported: Outcome[];
 }
 
-const projectKey = (name: string) => resourceKey(SCOPE_CONTAINER, undefined, name);
-
 /**
  * The graph of a plan: writes (create, update, the create half of a replace) after what they
  * reference, deletes (prune, the delete half of a replace) after whatever references them.
@@ -109,7 +107,7 @@ function linkDependencies(nodes: Map<string, ApplyNode>, descriptors: Map<string
         if (nodes.get(`write:${k}`)?.change.action === 'update') dep(node.id, `write:${k}`);
       }
       // A project goes after the deletes inside it.
-      if (kindNamed(c.kind).scopeContainer) for (const other of index.deletesIn(c.name)) dep(node.id, other.id);
+      if (c.live?.descriptor.scopeContainer) for (const other of index.deletesIn(c.name)) dep(node.id, other.id);
     }
   }
 }

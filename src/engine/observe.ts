@@ -52,6 +52,9 @@ export function resourceKey(d: KindDescriptor, project: string | undefined, iden
   return [d.kind, d.scope === 'project' ? (project ?? '') : '', identityKey(d, identity)].join('\u0000');
 }
 
+/** The key of a project (the scope container) in the live state and the plan. */
+export const projectKey = (name: string): string => resourceKey(SCOPE_CONTAINER, undefined, name);
+
 export const collectionKey = (kind: string, project: string | undefined) => `${kind}\u0000${project ?? ''}`;
 
 /** Runs `fn` over `items` with at most `limit` at a time. */
