@@ -2,8 +2,10 @@ import type { Runtime } from './runtime.js';
 import type { RuleData } from './alerts.js';
 import { notifyChannels } from './notifications.js';
 import { slicer } from './slices.js';
+import { padToBucket, type Queryable } from '../store/db.js';
+import { appendTo } from '../../collections.js';
 
-interface PolicyData {
+export interface PolicyData {
   steps: { delay_minutes: number; channel_ids: string[] }[];
   repeat?: number;
 }
@@ -17,10 +19,11 @@ interface PolicyData {
  * `alert_escalations` (INSERT ... ON CONFLICT DO NOTHING), so of several replicas only one sends.
  *
  * A look never scans the firing alerts: an alert fired under a rule with a policy gets a row in
- * `escalations_due` (alerts.ts), and a look reads only the rows due now, in batches. Each is moved
- * to the alert's next step time (UPDATE ... WHERE next_due_at = the time read: one replica moves
- * it), or deleted when no step is left or the alert is no longer firing: acknowledging or resolving
- * it stops the escalation at its next due time. The rule's policy is read when a step is due, so a
+ * `escalations_due` (alerts.ts), due at the policy's first step, and a look reads only the rows due
+ * now, in batches of ESCALATION_BATCH, each batch's alerts, rules and policies a statement per kind
+ * and project. Each row is moved to the alert's next step time (UPDATE ... WHERE next_due_at = the
+ * time read: one replica moves it), or deleted when no step is left or the alert is no longer
+ * firing: acknowledging or resolving it stops the escalation at its next due time. The rule's policy is read when a step is due, so a
  * changed policy applies to alerts already firing; a rule that gains a policy later does not
  * escalate the alerts it fired before.
  */
@@ -51,7 +54,13 @@ function stepTimes(
   return out;
 }
 
-/** Rows of escalations_due read per query. */
+/** Where a new alert's escalations_due row starts: its policy's first step, none without a step. */
+export function firstStepAt(policy: PolicyData, firedAtMs: number): number | undefined {
+  const times = stepTimes(policy, firedAtMs).map((s) => s.at);
+  return times.length ? Math.min(...times) : undefined;
+}
+
+/** Rows of escalations_due read per query, and looked at together. */
 const ESCALATION_BATCH = 100;
 
 interface DueEscalation {
@@ -61,7 +70,18 @@ interface DueEscalation {
   next_due_at: number;
 }
 
-export async function escalate(rt: Runtime, track: <T>(p: Promise<T>) => Promise<T>, stopped: () => boolean = () => false): Promise<void> {
+/** A due row with what it is about: its alert, the rule's policy, and the row's next due time (none: deleted). */
+interface Looked {
+  row: DueEscalation;
+  alert?: Record<string, unknown>;
+  policyId?: string;
+  policy?: PolicyData;
+  next?: number;
+}
+
+type Track = <T>(p: Promise<T>) => Promise<T>;
+
+export async function escalate(rt: Runtime, track: Track, stopped: () => boolean = () => false): Promise<void> {
   const now = rt.nowMs();
   const slice = slicer();
   for (;;) {
@@ -70,53 +90,119 @@ export async function escalate(rt: Runtime, track: <T>(p: Promise<T>) => Promise
       'SELECT alert_id, tenant_id, project_id, next_due_at FROM escalations_due WHERE next_due_at <= ? ORDER BY next_due_at LIMIT ?',
       [now, ESCALATION_BATCH],
     );
-    for (const row of rows) {
-      await escalateOne(rt, row, now, track);
+    const looked = await lookUp(rt, rows, now);
+    // The batch's rows move and its steps are claimed in one transaction (one commit, not one per row).
+    const sends = await rt.ctx.db.tx(async (q) => claimSteps(rt, q, await moveRows(q, looked), now));
+    for (const { alert, policyId, step, row } of sends) {
+      void track(
+        notifyChannels(rt, row.tenant_id, row.project_id, step.channelIds, {
+          type: 'alert_escalated',
+          alert,
+          escalation: { policy_id: policyId, round: step.round, step: step.step },
+          project_id: row.project_id,
+          timestamp: rt.now(),
+        }),
+      );
       await slice();
     }
     if (rows.length < ESCALATION_BATCH) return;
+    await slice();
   }
 }
 
-/** Sends the steps of one alert that are due and not yet sent, and moves its row to the next step. */
-async function escalateOne(rt: Runtime, row: DueEscalation, now: number, track: <T>(p: Promise<T>) => Promise<T>): Promise<void> {
-  const { db, resources } = rt.ctx;
-  const readAt = Number(row.next_due_at);
-  const alert = (await resources.get(row.tenant_id, row.project_id, 'alert', row.alert_id))?.data;
-  const rule = alert
-    ? ((await resources.get(row.tenant_id, row.project_id, 'alert_rule', String(alert.alert_rule_id)))?.data as RuleData | undefined)
-    : undefined;
-  const policyId = rule?.escalation_policy_id;
-  const policy = policyId
-    ? ((await resources.get(row.tenant_id, row.project_id, 'escalation_policy', policyId))?.data as PolicyData | undefined)
-    : undefined;
-  const firedAt = Date.parse(String(alert?.fired_at));
-  const next = alert?.status === 'firing' && policy ? stepTimes(policy, firedAt).find((s) => s.at > now)?.at : undefined;
-  const moved =
-    next === undefined
-      ? await db.run('DELETE FROM escalations_due WHERE alert_id = ? AND next_due_at = ?', [row.alert_id, readAt])
-      : await db.run('UPDATE escalations_due SET next_due_at = ? WHERE alert_id = ? AND next_due_at = ?', [next, row.alert_id, readAt]);
-  if (moved.changes !== 1 || !alert || alert.status !== 'firing' || !policy) return; // another replica has it, or nothing to send
-  const done = new Set(
-    (await db.all<{ step_key: string }>('SELECT step_key FROM alert_escalations WHERE alert_id = ?', [row.alert_id])).map(
-      (r) => r.step_key,
-    ),
-  );
-  for (const step of dueSteps(policy, firedAt, now)) {
-    if (done.has(step.key)) continue;
-    const claimed = await db.run(
-      'INSERT INTO alert_escalations (alert_id, step_key, tenant_id, notified_at) VALUES (?, ?, ?, ?) ON CONFLICT (alert_id, step_key) DO NOTHING',
-      [row.alert_id, step.key, row.tenant_id, rt.now()],
+/** Each row's alert, rule and policy, read a project at a time (one statement per kind), and its next due time. */
+async function lookUp(rt: Runtime, rows: DueEscalation[], now: number): Promise<Looked[]> {
+  const { resources } = rt.ctx;
+  const byProject = new Map<string, DueEscalation[]>();
+  for (const row of rows) appendTo(byProject, `${row.tenant_id}\0${row.project_id}`, row);
+  const looked: Looked[] = [];
+  for (const group of byProject.values()) {
+    const { tenant_id: tenantId, project_id: projectId } = group[0];
+    const dataOf = async (kind: string, ids: (string | undefined)[]) => {
+      const found = await resources.getMany(
+        tenantId,
+        projectId,
+        kind,
+        ids.filter((id): id is string => !!id),
+      );
+      return (id: string | undefined) => (id === undefined ? undefined : found.get(id)?.data);
+    };
+    const alertOf = await dataOf(
+      'alert',
+      group.map((r) => r.alert_id),
     );
-    if (claimed.changes !== 1) continue;
-    void track(
-      notifyChannels(rt, row.tenant_id, row.project_id, step.channelIds, {
-        type: 'alert_escalated',
-        alert,
-        escalation: { policy_id: policyId, round: step.round, step: step.step },
-        project_id: row.project_id,
-        timestamp: rt.now(),
-      }),
+    const ruleOf = await dataOf(
+      'alert_rule',
+      group.map((r) => alertOf(r.alert_id)?.alert_rule_id as string | undefined),
     );
+    const policyIdOf = (row: DueEscalation) =>
+      (ruleOf(alertOf(row.alert_id)?.alert_rule_id as string | undefined) as RuleData | undefined)?.escalation_policy_id;
+    const policyOf = await dataOf('escalation_policy', group.map(policyIdOf));
+    for (const row of group) {
+      const alert = alertOf(row.alert_id);
+      const policyId = policyIdOf(row);
+      const policy = policyOf(policyId) as PolicyData | undefined;
+      const next =
+        alert?.status === 'firing' && policy
+          ? stepTimes(policy, Date.parse(String(alert.fired_at))).find((s) => s.at > now)?.at
+          : undefined;
+      looked.push({ row, alert, policyId, policy, next });
+    }
   }
+  return looked;
+}
+
+/**
+ * Moves each row to its next due time, or deletes it when none is left (UPDATE/DELETE ... WHERE
+ * next_due_at = the time read: of several replicas, one moves it), one statement per (time read, next
+ * time): alerts fired together move together. Returns the rows this replica moved.
+ */
+async function moveRows(q: Queryable, looked: Looked[]): Promise<Looked[]> {
+  const groups = new Map<string, Looked[]>();
+  for (const l of looked) appendTo(groups, `${l.row.next_due_at}:${l.next ?? ''}`, l);
+  const moved = new Set<string>();
+  for (const group of groups.values()) {
+    const ids = padToBucket(group.map((l) => l.row.alert_id));
+    const where = `next_due_at = ? AND alert_id IN (${ids.map(() => '?').join(', ')}) RETURNING alert_id`;
+    const readAt = Number(group[0].row.next_due_at);
+    const { next } = group[0];
+    const rows =
+      next === undefined
+        ? await q.all<{ alert_id: string }>(`DELETE FROM escalations_due WHERE ${where}`, [readAt, ...ids])
+        : await q.all<{ alert_id: string }>(`UPDATE escalations_due SET next_due_at = ? WHERE ${where}`, [next, readAt, ...ids]);
+    for (const r of rows) moved.add(r.alert_id);
+  }
+  return looked.filter((l) => moved.has(l.row.alert_id));
+}
+
+/**
+ * The due steps of the moved rows' firing alerts not sent yet, each claimed in alert_escalations
+ * (INSERT ... ON CONFLICT DO NOTHING RETURNING: one replica sends it).
+ */
+async function claimSteps(rt: Runtime, q: Queryable, moved: Looked[], now: number) {
+  const firing = moved.filter((l) => l.alert?.status === 'firing' && l.policy);
+  const ids = padToBucket(firing.map((l) => l.row.alert_id));
+  if (!ids.length) return [];
+  const done = new Set(
+    (
+      await q.all<{ alert_id: string; step_key: string }>(
+        `SELECT alert_id, step_key FROM alert_escalations WHERE alert_id IN (${ids.map(() => '?').join(', ')})`,
+        ids,
+      )
+    ).map((r) => `${r.alert_id}\0${r.step_key}`),
+  );
+  const due = firing.flatMap((l) =>
+    dueSteps(l.policy!, Date.parse(String(l.alert!.fired_at)), now)
+      .filter((step) => !done.has(`${l.row.alert_id}\0${step.key}`))
+      .map((step) => ({ ...l, alert: l.alert!, step })),
+  );
+  const claims = padToBucket(due);
+  if (!claims.length) return [];
+  const notifiedAt = rt.now();
+  const claimed = await q.all<{ alert_id: string; step_key: string }>(
+    `INSERT INTO alert_escalations (alert_id, step_key, tenant_id, notified_at) VALUES ${claims.map(() => '(?, ?, ?, ?)').join(', ')} ON CONFLICT (alert_id, step_key) DO NOTHING RETURNING alert_id, step_key`,
+    claims.flatMap((d) => [d.row.alert_id, d.step.key, d.row.tenant_id, notifiedAt]),
+  );
+  const mine = new Set(claimed.map((r) => `${r.alert_id}\0${r.step_key}`));
+  return due.filter((d) => mine.has(`${d.row.alert_id}\0${d.step.key}`));
 }

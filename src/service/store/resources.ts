@@ -1,4 +1,4 @@
-import { planEachTime, type Db, type Queryable, type SqlValue } from './db.js';
+import { padToBucket, planEachTime, type Db, type Queryable, type SqlValue } from './db.js';
 import type { SecretCipher } from '../secrets/cipher.js';
 import { SCHEDULED_KINDS, putSchedule, removeSchedule, scheduleOf, spreadMs } from './schedules.js';
 import { nextTickAfter } from '../../kinds/cron.js';
@@ -23,6 +23,12 @@ export interface StoreHooks {
    */
   projectContentsDeleted?(tenantId: string, projectId: string): void;
 }
+
+const INSERT_RESOURCES =
+  'INSERT INTO resources (id, tenant_id, project_id, kind, parent_id, name, data, secrets, created_at, updated_at) VALUES';
+const ROW_PLACEHOLDERS = '(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)';
+/** Rows per statement of insertMany: 10 parameters each, far under SQLite's 32,766 per statement. */
+const INSERT_ROWS = 64;
 
 /** One stored resource of any kind. `data` is exactly what the API returns; secrets live apart. */
 export interface StoredResource {
@@ -268,6 +274,19 @@ export class ResourceStore {
     return row && this.fromRow(row);
   }
 
+  /** Resources of one kind by id, within a tenant and project, in one statement: those found, by id. */
+  async getMany(tenantId: string, projectId: string, kind: string, ids: readonly string[], q: Queryable = this.db) {
+    const found = new Map<string, StoredResource>();
+    const list = padToBucket([...new Set(ids)]);
+    if (!list.length) return found;
+    const rows = await q.all<Row>(
+      `SELECT ${COLUMNS} FROM resources WHERE tenant_id = ? AND project_id = ? AND kind = ? AND id IN (${list.map(() => '?').join(', ')})`,
+      [tenantId, projectId, kind, ...list],
+    );
+    for (const row of rows) found.set(row.id, this.fromRow(row));
+    return found;
+  }
+
   /**
    * A resource's stored `data` as JSON text, unparsed: for a caller that parses only part of a large one
    * (a discovered schema of 100,000 columns is 5 MB, and JSON.parse holds the event loop while it runs).
@@ -288,11 +307,37 @@ export class ResourceStore {
 
   /** Inserts a resource; `json` is its data's JSON text when the caller has it already (built in slices). */
   async insert(r: Omit<StoredResource, 'seq'>, q: Queryable = this.db, json = JSON.stringify(r.data)): Promise<void> {
+    await q.run(`${INSERT_RESOURCES} ${ROW_PLACEHOLDERS}`, this.rowValues(r, json));
+    await this.afterInsert(r, q, json);
+  }
+
+  /**
+   * Inserts several resources in a few statements of many rows each, where insert() costs a round
+   * trip per resource: background work that makes many at once (the alerts of a freshness look).
+   * Statements hold a power of two of rows (at most INSERT_ROWS), so their texts stay a handful,
+   * each prepared once per connection on PostgreSQL.
+   */
+  async insertMany(rows: readonly Omit<StoredResource, 'seq'>[], q: Queryable = this.db): Promise<void> {
+    const jsons = rows.map((r) => JSON.stringify(r.data));
+    for (let start = 0; start < rows.length;) {
+      let size = 1;
+      while (size * 2 <= Math.min(rows.length - start, INSERT_ROWS)) size *= 2;
+      const params: SqlValue[] = [];
+      for (let i = start; i < start + size; i++) params.push(...this.rowValues(rows[i], jsons[i]));
+      await q.run(`${INSERT_RESOURCES} ${Array<string>(size).fill(ROW_PLACEHOLDERS).join(', ')}`, params);
+      start += size;
+    }
+    for (let i = 0; i < rows.length; i++) await this.afterInsert(rows[i], q, jsons[i]);
+  }
+
+  /** A new row's values, in INSERT_RESOURCES' column order. */
+  private rowValues(r: Omit<StoredResource, 'seq'>, json: string): SqlValue[] {
     const now = String(r.data.created_at ?? new Date().toISOString());
-    await q.run(
-      'INSERT INTO resources (id, tenant_id, project_id, kind, parent_id, name, data, secrets, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)',
-      [r.id, r.tenantId, r.projectId, r.kind, r.parentId, r.name, json, this.sealed(r), now, now],
-    );
+    return [r.id, r.tenantId, r.projectId, r.kind, r.parentId, r.name, json, this.sealed(r), now, now];
+  }
+
+  /** The rows that follow a new resource: its large-scope mark, schedule and references (each only when it has one). */
+  private async afterInsert(r: Omit<StoredResource, 'seq'>, q: Queryable, json: string): Promise<void> {
     await this.largeScopes.markIfLarge(q, r, json);
     await this.syncSchedule(r, q, true);
     await syncRefs(q, r, true);
@@ -305,11 +350,9 @@ export class ResourceStore {
    * the schedule row goes in the same statement (one round trip); its values are putSchedule's.
    */
   async create(r: Omit<StoredResource, 'seq'>, q: Queryable = this.db): Promise<boolean> {
-    const now = String(r.data.created_at ?? new Date().toISOString());
     const json = JSON.stringify(r.data);
-    const params: SqlValue[] = [r.id, r.tenantId, r.projectId, r.kind, r.parentId, r.name, json, this.sealed(r), now, now];
-    const insert =
-      'INSERT INTO resources (id, tenant_id, project_id, kind, parent_id, name, data, secrets, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (tenant_id, project_id, kind, name) DO NOTHING';
+    const params = this.rowValues(r, json);
+    const insert = `${INSERT_RESOURCES} ${ROW_PLACEHOLDERS} ON CONFLICT (tenant_id, project_id, kind, name) DO NOTHING`;
     const expression = scheduleOf(r.kind, r.data);
     if (this.db.dialect === 'postgres' && expression) {
       let tick: number | undefined;
@@ -332,9 +375,7 @@ export class ResourceStore {
     }
     const { changes } = await q.run(insert, params);
     if (changes === 0) return false;
-    await this.largeScopes.markIfLarge(q, r, json);
-    await this.syncSchedule(r, q, true);
-    await syncRefs(q, r, true);
+    await this.afterInsert(r, q, json);
     return true;
   }
 

@@ -6,6 +6,7 @@ import { schedulerOf } from '../../../src/service/runtime/scheduler.js';
 import { newId } from '../../../src/service/ids.js';
 import { countRowsRead } from '../../support/db-counters.js';
 import type { Db } from '../../../src/service/store/db.js';
+import type { RuleData } from '../../../src/service/runtime/alerts.js';
 
 /**
  * Issue 18: alerting must stay linear at scale. Before, every 5 s look listed up to 10,000 connectors
@@ -24,6 +25,7 @@ describe(`alerting over ${COUNT.toLocaleString('en-US')} connectors`, () => {
   let owner: TestTenant;
   let bystander: TestTenant;
   let base: string;
+  let projectId: string;
   const count = async (sql: string) => Number((await svc.service.ctx.db.get<{ n: number }>(sql))!.n);
   const alerts = () => count(`SELECT COUNT(*) AS n FROM resources WHERE kind = 'alert'`);
   const scheduler = () => schedulerOf(runtimeOf(svc.service.ctx));
@@ -39,6 +41,7 @@ describe(`alerting over ${COUNT.toLocaleString('en-US')} connectors`, () => {
     [owner, bystander] = [await svc.tenant(), await svc.tenant()];
     const project = await svc.project(owner, 'many');
     base = `/projects/${project.id}`;
+    projectId = project.id;
     const template = await svc.ok(owner, 'POST', `${base}/connectors`, {
       body: { name: 'template', connector_type: 'salesforce', selected_tables: ['Account'] },
     });
@@ -88,6 +91,9 @@ describe(`alerting over ${COUNT.toLocaleString('en-US')} connectors`, () => {
     expect(await alerts()).toBe(COUNT);
     expect(await count('SELECT COUNT(*) AS n FROM open_alerts')).toBe(COUNT);
     expect(await count('SELECT COUNT(*) AS n FROM escalations_due')).toBe(COUNT);
+    // Each is due at its policy's first step (10 minutes), not looked at before: the firing look reads no alert back.
+    const firedAt = Date.parse(new Date(now).toISOString());
+    expect(await count(`SELECT COUNT(*) AS n FROM escalations_due WHERE next_due_at = ${firedAt + 10 * MINUTE}`)).toBe(COUNT);
     expect(probe.failures).toEqual([]);
     expect(probe.max).toBeLessThan(BYSTANDER_MAX_MS);
 
@@ -146,4 +152,17 @@ describe(`alerting over ${COUNT.toLocaleString('en-US')} connectors`, () => {
     expect(counter.rows).toBeLessThan(2 * COUNT + 500);
     expect(await alerts()).toBe(COUNT + 1);
   }, 120_000);
+
+  // Last: it adds an alert the tests above do not count.
+  it('fires once for a (rule, resource) named twice in one batch', async () => {
+    const rule = (await svc.ok<{ data: { id: string }[] }>(owner, 'GET', `${base}/alert-rules?limit=1`)).data[0];
+    const fresh = await svc.ok(owner, 'POST', `${base}/connectors`, {
+      body: { name: 'twice', connector_type: 'salesforce', selected_tables: ['Account'] },
+    });
+    const tenantId = (await svc.service.ctx.db.get<{ id: string }>('SELECT id FROM tenants WHERE slug = ?', [owner.slug]))!.id;
+    const firing = { rule: rule as RuleData, resourceId: fresh.id, message: 'stale' };
+    const fired = await scheduler().alerting.fireAll(tenantId, projectId, [firing, firing]);
+    expect(fired).toHaveLength(1);
+    expect(await count(`SELECT COUNT(*) AS n FROM resources WHERE kind = 'alert' AND data LIKE '%${fresh.id}%'`)).toBe(1);
+  }, 60_000);
 });

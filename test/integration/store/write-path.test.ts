@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestService, type TestService, type TestTenant } from '../../support/service.js';
+import type { Queryable, SqlValue } from '../../../src/service/store/db.js';
 
 /**
  * Issue 18, the create path on PostgreSQL: a create is one transaction of three round trips (BEGIN with
@@ -63,6 +64,47 @@ describe('the create path', () => {
         .sort(),
     );
     expect(new Set(scheduled.map((r) => r.expression))).toEqual(new Set(['*/15 * * * *']));
+  });
+
+  it('insertMany writes 100 resources in statements of 64, 32 and 4 rows, each with its schedule row; getMany reads them back', async () => {
+    const { id: projectId } = await svc.project(t);
+    const { ctx } = svc.service;
+    const tenantId = (await ctx.db.get<{ id: string }>('SELECT id FROM tenants WHERE slug = ?', [t.slug]))!.id;
+    const rows = Array.from({ length: 100 }, (_, i) => {
+      const id = `connector_many${i}`;
+      return {
+        id,
+        tenantId,
+        projectId,
+        kind: 'connector',
+        parentId: '',
+        name: `many${i}`,
+        data: { id, ...connector(`many${i}`, i % 2 ? '0 * * * *' : undefined) },
+        secrets: null,
+      };
+    });
+    const statements: string[] = [];
+    await ctx.db.tx((q) => {
+      // The transaction's own handle, with its INSERTs into resources noted.
+      const noted: Queryable = Object.assign(Object.create(q) as Queryable, {
+        run: (sql: string, params?: SqlValue[]) => {
+          if (sql.startsWith('INSERT INTO resources')) statements.push(sql);
+          return q.run(sql, params);
+        },
+      });
+      return ctx.resources.insertMany(rows, noted);
+    });
+    expect(statements.map((sql) => sql.split('(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)').length - 1)).toEqual([64, 32, 4]);
+    const found = await ctx.resources.getMany(tenantId, projectId, 'connector', [...rows.map((r) => r.id), 'connector_none']);
+    expect([...found.keys()].sort()).toEqual(rows.map((r) => r.id).sort());
+    expect(found.get('connector_many7')!.data.name).toBe('many7');
+    const scheduled = await ctx.db.all<{ resource_id: string }>('SELECT resource_id FROM schedules WHERE project_id = ?', [projectId]);
+    expect(scheduled.map((r) => r.resource_id).sort()).toEqual(
+      rows
+        .filter((_, i) => i % 2)
+        .map((r) => r.id)
+        .sort(),
+    );
   });
 
   it('a name conflict on a kind with a create behaviour (API keys) does no work: 409, and no second key hash', async () => {
