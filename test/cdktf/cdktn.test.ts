@@ -1,4 +1,7 @@
 import { describe, expect, it, vi } from 'vitest';
+import { testOutdir } from '../support/cdktf-outdir.js';
+
+const outdir = testOutdir();
 
 /**
  * The switch to cdktn (the community continuation of CDK for Terraform) is one line in
@@ -12,7 +15,7 @@ async function synthExampleWith(library: 'cdktf' | 'cdktn') {
   const cdk = await import('../../src/cdktf/cdk.js');
   const real = (await vi.importActual(library)) as typeof cdk;
   const { PlatformStack } = await import('../../examples/cdktf/platform-stack.js');
-  const stack = new PlatformStack(cdk.Testing.app(), 'platform');
+  const stack = new PlatformStack(cdk.Testing.app({ outdir }), 'platform');
   return {
     usedLibrary: cdk.TerraformStack === real.TerraformStack,
     stackClass: cdk.TerraformStack,

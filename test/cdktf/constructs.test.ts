@@ -13,10 +13,13 @@ import {
   Project,
   User,
 } from '../../src/cdktf/index.js';
+import { testOutdir } from '../support/cdktf-outdir.js';
+
+const outdir = testOutdir();
 
 /** A stack with the provider, as `cdktf synth` sees it. */
 function stack() {
-  const s = new TerraformStack(Testing.app(), 'test');
+  const s = new TerraformStack(Testing.app({ outdir }), 'test');
   new DataplatformProvider(s, 'dp', {});
   return s;
 }
@@ -25,7 +28,7 @@ const only = (json: any, type: string) => Object.values(json.resource[type] as R
 
 describe('generated constructs', () => {
   it('write required_providers with our source and version, and the provider block', () => {
-    const s = new TerraformStack(Testing.app(), 'p');
+    const s = new TerraformStack(Testing.app({ outdir }), 'p');
     new DataplatformProvider(s, 'dp', { endpoint: 'https://acme.localhost:8443', caFile: '/tmp/ca.pem', insecure: false });
     const json = synth(s);
     expect(json.terraform.required_providers).toEqual({ dataplatform: { source: 'dataplatform/dataplatform', version: '0.1.0' } });

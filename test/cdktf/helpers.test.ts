@@ -2,6 +2,9 @@ import { describe, expect, it } from 'vitest';
 import { TerraformStack, Testing } from '../../src/cdktf/cdk.js';
 import { Classification, MaskingPolicy, Platform, Project, secret, secretVariable, step, stepTargetTypes } from '../../src/cdktf/index.js';
 import { PlatformStack } from '../../examples/cdktf/platform-stack.js';
+import { testOutdir } from '../support/cdktf-outdir.js';
+
+const outdir = testOutdir();
 
 const synth = (s: TerraformStack) => JSON.parse(Testing.synth(s));
 const values = (json: any, type: string) => Object.values((json.resource[type] ?? {}) as Record<string, any>);
@@ -9,7 +12,7 @@ const byName = (json: any, type: string, name: string) => values(json, type).fin
 
 describe('helpers above the bindings', () => {
   it('fill projectId with a reference to the project and name from the first argument', () => {
-    const s = new TerraformStack(Testing.app(), 's');
+    const s = new TerraformStack(Testing.app({ outdir }), 's');
     const platform = new Platform(s, 'platform', { provider: { endpoint: 'https://acme.localhost:8443' } });
     const sales = platform.addProject('sales', { description: 'd' });
     sales.addConnector('crm', { connectorType: 'salesforce' });
@@ -33,7 +36,7 @@ describe('helpers above the bindings', () => {
 
   it('builds pipeline steps from constructs: type and id field from the pipeline schema, depends_on from after', () => {
     expect(stepTargetTypes().sort()).toEqual(['dataplatform_connector', 'dataplatform_dbt_project', 'dataplatform_notification_channel']);
-    const json = synth(new PlatformStack(Testing.app(), 'platform'));
+    const json = synth(new PlatformStack(Testing.app({ outdir }), 'platform'));
     const pipeline = byName(json, 'dataplatform_pipeline', 'nightly-revenue');
     const ref = (type: string, name: string) => {
       const [key] = Object.entries(json.resource[type]).find(([, r]: [string, any]) => r.name === name)!;
@@ -61,7 +64,7 @@ describe('helpers above the bindings', () => {
   });
 
   it('refuses bad steps at synth time with a clear message', () => {
-    const s = new TerraformStack(Testing.app(), 's');
+    const s = new TerraformStack(Testing.app({ outdir }), 's');
     const p = new Platform(s, 'p').addProject('x');
     const c = p.addConnector('c', { connectorType: 'mysql' });
     expect(() => step('bad', p.project)).toThrow(
@@ -75,7 +78,7 @@ describe('helpers above the bindings', () => {
   });
 
   it('reads secrets from sensitive variables: only ${var.X} in the JSON, one variable per name, at the stack top', () => {
-    const json = synth(new PlatformStack(Testing.app(), 'platform'));
+    const json = synth(new PlatformStack(Testing.app({ outdir }), 'platform'));
     expect(json.variable.ORDERS_DB_PASSWORD).toEqual({
       type: 'string',
       sensitive: true,
@@ -89,7 +92,7 @@ describe('helpers above the bindings', () => {
     });
     expect(byName(json, 'dataplatform_notification_channel', 'data-team-slack').config.slack_webhook_url).toBe('${var.SLACK_WEBHOOK_URL}');
 
-    const s = new TerraformStack(Testing.app(), 's');
+    const s = new TerraformStack(Testing.app({ outdir }), 's');
     new Project(s, 'TAKEN', { name: 'x' });
     expect(secretVariable(s, 'A')).toBe(secretVariable(new Platform(s, 'deep'), 'A'));
     expect(secretVariable(s, 'A').node.scope).toBe(s);

@@ -7,13 +7,16 @@ import { ConfigValidationError, Connector, DataplatformProvider, YamlPlatform, s
 import { formatConfigError, loadConfig } from '../../src/config/index.js';
 import { setAt } from '../../src/kinds/index.js';
 import { resourceSpecs } from '../../src/provider/schema.js';
+import { testOutdir } from '../support/cdktf-outdir.js';
+
+const outdir = testOutdir();
 
 const EXAMPLE = join(import.meta.dirname, '..', '..', 'examples', 'platform');
 const tmp = mkdtempSync(join(tmpdir(), 'dp-cdktf-yaml-'));
 afterAll(() => rmSync(tmp, { recursive: true, force: true }));
 
 function synthYaml(paths: string, cwd?: string) {
-  const stack = new TerraformStack(Testing.app(), 'yaml');
+  const stack = new TerraformStack(Testing.app({ outdir }), 'yaml');
   new DataplatformProvider(stack, 'dp');
   const yaml = new YamlPlatform(stack, 'platform', { paths, cwd });
   return { stack, yaml, json: JSON.parse(Testing.synth(stack)) };
