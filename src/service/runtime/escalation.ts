@@ -56,8 +56,10 @@ function stepTimes(
 
 /** Where a new alert's escalations_due row starts: its policy's first step, none without a step. */
 export function firstStepAt(policy: PolicyData, firedAtMs: number): number | undefined {
-  const times = stepTimes(policy, firedAtMs).map((s) => s.at);
-  return times.length ? Math.min(...times) : undefined;
+  const steps = policy.steps ?? [];
+  if (!steps.length) return undefined;
+  // The first round's earliest step: later rounds only add to it.
+  return firedAtMs + steps.reduce((min, s) => Math.min(min, s.delay_minutes), Infinity) * 60_000;
 }
 
 /** Rows of escalations_due read per query, and looked at together. */

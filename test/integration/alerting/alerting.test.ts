@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestService, type TestService, type TestTenant } from '../../support/service.js';
 import { closedPort, createSourceDb, eventually, waitForRun, type Run, type SourceDb } from '../runtime/helpers.js';
 import { runtimeOf } from '../../../src/service/runtime/runtime.js';
-import { dueSteps } from '../../../src/service/runtime/escalation.js';
+import { dueSteps, firstStepAt } from '../../../src/service/runtime/escalation.js';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -369,6 +369,21 @@ describe('escalation and freshness (service clock)', () => {
     expect(dueSteps(policy, 0, 9 * 60_000).map((s) => s.key)).toEqual(['0:0']);
     expect(dueSteps(policy, 0, 10 * 60_000).map((s) => s.key)).toEqual(['0:0', '0:1', '1:0']);
     expect(dueSteps(policy, 0, 99 * 60_000).map((s) => s.key)).toEqual(['0:0', '0:1', '1:0', '1:1']);
+    // A new alert's escalation row is first due at the earliest step, whatever the steps' order.
+    expect(firstStepAt(policy, 1_000)).toBe(1_000);
+    expect(
+      firstStepAt(
+        {
+          steps: [
+            { delay_minutes: 30, channel_ids: [] },
+            { delay_minutes: 5, channel_ids: [] },
+          ],
+          repeat: 3,
+        },
+        0,
+      ),
+    ).toBe(5 * 60_000);
+    expect(firstStepAt({ steps: [] }, 0)).toBeUndefined();
   });
 
   it('notifies each step once after its delay while firing; acknowledging stops it', async () => {
