@@ -62,6 +62,9 @@ export function firstStepAt(policy: PolicyData, firedAtMs: number): number | und
   return firedAtMs + steps.reduce((min, s) => Math.min(min, s.delay_minutes), Infinity) * 60_000;
 }
 
+/** Step claims per INSERT: 4 parameters each, padded to 1,024 rows at most. */
+const CLAIM_ROWS = 1_024;
+
 /** Rows of escalations_due read per query, and looked at together. */
 const ESCALATION_BATCH = 100;
 
@@ -198,13 +201,17 @@ async function claimSteps(rt: Runtime, q: Queryable, moved: Looked[], now: numbe
       .filter((step) => !done.has(`${l.row.alert_id}\0${step.key}`))
       .map((step) => ({ ...l, alert: l.alert!, step })),
   );
-  const claims = padToBucket(due);
-  if (!claims.length) return [];
   const notifiedAt = rt.now();
-  const claimed = await q.all<{ alert_id: string; step_key: string }>(
-    `INSERT INTO alert_escalations (alert_id, step_key, tenant_id, notified_at) VALUES ${claims.map(() => '(?, ?, ?, ?)').join(', ')} ON CONFLICT (alert_id, step_key) DO NOTHING RETURNING alert_id, step_key`,
-    claims.flatMap((d) => [d.row.alert_id, d.step.key, d.row.tenant_id, notifiedAt]),
-  );
-  const mine = new Set(claimed.map((r) => `${r.alert_id}\0${r.step_key}`));
+  const mine = new Set<string>();
+  // In statements of at most CLAIM_ROWS: a batch's alerts can each have every step of every round due
+  // (a service that was down), 100 x 50 steps x 11 rounds, past any statement's parameter limit.
+  for (let start = 0; start < due.length; start += CLAIM_ROWS) {
+    const claims = padToBucket(due.slice(start, start + CLAIM_ROWS));
+    const claimed = await q.all<{ alert_id: string; step_key: string }>(
+      `INSERT INTO alert_escalations (alert_id, step_key, tenant_id, notified_at) VALUES ${claims.map(() => '(?, ?, ?, ?)').join(', ')} ON CONFLICT (alert_id, step_key) DO NOTHING RETURNING alert_id, step_key`,
+      claims.flatMap((d) => [d.row.alert_id, d.step.key, d.row.tenant_id, notifiedAt]),
+    );
+    for (const r of claimed) mine.add(`${r.alert_id}\0${r.step_key}`);
+  }
   return due.filter((d) => mine.has(`${d.row.alert_id}\0${d.step.key}`));
 }

@@ -27,6 +27,8 @@ export interface StoreHooks {
 const INSERT_RESOURCES =
   'INSERT INTO resources (id, tenant_id, project_id, kind, parent_id, name, data, secrets, created_at, updated_at) VALUES';
 const ROW_PLACEHOLDERS = '(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)';
+/** Ids per statement of getMany. */
+const GET_MANY_IDS = 1_024;
 /** Rows per statement of insertMany: 10 parameters each, far under SQLite's 32,766 per statement. */
 const INSERT_ROWS = 64;
 
@@ -274,16 +276,18 @@ export class ResourceStore {
     return row && this.fromRow(row);
   }
 
-  /** Resources of one kind by id, within a tenant and project, in one statement: those found, by id. */
+  /** Resources of one kind by id, within a tenant and project, GET_MANY_IDS per statement: those found, by id. */
   async getMany(tenantId: string, projectId: string, kind: string, ids: readonly string[], q: Queryable = this.db) {
     const found = new Map<string, StoredResource>();
-    const list = padToBucket([...new Set(ids)]);
-    if (!list.length) return found;
-    const rows = await q.all<Row>(
-      `SELECT ${COLUMNS} FROM resources WHERE tenant_id = ? AND project_id = ? AND kind = ? AND id IN (${list.map(() => '?').join(', ')})`,
-      [tenantId, projectId, kind, ...list],
-    );
-    for (const row of rows) found.set(row.id, this.fromRow(row));
+    const all = [...new Set(ids)];
+    for (let start = 0; start < all.length; start += GET_MANY_IDS) {
+      const list = padToBucket(all.slice(start, start + GET_MANY_IDS));
+      const rows = await q.all<Row>(
+        `SELECT ${COLUMNS} FROM resources WHERE tenant_id = ? AND project_id = ? AND kind = ? AND id IN (${list.map(() => '?').join(', ')})`,
+        [tenantId, projectId, kind, ...list],
+      );
+      for (const row of rows) found.set(row.id, this.fromRow(row));
+    }
     return found;
   }
 

@@ -66,7 +66,7 @@ describe('the create path', () => {
     expect(new Set(scheduled.map((r) => r.expression))).toEqual(new Set(['*/15 * * * *']));
   });
 
-  it('insertMany writes 100 resources in statements of 64, 32 and 4 rows, each with its schedule row; getMany reads them back', async () => {
+  it('insertMany writes 100 resources in statements of 64, 32 and 4 rows, each with its schedule row; getMany reads them back among 1,100 absent ids', async () => {
     const { id: projectId } = await svc.project(t);
     const { ctx } = svc.service;
     const tenantId = (await ctx.db.get<{ id: string }>('SELECT id FROM tenants WHERE slug = ?', [t.slug]))!.id;
@@ -95,7 +95,9 @@ describe('the create path', () => {
       return ctx.resources.insertMany(rows, noted);
     });
     expect(statements.map((sql) => sql.split('(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)').length - 1)).toEqual([64, 32, 4]);
-    const found = await ctx.resources.getMany(tenantId, projectId, 'connector', [...rows.map((r) => r.id), 'connector_none']);
+    // Past GET_MANY_IDS (1,024) ids the read takes more than one statement.
+    const absent = Array.from({ length: 1_100 }, (_, i) => `connector_none${i}`);
+    const found = await ctx.resources.getMany(tenantId, projectId, 'connector', [...absent, ...rows.map((r) => r.id)]);
     expect([...found.keys()].sort()).toEqual(rows.map((r) => r.id).sort());
     expect(found.get('connector_many7')!.data.name).toBe('many7');
     const scheduled = await ctx.db.all<{ resource_id: string }>('SELECT resource_id FROM schedules WHERE project_id = ?', [projectId]);
