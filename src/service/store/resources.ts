@@ -1,7 +1,6 @@
 import { padToBucket, planEachTime, type Db, type Queryable, type SqlValue } from './db.js';
 import type { SecretCipher } from '../secrets/cipher.js';
-import { SCHEDULED_KINDS, putSchedule, removeSchedule, scheduleOf, spreadMs } from './schedules.js';
-import { nextTickAfter } from '../../kinds/cron.js';
+import { SCHEDULED_KINDS, putNewSchedules, putSchedule, removeSchedule, scheduleOf, scheduleRow } from './schedules.js';
 import { overRange, scanWindowEnd, scopeRange, type ScopeRange, type SeqPosition } from './keyset.js';
 import { LargeScopes, byteBound } from './large-scopes.js';
 import { firstReferrer, hasReferences, removeRefs, syncRefs } from './refs.js';
@@ -331,7 +330,15 @@ export class ResourceStore {
       await q.run(`${INSERT_RESOURCES} ${Array<string>(size).fill(ROW_PLACEHOLDERS).join(', ')}`, params);
       start += size;
     }
-    for (let i = 0; i < rows.length; i++) await this.afterInsert(rows[i], q, jsons[i]);
+    const scheduled = rows.flatMap((r) => {
+      const expression = scheduleOf(r.kind, r.data);
+      return expression ? [{ r, expression }] : [];
+    });
+    await putNewSchedules(q, scheduled, this.clock.nowMs(), this.clock.timeScale);
+    for (let i = 0; i < rows.length; i++) {
+      await this.largeScopes.markIfLarge(q, rows[i], jsons[i]);
+      await syncRefs(q, rows[i], true);
+    }
   }
 
   /** A new row's values, in INSERT_RESOURCES' column order. */
@@ -358,24 +365,18 @@ export class ResourceStore {
     const params = this.rowValues(r, json);
     const insert = `${INSERT_RESOURCES} ${ROW_PLACEHOLDERS} ON CONFLICT (tenant_id, project_id, kind, name) DO NOTHING`;
     const expression = scheduleOf(r.kind, r.data);
-    if (this.db.dialect === 'postgres' && expression) {
-      let tick: number | undefined;
-      try {
-        tick = nextTickAfter(expression, this.clock.nowMs());
-      } catch {
-        // An expression that does not parse gets no row (putSchedule's rule); validation refuses those anyway.
-      }
-      if (tick !== undefined) {
-        const offset = spreadMs(r.id, this.clock.timeScale);
-        const row = await q.get<{ resource_id: string }>(
-          `WITH created AS (${insert} RETURNING id) INSERT INTO schedules (resource_id, tenant_id, project_id, kind, expression, tick, offset_ms, next_due_at) SELECT id, ?, ?, ?, ?, ?, ?, ? FROM created RETURNING resource_id`,
-          [...params, r.tenantId, r.projectId, r.kind, expression, tick, offset, tick + offset],
-        );
-        if (!row) return false;
-        await this.largeScopes.markIfLarge(q, r, json);
-        await syncRefs(q, r, true);
-        return true;
-      }
+    // An expression that does not parse gets no row (putSchedule's rule); validation refuses those anyway.
+    const schedule =
+      this.db.dialect === 'postgres' && expression ? scheduleRow(r, expression, this.clock.nowMs(), this.clock.timeScale) : undefined;
+    if (schedule) {
+      const row = await q.get<{ resource_id: string }>(
+        `WITH created AS (${insert} RETURNING id) INSERT INTO schedules (resource_id, tenant_id, project_id, kind, expression, tick, offset_ms, next_due_at) SELECT id, ?, ?, ?, ?, ?, ?, ? FROM created RETURNING resource_id`,
+        [...params, ...schedule.slice(1)],
+      );
+      if (!row) return false;
+      await this.largeScopes.markIfLarge(q, r, json);
+      await syncRefs(q, r, true);
+      return true;
     }
     const { changes } = await q.run(insert, params);
     if (changes === 0) return false;

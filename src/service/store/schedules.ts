@@ -1,6 +1,6 @@
 import { nextTickAfter } from '../../kinds/cron.js';
 import { KINDS } from '../../kinds/index.js';
-import type { Queryable } from './db.js';
+import { padToBucket, type Queryable, type SqlValue } from './db.js';
 
 /**
  * The `schedules` table (migration 6): one row per resource whose kind has a cron field
@@ -62,22 +62,59 @@ export async function putSchedule(
   timeScale: number,
   onlyIfMissing = false,
 ): Promise<void> {
-  let tick: number;
-  try {
-    tick = nextTickAfter(expression, fromMs);
-  } catch {
-    await removeSchedule(q, r.id);
-    return;
-  }
-  const offset = spreadMs(r.id, timeScale);
+  const values = scheduleRow(r, expression, fromMs, timeScale);
+  if (!values) return removeSchedule(q, r.id);
   await q.run(
-    `INSERT INTO schedules (resource_id, tenant_id, project_id, kind, expression, tick, offset_ms, next_due_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (resource_id) ${
+    `${INSERT_SCHEDULES} ${SCHEDULE_PLACEHOLDERS} ON CONFLICT (resource_id) ${
       onlyIfMissing
         ? 'DO NOTHING'
         : 'DO UPDATE SET expression = excluded.expression, tick = excluded.tick, offset_ms = excluded.offset_ms, next_due_at = excluded.next_due_at'
     }`,
-    [r.id, r.tenantId, r.projectId, r.kind, expression, tick, offset, tick + offset],
+    values,
   );
+}
+
+/**
+ * The schedule rows of new resources (ResourceStore.insertMany), in statements of up to 256 rows,
+ * padded to a power of two (a repeated row is skipped by ON CONFLICT DO NOTHING). Values as putSchedule's.
+ */
+export async function putNewSchedules(
+  q: Queryable,
+  owners: readonly { r: ScheduleOwner; expression: string }[],
+  fromMs: number,
+  timeScale: number,
+): Promise<void> {
+  const rows: SqlValue[][] = [];
+  for (const { r, expression } of owners) {
+    const values = scheduleRow(r, expression, fromMs, timeScale);
+    if (values) rows.push(values);
+  }
+  for (let start = 0; start < rows.length; start += 256) {
+    const chunk = padToBucket(rows.slice(start, start + 256));
+    await q.run(
+      `${INSERT_SCHEDULES} ${chunk.map(() => SCHEDULE_PLACEHOLDERS).join(', ')} ON CONFLICT (resource_id) DO NOTHING`,
+      chunk.flat(),
+    );
+  }
+}
+
+const INSERT_SCHEDULES =
+  'INSERT INTO schedules (resource_id, tenant_id, project_id, kind, expression, tick, offset_ms, next_due_at) VALUES';
+const SCHEDULE_PLACEHOLDERS = '(?, ?, ?, ?, ?, ?, ?, ?)';
+
+/**
+ * A schedule row's values, in the table's column order (resource_id first; its first tick strictly
+ * after `fromMs`), or undefined when the expression does not parse.
+ */
+export function scheduleRow(r: ScheduleOwner, expression: string, fromMs: number, timeScale: number): SqlValue[] | undefined {
+  let tick: number;
+  try {
+    tick = nextTickAfter(expression, fromMs);
+  } catch {
+    return undefined;
+  }
+  const offset = spreadMs(r.id, timeScale);
+  return [r.id, r.tenantId, r.projectId, r.kind, expression, tick, offset, tick + offset];
 }
 
 export async function removeSchedule(q: Queryable, resourceId: string): Promise<void> {

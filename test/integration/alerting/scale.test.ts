@@ -48,24 +48,21 @@ describe(`alerting over ${COUNT.toLocaleString('en-US')} connectors`, () => {
     const tenantId = (await svc.service.ctx.db.get<{ id: string }>('SELECT id FROM tenants WHERE slug = ?', [owner.slug]))!.id;
     const stored = (await svc.service.ctx.resources.get(tenantId, project.id, 'connector', template.id))!;
     const { ctx } = svc.service;
-    await ctx.db.tx(async (q) => {
-      for (let j = 1; j < COUNT; j++) {
-        const id = newId('connector');
-        await ctx.resources.insert(
-          {
-            id,
-            tenantId,
-            projectId: project.id,
-            kind: 'connector',
-            parentId: '',
-            name: `c${j}`,
-            data: { ...stored.data, id, name: `c${j}` },
-            secrets: null,
-          },
-          q,
-        );
-      }
+    const rows = Array.from({ length: COUNT - 1 }, (_, k) => {
+      const id = newId('connector');
+      const name = `c${k + 1}`;
+      return {
+        id,
+        tenantId,
+        projectId: project.id,
+        kind: 'connector',
+        parentId: '',
+        name,
+        data: { ...stored.data, id, name },
+        secrets: null,
+      };
     });
+    await ctx.db.tx((q) => ctx.resources.insertMany(rows, q));
     const mail = await svc.ok(owner, 'POST', `${base}/notification-channels`, {
       body: { name: 'oncall', type: 'email', config: { email_addresses: ['oncall@example.com'] } },
     });

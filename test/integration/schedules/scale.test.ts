@@ -35,20 +35,18 @@ describe('a scheduler with 20,000 sparse schedules', () => {
       body: { name: 'template', connector_type: 'salesforce', selected_tables: ['Account'], schedule: '0 0 1 1 *' },
     });
     const stored = (await svc.service.ctx.resources.get(await tenantId(svc, owner), project.id, 'connector', template.id))!;
-    // The fast path: straight into the store, in transactions of BATCH rows, half yearly and half on 29 February.
+    // The fast path: straight into the store (insertMany writes the schedule rows too), in transactions
+    // of BATCH rows, half yearly and half on 29 February.
     const { ctx } = svc.service;
     for (let i = 0; i < COUNT; i += BATCH) {
-      await ctx.db.tx(async (q) => {
-        for (let j = i; j < Math.min(COUNT, i + BATCH); j++) {
-          const id = newId('connector');
-          const name = `c${j}`;
-          const data = { ...stored.data, id, name, schedule: j % 2 ? '0 0 1 1 *' : '0 0 29 2 *' };
-          await ctx.resources.insert(
-            { id, tenantId: stored.tenantId, projectId: stored.projectId, kind: 'connector', parentId: '', name, data, secrets: null },
-            q,
-          );
-        }
+      const rows = Array.from({ length: Math.min(COUNT, i + BATCH) - i }, (_, k) => {
+        const j = i + k;
+        const id = newId('connector');
+        const name = `c${j}`;
+        const data = { ...stored.data, id, name, schedule: j % 2 ? '0 0 1 1 *' : '0 0 29 2 *' };
+        return { id, tenantId: stored.tenantId, projectId: stored.projectId, kind: 'connector', parentId: '', name, data, secrets: null };
       });
+      await ctx.db.tx((q) => ctx.resources.insertMany(rows, q));
     }
   }, 300_000);
   afterAll(() => svc?.close());
