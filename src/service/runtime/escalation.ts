@@ -95,6 +95,7 @@ export async function escalate(rt: Runtime, track: Track, stopped: () => boolean
       'SELECT alert_id, tenant_id, project_id, next_due_at FROM escalations_due WHERE next_due_at <= ? ORDER BY next_due_at LIMIT ?',
       [now, ESCALATION_BATCH],
     );
+    if (!rows.length) return; // the usual look: nothing due, and no transaction opened for it
     const looked = await lookUp(rt, rows, now);
     // The batch's rows move and its steps are claimed in one transaction (one commit, not one per row).
     const sends = await rt.ctx.db.tx(async (q) => claimSteps(rt, q, await moveRows(q, looked), now));
