@@ -1,5 +1,5 @@
 import { execFile } from 'node:child_process';
-import { existsSync, mkdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestService, testStore, type TestService, type TestTenant } from '../../support/service.js';
@@ -10,9 +10,12 @@ import { closedPort } from '../../integration/runtime/helpers.js';
 
 /**
  * examples/cdktf under the real cdktf CLI (cdktf-cli 0.21, terraform 1.11) against a real
- * service: synth, deploy, diff, drift made through the API, deploy again, the HCL exit path,
- * destroy; and the YAML bridge's stack (examples/platform) deployed by cdktf, then checked by
- * `dpctl adopt --dry-run`. The steps build on each other (one state), so they run in order.
+ * service: deploy of both stacks (the TypeScript one and the YAML bridge's, examples/platform),
+ * drift made through the API in diff, deploy again, the HCL exit path, the bridge's resources checked
+ * by `dpctl adopt --dry-run`, destroy; then failures through the generated constructs. The steps
+ * build on each other (one state), so they run in order. Each cdktf command costs 10-15 s (the CLI,
+ * Terraform and the provider starting), so a test shares commands where it can: both stacks in one
+ * deploy, the synth inside the deploy.
  *
  * The app runs from the repository (examples/cdktf/main.ts); only the working directory is a
  * temporary one, because cdktf's default local backend keeps the state beside cdktf.json.
@@ -93,62 +96,60 @@ describe.skipIf(testStore() === 'postgres' || !haveTerraform)('cdktf CLI end to 
     ws?.close();
   });
 
-  it('cdktf synth writes both stacks, with required_providers and no secret values', { timeout: 60_000 }, async () => {
-    const out = await cdktf(['synth']);
-    expect(out).toContain('Generated Terraform code for the stacks: platform, yaml-platform');
-    const text = readFileSync(join(app, 'cdktf.out', 'stacks', 'platform', 'cdk.tf.json'), 'utf8');
-    const json = JSON.parse(text);
-    expect(json.terraform.required_providers.dataplatform).toEqual({ source: 'dataplatform/dataplatform', version: '0.1.0' });
-    expect(json.terraform.backend.local.path).toBe(join(app, 'terraform.platform.tfstate'));
-    for (const value of Object.values(SECRETS)) expect(text).not.toContain(value);
-    expect(existsSync(join(app, 'cdktf.out', 'stacks', 'yaml-platform', 'cdk.tf.json'))).toBe(true);
-  });
-
-  it('cdktf deploy creates everything, references resolved to ids', { timeout: 120_000 }, async () => {
-    const out = await cdktf(['deploy', 'platform', '--auto-approve', '--no-color', '--skip-synth', '--skip-provider-lock']);
-    expect(out).toMatch(/Apply complete! Resources: 11 added, 0 changed, 0 destroyed/);
-    for (const value of Object.values(SECRETS)) expect(out).not.toContain(value);
-    const project = (await api<{ data: any[] }>('GET', '/projects')).data.find((p) => p.name === 'commerce');
-    expect(project).toMatchObject({ description: 'Orders, billing and the revenue models.', labels: { owner: 'data-platform' } });
-    projectId = project.id;
-    const orders = await byName('connectors', 'orders-db');
-    const billing = await byName('connectors', 'billing-db');
-    expect(orders).toMatchObject({
-      connector_type: 'postgresql',
-      config: { host: 'orders.db.internal', port: 5432, ssl_mode: 'verify-full' },
-      credentials: { username: 'replicator' },
-      schedule: '0 * * * *',
-    });
-    expect(orders.credentials.password).toBeUndefined();
-    const slack = await byName('notification-channels', 'data-team-slack');
-    const models = await byName('dbt-projects', 'warehouse-models');
-    expect(models.models.find((m: any) => m.name === 'stg_invoices').sources).toEqual([{ connector_id: billing.id, table: 'invoices' }]);
-    const pipeline = await byName('pipelines', 'nightly-revenue');
-    expect(pipeline.steps.map((s: any) => [s.name, s.type, s.connector_id ?? s.dbt_project_id ?? s.channel_id, s.depends_on])).toEqual([
-      ['sync-orders', 'connector_sync', orders.id, []],
-      ['sync-billing', 'connector_sync', billing.id, []],
-      ['build-models', 'dbt_run', models.id, ['sync-orders', 'sync-billing']],
-      ['announce', 'notification', slack.id, ['build-models']],
-    ]);
-    const escalation = await byName('escalation-policies', 'revenue-escalation');
-    expect(await byName('alert-rules', 'revenue-pipeline-failed')).toMatchObject({
-      target: { pipeline_id: pipeline.id },
-      channel_ids: [slack.id],
-      escalation_policy_id: escalation.id,
-    });
-    const pii = await byName('classifications', 'pii-email');
-    expect(await byName('masking-policies', 'hash-emails')).toMatchObject({ classification_id: pii.id, method: 'hash' });
-  });
-
-  it('cdktf diff shows no changes right after the deploy', { timeout: 60_000 }, async () => {
-    const out = await cdktf(['diff', 'platform', '--no-color', '--skip-synth', '--skip-provider-lock']);
-    expect(out).toContain('No changes. Your infrastructure matches the configuration.');
-  });
+  it(
+    'cdktf deploy of both stacks: synthesized with required_providers and no secret values, everything created, references resolved to ids',
+    { timeout: 180_000 },
+    async () => {
+      // Both stacks in one command (cdktf deploys them side by side): one CLI start and one synth for the file.
+      const out = await cdktf(['deploy', 'platform', 'yaml-platform', '--auto-approve', '--no-color', '--skip-provider-lock']);
+      expect(out).toMatch(/platform\s+Apply complete! Resources: 11 added, 0 changed, 0 destroyed/);
+      expect(out).toMatch(/yaml-platform\s+Apply complete! Resources: \d+ added, 0 changed, 0 destroyed/);
+      for (const value of Object.values({ ...SECRETS, ...SECRET_ENV })) expect(out).not.toContain(value);
+      const text = readFileSync(join(app, 'cdktf.out', 'stacks', 'platform', 'cdk.tf.json'), 'utf8');
+      const json = JSON.parse(text);
+      expect(json.terraform.required_providers.dataplatform).toEqual({ source: 'dataplatform/dataplatform', version: '0.1.0' });
+      expect(json.terraform.backend.local.path).toBe(join(app, 'terraform.platform.tfstate'));
+      for (const value of Object.values(SECRETS)) expect(text).not.toContain(value);
+      const yamlText = readFileSync(join(app, 'cdktf.out', 'stacks', 'yaml-platform', 'cdk.tf.json'), 'utf8');
+      for (const value of Object.values(SECRET_ENV)) expect(yamlText).not.toContain(value);
+      const project = (await api<{ data: any[] }>('GET', '/projects')).data.find((p) => p.name === 'commerce');
+      expect(project).toMatchObject({ description: 'Orders, billing and the revenue models.', labels: { owner: 'data-platform' } });
+      projectId = project.id;
+      const orders = await byName('connectors', 'orders-db');
+      const billing = await byName('connectors', 'billing-db');
+      expect(orders).toMatchObject({
+        connector_type: 'postgresql',
+        config: { host: 'orders.db.internal', port: 5432, ssl_mode: 'verify-full' },
+        credentials: { username: 'replicator' },
+        schedule: '0 * * * *',
+      });
+      expect(orders.credentials.password).toBeUndefined();
+      const slack = await byName('notification-channels', 'data-team-slack');
+      const models = await byName('dbt-projects', 'warehouse-models');
+      expect(models.models.find((m: any) => m.name === 'stg_invoices').sources).toEqual([{ connector_id: billing.id, table: 'invoices' }]);
+      const pipeline = await byName('pipelines', 'nightly-revenue');
+      expect(pipeline.steps.map((s: any) => [s.name, s.type, s.connector_id ?? s.dbt_project_id ?? s.channel_id, s.depends_on])).toEqual([
+        ['sync-orders', 'connector_sync', orders.id, []],
+        ['sync-billing', 'connector_sync', billing.id, []],
+        ['build-models', 'dbt_run', models.id, ['sync-orders', 'sync-billing']],
+        ['announce', 'notification', slack.id, ['build-models']],
+      ]);
+      const escalation = await byName('escalation-policies', 'revenue-escalation');
+      expect(await byName('alert-rules', 'revenue-pipeline-failed')).toMatchObject({
+        target: { pipeline_id: pipeline.id },
+        channel_ids: [slack.id],
+        escalation_policy_id: escalation.id,
+      });
+      const pii = await byName('classifications', 'pii-email');
+      expect(await byName('masking-policies', 'hash-emails')).toMatchObject({ classification_id: pii.id, method: 'hash' });
+    },
+  );
 
   it('a change made through the API shows in cdktf diff, and cdktf deploy restores it', { timeout: 120_000 }, async () => {
     const orders = await byName('connectors', 'orders-db');
     await api('PATCH', `/projects/${projectId}/connectors/${orders.id}`, { schedule: '5 * * * *', selected_tables: ['public.orders'] });
     const diff = await cdktf(['diff', 'platform', '--no-color', '--skip-synth', '--skip-provider-lock']);
+    // One change and no other: nothing the deploy created reads back differently (no perpetual diff).
     expect(diff).toMatch(/~ schedule\s+= "5 \* \* \* \*" -> "0 \* \* \* \*"/);
     expect(diff).toContain('Plan: 0 to add, 1 to change, 0 to destroy.');
     const out = await cdktf(['deploy', 'platform', '--auto-approve', '--no-color', '--skip-synth', '--skip-provider-lock']);
@@ -180,57 +181,35 @@ describe.skipIf(testStore() === 'postgres' || !haveTerraform)('cdktf CLI end to 
     expect(plan.code, plan.out).toBe(0);
   });
 
-  it('cdktf destroy removes everything', { timeout: 120_000 }, async () => {
-    const out = await cdktf(['destroy', 'platform', '--auto-approve', '--no-color', '--skip-synth', '--skip-provider-lock']);
-    expect(out).toMatch(/Destroy complete! Resources: 11 destroyed/);
-    expect((await api<{ data: any[] }>('GET', '/projects')).data.find((p) => p.name === 'commerce')).toBeUndefined();
+  it('the YAML bridge: dpctl finds every document of examples/platform that cdktf deployed matching (adopt --dry-run)', async () => {
+    // The same YAML under the reconciler: every resource cdktf made is what dpctl would make (exit 0, nothing written).
+    const adopt = await runDpctl(['adopt', YAML_EXAMPLE, '--dry-run', '--trust-secrets'], { env: cliEnvFor(svc, t) });
+    expect(adopt.code, `${adopt.stdout}\n${adopt.stderr}`).toBe(0);
+    expect(adopt.stdout).toMatch(/Pipeline\s+analytics\s+nightly-revenue/);
+    expect(adopt.stdout).not.toMatch(/^(differs|missing)/m);
+  });
+
+  it('cdktf destroy of both stacks removes everything', { timeout: 120_000 }, async () => {
+    const out = await cdktf([
+      'destroy',
+      'platform',
+      'yaml-platform',
+      '--auto-approve',
+      '--no-color',
+      '--skip-synth',
+      '--skip-provider-lock',
+    ]);
+    expect(out).toMatch(/platform\s+Destroy complete! Resources: 11 destroyed/);
+    expect(out).toMatch(/yaml-platform\s+Destroy complete! Resources: \d+ destroyed/);
+    const names = (await api<{ data: any[] }>('GET', '/projects')).data.map((p) => p.name);
+    expect(names).not.toContain('commerce');
+    expect(names).not.toContain('analytics');
+    expect(names).not.toContain('marketing');
     await api('GET', `/projects/${projectId}`, undefined, 404);
   });
 
   it(
-    'an infrastructure resource through the generated constructs (timeouts block): deploy waits until it is provisioned',
-    { timeout: 120_000 },
-    async () => {
-      const infraApp = constructsApp('infra-app');
-      writeFileSync(
-        join(infraApp, 'main.ts'),
-        `import { App, TerraformStack } from '${CDK_MODULE}';
-import { DataplatformProvider, InfrastructureResource, Project } from '${CONSTRUCTS_MODULE}';
-const app = new App();
-const stack = new TerraformStack(app, 'infra');
-new DataplatformProvider(stack, 'provider');
-const project = new Project(stack, 'project', { name: 'cdktf-infra' });
-new InfrastructureResource(stack, 'warehouse', {
-  projectId: project.id, name: 'cdktf-warehouse', resourceType: 'warehouse', providerName: 'snowflake', region: 'eu-west-1',
-  timeouts: { create: '5m' },
-});
-app.synth();
-`,
-      );
-      const run = (args: string[]) => cdktfIn(infraApp, args);
-      await run(['synth']);
-      const synthesized = JSON.parse(readFileSync(join(infraApp, 'cdktf.out', 'stacks', 'infra', 'cdk.tf.json'), 'utf8'));
-      expect(Object.values(synthesized.resource.dataplatform_infrastructure_resource)[0]).toMatchObject({
-        provider_name: 'snowflake',
-        timeouts: { create: '5m' },
-      });
-      const out = await run(['deploy', 'infra', '--auto-approve', '--no-color', '--skip-synth', '--skip-provider-lock']);
-      expect(out).toMatch(/Apply complete! Resources: 2 added, 0 changed, 0 destroyed/);
-      const project = (await api<{ data: any[] }>('GET', '/projects')).data.find((p) => p.name === 'cdktf-infra');
-      const infra = (await api<{ data: any[] }>('GET', `/projects/${project.id}/infrastructure`)).data;
-      // Provisioned when deploy returns: the provider ran the project's plan + apply and waited.
-      expect(infra).toMatchObject([{ name: 'cdktf-warehouse', status: 'provisioned', last_error: null }]);
-      expect((await api<{ changes: unknown[] }>('POST', `/projects/${project.id}/infrastructure/plan`, undefined, 200)).changes).toEqual(
-        [],
-      );
-      expect(await run(['destroy', 'infra', '--auto-approve', '--no-color', '--skip-synth', '--skip-provider-lock'])).toMatch(
-        /Destroy complete! Resources: 2 destroyed/,
-      );
-    },
-  );
-
-  it(
-    'failures through the generated constructs: an unknown region and a failing run_setup_tests fail cdktf deploy at their resources; the fixed stack converges',
+    'failures through the generated constructs: an unknown region and a failing run_setup_tests fail cdktf deploy at their resources; the fixed stack converges, deploy waiting (timeouts block) until it is provisioned',
     { timeout: 240_000 },
     async () => {
       const failingApp = constructsApp('failing-app');
@@ -262,6 +241,11 @@ app.synth();
 
       writeFileSync(join(failingApp, 'main.ts'), stack(false));
       const failed = await deploy(1);
+      const synthesized = JSON.parse(readFileSync(join(failingApp, 'cdktf.out', 'stacks', 'failing', 'cdk.tf.json'), 'utf8'));
+      expect(Object.values(synthesized.resource.dataplatform_infrastructure_resource)[0]).toMatchObject({
+        provider_name: 'aws',
+        timeouts: { create: '2m' },
+      });
       // Both fail at their resource with the platform's message (each is independent of the other).
       expect(failed).toMatch(/Error: dataplatform_infrastructure_resource: provisioning failed: aws has no region "mars-1"/);
       expect(failed).toMatch(/with dataplatform_infrastructure_resource\.lake/);
@@ -297,26 +281,6 @@ app.synth();
       expect(await cdktfIn(failingApp, ['destroy', 'failing', '--auto-approve', '--no-color', '--skip-provider-lock'])).toMatch(
         /Destroy complete! Resources: 3 destroyed/,
       );
-    },
-  );
-
-  it(
-    'the YAML bridge: cdktf deploys examples/platform, and dpctl finds every document matching (adopt --dry-run)',
-    { timeout: 120_000 },
-    async () => {
-      const out = await cdktf(['deploy', 'yaml-platform', '--auto-approve', '--no-color', '--skip-synth', '--skip-provider-lock']);
-      expect(out).toMatch(/Apply complete! Resources: \d+ added, 0 changed, 0 destroyed/);
-      for (const value of Object.values(SECRET_ENV)) expect(out).not.toContain(value);
-      // The same YAML under the reconciler: every resource cdktf made is what dpctl would make (exit 0, nothing written).
-      const adopt = await runDpctl(['adopt', YAML_EXAMPLE, '--dry-run', '--trust-secrets'], { env: cliEnvFor(svc, t) });
-      expect(adopt.code, `${adopt.stdout}\n${adopt.stderr}`).toBe(0);
-      expect(adopt.stdout).toMatch(/Pipeline\s+analytics\s+nightly-revenue/);
-      expect(adopt.stdout).not.toMatch(/^(differs|missing)/m);
-      const destroyed = await cdktf(['destroy', 'yaml-platform', '--auto-approve', '--no-color', '--skip-synth', '--skip-provider-lock']);
-      expect(destroyed).toMatch(/Destroy complete! Resources: \d+ destroyed/);
-      const names = (await api<{ data: any[] }>('GET', '/projects')).data.map((p) => p.name);
-      expect(names).not.toContain('analytics');
-      expect(names).not.toContain('marketing');
     },
   );
 });
