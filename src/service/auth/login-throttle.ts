@@ -1,5 +1,5 @@
 import { createHash, randomUUID } from 'node:crypto';
-import type { Db } from '../store/db.js';
+import { paramList, type Db } from '../store/db.js';
 import { ApiError } from '../errors.js';
 
 /** Failures of one key before it locks, and how long the locks last. */
@@ -149,9 +149,8 @@ export class LoginThrottle {
   async admit(keys: ThrottleKey[]): Promise<Attempt> {
     const now = this.clock();
     // The common case for a throttled client: one indexed read, no write.
-    const placeholders = keys.map(() => '?').join(', ');
     const locked = await this.db.all<{ locked_until: number | string }>(
-      `SELECT locked_until FROM login_throttle WHERE key IN (${placeholders}) AND locked_until > ?`,
+      `SELECT locked_until FROM login_throttle WHERE key IN (${paramList(keys.length)}) AND locked_until > ?`,
       [...keys.map((k) => k.id), now],
     );
     if (locked.length) throw throttled(Math.max(...locked.map((r) => Number(r.locked_until))) - now);

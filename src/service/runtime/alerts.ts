@@ -1,4 +1,4 @@
-import { padToBucket, type Queryable } from '../store/db.js';
+import { insertRows, insertRowsReturning, padToBucket, paramList, type Queryable } from '../store/db.js';
 import { newId } from '../ids.js';
 import type { Runtime } from './runtime.js';
 import { inProject, type RunData } from './runs.js';
@@ -220,7 +220,7 @@ export class Alerting {
       const ruleList = padToBucket(ruleIds);
       if (ids.length === 0 || ruleList.length === 0) return new Set<string>();
       const rows = await this.rt.ctx.db.all<{ rule_id: string; resource_key: string }>(
-        `SELECT rule_id, resource_key FROM open_alerts WHERE rule_id IN (${ruleList.map(() => '?').join(', ')}) AND resource_key IN (${ids.map(() => '?').join(', ')})`,
+        `SELECT rule_id, resource_key FROM open_alerts WHERE rule_id IN (${paramList(ruleList.length)}) AND resource_key IN (${paramList(ids.length)})`,
         [...ruleList, ...ids],
       );
       return new Set(rows.map((r) => `${r.rule_id}\0${r.resource_key}`));
@@ -383,11 +383,11 @@ export class Alerting {
       const at = policy && firstStepAt(policy, firedAtMs);
       return at === undefined ? [] : [{ id: String(alert.id), at }];
     });
-    const rows = padToBucket(due);
-    if (!rows.length) return;
-    await q.run(
-      `INSERT INTO escalations_due (alert_id, tenant_id, project_id, next_due_at) VALUES ${rows.map(() => '(?, ?, ?, ?)').join(', ')} ON CONFLICT (alert_id) DO NOTHING`,
-      rows.flatMap((r) => [r.id, tenantId, projectId, r.at]),
+    await insertRows(
+      q,
+      due.map((r) => [r.id, tenantId, projectId, r.at]),
+      (values) =>
+        `INSERT INTO escalations_due (alert_id, tenant_id, project_id, next_due_at) VALUES ${values} ON CONFLICT (alert_id) DO NOTHING`,
     );
   }
 
@@ -419,10 +419,11 @@ export class Alerting {
     candidates: C[],
   ): Promise<C[]> {
     if (!candidates.length) return [];
-    const rows = padToBucket(candidates);
-    const inserted = await q.all<{ alert_id: string }>(
-      `INSERT INTO open_alerts (rule_id, resource_key, alert_id, tenant_id) VALUES ${rows.map(() => '(?, ?, ?, ?)').join(', ')} ON CONFLICT (rule_id, resource_key) DO NOTHING RETURNING alert_id`,
-      rows.flatMap((c) => [c.rule.id, c.resourceId ?? '', c.id, tenantId]),
+    const inserted = await insertRowsReturning<{ alert_id: string }>(
+      q,
+      candidates.map((c) => [c.rule.id, c.resourceId ?? '', c.id, tenantId]),
+      (values) =>
+        `INSERT INTO open_alerts (rule_id, resource_key, alert_id, tenant_id) VALUES ${values} ON CONFLICT (rule_id, resource_key) DO NOTHING RETURNING alert_id`,
     );
     const fresh = new Set(inserted.map((r) => r.alert_id));
     const claimed: C[] = [];

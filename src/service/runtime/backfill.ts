@@ -1,4 +1,4 @@
-import type { Db } from '../store/db.js';
+import { paramList, type Db } from '../store/db.js';
 import { slicer } from './slices.js';
 
 export interface BackfillRow {
@@ -33,7 +33,7 @@ export async function backfillOnce(
     for (let after = 0; ;) {
       if (stopped()) return;
       const rows = await db.all<BackfillRow>(
-        `SELECT seq, id, tenant_id, project_id, kind, parent_id, data FROM resources WHERE kind IN (${kinds.map(() => '?').join(', ')}) AND seq > ? ORDER BY seq LIMIT ${PAGE}`,
+        `SELECT seq, id, tenant_id, project_id, kind, parent_id, data FROM resources WHERE kind IN (${paramList(kinds.length)}) AND seq > ? ORDER BY seq LIMIT ${PAGE}`,
         [...kinds, after],
       );
       for (const row of rows) {

@@ -2,7 +2,7 @@ import type { Runtime } from './runtime.js';
 import type { RuleData } from './alerts.js';
 import { notifyChannels } from './notifications.js';
 import { slicer } from './slices.js';
-import { padToBucket, type Queryable } from '../store/db.js';
+import { insertRowsReturning, padToBucket, paramList, type Queryable } from '../store/db.js';
 import { appendTo } from '../../collections.js';
 
 export interface PolicyData {
@@ -61,9 +61,6 @@ export function firstStepAt(policy: PolicyData, firedAtMs: number): number | und
   // The first round's earliest step: later rounds only add to it.
   return firedAtMs + steps.reduce((min, s) => Math.min(min, s.delay_minutes), Infinity) * 60_000;
 }
-
-/** Step claims per INSERT: 4 parameters each, padded to 1,024 rows at most. */
-const CLAIM_ROWS = 1_024;
 
 /** Rows of escalations_due read per query, and looked at together. */
 const ESCALATION_BATCH = 100;
@@ -169,7 +166,7 @@ async function moveRows(q: Queryable, looked: Looked[]): Promise<Looked[]> {
   const moved = new Set<string>();
   for (const group of groups.values()) {
     const ids = padToBucket(group.map((l) => l.row.alert_id));
-    const where = `next_due_at = ? AND alert_id IN (${ids.map(() => '?').join(', ')}) RETURNING alert_id`;
+    const where = `next_due_at = ? AND alert_id IN (${paramList(ids.length)}) RETURNING alert_id`;
     const readAt = Number(group[0].row.next_due_at);
     const { next } = group[0];
     const rows =
@@ -192,7 +189,7 @@ async function claimSteps(rt: Runtime, q: Queryable, moved: Looked[], now: numbe
   const done = new Set(
     (
       await q.all<{ alert_id: string; step_key: string }>(
-        `SELECT alert_id, step_key FROM alert_escalations WHERE alert_id IN (${ids.map(() => '?').join(', ')})`,
+        `SELECT alert_id, step_key FROM alert_escalations WHERE alert_id IN (${paramList(ids.length)})`,
         ids,
       )
     ).map((r) => `${r.alert_id}\0${r.step_key}`),
@@ -204,15 +201,14 @@ async function claimSteps(rt: Runtime, q: Queryable, moved: Looked[], now: numbe
   );
   const notifiedAt = rt.now();
   const mine = new Set<string>();
-  // In statements of at most CLAIM_ROWS: a batch's alerts can each have every step of every round due
-  // (a service that was down), 100 x 50 steps x 11 rounds, past any statement's parameter limit.
-  for (let start = 0; start < due.length; start += CLAIM_ROWS) {
-    const claims = padToBucket(due.slice(start, start + CLAIM_ROWS));
-    const claimed = await q.all<{ alert_id: string; step_key: string }>(
-      `INSERT INTO alert_escalations (alert_id, step_key, tenant_id, notified_at) VALUES ${claims.map(() => '(?, ?, ?, ?)').join(', ')} ON CONFLICT (alert_id, step_key) DO NOTHING RETURNING alert_id, step_key`,
-      claims.flatMap((d) => [d.row.alert_id, d.step.key, d.row.tenant_id, notifiedAt]),
-    );
-    for (const r of claimed) mine.add(`${r.alert_id}\0${r.step_key}`);
-  }
+  // insertRows splits the claims into statements: a batch's alerts can each have every step of every
+  // round due (a service that was down), 100 x 50 steps x 11 rounds, past any statement's parameter limit.
+  const claimed = await insertRowsReturning<{ alert_id: string; step_key: string }>(
+    q,
+    due.map((d) => [d.row.alert_id, d.step.key, d.row.tenant_id, notifiedAt]),
+    (values) =>
+      `INSERT INTO alert_escalations (alert_id, step_key, tenant_id, notified_at) VALUES ${values} ON CONFLICT (alert_id, step_key) DO NOTHING RETURNING alert_id, step_key`,
+  );
+  for (const r of claimed) mine.add(`${r.alert_id}\0${r.step_key}`);
   return due.filter((d) => mine.has(`${d.row.alert_id}\0${d.step.key}`));
 }

@@ -1,7 +1,7 @@
 import type { Runtime } from './runtime.js';
 import { yieldToLoop } from './slices.js';
 import { runtimeWorker } from './workers.js';
-import { padToBucket, planEachTime } from '../store/db.js';
+import { padToBucket, paramList, planEachTime } from '../store/db.js';
 
 /**
  * Deletes rows that otherwise only grow, and that nothing reads once they are old:
@@ -49,8 +49,7 @@ export function sweepStatement({ table, key, time, owner }: Swept): string {
 
 /** The owners of the rows just swept that have none left (their id, then the lookup by owner column: migration 10). */
 export function orphanStatement({ table, owner }: Swept, count: number): string {
-  const ids = Array(count).fill('?').join(', ');
-  return `DELETE FROM ${owner!.table} WHERE id IN (${ids}) AND NOT EXISTS (SELECT 1 FROM ${table} WHERE ${table}.${owner!.column} = ${owner!.table}.id)`;
+  return `DELETE FROM ${owner!.table} WHERE id IN (${paramList(count)}) AND NOT EXISTS (SELECT 1 FROM ${table} WHERE ${table}.${owner!.column} = ${owner!.table}.id)`;
 }
 
 export const SWEPT_TABLES = SWEPT;

@@ -1,6 +1,7 @@
 import { latestTickAt, nextTickAfter } from '../../kinds/cron.js';
 import { SCHEDULED_KINDS, putSchedule, scheduleOf } from '../store/schedules.js';
 import { freshnessRuleCondition } from '../store/migrations.js';
+import { paramList } from '../store/db.js';
 import { ApiError } from '../errors.js';
 import type { Runtime } from './runtime.js';
 import { startConnectorSync } from './connectors.js';
@@ -233,7 +234,7 @@ export class Scheduler {
       const saturated = [...this.queue.saturated(), ...this.rt.runSlots.full()];
       const rows = await this.rt.ctx.db.all<DueRow>(
         `SELECT s.resource_id, s.tenant_id, s.project_id, s.kind, s.expression, s.tick, s.offset_ms, r.data FROM schedules s LEFT JOIN resources r ON r.id = s.resource_id WHERE s.next_due_at <= ?${
-          saturated.length ? ` AND s.tenant_id NOT IN (${saturated.map(() => '?').join(', ')})` : ''
+          saturated.length ? ` AND s.tenant_id NOT IN (${paramList(saturated.length)})` : ''
         } ORDER BY s.next_due_at LIMIT ?`,
         [now, ...saturated, SCHEDULE_BATCH],
       );

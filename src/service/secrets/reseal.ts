@@ -1,4 +1,4 @@
-import type { Db } from '../store/db.js';
+import { valuesList, type Db } from '../store/db.js';
 import type { SecretCipher } from './cipher.js';
 import { yieldToLoop } from '../runtime/slices.js';
 
@@ -51,7 +51,7 @@ async function resealChunk(db: Db, cipher: SecretCipher, rows: { id: string; ten
   const next = rows.map((r) => cipher.seal(cipher.open(r.secrets, r.tenant_id, r.id), r.tenant_id, r.id));
   // One statement per chunk (a round trip per row made PostgreSQL cost 1.7 ms a row). VALUES columns
   // are column1..3 in both SQLite and PostgreSQL; `secrets = column2` is the compare-and-set.
-  const values = rows.map(() => '(?, ?, ?)').join(', ');
+  const values = valuesList(rows.length, 3);
   const params = rows.flatMap((r, i) => [r.id, r.secrets, next[i]]);
   const { changes } = await db.run(
     `UPDATE resources SET secrets = v.column3 FROM (VALUES ${values}) AS v WHERE resources.id = v.column1 AND resources.secrets = v.column2`,

@@ -1,6 +1,6 @@
 import { KINDS } from '../../kinds/index.js';
 import { formatPath, valuesAt, type FieldPath } from '../../kinds/walk.js';
-import { padToBucket, type Queryable, type SqlValue } from './db.js';
+import { insertRows, paramList, type Queryable } from './db.js';
 
 /**
  * The `resource_refs` table: one row per id a resource names in its data (the descriptors'
@@ -34,21 +34,13 @@ export function refsOf(kind: string, data: Record<string, unknown>): Ref[] {
 
 export const hasReferences = (kind: string): boolean => REFERENCES.has(kind);
 
-/**
- * Rows per INSERT: 6 parameters each, under SQLite's 32,766 and PostgreSQL's 65,535 per statement
- * (a dbt project naming connectors 10,000 times made one statement of 98,304 and a 500).
- */
-const INSERT_CHUNK = 1_024;
-
-async function insertRefs(q: Queryable, r: Referrer, all: Ref[]): Promise<void> {
-  for (let start = 0; start < all.length; start += INSERT_CHUNK) {
-    const refs = padToBucket(all.slice(start, start + INSERT_CHUNK));
-    const params: SqlValue[] = refs.flatMap((ref) => [r.tenantId, r.projectId, ref.target, r.id, r.kind, ref.path]);
-    await q.run(
-      `INSERT INTO resource_refs (tenant_id, project_id, target_id, referrer_id, referrer_kind, path) VALUES ${refs.map(() => '(?, ?, ?, ?, ?, ?)').join(', ')} ON CONFLICT (referrer_id, path) DO NOTHING`,
-      params,
-    );
-  }
+async function insertRefs(q: Queryable, r: Referrer, refs: Ref[]): Promise<void> {
+  await insertRows(
+    q,
+    refs.map((ref) => [r.tenantId, r.projectId, ref.target, r.id, r.kind, ref.path]),
+    (values) =>
+      `INSERT INTO resource_refs (tenant_id, project_id, target_id, referrer_id, referrer_kind, path) VALUES ${values} ON CONFLICT (referrer_id, path) DO NOTHING`,
+  );
 }
 
 /**
@@ -98,7 +90,7 @@ export async function backfillRefs(q: Queryable): Promise<void> {
   const kinds = [...REFERENCES.keys()];
   for (let after = 0; ;) {
     const rows = await q.all<{ seq: number; id: string; tenant_id: string; project_id: string; kind: string; data: string }>(
-      `SELECT seq, id, tenant_id, project_id, kind, data FROM resources WHERE kind IN (${kinds.map(() => '?').join(', ')}) AND seq > ? ORDER BY seq LIMIT ${BACKFILL_PAGE}`,
+      `SELECT seq, id, tenant_id, project_id, kind, data FROM resources WHERE kind IN (${paramList(kinds.length)}) AND seq > ? ORDER BY seq LIMIT ${BACKFILL_PAGE}`,
       [...kinds, after],
     );
     for (const row of rows) {

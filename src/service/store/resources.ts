@@ -1,4 +1,4 @@
-import { padToBucket, planEachTime, type Db, type Queryable, type SqlValue } from './db.js';
+import { padToBucket, paramList, planEachTime, valuesList, type Db, type Queryable, type SqlValue } from './db.js';
 import type { SecretCipher } from '../secrets/cipher.js';
 import { SCHEDULED_KINDS, putNewSchedules, putSchedule, removeSchedule, scheduleOf, scheduleRow } from './schedules.js';
 import { overRange, scanWindowEnd, scopeRange, type ScopeRange, type SeqPosition } from './keyset.js';
@@ -25,7 +25,8 @@ export interface StoreHooks {
 
 const INSERT_RESOURCES =
   'INSERT INTO resources (id, tenant_id, project_id, kind, parent_id, name, data, secrets, created_at, updated_at) VALUES';
-const ROW_PLACEHOLDERS = '(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)';
+const ROW_COLUMNS = 10;
+const ROW_PLACEHOLDERS = valuesList(1, ROW_COLUMNS);
 /** Ids per statement of getMany. */
 const GET_MANY_IDS = 1_024;
 /** Rows per statement of insertMany: 10 parameters each, far under SQLite's 32,766 per statement. */
@@ -282,7 +283,7 @@ export class ResourceStore {
     for (let start = 0; start < all.length; start += GET_MANY_IDS) {
       const list = padToBucket(all.slice(start, start + GET_MANY_IDS));
       const rows = await q.all<Row>(
-        `SELECT ${COLUMNS} FROM resources WHERE tenant_id = ? AND project_id = ? AND kind = ? AND id IN (${list.map(() => '?').join(', ')})`,
+        `SELECT ${COLUMNS} FROM resources WHERE tenant_id = ? AND project_id = ? AND kind = ? AND id IN (${paramList(list.length)})`,
         [tenantId, projectId, kind, ...list],
       );
       for (const row of rows) found.set(row.id, this.fromRow(row));
@@ -327,7 +328,7 @@ export class ResourceStore {
       while (size * 2 <= Math.min(rows.length - start, INSERT_ROWS)) size *= 2;
       const params: SqlValue[] = [];
       for (let i = start; i < start + size; i++) params.push(...this.rowValues(rows[i], jsons[i]));
-      await q.run(`${INSERT_RESOURCES} ${Array<string>(size).fill(ROW_PLACEHOLDERS).join(', ')}`, params);
+      await q.run(`${INSERT_RESOURCES} ${valuesList(size, ROW_COLUMNS)}`, params);
       start += size;
     }
     const scheduled = rows.flatMap((r) => {
@@ -421,7 +422,7 @@ export class ResourceStore {
     q: Queryable = this.db,
   ): Promise<void> {
     if (kinds.length === 0) return;
-    const where = `tenant_id = ? AND project_id = ? AND kind IN (${kinds.map(() => '?').join(', ')}) AND parent_id = ?`;
+    const where = `tenant_id = ? AND project_id = ? AND kind IN (${paramList(kinds.length)}) AND parent_id = ?`;
     const params = [scope.tenantId, scope.projectId, ...kinds, scope.parentId];
     if (kinds.some((k) => SCHEDULED_KINDS.has(k))) {
       await q.run(`DELETE FROM schedules WHERE resource_id IN (SELECT id FROM resources WHERE ${where})`, params);
@@ -550,9 +551,8 @@ export class ResourceStore {
   /** All resources of the given kinds in a project (reference checks; projects are small). */
   async allOfKinds(tenantId: string, projectId: string, kinds: string[], q: Queryable = this.db): Promise<StoredResource[]> {
     if (kinds.length === 0) return [];
-    const marks = kinds.map(() => '?').join(', ');
     const rows = await q.all<Row>(
-      `SELECT ${COLUMNS} FROM resources WHERE tenant_id = ? AND project_id = ? AND kind IN (${marks}) ORDER BY seq`,
+      `SELECT ${COLUMNS} FROM resources WHERE tenant_id = ? AND project_id = ? AND kind IN (${paramList(kinds.length)}) ORDER BY seq`,
       [tenantId, projectId, ...kinds],
     );
     return rows.map((r) => this.fromRow(r));

@@ -1,6 +1,6 @@
 import { nextTickAfter } from '../../kinds/cron.js';
 import { KINDS } from '../../kinds/index.js';
-import { padToBucket, type Queryable, type SqlValue } from './db.js';
+import { insertRows, type Queryable, type SqlValue } from './db.js';
 
 /**
  * The `schedules` table (migration 6): one row per resource whose kind has a cron field
@@ -89,13 +89,7 @@ export async function putNewSchedules(
     const values = scheduleRow(r, expression, fromMs, timeScale);
     if (values) rows.push(values);
   }
-  for (let start = 0; start < rows.length; start += 256) {
-    const chunk = padToBucket(rows.slice(start, start + 256));
-    await q.run(
-      `${INSERT_SCHEDULES} ${chunk.map(() => SCHEDULE_PLACEHOLDERS).join(', ')} ON CONFLICT (resource_id) DO NOTHING`,
-      chunk.flat(),
-    );
-  }
+  await insertRows(q, rows, (values) => `${INSERT_SCHEDULES} ${values} ON CONFLICT (resource_id) DO NOTHING`);
 }
 
 const INSERT_SCHEDULES =

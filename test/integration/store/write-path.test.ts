@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestService, type TestService, type TestTenant } from '../../support/service.js';
-import type { Queryable, SqlValue } from '../../../src/service/store/db.js';
+import { insertRows, insertRowsReturning, type Queryable, type SqlValue } from '../../../src/service/store/db.js';
 
 /**
  * Issue 18, the create path on PostgreSQL: a create is one transaction of three round trips (BEGIN with
@@ -107,6 +107,41 @@ describe('the create path', () => {
         .map((r) => r.id)
         .sort(),
     );
+  });
+
+  it('insertRows splits 2,500 rows into statements of 1,024, 1,024 and 452 padded to 512; a padded or repeated row is not inserted twice', async () => {
+    const { db } = svc.service.ctx;
+    await db.run('CREATE TABLE insert_rows_probe (k TEXT PRIMARY KEY, v INTEGER NOT NULL)');
+    try {
+      const rows: SqlValue[][] = Array.from({ length: 2_500 }, (_, i) => [`k${i}`, i]);
+      const sizes: number[] = [];
+      const noted: Queryable = Object.assign(Object.create(db) as Queryable, {
+        run: (sql: string, params?: SqlValue[]) => {
+          sizes.push(params!.length / 2);
+          return db.run(sql, params);
+        },
+      });
+      const insert = (values: string) => `INSERT INTO insert_rows_probe (k, v) VALUES ${values} ON CONFLICT (k) DO NOTHING`;
+      expect(await insertRows(noted, rows, insert)).toBe(2_500);
+      expect(sizes).toEqual([1_024, 1_024, 512]);
+      // Two new rows among ones already there (one named twice): RETURNING gives each new row once.
+      const returned = await insertRowsReturning<{ k: string }>(
+        db,
+        [
+          ['k7', 0],
+          ['new1', 1],
+          ['new2', 2],
+          ['new1', 3],
+        ],
+        (values) => `${insert(values)} RETURNING k`,
+      );
+      expect(returned.map((r) => r.k).sort()).toEqual(['new1', 'new2']);
+      expect(await insertRows(db, [], insert)).toBe(0);
+      const count = await db.get<{ n: number }>('SELECT COUNT(*) AS n FROM insert_rows_probe');
+      expect(Number(count!.n)).toBe(2_502);
+    } finally {
+      await db.run('DROP TABLE insert_rows_probe');
+    }
   });
 
   it('a name conflict on a kind with a create behaviour (API keys) does no work: 409, and no second key hash', async () => {
