@@ -21,7 +21,8 @@ import type { Runtime } from './runtime.js';
  *
  * HTTP deliveries are retried (p-retry) on network errors, timeouts, 429 and 5xx, with an
  * exponential backoff (delivery-policy.ts), each attempt bounded by REQUEST_TIMEOUT_MS. Every
- * delivery, successful or not, is a row of `notification_deliveries`. HTTPS trusts the system
+ * delivery, successful or not, is a row of `notification_deliveries`; channels are read and rows
+ * written a group at a time (notification-rows.ts). HTTPS trusts the system
  * CAs plus `--outbound-ca-file`, for receivers behind a private CA or a TLS-inspecting proxy.
  * Every connection goes through the egress policy (egress.ts): a refused receiver is a failed
  * delivery, not retried.
@@ -114,7 +115,11 @@ export async function deliver(rt: Runtime, channel: StoredResource, event: Notif
   let result: DeliveryResult;
   try {
     // Past the tenant's deliveries waiting (Runtime.deliveries), this one is recorded failed with the reason.
-    result = await rt.deliveries.run(channel.tenantId, () => send(rt, channel, event));
+    // The email outbox is a database write, with no socket to bound: not gated, so a burst of escalation
+    // emails (3,000 alerts of one tenant) is not refused past the gate's 1,000 waiting.
+    result = opensSocket(rt, channel)
+      ? await rt.deliveries.run(channel.tenantId, () => send(rt, channel, event))
+      : await send(rt, channel, event);
   } catch (err) {
     const e = err as HttpFailure & { attempts?: number };
     result = { success: false, message: e.message, ...(e.statusCode ? { status_code: e.statusCode } : {}), attempts: e.attempts ?? 1 };
@@ -125,6 +130,9 @@ export async function deliver(rt: Runtime, channel: StoredResource, event: Notif
   if (!result.success) rt.log?.info({ channelId: channel.id, type: event.type, message: result.message }, 'notification delivery failed');
   return result;
 }
+
+/** Whether delivering to the channel connects somewhere (HTTP, SMTP), rather than writing the email outbox. */
+const opensSocket = (rt: Runtime, channel: StoredResource) => channel.data.type !== 'email' || Boolean(rt.ctx.options.smtpUrl);
 
 async function send(rt: Runtime, channel: StoredResource, event: NotificationEvent): Promise<DeliveryResult> {
   const config = configOf(channel);
@@ -153,10 +161,16 @@ async function send(rt: Runtime, channel: StoredResource, event: NotificationEve
     if (!recipients.length) return { success: false, message: 'config.email_addresses is empty', attempts: 0 };
     const mail = { to: recipients, subject: summary(event), text: JSON.stringify(event, null, 2) };
     if (rt.ctx.options.smtpUrl) return sendMail(rt, mail);
-    await rt.ctx.db.run(
-      'INSERT INTO email_outbox (id, tenant_id, project_id, channel_id, recipients, subject, body, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)',
-      [newId('eml'), channel.tenantId, channel.projectId, channel.id, JSON.stringify(recipients), mail.subject, mail.text, rt.now()],
-    );
+    await rt.notificationRows.queueEmail([
+      newId('eml'),
+      channel.tenantId,
+      channel.projectId,
+      channel.id,
+      JSON.stringify(recipients),
+      mail.subject,
+      mail.text,
+      rt.now(),
+    ]);
     return {
       success: true,
       message: `Queued in the email outbox for ${recipients.join(', ')} (no SMTP configured: the outbox is the delivery)`,
@@ -173,22 +187,19 @@ async function record(
   status: DeliveryRecord['status'],
   result: DeliveryResult,
 ): Promise<void> {
-  await rt.ctx.db.run(
-    'INSERT INTO notification_deliveries (id, tenant_id, project_id, channel_id, event_type, alert_id, status, status_code, attempts, message, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)',
-    [
-      newId('dlv'),
-      channel.tenantId,
-      channel.projectId,
-      channel.id,
-      event.type,
-      (event.alert?.id as string | undefined) ?? null,
-      status,
-      result.status_code ?? null,
-      result.attempts,
-      result.message,
-      rt.now(),
-    ],
-  );
+  await rt.notificationRows.record([
+    newId('dlv'),
+    channel.tenantId,
+    channel.projectId,
+    channel.id,
+    event.type,
+    (event.alert?.id as string | undefined) ?? null,
+    status,
+    result.status_code ?? null,
+    result.attempts,
+    result.message,
+    rt.now(),
+  ]);
 }
 
 /** Deliveries of a channel, oldest first, after `afterSeq`. */
@@ -243,7 +254,7 @@ export async function notifyChannels(
   const results: DeliveryResult[] = [];
   await Promise.all(
     channelIds.map(async (id) => {
-      const channel = await rt.ctx.resources.get(tenantId, projectId, 'notification_channel', id);
+      const channel = await rt.notificationRows.channel({ tenantId, projectId, id });
       if (!channel || channel.data.enabled === false) return;
       results.push(await deliver(rt, channel, event));
     }),

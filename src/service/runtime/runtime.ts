@@ -5,6 +5,7 @@ import { nowIso } from '../ids.js';
 import type { RunData } from './runs.js';
 import { TenantGate } from './tenant-gate.js';
 import { RunSlots, type RunSlot } from './run-slots.js';
+import { NotificationRows } from './notification-rows.js';
 
 /** Thrown inside an execution when the service stops: the run is left as a dead process would leave it. */
 export class Stopped extends Error {
@@ -60,6 +61,8 @@ export class Runtime {
    * own socket at once, so one tenant's slow receiver could hold the service's file descriptors.
    */
   readonly deliveries = new TenantGate('notification deliveries', 8, 1_000);
+  /** Channel reads, delivery records and outbox mails of notifications, a group at a time. */
+  readonly notificationRows: NotificationRows;
   /** Top-level runs executing per tenant (`--max-runs-per-tenant`, run-slots.ts). */
   readonly runSlots: RunSlots;
   /** Given to start(): marks abandoned runs failed (at start, then on every heartbeat). */
@@ -68,6 +71,7 @@ export class Runtime {
   constructor(readonly ctx: ServiceContext) {
     this.events.setMaxListeners(0);
     this.runSlots = new RunSlots(ctx.options.maxRunsPerTenant);
+    this.notificationRows = new NotificationRows(ctx);
   }
 
   get stopped(): boolean {

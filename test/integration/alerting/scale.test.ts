@@ -4,7 +4,7 @@ import { BYSTANDER_MAX_MS, whileServingOther } from '../../abuse/support.js';
 import { runtimeOf } from '../../../src/service/runtime/runtime.js';
 import { schedulerOf } from '../../../src/service/runtime/scheduler.js';
 import { newId } from '../../../src/service/ids.js';
-import { countRowsRead } from '../../support/db-counters.js';
+import { countRowsRead, countStatements } from '../../support/db-counters.js';
 import type { Db } from '../../../src/service/store/db.js';
 import type { RuleData } from '../../../src/service/runtime/alerts.js';
 
@@ -113,9 +113,19 @@ describe(`alerting over ${COUNT.toLocaleString('en-US')} connectors`, () => {
     await look();
     expect(await count('SELECT COUNT(*) AS n FROM alert_escalations')).toBe(0);
     now += 10 * MINUTE;
+    const counter = countStatements(svc.service.ctx.db as Db);
     await look();
     expect(await count('SELECT COUNT(*) AS n FROM alert_escalations')).toBe(COUNT - 1);
     expect(await count(`SELECT COUNT(*) AS n FROM alert_escalations WHERE alert_id = '${acked.id}'`)).toBe(0);
+    // Every email delivered (to the outbox: no SMTP), none refused by the deliveries' gate (8 running,
+    // 1,000 waiting per tenant), which bounds sockets and has none to bound here.
+    expect(
+      await count(`SELECT COUNT(*) AS n FROM notification_deliveries WHERE event_type = 'alert_escalated' AND status = 'delivered'`),
+    ).toBe(COUNT - 1);
+    expect(await count('SELECT COUNT(*) AS n FROM email_outbox')).toBe(COUNT - 1);
+    // A group at a time: the channel read per batch, outbox rows and delivery records in multi-row
+    // statements. One at a time, each delivery cost three statements (9,000 here).
+    expect(counter.statements).toBeLessThan(COUNT / 2);
     // The policy has one step and no repeat: no row is left to look at.
     expect(await count('SELECT COUNT(*) AS n FROM escalations_due')).toBe(0);
     now += 10 * MINUTE;
