@@ -1,11 +1,21 @@
 import { insertRows, insertRowsReturning, padToBucket, paramList, type Queryable } from '../store/db.js';
+import { kind } from '../../kinds/index.js';
 import { newId } from '../ids.js';
+import { ordered } from '../writes.js';
 import type { Runtime } from './runtime.js';
 import { inProject, type RunData } from './runs.js';
-import { notifyChannels } from './notifications.js';
+import { NotificationQueue } from './notification-queue.js';
 import { slicer, yieldToLoop } from './slices.js';
 import { ruleCacheOf } from './rule-cache.js';
 import { firstStepAt, type PolicyData } from './escalation.js';
+
+const ALERT = kind('alert');
+/** A new alert's fields that are null until it is acknowledged or resolved: the schema's nullable ones. */
+const ALERT_NULLS = Object.fromEntries(
+  Object.entries(ALERT.schema.properties ?? {}).flatMap(([name, prop]) =>
+    Array.isArray(prop.type) && prop.type.includes('null') ? [[name, null]] : [],
+  ),
+);
 
 /**
  * Alert rules (schemas/kinds/alert_rule.schema.json), evaluated when a run ends (run_failed,
@@ -15,7 +25,8 @@ import { firstStepAt, type PolicyData } from './escalation.js';
  * fires an alert (kind `alert`, parent the rule): status firing, the rule's severity, a
  * message and the resource it is about. While an alert of the same rule and resource is firing
  * or acknowledged, no second one fires. A fired alert is emitted as `alert_update`
- * (tenantId, alert) on the runtime's events and sent to the rule's channels.
+ * (tenantId, alert) on the runtime's events and queued for the rule's channels in the transaction
+ * that fires it (notification-queue.ts).
  */
 export interface RuleData {
   id: string;
@@ -139,8 +150,12 @@ const FAILED_RUNS_PAGE = 20;
 
 export class Alerting {
   private readonly pending = new Set<Promise<unknown>>();
+  /** The alerts' and escalations' notifications, sent from a table. */
+  readonly queue: NotificationQueue;
 
-  constructor(readonly rt: Runtime) {}
+  constructor(readonly rt: Runtime) {
+    this.queue = new NotificationQueue(rt, (p) => this.track(p));
+  }
 
   /** Keeps background work (evaluation, deliveries) so stop() can wait for it. */
   track<T>(p: Promise<T>): Promise<T> {
@@ -308,7 +323,8 @@ export class Alerting {
         if ((err as { code?: string }).code === 'resource_not_found') return fired; // the project went away
         throw err;
       }
-      for (const { alert, rule } of batch) this.announce(tenantId, projectId, rule, alert);
+      for (const { alert } of batch) this.rt.events.emit('alert_update', tenantId, alert);
+      if (batch.some((b) => b.rule.channel_ids?.length)) this.queue.kick();
       fired.push(...batch.map((b) => b.alert));
     }
     return fired;
@@ -334,7 +350,8 @@ export class Alerting {
     const now = this.rt.now();
     const made = claimed.map((f) => ({
       rule: f.rule,
-      alert: {
+      alert: ordered(ALERT, {
+        ...ALERT_NULLS,
         id: f.id,
         project_id: projectId,
         alert_rule_id: f.rule.id,
@@ -343,11 +360,7 @@ export class Alerting {
         message: f.message,
         resource_id: f.resourceId,
         fired_at: now,
-        acknowledged_at: null,
-        acknowledged_by: null,
-        resolved_at: null,
-        resolved_by: null,
-      } as Record<string, unknown>,
+      }),
     }));
     await resources.insertMany(
       made.map(({ alert, rule }) => {
@@ -357,6 +370,18 @@ export class Alerting {
       q,
     );
     await this.dueForEscalation(q, tenantId, projectId, made, Date.parse(now));
+    // Sent once committed (NotificationQueue): a fired alert goes to the rule's channels.
+    await this.queue.enqueue(
+      q,
+      made.flatMap(({ alert, rule }) =>
+        (rule.channel_ids ?? []).map((channelId) => ({
+          tenantId,
+          projectId,
+          channelId,
+          event: { type: 'alert_fired', alert, project_id: projectId, timestamp: now },
+        })),
+      ),
+    );
     return made;
   }
 
@@ -389,21 +414,6 @@ export class Alerting {
       (values) =>
         `INSERT INTO escalations_due (alert_id, tenant_id, project_id, next_due_at) VALUES ${values} ON CONFLICT (alert_id) DO NOTHING`,
     );
-  }
-
-  /** A fired alert goes out: `alert_update` on the runtime's events, and to the rule's channels. */
-  private announce(tenantId: string, projectId: string, rule: RuleData, alert: Record<string, unknown>): void {
-    const rt = this.rt;
-    rt.events.emit('alert_update', tenantId, alert);
-    if (rule.channel_ids?.length)
-      void this.track(
-        notifyChannels(rt, tenantId, projectId, rule.channel_ids, {
-          type: 'alert_fired',
-          alert,
-          project_id: projectId,
-          timestamp: rt.now(),
-        }),
-      );
   }
 
   /**

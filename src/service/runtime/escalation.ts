@@ -1,6 +1,6 @@
 import type { Runtime } from './runtime.js';
 import type { RuleData } from './alerts.js';
-import { notifyChannels } from './notifications.js';
+import type { NotificationQueue } from './notification-queue.js';
 import { slicer } from './slices.js';
 import { insertRowsReturning, padToBucket, paramList, type Queryable } from '../store/db.js';
 import { appendTo } from '../../collections.js';
@@ -81,9 +81,7 @@ interface Looked {
   next?: number;
 }
 
-type Track = <T>(p: Promise<T>) => Promise<T>;
-
-export async function escalate(rt: Runtime, track: Track, stopped: () => boolean = () => false): Promise<void> {
+export async function escalate(rt: Runtime, queue: NotificationQueue, stopped: () => boolean = () => false): Promise<void> {
   const now = rt.nowMs();
   const slice = slicer();
   for (;;) {
@@ -94,20 +92,31 @@ export async function escalate(rt: Runtime, track: Track, stopped: () => boolean
     );
     if (!rows.length) return; // the usual look: nothing due, and no transaction opened for it
     const looked = await lookUp(rt, rows, now);
-    // The batch's rows move and its steps are claimed in one transaction (one commit, not one per row).
-    const sends = await rt.ctx.db.tx(async (q) => claimSteps(rt, q, await moveRows(q, looked), now));
-    for (const { alert, policyId, step, row } of sends) {
-      void track(
-        notifyChannels(rt, row.tenant_id, row.project_id, step.channelIds, {
-          type: 'alert_escalated',
-          alert,
-          escalation: { policy_id: policyId, round: step.round, step: step.step },
-          project_id: row.project_id,
-          timestamp: rt.now(),
-        }),
+    // The batch's rows move, its steps are claimed and their notifications queued in one transaction
+    // (one commit, not one per row; a step claimed is a step queued, sent even if this process stops).
+    const sent = await rt.ctx.db.tx(async (q) => {
+      const sends = await claimSteps(rt, q, await moveRows(q, looked), now);
+      const timestamp = rt.now();
+      await queue.enqueue(
+        q,
+        sends.flatMap(({ alert, policyId, step, row }) =>
+          step.channelIds.map((channelId) => ({
+            tenantId: row.tenant_id,
+            projectId: row.project_id,
+            channelId,
+            event: {
+              type: 'alert_escalated',
+              alert,
+              escalation: { policy_id: policyId, round: step.round, step: step.step },
+              project_id: row.project_id,
+              timestamp,
+            },
+          })),
+        ),
       );
-      await slice();
-    }
+      return sends.length;
+    });
+    if (sent) queue.kick();
     if (rows.length < ESCALATION_BATCH) return;
     await slice();
   }

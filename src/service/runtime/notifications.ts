@@ -239,25 +239,3 @@ export async function listDeliveries(
     created_at: String(r.created_at),
   }));
 }
-
-/**
- * Sends an event to channels by id (alerts, escalation steps): disabled or deleted channels are
- * skipped; deliveries run concurrently and never throw.
- */
-export async function notifyChannels(
-  rt: Runtime,
-  tenantId: string,
-  projectId: string,
-  channelIds: string[],
-  event: NotificationEvent,
-): Promise<DeliveryResult[]> {
-  const results: DeliveryResult[] = [];
-  await Promise.all(
-    channelIds.map(async (id) => {
-      const channel = await rt.notificationRows.channel({ tenantId, projectId, id });
-      if (!channel || channel.data.enabled === false) return;
-      results.push(await deliver(rt, channel, event));
-    }),
-  );
-  return results;
-}

@@ -219,11 +219,10 @@ export class Scheduler {
     if (this.stopped) return;
     await this.checkFreshness();
     if (this.stopped) return;
-    await escalate(
-      this.rt,
-      (p) => this.alerting.track(p),
-      () => this.stopped,
-    );
+    await escalate(this.rt, this.alerting.queue, () => this.stopped);
+    if (this.stopped) return;
+    // Rows queued by other replicas, claims that lapsed: sent from every look.
+    await this.alerting.queue.dispatch();
   }
 
   /** Claims and queues the due ticks, in batches, never reading a row that is not due. */
@@ -413,6 +412,7 @@ export class Scheduler {
     await this.running;
     await this.backfill;
     await this.handBack(await this.queue.clear());
+    this.alerting.queue.stop();
     await this.alerting.idle();
   }
 

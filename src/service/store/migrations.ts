@@ -252,6 +252,24 @@ CREATE INDEX refresh_tokens_expiry ON refresh_tokens (expires_at);
     sql: `CREATE TABLE large_scopes (tenant_id TEXT NOT NULL, project_id TEXT NOT NULL, kind TEXT NOT NULL, PRIMARY KEY (tenant_id, project_id, kind));
 INSERT INTO large_scopes (tenant_id, project_id, kind) SELECT DISTINCT tenant_id, project_id, kind FROM resources WHERE octet_length(data) > ${LARGE_ITEM_BYTES};`,
   },
+  {
+    // Notifications of alerts and escalations waiting to be sent (runtime/notification-queue.ts),
+    // queued in the transaction that fires or escalates; due_at (epoch ms) moves past a lease when
+    // a replica claims the row. A tenant's rows are claimed in order through the index.
+    id: 13,
+    sql: `
+CREATE TABLE notification_queue (
+  seq {{SERIAL}},
+  id TEXT NOT NULL UNIQUE,
+  tenant_id TEXT NOT NULL,
+  project_id TEXT NOT NULL,
+  channel_id TEXT NOT NULL,
+  event TEXT NOT NULL,
+  due_at BIGINT NOT NULL
+);
+CREATE INDEX notification_queue_tenant ON notification_queue (tenant_id, due_at, seq);
+`,
+  },
 ];
 
 /**
