@@ -373,14 +373,12 @@ export class Alerting {
     // Sent once committed (NotificationQueue): a fired alert goes to the rule's channels.
     await this.queue.enqueue(
       q,
-      made.flatMap(({ alert, rule }) =>
-        (rule.channel_ids ?? []).map((channelId) => ({
-          tenantId,
-          projectId,
-          channelId,
-          event: { type: 'alert_fired', alert, project_id: projectId, timestamp: now },
-        })),
-      ),
+      made.map(({ alert, rule }) => ({
+        tenantId,
+        projectId,
+        channelIds: rule.channel_ids ?? [],
+        event: { type: 'alert_fired', alert, project_id: projectId, timestamp: now },
+      })),
     );
     return made;
   }

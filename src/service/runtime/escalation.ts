@@ -99,20 +99,18 @@ export async function escalate(rt: Runtime, queue: NotificationQueue, stopped: (
       const timestamp = rt.now();
       await queue.enqueue(
         q,
-        sends.flatMap(({ alert, policyId, step, row }) =>
-          step.channelIds.map((channelId) => ({
-            tenantId: row.tenant_id,
-            projectId: row.project_id,
-            channelId,
-            event: {
-              type: 'alert_escalated',
-              alert,
-              escalation: { policy_id: policyId, round: step.round, step: step.step },
-              project_id: row.project_id,
-              timestamp,
-            },
-          })),
-        ),
+        sends.map(({ alert, policyId, step, row }) => ({
+          tenantId: row.tenant_id,
+          projectId: row.project_id,
+          channelIds: step.channelIds,
+          event: {
+            type: 'alert_escalated',
+            alert,
+            escalation: { policy_id: policyId, round: step.round, step: step.step },
+            project_id: row.project_id,
+            timestamp,
+          },
+        })),
       );
       return sends.length;
     });

@@ -5,11 +5,11 @@ import { deliver, type NotificationEvent } from './notifications.js';
 import { GroupCommit } from './group-commit.js';
 import { yieldToLoop } from './slices.js';
 
-/** One notification to send: an event to one channel of a project. */
+/** One notification to send: an event to channels of a project (a rule's, an escalation step's). */
 export interface QueuedNotification {
   tenantId: string;
   projectId: string;
-  channelId: string;
+  channelIds: readonly string[];
   event: NotificationEvent;
 }
 
@@ -17,7 +17,9 @@ interface QueueRow {
   id: string;
   tenant_id: string;
   project_id: string;
-  channel_id: string;
+  /** JSON array of channel ids. */
+  channel_ids: string;
+  fanout: number;
   event: string;
 }
 
@@ -26,9 +28,10 @@ const CLAIM_BATCH = 100;
 /** Ids deleted per statement once sent. */
 const DELETE_BATCH = 1_024;
 /**
- * Deliveries of one tenant taken from the queue and not yet done; past it the tenant's rows wait in
- * the table. Under the deliveries gate's 8 running + 1,000 waiting (Runtime.deliveries), so a burst
- * is sent in turn instead of being refused past the gate.
+ * Deliveries (a row's channels each) of one tenant taken from the queue and not yet done; past it the
+ * tenant's rows wait in the table. Under the deliveries gate's 8 running + 1,000 waiting
+ * (Runtime.deliveries), so a burst is sent in turn instead of being refused past the gate. At least
+ * the 50 channels a rule or a step may name, so any row fits once the tenant has nothing in flight.
  */
 const IN_FLIGHT_PER_TENANT = 256;
 /**
@@ -40,7 +43,9 @@ export const CLAIM_LEASE_MS = 15 * 60_000;
 
 /**
  * Notifications of alerts and escalations, sent from a table (`notification_queue`, migration 13)
- * rather than from memory:
+ * rather than from memory. A row is one event and the channels it goes to (a fired alert's rule's,
+ * an escalation step's: at most 50), so the rows queued are as many as the alerts fired and the steps
+ * claimed, not times their channels:
  *
  * - they are queued in the transaction that fires the alert or claims the escalation step, so a
  *   service that stops or crashes before sending sends them after (at least once: a delivery cut
@@ -81,9 +86,19 @@ export class NotificationQueue {
     const dueAt = this.rt.nowMs();
     await insertRows(
       q,
-      items.map((n) => [newId('ntf'), n.tenantId, n.projectId, n.channelId, JSON.stringify(n.event), dueAt]),
+      items
+        .filter((n) => n.channelIds.length)
+        .map((n) => [
+          newId('ntf'),
+          n.tenantId,
+          n.projectId,
+          JSON.stringify(n.channelIds),
+          n.channelIds.length,
+          JSON.stringify(n.event),
+          dueAt,
+        ]),
       (values) =>
-        `INSERT INTO notification_queue (id, tenant_id, project_id, channel_id, event, due_at) VALUES ${values} ON CONFLICT (id) DO NOTHING`,
+        `INSERT INTO notification_queue (id, tenant_id, project_id, channel_ids, fanout, event, due_at) VALUES ${values} ON CONFLICT (id) DO NOTHING`,
     );
   }
 
@@ -130,38 +145,57 @@ export class NotificationQueue {
     return rows.map((r) => r.tenant_id);
   }
 
-  /** Claims a tenant's due rows, oldest first, up to its room, and starts their deliveries. */
+  /**
+   * Claims a tenant's due rows, oldest first, as many as its room holds (the running sum of their
+   * channels, over its first CLAIM_BATCH due rows only: never its whole backlog), and starts their
+   * deliveries.
+   */
   private async claimFor(tenantId: string): Promise<void> {
     for (;;) {
       const room = IN_FLIGHT_PER_TENANT - (this.inFlight.get(tenantId) ?? 0);
       if (room <= 0 || this.stopped) return;
-      const limit = Math.min(CLAIM_BATCH, room);
       const now = this.rt.nowMs();
       const rows = await this.rt.ctx.db.all<QueueRow>(
-        `UPDATE notification_queue SET due_at = ? WHERE id IN (SELECT id FROM notification_queue WHERE tenant_id = ? AND due_at <= ? ORDER BY due_at, seq LIMIT ?) AND due_at <= ? RETURNING id, tenant_id, project_id, channel_id, event`,
-        [now + CLAIM_LEASE_MS, tenantId, now, limit, now],
+        `UPDATE notification_queue SET due_at = ? WHERE id IN (
+          SELECT id FROM (
+            SELECT id, SUM(fanout) OVER (ORDER BY due_at, seq) AS upto FROM (
+              SELECT id, fanout, due_at, seq FROM notification_queue
+              WHERE tenant_id = ? AND due_at <= ? ORDER BY due_at, seq LIMIT ${CLAIM_BATCH}
+            ) AS head
+          ) AS next WHERE upto <= ?
+        ) AND due_at <= ? RETURNING id, tenant_id, project_id, channel_ids, fanout, event`,
+        [now + CLAIM_LEASE_MS, tenantId, now, room, now],
       );
+      if (!rows.length) return;
       for (const row of rows) {
-        this.inFlight.set(tenantId, (this.inFlight.get(tenantId) ?? 0) + 1);
+        this.inFlight.set(tenantId, (this.inFlight.get(tenantId) ?? 0) + Number(row.fanout));
         void this.track(this.send(row));
       }
-      if (rows.length < limit) return;
       await yieldToLoop();
     }
   }
 
+  /** Sends a row's event to each of its channels, then deletes the row. */
   private async send(row: QueueRow): Promise<void> {
+    const { tenant_id: tenantId, project_id: projectId } = row;
     try {
-      const channel = await this.rt.notificationRows.channel({ tenantId: row.tenant_id, projectId: row.project_id, id: row.channel_id });
-      // A channel deleted or disabled since it was queued: nothing to send, as when the alert fired.
-      if (channel && channel.data.enabled !== false) await deliver(this.rt, channel, JSON.parse(row.event) as NotificationEvent);
+      const event = JSON.parse(row.event) as NotificationEvent;
+      await Promise.all(
+        (JSON.parse(row.channel_ids) as string[]).map(async (id) => {
+          const channel = await this.rt.notificationRows.channel({ tenantId, projectId, id });
+          // A channel deleted or disabled since it was queued: nothing to send, as when the alert fired.
+          if (channel && channel.data.enabled !== false) await deliver(this.rt, channel, event);
+        }),
+      );
       await this.done.add(row.id);
     } finally {
-      const left = (this.inFlight.get(row.tenant_id) ?? 1) - 1;
-      if (left > 0) this.inFlight.set(row.tenant_id, left);
-      else this.inFlight.delete(row.tenant_id);
+      const before = this.inFlight.get(tenantId) ?? 0;
+      const left = before - Number(row.fanout);
+      if (left > 0) this.inFlight.set(tenantId, left);
+      else this.inFlight.delete(tenantId);
       // A full tenant half done: its rows waiting in the table go next.
-      if (left === IN_FLIGHT_PER_TENANT / 2) this.kick();
+      const half = IN_FLIGHT_PER_TENANT / 2;
+      if (before > half && left <= half) this.kick();
     }
   }
 }

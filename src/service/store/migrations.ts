@@ -254,8 +254,9 @@ INSERT INTO large_scopes (tenant_id, project_id, kind) SELECT DISTINCT tenant_id
   },
   {
     // Notifications of alerts and escalations waiting to be sent (runtime/notification-queue.ts),
-    // queued in the transaction that fires or escalates; due_at (epoch ms) moves past a lease when
-    // a replica claims the row. A tenant's rows are claimed in order through the index.
+    // queued in the transaction that fires or escalates: an event and its channels (channel_ids, a JSON
+    // array; fanout, their number). due_at (epoch ms) moves past a lease when a replica claims the
+    // row. A tenant's rows are claimed in order through the index.
     id: 13,
     sql: `
 CREATE TABLE notification_queue (
@@ -263,7 +264,8 @@ CREATE TABLE notification_queue (
   id TEXT NOT NULL UNIQUE,
   tenant_id TEXT NOT NULL,
   project_id TEXT NOT NULL,
-  channel_id TEXT NOT NULL,
+  channel_ids TEXT NOT NULL,
+  fanout INTEGER NOT NULL,
   event TEXT NOT NULL,
   due_at BIGINT NOT NULL
 );

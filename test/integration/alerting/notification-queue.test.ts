@@ -5,7 +5,7 @@ import { TestHttp } from '../../support/http.js';
 import { startService } from '../../../src/service/server.js';
 import { runtimeOf } from '../../../src/service/runtime/runtime.js';
 import { schedulerOf } from '../../../src/service/runtime/scheduler.js';
-import { CLAIM_LEASE_MS } from '../../../src/service/runtime/notification-queue.js';
+import { CLAIM_LEASE_MS, NotificationQueue } from '../../../src/service/runtime/notification-queue.js';
 import type { Firing, RuleData } from '../../../src/service/runtime/alerts.js';
 
 /**
@@ -96,6 +96,53 @@ describe('a burst of alerts to one webhook', () => {
     expect(statuses.map((s) => [s.status, Number(s.n)])).toEqual([['delivered', 1_100]]);
     expect(await queued(svc)).toBe(0);
   }, 120_000);
+});
+
+describe('a rule naming 20 channels', () => {
+  let svc: TestService;
+  let hook: Awaited<ReturnType<typeof receiver>>;
+  beforeAll(async () => {
+    [svc, hook] = await Promise.all([startTestService({ clock }), receiver(1)]);
+  });
+  afterAll(async () => {
+    await svc?.close();
+    await hook?.close();
+  });
+
+  it('queues one row per alert, not per channel; each channel gets each alert once', async () => {
+    const t = await svc.tenant();
+    const project = await svc.project(t, 'fanout');
+    const base = `/projects/${project.id}`;
+    const channels: string[] = [];
+    for (let i = 0; i < 20; i++)
+      channels.push(
+        (
+          await svc.ok<{ id: string }>(t, 'POST', `${base}/notification-channels`, {
+            body: { name: `hook${i}`, type: 'webhook', config: { url: hook.url } },
+          })
+        ).id,
+      );
+    const rule = await svc.ok<RuleData>(t, 'POST', `${base}/alert-rules`, {
+      body: { name: 'wide', severity: 'warning', condition: { metric: 'run_failed', operator: 'gt', threshold: 0 }, channel_ids: channels },
+    });
+    const tenantId = (await svc.service.ctx.tenants.bySlug(t.slug))!.id;
+    const alerting = alertingOf(svc);
+    alerting.queue.stop();
+    const firings = Array.from({ length: 30 }, (_, i) => ({ rule, resourceId: `wide${i}`, message: 'failed' }));
+    await alerting.fireAll(tenantId, project.id, firings);
+    expect(await queued(svc)).toBe(30);
+    // Another sender of the same queue (as a replica's would be) sends them.
+    await new NotificationQueue(runtimeOf(svc.service.ctx), (p) => alerting.track(p)).dispatch();
+    await alerting.idle();
+    expect(hook.state.requests).toBe(600);
+    expect(new Set(hook.state.alerts.values())).toEqual(new Set([20]));
+    const delivered = await svc.service.ctx.db.get<{ n: number; channels: number }>(
+      `SELECT COUNT(*) AS n, COUNT(DISTINCT channel_id) AS channels FROM notification_deliveries WHERE tenant_id = ? AND status = 'delivered'`,
+      [tenantId],
+    );
+    expect([Number(delivered!.n), Number(delivered!.channels)]).toEqual([600, 20]);
+    expect(await queued(svc)).toBe(0);
+  }, 60_000);
 });
 
 describe('notifications are queued with the alert that fires them', () => {
