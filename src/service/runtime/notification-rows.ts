@@ -12,8 +12,8 @@ export interface ChannelKey {
   id: string;
 }
 
-const DELIVERY_COLUMNS = 'id, tenant_id, project_id, channel_id, event_type, alert_id, status, status_code, attempts, message, created_at';
-const OUTBOX_COLUMNS = 'id, tenant_id, project_id, channel_id, recipients, subject, body, created_at';
+/** A row to write: its columns by name (the caller's object literal is the one list of them). */
+export type Row = Record<string, SqlValue>;
 
 /**
  * What notification deliveries read and write, a group at a time. A burst of alerts (3,000 connectors
@@ -28,17 +28,22 @@ const OUTBOX_COLUMNS = 'id, tenant_id, project_id, channel_id, recipients, subje
  */
 export class NotificationRows {
   private readonly channels: DataLoader<ChannelKey, StoredResource | undefined>;
-  private readonly records: GroupCommit<SqlValue[]>;
-  private readonly outbox: GroupCommit<SqlValue[]>;
+  private readonly records: GroupCommit<Row>;
+  private readonly outbox: GroupCommit<Row>;
 
   constructor(ctx: ServiceContext) {
     this.channels = new DataLoader((keys) => readChannels(ctx, keys), { cache: false });
-    const writer = (table: string, columns: string) => (rows: SqlValue[][]) =>
-      insertRows(ctx.db, rows, (values) => `INSERT INTO ${table} (${columns}) VALUES ${values} ON CONFLICT (id) DO NOTHING`).then(
-        () => undefined,
+    // Every row of a table is made by one object literal, so the first row's keys are all rows' columns.
+    const writer = (table: string) => async (rows: Row[]) => {
+      const columns = Object.keys(rows[0]);
+      await insertRows(
+        ctx.db,
+        rows.map((row) => columns.map((c) => row[c])),
+        (values) => `INSERT INTO ${table} (${columns.join(', ')}) VALUES ${values} ON CONFLICT (id) DO NOTHING`,
       );
-    this.records = new GroupCommit(writer('notification_deliveries', DELIVERY_COLUMNS));
-    this.outbox = new GroupCommit(writer('email_outbox', OUTBOX_COLUMNS));
+    };
+    this.records = new GroupCommit(writer('notification_deliveries'));
+    this.outbox = new GroupCommit(writer('email_outbox'));
   }
 
   /** The channel, or undefined when it does not exist (deleted since the alert named it). */
@@ -46,14 +51,14 @@ export class NotificationRows {
     return this.channels.load(key);
   }
 
-  /** Records a delivery: values in DELIVERY_COLUMNS' order. Resolves once written. */
-  record(values: SqlValue[]): Promise<void> {
-    return this.records.add(values);
+  /** Records a delivery (a notification_deliveries row). Resolves once written. */
+  record(row: Row): Promise<void> {
+    return this.records.add(row);
   }
 
-  /** Queues an email in the outbox: values in OUTBOX_COLUMNS' order. Resolves once written. */
-  queueEmail(values: SqlValue[]): Promise<void> {
-    return this.outbox.add(values);
+  /** Queues an email (an email_outbox row). Resolves once written. */
+  queueEmail(row: Row): Promise<void> {
+    return this.outbox.add(row);
   }
 }
 

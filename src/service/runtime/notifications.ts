@@ -161,16 +161,16 @@ async function send(rt: Runtime, channel: StoredResource, event: NotificationEve
     if (!recipients.length) return { success: false, message: 'config.email_addresses is empty', attempts: 0 };
     const mail = { to: recipients, subject: summary(event), text: JSON.stringify(event, null, 2) };
     if (rt.ctx.options.smtpUrl) return sendMail(rt, mail);
-    await rt.notificationRows.queueEmail([
-      newId('eml'),
-      channel.tenantId,
-      channel.projectId,
-      channel.id,
-      JSON.stringify(recipients),
-      mail.subject,
-      mail.text,
-      rt.now(),
-    ]);
+    await rt.notificationRows.queueEmail({
+      id: newId('eml'),
+      tenant_id: channel.tenantId,
+      project_id: channel.projectId,
+      channel_id: channel.id,
+      recipients: JSON.stringify(recipients),
+      subject: mail.subject,
+      body: mail.text,
+      created_at: rt.now(),
+    });
     return {
       success: true,
       message: `Queued in the email outbox for ${recipients.join(', ')} (no SMTP configured: the outbox is the delivery)`,
@@ -187,19 +187,19 @@ async function record(
   status: DeliveryRecord['status'],
   result: DeliveryResult,
 ): Promise<void> {
-  await rt.notificationRows.record([
-    newId('dlv'),
-    channel.tenantId,
-    channel.projectId,
-    channel.id,
-    event.type,
-    (event.alert?.id as string | undefined) ?? null,
+  await rt.notificationRows.record({
+    id: newId('dlv'),
+    tenant_id: channel.tenantId,
+    project_id: channel.projectId,
+    channel_id: channel.id,
+    event_type: event.type,
+    alert_id: (event.alert?.id as string | undefined) ?? null,
     status,
-    result.status_code ?? null,
-    result.attempts,
-    result.message,
-    rt.now(),
-  ]);
+    status_code: result.status_code ?? null,
+    attempts: result.attempts,
+    message: result.message,
+    created_at: rt.now(),
+  });
 }
 
 /** Deliveries of a channel, oldest first, after `afterSeq`. */
