@@ -1,11 +1,17 @@
 /**
  * Writes the validators generated at build time (ajv standalone code): see
- * src/config/validator-codegen.ts. Run by `npm run generate`.
+ * src/kinds/standalone.ts. Run by `npm run generate`.
  */
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { DOCUMENT_VALIDATOR_FILE, renderDocumentValidator } from '../src/config/validator-codegen.js';
+import { CREATE_VALIDATORS_FILE, renderCreateValidators } from '../src/provider/validator-codegen.js';
 
 const root = join(import.meta.dirname, '..');
-writeFileSync(join(root, DOCUMENT_VALIDATOR_FILE), renderDocumentValidator());
-console.log(`wrote ${DOCUMENT_VALIDATOR_FILE}`);
+for (const [file, render] of [
+  [DOCUMENT_VALIDATOR_FILE, renderDocumentValidator],
+  [CREATE_VALIDATORS_FILE, renderCreateValidators],
+] as const) {
+  writeFileSync(join(root, file), render());
+  console.log(`wrote ${file}`);
+}
