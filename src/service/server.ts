@@ -5,7 +5,6 @@ import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import type { AddressInfo, Socket } from 'node:net';
 import type { Server as HttpsServer } from 'node:https';
-import { createAjv } from '../kinds/validator.js';
 import { openDb, type Db } from './store/db.js';
 import { migrate } from './store/migrations.js';
 import { ResourceStore } from './store/resources.js';
@@ -34,6 +33,7 @@ import { registerMetrics, type ServiceMetrics } from './metrics.js';
 import { registerRoutes } from './routes/index.js';
 import { registerStreams, type Streams } from './streams/index.js';
 import { installRequestPipeline, redactUrl, type RequestCounter } from './request-pipeline.js';
+import { buildSerializer, compileValidator } from './schema-compilers.js';
 import { compileMergedValidators } from './drafts.js';
 import { logStream, resolveLogFormat, type LogFormat } from '../log-format.js';
 
@@ -157,20 +157,19 @@ function createApp(options: ServiceOptions, tls: TlsMaterial, limits: Connection
       stream: logStream(resolveLogFormat(logFormat), pino.destination({ fd: 1, sync: true })) as pino.DestinationStream,
     },
     ajv: undefined,
+    schemaController: { compilersFactory: { buildSerializer } },
     return503OnClosing: false,
     frameworkErrors,
   });
 }
 
 /**
- * Validation with our Ajv (defaults filled in; query strings coerced) and bodies that are JSON
+ * Validation with our Ajv (schema-compilers.ts: defaults filled in; query strings coerced) and bodies that are JSON
  * only (anything else is a 415); triggers take no body, so an empty one is accepted even when a
  * client sends Content-Type: application/json.
  */
 function installBodyParsing(app: FastifyInstance): void {
-  const bodyAjv = createAjv({ useDefaults: true });
-  const queryAjv = createAjv({ coerceTypes: true, useDefaults: true });
-  app.setValidatorCompiler(({ schema, httpPart }) => (httpPart === 'body' ? bodyAjv : queryAjv).compile(schema));
+  app.setValidatorCompiler(compileValidator);
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('application/json', { parseAs: 'string' }, (_req, body, done) => {
     const text = String(body);
