@@ -65,6 +65,14 @@ export function firstStepAt(policy: PolicyData, firedAtMs: number): number | und
 /** Rows of escalations_due read per query, and looked at together. */
 const ESCALATION_BATCH = 100;
 
+/**
+ * Due steps one transaction claims (and queues as many notifications for) at most, unless one
+ * alert alone has more. A policy can have 50 steps repeated 10 more times: after a stop longer
+ * than its rounds, a batch of 100 alerts would have 55,000 steps due, claimed and queued in one
+ * transaction. Split, it is 55 transactions of 1,000, each committed before the next starts.
+ */
+const STEPS_PER_TX = 1_000;
+
 interface DueEscalation {
   alert_id: string;
   tenant_id: string;
@@ -72,12 +80,17 @@ interface DueEscalation {
   next_due_at: number;
 }
 
-/** A due row with what it is about: its alert, the rule's policy, and the row's next due time (none: deleted). */
+type DueStep = ReturnType<typeof dueSteps>[number];
+
+/**
+ * A due row with what it is about: its alert, the rule's policy, the steps due now while the
+ * alert is firing (sent or not yet), and the row's next due time (none: deleted).
+ */
 interface Looked {
   row: DueEscalation;
   alert?: Record<string, unknown>;
   policyId?: string;
-  policy?: PolicyData;
+  due: DueStep[];
   next?: number;
 }
 
@@ -91,33 +104,55 @@ export async function escalate(rt: Runtime, queue: NotificationQueue, stopped: (
       [now, ESCALATION_BATCH],
     );
     if (!rows.length) return; // the usual look: nothing due, and no transaction opened for it
-    const looked = await lookUp(rt, rows, now);
-    // The batch's rows move, its steps are claimed and their notifications queued in one transaction
-    // (one commit, not one per row; a step claimed is a step queued, sent even if this process stops).
-    const sent = await rt.ctx.db.tx(async (q) => {
-      const sends = await claimSteps(rt, q, await moveRows(q, looked), now);
-      const timestamp = rt.now();
-      await queue.enqueue(
-        q,
-        sends.map(({ alert, policyId, step, row }) => ({
-          tenantId: row.tenant_id,
-          projectId: row.project_id,
-          channelIds: step.channelIds,
-          event: {
-            type: 'alert_escalated',
-            alert,
-            escalation: { policy_id: policyId, round: step.round, step: step.step },
-            project_id: row.project_id,
-            timestamp,
-          },
-        })),
-      );
-      return sends.length;
-    });
-    if (sent) queue.kick();
+    for (const part of byStepCount(await lookUp(rt, rows, now))) {
+      if (stopped()) return; // the rows not moved yet are looked at again by the next look
+      // A part's rows move, its steps are claimed and their notifications queued in one transaction
+      // (one commit, not one per row; a step claimed is a step queued, sent even if this process stops).
+      const sent = await rt.ctx.db.tx(async (q) => {
+        const sends = await claimSteps(rt, q, await moveRows(q, part));
+        await queue.enqueue(q, notifications(sends, rt.now()));
+        return sends.length;
+      });
+      if (sent) queue.kick();
+      if (part.length < rows.length) await slice();
+    }
     if (rows.length < ESCALATION_BATCH) return;
     await slice();
   }
+}
+
+/** The looked-at rows in parts of at most STEPS_PER_TX due steps (an alert with more is a part alone). */
+function byStepCount(looked: Looked[]): Looked[][] {
+  const parts: Looked[][] = [];
+  let part: Looked[] = [];
+  let steps = 0;
+  for (const l of looked) {
+    if (part.length && steps + l.due.length > STEPS_PER_TX) {
+      parts.push(part);
+      part = [];
+      steps = 0;
+    }
+    part.push(l);
+    steps += l.due.length;
+  }
+  if (part.length) parts.push(part);
+  return parts;
+}
+
+/** The queued notification of each step claimed. */
+function notifications(sends: Awaited<ReturnType<typeof claimSteps>>, timestamp: string) {
+  return sends.map(({ alert, policyId, step, row }) => ({
+    tenantId: row.tenant_id,
+    projectId: row.project_id,
+    channelIds: step.channelIds,
+    event: {
+      type: 'alert_escalated',
+      alert,
+      escalation: { policy_id: policyId, round: step.round, step: step.step },
+      project_id: row.project_id,
+      timestamp,
+    },
+  }));
 }
 
 /** Each row's alert, rule and policy, read a project at a time (one statement per kind), and its next due time. */
@@ -152,11 +187,10 @@ async function lookUp(rt: Runtime, rows: DueEscalation[], now: number): Promise<
       const alert = alertOf(row.alert_id);
       const policyId = policyIdOf(row);
       const policy = policyOf(policyId) as PolicyData | undefined;
-      const next =
-        alert?.status === 'firing' && policy
-          ? stepTimes(policy, Date.parse(String(alert.fired_at))).find((s) => s.at > now)?.at
-          : undefined;
-      looked.push({ row, alert, policyId, policy, next });
+      const firing = alert?.status === 'firing' && policy;
+      const firedAt = Date.parse(String(alert?.fired_at));
+      const next = firing ? stepTimes(policy, firedAt).find((s) => s.at > now)?.at : undefined;
+      looked.push({ row, alert, policyId, due: firing ? dueSteps(policy, firedAt, now) : [], next });
     }
   }
   return looked;
@@ -189,8 +223,8 @@ async function moveRows(q: Queryable, looked: Looked[]): Promise<Looked[]> {
  * The due steps of the moved rows' firing alerts not sent yet, each claimed in alert_escalations
  * (INSERT ... ON CONFLICT DO NOTHING RETURNING: one replica sends it).
  */
-async function claimSteps(rt: Runtime, q: Queryable, moved: Looked[], now: number) {
-  const firing = moved.filter((l) => l.alert?.status === 'firing' && l.policy);
+async function claimSteps(rt: Runtime, q: Queryable, moved: Looked[]) {
+  const firing = moved.filter((l) => l.due.length);
   const ids = padToBucket(firing.map((l) => l.row.alert_id));
   if (!ids.length) return [];
   const done = new Set(
@@ -202,14 +236,12 @@ async function claimSteps(rt: Runtime, q: Queryable, moved: Looked[], now: numbe
     ).map((r) => `${r.alert_id}\0${r.step_key}`),
   );
   const due = firing.flatMap((l) =>
-    dueSteps(l.policy!, Date.parse(String(l.alert!.fired_at)), now)
-      .filter((step) => !done.has(`${l.row.alert_id}\0${step.key}`))
-      .map((step) => ({ ...l, alert: l.alert!, step })),
+    l.due.filter((step) => !done.has(`${l.row.alert_id}\0${step.key}`)).map((step) => ({ ...l, alert: l.alert!, step })),
   );
   const notifiedAt = rt.now();
   const mine = new Set<string>();
-  // insertRows splits the claims into statements: a batch's alerts can each have every step of every
-  // round due (a service that was down), 100 x 50 steps x 11 rounds, past any statement's parameter limit.
+  // insertRows splits the claims into statements: a part's alerts can each have every step of every
+  // round due (a service that was down), 50 steps x 11 rounds, past a statement's parameter limit.
   const claimed = await insertRowsReturning<{ alert_id: string; step_key: string }>(
     q,
     due.map((d) => [d.row.alert_id, d.step.key, d.row.tenant_id, notifiedAt]),
