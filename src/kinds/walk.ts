@@ -16,6 +16,13 @@ export function walkProperties(schema: JsonSchema, visit: (path: FieldPath, prop
   }
 }
 
+/** The schema of the field at a path (a concrete index or '*' is an array's items), if the schema has one. */
+export function schemaAt(schema: JsonSchema, path: readonly (string | number)[]): JsonSchema | undefined {
+  let node: JsonSchema | undefined = schema;
+  for (const seg of path) node = typeof seg === 'number' || seg === '*' ? node?.items : node?.properties?.[seg];
+  return node;
+}
+
 /** Dotted form used in error details and docs: steps[0].name, credentials.password. */
 export function formatPath(path: (string | number)[]): string {
   let out = '';

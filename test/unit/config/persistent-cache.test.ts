@@ -4,7 +4,11 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { ConfigParseCache, PersistentParseCache, defaultCacheDir, loadConfig, resolveSecrets } from '../../../src/config/index.js';
 import { buildDocumentSchema } from '../../../src/config/document-schema.js';
+import * as GENERATED from '../../../src/config/generated/document-validator.js';
 import { validate } from '../../../src/config/generated/document-validator.js';
+import { secretValidatorName } from '../../../src/config/secrets.js';
+import { KINDS } from '../../../src/kinds/index.js';
+import { schemaAt } from '../../../src/kinds/walk.js';
 import { DOCUMENT_VALIDATOR_FILE, renderDocumentValidator } from '../../../src/config/validator-codegen.js';
 import { createAjv } from '../../../src/kinds/validator.js';
 import { FIXTURES, REPO, lines } from './helpers.js';
@@ -79,6 +83,26 @@ describe('generated document validator', () => {
     // The x-format keyword really runs in the generated code.
     generatedValidate(docs[1]);
     expect(generatedValidate.errors?.some((e: { keyword: string }) => e.keyword === 'x-format')).toBe(true);
+  });
+});
+
+describe('generated secret field validators', () => {
+  it("has one for every kind's secret field, reporting what the field's schema compiled at run time reports", () => {
+    const ajv = createAjv();
+    const generated = GENERATED as unknown as Record<string, ((v: unknown) => boolean) & { errors?: unknown }>;
+    let checked = 0;
+    for (const d of KINDS.values())
+      for (const path of d.secretPaths) {
+        const name = secretValidatorName(d.kind, path);
+        expect(generated[name], `${d.kind} ${path.join('.')}`).toBeTypeOf('function');
+        const compiled = ajv.compile(schemaAt(d.createSchema, path)!);
+        for (const value of ['', 'short', 'a-long-enough-value', 'https://hooks.example.com/x', 'x'.repeat(5000), 42]) {
+          expect(generated[name](value), `${name} ${value}`).toBe(compiled(value));
+          expect(generated[name].errors ?? null).toEqual(compiled.errors ?? null);
+          checked++;
+        }
+      }
+    expect(checked).toBeGreaterThanOrEqual(5 * 6);
   });
 });
 
