@@ -30,9 +30,11 @@ export function renderDocumentValidator(): string {
       'Generated from the document schema (src/config/document-schema.ts) by `npm run generate`',
       '(scripts/generate-validators.ts, src/config/validator-codegen.ts): do not edit.',
     ],
-    (hash) => [
-      '/** Changes whenever the generated validation code does: part of the persistent parse cache key. */',
-      `export const DOCUMENT_VALIDATOR_HASH = ${JSON.stringify(hash)};`,
-    ],
+    {
+      extra: (hash) => [
+        '/** Changes whenever the generated validation code does: part of the persistent parse cache key. */',
+        `export const DOCUMENT_VALIDATOR_HASH = ${JSON.stringify(hash)};`,
+      ],
+    },
   ).text;
 }

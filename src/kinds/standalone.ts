@@ -16,16 +16,18 @@ export interface StandaloneModule {
  * or compile a schema. Formats and the `x-format` keyword are imported by the generated module
  * from src/kinds, so the generated code runs exactly the checks that createAjv registers.
  *
- * @param header comment lines naming the source and the generator; `extra` lines go after the imports
+ * @param header comment lines naming the source and the generator
+ * @param options.extra lines after the imports, given the code's hash
+ * @param options.ajv the Ajv options the validators work with (defaults filled in, types coerced)
  */
 export function renderStandaloneModule(
   schemas: Record<string, JsonSchema>,
   header: string[],
-  extra: (hash: string) => string[] = () => [],
+  options: { extra?: (hash: string) => string[]; ajv?: { coerceTypes?: boolean; useDefaults?: boolean } } = {},
 ): StandaloneModule {
   const require = createRequire(import.meta.url);
   const standaloneCode = (require('ajv/dist/standalone/index.js') as { default: (ajv: unknown, refs: unknown) => string }).default;
-  const ajv = createAjv({ standalone: { formats: '__formats', xFormat: '__xFormatError' } });
+  const ajv = createAjv({ ...options.ajv, standalone: { formats: '__formats', xFormat: '__xFormatError' } });
   const refs: Record<string, string> = {};
   for (const [name, schema] of Object.entries(schemas)) {
     const id = schema.$id ?? `urn:dataplatform:validator:${name}`;
@@ -50,7 +52,7 @@ export function renderStandaloneModule(
     "import { formats as __formats } from '../../kinds/formats.js';",
     "import { xFormatError as __xFormatError } from '../../kinds/x-format.js';",
     ...imports,
-    ...extra(hash),
+    ...(options.extra?.(hash) ?? []),
     code,
     '',
   ].join('\n');

@@ -3,15 +3,21 @@
  * (normalised, secrets split off, merged into what is stored on PATCH, checked as a whole).
  * No I/O: the routes run these inside or outside their transaction as the write needs.
  */
-import { KINDS, formatPath, valuesAt, deleteAt, setAt, type KindDescriptor } from '../kinds/index.js';
+import { formatPath, valuesAt, deleteAt, setAt, type KindDescriptor } from '../kinds/index.js';
 import { normalizeCron } from '../kinds/cron.js';
 import { dagProblems } from '../kinds/dag.js';
-import { createAjv, toFieldErrors } from '../kinds/validator.js';
+import type { ErrorObject } from 'ajv';
+import { toFieldErrors } from '../kinds/validator.js';
 import { ApiError, unprocessable } from './errors.js';
 import type { Draft } from './behaviours/types.js';
+import * as MERGED_VALIDATORS from './generated/merged-validators.js';
 
-/** Validates a whole object after a PATCH merge, so rules between fields (if/then) still hold. */
-const mergedAjv = createAjv();
+type Validate = ((data: unknown) => boolean) & { errors?: ErrorObject[] | null };
+/**
+ * Validates a whole object after a PATCH merge, so rules between fields (if/then) still hold:
+ * the kind's create schema, generated at build time (validator-codegen.ts), one per kind with PATCH.
+ */
+const mergedValidators = MERGED_VALIDATORS as unknown as Record<string, Validate | undefined>;
 
 /** "a connector", "an API key": how messages name one resource of the kind. */
 export const articled = (d: Pick<KindDescriptor, 'title'>) => `${/^[aeiou]/i.test(d.title) ? 'an' : 'a'} ${d.title.toLowerCase()}`;
@@ -117,18 +123,10 @@ export function assertImmutableKept(d: KindDescriptor, body: Record<string, unkn
   }
 }
 
-/**
- * Compiles the merged-object validator of every kind that has PATCH, at start-up: compiled on first
- * use, the first PATCH of a process held the event loop 150-160 ms (Ajv compiling its 2020
- * meta-schema, then the kind's schema), and every first PATCH of another kind a little more.
- */
-export function compileMergedValidators(): void {
-  for (const d of KINDS.values()) if (d.operations.includes('update')) mergedAjv.compile(d.createSchema);
-}
-
 /** The merged object must still be valid against the create schema as a whole (computed fields aside). */
 export function assertMergedValid(d: KindDescriptor, draft: Draft) {
-  const check = mergedAjv.compile(d.createSchema); // compiled at start-up: a cache hit
+  const check = mergedValidators[d.kind];
+  if (!check) throw new Error(`no generated merged validator for ${d.kind}: run npm run generate`);
   const full = withSecrets(draft);
   for (const f of d.computedFields) delete full[f];
   if (!check(full)) {

@@ -1,36 +1,74 @@
+import { createHash } from 'node:crypto';
 import { SerializerSelector } from '@fastify/fast-json-stringify-compiler';
+import type { ErrorObject } from 'ajv';
 import type { FastifySchemaCompiler } from 'fastify';
 import { createAjv } from '../kinds/validator.js';
+import * as BODY_VALIDATORS from './generated/body-validators.js';
+import * as QUERY_VALIDATORS from './generated/query-validators.js';
 
 /**
- * The compilers of the routes' schemas (Ajv for requests, fast-json-stringify for responses),
- * each schema compiled once per process. Compiling every route's schemas cost about 1 s of each
- * service start, and a process can start several: the controller's embedded service after a
- * restart, every test. The routes' schemas come from the kinds, so a process holds a fixed set:
- * the caches are keyed by content (a schema built afresh for another start finds its compiled
- * code), and what they hold is pure functions.
+ * The compilers of the routes' schemas (Ajv for requests, fast-json-stringify for responses).
+ * Compiling every route's request schemas cost about 0.6 s of each service start, so they are
+ * generated at build time (validator-codegen.ts, `npm run generate`), looked up by a hash of the
+ * schema; a schema not among them (a start with other options) is compiled, once per process. The
+ * caches are keyed by content: a schema built afresh for another start (the controller's embedded
+ * service after a restart, every test) finds the function already made. What they hold is pure
+ * functions, and a process holds a fixed set of schemas (they come from the kinds).
  */
 
-type Validate = ReturnType<ReturnType<typeof createAjv>['compile']>;
-let ajvs: { body: ReturnType<typeof createAjv>; query: ReturnType<typeof createAjv> } | undefined;
-const validators = new Map<string, Validate>();
+/** The Ajv options of each part of a request: defaults filled in; query strings (params, headers) coerced. */
+export const REQUEST_AJV = { body: { useDefaults: true }, query: { coerceTypes: true, useDefaults: true } } as const;
+export type RequestPart = keyof typeof REQUEST_AJV;
 
-/** Validation with our Ajv: defaults filled in; query strings (and params, headers) coerced. */
+type Validate = ((data: unknown) => boolean) & { errors?: ErrorObject[] | null };
+const GENERATED = { body: BODY_VALIDATORS, query: QUERY_VALIDATORS } as unknown as Record<
+  RequestPart,
+  Record<string, Validate | undefined>
+>;
+
+/** The generated module's export name of a schema (given as its JSON text): a hash of its content. */
+export const validatorName = (text: string) => `v${createHash('sha256').update(text).digest('hex').slice(0, 24)}`;
+
+let ajvs: Record<RequestPart, ReturnType<typeof createAjv>> | undefined;
+const validators = new Map<string, Validate>();
+let observer: ((part: RequestPart, schema: object) => void) | undefined;
+
+/** Runs `run` (a service start) and calls `observe` with every request schema its routes compile: the generator's view. */
+export async function observeRequestSchemas(run: () => Promise<void>, observe: (part: RequestPart, schema: object) => void) {
+  observer = observe;
+  try {
+    await run();
+  } finally {
+    observer = undefined;
+  }
+}
+
+let compiledAtRunTime = 0;
+/** How many request schemas this process compiled at run time (none for a default start: all are generated). */
+export const runTimeCompiles = () => compiledAtRunTime;
+
 export const compileValidator: FastifySchemaCompiler<unknown> = ({ schema, httpPart }) => {
-  const part = httpPart === 'body' ? 'body' : 'query';
-  const key = `${part} ${JSON.stringify(schema)}`;
+  const part: RequestPart = httpPart === 'body' ? 'body' : 'query';
+  observer?.(part, schema as object);
+  const text = JSON.stringify(schema);
+  const key = `${part} ${text}`;
   let validate = validators.get(key);
   if (!validate) {
-    ajvs ??= { body: createAjv({ useDefaults: true }), query: createAjv({ coerceTypes: true, useDefaults: true }) };
-    const ajv = ajvs[part];
-    // The same $id with other content (a start with other options): the newer one replaces it.
-    const id = (schema as { $id?: string }).$id;
-    if (id && ajv.getSchema(id)) ajv.removeSchema(id);
-    validate = ajv.compile(schema as object);
+    validate = GENERATED[part][validatorName(text)] ?? compileNow(part, schema as object);
     validators.set(key, validate);
   }
   return validate;
 };
+
+function compileNow(part: RequestPart, schema: object): Validate {
+  compiledAtRunTime++;
+  ajvs ??= { body: createAjv(REQUEST_AJV.body), query: createAjv(REQUEST_AJV.query) };
+  const ajv = ajvs[part];
+  // The same $id with other content (a start with other options): the newer one replaces it.
+  const id = (schema as { $id?: string }).$id;
+  if (id && ajv.getSchema(id)) ajv.removeSchema(id);
+  return ajv.compile(schema);
+}
 
 type SerializerFactory = ReturnType<typeof SerializerSelector>;
 const serializers = new Map<string, ReturnType<ReturnType<SerializerFactory>>>();

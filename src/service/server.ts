@@ -34,7 +34,6 @@ import { registerRoutes } from './routes/index.js';
 import { registerStreams, type Streams } from './streams/index.js';
 import { installRequestPipeline, redactUrl, type RequestCounter } from './request-pipeline.js';
 import { buildSerializer, compileValidator } from './schema-compilers.js';
-import { compileMergedValidators } from './drafts.js';
 import { logStream, resolveLogFormat, type LogFormat } from '../log-format.js';
 
 export interface RunningService {
@@ -201,7 +200,6 @@ async function registerFeatures(app: FastifyInstance, ctx: ServiceContext, provi
   await registerRoutes(app, ctx);
   const streams = await registerStreams(app, ctx);
   await app.ready();
-  compileMergedValidators();
   return { metrics, streams };
 }
 
