@@ -1,7 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
-import type { ErrorObject } from 'ajv';
-import { toFieldErrors } from '../kinds/validator.js';
+import { generatedValidator, toFieldErrors, type Validator } from '../kinds/validator.js';
 import * as GENERATED from './generated/document-validator.js';
 import type { ConfigError } from './errors.js';
 import { locationOf, subjectOf, type ConfigDocument, type DocumentSecret } from './model.js';
@@ -19,8 +18,6 @@ export interface SecretOptions {
   readFile?: (absolutePath: string) => string;
 }
 
-type GeneratedValidator = ((data: unknown) => boolean) & { errors?: ErrorObject[] | null };
-
 /**
  * The export name, in the generated document validator module (validator-codegen.ts), of the
  * validator of a secret field: its kind and path ('*' or an index: an array's items).
@@ -33,11 +30,8 @@ export function secretValidatorName(kind: string, path: readonly (string | numbe
  * The secret field's validator, generated at build time with the document validator: loading
  * Ajv and compiling the field's schema cost every plan, apply and drift with a secret ~0.15 s.
  */
-function secretValidator(doc: ConfigDocument, secret: DocumentSecret): GeneratedValidator {
-  const name = secretValidatorName(doc.descriptor.kind, secret.path);
-  const validate = (GENERATED as unknown as Record<string, GeneratedValidator | undefined>)[name];
-  if (!validate) throw new Error(`no generated validator ${name}: run npm run generate`);
-  return validate;
+function secretValidator(doc: ConfigDocument, secret: DocumentSecret): Validator {
+  return generatedValidator(GENERATED, secretValidatorName(doc.descriptor.kind, secret.path));
 }
 
 /** A file's content minus one trailing newline (what editors and `echo` add). */

@@ -145,3 +145,16 @@ export function toFieldErrors(errors: ErrorObject[] | null | undefined, prefix =
 }
 
 export type { ValidateFunction };
+
+/** A validation function: compiled here, or generated at build time (ajv standalone code, see standalone.ts). */
+export type Validator = ((data: unknown) => boolean) & { errors?: ErrorObject[] | null };
+
+/** The validators of a generated module (untyped: `@ts-nocheck`) by export name. */
+export const validatorsOf = (module: object) => module as Record<string, Validator | undefined>;
+
+/** One validator of a generated module; a missing one means the module is older than the schemas. */
+export function generatedValidator(module: object, name: string): Validator {
+  const validate = validatorsOf(module)[name];
+  if (!validate) throw new Error(`no generated validator ${name}: run npm run generate`);
+  return validate;
+}

@@ -1,12 +1,9 @@
 import type { ErrorObject } from 'ajv';
-import { toFieldErrors, type FieldError } from '../kinds/validator.js';
+import { generatedValidator, toFieldErrors, type FieldError } from '../kinds/validator.js';
 import * as CREATE_VALIDATORS from './generated/create-validators.js';
 import { injectWriteOnly } from './resource.js';
 import { apiField, objectToApi, type ResourceSpec } from './schema.js';
 import { hasUnknown, type TfObject } from './values.js';
-
-type GeneratedValidator = ((data: unknown) => boolean) & { errors?: ErrorObject[] | null };
-const validators = CREATE_VALIDATORS as unknown as Record<string, GeneratedValidator>;
 
 /**
  * Rules that need a field still unknown are left out: that it is required, and, while anything is
@@ -40,7 +37,6 @@ export function validateConfig(spec: ResourceSpec, config: TfObject | null): Fie
 
 /** The kind's create schema's errors in an API body, leaving out the rules that need the `unknown` fields (not in the body). */
 export function checkCreateBody(kind: string, body: Record<string, unknown>, unknown: string[]): FieldError[] {
-  const validate = validators[kind];
-  if (!validate) throw new Error(`no generated validator for ${kind}: run npm run generate`);
+  const validate = generatedValidator(CREATE_VALIDATORS, kind);
   return validate(body) ? [] : toFieldErrors(validate.errors?.filter((e) => !needsUnknown(e, unknown)));
 }

@@ -6,18 +6,10 @@
 import { formatPath, valuesAt, deleteAt, setAt, type KindDescriptor } from '../kinds/index.js';
 import { normalizeCron } from '../kinds/cron.js';
 import { dagProblems } from '../kinds/dag.js';
-import type { ErrorObject } from 'ajv';
-import { toFieldErrors } from '../kinds/validator.js';
+import { generatedValidator, toFieldErrors } from '../kinds/validator.js';
 import { ApiError, unprocessable } from './errors.js';
 import type { Draft } from './behaviours/types.js';
 import * as MERGED_VALIDATORS from './generated/merged-validators.js';
-
-type Validate = ((data: unknown) => boolean) & { errors?: ErrorObject[] | null };
-/**
- * Validates a whole object after a PATCH merge, so rules between fields (if/then) still hold:
- * the kind's create schema, generated at build time (validator-codegen.ts), one per kind with PATCH.
- */
-const mergedValidators = MERGED_VALIDATORS as unknown as Record<string, Validate | undefined>;
 
 /** "a connector", "an API key": how messages name one resource of the kind. */
 export const articled = (d: Pick<KindDescriptor, 'title'>) => `${/^[aeiou]/i.test(d.title) ? 'an' : 'a'} ${d.title.toLowerCase()}`;
@@ -125,8 +117,8 @@ export function assertImmutableKept(d: KindDescriptor, body: Record<string, unkn
 
 /** The merged object must still be valid against the create schema as a whole (computed fields aside). */
 export function assertMergedValid(d: KindDescriptor, draft: Draft) {
-  const check = mergedValidators[d.kind];
-  if (!check) throw new Error(`no generated merged validator for ${d.kind}: run npm run generate`);
+  // The kind's create schema, generated at build time (validator-codegen.ts) for each kind with PATCH.
+  const check = generatedValidator(MERGED_VALIDATORS, d.kind);
   const full = withSecrets(draft);
   for (const f of d.computedFields) delete full[f];
   if (!check(full)) {

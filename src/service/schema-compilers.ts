@@ -1,8 +1,7 @@
 import { createHash } from 'node:crypto';
 import { SerializerSelector } from '@fastify/fast-json-stringify-compiler';
-import type { ErrorObject } from 'ajv';
 import type { FastifySchemaCompiler } from 'fastify';
-import { createAjv } from '../kinds/validator.js';
+import { createAjv, validatorsOf, type Validator } from '../kinds/validator.js';
 import * as BODY_VALIDATORS from './generated/body-validators.js';
 import * as QUERY_VALIDATORS from './generated/query-validators.js';
 
@@ -20,17 +19,16 @@ import * as QUERY_VALIDATORS from './generated/query-validators.js';
 export const REQUEST_AJV = { body: { useDefaults: true }, query: { coerceTypes: true, useDefaults: true } } as const;
 export type RequestPart = keyof typeof REQUEST_AJV;
 
-type Validate = ((data: unknown) => boolean) & { errors?: ErrorObject[] | null };
-const GENERATED = { body: BODY_VALIDATORS, query: QUERY_VALIDATORS } as unknown as Record<
-  RequestPart,
-  Record<string, Validate | undefined>
->;
+const GENERATED: Record<RequestPart, Record<string, Validator | undefined>> = {
+  body: validatorsOf(BODY_VALIDATORS),
+  query: validatorsOf(QUERY_VALIDATORS),
+};
 
 /** The generated module's export name of a schema (given as its JSON text): a hash of its content. */
 export const validatorName = (text: string) => `v${createHash('sha256').update(text).digest('hex').slice(0, 24)}`;
 
 let ajvs: Record<RequestPart, ReturnType<typeof createAjv>> | undefined;
-const validators = new Map<string, Validate>();
+const validators = new Map<string, Validator>();
 let observer: ((part: RequestPart, schema: object) => void) | undefined;
 
 /** Runs `run` (a service start) and calls `observe` with every request schema its routes compile: the generator's view. */
@@ -60,7 +58,7 @@ export const compileValidator: FastifySchemaCompiler<unknown> = ({ schema, httpP
   return validate;
 };
 
-function compileNow(part: RequestPart, schema: object): Validate {
+function compileNow(part: RequestPart, schema: object): Validator {
   compiledAtRunTime++;
   ajvs ??= { body: createAjv(REQUEST_AJV.body), query: createAjv(REQUEST_AJV.query) };
   const ajv = ajvs[part];
