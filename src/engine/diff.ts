@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { formatPath, valuesAt, setAt, type FieldPath, type JsonSchema, type KindDescriptor } from '../kinds/index.js';
 import { normalizeCron } from '../kinds/cron.js';
-import { layoutOf } from '../config/index.js';
+import { layoutOf } from '../config/layout.js';
 
 /** Labels the engine owns on every resource it manages (kinds with a `labels` field). */
 export const MANAGED_BY_LABEL = 'dpctl.dev/managed-by';
