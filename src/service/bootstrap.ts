@@ -1,11 +1,9 @@
 import type { ServiceContext } from './context.js';
 import { kind } from '../kinds/index.js';
-import { createAjv } from '../kinds/validator.js';
+import { requestValidator } from './schema-compilers.js';
 import { initialComputed, ordered } from './writes.js';
 import { newId, nowIso } from './ids.js';
 import type { Tenant } from './tenants.js';
-
-const withDefaults = createAjv({ useDefaults: true });
 
 /**
  * Creates a tenant and its first admin if they do not exist yet (idempotent, so it can
@@ -28,7 +26,8 @@ export async function ensureTenantWithAdmin(
   const normalizedEmail = email.trim().toLowerCase();
   if (await ctx.resources.getByName(tenant.id, '', 'user', normalizedEmail)) return { tenant, created };
   const body: Record<string, unknown> = { email: normalizedEmail, role: 'admin' };
-  withDefaults.compile(user.createSchema)(body);
+  // Defaults filled in as the API's POST does (its generated validator: no Ajv at start).
+  requestValidator('body', user.createSchema)(body);
   const id = newId('user');
   const data = ordered(user, { ...initialComputed(user, id, '', nowIso(ctx.options.clock)), ...body, status: 'active' });
   await ctx.db.tx(async (q) => {

@@ -45,18 +45,21 @@ let compiledAtRunTime = 0;
 /** How many request schemas this process compiled at run time (none for a default start: all are generated). */
 export const runTimeCompiles = () => compiledAtRunTime;
 
-export const compileValidator: FastifySchemaCompiler<unknown> = ({ schema, httpPart }) => {
-  const part: RequestPart = httpPart === 'body' ? 'body' : 'query';
-  observer?.(part, schema as object);
+export const compileValidator: FastifySchemaCompiler<unknown> = ({ schema, httpPart }) =>
+  requestValidator(httpPart === 'body' ? 'body' : 'query', schema as object);
+
+/** The validator of a request schema: generated, or compiled once per process. */
+export function requestValidator(part: RequestPart, schema: object): Validator {
+  observer?.(part, schema);
   const text = JSON.stringify(schema);
   const key = `${part} ${text}`;
   let validate = validators.get(key);
   if (!validate) {
-    validate = GENERATED[part][validatorName(text)] ?? compileNow(part, schema as object);
+    validate = GENERATED[part][validatorName(text)] ?? compileNow(part, schema);
     validators.set(key, validate);
   }
   return validate;
-};
+}
 
 function compileNow(part: RequestPart, schema: object): Validator {
   compiledAtRunTime++;

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { SAML, ValidateInResponseTo, type CacheProvider, type Profile } from '@node-saml/node-saml';
+import type { CacheProvider, Profile, SAML } from '@node-saml/node-saml';
 import { unauthorized, unprocessable } from '../errors.js';
 import type { SsoProvider } from './provider.js';
 import type { VerifiedIdentity } from './oidc.js';
@@ -25,9 +25,13 @@ function flowCache(requestId: string | null): CacheProvider {
   };
 }
 
-function samlFor(p: SsoProvider, acsUrl: string, requestId: string | null): SAML {
+/** node-saml and its XML stack (about 0.2 s to load) are loaded at the first SAML use, not at every start. */
+let nodeSaml: Promise<typeof import('@node-saml/node-saml')> | undefined;
+
+async function samlFor(p: SsoProvider, acsUrl: string, requestId: string | null): Promise<SAML> {
   if (!p.saml_sso_url || !p.saml_idp_certificate || !p.saml_entity_id)
     throw unprocessable(`SSO provider "${p.name}" needs saml_sso_url, saml_idp_certificate and saml_entity_id`);
+  const { SAML, ValidateInResponseTo } = await (nodeSaml ??= import('@node-saml/node-saml'));
   return new SAML({
     entryPoint: p.saml_sso_url,
     issuer: p.saml_entity_id,
@@ -51,12 +55,12 @@ export const newSamlRequestId = () => `_${randomBytes(20).toString('hex')}`;
 
 /** The IdP's SSO URL carrying a deflated AuthnRequest with this id (HTTP-Redirect binding) and the state as RelayState. */
 export async function samlLoginUrl(p: SsoProvider, acsUrl: string, requestId: string, relayState: string): Promise<string> {
-  return samlFor(p, acsUrl, requestId).getAuthorizeUrlAsync(relayState, undefined, {});
+  return (await samlFor(p, acsUrl, requestId)).getAuthorizeUrlAsync(relayState, undefined, {});
 }
 
 /** Service provider metadata (entity id, ACS URL, HTTP-POST binding) for IdPs that import it. */
-export function samlMetadata(p: SsoProvider, acsUrl: string): string {
-  return samlFor(p, acsUrl, null).generateServiceProviderMetadata(null, null);
+export async function samlMetadata(p: SsoProvider, acsUrl: string): Promise<string> {
+  return (await samlFor(p, acsUrl, null)).generateServiceProviderMetadata(null, null);
 }
 
 /** Verifies the posted response: signature with the IdP certificate, audience, validity window and InResponseTo. */
@@ -68,7 +72,7 @@ export async function finishSaml(
 ): Promise<VerifiedIdentity> {
   let profile: Profile | null;
   try {
-    ({ profile } = await samlFor(p, acsUrl, requestId).validatePostResponseAsync({ SAMLResponse: samlResponse }));
+    ({ profile } = await (await samlFor(p, acsUrl, requestId)).validatePostResponseAsync({ SAMLResponse: samlResponse }));
   } catch (err) {
     throw unauthorized(`SAML sign-in with "${p.name}" failed: ${(err as Error).message}`);
   }
