@@ -33,7 +33,7 @@ import { registerMetrics, type ServiceMetrics } from './metrics.js';
 import { registerRoutes } from './routes/index.js';
 import { registerStreams, type Streams } from './streams/index.js';
 import { installRequestPipeline, redactUrl, type RequestCounter } from './request-pipeline.js';
-import { buildSerializer, compileValidator } from './schema-compilers.js';
+import { buildSerializer, buildValidator } from './schema-compilers.js';
 import { logStream, resolveLogFormat, type LogFormat } from '../log-format.js';
 
 export interface RunningService {
@@ -156,7 +156,7 @@ function createApp(options: ServiceOptions, tls: TlsMaterial, limits: Connection
       stream: logStream(resolveLogFormat(logFormat), pino.destination({ fd: 1, sync: true })) as pino.DestinationStream,
     },
     ajv: undefined,
-    schemaController: { compilersFactory: { buildSerializer } },
+    schemaController: { compilersFactory: { buildValidator, buildSerializer } },
     return503OnClosing: false,
     frameworkErrors,
   });
@@ -168,7 +168,6 @@ function createApp(options: ServiceOptions, tls: TlsMaterial, limits: Connection
  * client sends Content-Type: application/json.
  */
 function installBodyParsing(app: FastifyInstance): void {
-  app.setValidatorCompiler(compileValidator);
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('application/json', { parseAs: 'string' }, (_req, body, done) => {
     const text = String(body);
