@@ -163,9 +163,9 @@ function createApp(options: ServiceOptions, tls: TlsMaterial, limits: Connection
 }
 
 /**
- * Validation with our Ajv (schema-compilers.ts: defaults filled in; query strings coerced) and bodies that are JSON
- * only (anything else is a 415); triggers take no body, so an empty one is accepted even when a
- * client sends Content-Type: application/json.
+ * Bodies that are JSON only (anything else is a 415); triggers take no body, so an empty one is
+ * accepted even when a client sends Content-Type: application/json. (Validation is ours too:
+ * schema-compilers.ts, given to Fastify by createApp.)
  */
 function installBodyParsing(app: FastifyInstance): void {
   app.removeAllContentTypeParsers();
