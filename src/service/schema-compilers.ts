@@ -10,8 +10,8 @@ import * as QUERY_VALIDATORS from './generated/query-validators.js';
  * Compiling every route's request schemas cost about 0.6 s of each service start, so they are
  * generated at build time (validator-codegen.ts, `npm run generate`), looked up by a hash of the
  * schema; a schema not among them (a start with other options) is compiled, once per process. The
- * caches are keyed by content: a schema built afresh for another start (the controller's embedded
- * service after a restart, every test) finds the function already made. What they hold is pure
+ * caches are keyed by content: a schema built afresh for another start in the same process (every
+ * test, an embedding application) finds the function already made. What they hold is pure
  * functions, and a process holds a fixed set of schemas (they come from the kinds).
  */
 
