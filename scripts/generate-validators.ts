@@ -9,15 +9,13 @@ import { CREATE_VALIDATORS_FILE, renderCreateValidators } from '../src/provider/
 import { SERVICE_VALIDATOR_FILES, renderServiceValidators } from '../src/service/validator-codegen.js';
 
 const root = join(import.meta.dirname, '..');
-for (const [file, render] of [
-  [DOCUMENT_VALIDATOR_FILE, renderDocumentValidator],
-  [CREATE_VALIDATORS_FILE, renderCreateValidators],
-] as const) {
-  writeFileSync(join(root, file), render());
-  console.log(`wrote ${file}`);
-}
 const service = await renderServiceValidators();
-for (const [part, file] of Object.entries(SERVICE_VALIDATOR_FILES)) {
-  writeFileSync(join(root, file), service[part as keyof typeof service]);
+const files: [string, string][] = [
+  [DOCUMENT_VALIDATOR_FILE, renderDocumentValidator()],
+  [CREATE_VALIDATORS_FILE, renderCreateValidators()],
+  ...Object.entries(SERVICE_VALIDATOR_FILES).map(([part, file]): [string, string] => [file, service[part as keyof typeof service]]),
+];
+for (const [file, text] of files) {
+  writeFileSync(join(root, file), text);
   console.log(`wrote ${file}`);
 }

@@ -80,17 +80,17 @@ interface DueEscalation {
   next_due_at: number;
 }
 
-type DueStep = ReturnType<typeof dueSteps>[number];
+type StepTime = ReturnType<typeof stepTimes>[number];
 
 /**
- * A due row with what it is about: its alert, the rule's policy, the steps due now while the
+ * A due row with what it is about: its alert, the rule's policy id, the steps due now while the
  * alert is firing (sent or not yet), and the row's next due time (none: deleted).
  */
 interface Looked {
   row: DueEscalation;
   alert?: Record<string, unknown>;
   policyId?: string;
-  due: DueStep[];
+  due: StepTime[];
   next?: number;
 }
 
@@ -189,8 +189,9 @@ async function lookUp(rt: Runtime, rows: DueEscalation[], now: number): Promise<
       const policy = policyOf(policyId) as PolicyData | undefined;
       const firing = alert?.status === 'firing' && policy;
       const firedAt = Date.parse(String(alert?.fired_at));
-      const next = firing ? stepTimes(policy, firedAt).find((s) => s.at > now)?.at : undefined;
-      looked.push({ row, alert, policyId, due: firing ? dueSteps(policy, firedAt, now) : [], next });
+      // Every step's time, once: those due now, and the first one after now (the row's next due time).
+      const times = firing ? stepTimes(policy, firedAt) : [];
+      looked.push({ row, alert, policyId, due: times.filter((t) => t.at <= now), next: times.find((t) => t.at > now)?.at });
     }
   }
   return looked;
