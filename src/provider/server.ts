@@ -1,17 +1,15 @@
 import { appendFileSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import * as grpc from '@grpc/grpc-js';
 import { pluginCertificate } from './cert.js';
-import { loadDefinitions } from './proto.js';
+import { GrpcStatus, listenUnary, type UnaryHandler, type UnaryMethod } from './grpc-server.js';
+import { loadDefinitions, type ServiceDefinition } from './proto.js';
 import { readStaticResponses } from './static-responses.js';
 
-// Messages are plain objects decoded by @grpc/proto-loader from the protocol's .proto files.
-/* eslint-disable @typescript-eslint/no-explicit-any */
-type Call = grpc.ServerUnaryCall<any, any>;
-type Callback = grpc.sendUnaryData<any>;
-/* eslint-enable @typescript-eslint/no-explicit-any */
-type Handlers = Record<string, (call: Call, callback: Callback) => void>;
+type Handlers = Record<string, UnaryHandler>;
+
+/** The largest request accepted (a resource's config or state, msgpack-encoded). */
+const MAX_MESSAGE_BYTES = 256 << 20;
 
 /**
  * Serves the provider as a go-plugin: mTLS gRPC on a unix socket, then the handshake line on
@@ -29,15 +27,12 @@ export async function serveProvider(env: NodeJS.ProcessEnv = process.env): Promi
   const { certPem, keyPem, certDerB64 } = pluginCertificate();
   const dir = mkdtempSync(join(tmpdir(), 'tf-dataplatform-'));
   const socket = join(dir, 'plugin.sock');
-  const server = new grpc.Server({ 'grpc.max_receive_message_length': 256 << 20, 'grpc.max_send_message_length': 256 << 20 });
   const cleanup = () => rmSync(dir, { recursive: true, force: true });
   const exit = () => {
-    server.forceShutdown();
     cleanup();
     process.exit(0);
   };
-  // eslint-disable-next-line @typescript-eslint/no-explicit-any -- service constructors are looked up by name
-  const defs = grpc.loadPackageDefinition(loadDefinitions()) as any;
+  const defs = loadDefinitions();
   // The implementation (client, kinds, validation: most of the bundle) is a chunk of its own.
   // Each RPC that needs it waits for it; it starts loading once the first answer is out, so the
   // schema answer below, which does not need it, is never delayed by its compilation.
@@ -47,14 +42,14 @@ export async function serveProvider(env: NodeJS.ProcessEnv = process.env): Promi
     setImmediate(
       () => void load().catch((err: Error) => process.stderr.write(`[dataplatform-provider] cannot load: ${err.stack ?? err.message}\n`)),
     );
-  const service = defs.tfplugin6.Provider.service as grpc.ServiceDefinition;
+  const service = defs['tfplugin6.Provider'];
   const lazy: Handlers = Object.fromEntries(
-    Object.keys(service).map((name) => [
+    Object.keys(service).map((name): [string, UnaryHandler] => [
       name,
-      (call: Call, callback: Callback) =>
+      (call, callback) =>
         void load().then(
           (h) => h[name](call, callback),
-          (err: Error) => callback({ code: grpc.status.INTERNAL, details: err.message }),
+          (err: Error) => callback({ code: GrpcStatus.INTERNAL, details: err.message }),
         ),
     ]),
   );
@@ -63,27 +58,24 @@ export async function serveProvider(env: NodeJS.ProcessEnv = process.env): Promi
   if ('unusable' in canned) process.stderr.write(`[dataplatform-provider] computing the schema at start-up: ${canned.unusable}\n`);
   else {
     for (const [name, bytes] of canned.responses) {
-      lazy[name] = (_call: Call, callback: Callback) => {
+      lazy[name] = (_call, callback) => {
         callback(null, bytes);
         preload();
       };
     }
   }
   const statsFile = env.DATAPLATFORM_PROVIDER_STATS;
-  server.addService(passEncodedAnswers(service), statsFile ? recordStats(lazy, statsFile) : lazy);
-  server.addService(defs.plugin.GRPCController.service, {
-    Shutdown: (_call: Call, callback: Callback) => {
-      callback(null, {});
-      setImmediate(exit);
-    },
-  });
-  server.addService(defs.grpc.health.v1.Health.service, { Check: (_call: Call, callback: Callback) => callback(null, { status: 1 }) });
-  const creds = grpc.ServerCredentials.createSsl(
-    Buffer.from(clientCert),
-    [{ private_key: Buffer.from(keyPem), cert_chain: Buffer.from(certPem) }],
-    true,
-  );
-  await new Promise<void>((resolve, reject) => server.bindAsync(`unix://${socket}`, creds, (err) => (err ? reject(err) : resolve())));
+  const methods = new Map([
+    ...unaryMethods(service, statsFile ? recordStats(lazy, statsFile) : lazy),
+    ...unaryMethods(defs['plugin.GRPCController'], {
+      Shutdown: (_call, callback) => {
+        callback(null, {});
+        setImmediate(exit);
+      },
+    }),
+    ...unaryMethods(defs['grpc.health.v1.Health'], { Check: (_call, callback) => callback(null, { status: 1 }) }),
+  ]);
+  await listenUnary(socket, { cert: certPem, key: keyPem, clientCa: clientCert, methods, maxMessageBytes: MAX_MESSAGE_BYTES });
   process.on('SIGTERM', exit);
   process.on('SIGINT', () => undefined); // Terraform forwards Ctrl-C; it stops us through StopProvider/Shutdown.
   process.on('exit', cleanup);
@@ -108,7 +100,7 @@ function recordStats(handlers: Handlers, file: string): Handlers {
   return Object.fromEntries(
     Object.entries(handlers).map(([name, fn]) => [
       name,
-      (call: Call, callback: Callback) => {
+      (call, callback) => {
         const t0 = performance.now();
         fn(call, (err, value) => {
           const r = (rpcs[name] ??= { calls: 0, ms: 0 });
@@ -121,12 +113,10 @@ function recordStats(handlers: Handlers, file: string): Handlers {
   );
 }
 
-/** The service, with answers given as Buffers sent as they are (already encoded). */
-function passEncodedAnswers(service: grpc.ServiceDefinition): grpc.ServiceDefinition {
-  return Object.fromEntries(
-    Object.entries(service).map(([name, method]) => [
-      name,
-      { ...method, responseSerialize: (value: unknown) => (Buffer.isBuffer(value) ? value : method.responseSerialize(value)) },
-    ]),
-  ) as grpc.ServiceDefinition;
+/** A service's methods by path, each with its handler (a handler may answer with bytes already encoded). */
+function unaryMethods(service: ServiceDefinition, handlers: Handlers): [string, UnaryMethod][] {
+  return Object.entries(handlers).map(([name, handler]) => {
+    const method = service[name];
+    return [method.path, { decode: method.requestDeserialize, encode: method.responseSerialize, handler }];
+  });
 }

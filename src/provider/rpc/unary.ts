@@ -1,18 +1,12 @@
-import type * as grpc from '@grpc/grpc-js';
 import { diagnose } from '../diagnostics.js';
+import type { UnaryHandler } from '../grpc-server.js';
 
 export const log = (msg: string) => process.stderr.write(`[dataplatform-provider] ${msg}\n`);
 
-// Messages are plain objects decoded by @grpc/proto-loader from the protocol's .proto files.
-/* eslint-disable @typescript-eslint/no-explicit-any */
-type Call = grpc.ServerUnaryCall<any, any>;
-type Callback = grpc.sendUnaryData<any>;
-/* eslint-enable @typescript-eslint/no-explicit-any */
-
 /** Wraps a handler: exceptions become error diagnostics in the field the response uses. */
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
-export function unary(name: string, fn: (req: any) => Promise<object> | object) {
-  return (call: Call, callback: Callback) => {
+export function unary(name: string, fn: (req: any) => Promise<object> | object): UnaryHandler {
+  return (call, callback) => {
     Promise.resolve()
       .then(() => fn(call.request))
       .then(

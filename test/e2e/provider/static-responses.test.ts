@@ -8,7 +8,7 @@ import { kindsFingerprint, readStaticResponses, STATIC_METHODS, writeStaticRespo
 
 const service = loadDefinitions()['tfplugin6.Provider'];
 /** What Terraform reads from an answer: the message after a trip over the wire. */
-const overTheWire = (method: (typeof STATIC_METHODS)[number], answer: unknown) =>
+const overTheWire = (method: (typeof STATIC_METHODS)[number], answer: object) =>
   service[method].responseDeserialize(service[method].responseSerialize(answer));
 
 describe('schema answers encoded by the build', () => {
