@@ -33,15 +33,13 @@ export async function serveProvider(env: NodeJS.ProcessEnv = process.env): Promi
     process.exit(0);
   };
   const defs = loadDefinitions();
-  // The implementation (client, kinds, validation: most of the bundle) is a chunk of its own.
-  // Each RPC that needs it waits for it; it starts loading once the first answer is out, so the
-  // schema answer below, which does not need it, is never delayed by its compilation.
+  // The implementation (client, kinds, validation: most of the bundle) is a chunk of its own,
+  // loaded by the first RPC that needs it; the schema answers below do not. Terraform starts one
+  // process per command only to read the schema and then shuts it down: loading the chunk there
+  // "in advance" held its Shutdown answer (and the command) ~100 ms, while in the other processes
+  // the first RPC that needs it follows the schema answer within a few milliseconds anyway.
   let implementation: Promise<Handlers> | undefined;
   const load = () => (implementation ??= import('./provider.js').then((m) => m.providerImplementation(() => undefined) as Handlers));
-  const preload = () =>
-    setImmediate(
-      () => void load().catch((err: Error) => process.stderr.write(`[dataplatform-provider] cannot load: ${err.stack ?? err.message}\n`)),
-    );
   const service = defs['tfplugin6.Provider'];
   const lazy: Handlers = Object.fromEntries(
     Object.keys(service).map((name): [string, UnaryHandler] => [
@@ -58,15 +56,12 @@ export async function serveProvider(env: NodeJS.ProcessEnv = process.env): Promi
   if ('unusable' in canned) process.stderr.write(`[dataplatform-provider] computing the schema at start-up: ${canned.unusable}\n`);
   else {
     for (const [name, bytes] of canned.responses) {
-      lazy[name] = (_call, callback) => {
-        callback(null, bytes);
-        preload();
-      };
+      lazy[name] = (_call, callback) => callback(null, bytes);
     }
   }
   const statsFile = env.DATAPLATFORM_PROVIDER_STATS;
   const methods = new Map([
-    ...unaryMethods(service, statsFile ? recordStats(lazy, statsFile) : lazy),
+    ...unaryMethods(service, statsFile ? recordStats(lazy, statsFile, () => implementation !== undefined) : lazy),
     ...unaryMethods(defs['plugin.GRPCController'], {
       Shutdown: (_call, callback) => {
         callback(null, {});
@@ -85,16 +80,16 @@ export async function serveProvider(env: NodeJS.ProcessEnv = process.env): Promi
 /**
  * For benchmarks (bench/provider.ts): with DATAPLATFORM_PROVIDER_STATS naming a file, the process
  * counts and times its RPCs and, at exit, appends one JSON line to that file: its CPU time
- * (process.cpuUsage), its life, and per method the calls and the time from request to answer.
- * Without the variable nothing is wrapped or recorded.
+ * (process.cpuUsage), its life, whether it loaded the implementation chunk, and per method the
+ * calls and the time from request to answer. Without the variable nothing is wrapped or recorded.
  */
-function recordStats(handlers: Handlers, file: string): Handlers {
+function recordStats(handlers: Handlers, file: string, implementationLoaded: () => boolean): Handlers {
   const rpcs: Record<string, { calls: number; ms: number }> = {};
   process.on('exit', () => {
     const cpu = process.cpuUsage();
     appendFileSync(
       file,
-      `${JSON.stringify({ pid: process.pid, lifeMs: Math.round(process.uptime() * 1000), cpuMs: Math.round((cpu.user + cpu.system) / 1000), rpcs })}\n`,
+      `${JSON.stringify({ pid: process.pid, lifeMs: Math.round(process.uptime() * 1000), cpuMs: Math.round((cpu.user + cpu.system) / 1000), implementationLoaded: implementationLoaded(), rpcs })}\n`,
     );
   });
   return Object.fromEntries(

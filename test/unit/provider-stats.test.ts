@@ -54,6 +54,9 @@ describe('DATAPLATFORM_PROVIDER_STATS (for bench/provider.ts)', () => {
     expect(stats).toMatchObject({ pid: expect.any(Number), lifeMs: expect.any(Number), cpuMs: expect.any(Number) });
     expect(stats.cpuMs).toBeGreaterThan(0);
     expect(stats.rpcs.GetProviderSchema.calls).toBe(2);
+    // A process that only answers the schema (Terraform starts one per command) never loads the
+    // implementation: loading it there held its shutdown ~100 ms.
+    expect(stats.implementationLoaded).toBe(false);
   });
 
   it('records nothing without the variable', { timeout: 30_000 }, async () => {
