@@ -146,7 +146,7 @@ function readMessage(stream: ServerHttp2Stream, maxBytes: number): Promise<Buffe
 }
 
 function respond(stream: ServerHttp2Stream, message: Buffer): void {
-  if (stream.destroyed) return;
+  if (stream.destroyed || stream.closed) return; // the client went away meanwhile
   const prefix = Buffer.alloc(PREFIX_BYTES);
   prefix.writeUInt32BE(message.length, 1);
   stream.respond({ [constants.HTTP2_HEADER_STATUS]: 200, 'content-type': 'application/grpc+proto' }, { waitForTrailers: true });
@@ -156,7 +156,7 @@ function respond(stream: ServerHttp2Stream, message: Buffer): void {
 
 /** A trailers-only answer: the status in the one HEADERS frame. */
 function endWith(stream: ServerHttp2Stream, err: GrpcError): void {
-  if (stream.destroyed || stream.headersSent) return;
+  if (stream.destroyed || stream.closed || stream.headersSent) return;
   stream.respond(
     {
       [constants.HTTP2_HEADER_STATUS]: 200,

@@ -106,6 +106,17 @@ describe('the provider gRPC server', () => {
     stub.close();
   });
 
+  it('drops the answer of a call its client gave up on, and goes on serving', async () => {
+    const stub = client();
+    const err = await new Promise<grpc.ServiceError>((resolve) =>
+      stub.Check({ service: 'slow' }, { deadline: Date.now() + 5 }, (e: grpc.ServiceError) => resolve(e)),
+    );
+    expect(err.code).toBe(grpc.status.DEADLINE_EXCEEDED);
+    await new Promise((resolve) => setTimeout(resolve, 40)); // the handler answers meanwhile
+    expect(await call(stub, 'plugin')).toEqual({ err: null, res: { status: 1 } });
+    stub.close();
+  });
+
   it('sends a handler’s error as its status and message, percent-encoded on the wire', async () => {
     const stub = client();
     const { err } = await call(stub, 'fail');
