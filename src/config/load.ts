@@ -1,5 +1,5 @@
 import { ITEMS_PER_STEP, runSteps, runStepsInTurns, type StepRunner } from '../steps.js';
-import { readdirSync, readFileSync, statSync } from 'node:fs';
+import { lstatSync, readdirSync, readFileSync, readlinkSync, realpathSync, statSync, type Stats } from 'node:fs';
 import type { ProblemCode } from '../kinds/errors.js';
 import { dirname, isAbsolute, join, posix, relative, resolve, sep } from 'node:path';
 import { deflateRawSync, inflateRawSync } from 'node:zlib';
@@ -69,16 +69,51 @@ const YAML_FILE = /\.ya?ml$/i;
  */
 const validator = () => validateDocument as ((value: unknown) => boolean) & { errors?: ErrorObject[] | null };
 
-/** YAML files under a directory, recursively; hidden entries and node_modules are skipped. */
-function listYamlFiles(dir: string): string[] {
+/**
+ * YAML files under a directory, recursively; hidden entries and node_modules are skipped.
+ * Symbolic links are followed, to files and to directories (each directory once, so a link to an
+ * ancestor ends): a linked directory skipped silently would look like deleted resources to a plan
+ * with --prune. A broken link that could be YAML (a .yaml/.yml name, or no extension: perhaps a
+ * directory) is listed too, so that reading it reports it.
+ */
+function listYamlFiles(dir: string, seen = new Set<string>([realpathSync(dir)])): string[] {
   const out: string[] = [];
   for (const entry of readdirSync(dir, { withFileTypes: true })) {
     if (entry.name.startsWith('.') || entry.name === 'node_modules') continue;
     const full = join(dir, entry.name);
-    if (entry.isDirectory()) out.push(...listYamlFiles(full));
-    else if (entry.isFile() && YAML_FILE.test(entry.name)) out.push(full);
+    let isDirectory = entry.isDirectory();
+    let isFile = entry.isFile();
+    if (entry.isSymbolicLink()) {
+      const target = statIfExists(full);
+      if (!target) {
+        if (YAML_FILE.test(entry.name) || !entry.name.includes('.')) out.push(full);
+        continue;
+      }
+      isDirectory = target.isDirectory();
+      isFile = target.isFile();
+    }
+    if (isDirectory) {
+      const real = realpathSync(full);
+      if (seen.has(real)) continue;
+      seen.add(real);
+      out.push(...listYamlFiles(full, seen));
+    } else if (isFile && YAML_FILE.test(entry.name)) out.push(full);
   }
   return out;
+}
+
+function unreadableMessage(path: string, err: Error): string {
+  const link = lstatSync(path, { throwIfNoEntry: false });
+  if (link?.isSymbolicLink() && !statIfExists(path)) return `is a symbolic link to ${readlinkSync(path)}, which does not exist`;
+  return `cannot be read: ${err.message}`;
+}
+
+function statIfExists(path: string): Stats | undefined {
+  try {
+    return statSync(path);
+  } catch {
+    return undefined;
+  }
 }
 
 const displayPath = (cwd: string, abs: string) => {
@@ -166,7 +201,7 @@ function* loadSteps(paths: string | string[], options: LoadOptions): Generator<v
     try {
       text = readFileSync(absolutePath, 'utf8');
     } catch (err) {
-      errors.push({ code: 'file_unreadable', file, message: `cannot be read: ${(err as Error).message}` });
+      errors.push({ code: 'file_unreadable', file, message: unreadableMessage(absolutePath, err as Error) });
       continue;
     }
     const parse = () => loadFile(file, absolutePath, text, options.cache);
