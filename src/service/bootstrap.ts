@@ -16,18 +16,23 @@ export async function ensureTenantWithAdmin(
   password: string,
 ): Promise<{ tenant: Tenant; created: boolean }> {
   if (password.length < 8) throw new Error('the admin password must have at least 8 characters');
+  const user = kind('user');
+  const normalizedEmail = email.trim().toLowerCase();
+  const body: Record<string, unknown> = { email: normalizedEmail, role: 'admin' };
+  // Checked, and defaults filled in, as the API's POST /users does (its generated validator: no Ajv
+  // at start), before the tenant is made: an admin the API would refuse could never log in.
+  const validate = requestValidator('body', user.createSchema);
+  if (!validate(body)) {
+    const problems = (validate.errors ?? []).map((e) => `${e.instancePath.replace(/^\//, '') || 'body'} ${e.message}`);
+    throw new Error(`the admin ${problems.join('; ')} (given: ${JSON.stringify(email)})`);
+  }
   let tenant = await ctx.tenants.bySlug(slug);
   let created = false;
   if (!tenant) {
     tenant = await ctx.tenants.create(slug);
     created = true;
   }
-  const user = kind('user');
-  const normalizedEmail = email.trim().toLowerCase();
   if (await ctx.resources.getByName(tenant.id, '', 'user', normalizedEmail)) return { tenant, created };
-  const body: Record<string, unknown> = { email: normalizedEmail, role: 'admin' };
-  // Defaults filled in as the API's POST does (its generated validator: no Ajv at start).
-  requestValidator('body', user.createSchema)(body);
   const id = newId('user');
   const data = ordered(user, { ...initialComputed(user, id, '', nowIso(ctx.options.clock)), ...body, status: 'active' });
   await ctx.db.tx(async (q) => {

@@ -239,11 +239,22 @@ describe('dpctl tenant create', () => {
     });
     expect(badSlug.code).toBe(1);
     expect(badSlug.stderr).toMatch(/lowercase letters/);
+    // An email the API's login would refuse: nothing is created, so a corrected rerun succeeds.
+    const badEmail = await runDpctl(['tenant', 'create', 'delta', '--admin-email', 'nope', '--data-dir', dataDir], {
+      env: { DP_ADMIN_PASSWORD: 'delta-password-1' },
+    });
+    expect(badEmail.code).toBe(1);
+    expect(badEmail.stderr).toContain('the admin email must match format "email" (given: "nope")');
+    const fixed = await runDpctl(['tenant', 'create', 'delta', '--admin-email', 'root@delta.test', '--data-dir', dataDir], {
+      env: { DP_ADMIN_PASSWORD: 'delta-password-1' },
+    });
+    expect(fixed.code).toBe(0);
 
     const s = await serve(['--data-dir', dataDir]);
     const http = new TestHttp(join(dataDir, 'tls', 'ca.pem'));
     expect((await login(http, s.port, 'beta', 'root@beta.test', 'beta-password-1')).status).toBe(200);
     expect((await login(http, s.port, 'gamma', 'root@gamma.test', 'gamma-password-1')).status).toBe(200);
+    expect((await login(http, s.port, 'delta', 'root@delta.test', 'delta-password-1')).status).toBe(200);
     // A token of one tenant means nothing on another's host.
     const betaToken = (await login(http, s.port, 'beta', 'root@beta.test', 'beta-password-1')).body.access_token;
     expect((await http.call('GET', `https://gamma.localhost:${s.port}/api/v1/projects`, { token: betaToken })).status).toBe(401);
