@@ -1,6 +1,7 @@
 import { Command, Option } from 'commander';
-import { join } from 'node:path';
-import { DEFAULT_OPTIONS } from '../service/context.js';
+import { existsSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { DEFAULT_OPTIONS, SQLITE_FILE } from '../service/context.js';
 import { checkSmtpUrl, redactedSmtpUrl } from '../service/smtp-url.js';
 import { readStdin } from './stdin.js';
 import { LOG_FORMAT_HELP, LOG_FORMATS, LOG_LEVELS, type LogFormat } from '../log-format.js';
@@ -477,6 +478,8 @@ export function tenantCommand(): Command {
         import('../service/server.js'),
         import('../service/bootstrap.js'),
       ]);
+      // Said, because a mistyped --data-dir would otherwise make a database no running service reads.
+      const newDatabase = !opts.databaseUrl && !process.env.DP_DATABASE_URL && !existsSync(join(opts.dataDir, SQLITE_FILE));
       const ctx = await openServiceContext({
         dataDir: opts.dataDir,
         databaseUrl: opts.databaseUrl ?? process.env.DP_DATABASE_URL,
@@ -487,7 +490,8 @@ export function tenantCommand(): Command {
         if (await ctx.tenants.bySlug(slug)) throw new Error(`tenant "${slug}" already exists`);
         await ensureTenantWithAdmin(ctx, slug, opts.adminEmail, password);
         process.stdout.write(
-          `Created tenant "${slug}" with admin ${opts.adminEmail}; it is served at https://${slug}.localhost:<port>/api/v1\n`,
+          `${newDatabase ? `Created a new database in ${resolve(opts.dataDir)} (\`dpctl serve --data-dir ${opts.dataDir}\` serves it).\n` : ''}` +
+            `Created tenant "${slug}" with admin ${opts.adminEmail}; it is served at https://${slug}.localhost:<port>/api/v1\n`,
         );
       } finally {
         await ctx.db.close();

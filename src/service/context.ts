@@ -81,6 +81,9 @@ export interface ServiceOptions {
   secretsKey?: string;
 }
 
+/** The SQLite database's file in the data directory. */
+export const SQLITE_FILE = 'dataplatform.sqlite';
+
 export const DEFAULT_OPTIONS: Omit<ServiceOptions, 'dataDir'> = {
   host: '127.0.0.1',
   port: 8443,

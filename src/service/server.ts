@@ -26,7 +26,7 @@ import {
   type ConnectionLimits,
 } from './connection-limits.js';
 import { egressPolicy } from './egress.js';
-import { DEFAULT_OPTIONS, type ServiceContext, type ServiceOptions } from './context.js';
+import { DEFAULT_OPTIONS, SQLITE_FILE, type ServiceContext, type ServiceOptions } from './context.js';
 import { registerDocs } from './docs.js';
 import { registerProviderMirror, type ProviderMirrorSource } from './provider-mirror.js';
 import { registerMetrics, type ServiceMetrics } from './metrics.js';
@@ -62,7 +62,7 @@ export async function openServiceContext(partial: Partial<ServiceOptions> & { da
   // A bad --egress-deny/--egress-allow range stops start-up here, before the store is opened.
   egressPolicy(options);
   mkdirSync(options.dataDir, { recursive: true });
-  const db = await openDb({ databaseUrl: options.databaseUrl, sqlitePath: join(options.dataDir, 'dataplatform.sqlite') });
+  const db = await openDb({ databaseUrl: options.databaseUrl, sqlitePath: join(options.dataDir, SQLITE_FILE) });
   await migrate(db);
   // A wrong or missing secrets key stops start-up here with a message, the store closed.
   const secrets = await openSecrets(db, options).catch(async (err) => {

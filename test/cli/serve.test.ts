@@ -224,11 +224,14 @@ describe('dpctl tenant create', () => {
       env: { DP_ADMIN_PASSWORD: 'beta-password-1' },
     });
     expect(fromEnv.code).toBe(0);
+    // A new data directory is said (a mistyped --data-dir makes a database no running service reads).
+    expect(fromEnv.stdout).toContain(`Created a new database in ${dataDir}`);
     const fromStdin = await runDpctl(['tenant', 'create', 'gamma', '--admin-email', 'root@gamma.test', '--data-dir', dataDir], {
       input: 'gamma-password-1\n',
       env: { DP_ADMIN_PASSWORD: '' },
     });
     expect(fromStdin.code).toBe(0);
+    expect(fromStdin.stdout).not.toContain('Created a new database');
     const duplicate = await runDpctl(['tenant', 'create', 'beta', '--admin-email', 'x@beta.test', '--data-dir', dataDir], {
       env: { DP_ADMIN_PASSWORD: 'beta-password-1' },
     });

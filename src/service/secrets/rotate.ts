@@ -1,5 +1,6 @@
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
+import { SQLITE_FILE } from '../context.js';
 import { openDb, type Db } from '../store/db.js';
 import { migrate } from '../store/migrations.js';
 import { SecretCipher } from './cipher.js';
@@ -36,7 +37,7 @@ const upsert = (db: Db, key: string, value: string) =>
   db.run('INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value', [key, value]);
 
 async function openStore(config: KeyConfig): Promise<Db> {
-  const sqlitePath = join(config.dataDir, 'dataplatform.sqlite');
+  const sqlitePath = join(config.dataDir, SQLITE_FILE);
   if (!config.databaseUrl && !existsSync(sqlitePath))
     throw new SecretsKeyError(`no store at ${sqlitePath}: pass the service's --data-dir (or --database-url)`);
   const db = await openDb({ databaseUrl: config.databaseUrl, sqlitePath });
