@@ -40,10 +40,13 @@ export function renderPlan(plan: Plan, options: { colour: boolean; verbose?: boo
   for (const e of plan.errors) lines.push(`error: ${formatProblem(e)}`);
   if (options.sections) lines.push(options.sections.replace(/\n$/, ''));
   const s = plan.summary;
+  const summary = shown.length
+    ? `Plan: ${s.create} to create, ${s.update} to update, ${s.replace} to replace, ${s.delete} to delete, ${s['no-op']} unchanged${s.unsupported ? ` (${s.unsupported} not supported by the service)` : ''}.`
+    : `No changes: ${s['no-op']} resource${s['no-op'] === 1 ? '' : 's'} in sync.`;
+  // With errors the plan is not applicable: "No changes" alone read as if all were well.
+  const errors = plan.errors.length;
   lines.push(
-    shown.length
-      ? `Plan: ${s.create} to create, ${s.update} to update, ${s.replace} to replace, ${s.delete} to delete, ${s['no-op']} unchanged${s.unsupported ? ` (${s.unsupported} not supported by the service)` : ''}.`
-      : `No changes: ${s['no-op']} resource${s['no-op'] === 1 ? '' : 's'} in sync.`,
+    errors ? `${summary.replace(/\.$/, '')}; but ${errors} error${errors === 1 ? '' : 's'} (above): nothing can be applied.` : summary,
   );
   return `${lines.join('\n')}\n`;
 }

@@ -494,14 +494,8 @@ export interface PruneResult {
  * more than the larger of 5 and 20% of the managed resources.
  */
 export function planPrune(state: LiveState, declared: Set<string>, managedCount: number, options: PlanOptions): PruneResult {
-  const deletedProjects = new Set<string>();
-  const prunable: LiveResource[] = [];
-  for (const [k, r] of state.resources) {
-    if (declared.has(k) || !hasLabels(r.descriptor)) continue;
-    if (ownerOf(r) !== options.sourceId) continue;
-    prunable.push(r);
-    if (r.descriptor.scopeContainer) deletedProjects.add(String(r.object.name));
-  }
+  const prunable = undeclaredManaged(state, declared, options.sourceId);
+  const deletedProjects = new Set(prunable.filter((r) => r.descriptor.scopeContainer).map((r) => String(r.object.name)));
   const out: PruneResult = { changes: [], warnings: [], errors: [] };
   const inside = projectContents(state);
   for (const r of prunable) {
@@ -518,6 +512,32 @@ export function planPrune(state: LiveState, declared: Set<string>, managedCount:
     });
   }
   return out;
+}
+
+/** Live resources labelled as managed by this source that no document declares: what prune deletes. */
+function undeclaredManaged(state: LiveState, declared: Set<string>, sourceId: string): LiveResource[] {
+  const out: LiveResource[] = [];
+  for (const [k, r] of state.resources) if (!declared.has(k) && hasLabels(r.descriptor) && ownerOf(r) === sourceId) out.push(r);
+  return out;
+}
+
+/**
+ * Without --prune, resources removed from the config stay, and the plan said "No changes":
+ * users of Terraform expect a removal to show. One line says how many stay, and how to see or delete them.
+ */
+function keptUndeclaredWarning(state: LiveState, declared: Set<string>, sourceId: string): string | undefined {
+  const kept = undeclaredManaged(state, declared, sourceId);
+  if (!kept.length) return undefined;
+  const shown = kept.slice(0, 3).map((r) =>
+    subjectOfChange({
+      yamlKind: r.descriptor.yamlKind ?? r.descriptor.kind,
+      project: r.project,
+      name: String(r.object[r.descriptor.identity]),
+    }),
+  );
+  const more = kept.length > shown.length ? `, and ${kept.length - shown.length} more` : '';
+  const one = kept.length === 1;
+  return `${kept.length} managed resource${one ? ' is' : 's are'} no longer in the config and kept (${shown.join(', ')}${more}): --prune deletes ${one ? 'it' : 'them'}, dpctl drift lists ${one ? 'it' : 'them'}`;
 }
 
 /** The live resources of a project, grouped on first use (only a pruned project asks). */
@@ -564,11 +584,15 @@ function* planSteps(documents: ConfigDocument[], state: LiveState, secrets: Reso
   yield;
   const { changes, errors } = yield* planDocumentSteps(documents, ctx);
   const warnings = [...new Set([...state.warnings, ...propagateReplacements(changes, state, options.specOperations)])];
+  const declared = new Set(documents.map(docKey));
   if (options.prune) {
-    const pruned = planPrune(state, new Set(documents.map(docKey)), managedCount, options);
+    const pruned = planPrune(state, declared, managedCount, options);
     for (const c of pruned.changes) changes.push(c);
     warnings.push(...pruned.warnings);
     errors.push(...pruned.errors);
+  } else {
+    const kept = keptUndeclaredWarning(state, declared, options.sourceId);
+    if (kept) warnings.push(kept);
   }
   const plan: Plan = { sourceId: options.sourceId, changes, errors, warnings, managedCount, summary: tally(changes) };
   plan.errors.push(...preventDestroyErrors(plan));

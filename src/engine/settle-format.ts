@@ -78,7 +78,9 @@ export function renderSettle(s: SettleResult): string {
   }
   if (s.failures.length)
     lines.push(
-      `Not done: ${s.failures.length} problem${s.failures.length === 1 ? '' : 's'} after the writes (above); run apply again once fixed.`,
+      // "Apply complete" above counts the writes; this says the platform does not work as declared yet.
+      // Running apply again does not fix a failed sync or test: each line above says what failed.
+      `Not done: the writes are done, but ${s.failures.length} problem${s.failures.length === 1 ? '' : 's'} (above) remain${s.failures.length === 1 ? 's' : ''}; apply exits 1 until ${s.failures.length === 1 ? 'it is' : 'they are'} fixed.`,
     );
   return lines.length ? `${lines.join('\n')}\n` : '';
 }

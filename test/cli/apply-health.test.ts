@@ -81,7 +81,7 @@ describe('dpctl plan and apply: provisioning', () => {
     const first = await runDpctl(['apply', dir], { env });
     expect(first.code).toBe(1);
     expect(first.stdout).toContain('error: prov-bad/lake: provisioning failed: aws has no region "mars-1"');
-    expect(first.stdout).toContain('Not done: 1 problem after the writes');
+    expect(first.stdout).toContain('Not done: the writes are done, but 1 problem (above) remains; apply exits 1 until it is fixed.');
     expect(await live('prov-bad', 'infrastructure', 'net')).toMatchObject({ status: 'provisioned' });
     expect(await live('prov-bad', 'infrastructure', 'lake')).toMatchObject({
       status: 'failed',

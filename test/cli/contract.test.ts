@@ -456,7 +456,10 @@ describe('dpctl apply --prune', () => {
 
     const plain = await runDpctl(['plan', dir], { env });
     expect(plain.code).toBe(0);
-    expect(plain.stdout).toBe('No changes: 24 resources in sync.\n');
+    // Without --prune the removed rule stays, and the plan says so.
+    expect(plain.stdout).toBe(
+      'warning: 1 managed resource is no longer in the config and kept (AlertRule analytics/orders-stale): --prune deletes it, dpctl drift lists it\nNo changes: 24 resources in sync.\n',
+    );
 
     const apply = await runDpctl(['apply', dir, '--prune'], { env });
     expect(apply.stderr).toBe('');

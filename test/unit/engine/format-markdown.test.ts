@@ -4,6 +4,7 @@ import {
   GITHUB_COMMENT_LIMIT,
   renderConfigErrorsMarkdown,
   renderDriftMarkdown,
+  renderPlan,
   renderPlanMarkdown,
   SENSITIVE,
   type DriftEntry,
@@ -324,6 +325,22 @@ describe('renderDriftMarkdown and renderConfigErrorsMarkdown', () => {
       ]),
     ).toBe(
       '### dpctl plan\n\n> [!CAUTION]\n> **1 error: nothing can be applied until it is fixed.**\n>\n> - a.yaml:2:1: spec.config.port: must be integer\n\n**Invalid configuration:** nothing was planned.\n',
+    );
+  });
+});
+
+describe('the text plan’s last line', () => {
+  const noOp = change({ action: 'no-op', yamlKind: 'Project', name: 'a' });
+  const error = { code: 'ownership_conflict' as const, subject: 'Project/b', message: 'managed by another source "x"' };
+  const last = (p: Plan) => renderPlan(p, { colour: false }).trimEnd().split('\n').pop();
+
+  it('says "No changes" only when the plan has no errors', () => {
+    expect(last(plan([noOp]))).toBe('No changes: 1 resource in sync.');
+    // A user read "No changes" after the errors as all being well.
+    expect(last(plan([noOp], { errors: [error] }))).toBe('No changes: 1 resource in sync; but 1 error (above): nothing can be applied.');
+    const create = change({ action: 'create', yamlKind: 'Project', name: 'c' });
+    expect(last(plan([create], { errors: [error, error] }))).toBe(
+      'Plan: 1 to create, 0 to update, 0 to replace, 0 to delete, 0 unchanged; but 2 errors (above): nothing can be applied.',
     );
   });
 });
