@@ -37,7 +37,7 @@ export function alertsCommand(): Command {
 
 const projectOption = (cmd: Command) => cmd.requiredOption('--project <name>', 'the project (its name)');
 const outputOption = (cmd: Command, json: string) =>
-  cmd.addOption(new Option('--output <format>', `output format (json: ${json})`).choices(['text', 'json']).default('text'));
+  cmd.addOption(new Option('-o, --output <format>', `output format (json: ${json})`).choices(['text', 'json']).default('text'));
 
 function listCommand(): Command {
   const cmd = projectOption(

@@ -30,7 +30,7 @@ export interface CommonOpts extends ConnectionOpts {
 export function withCommon(cmd: Command, outputs: CommonOpts['output'][] = ['text', 'json']): Command {
   return withConnection(cmd.argument('<path>', 'YAML file or directory (read recursively)'))
     .option('--source-id <id>', 'ownership label value (default: the config directory name)')
-    .addOption(new Option('--output <format>', 'output format').choices(outputs).default('text'))
+    .addOption(new Option('-o, --output <format>', 'output format').choices(outputs).default('text'))
     .option('--concurrency <n>', 'parallel API calls', '4')
     .option(
       '--allow-undeclared-projects',

@@ -55,7 +55,7 @@ function runSubcommand(kind: RunKind): Command {
     .requiredOption('--project <name>', `the project the ${label} is in (its name)`)
     .option('--follow', 'wait for the run to end; exit 0 when it succeeded, 1 when it failed', false)
     .option('--timeout <duration>', 'with --follow: how long to wait (500ms, 30s, 5m, 1h); exit 1 when exceeded', '1h')
-    .addOption(new Option('--output <format>', 'output format (json: the run object)').choices(['text', 'json']).default('text'))
+    .addOption(new Option('-o, --output <format>', 'output format (json: the run object)').choices(['text', 'json']).default('text'))
     .action((name: string, opts: RunOpts) => guarded(() => runAction(kind, name, opts)));
 }
 

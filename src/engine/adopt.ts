@@ -48,6 +48,8 @@ export interface AdoptResult {
   /** Plan errors (a resource managed by another source, an unresolved reference): nothing was written. */
   errors: Problem[];
   warnings: string[];
+  /** --dry-run: nothing was labelled; `adopted` means "would be adopted". */
+  dryRun?: boolean;
 }
 
 const isEngineLabelChange = (c: FieldChange) => ENGINE_LABELS.some((l) => c.field === `${LABELS_FIELD}.${l}`);
@@ -70,7 +72,13 @@ const entryOf = (c: PlannedChange, status: AdoptEntry['status'], changes: AdoptE
  */
 export async function adoptResources(client: DataPlatformClient, paths: string[], options: AdoptOptions): Promise<AdoptResult> {
   const { plan, state } = await preparePlan(client, paths, { ...options, prune: false, adopt: true });
-  const result: AdoptResult = { sourceId: options.sourceId, entries: [], errors: [...plan.errors], warnings: [...plan.warnings] };
+  const result: AdoptResult = {
+    sourceId: options.sourceId,
+    entries: [],
+    errors: [...plan.errors],
+    warnings: [...plan.warnings],
+    dryRun: options.dryRun,
+  };
   if (plan.errors.length) return result;
   const toLabel: { change: PlannedChange; entry: AdoptEntry; labels: Record<string, string> }[] = [];
   for (const c of plan.changes) {
@@ -144,6 +152,7 @@ export function renderAdopt(result: AdoptResult): string {
           .trimEnd(),
       )
     : [];
+  if (result.dryRun) out.unshift('Dry run: nothing is labelled; "adopted" below means it would be.');
   for (const e of result.entries)
     for (const f of e.changes)
       out.push(
@@ -152,10 +161,11 @@ export function renderAdopt(result: AdoptResult): string {
   for (const w of result.warnings) out.push(`warning: ${w}`);
   for (const e of result.errors) out.push(`error: ${formatProblem(e)}`);
   const count = (s: AdoptStatus) => result.entries.filter((e) => e.status === s).length;
+  // A dry run must not read like the real one: it says so, and what it would do.
   out.push(
     result.errors.length
       ? 'Nothing adopted: the plan has errors.'
-      : `Adopt: ${count('adopted')} adopted, ${count('owned')} already owned, ${count('matches')} matching without labels, ${count('differs')} differ, ${count('missing')} missing, ${count('failed')} failed.`,
+      : `Adopt${result.dryRun ? ' (dry run: nothing written)' : ''}: ${count('adopted')} ${result.dryRun ? 'would be adopted' : 'adopted'}, ${count('owned')} already owned, ${count('matches')} matching without labels, ${count('differs')} differ, ${count('missing')} missing, ${count('failed')} failed.`,
   );
   return `${out.join('\n')}\n`;
 }
@@ -163,6 +173,7 @@ export function renderAdopt(result: AdoptResult): string {
 export function adoptJson(result: AdoptResult) {
   return {
     source_id: result.sourceId,
+    dry_run: !!result.dryRun,
     entries: result.entries.map((e) => ({
       status: e.status,
       ...entryJson(e),

@@ -124,7 +124,7 @@ describe('dpctl --help', () => {
   const COMMON = [
     ...CONNECTION,
     '--source-id <id>',
-    '--output <format>',
+    '-o, --output <format>',
     '--concurrency <n>',
     '--allow-undeclared-projects',
     '--adopt',
