@@ -211,7 +211,7 @@ describe.skipIf(testStore() === 'postgres' || !haveTerraform)('from the packed p
     if (work) rmSync(work, { recursive: true, force: true });
   });
 
-  it('the tarball holds built code, types, schemas, docs and the provider bundle, and no tests or sources', async () => {
+  it('the tarball holds built code, types, schemas, docs, the examples the docs use and the provider bundle, and no tests or sources', async () => {
     const list = await run('tar', ['-tzf', tarball], work, baseEnv);
     const files = list.out.split('\n').filter(Boolean);
     expect(files).toEqual(
@@ -222,10 +222,14 @@ describe.skipIf(testStore() === 'postgres' || !haveTerraform)('from the packed p
         'package/dist/provider/provider.mjs',
         'package/schemas/document.schema.json',
         'package/docs/index.md',
+        // The shipped docs copy from examples/ (a user found them missing from the package).
+        'package/examples/platform/projects.yaml',
+        'package/examples/platform/demo.env',
+        'package/examples/terraform/main.tf',
         'package/LICENSE',
       ]),
     );
-    expect(files.filter((f) => /^package\/(test|bench|src|scripts|examples)\//.test(f) || f.endsWith('.map'))).toEqual([]);
+    expect(files.filter((f) => /^package\/(test|bench|src|scripts)\//.test(f) || f.endsWith('.map'))).toEqual([]);
     // Node 20 is claimed: nothing installed says it needs Node 22.
     expect(install.out).not.toContain('EBADENGINE');
     const version = await dpctl(['--version'], team, baseEnv);
