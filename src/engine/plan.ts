@@ -221,7 +221,7 @@ function documentBody(doc: ConfigDocument, ctx: PlanContext): { body: Record<str
     return { body: toApiBodyShared(doc, ctx.lookup, ctx.secrets) };
   } catch (err) {
     if (err instanceof ConfigValidationError) return { errors: err.errors };
-    return { errors: [{ code: 'invalid_resource', subject: subjectOf(doc), message: (err as Error).message }] };
+    return { errors: [{ code: 'invalid_resource', ...doc.location, subject: subjectOf(doc), message: (err as Error).message }] };
   }
 }
 
@@ -248,6 +248,7 @@ export function ownershipOf(
     return {
       conflict: {
         code: 'ownership_conflict',
+        ...doc.location,
         subject: `${subjectOf(doc)}${doc.project ? ` (project ${doc.project})` : ''}`,
         message: `managed by another source "${owner}" (label ${MANAGED_BY_LABEL}); not touching it`,
       },

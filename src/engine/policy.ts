@@ -52,6 +52,7 @@ export function preventDestroyErrors(plan: Plan): Problem[] {
     .filter((c: PlannedChange) => c.doc?.policy.preventDestroy && (c.action === 'delete' || c.action === 'replace'))
     .map((c) => ({
       code: 'prevent_destroy',
+      ...c.doc!.location, // where the annotation's document is: a user edits it there
       subject: subjectOfChange(c),
       message: `dpctl.dev/prevent-destroy is "true" and this plan would ${c.action} it (${c.reasons.join('; ') || 'no reason given'}); nothing is applied: change the configuration, or remove the annotation to allow it`,
     }));

@@ -125,7 +125,8 @@ describe('dpctl.dev/prevent-destroy', () => {
     const plan = await runDpctl(['plan', dir], { env });
     expect(plan.code).toBe(1);
     expect(plan.stdout).toMatch(
-      /error: Connector guarded\/orders: dpctl.dev\/prevent-destroy is "true" and this plan would replace it \(connector_type cannot change in place\)/,
+      // At the document (file:line:column), as the configuration's own errors are.
+      /error: [\w/.-]+\.yaml:\d+:\d+: Connector guarded\/orders: dpctl.dev\/prevent-destroy is "true" and this plan would replace it \(connector_type cannot change in place\)/,
     );
     // -o json: the same problem formatted under `errors`, and as a value with its code under `problems`.
     const json = await runDpctl(['plan', '--output', 'json', dir], { env });
@@ -134,11 +135,14 @@ describe('dpctl.dev/prevent-destroy', () => {
     expect(out.problems).toEqual([
       {
         code: 'prevent_destroy',
+        file: join(dir, 'platform.yaml'),
+        line: 8,
+        column: 1,
         subject: 'Connector guarded/orders',
         message: expect.stringMatching(/^dpctl.dev\/prevent-destroy is "true"/),
       },
     ]);
-    expect(out.errors).toEqual([`Connector guarded/orders: ${out.problems[0].message}`]);
+    expect(out.errors).toEqual([`${join(dir, 'platform.yaml')}:8:1: Connector guarded/orders: ${out.problems[0].message}`]);
     const apply = await runDpctl(['apply', dir], { env });
     expect(apply.code).toBe(1);
     expect(apply.stderr).toContain('nothing applied: the plan has errors');

@@ -76,6 +76,7 @@ describe('ownershipOf', () => {
     const expected = {
       conflict: {
         code: 'ownership_conflict',
+        ...channel.location, // where the document is: a user fixes the name or --source-id there
         subject: 'NotificationChannel/a (project shop)',
         message: `managed by another source "other" (label ${MANAGED_BY_LABEL}); not touching it`,
       },
@@ -188,6 +189,7 @@ describe('planDocument', () => {
       errors: [
         {
           code: 'ownership_conflict',
+          ...channel.location,
           subject: 'NotificationChannel/a (project shop)',
           message: `managed by another source "other" (label ${MANAGED_BY_LABEL}); not touching it`,
         },
