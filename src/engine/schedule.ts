@@ -1,5 +1,14 @@
+import { NetworkError } from '../client/index.js';
 import type { ApplyNode } from './apply.js';
 import { subjectOfChange } from './plan.js';
+
+/**
+ * Connection failures that mean the service is not there (the client has already retried them):
+ * every change started after one would fail the same way, each after its own retries, and a
+ * user watched an apply print 74 identical failures over 100 s after the service died.
+ */
+const UNREACHABLE = new Set(['ECONNREFUSED', 'EHOSTUNREACH', 'ENETUNREACH', 'EAI_AGAIN', 'ENOTFOUND', 'UND_ERR_CONNECT_TIMEOUT']);
+const unreachable = (err: unknown) => err instanceof NetworkError && err.code !== undefined && UNREACHABLE.has(err.code);
 
 export interface ScheduleOptions {
   concurrency: number;
@@ -10,8 +19,8 @@ export interface ScheduleOptions {
 /**
  * Runs every node whose dependencies are done, at most `concurrency` at a time, as workers free
  * up, in the order of `nodes` among those ready. A node not done (failed, skipped, unsupported)
- * skips what depends on it; an abort skips what has not started; what still waits when nothing
- * runs waits on a cycle and fails.
+ * skips what depends on it; an abort, or a failure that says the service is unreachable, skips what
+ * has not started; what still waits when nothing runs waits on a cycle and fails.
  *
  * A node is looked at when its last dependency is done, not at every finish: each keeps a count
  * of the dependencies it waits on, and the ready ones wait in a heap of their positions. Scanning
@@ -31,6 +40,8 @@ export function schedule(nodes: Map<string, ApplyNode>, run: (node: ApplyNode) =
     if (waits === 0) ready.push(i);
   }
   let running = 0;
+  /** Set when the service is unreachable: what has not started is skipped, with this message. */
+  let stoppedFor: string | undefined;
   return new Promise<void>((resolveAll) => {
     const skipDependents = (node: ApplyNode) => {
       const stack = [...node.dependents];
@@ -71,6 +82,10 @@ export function schedule(nodes: Map<string, ApplyNode>, run: (node: ApplyNode) =
           node.state = 'failed';
           node.message = err.message;
           progress(`x ${subjectOfChange(node.change)}: failed: ${err.message}`);
+          if (unreachable(err) && !stoppedFor) {
+            stoppedFor = `not started: the service was unreachable (${(err as NetworkError).code}); run apply again once it is back`;
+            progress(`! the service is unreachable: no further change is started (${(err as NetworkError).code})`);
+          }
           finish(node);
         },
       );
@@ -85,6 +100,7 @@ export function schedule(nodes: Map<string, ApplyNode>, run: (node: ApplyNode) =
     };
     const pump = () => {
       if (options.signal?.aborted) settleAll('skipped', 'not started: the apply was stopped');
+      if (stoppedFor) settleAll('skipped', stoppedFor);
       while (running < options.concurrency && ready.size > 0) {
         const node = all[ready.pop()];
         // Settled meanwhile (an abort): nothing to start.

@@ -1,3 +1,4 @@
+import { NetworkError } from '../../../src/client/index.js';
 import { describe, expect, it } from 'vitest';
 import { appliedState, config, emptyState, PLAN_OPTIONS, SHOP } from './fixtures.js';
 import {
@@ -159,6 +160,47 @@ describe('schedule', () => {
     const cycle = graphOf({ a: ['b'], b: ['a'], c: [] });
     await schedule(cycle.nodes, async () => {}, { concurrency: 1, progress: () => {} });
     expect(states(cycle)).toEqual({ a: ['failed', 'dependency cycle'], b: ['failed', 'dependency cycle'], c: ['done', undefined] });
+  });
+
+  it('stops starting nodes once a change finds the service unreachable: the rest is skipped, not failed one by one', async () => {
+    const graph = graphOf({ a: [], b: [], c: [], d: ['c'] });
+    const lines: string[] = [];
+    const refused = new NetworkError({
+      method: 'POST',
+      route: '/x',
+      url: 'https://acme.localhost/x',
+      code: 'ECONNREFUSED',
+      reason: 'connect ECONNREFUSED',
+    });
+    const ran: string[] = [];
+    await schedule(
+      graph.nodes,
+      async (node) => {
+        ran.push(node.id);
+        if (node.id === 'b') throw refused;
+      },
+      { concurrency: 1, progress: (l) => lines.push(l) },
+    );
+    expect(ran).toEqual(['a', 'b']);
+    const notStarted = 'not started: the service was unreachable (ECONNREFUSED); run apply again once it is back';
+    expect(states(graph)).toEqual({
+      a: ['done', undefined],
+      b: ['failed', refused.message],
+      c: ['skipped', notStarted],
+      d: ['skipped', notStarted],
+    });
+    expect(lines).toContain('! the service is unreachable: no further change is started (ECONNREFUSED)');
+    // Other failures (an API error, a reset mid-request) do not stop the rest.
+    const other = graphOf({ a: [], b: [] });
+    const reset = new NetworkError({ method: 'POST', route: '/x', url: 'https://acme.localhost/x', code: 'ECONNRESET', reason: 'reset' });
+    await schedule(
+      other.nodes,
+      async (node) => {
+        if (node.id === 'a') throw reset;
+      },
+      { concurrency: 1, progress: () => {} },
+    );
+    expect(states(other)).toEqual({ a: ['failed', reset.message], b: ['done', undefined] });
   });
 });
 
