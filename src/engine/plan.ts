@@ -250,7 +250,9 @@ export function ownershipOf(
         code: 'ownership_conflict',
         ...doc.location,
         subject: `${subjectOf(doc)}${doc.project ? ` (project ${doc.project})` : ''}`,
-        message: `managed by another source "${owner}" (label ${MANAGED_BY_LABEL}); not touching it`,
+        // The source id defaults to the directory's name: planning one file of a repository, or a
+        // copy under another name, meets its own resources as another source's.
+        message: `managed by another source "${owner}" (label ${MANAGED_BY_LABEL}); not touching it (if this configuration is that source, pass --source-id ${owner})`,
       },
     };
   }

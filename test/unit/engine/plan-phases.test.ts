@@ -78,7 +78,7 @@ describe('ownershipOf', () => {
         code: 'ownership_conflict',
         ...channel.location, // where the document is: a user fixes the name or --source-id there
         subject: 'NotificationChannel/a (project shop)',
-        message: `managed by another source "other" (label ${MANAGED_BY_LABEL}); not touching it`,
+        message: `managed by another source "other" (label ${MANAGED_BY_LABEL}); not touching it (if this configuration is that source, pass --source-id other)`,
       },
     };
     expect(ownershipOf(channel, live('other'), PLAN_OPTIONS)).toEqual(expected);
@@ -191,7 +191,7 @@ describe('planDocument', () => {
           code: 'ownership_conflict',
           ...channel.location,
           subject: 'NotificationChannel/a (project shop)',
-          message: `managed by another source "other" (label ${MANAGED_BY_LABEL}); not touching it`,
+          message: `managed by another source "other" (label ${MANAGED_BY_LABEL}); not touching it (if this configuration is that source, pass --source-id other)`,
         },
       ],
     });
