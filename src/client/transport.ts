@@ -148,8 +148,17 @@ export function describeNetworkError(err: unknown): string {
   const code = errorCode(err);
   const text = messages.join(': ') || 'unknown error';
   const reason = code && !text.includes(code) ? `${code} ${text}` : text;
-  return code && UNTRUSTED_CERTIFICATE.test(code) ? `${reason} (${UNTRUSTED_CERTIFICATE_HINT})` : reason;
+  if (code && UNTRUSTED_CERTIFICATE.test(code)) return `${reason} (${UNTRUSTED_CERTIFICATE_HINT})`;
+  return code === 'ERR_TLS_CERT_ALTNAME_INVALID' ? `${reason} (${WRONG_HOST_HINT})` : reason;
 }
+
+/**
+ * The certificate is trusted but not for this host. The reference service presents a host's own
+ * certificate only for an existing tenant (any other name gets its localhost one), so this is
+ * what a mistyped tenant in the URL looks like.
+ */
+export const WRONG_HOST_HINT =
+  "the certificate the service presented is not for this host name; the reference service (dpctl serve) has one only for an existing tenant's host, <tenant>.localhost: check the tenant in DATAPLATFORM_URL (dpctl --url, the provider's url)";
 
 /** The service's certificate is not signed by a CA we trust: the usual case of a local service with its own CA. */
 const UNTRUSTED_CERTIFICATE =

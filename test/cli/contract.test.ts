@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import type { DataPlatformClient } from '../../src/client/index.js';
-import { UNTRUSTED_CERTIFICATE_HINT } from '../../src/client/transport.js';
+import { UNTRUSTED_CERTIFICATE_HINT, WRONG_HOST_HINT } from '../../src/client/transport.js';
 import { runDpctl } from '../support/cli.js';
 import { startTestService, type TestService, type TestTenant } from '../support/service.js';
 import { clientFor, cliEnvFor, copyExample, edit } from '../integration/engine/helpers.js';
@@ -371,6 +371,13 @@ describe('TLS trust: DATAPLATFORM_CA_FILE, DATAPLATFORM_INSECURE and their flags
     expect(zero.stderr).toContain('UNABLE_TO_VERIFY_LEAF_SIGNATURE');
     expect(missing.code).toBe(1);
     expect(missing.stderr).toMatch(/^dpctl: cannot read the CA file \/nonexistent\/ca\.pem: ENOENT/);
+  });
+
+  test('a mistyped tenant in the URL: the certificate error says to check the tenant', async () => {
+    const typo = await runDpctl(['plan', dir], { env: { ...env, DATAPLATFORM_URL: `https://${t.slug}x.localhost:${svc.port}` } });
+    expect(typo.code).toBe(1);
+    expect(typo.stderr).toContain('ERR_TLS_CERT_ALTNAME_INVALID');
+    expect(typo.stderr).toContain(`(${WRONG_HOST_HINT})`);
   });
 
   test('a CA file and insecure together: refused from the environment; a flag overrides the other variable', async () => {
