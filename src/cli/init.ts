@@ -11,18 +11,23 @@ export function initCommand(): Command {
     )
     .option('--force', 'write into a directory that is not empty, overwriting the files named', false)
     .option('--package-spec <spec>', 'how package.json depends on this package (default: what package.json has, else ^<version>)')
-    .action(async (dir: string, opts: { format: 'yaml' | 'cdktf' | 'hcl'; force: boolean; packageSpec?: string }) => {
+    .option(
+      '--source-id <id>',
+      "yaml: the ownership label of this repository's resources, unique per tenant (default: the repository's name)",
+    )
+    .action(async (dir: string, opts: { format: 'yaml' | 'cdktf' | 'hcl'; force: boolean; packageSpec?: string; sourceId?: string }) => {
       const { initRepository } = await import('./init/init.js');
       const r = initRepository(dir, opts);
       process.stdout.write(
         `wrote a ${opts.format} configuration repository in ${r.dir}\n${r.written.map((p) => `  ${p}${r.overwritten.includes(p) ? ' (overwritten)' : ''}\n`).join('')}`,
       );
-      process.stdout.write(`next:\n  cd ${dir}\n  npm install\n  ${NEXT[opts.format]}\n`);
+      process.stdout.write(`next:\n  cd ${dir}\n  npm install\n  ${next(opts.format, r.sourceId)}\n`);
     });
 }
 
-const NEXT = {
-  yaml: 'npx dpctl validate platform && npx dpctl plan platform   # DATAPLATFORM_URL and DATAPLATFORM_API_KEY set',
-  cdktf: 'npx dpctl provider install && npm run synth && npm run deploy',
-  hcl: 'npx dpctl provider install && terraform init && terraform plan',
-};
+function next(format: 'yaml' | 'cdktf' | 'hcl', sourceId: string): string {
+  if (format === 'cdktf') return 'npx dpctl provider install && npm run synth && npm run deploy';
+  if (format === 'hcl') return 'npx dpctl provider install && terraform init && terraform plan';
+  // The first apply creates the project, which a project's API key cannot.
+  return `npx dpctl validate platform && npm run plan   # dpctl plan platform --source-id ${sourceId}; DATAPLATFORM_URL set, and an admin's DATAPLATFORM_EMAIL/PASSWORD for the first apply`;
+}

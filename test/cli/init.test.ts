@@ -1,3 +1,4 @@
+import { spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -44,8 +45,14 @@ describe('dpctl init', () => {
       name: 'team-config',
       private: true,
       dependencies: { 'dataplatform-as-code': '^0.1.0' },
-      scripts: { validate: 'dpctl validate platform' },
+      // Its own source id: every init'd repository's config directory is `platform`, the default id.
+      scripts: {
+        validate: 'dpctl validate platform',
+        plan: 'dpctl plan platform --source-id team-config',
+        apply: 'dpctl apply platform --source-id team-config',
+      },
     });
+    expect(r.stdout).toContain('npm run plan   # dpctl plan platform --source-id team-config');
     const { config, errors } = loadConfig([join(dir, 'platform')]);
     expect(errors).toEqual([]);
     expect(config.documents.map((d) => d.yamlKind).sort()).toEqual([
@@ -56,7 +63,9 @@ describe('dpctl init', () => {
       'Project',
     ]);
     const workflow = readFileSync(join(dir, '.github/workflows/platform.yml'), 'utf8');
-    expect(workflow).toContain('npx dpctl plan platform --output markdown > plan.md');
+    expect(workflow).toContain('npx dpctl plan platform --source-id team-config --output markdown > plan.md; code=$?');
+    expect(workflow).toContain('npx dpctl apply platform --source-id team-config');
+    expect(readFileSync(join(dir, 'README.md'), 'utf8')).toContain('--source-id team-config');
     expect(workflow).toContain('gh pr comment');
     expect(readFileSync(join(dir, '.gitignore'), 'utf8')).toMatch(/^\*\.tfstate$/m);
   });
@@ -102,6 +111,61 @@ describe('dpctl init', () => {
     expect(readFileSync(join(dir, 'notes.txt'), 'utf8')).toBe('mine\n');
   });
 
+  it("--source-id names the repository's ownership label; one that is not a label value is refused", async () => {
+    const dir = join(fresh(), 'x');
+    const r = await runDpctl(['init', dir, '--source-id', 'acme-data']);
+    expect(r.code, r.stderr).toBe(0);
+    expect(JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8')).scripts.apply).toBe('dpctl apply platform --source-id acme-data');
+    const bad = await runDpctl(['init', join(fresh(), 'y'), '--source-id', 'no spaces']);
+    expect(bad.code).toBe(1);
+    expect(bad.stderr).toContain('the source id "no spaces" is not a label value');
+  });
+
+  /**
+   * The Plan step's script, run by bash with stand-ins for the commands it calls: the exit status it
+   * records must be the plan's. The hcl workflow recorded the last `echo`'s (always 0), so its
+   * "Fail on plan errors" step never failed.
+   */
+  it.each(INIT_FORMATS)("%s: the workflow records the plan command's exit status, and trusts DATAPLATFORM_CA_PEM", (format) => {
+    const workflow = scaffold({
+      format,
+      packageName: 'dataplatform-as-code',
+      packageSpec: '^1.0.0',
+      providerVersion: '1.0.0',
+      repoName: 'r',
+      sourceId: 'r',
+    }).get('.github/workflows/platform.yml')!;
+    const planStep = workflow.slice(workflow.indexOf('      - name: Plan'));
+    const script = planStep
+      .slice(planStep.indexOf('run: |') + 'run: |'.length)
+      .split('\n')
+      .slice(1)
+      .filter((l, i, all) => all.slice(0, i + 1).every((x) => x.startsWith('          ')))
+      .map((l) => l.slice(10))
+      .join('\n');
+    expect(script).toContain('echo "code=$code" >> "$GITHUB_OUTPUT"');
+    const bin = fresh();
+    // npx, npm and terraform stand-ins: the plan command exits with $PLAN_EXIT, everything else with 0.
+    const standIn = (name: string, planWord: string) =>
+      writeFileSync(join(bin, name), `#!/bin/sh\ncase "$*" in *"${planWord}"*) exit "$PLAN_EXIT";; esac\nexit 0\n`, { mode: 0o755 });
+    standIn('npx', 'plan platform');
+    standIn('npm', 'diff');
+    standIn('terraform', 'plan');
+    for (const exit of [0, 1, 2]) {
+      const work = fresh();
+      const out = join(work, 'github-output');
+      const run = spawnSync('bash', ['-c', script], {
+        cwd: work,
+        env: { PATH: `${bin}:${process.env.PATH}`, GITHUB_OUTPUT: out, PLAN_EXIT: String(exit) },
+        encoding: 'utf8',
+      });
+      expect(run.status, run.stderr).toBe(0);
+      expect(readFileSync(out, 'utf8'), `${format} with the plan exiting ${exit}`).toBe(`code=${exit}\n`);
+    }
+    expect(workflow).toContain('DATAPLATFORM_CA_PEM: ${{ secrets.DATAPLATFORM_CA_PEM }}');
+    expect(workflow).toContain('echo "DATAPLATFORM_CA_FILE=$RUNNER_TEMP/dataplatform-ca.pem" >> "$GITHUB_ENV"');
+  });
+
   it('an unknown format is refused with the choices', async () => {
     const r = await runDpctl(['init', fresh(), '--format', 'pulumi']);
     expect(r.code).toBe(1);
@@ -116,6 +180,7 @@ describe('dpctl init', () => {
         packageSpec: '^1.0.0',
         providerVersion: '1.0.0',
         repoName: 'r',
+        sourceId: 'r',
       });
       expect([...files.keys()], format).toEqual(expect.arrayContaining(['.gitignore', 'README.md', '.github/workflows/platform.yml']));
       expect(files.get('README.md'), format).toContain('# r');

@@ -12,10 +12,13 @@ export interface InitOptions {
   force: boolean;
   /** The version spec of this package in the new package.json (default ^<version>, or what package.json already has). */
   packageSpec?: string;
+  /** The ownership label of this repository's resources (default: the repository's name). */
+  sourceId?: string;
 }
 
 export interface InitResult {
   dir: string;
+  sourceId: string;
   written: string[];
   overwritten: string[];
 }
@@ -30,17 +33,22 @@ export function initRepository(target: string, options: InitOptions): InitResult
   const dir = resolve(target);
   const pkgPath = join(dir, 'package.json');
   const existingPkg = existsSync(pkgPath) ? (JSON.parse(readFileSync(pkgPath, 'utf8')) as PackageJson) : undefined;
+  const repoName =
+    existingPkg?.name ??
+    (basename(dir)
+      .replace(/[^a-z0-9._-]/gi, '-')
+      .toLowerCase() ||
+      'platform-config');
+  const sourceId = options.sourceId ?? repoName.replace(/^@[^/]+\//, '');
+  if (!/^[a-z0-9]([a-z0-9._-]{0,61}[a-z0-9])?$/i.test(sourceId))
+    throw new Error(`the source id "${sourceId}" is not a label value (letters, digits, '.', '_', '-'; at most 63): pass --source-id <id>`);
   const o: ScaffoldOptions = {
     format: options.format,
     packageName: PACKAGE_NAME,
     packageSpec: options.packageSpec ?? existingPkg?.dependencies?.[PACKAGE_NAME] ?? `^${PACKAGE_VERSION}`,
     providerVersion: PACKAGE_VERSION,
-    repoName:
-      existingPkg?.name ??
-      (basename(dir)
-        .replace(/[^a-z0-9._-]/gi, '-')
-        .toLowerCase() ||
-        'platform-config'),
+    repoName,
+    sourceId,
   };
   const files = scaffold(o);
   const overwritten = [...files.keys()].filter((p) => existsSync(join(dir, p)));
@@ -56,7 +64,7 @@ export function initRepository(target: string, options: InitOptions): InitResult
     writeFileSync(join(dir, path), content);
   }
   writeFileSync(pkgPath, `${JSON.stringify(mergePackage(existingPkg, o), null, 2)}\n`);
-  return { dir, written: [...files.keys(), 'package.json'].sort(), overwritten };
+  return { dir, sourceId, written: [...files.keys(), 'package.json'].sort(), overwritten };
 }
 
 /** The fields of an existing package.json that the scaffold reads; the rest is kept as it is. */

@@ -17,6 +17,8 @@ export interface ScaffoldOptions {
   providerVersion: string;
   /** The repository's name (the directory's), used in package.json. */
   repoName: string;
+  /** The repository's source id (`dpctl init --source-id`, default the repository's name): see sourceFlag. */
+  sourceId: string;
 }
 
 const PROJECT = 'starter';
@@ -59,7 +61,12 @@ export function packageFields(o: ScaffoldOptions): {
   const common = { provider: 'dpctl provider install' };
   if (o.format === 'yaml') {
     return {
-      scripts: { ...common, validate: 'dpctl validate platform', plan: 'dpctl plan platform', apply: 'dpctl apply platform' },
+      scripts: {
+        ...common,
+        validate: 'dpctl validate platform',
+        plan: `dpctl plan platform ${sourceFlag(o)}`,
+        apply: `dpctl apply platform ${sourceFlag(o)}`,
+      },
       dependencies,
       devDependencies: {},
     };
@@ -345,13 +352,23 @@ provider_installation {
 `;
 }
 
-/** Per format: how CI plans (writing plan.md for the PR comment) and applies. */
-function ciSteps(format: InitFormat): { setup: string[]; plan: string; apply: string } {
-  if (format === 'yaml') {
+/**
+ * The ownership label every `dpctl plan | apply` of this repository writes and reads (`--source-id`).
+ * Without it the id is the config directory's name, `platform` in every repository `dpctl init`
+ * makes, and two such repositories applying to one tenant would each prune the other's resources.
+ */
+export const sourceFlag = (o: Pick<ScaffoldOptions, 'sourceId'>) => `--source-id ${o.sourceId}`;
+
+/**
+ * Per format: how CI plans (writing plan.md for the PR comment; `code` is the plan's exit status,
+ * taken inside the braces: after them `$?` is the last echo's) and applies.
+ */
+function ciSteps(o: ScaffoldOptions): { setup: string[]; plan: string; apply: string } {
+  if (o.format === 'yaml') {
     return {
       setup: [],
-      plan: 'npx dpctl validate platform\nnpx dpctl plan platform --output markdown > plan.md',
-      apply: 'npx dpctl apply platform',
+      plan: `npx dpctl validate platform\nnpx dpctl plan platform ${sourceFlag(o)} --output markdown > plan.md; code=$?`,
+      apply: `npx dpctl apply platform ${sourceFlag(o)}`,
     };
   }
   const terraform = [
@@ -359,16 +376,16 @@ function ciSteps(format: InitFormat): { setup: string[]; plan: string; apply: st
     '        with: { terraform_wrapper: false }',
     '      - run: npx dpctl provider install',
   ];
-  if (format === 'cdktf') {
+  if (o.format === 'cdktf') {
     return {
       setup: terraform,
-      plan: "npm run synth\n{ echo '```'; npm run --silent diff -- --no-color; echo '```'; } > plan.md",
+      plan: "npm run synth\n{ echo '```'; npm run --silent diff -- --no-color; code=$?; echo '```'; } > plan.md",
       apply: 'npm run deploy',
     };
   }
   return {
     setup: terraform,
-    plan: "terraform init -input=false\n{ echo '```'; terraform plan -input=false -no-color -detailed-exitcode; echo '```'; } > plan.md",
+    plan: "terraform init -input=false\n{ echo '```'; terraform plan -input=false -no-color -detailed-exitcode; code=$?; echo '```'; } > plan.md",
     apply: 'terraform init -input=false && terraform apply -input=false -auto-approve',
   };
 }
@@ -380,7 +397,7 @@ const indent = (text: string, spaces: number) =>
     .join('\n');
 
 function workflow(o: ScaffoldOptions): string {
-  const steps = ciSteps(o.format);
+  const steps = ciSteps(o);
   const secretEnv = o.format === 'yaml' ? 'ORDERS_DB_PASSWORD' : 'TF_VAR_orders_db_password';
   const secretName = o.format === 'cdktf' ? 'TF_VAR_ORDERS_DB_PASSWORD' : secretEnv;
   const prepare = [
@@ -388,11 +405,19 @@ function workflow(o: ScaffoldOptions): string {
     '      - uses: actions/setup-node@v4',
     '        with: { node-version: 20, cache: npm }',
     '      - run: npm ci',
+    // The CA of a service with a private CA, as a file the CLI and the provider read (DATAPLATFORM_CA_FILE).
+    "      - name: Trust the service's CA (secret DATAPLATFORM_CA_PEM, when set)",
+    "        if: env.DATAPLATFORM_CA_PEM != ''",
+    '        run: |',
+    '          printf \'%s\\n\' "$DATAPLATFORM_CA_PEM" > "$RUNNER_TEMP/dataplatform-ca.pem"',
+    '          echo "DATAPLATFORM_CA_FILE=$RUNNER_TEMP/dataplatform-ca.pem" >> "$GITHUB_ENV"',
     ...steps.setup,
   ].join('\n');
   return `# Validate and plan on pull requests (the plan is posted as a comment), apply on main.
 # Repository settings: variable DATAPLATFORM_URL; secrets DATAPLATFORM_API_KEY (a read-write key
 # of the project), DATAPLATFORM_CA_PEM (only for a private CA) and ${secretName}.
+# An API key is limited to its project and cannot create it: an admin creates the project once
+# (a first apply with DATAPLATFORM_EMAIL and DATAPLATFORM_PASSWORD, or in the web interface).
 name: platform
 on:
   pull_request:
@@ -405,6 +430,7 @@ permissions:
 env:
   DATAPLATFORM_URL: \${{ vars.DATAPLATFORM_URL }}
   DATAPLATFORM_API_KEY: \${{ secrets.DATAPLATFORM_API_KEY }}
+  DATAPLATFORM_CA_PEM: \${{ secrets.DATAPLATFORM_CA_PEM }}
   ${secretName}: \${{ secrets.${secretName} }}
 jobs:
   plan:
@@ -417,7 +443,6 @@ ${prepare}
         run: |
           set +e
 ${indent(steps.plan, 10)}
-          code=$?
           echo "code=$code" >> "$GITHUB_OUTPUT"
           cat plan.md
       - name: Comment the plan on the pull request
@@ -459,10 +484,20 @@ npm install
 export DATAPLATFORM_URL=https://<tenant host>          # e.g. https://demo.localhost:8443
 export DATAPLATFORM_API_KEY=...                         # or DATAPLATFORM_EMAIL and DATAPLATFORM_PASSWORD
 export DATAPLATFORM_CA_FILE=/path/to/ca.pem             # only for a private CA
-${o.format === 'yaml' ? 'export ORDERS_DB_PASSWORD=...\nnpx dpctl validate platform\nnpx dpctl plan platform\nnpx dpctl apply platform' : o.format === 'cdktf' ? 'export TF_VAR_ORDERS_DB_PASSWORD=...\nnpx dpctl provider install   # the Terraform provider, into ~/.terraform.d/plugins\nnpm run synth && npm run deploy' : 'export TF_VAR_orders_db_password=...\nnpx dpctl provider install   # the Terraform provider, into ~/.terraform.d/plugins\nterraform init && terraform plan && terraform apply'}
+${o.format === 'yaml' ? `export ORDERS_DB_PASSWORD=...\nnpx dpctl validate platform\nnpm run plan                  # dpctl plan platform ${sourceFlag(o)}\nnpm run apply` : o.format === 'cdktf' ? 'export TF_VAR_ORDERS_DB_PASSWORD=...\nnpx dpctl provider install   # the Terraform provider, into ~/.terraform.d/plugins\nnpm run synth && npm run deploy' : 'export TF_VAR_orders_db_password=...\nnpx dpctl provider install   # the Terraform provider, into ~/.terraform.d/plugins\nterraform init && terraform plan && terraform apply'}
 \`\`\`
 
-Secrets never go into git: ${o.format === 'yaml' ? 'documents name them with `secretRef` (an environment variable or a file)' : 'they are sensitive Terraform variables'}.
+${
+  o.format === 'yaml'
+    ? `Every plan and apply passes \`${sourceFlag(o)}\` (the package.json scripts and the workflow do): it labels what this
+repository manages, and \`--prune\` deletes only resources with that label. Keep it unique per repository
+and tenant; two repositories with one id would prune each other's resources.
+The first apply must create the project \`starter\`, which an API key (limited to its project) cannot:
+run it once as an admin (DATAPLATFORM_EMAIL and DATAPLATFORM_PASSWORD), then CI uses the project's key.
+
+`
+    : ''
+}Secrets never go into git: ${o.format === 'yaml' ? 'documents name them with `secretRef` (an environment variable or a file)' : 'they are sensitive Terraform variables'}.
 A local reference service to try things against: \`npx dpctl serve --demo\`.
 `;
 }

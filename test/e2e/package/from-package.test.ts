@@ -247,7 +247,8 @@ describe.skipIf(testStore() === 'postgres' || !haveTerraform)('from the packed p
     // package.json merged, the tarball dependency kept.
     const pkg = JSON.parse(readFileSync(join(team, 'package.json'), 'utf8'));
     expect(pkg.dependencies['dataplatform-as-code']).toMatch(/^file:/);
-    expect(pkg.scripts.plan).toBe('dpctl plan platform');
+    // The repository's own source id (its package name), in the scripts and the workflow.
+    expect(pkg.scripts.plan).toBe('dpctl plan platform --source-id platform-config');
     // A second init refuses and names what it would overwrite.
     const again = await dpctl(['init', '.'], team, baseEnv);
     expect(again.code).toBe(1);
@@ -255,13 +256,13 @@ describe.skipIf(testStore() === 'postgres' || !haveTerraform)('from the packed p
 
     const env = { ...tenantEnv('yaml'), ORDERS_DB_PASSWORD: 'orders-pw' };
     expect((await dpctl(['validate', 'platform'], team, env)).out).toContain('valid: 5 documents');
-    const apply = await dpctl(['apply', 'platform'], team, env);
+    const apply = await dpctl(['apply', 'platform', '--source-id', 'platform-config'], team, env);
     expect(apply.code, apply.out).toBe(0);
     expect(apply.out).toContain('Apply complete: 5 done, 0 failed');
     // Accepted is not enough: the warehouse was provisioned, and everything is healthy.
     expect(apply.out).toMatch(/starter\/warehouse: provisioned\n/);
     expect(apply.out).toContain('Health: all 2 healthy.');
-    const plan = await dpctl(['plan', 'platform', '--output', 'markdown'], team, env);
+    const plan = await dpctl(['plan', 'platform', '--source-id', 'platform-config', '--output', 'markdown'], team, env);
     expect(plan.code, plan.out).toBe(0);
     expect(plan.out).toContain('No changes');
     expect(await projectNamed('yaml', 'starter')).toBeDefined();
@@ -294,7 +295,7 @@ describe.skipIf(testStore() === 'postgres' || !haveTerraform)('from the packed p
         '--path',
         'platform',
         '--source-id',
-        'platform',
+        'platform-config',
         '--interval',
         '1s',
         '--listen',
