@@ -3,7 +3,7 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'nod
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { INIT_FORMATS, scaffold } from '../../src/cli/init/templates.js';
+import { INIT_FORMATS, scaffold, type InitFormat, type ScaffoldOptions } from '../../src/cli/init/templates.js';
 import { loadConfig } from '../../src/config/index.js';
 import { runDpctl } from '../support/cli.js';
 
@@ -12,6 +12,16 @@ import { runDpctl } from '../support/cli.js';
  * tarball, validate, apply, cdktf deploy, terraform apply) is test/e2e/package/from-package.test.ts;
  * here: what it writes, what it refuses, and the example platform being valid.
  */
+/** What `dpctl init` passes the templates, for a repository named `r`. */
+const scaffoldOptions = (format: InitFormat): ScaffoldOptions => ({
+  format,
+  packageName: 'dataplatform-as-code',
+  packageSpec: '^1.0.0',
+  providerVersion: '1.0.0',
+  repoName: 'r',
+  sourceId: 'r',
+});
+
 describe('dpctl init', () => {
   const roots: string[] = [];
   const fresh = () => {
@@ -127,14 +137,7 @@ describe('dpctl init', () => {
    * "Fail on plan errors" step never failed.
    */
   it.each(INIT_FORMATS)("%s: the workflow records the plan command's exit status, and trusts DATAPLATFORM_CA_PEM", (format) => {
-    const workflow = scaffold({
-      format,
-      packageName: 'dataplatform-as-code',
-      packageSpec: '^1.0.0',
-      providerVersion: '1.0.0',
-      repoName: 'r',
-      sourceId: 'r',
-    }).get('.github/workflows/platform.yml')!;
+    const workflow = scaffold(scaffoldOptions(format)).get('.github/workflows/platform.yml')!;
     const planStep = workflow.slice(workflow.indexOf('      - name: Plan'));
     const script = planStep
       .slice(planStep.indexOf('run: |') + 'run: |'.length)
@@ -174,14 +177,7 @@ describe('dpctl init', () => {
 
   it('every format has the common files and its own, none written twice', () => {
     for (const format of INIT_FORMATS) {
-      const files = scaffold({
-        format,
-        packageName: 'dataplatform-as-code',
-        packageSpec: '^1.0.0',
-        providerVersion: '1.0.0',
-        repoName: 'r',
-        sourceId: 'r',
-      });
+      const files = scaffold(scaffoldOptions(format));
       expect([...files.keys()], format).toEqual(expect.arrayContaining(['.gitignore', 'README.md', '.github/workflows/platform.yml']));
       expect(files.get('README.md'), format).toContain('# r');
     }

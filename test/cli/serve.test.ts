@@ -220,9 +220,9 @@ describe('dpctl serve start-up contract', () => {
 describe('dpctl tenant create', () => {
   it('adds a tenant whose admin can log in, with the password from the environment or stdin', async () => {
     const dataDir = tempDir();
-    const fromEnv = await runDpctl(['tenant', 'create', 'beta', '--admin-email', 'root@beta.test', '--data-dir', dataDir], {
-      env: { DP_ADMIN_PASSWORD: 'beta-password-1' },
-    });
+    const create = (slug: string, email: string, password: string) =>
+      runDpctl(['tenant', 'create', slug, '--admin-email', email, '--data-dir', dataDir], { env: { DP_ADMIN_PASSWORD: password } });
+    const fromEnv = await create('beta', 'root@beta.test', 'beta-password-1');
     expect(fromEnv.code).toBe(0);
     // A new data directory is said (a mistyped --data-dir makes a database no running service reads).
     expect(fromEnv.stdout).toContain(`Created a new database in ${dataDir}`);
@@ -232,26 +232,17 @@ describe('dpctl tenant create', () => {
     });
     expect(fromStdin.code).toBe(0);
     expect(fromStdin.stdout).not.toContain('Created a new database');
-    const duplicate = await runDpctl(['tenant', 'create', 'beta', '--admin-email', 'x@beta.test', '--data-dir', dataDir], {
-      env: { DP_ADMIN_PASSWORD: 'beta-password-1' },
-    });
+    const duplicate = await create('beta', 'x@beta.test', 'beta-password-1');
     expect(duplicate.code).toBe(1);
     expect(duplicate.stderr).toContain('already exists');
-    const badSlug = await runDpctl(['tenant', 'create', 'Not_A_Slug', '--admin-email', 'x@y.test', '--data-dir', dataDir], {
-      env: { DP_ADMIN_PASSWORD: 'whatever-123' },
-    });
+    const badSlug = await create('Not_A_Slug', 'x@y.test', 'whatever-123');
     expect(badSlug.code).toBe(1);
     expect(badSlug.stderr).toMatch(/lowercase letters/);
     // An email the API's login would refuse: nothing is created, so a corrected rerun succeeds.
-    const badEmail = await runDpctl(['tenant', 'create', 'delta', '--admin-email', 'nope', '--data-dir', dataDir], {
-      env: { DP_ADMIN_PASSWORD: 'delta-password-1' },
-    });
+    const badEmail = await create('delta', 'nope', 'delta-password-1');
     expect(badEmail.code).toBe(1);
     expect(badEmail.stderr).toContain('the admin email must match format "email" (given: "nope")');
-    const fixed = await runDpctl(['tenant', 'create', 'delta', '--admin-email', 'root@delta.test', '--data-dir', dataDir], {
-      env: { DP_ADMIN_PASSWORD: 'delta-password-1' },
-    });
-    expect(fixed.code).toBe(0);
+    expect((await create('delta', 'root@delta.test', 'delta-password-1')).code).toBe(0);
 
     const s = await serve(['--data-dir', dataDir]);
     const http = new TestHttp(join(dataDir, 'tls', 'ca.pem'));
