@@ -1,4 +1,5 @@
 import { Command, Option } from 'commander';
+import type { InitFormat } from './init/templates.js';
 
 export function initCommand(): Command {
   return new Command('init')
@@ -15,7 +16,7 @@ export function initCommand(): Command {
       '--source-id <id>',
       "yaml: the ownership label of this repository's resources, unique per tenant (default: the repository's name)",
     )
-    .action(async (dir: string, opts: { format: 'yaml' | 'cdktf' | 'hcl'; force: boolean; packageSpec?: string; sourceId?: string }) => {
+    .action(async (dir: string, opts: { format: InitFormat; force: boolean; packageSpec?: string; sourceId?: string }) => {
       const { initRepository } = await import('./init/init.js');
       const r = initRepository(dir, opts);
       process.stdout.write(
@@ -25,7 +26,7 @@ export function initCommand(): Command {
     });
 }
 
-function next(format: 'yaml' | 'cdktf' | 'hcl', sourceId: string): string {
+function next(format: InitFormat, sourceId: string): string {
   if (format === 'cdktf') return 'npx dpctl provider install && npm run synth && npm run deploy';
   if (format === 'hcl') return 'npx dpctl provider install && terraform init && terraform plan';
   // The first apply creates the project, which a project's API key cannot.

@@ -37,7 +37,7 @@ export {
 } from './resources.js';
 export type { ClientStats, EndpointStats } from './stats.js';
 export { FileTokenStore, MemoryTokenStore, type TokenStore, type Tokens } from './token-store.js';
-export { localhostLookup } from './transport.js';
+export { localhostLookup, serviceUnreachable } from './transport.js';
 export {
   EventStream,
   StreamsClient,

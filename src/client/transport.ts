@@ -3,7 +3,7 @@ import { readFileSync } from 'node:fs';
 import type { LookupFunction } from 'node:net';
 import { createSecureContext, rootCertificates, type SecureContext } from 'node:tls';
 import { UndiciAgent, type Agent } from './undici.js';
-import { ClientConfigError } from './errors.js';
+import { ClientConfigError, NetworkError } from './errors.js';
 
 /**
  * `localhost` and `<anything>.localhost` resolve to loopback inside the client (RFC 6761, as
@@ -135,6 +135,14 @@ export function classifyNetworkError(code: string | undefined): { transient: boo
   if (NOT_SENT_TRANSIENT.has(code)) return { transient: true, notSent: true };
   if (MAYBE_SENT_TRANSIENT.has(code)) return { transient: true, notSent: false };
   return { transient: false, notSent: NOT_SENT_PERMANENT.test(code) };
+}
+
+/**
+ * The failure says the service is not there at all (nothing listens, no route, no such host),
+ * not that one request went wrong: every request after it would fail the same way.
+ */
+export function serviceUnreachable(err: unknown): err is NetworkError {
+  return err instanceof NetworkError && err.code !== undefined && (NOT_SENT_TRANSIENT.has(err.code) || err.code === 'ENOTFOUND');
 }
 
 /** A short reason: the code and the innermost message (which never holds request headers). */

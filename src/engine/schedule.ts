@@ -1,14 +1,6 @@
-import { NetworkError } from '../client/index.js';
+import { serviceUnreachable } from '../client/index.js';
 import type { ApplyNode } from './apply.js';
 import { subjectOfChange } from './plan.js';
-
-/**
- * Connection failures that mean the service is not there (the client has already retried them):
- * every change started after one would fail the same way, each after its own retries, and a
- * user watched an apply print 74 identical failures over 100 s after the service died.
- */
-const UNREACHABLE = new Set(['ECONNREFUSED', 'EHOSTUNREACH', 'ENETUNREACH', 'EAI_AGAIN', 'ENOTFOUND', 'UND_ERR_CONNECT_TIMEOUT']);
-const unreachable = (err: unknown) => err instanceof NetworkError && err.code !== undefined && UNREACHABLE.has(err.code);
 
 export interface ScheduleOptions {
   concurrency: number;
@@ -82,9 +74,11 @@ export function schedule(nodes: Map<string, ApplyNode>, run: (node: ApplyNode) =
           node.state = 'failed';
           node.message = err.message;
           progress(`x ${subjectOfChange(node.change)}: failed: ${err.message}`);
-          if (unreachable(err) && !stoppedFor) {
-            stoppedFor = `not started: the service was unreachable (${(err as NetworkError).code}); run apply again once it is back`;
-            progress(`! the service is unreachable: no further change is started (${(err as NetworkError).code})`);
+          // The client has retried it already: every change started after it would fail the same way,
+          // each after its own retries (a user watched 74 identical failures over 100 s).
+          if (serviceUnreachable(err) && !stoppedFor) {
+            stoppedFor = `not started: the service was unreachable (${err.code}); run apply again once it is back`;
+            progress(`! the service is unreachable: no further change is started (${err.code})`);
           }
           finish(node);
         },

@@ -7,7 +7,7 @@ import { createSecureServer, constants, type Http2SecureServer, type IncomingHtt
  * Why not @grpc/grpc-js: Terraform starts the provider 3-4 times per command and waits for each
  * handshake. grpc-js is 570 KB of bundled code (client, channels, resolvers, load balancers) whose
  * compilation and loading cost ~75 ms of every start, for a server that needs none of it.
- * grpc-js still talks to this server in the tests (test/unit/provider/grpc-server.test.ts), and
+ * grpc-js still talks to this server in the tests (test/unit/provider-grpc-server.test.ts), and
  * Terraform's grpc-go in every e2e test.
  *
  * The wire format (gRPC over HTTP/2): a request is POST /<package.Service>/<Method> whose body is one
@@ -128,7 +128,7 @@ function readMessage(stream: ServerHttp2Stream, maxBytes: number): Promise<Buffe
     stream.on('data', (chunk: Buffer) => {
       received += chunk.length;
       chunks.push(chunk);
-      if (received >= PREFIX_BYTES && received > PREFIX_BYTES + maxBytes) {
+      if (received > PREFIX_BYTES + maxBytes) {
         fail({ code: GrpcStatus.RESOURCE_EXHAUSTED, details: `request larger than ${maxBytes} bytes` });
       }
     });
