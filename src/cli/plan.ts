@@ -16,7 +16,8 @@ export interface CommonOpts extends ConnectionOpts {
   output: 'text' | 'json' | 'markdown';
   concurrency: string;
   allowUndeclaredProjects: boolean;
-  adopt: boolean;
+  /** --adopt: plan and apply only. */
+  adopt?: boolean;
   specOperations: boolean;
   prune?: boolean;
   allowMassDelete?: boolean;
@@ -37,7 +38,6 @@ export function withCommon(cmd: Command, outputs: CommonOpts['output'][] = ['tex
       'metadata.project may name a project that exists on the server without a Project document',
       false,
     )
-    .option('--adopt', 'take ownership of existing resources the config declares that dpctl did not create', false)
     .option('--spec-operations', 'plan with only the operations the spec documents (a service run with --strict-spec)', false)
     .option('--no-cache', 'do not use the parse/validation cache (DPCTL_CACHE_DIR, else $XDG_CACHE_HOME/dpctl or ~/.cache/dpctl)');
 }
@@ -93,7 +93,7 @@ export async function engineOptions(path: string, opts: CommonOpts, projects?: P
     sourceId: opts.sourceId ?? defaultSourceId(path),
     concurrency,
     allowUndeclaredProjects: opts.allowUndeclaredProjects,
-    adopt: opts.adopt,
+    adopt: opts.adopt ?? false,
     specOperations: opts.specOperations,
     prune: opts.prune ?? false,
     allowMassDelete: opts.allowMassDelete ?? false,
@@ -101,6 +101,9 @@ export async function engineOptions(path: string, opts: CommonOpts, projects?: P
     ...(projects ? { projects } : {}),
   };
 }
+
+/** plan and apply only: drift reports either way, and adopt is the command for it. */
+const ADOPT_HELP = 'take ownership of existing resources the config declares that dpctl did not create';
 
 const collect = (value: string, previous: string[] = []) => [...previous, value];
 const TARGET_HELP = 'plan only this resource and what it needs: Kind/project/name (Kind/name for tenant-level kinds); repeatable';
@@ -141,6 +144,7 @@ export function planCommand(): Command {
     'json',
     'markdown',
   ])
+    .option('--adopt', ADOPT_HELP, false)
     .option('--prune', 'also plan deleting managed resources that left the config', false)
     .option('--allow-mass-delete', 'allow pruning more than max(5, 20%) of the managed resources', false)
     .option('--target <address>', TARGET_HELP, collect)
@@ -215,6 +219,7 @@ export function applyCommand(): Command {
       'Plan (or take a plan saved by dpctl plan --out), make the platform match the config, provision and wait until it works',
     ),
   )
+    .option('--adopt', ADOPT_HELP, false)
     .option('--prune', 'delete managed resources (label dpctl.dev/managed-by = source id) that left the config', false)
     .option('--allow-mass-delete', 'allow pruning more than max(5, 20%) of the managed resources', false)
     .option('--target <address>', TARGET_HELP, collect)

@@ -127,7 +127,6 @@ describe('dpctl --help', () => {
     '-o, --output <format>',
     '--concurrency <n>',
     '--allow-undeclared-projects',
-    '--adopt',
     '--spec-operations',
   ];
   const cases: { args: string[]; usage: string; flags: string[]; not?: string[] }[] = [
@@ -144,15 +143,15 @@ describe('dpctl --help', () => {
       flags: ['--check-secrets', '--allow-undeclared-projects'],
       not: ['--url <url>'],
     },
-    { args: ['plan'], usage: 'dpctl plan [options] <path>', flags: [...COMMON, '--prune', '--allow-mass-delete'] },
-    { args: ['apply'], usage: 'dpctl apply [options] <path>', flags: [...COMMON, '--prune', '--allow-mass-delete'] },
-    { args: ['drift'], usage: 'dpctl drift [options] <path>', flags: COMMON, not: ['--prune', '--allow-mass-delete'] },
+    { args: ['plan'], usage: 'dpctl plan [options] <path>', flags: [...COMMON, '--adopt', '--prune', '--allow-mass-delete'] },
+    { args: ['apply'], usage: 'dpctl apply [options] <path>', flags: [...COMMON, '--adopt', '--prune', '--allow-mass-delete'] },
+    { args: ['drift'], usage: 'dpctl drift [options] <path>', flags: COMMON, not: ['--adopt', '--prune', '--allow-mass-delete'] },
     {
       args: ['export'],
       usage: 'dpctl export [options]',
       flags: [...CONNECTION, '--project <name>', '--all-projects', '--users', '--out <dir>'],
     },
-    { args: ['adopt'], usage: 'dpctl adopt [options] <path>', flags: [...COMMON, '--trust-secrets', '--dry-run'] },
+    { args: ['adopt'], usage: 'dpctl adopt [options] <path>', flags: [...COMMON, '--trust-secrets', '--dry-run'], not: ['--adopt'] },
     {
       args: ['init'],
       usage: 'dpctl init [options] [dir]',
