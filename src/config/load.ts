@@ -447,7 +447,7 @@ function loadFileFull(file: string, absolutePath: string, text: string): FileRes
     const src: YamlSource = { file, doc: doc as Document.Parsed, lineCounter };
     if (doc.errors.length) {
       // What the document would have declared, as far as `yaml` recovers it: references to it follow from its syntax error.
-      const causes = intendedDocument(recover(doc));
+      const causes = intendedDocuments(recover(doc), doc);
       for (const e of doc.errors) {
         const { line, col } = lineCounter.linePos(e.pos[0]);
         out.errors.push({
@@ -456,7 +456,7 @@ function loadFileFull(file: string, absolutePath: string, text: string): FileRes
           line,
           column: col,
           message: `YAML syntax: ${yamlErrorMessage(e.message)}`,
-          relation: { syntax: true, ...(causes && { causes: [causes] }) },
+          relation: { syntax: true, ...(causes.length && { causes }) },
         });
       }
       return;
@@ -498,7 +498,8 @@ function checkDocument(src: YamlSource, positions: FilePositions, value: unknown
   const kindText = typeof value.kind === 'string' ? value.kind : '(no kind)';
   const meta = isRecord(value.metadata) ? value.metadata : {};
   const name = typeof meta.name === 'string' ? meta.name : undefined;
-  const subject = `${kindText}/${name ?? '(unnamed)'}`;
+  // `name: 2025` is a number to YAML: still the name the author gave it.
+  const subject = `${kindText}/${name ?? writtenScalars(src.doc.get('metadata', true), 'name')[0] ?? '(unnamed)'}`;
   const layout = typeof value.kind === 'string' ? layoutByYamlKind(value.kind) : undefined;
   const errors: ConfigError[] = [];
   const byField = new Map<string, ConfigError>();
@@ -551,6 +552,7 @@ function checkDocument(src: YamlSource, positions: FilePositions, value: unknown
           ? suggestField(layout.yamlKind, parts, presentKeys(value, instance))
           : undefined;
       if (suggestion) message += suggestion.hint;
+      if (e.keyword === 'type') message += quoteHint(src, parts, e);
       report(parts, loc, message);
       const reported = byField.get(formatPath(parts))!;
       if (suggestion) relate(reported, 'causes', fieldKey(src.file, index, suggestion.intended));
@@ -563,8 +565,7 @@ function checkDocument(src: YamlSource, positions: FilePositions, value: unknown
   if (layout && name !== undefined && (!layout.projectScoped || project !== undefined))
     identified = identify(layout, name, project, positions, index);
   // Not in the loaded set: references to the document it was meant to be follow from its errors.
-  const meant = identified ? undefined : intendedDocument(value);
-  if (meant) for (const e of errors) relate(e, 'causes', meant);
+  for (const meant of identified ? [] : intendedDocuments(value, src.doc)) for (const e of errors) relate(e, 'causes', meant);
   if (!layout || name === undefined || !isRecord(value.metadata)) return { errors, identified };
   // Built for an invalid document too, so its references are still checked; only valid ones are loaded.
   const document = buildDocument(positions, layout, value, index, absolutePath, src.file);
@@ -615,20 +616,44 @@ function recover(doc: Document.Parsed): unknown {
 }
 
 /**
- * The document key of what a broken document was meant to declare: its kind (or the kind a
- * misspelt one is closest to), its name and project (from metadata, or dedented to the top level).
- * Undefined when the kind or the name cannot be told.
+ * The document keys of what a broken document was meant to declare: its kind (or the kind a
+ * misspelt one is closest to), its project and each name it was given (from metadata, or dedented
+ * to the top level), as written: `name: 2025` (a number) is "2025", and a duplicated `name:` key
+ * gives both. Empty when the kind, the name or a project it needs cannot be told.
  */
-function intendedDocument(value: unknown): string | undefined {
-  if (!isRecord(value) || typeof value.kind !== 'string') return undefined;
+function intendedDocuments(value: unknown, doc: Document.Parsed): string[] {
+  if (!isRecord(value) || typeof value.kind !== 'string') return [];
   const layout = layoutByYamlKind(value.kind) ?? layoutByYamlKind(suggestKind(value.kind) ?? '');
-  if (!layout) return undefined;
-  const meta = isRecord(value.metadata) ? value.metadata : {};
-  const text = (v: unknown) => (typeof v === 'string' ? v : undefined);
-  const name = text(meta.name) ?? text(value.name);
-  const project = text(meta.project) ?? text(value.project);
-  if (name === undefined || (layout.projectScoped && project === undefined)) return undefined;
-  return documentKey(layout.yamlKind, layout.projectScoped ? project : undefined, name);
+  if (!layout) return [];
+  const project = [...writtenScalars(doc.get('metadata', true), 'project'), ...writtenScalars(doc.contents, 'project')][0];
+  if (layout.projectScoped && project === undefined) return [];
+  const names = new Set([...writtenScalars(doc.get('metadata', true), 'name'), ...writtenScalars(doc.contents, 'name')]);
+  return [...names].map((name) => documentKey(layout.yamlKind, layout.projectScoped ? project : undefined, name));
+}
+
+/** The source text of every scalar value of `key` in a YAML mapping node (a key given twice gives both). */
+function writtenScalars(node: unknown, key: string): string[] {
+  const { isMap, isScalar } = yaml();
+  if (!isMap(node)) return [];
+  const out: string[] = [];
+  for (const pair of node.items)
+    if (isScalar(pair.key) && pair.key.value === key && isScalar(pair.value) && pair.value.value !== null)
+      out.push(pair.value.source ?? String(pair.value.value));
+  return out;
+}
+
+/**
+ * Where a string is expected and YAML read an unquoted number or boolean (`name: 2025`,
+ * `version: 1.10`, `enabled: yes` in YAML 1.1 tools), what to write instead.
+ */
+function quoteHint(src: YamlSource, parts: (string | number)[], e: ErrorObject): string {
+  const types = ([] as unknown[]).concat(e.params.type);
+  if (!types.includes('string')) return '';
+  const node = src.doc.getIn(parts, true);
+  const { isScalar } = yaml();
+  if (!isScalar(node) || node.type !== 'PLAIN' || !['number', 'boolean'].includes(typeof node.value)) return '';
+  const written = node.source ?? String(node.value);
+  return `: YAML reads ${written} as a ${typeof node.value}; quote it ("${written}") to keep it text`;
 }
 
 /** The code of a schema error at a path: the kind itself, a dpctl.dev/ policy annotation, or any other field. */

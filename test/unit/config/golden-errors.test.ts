@@ -25,6 +25,7 @@ describe('invalid repositories report every error at once, with exact positions'
       'envelope',
       'missing-reference',
       'root-cause-dedent',
+      'root-cause-scalars',
       'root-cause-tab',
       'secret-inline',
       'syntax',
