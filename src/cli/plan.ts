@@ -113,9 +113,12 @@ export async function guarded(fn: () => Promise<number>): Promise<void> {
   try {
     process.exitCode = await fn();
   } catch (err) {
-    if (err instanceof (await loadEngine()).EngineConfigError)
-      process.stderr.write(`${err.message}\ninvalid: ${err.errors.length} error${err.errors.length === 1 ? '' : 's'}\n`);
-    else process.stderr.write(`dpctl: ${(err as Error).message}\n`);
+    if (err instanceof (await loadEngine()).EngineConfigError) {
+      const n = err.errors.length;
+      const roots = err.errors.filter((e) => !e.follows).length;
+      const causes = roots < n ? ` (${roots} root cause${roots === 1 ? '' : 's'})` : '';
+      process.stderr.write(`${err.message}\ninvalid: ${n} error${n === 1 ? '' : 's'}${causes}\n`);
+    } else process.stderr.write(`dpctl: ${(err as Error).message}\n`);
     process.exitCode = 1;
   }
 }
@@ -368,7 +371,7 @@ export function driftCommand(): Command {
     guarded(async () => {
       const { client, projects, close } = await connect(opts);
       try {
-        const { detectDrift, driftJson, formatProblem, renderDrift, renderDriftMarkdown, planHealthJson, renderPlanHealth } =
+        const { detectDrift, driftJson, problemLines, renderDrift, renderDriftMarkdown, planHealthJson, renderPlanHealth } =
           await loadEngine();
         const engine = await engineOptions(path, opts, projects);
         const { plan, drift } = await markdownOnConfigError('drift', opts.output, () => detectDrift(client, [path], engine));
@@ -381,7 +384,7 @@ export function driftCommand(): Command {
               : renderDrift(drift) + renderPlanHealth(plan),
           );
         // JSON and markdown carry the errors themselves.
-        for (const e of opts.output === 'text' ? plan.errors : []) process.stderr.write(`error: ${formatProblem(e)}\n`);
+        for (const line of opts.output === 'text' ? problemLines(plan.errors) : []) process.stderr.write(`${line}\n`);
         return plan.errors.length ? 1 : drift.length ? 2 : 0;
       } finally {
         await close();

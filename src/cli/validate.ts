@@ -1,5 +1,5 @@
 import { Command } from 'commander';
-import { FOLLOWER_PREFIX, rootCauses, type ConfigError } from '../config/errors.js';
+import { rootCauses, showErrors, type ConfigError } from '../config/errors.js';
 
 /** `dpctl validate <path...>`: every error of every file, before anything is sent anywhere. */
 export function validateCommand(): Command {
@@ -80,27 +80,4 @@ export function validationJson(errors: ConfigError[], documents: number, files: 
       ...(e.followers ? { followers: e.followers } : {}),
     })),
   };
-}
-
-/** Errors that follow from one root cause listed in full up to this many; beyond, the first FOLLOWERS_SHOWN and a count. */
-export const FOLLOWERS_LISTED = 8;
-export const FOLLOWERS_SHOWN = 5;
-
-/** The lines to print: every root cause, each with the errors that follow from it (only the first few and a count when many). */
-export function showErrors(errors: { text: string; follows: boolean }[]): string {
-  const out: string[] = [];
-  for (let i = 0; i < errors.length;) {
-    out.push(errors[i].text);
-    let end = i + 1;
-    while (end < errors.length && errors[end].follows) end++;
-    const followers = errors.slice(i + 1, end);
-    if (followers.length <= FOLLOWERS_LISTED) out.push(...followers.map((f) => f.text));
-    else
-      out.push(
-        ...followers.slice(0, FOLLOWERS_SHOWN).map((f) => f.text),
-        `${FOLLOWER_PREFIX}... and ${followers.length - FOLLOWERS_SHOWN} more`,
-      );
-    i = end;
-  }
-  return out.map((l) => `${l}\n`).join('');
 }

@@ -52,11 +52,44 @@ export const FOLLOWER_PREFIX = '  ↳ ';
 
 export function formatConfigError(e: ConfigError): string {
   const where = e.line !== undefined ? `${e.file}:${e.line}:${e.column ?? 1}` : e.file;
-  const line = [where, e.subject, e.field, e.message].filter((p) => p !== undefined && p !== '').join(': ');
+  return markRelation(e, [where, e.subject, e.field, e.message].filter((p) => p !== undefined && p !== '').join(': '));
+}
+
+/** An error's line, indented when it follows from a root cause, with the count of its followers when it is one. */
+export function markRelation(e: Pick<ConfigError, 'follows' | 'followers'>, line: string): string {
   if (e.follows) return `${FOLLOWER_PREFIX}${line}`;
   if (e.followers)
     return `${line} (and ${e.followers} error${e.followers === 1 ? '' : 's'} that follow${e.followers === 1 ? 's' : ''} from it)`;
   return line;
+}
+
+/** Errors that follow from one root cause listed in full up to this many; beyond, the first FOLLOWERS_SHOWN and a count. */
+export const FOLLOWERS_LISTED = 8;
+export const FOLLOWERS_SHOWN = 5;
+
+/** The lines to print: every root cause, each with the errors that follow from it (only the first few and a count when many). */
+export const showErrors = (errors: { text: string; follows: boolean }[]): string =>
+  errorLines(errors)
+    .map((l) => `${l}\n`)
+    .join('');
+
+/** showErrors, as lines. */
+export function errorLines(errors: { text: string; follows: boolean }[]): string[] {
+  const out: string[] = [];
+  for (let i = 0; i < errors.length;) {
+    out.push(errors[i].text);
+    let end = i + 1;
+    while (end < errors.length && errors[end].follows) end++;
+    const followers = errors.slice(i + 1, end);
+    if (followers.length <= FOLLOWERS_LISTED) out.push(...followers.map((f) => f.text));
+    else
+      out.push(
+        ...followers.slice(0, FOLLOWERS_SHOWN).map((f) => f.text),
+        `${FOLLOWER_PREFIX}... and ${followers.length - FOLLOWERS_SHOWN} more`,
+      );
+    i = end;
+  }
+  return out;
 }
 
 /** How many root causes a sorted list holds (the errors that follow from none). */

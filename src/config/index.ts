@@ -21,7 +21,18 @@ export {
   type KindLayout,
   type FieldRename,
 } from './layout.js';
-export { ConfigValidationError, formatConfigError, formatLocation, sortErrors, type ConfigError, type SourceLocation } from './errors.js';
+export {
+  ConfigValidationError,
+  errorLines,
+  formatConfigError,
+  formatLocation,
+  markRelation,
+  rootCauses,
+  showErrors,
+  sortErrors,
+  type ConfigError,
+  type SourceLocation,
+} from './errors.js';
 export {
   locationOf,
   subjectOf,

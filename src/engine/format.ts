@@ -1,6 +1,6 @@
 import { appendTo } from '../collections.js';
 import { SCOPE_CONTAINER } from '../kinds/index.js';
-import { formatProblem, formatProblems, type Problem } from './problems.js';
+import { formatProblems, problemLines, rootProblems, type Problem } from './problems.js';
 import type { ApplyResult } from './apply.js';
 import { SENSITIVE, type FieldChange } from './diff.js';
 import type { DriftEntry } from './drift.js';
@@ -37,7 +37,7 @@ export function renderPlan(plan: Plan, options: { colour: boolean; verbose?: boo
   for (const c of plan.changes)
     if (c.action === 'no-op' && c.notes.length && options.verbose) lines.push(`    ${subjectOfChange(c)}: ${c.notes.join('; ')}`);
   for (const w of plan.warnings) lines.push(`warning: ${w}`);
-  for (const e of plan.errors) lines.push(`error: ${formatProblem(e)}`);
+  lines.push(...problemLines(plan.errors));
   if (options.sections) lines.push(options.sections.replace(/\n$/, ''));
   const s = plan.summary;
   const summary = shown.length
@@ -45,8 +45,10 @@ export function renderPlan(plan: Plan, options: { colour: boolean; verbose?: boo
     : `No changes: ${s['no-op']} resource${s['no-op'] === 1 ? '' : 's'} in sync.`;
   // With errors the plan is not applicable: "No changes" alone read as if all were well.
   const errors = plan.errors.length;
+  const roots = rootProblems(plan.errors);
+  const above = roots < errors ? `above; ${roots} root cause${roots === 1 ? '' : 's'}` : 'above';
   lines.push(
-    errors ? `${summary.replace(/\.$/, '')}; but ${errors} error${errors === 1 ? '' : 's'} (above): nothing can be applied.` : summary,
+    errors ? `${summary.replace(/\.$/, '')}; but ${errors} error${errors === 1 ? '' : 's'} (${above}): nothing can be applied.` : summary,
   );
   return `${lines.join('\n')}\n`;
 }

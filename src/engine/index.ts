@@ -6,6 +6,8 @@ import { basename, dirname, resolve } from 'node:path';
 import { statSync } from 'node:fs';
 import type { DataPlatformClient } from '../client/index.js';
 import {
+  errorLines,
+  formatConfigError,
   loadConfigInTurns,
   resolveSecrets,
   sortErrors,
@@ -20,7 +22,6 @@ import { observe, type LiveState } from './observe.js';
 import { makePlanInTurns, type Plan, type PlanOptions } from './plan.js';
 import { attachHealth } from './health.js';
 import { restrictToTargets, type Target } from './targets.js';
-import { formatProblems } from './problems.js';
 
 export * from './diff.js';
 export * from './observe.js';
@@ -81,7 +82,8 @@ export interface Prepared {
 /** Thrown for configuration errors (nothing was contacted, or nothing changed), root causes first. */
 export class EngineConfigError extends Error {
   constructor(readonly errors: ConfigError[]) {
-    super(formatProblems(errors).join('\n'));
+    // The followers of a root cause as dpctl validate shows them (the first few and a count when many); `errors` holds them all.
+    super(errorLines(errors.map((e) => ({ text: formatConfigError(e), follows: e.follows === true }))).join('\n'));
     this.name = 'EngineConfigError';
   }
 }

@@ -27,6 +27,7 @@ import {
 } from './diff.js';
 import { OBSERVE_NOTE, preventDestroyErrors, withoutIgnored } from './policy.js';
 import type { Problem } from './problems.js';
+import { nestUnderProjectConflicts, type OwnershipConflict } from './conflicts.js';
 import { resourceKey, type LiveResource, type LiveState } from './observe.js';
 
 export type Action = 'create' | 'update' | 'replace' | 'delete' | 'no-op';
@@ -333,8 +334,11 @@ function planExisting(change: PlannedChange, doc: ConfigDocument, body: Record<s
   }
 }
 
-/** One document's part of a plan: its change, or the errors that keep it out; undefined when it is not planned. */
-export type DocumentPlan = { change: PlannedChange } | { errors: Problem[] } | undefined;
+/**
+ * One document's part of a plan: its change, or the errors that keep it out (`owner`: the other
+ * source that manages it, for an ownership conflict); undefined when it is not planned.
+ */
+export type DocumentPlan = { change: PlannedChange } | { errors: Problem[]; owner?: string } | undefined;
 
 /** Plans one declared document against what exists under its key. */
 export function planDocument(doc: ConfigDocument, ctx: PlanContext): DocumentPlan {
@@ -349,7 +353,7 @@ export function planDocument(doc: ConfigDocument, ctx: PlanContext): DocumentPla
   if ('errors' in built) return built;
   const { body } = built;
   const owned = ownershipOf(doc, existing, ctx.options);
-  if ('conflict' in owned) return { errors: [owned.conflict] };
+  if ('conflict' in owned) return { errors: [owned.conflict], owner: ownerOf(existing) };
   if (owned.labels) {
     if (doc.secrets.length) owned.labels[SECRETS_SHA_LABEL] = secretsFingerprint(key, secretValues(doc, ctx.secrets));
     body[LABELS_FIELD] = owned.labels;
@@ -382,14 +386,19 @@ export function planDocuments(documents: ConfigDocument[], ctx: PlanContext): { 
 function* planDocumentSteps(documents: ConfigDocument[], ctx: PlanContext): Steps<{ changes: PlannedChange[]; errors: Problem[] }> {
   const changes: PlannedChange[] = [];
   const errors: Problem[] = [];
+  const conflicts: OwnershipConflict[] = [];
   for (const [i, doc] of documents.entries()) {
     if (i % ITEMS_PER_STEP === 0) yield;
     const planned = planDocument(doc, ctx);
     if (planned === undefined) continue;
-    if ('errors' in planned) errors.push(...planned.errors);
-    else changes.push(planned.change);
+    if ('change' in planned) {
+      changes.push(planned.change);
+      continue;
+    }
+    errors.push(...planned.errors);
+    if (planned.owner !== undefined) conflicts.push({ problem: planned.errors[0], doc, owner: planned.owner });
   }
-  return { changes, errors };
+  return { changes, errors: nestUnderProjectConflicts(errors, conflicts) };
 }
 
 /**

@@ -1,4 +1,4 @@
-import { formatConfigError, type ConfigError } from '../config/index.js';
+import { errorLines, formatConfigError, markRelation, type ConfigError } from '../config/index.js';
 import type { ProblemCode } from '../kinds/errors.js';
 
 /**
@@ -16,10 +16,20 @@ export interface Problem extends Omit<ConfigError, 'file' | 'relation'> {
 /** `file:line:column: Kind/name: field: message`, or `Kind/name: message` for a problem with no place. */
 export function formatProblem(p: Problem): string {
   if (p.file !== undefined) return formatConfigError(p as ConfigError);
-  return [p.subject, p.field, p.message].filter((part) => part !== undefined && part !== '').join(': ');
+  return markRelation(p, [p.subject, p.field, p.message].filter((part) => part !== undefined && part !== '').join(': '));
 }
 
 export const formatProblems = (problems: readonly Problem[]): string[] => problems.map(formatProblem);
+
+/**
+ * The lines a terminal shows: `error: ` before each root cause, the problems that follow from it
+ * indented under it, the first few and a count when many (as dpctl validate shows config errors).
+ */
+export const problemLines = (problems: readonly Problem[]): string[] =>
+  errorLines(problems.map((p) => ({ text: p.follows ? formatProblem(p) : `error: ${formatProblem(p)}`, follows: p.follows === true })));
+
+/** How many problems follow from no other (the count of problems when none is nested). */
+export const rootProblems = (problems: readonly Problem[]): number => problems.filter((p) => !p.follows).length;
 
 /** How many problems of each code, for summaries and metrics. */
 export function countByCode(problems: readonly Problem[]): Record<string, number> {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { FOLLOWERS_LISTED, FOLLOWERS_SHOWN, showErrors } from '../../../src/cli/validate.js';
+import { FOLLOWERS_LISTED, FOLLOWERS_SHOWN, showErrors } from '../../../src/config/errors.js';
 
 describe('dpctl validate: errors that follow from a root cause', () => {
   const root = { text: 'a.yaml:1:1: YAML syntax: x (and N errors that follow from it)', follows: false };

@@ -343,4 +343,22 @@ describe('the text plan’s last line', () => {
       'Plan: 1 to create, 0 to update, 0 to replace, 0 to delete, 0 unchanged; but 2 errors (above): nothing can be applied.',
     );
   });
+
+  it('lists the conflicts that follow from a project’s under it, the first few and a count, and counts root causes', () => {
+    const followers = Array.from({ length: 40 }, (_, i) => ({
+      code: 'ownership_conflict' as const,
+      subject: `Connector/c${i} (project b)`,
+      message: 'managed by another source "x"',
+      follows: true,
+    }));
+    const lines = renderPlan(plan([noOp], { errors: [{ ...error, followers: 40 }, ...followers] }), { colour: false })
+      .trimEnd()
+      .split('\n');
+    expect(lines.slice(-8)).toEqual([
+      'error: Project/b: managed by another source "x" (and 40 errors that follow from it)',
+      ...followers.slice(0, 5).map((f) => `  ↳ ${f.subject}: ${f.message}`),
+      '  ↳ ... and 35 more',
+      'No changes: 1 resource in sync; but 41 errors (above; 1 root cause): nothing can be applied.',
+    ]);
+  });
 });

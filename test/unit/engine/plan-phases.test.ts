@@ -194,7 +194,24 @@ describe('planDocument', () => {
           message: `managed by another source "other" (label ${MANAGED_BY_LABEL}); not touching it (if this configuration is that source, pass --source-id other)`,
         },
       ],
+      owner: 'other',
     });
+  });
+
+  it("another source's project is the root cause of its resources' conflicts with the same owner", () => {
+    const state = appliedState(shop, 'other');
+    const escalate = shop.doc('EscalationPolicy', 'escalate');
+    // One resource of the project is another source's again: its conflict is a root cause of its own.
+    state.resources.get(docKey(escalate))!.object.labels = { [MANAGED_BY_LABEL]: 'third' };
+    const { changes, errors } = planDocuments(shop.documents, contextOf(state));
+    expect(changes).toEqual([]);
+    expect(errors.map((e) => [e.subject, e.followers, e.follows])).toEqual([
+      ['Project/shop', 1, undefined],
+      ['NotificationChannel/a (project shop)', undefined, true],
+      ['EscalationPolicy/escalate (project shop)', undefined, undefined],
+    ]);
+    expect(errors.map(formatProblem)[0]).toMatch(/pass --source-id other\) \(and 1 error that follows from it\)$/);
+    expect(errors.map(formatProblem)[1]).toMatch(/^ {2}↳ .*NotificationChannel\/a/);
   });
 
   it('planDocuments keeps document order and gathers the errors', () => {
