@@ -4,6 +4,7 @@ import type { Logger } from 'pino';
 import type { LogFormat } from '../log-format.js';
 import { FileTokenStore, type ClientConfig } from '../client/index.js';
 import { makeClient, parseConcurrency, type ConnectionOpts } from '../client/options.js';
+import { sourceIdProblem } from '../engine/index.js';
 import { startController } from './controller.js';
 import { Notifier, type Receiver } from './notify.js';
 import { parseDuration } from './duration.js';
@@ -134,6 +135,8 @@ export async function startFromOptions(opts: ControllerOpts, log: Logger) {
   const receivers = receiversOf(opts);
   const notifyRepeatMs = parseDuration(opts.notifyRepeat ?? '1h', '--notify-repeat');
   const concurrency = parseConcurrency(opts.concurrency);
+  const badSourceId = opts.sourceId === undefined ? undefined : sourceIdProblem(opts.sourceId);
+  if (badSourceId) throw new Error(badSourceId);
   const leaseSeconds = Number(opts.leaseSeconds);
   if (!Number.isInteger(leaseSeconds) || leaseSeconds < 1)
     throw new Error(`--lease-seconds must be a whole number of seconds >= 1, got ${opts.leaseSeconds}`);

@@ -5,6 +5,7 @@
 import { basename, dirname, resolve } from 'node:path';
 import { statSync } from 'node:fs';
 import type { DataPlatformClient } from '../client/index.js';
+import { SCOPE_CONTAINER } from '../kinds/index.js';
 import {
   errorLines,
   formatConfigError,
@@ -52,6 +53,21 @@ export function defaultSourceId(path: string): string {
   return basename(dir) || 'root';
 }
 
+/**
+ * Why a source id cannot be one, or undefined. It is the value of the managed-by label on
+ * everything the source manages, so it is what a label value may be (the kinds' `labels` schema:
+ * at most 256 characters), and never empty or padded: an empty id would meet every resource as
+ * another source's, and apply would label its creations with nothing.
+ */
+export function sourceIdProblem(id: string): string | undefined {
+  const labels = SCOPE_CONTAINER.createSchema.properties?.labels?.additionalProperties;
+  const max = (typeof labels === 'object' ? labels.maxLength : undefined) ?? Infinity;
+  if (!id.trim()) return 'the source id is empty: pass --source-id <id>';
+  if (id !== id.trim() || /\p{Cc}/u.test(id)) return `the source id ${JSON.stringify(id)} has spaces around it or control characters`;
+  if (id.length > max) return `the source id is ${id.length} characters long; a label value holds at most ${max}`;
+  return undefined;
+}
+
 export interface EngineOptions extends Partial<PlanOptions> {
   sourceId: string;
   concurrency?: number;
@@ -90,6 +106,8 @@ export class EngineConfigError extends Error {
 
 /** Loads and validates the config, resolves secrets, observes and plans. */
 export async function preparePlan(client: DataPlatformClient, paths: string[], options: EngineOptions): Promise<Prepared> {
+  const badSourceId = sourceIdProblem(options.sourceId);
+  if (badSourceId) throw new Error(badSourceId);
   // In turns: the controller answers /healthz and webhooks while it loads (a CLI does not mind).
   const { config, errors } = await loadConfigInTurns(paths, {
     allowUndeclaredProjects: options.allowUndeclaredProjects ?? false,

@@ -641,6 +641,26 @@ spec:
 
 describe('--allow-undeclared-projects naming a project that is not on the server', () => {
   // --allow-undeclared-projects lets metadata.project name a project that exists on the server; one that does not is a plan error.
+  test('a source id that cannot be a label value: plan, apply and drift exit 1 saying why, and nothing is written', async () => {
+    const t = await svc.tenant();
+    const env = envFor(t);
+    // A valid source id would create this project.
+    const dir = configDir('unlabelled', { 'project.yaml': 'apiVersion: dataplatform/v1\nkind: Project\nmetadata:\n  name: unlabelled\n' });
+    const runs = await Promise.all([
+      runDpctl(['plan', dir, '--source-id', ''], { env }),
+      runDpctl(['apply', dir, '--auto-approve', '--source-id', ''], { env }),
+      runDpctl(['drift', dir, '--source-id', ' platform'], { env }),
+      runDpctl(['apply', dir, '--auto-approve', '--source-id', 'x'.repeat(257)], { env }),
+    ]);
+    expect(runs.map((r) => [r.code, r.stderr.trim()])).toEqual([
+      [1, 'dpctl: the source id is empty: pass --source-id <id>'],
+      [1, 'dpctl: the source id is empty: pass --source-id <id>'],
+      [1, 'dpctl: the source id " platform" has spaces around it or control characters'],
+      [1, 'dpctl: the source id is 257 characters long; a label value holds at most 256'],
+    ]);
+    expect(await clientFor(svc, t).projects.listAll()).toEqual([]);
+  });
+
   test('plan and apply exit 1 naming the missing project, before anything is sent', async () => {
     const t = await svc.tenant();
     const env = envFor(t);
