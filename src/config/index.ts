@@ -7,7 +7,15 @@ export { loadConfig, loadConfigInTurns, type LoadOptions, type LoadResult } from
 export { ConfigParseCache } from './parse-cache.js';
 export { PersistentParseCache, defaultCacheDir, cacheMaxBytes } from './persistent-cache.js';
 export { toApiBody } from './api-body.js';
-export { resolveSecrets, trimOneNewline, type ResolvedSecrets, type SecretOptions } from './secrets.js';
+export {
+  resolveSecrets,
+  secretConfinement,
+  trimOneNewline,
+  SECRET_FILE_MAX_BYTES,
+  type Confinement,
+  type ResolvedSecrets,
+  type SecretOptions,
+} from './secrets.js';
 export { checkReferences, declaredLookup, firstOf, resolveReferences, applyReferences, type ReferenceLookup } from './references.js';
 export { buildDocumentSchema, renderDocumentSchema, DOCUMENT_SCHEMA_FILE, DOCUMENT_SCHEMA_ID } from './document-schema.js';
 export {

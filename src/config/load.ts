@@ -38,6 +38,7 @@ import { checkReferences, declaredLookup, firstOf, type ReferenceLookup } from '
 import { policyOf, unknownPolicyMessage } from './policies.js';
 import { shareStrings } from './share-strings.js';
 import { scopeCapErrors } from './scope-caps.js';
+import { isWithin } from './secrets.js';
 import { suggestField, suggestKind } from './suggest.js';
 import { defineLazy, defineLazyShared, type ConfigParseCache, type FileResult, type Identified } from './parse-cache.js';
 
@@ -53,6 +54,12 @@ export interface LoadOptions {
   lookup?: ReferenceLookup;
   /** Reuses the parse of files whose text did not change since an earlier load (long-running processes). */
   cache?: ConfigParseCache;
+  /**
+   * Reads nothing whose real path is outside this directory (the controller: a revision's
+   * checkout, whose committers must not make it read the controller's own files through a
+   * symbolic link). Unset: links are followed anywhere (the CLI, run by the config's author).
+   */
+  confineTo?: string;
 }
 
 export interface LoadResult {
@@ -76,7 +83,7 @@ const validator = () => validateDocument as ((value: unknown) => boolean) & { er
  * with --prune. A broken link that could be YAML (a .yaml/.yml name, or no extension: perhaps a
  * directory) is listed too, so that reading it reports it.
  */
-function listYamlFiles(dir: string, seen = new Set<string>([realpathSync(dir)])): string[] {
+function listYamlFiles(dir: string, root: string | undefined, seen = new Set<string>([realpathSync(dir)])): string[] {
   const out: string[] = [];
   for (const entry of readdirSync(dir, { withFileTypes: true })) {
     if (entry.name.startsWith('.') || entry.name === 'node_modules') continue;
@@ -91,15 +98,28 @@ function listYamlFiles(dir: string, seen = new Set<string>([realpathSync(dir)]))
       }
       isDirectory = target.isDirectory();
       isFile = target.isFile();
+      // Under confinement, a link out of the root that could be YAML (a directory, a *.yaml name:
+      // a file, a device) is listed itself, so that reading it reports it once.
+      if (root !== undefined && (isDirectory || YAML_FILE.test(entry.name)) && !isWithin(root, realpathSync(full))) {
+        out.push(full);
+        continue;
+      }
     }
     if (isDirectory) {
       const real = realpathSync(full);
       if (seen.has(real)) continue;
       seen.add(real);
-      out.push(...listYamlFiles(full, seen));
+      out.push(...listYamlFiles(full, root, seen));
     } else if (isFile && YAML_FILE.test(entry.name)) out.push(full);
   }
   return out;
+}
+
+/** Why a listed path is not read under confinement (it leads out of the root), or undefined. */
+function outsideRoot(path: string, root: string | undefined): string | undefined {
+  if (root === undefined) return undefined;
+  const real = statIfExists(path) && realpathSync(path);
+  return real && !isWithin(root, real) ? `is a symbolic link out of the repository (to ${real}): not read` : undefined;
 }
 
 function unreadableMessage(path: string, err: Error): string {
@@ -173,6 +193,7 @@ export function loadConfigInTurns(paths: string | string[], options: LoadOptions
 /** A load, in steps: it yields after each file and every ITEMS_PER_STEP documents of the checks across files. */
 function* loadSteps(paths: string | string[], options: LoadOptions): Generator<void, LoadResult, void> {
   const cwd = resolve(options.cwd ?? process.cwd());
+  const root = options.confineTo === undefined ? undefined : realpathSync(resolve(cwd, options.confineTo));
   const errors: ConfigError[] = [];
   const files = new Map<string, string>(); // display -> absolute
   for (const given of Array.isArray(paths) ? paths : [paths]) {
@@ -184,7 +205,7 @@ function* loadSteps(paths: string | string[], options: LoadOptions): Generator<v
       errors.push({ code: 'file_unreadable', file: displayPath(cwd, abs), message: 'no such file or directory' });
       continue;
     }
-    const found = stat.isDirectory() ? listYamlFiles(abs) : [abs];
+    const found = stat.isDirectory() && !outsideRoot(abs, root) ? listYamlFiles(abs, root) : [abs];
     if (stat.isDirectory() && !found.length)
       errors.push({ code: 'file_unreadable', file: displayPath(cwd, abs), message: 'no *.yaml or *.yml files in this directory' });
     for (const f of found) files.set(displayPath(cwd, f), f);
@@ -197,6 +218,11 @@ function* loadSteps(paths: string | string[], options: LoadOptions): Generator<v
   options.cache?.beginLoad();
   for (const file of fileOrder) {
     const absolutePath = files.get(file)!;
+    const outside = outsideRoot(absolutePath, root);
+    if (outside) {
+      errors.push({ code: 'file_unreadable', file, message: outside });
+      continue;
+    }
     let text: string;
     try {
       text = readFileSync(absolutePath, 'utf8');

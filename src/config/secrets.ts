@@ -1,5 +1,5 @@
-import { readFileSync } from 'node:fs';
-import { resolve } from 'node:path';
+import { closeSync, fstatSync, openSync, readFileSync, realpathSync } from 'node:fs';
+import { resolve, sep } from 'node:path';
 import { generatedValidator, toFieldErrors, type Validator } from '../kinds/validator.js';
 import * as GENERATED from './generated/document-validator.js';
 import type { ConfigError } from './errors.js';
@@ -14,8 +14,86 @@ export interface ResolvedSecrets {
 export interface SecretOptions {
   /** Environment to read `env` references from (default process.env). */
   env?: Record<string, string | undefined>;
-  /** Reads a file (absolute path); default fs.readFileSync as UTF-8. */
+  /** Reads a file (absolute path); default readSecretFile. */
   readFile?: (absolutePath: string) => string;
+  /** Where secretRefs may not reach (the controller); unset: anywhere the process can read. */
+  confine?: SecretConfinement;
+}
+
+/**
+ * What a configuration's secretRefs may read when its authors are not the process's owners (the
+ * controller, reading what anyone who can push to the repository wrote): otherwise a connector
+ * whose password is `secretRef: { file: /etc/dpctl-ssh/id_ed25519 }` or `{ env: DATAPLATFORM_API_KEY }`,
+ * at a host the author runs, would hand them the controller's deploy key or credentials.
+ */
+export interface SecretConfinement {
+  /** Directories a file secretRef must lead into, by real path (links followed): the checkout, mounted secret directories. */
+  fileRoots: string[];
+  /** Prefixes of environment variables no secretRef may read: the process's own settings and credentials. */
+  refusedEnvPrefixes: string[];
+}
+
+/** A configuration confined to its repository (the controller's revisions): its root, and what its secretRefs may read besides. */
+export interface Confinement {
+  /** The repository's checkout: no YAML file (LoadOptions.confineTo) nor secret file outside it is read. */
+  root: string;
+  /** Directories of mounted secrets that file secretRefs may also read. */
+  secretDirs: string[];
+  refusedEnvPrefixes: string[];
+}
+
+export const secretConfinement = (c: Confinement | undefined): SecretConfinement | undefined =>
+  c && { fileRoots: [c.root, ...c.secretDirs], refusedEnvPrefixes: c.refusedEnvPrefixes };
+
+/** The most a secret file may hold: a secret is a password, a token or a key, never a large file. */
+export const SECRET_FILE_MAX_BYTES = 1024 * 1024;
+
+/**
+ * A secret file's text: a regular file of at most SECRET_FILE_MAX_BYTES (a secretRef to
+ * /dev/zero or to a named pipe would otherwise read forever or wait forever).
+ */
+export function readSecretFile(path: string): string {
+  const fd = openSync(path, 'r');
+  try {
+    const stat = fstatSync(fd);
+    if (stat.isDirectory()) throw Object.assign(new Error('it is a directory'), { code: 'EISDIR' });
+    if (!stat.isFile()) throw new Error('it is not a regular file');
+    if (stat.size > SECRET_FILE_MAX_BYTES)
+      throw new Error(`it holds ${stat.size} bytes; a secret file holds at most ${SECRET_FILE_MAX_BYTES}`);
+    return readFileSync(fd, 'utf8');
+  } finally {
+    closeSync(fd);
+  }
+}
+
+function realOrResolved(path: string): string {
+  try {
+    return realpathSync(path);
+  } catch {
+    return resolve(path); // a root that does not exist (yet) holds nothing
+  }
+}
+
+/** True when `real` (a real path) is `root` (a real path) or under it. */
+export const isWithin = (root: string, real: string) => real === root || real.startsWith(root.endsWith(sep) ? root : root + sep);
+
+/** Why a secretRef may not be read under confinement, or undefined. */
+function confinementProblem(ref: DocumentSecret['ref'], path: string, confine: SecretConfinement | undefined): string | undefined {
+  if (!confine) return undefined;
+  if ('env' in ref) {
+    const prefix = confine.refusedEnvPrefixes.find((p) => ref.env.startsWith(p));
+    return prefix
+      ? `environment variable ${ref.env} is refused: variables named ${prefix}* are the controller's own settings and credentials`
+      : undefined;
+  }
+  let real: string;
+  try {
+    real = realpathSync(path);
+  } catch {
+    return undefined; // reading it reports why
+  }
+  if (confine.fileRoots.some((root) => isWithin(root, real))) return undefined;
+  return `file ${ref.file} is refused: it leads outside the repository${confine.fileRoots.length > 1 ? ' and the secret directories (--secrets-dir)' : ''} (to ${real})`;
 }
 
 /**
@@ -47,7 +125,9 @@ export function resolveSecrets(
   options: SecretOptions = {},
 ): { secrets: ResolvedSecrets; errors: ConfigError[] } {
   const env = options.env ?? process.env;
-  const read = options.readFile ?? ((p: string) => readFileSync(p, 'utf8'));
+  const read = options.readFile ?? readSecretFile;
+  // Roots by real path, as the files they are compared with.
+  const confine = options.confine && { ...options.confine, fileRoots: options.confine.fileRoots.map(realOrResolved) };
   const values = new Map<ConfigDocument, Map<string, string>>();
   const errors: ConfigError[] = [];
   for (const doc of documents) {
@@ -62,6 +142,12 @@ export function resolveSecrets(
         });
       let value: string;
       let origin: string;
+      const path = 'file' in secret.ref ? resolve(secret.baseDir, secret.ref.file) : '';
+      const refused = confinementProblem(secret.ref, path, confine);
+      if (refused) {
+        fail('env' in secret.ref ? 'env' : 'file', refused);
+        continue;
+      }
       if ('env' in secret.ref) {
         origin = `environment variable ${secret.ref.env}`;
         const found = env[secret.ref.env];
@@ -71,7 +157,6 @@ export function resolveSecrets(
         }
         value = found;
       } else {
-        const path = resolve(secret.baseDir, secret.ref.file);
         origin = `file ${secret.ref.file}`;
         try {
           value = trimOneNewline(read(path));

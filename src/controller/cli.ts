@@ -151,7 +151,12 @@ function planOptions(cmd: Command): void {
       'metadata.project may name a project that exists on the server without a Project document',
       false,
     )
-    .option('--spec-operations', 'plan with only the operations the spec documents', false);
+    .option('--spec-operations', 'plan with only the operations the spec documents', false)
+    .option(
+      '--secrets-dir <dir>',
+      "a directory of mounted secrets that the config's file secretRefs may read (repeatable); otherwise only files in the repository",
+      (value: string, previous: string[] = []) => [...previous, value],
+    );
 }
 
 function logOptions(cmd: Command): void {

@@ -55,6 +55,8 @@ export interface ControllerOptions {
   waitTimeoutMs?: number;
   /** Where events go (failed applies, degraded resources, drift, suspend...); none when absent. */
   notifier?: Notifier;
+  /** Directories of mounted secrets that the config's file secretRefs may read besides the checkout (--secrets-dir). */
+  secretDirs?: string[];
 }
 
 export interface RunningController {
@@ -108,6 +110,7 @@ export async function startController(options: ControllerOptions): Promise<Runni
     metrics,
     log,
     waitTimeoutMs: options.waitTimeoutMs ?? 300_000,
+    secretDirs: options.secretDirs ?? [],
   });
   const board: StatusBoard = new StatusBoard(controllerInfo(options, engine, elector), () => ({
     suspended: suspension.value,

@@ -47,6 +47,13 @@ import {
  * recorded as soon as it is known, so the page shows a long run's progress.
  */
 
+/**
+ * Environment variables no secretRef of a revision may read: the controller's own settings and
+ * credentials (DATAPLATFORM_API_KEY, DPCTL_WEBHOOK_SECRET...) and git's (GIT_CONFIG_* can carry an
+ * Authorization header, GIT_SSH_COMMAND the deploy key's path).
+ */
+export const CONTROLLER_ENV_PREFIXES = ['DATAPLATFORM_', 'DPCTL_', 'GIT_'];
+
 /** The engine functions a run calls (fakes in unit tests). */
 export interface EngineSteps {
   detectDrift: typeof detectDrift;
@@ -67,6 +74,8 @@ export interface ReconcilerDeps {
   log: Logger;
   /** How long a run waits for provisioning and health before it reports them progressing. */
   waitTimeoutMs: number;
+  /** Directories of mounted secrets that file secretRefs may read besides the checkout. */
+  secretDirs?: string[];
   steps?: Partial<EngineSteps>;
   now?: () => number;
 }
@@ -123,7 +132,7 @@ export class RevisionReconciler {
 
   /** The fetch and validate steps: a new revision is validated and, when valid, becomes the one in force. */
   private async refresh(signal: AbortSignal, status: StatusRecorder): Promise<void> {
-    const { source, engine, log, metrics } = this.d;
+    const { source, log, metrics } = this.d;
     const { seen, revision } = this.revisions.see(await fetchRevision(source, signal));
     status.record({ revision });
     if (seen.kind === 'fetch-failed') {
@@ -136,7 +145,7 @@ export class RevisionReconciler {
     const recovered = this.fetchFailures.succeeded();
     if (recovered) log.info({ source: source.description, failing_since: iso(recovered.since), failures: recovered.failures }, 'fetch recovered');
     if (seen.kind === 'unchanged') return;
-    const { checked, revision: validated } = this.revisions.check(seen.rev, await validateRevision(seen.rev, engine));
+    const { checked, revision: validated } = this.revisions.check(seen.rev, await validateRevision(seen.rev, this.optionsFor(seen.rev)));
     status.record({ revision: validated });
     const { rev } = checked;
     if (checked.kind === 'invalid') {
@@ -255,8 +264,13 @@ export class RevisionReconciler {
     }
   }
 
+  /**
+   * A revision is read confined to its checkout: whoever can push to the repository must not be
+   * able to make the controller read its own files or credentials (see SecretConfinement).
+   */
   private optionsFor(rev: Revision): EngineOptions {
-    return { ...this.d.engine, cwd: rev.root };
+    const confine = { root: rev.root, secretDirs: this.d.secretDirs ?? [], refusedEnvPrefixes: CONTROLLER_ENV_PREFIXES };
+    return { ...this.d.engine, cwd: rev.root, confine };
   }
 
   private progress(rev: Revision): (line: string) => void {

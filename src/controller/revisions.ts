@@ -1,4 +1,4 @@
-import { formatConfigError, loadConfigInTurns, resolveSecrets, sortErrors } from '../config/index.js';
+import { formatConfigError, loadConfigInTurns, resolveSecrets, secretConfinement, sortErrors } from '../config/index.js';
 import type { EngineOptions } from '../engine/index.js';
 import type { ConfigSource, Revision } from './source/types.js';
 import type { ControllerStatus } from './status.js';
@@ -42,8 +42,9 @@ export async function validateRevision(rev: Revision, engine: EngineOptions): Pr
     cwd: rev.root,
     allowUndeclaredProjects: engine.allowUndeclaredProjects ?? false,
     cache: engine.parseCache,
+    confineTo: engine.confine?.root,
   });
-  const resolved = resolveSecrets(config.documents, { env: engine.env ?? process.env });
+  const resolved = resolveSecrets(config.documents, { env: engine.env ?? process.env, confine: secretConfinement(engine.confine) });
   return sortErrors([...errors, ...resolved.errors], config.files).map(formatConfigError);
 }
 

@@ -42,6 +42,8 @@ export interface ControllerOpts extends ConnectionOpts {
   apiKeyFile?: string;
   passwordFile?: string;
   sourceId?: string;
+  /** --secrets-dir, repeatable. */
+  secretsDir?: string[];
   concurrency: string;
   adopt: boolean;
   allowUndeclaredProjects: boolean;
@@ -137,6 +139,8 @@ export async function startFromOptions(opts: ControllerOpts, log: Logger) {
   const concurrency = parseConcurrency(opts.concurrency);
   const badSourceId = opts.sourceId === undefined ? undefined : sourceIdProblem(opts.sourceId);
   if (badSourceId) throw new Error(badSourceId);
+  for (const dir of opts.secretsDir ?? [])
+    if (!statSync(dir, { throwIfNoEntry: false })?.isDirectory()) throw new Error(`--secrets-dir ${dir}: no such directory`);
   const leaseSeconds = Number(opts.leaseSeconds);
   if (!Number.isInteger(leaseSeconds) || leaseSeconds < 1)
     throw new Error(`--lease-seconds must be a whole number of seconds >= 1, got ${opts.leaseSeconds}`);
@@ -214,6 +218,7 @@ export async function startFromOptions(opts: ControllerOpts, log: Logger) {
     suspension,
     elector,
     logger: log,
+    secretDirs: opts.secretsDir ?? [],
     engine: {
       sourceId,
       concurrency,

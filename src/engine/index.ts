@@ -11,7 +11,9 @@ import {
   formatConfigError,
   loadConfigInTurns,
   resolveSecrets,
+  secretConfinement,
   sortErrors,
+  type Confinement,
   type ConfigDocument,
   type ConfigError,
   type ConfigParseCache,
@@ -70,6 +72,8 @@ export function sourceIdProblem(id: string): string | undefined {
 
 export interface EngineOptions extends Partial<PlanOptions> {
   sourceId: string;
+  /** Read the configuration confined to its repository (the controller); unset for the CLI. */
+  confine?: Confinement;
   concurrency?: number;
   allowUndeclaredProjects?: boolean;
   env?: Record<string, string | undefined>;
@@ -113,8 +117,9 @@ export async function preparePlan(client: DataPlatformClient, paths: string[], o
     allowUndeclaredProjects: options.allowUndeclaredProjects ?? false,
     cwd: options.cwd,
     cache: options.parseCache,
+    confineTo: options.confine?.root,
   });
-  const resolved = resolveSecrets(config.documents, { env: options.env ?? process.env });
+  const resolved = resolveSecrets(config.documents, { env: options.env ?? process.env, confine: secretConfinement(options.confine) });
   const all = sortErrors([...errors, ...resolved.errors], config.files);
   if (all.length) throw new EngineConfigError(all);
   const prune = options.prune ?? false;

@@ -1,4 +1,4 @@
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
@@ -164,6 +164,34 @@ describe('apply mode, following a git branch', () => {
     await converged(good);
     expect((await find(t, 'pipelines', 'nightly-revenue')).schedule).toBe('0 6 * * *');
     expect(ctl.status().revision.invalid).toBeNull();
+  });
+
+  test("a commit cannot make the controller read its own files or credentials: such a revision is invalid, nothing of it applied", async () => {
+    const outside = mkdtempSync(join(tmpdir(), 'dp-ctl-outside-'));
+    writeFileSync(join(outside, 'id_ed25519'), 'deploy-key-material\n');
+    writeFileSync(join(outside, 'extra.yaml'), 'apiVersion: dataplatform/v1\nkind: Project\nmetadata:\n  name: extra\n');
+    const path = 'platform/analytics/sources.yaml';
+    const text = readFileSync(join(repo.work, path), 'utf8');
+    expect(text).toContain('env: ORDERS_DB_PASSWORD');
+    repo.write(path, text.replace('env: ORDERS_DB_PASSWORD', 'env: DATAPLATFORM_API_KEY').replace('env: BILLING_DB_PASSWORD', `file: ${join(outside, 'id_ed25519')}`));
+    symlinkSync(join(outside, 'extra.yaml'), join(repo.work, 'platform', 'extra.yaml'));
+    const bad = repo.commit('exfiltrate');
+    try {
+      const status = await waitFor('the revision refused', () => ctl.status().revision.invalid?.id === bad && ctl.status());
+      expect(status.revision.invalid!.errors).toEqual([
+        expect.stringMatching(/^platform\/extra\.yaml: is a symbolic link out of the repository \(to .*extra\.yaml\): not read$/),
+        expect.stringMatching(/^platform\/analytics\/sources\.yaml:\d+:\d+: Connector\/orders-db: spec\.credentials\.password: environment variable DATAPLATFORM_API_KEY is refused/),
+        expect.stringMatching(/^platform\/analytics\/sources\.yaml:\d+:\d+: Connector\/billing-db: spec\.credentials\.password: file .*id_ed25519 is refused: it leads outside the repository/),
+      ]);
+      expect(JSON.stringify(status)).not.toContain('deploy-key-material');
+      expect(status.revision.applied?.id).toBe(good);
+      expect((await svc.ok(t, 'GET', '/projects')).data.map((p: { name: string }) => p.name)).not.toContain('extra');
+    } finally {
+      rmSync(outside, { recursive: true, force: true });
+    }
+    repo.write(path, text).remove('platform/extra.yaml');
+    good = repo.commit('no exfiltration');
+    await converged(good);
   });
 
   test('suspend and resume over HTTP (bearer or HMAC), without a restart', async () => {

@@ -1,8 +1,9 @@
-import { existsSync, mkdtempSync, readFileSync, writeFileSync, mkdirSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, readlinkSync, rmSync, symlinkSync, writeFileSync, mkdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { describe, expect, test } from 'vitest';
 import { Backoff } from '../../src/controller/backoff.js';
+import { loadConfig } from '../../src/config/index.js';
 import { DirectorySource, parseDuration, parseListen, redactUrl, signBody, verifySignature } from '../../src/controller/index.js';
 import { withJitter } from '../../src/controller/duration.js';
 import { RECENT_RUNS, renderStatusHtml, withRecentRun, type ControllerStatus, type RunRecord } from '../../src/controller/status.js';
@@ -125,6 +126,32 @@ describe('controller building blocks', () => {
     // close() leaves a given snapshot directory alone...
     await src.close();
     expect(existsSync(withFile.root)).toBe(true);
+  });
+
+  test('a directory source follows links within it (git-sync), each directory once, and keeps a link out of it as a link, never read', async () => {
+    const outside = mkdtempSync(join(tmpdir(), 'dp-ctl-dirsrc-outside-'));
+    writeFileSync(join(outside, 'id_ed25519'), 'deploy-key-material');
+    const checkout = mkdtempSync(join(tmpdir(), 'dp-ctl-dirsrc-checkout-'));
+    mkdirSync(join(checkout, 'team'));
+    writeFileSync(join(checkout, 'team', 'a.yaml'), 'a: 1\n');
+    symlinkSync(join(checkout, 'team'), join(checkout, 'team-link')); // inside: followed
+    symlinkSync(checkout, join(checkout, 'team', 'up')); // to an ancestor: ends
+    symlinkSync(join(outside, 'id_ed25519'), join(checkout, 'key.txt'));
+    symlinkSync('/dev/zero', join(checkout, 'zero.yaml'));
+    // git-sync's layout: the source is a link to the current checkout.
+    const linkDir = mkdtempSync(join(tmpdir(), 'dp-ctl-dirsrc-link-'));
+    symlinkSync(checkout, join(linkDir, 'repo'));
+    const rev = await new DirectorySource(join(linkDir, 'repo')).fetch();
+    expect(readFileSync(join(rev.root, 'team-link', 'a.yaml'), 'utf8')).toBe('a: 1\n');
+    expect(readlinkSync(join(rev.root, 'key.txt'))).toBe(join(outside, 'id_ed25519'));
+    expect(readlinkSync(join(rev.root, 'zero.yaml'))).toBe('/dev/zero');
+    expect(existsSync(join(rev.root, 'team', 'up'))).toBe(false);
+    // The confined load reports the links out of the revision (and the YAML files are not valid config: no matter here).
+    const { errors } = loadConfig('.', { cwd: rev.root, confineTo: rev.root });
+    expect(errors.filter((e) => e.code === 'file_unreadable').map((e) => e.message)).toEqual([
+      'is a symbolic link out of the repository (to /dev/zero): not read',
+    ]);
+    for (const d of [outside, checkout, linkDir]) rmSync(d, { recursive: true, force: true });
   });
 
   test('a directory source without a snapshot directory keeps its snapshots in a temporary directory of its own, removed by close()', async () => {

@@ -1,21 +1,42 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
-import { mkdir, mkdtemp, readdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readdir, readFile, realpath, rename, rm, stat, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join, relative, resolve, sep } from 'node:path';
 import type { ConfigSource, Revision } from './types.js';
 
-/** Every file under `dir` (sorted, relative), skipping dot entries such as git-sync's `.git` link. */
-async function listFiles(dir: string, root = dir): Promise<string[]> {
-  const out: string[] = [];
+/** A file of the directory (relative path), or a link out of it (`outside`: its real target, never read). */
+interface Entry {
+  file: string;
+  outside?: string;
+}
+
+/**
+ * Every file under `dir` (sorted, relative), skipping dot entries such as git-sync's `.git` link.
+ * Links are followed within `root` (git-sync swaps a link to each new checkout), each directory
+ * once; a link that leads out of it is listed with its target and not read: the snapshot keeps it
+ * as a link, and the controller's confined load reports it (a link to the controller's own files,
+ * or to /dev/zero, must not be copied into a revision).
+ */
+async function listFiles(dir: string, root: string, seen = new Set<string>([root])): Promise<Entry[]> {
+  const out: Entry[] = [];
   const entries = await readdir(dir, { withFileTypes: true });
   for (const e of entries.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0))) {
     if (e.name.startsWith('.')) continue;
     const abs = join(dir, e.name);
-    // git-sync swaps a symlink to the new checkout: follow links.
-    const s = e.isSymbolicLink() ? await stat(abs).catch(() => undefined) : undefined;
-    if (e.isDirectory() || s?.isDirectory()) out.push(...(await listFiles(abs, root)));
-    else if (e.isFile() || s?.isFile()) out.push(relative(root, abs).split(sep).join('/'));
+    const file = relative(root, abs).split(sep).join('/');
+    const real = e.isSymbolicLink() ? await realpath(abs).catch(() => undefined) : undefined;
+    if (real !== undefined && real !== root && !real.startsWith(root + sep)) {
+      out.push({ file, outside: real });
+      continue;
+    }
+    const s = real !== undefined ? await stat(abs).catch(() => undefined) : undefined;
+    if (s?.isDirectory()) {
+      if (seen.has(real!)) continue; // each directory once: a link to an ancestor ends
+      seen.add(real!);
+    }
+    if (e.isDirectory() || s?.isDirectory()) out.push(...(await listFiles(abs, root, seen)));
+    else if (e.isFile() || s?.isFile()) out.push({ file });
   }
   return out;
 }
@@ -62,31 +83,34 @@ export class DirectorySource implements ConfigSource {
   async fetch(): Promise<Revision> {
     const s = await stat(this.dir).catch(() => undefined);
     if (!s?.isDirectory()) throw new Error(`${this.dir}: not a directory`);
-    const files = await listFiles(this.dir);
-    const contents = new Map<string, Buffer>();
+    const root = await realpath(this.dir);
+    const entries = await listFiles(root, root);
+    const contents = new Map<string, Buffer | { outside: string }>();
     const hash = createHash('sha256');
-    for (const f of files) {
-      const bytes = await readFile(join(this.dir, f));
-      contents.set(f, bytes);
-      hash.update(`${f}\0`);
+    for (const { file, outside } of entries) {
+      const bytes = outside === undefined ? await readFile(join(root, file)) : Buffer.from(`-> ${outside}`);
+      contents.set(file, outside === undefined ? bytes : { outside });
+      hash.update(`${file}\0`);
       hash.update(bytes);
       hash.update('\0');
     }
+    const files = entries.map((e) => e.file);
     const id = `sha256:${hash.digest('hex').slice(0, 16)}`;
-    const root = join(await this.snapshotRoot(), id.replace(':', '-'));
-    if (!existsSync(root)) await this.write(root, contents);
+    const snapshot = join(await this.snapshotRoot(), id.replace(':', '-'));
+    if (!existsSync(snapshot)) await this.write(snapshot, contents);
     const yaml = files.filter((f) => /\.ya?ml$/i.test(f)).length;
-    return { id, configDir: root, root, summary: `${yaml} YAML file${yaml === 1 ? '' : 's'}` };
+    return { id, configDir: snapshot, root: snapshot, summary: `${yaml} YAML file${yaml === 1 ? '' : 's'}` };
   }
 
   /** Written under a temporary name and renamed, so a crash never leaves a half snapshot that looks complete. */
-  private async write(dest: string, contents: Map<string, Buffer>) {
+  private async write(dest: string, contents: Map<string, Buffer | { outside: string }>) {
     const tmp = `${dest}.${randomBytes(4).toString('hex')}.tmp`;
     try {
       await mkdir(tmp, { recursive: true, mode: 0o700 });
       for (const [f, bytes] of contents) {
         await mkdir(dirname(join(tmp, f)), { recursive: true });
-        await writeFile(join(tmp, f), bytes, { mode: 0o600 });
+        if (Buffer.isBuffer(bytes)) await writeFile(join(tmp, f), bytes, { mode: 0o600 });
+        else await symlink(bytes.outside, join(tmp, f));
       }
       await rename(tmp, dest);
     } finally {
