@@ -1,4 +1,4 @@
-import { closeSync, fstatSync, openSync, readFileSync, realpathSync } from 'node:fs';
+import { closeSync, constants, fstatSync, openSync, readFileSync, realpathSync } from 'node:fs';
 import { resolve, sep } from 'node:path';
 import { generatedValidator, toFieldErrors, type Validator } from '../kinds/validator.js';
 import * as GENERATED from './generated/document-validator.js';
@@ -53,7 +53,8 @@ export const SECRET_FILE_MAX_BYTES = 1024 * 1024;
  * /dev/zero or to a named pipe would otherwise read forever or wait forever).
  */
 export function readSecretFile(path: string): string {
-  const fd = openSync(path, 'r');
+  // Non-blocking: opening a named pipe to read would otherwise wait for a writer, event loop and all.
+  const fd = openSync(path, constants.O_RDONLY | constants.O_NONBLOCK);
   try {
     const stat = fstatSync(fd);
     if (stat.isDirectory()) throw Object.assign(new Error('it is a directory'), { code: 'EISDIR' });

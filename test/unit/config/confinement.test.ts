@@ -1,3 +1,4 @@
+import { execFileSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -92,12 +93,14 @@ describe('a configuration confined to its repository', () => {
 });
 
 describe('secret files', () => {
-  it('are regular files of at most 1 MiB: a device, a pipe or a large file is an error, not a read that never ends', () => {
+  it('are regular files of at most 1 MiB: a named pipe, a device or a large file is an error, not a read that never ends', () => {
     const dir = tempDir('dp-secret-files-');
     writeFileSync(join(dir, 'big'), Buffer.alloc(SECRET_FILE_MAX_BYTES + 1, 'a'));
+    execFileSync('mkfifo', [join(dir, 'pipe')]); // nobody writes to it: opening it to read must not wait
     writeFileSync(
       join(dir, 'users.yaml'),
       project +
+        user('d@example.com', '{ file: pipe }') +
         user('a@example.com', '{ file: /dev/zero }') +
         user('b@example.com', '{ file: big }') +
         user('c@example.com', `{ file: ${dir} }`),
@@ -105,6 +108,7 @@ describe('secret files', () => {
     const { config } = loadConfig('users.yaml', { cwd: dir });
     const { errors } = resolveSecrets(config.documents, { env: {} });
     expect(errors.map((e) => e.message)).toEqual([
+      'file pipe cannot be read: it is not a regular file',
       'file /dev/zero cannot be read: it is not a regular file',
       `file big cannot be read: it holds ${SECRET_FILE_MAX_BYTES + 1} bytes; a secret file holds at most ${SECRET_FILE_MAX_BYTES}`,
       `file ${dir} cannot be read: it is a directory`,
