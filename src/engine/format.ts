@@ -189,7 +189,8 @@ interface MdReport {
   title: string;
   /** Markdown, already escaped. */
   headline: string;
-  errors: string[];
+  /** Listed as the terminal lists them: the problems that follow from a root cause under it, the first few and a count. */
+  errors: readonly Problem[];
   warnings: string[];
   rows: MdRow[];
   actionHeader: string;
@@ -310,7 +311,7 @@ function renderReport(r: MdReport, max: number): string {
       out,
       'CAUTION',
       `**${plural(r.errors.length, 'error')}: nothing can be applied until ${r.errors.length === 1 ? 'it is' : 'they are'} fixed.**`,
-      r.errors,
+      problemLines(r.errors, ''),
       'error',
     );
   out.force(`\n${r.headline}`);
@@ -368,7 +369,7 @@ export function renderPlanMarkdown(plan: Plan, options: { maxLength?: number } =
   const counts = `**Plan:** ${s.create} to create, ${s.update} to update, ${s.replace} to replace, ${s.delete} to delete, ${s.no_op} unchanged${s.unsupported ? ` (${s.unsupported} not supported by the service)` : ''}`;
   const headline = `${rows.length ? counts : `**No changes.** ${plural(s.no_op, 'resource')} in sync`} · source ${mdCode(json.source_id)}`;
   return renderReport(
-    { title: 'dpctl plan', headline, errors: json.errors, warnings: json.warnings, rows, actionHeader: 'Action' },
+    { title: 'dpctl plan', headline, errors: plan.errors, warnings: json.warnings, rows, actionHeader: 'Action' },
     options.maxLength ?? GITHUB_COMMENT_LIMIT,
   );
 }
@@ -402,7 +403,7 @@ export function renderDriftMarkdown(
   const counts = `**Drift:** ${s.changed} changed, ${s.deleted} deleted, ${s.orphaned} orphaned, ${s.unmanaged} unmanaged`;
   const headline = `${rows.length ? counts : '**No drift.** The platform matches the config.'} · source ${mdCode(json.source_id)}`;
   return renderReport(
-    { title: 'dpctl drift', headline, errors: json.errors, warnings: [], rows, actionHeader: 'Drift', detailHeader: 'Detail' },
+    { title: 'dpctl drift', headline, errors, warnings: [], rows, actionHeader: 'Drift', detailHeader: 'Detail' },
     options.maxLength ?? GITHUB_COMMENT_LIMIT,
   );
 }
@@ -415,7 +416,7 @@ export function renderConfigErrorsMarkdown(
 ): string {
   const headline = `**Invalid configuration:** nothing was ${command === 'plan' ? 'planned' : 'compared'}.`;
   return renderReport(
-    { title: `dpctl ${command}`, headline, errors: formatProblems(errors), warnings: [], rows: [], actionHeader: 'Action' },
+    { title: `dpctl ${command}`, headline, errors, warnings: [], rows: [], actionHeader: 'Action' },
     options.maxLength ?? GITHUB_COMMENT_LIMIT,
   );
 }

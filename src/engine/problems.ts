@@ -25,8 +25,8 @@ export const formatProblems = (problems: readonly Problem[]): string[] => proble
  * The lines a terminal shows: `error: ` before each root cause, the problems that follow from it
  * indented under it, the first few and a count when many (as dpctl validate shows config errors).
  */
-export const problemLines = (problems: readonly Problem[]): string[] =>
-  errorLines(problems.map((p) => ({ text: p.follows ? formatProblem(p) : `error: ${formatProblem(p)}`, follows: p.follows === true })));
+export const problemLines = (problems: readonly Problem[], prefix = 'error: '): string[] =>
+  errorLines(problems.map((p) => ({ text: p.follows ? formatProblem(p) : `${prefix}${formatProblem(p)}`, follows: p.follows === true })));
 
 /** How many problems follow from no other (the count of problems when none is nested). */
 export const rootProblems = (problems: readonly Problem[]): number => problems.filter((p) => !p.follows).length;

@@ -160,6 +160,27 @@ describe('renderPlanMarkdown', () => {
     expect(md).toBe('### dpctl plan\n\n**No changes.** 2 resources in sync · source <code>platform</code>\n');
   });
 
+  it('the conflicts that follow from a project’s are listed under it as the terminal lists them: five and a count', () => {
+    const root = { code: 'ownership_conflict' as const, subject: 'Project/b', message: 'managed by another source "x"', followers: 40 };
+    const followers = Array.from({ length: 40 }, (_, i) => ({
+      code: 'ownership_conflict' as const,
+      subject: `Connector/c${i} (project b)`,
+      message: 'managed by another source "x"',
+      follows: true,
+    }));
+    const md = renderPlanMarkdown(plan([], { errors: [root, ...followers] }));
+    expect(md).toContain(
+      [
+        '> **41 errors: nothing can be applied until they are fixed.**',
+        '>',
+        '> - Project/b: managed by another source "x" (and 40 errors that follow from it)',
+        ...followers.slice(0, 5).map((f) => `> -   ↳ ${f.subject}: ${f.message}`),
+        '> -   ↳ ... and 35 more',
+        '',
+      ].join('\n'),
+    );
+  });
+
   it('errors come first, in a caution alert, before the headline; warnings after it', () => {
     const md = renderPlanMarkdown(
       plan(SMALL.changes, {
