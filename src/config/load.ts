@@ -38,7 +38,7 @@ import { checkReferences, declaredLookup, firstOf, type ReferenceLookup } from '
 import { policyOf, unknownPolicyMessage } from './policies.js';
 import { shareStrings } from './share-strings.js';
 import { scopeCapErrors } from './scope-caps.js';
-import { isWithin } from './secrets.js';
+import { isWithin } from '../paths.js';
 import { suggestField, suggestKind } from './suggest.js';
 import { defineLazy, defineLazyShared, type ConfigParseCache, type FileResult, type Identified } from './parse-cache.js';
 

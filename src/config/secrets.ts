@@ -1,5 +1,6 @@
 import { closeSync, constants, fstatSync, openSync, readFileSync, realpathSync } from 'node:fs';
-import { resolve, sep } from 'node:path';
+import { resolve } from 'node:path';
+import { isWithin } from '../paths.js';
 import { generatedValidator, toFieldErrors, type Validator } from '../kinds/validator.js';
 import * as GENERATED from './generated/document-validator.js';
 import type { ConfigError } from './errors.js';
@@ -74,9 +75,6 @@ function realOrResolved(path: string): string {
     return resolve(path); // a root that does not exist (yet) holds nothing
   }
 }
-
-/** True when `real` (a real path) is `root` (a real path) or under it. */
-export const isWithin = (root: string, real: string) => real === root || real.startsWith(root.endsWith(sep) ? root : root + sep);
 
 /** Why a secretRef may not be read under confinement, or undefined. */
 function confinementProblem(ref: DocumentSecret['ref'], path: string, confine: SecretConfinement | undefined): string | undefined {

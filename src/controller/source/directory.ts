@@ -3,6 +3,7 @@ import { existsSync } from 'node:fs';
 import { mkdir, mkdtemp, readdir, readFile, realpath, rename, rm, stat, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join, relative, resolve, sep } from 'node:path';
+import { isWithin } from '../../paths.js';
 import type { ConfigSource, Revision } from './types.js';
 
 /** A file of the directory (relative path), or a link out of it (`outside`: its real target, never read). */
@@ -26,7 +27,7 @@ async function listFiles(dir: string, root: string, seen = new Set<string>([root
     const abs = join(dir, e.name);
     const file = relative(root, abs).split(sep).join('/');
     const real = e.isSymbolicLink() ? await realpath(abs).catch(() => undefined) : undefined;
-    if (real !== undefined && real !== root && !real.startsWith(root + sep)) {
+    if (real !== undefined && !isWithin(root, real)) {
       out.push({ file, outside: real });
       continue;
     }

@@ -18,6 +18,8 @@ const LAYER: Record<string, number> = {
   'steps.ts': 0,
   // Small collection helpers (grouping without copying), for engine and controller.
   'collections.ts': 0,
+  // Path helpers (is a real path within a root), for config and the controller's sources.
+  'paths.ts': 0,
   client: 1,
   config: 1,
   engine: 2,
