@@ -3,7 +3,7 @@
  * derived entirely from the kind descriptors. Load and validate with loadConfig, read
  * secrets with resolveSecrets, build API bodies with toApiBody.
  */
-export { loadConfig, loadConfigInTurns, type LoadOptions, type LoadResult } from './load.js';
+export { CONFIG_FILE_MAX_BYTES, loadConfig, loadConfigInTurns, type LoadOptions, type LoadResult } from './load.js';
 export { ConfigParseCache } from './parse-cache.js';
 export { PersistentParseCache, defaultCacheDir, cacheMaxBytes } from './persistent-cache.js';
 export { toApiBody } from './api-body.js';

@@ -122,6 +122,20 @@ function outsideRoot(path: string, root: string | undefined): string | undefined
   return real && !isWithin(root, real) ? `is a symbolic link out of the repository (to ${real}): not read` : undefined;
 }
 
+/**
+ * The most one YAML file may hold. 100,000 resources in one file are about 30 MB; a file past
+ * this is a data dump committed by mistake, and reading it would take the controller's memory
+ * (its pod's limit is 2 GiB) before any check could say so.
+ */
+export const CONFIG_FILE_MAX_BYTES = 64 * 2 ** 20;
+
+function tooLarge(path: string): string | undefined {
+  const size = statIfExists(path)?.size ?? 0;
+  return size > CONFIG_FILE_MAX_BYTES
+    ? `holds ${(Math.ceil((size / 2 ** 20) * 10) / 10).toFixed(1)} MiB; a config file holds at most ${CONFIG_FILE_MAX_BYTES / 2 ** 20} MiB (split it)`
+    : undefined;
+}
+
 function unreadableMessage(path: string, err: Error): string {
   const link = lstatSync(path, { throwIfNoEntry: false });
   if (link?.isSymbolicLink() && !statIfExists(path)) return `is a symbolic link to ${readlinkSync(path)}, which does not exist`;
@@ -218,9 +232,9 @@ function* loadSteps(paths: string | string[], options: LoadOptions): Generator<v
   options.cache?.beginLoad();
   for (const file of fileOrder) {
     const absolutePath = files.get(file)!;
-    const outside = outsideRoot(absolutePath, root);
-    if (outside) {
-      errors.push({ code: 'file_unreadable', file, message: outside });
+    const unread = outsideRoot(absolutePath, root) ?? tooLarge(absolutePath);
+    if (unread) {
+      errors.push({ code: 'file_unreadable', file, message: unread });
       continue;
     }
     let text: string;

@@ -1,9 +1,16 @@
 import { execFileSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, symlinkSync, truncateSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { loadConfig, resolveSecrets, SECRET_FILE_MAX_BYTES, secretConfinement, type Confinement } from '../../../src/config/index.js';
+import {
+  CONFIG_FILE_MAX_BYTES,
+  loadConfig,
+  resolveSecrets,
+  SECRET_FILE_MAX_BYTES,
+  secretConfinement,
+  type Confinement,
+} from '../../../src/config/index.js';
 import { lines } from './helpers.js';
 
 /**
@@ -113,5 +120,17 @@ describe('secret files', () => {
       `file big cannot be read: it holds ${SECRET_FILE_MAX_BYTES + 1} bytes; a secret file holds at most ${SECRET_FILE_MAX_BYTES}`,
       `file ${dir} cannot be read: it is a directory`,
     ]);
+  });
+});
+
+describe('config files', () => {
+  it('hold at most 64 MiB: a larger one is reported, not read (a data dump committed by mistake)', () => {
+    const dir = tempDir('dp-config-size-');
+    writeFileSync(join(dir, 'a-project.yaml'), project);
+    writeFileSync(join(dir, 'dump.yaml'), '');
+    truncateSync(join(dir, 'dump.yaml'), CONFIG_FILE_MAX_BYTES + 1); // sparse: nothing is written
+    const { config, errors } = loadConfig('.', { cwd: dir });
+    expect(lines(errors)).toEqual(['dump.yaml: holds 64.1 MiB; a config file holds at most 64 MiB (split it)']);
+    expect(config.documents.map((d) => d.name)).toEqual(['shop']);
   });
 });
