@@ -180,6 +180,10 @@ describe('dpctl init', () => {
       const files = scaffold(scaffoldOptions(format));
       expect([...files.keys()], format).toEqual(expect.arrayContaining(['.gitignore', 'README.md', '.github/workflows/platform.yml']));
       expect(files.get('README.md'), format).toContain('# r');
+      // The first apply creates the project: an API key cannot (a user followed the README with one).
+      expect(files.get('README.md'), format).toMatch(
+        /The first (apply|deploy) must create the project `starter`.*\nrun it once as an admin/,
+      );
     }
   });
 });

@@ -487,13 +487,14 @@ export DATAPLATFORM_CA_FILE=/path/to/ca.pem             # only for a private CA
 ${o.format === 'yaml' ? `export ORDERS_DB_PASSWORD=...\nnpx dpctl validate platform\nnpm run plan                  # dpctl plan platform ${sourceFlag(o)}\nnpm run apply` : o.format === 'cdktf' ? 'export TF_VAR_ORDERS_DB_PASSWORD=...\nnpx dpctl provider install   # the Terraform provider, into ~/.terraform.d/plugins\nnpm run synth && npm run deploy' : 'export TF_VAR_orders_db_password=...\nnpx dpctl provider install   # the Terraform provider, into ~/.terraform.d/plugins\nterraform init && terraform plan && terraform apply'}
 \`\`\`
 
+The first ${o.format === 'cdktf' ? 'deploy' : 'apply'} must create the project \`starter\`, which an API key (limited to its project) cannot:
+run it once as an admin (DATAPLATFORM_EMAIL and DATAPLATFORM_PASSWORD), then CI uses the project's key.
+
 ${
   o.format === 'yaml'
     ? `Every plan and apply passes \`${sourceFlag(o)}\` (the package.json scripts and the workflow do): it labels what this
 repository manages, and \`--prune\` deletes only resources with that label. Keep it unique per repository
 and tenant; two repositories with one id would prune each other's resources.
-The first apply must create the project \`starter\`, which an API key (limited to its project) cannot:
-run it once as an admin (DATAPLATFORM_EMAIL and DATAPLATFORM_PASSWORD), then CI uses the project's key.
 
 `
     : ''
