@@ -212,6 +212,16 @@ resource "dataplatform_connector" "sim" {
     const out = await ws.apply();
     expect(out).toContain('Apply complete! Resources: 0 added, 1 changed, 0 destroyed.');
     expect(out).toMatch(/Warning: dataplatform_connector "flaky" is degraded/);
+    // A team whose CI must fail on it says so with a postcondition (terraform.md): plan and apply stop.
+    ws.write(
+      'main.tf',
+      readFileSync(join(ws.work, 'main.tf'), 'utf8').replace(
+        '  labels         = { team = "data" }',
+        '  labels         = { team = "data" }\n  lifecycle {\n    postcondition {\n      condition     = self.status != "error"\n      error_message = "connector ${self.name} is in error"\n    }\n  }',
+      ),
+    );
+    const strict = await ws.tf(['plan', '-detailed-exitcode', '-input=false'], [1]);
+    expect(strict.out).toMatch(/Error: Resource postcondition failed[\s\S]*connector flaky is in error/);
   });
 });
 
