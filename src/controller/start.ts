@@ -139,6 +139,12 @@ export async function startFromOptions(opts: ControllerOpts, log: Logger) {
   const concurrency = parseConcurrency(opts.concurrency);
   const badSourceId = opts.sourceId === undefined ? undefined : sourceIdProblem(opts.sourceId);
   if (badSourceId) throw new Error(badSourceId);
+  // The default (the last part of --path) is the same in every repository laid out alike
+  // (`platform/`): two such controllers on one tenant would prune each other's projects.
+  if (opts.prune && opts.sourceId === undefined)
+    throw new Error(
+      '--prune deletes what carries this controller\'s source id, so name it: --source-id <id>, unique per repository and tenant (the repository\'s name, say; `dpctl init` repositories use it)',
+    );
   for (const dir of opts.secretsDir ?? [])
     if (!statSync(dir, { throwIfNoEntry: false })?.isDirectory()) throw new Error(`--secrets-dir ${dir}: no such directory`);
   const leaseSeconds = Number(opts.leaseSeconds);

@@ -185,6 +185,32 @@ describe('credentials from mounted files', () => {
     expect(out).not.toContain(key);
   });
 
+  test('settings that cannot work stop the start with what to pass: --prune without --source-id, a bad source id, a missing --secrets-dir', async () => {
+    const start = async (extra: string[]) => {
+      const c = spawn(process.execPath, [DPCTL, 'controller', '--source', configDir, ...extra], {
+        env: { ...process.env, ...baseEnv(t) },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+      let out = '';
+      c.stdout.on('data', (d) => (out += d));
+      c.stderr.on('data', (d) => (out += d));
+      return { code: await new Promise<number | null>((resolve) => c.once('close', resolve)), out };
+    };
+    const [prune, empty, dir] = await Promise.all([
+      start(['--prune']),
+      start(['--source-id', '']),
+      start(['--source-id', 'team-a', '--secrets-dir', '/nonexistent/dpctl/secrets']),
+    ]);
+    expect(prune.code).toBe(1);
+    // Every repository made by `dpctl init` keeps its YAML in platform/: a default from the path collides.
+    expect(prune.out).toContain("dpctl: --prune deletes what carries this controller's source id, so name it: --source-id <id>");
+    expect(empty.code).toBe(1);
+    expect(empty.out).toContain('dpctl: the source id is empty');
+    expect(dir.code).toBe(1);
+    expect(dir.out).toContain('dpctl: --secrets-dir /nonexistent/dpctl/secrets: no such directory');
+    for (const r of [prune, empty, dir]) expect(r.out).not.toMatch(/\n\s+at /);
+  });
+
   test('a missing credential file is named, with no stack trace', async () => {
     const c = spawn(process.execPath, [DPCTL, 'controller', '--source', configDir, '--api-key-file', '/nonexistent/dpctl/key'], {
       env: { ...process.env, ...baseEnv(t) },

@@ -210,6 +210,8 @@ describe('controller/deploy manifests', () => {
       source: configMap.data.DPCTL_SOURCE,
       branch: configMap.data.DPCTL_BRANCH,
       path: configMap.data.DPCTL_PATH,
+      // Explicit: a default from the path is the same in every repository laid out alike.
+      sourceId: configMap.data.DPCTL_SOURCE_ID,
       mode: configMap.data.DPCTL_MODE,
       leaderElection: 'lease',
       leaseNamespace: '<metadata.namespace>',
