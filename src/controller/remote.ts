@@ -327,7 +327,10 @@ export function formatStatus(s: ControllerStatus, now: number): string {
   const byState = [...STATE_ORDER, ...[...counts.keys()].filter((k) => !STATE_ORDER.includes(k as ResourceStatus['state']))]
     .filter((state) => counts.get(state))
     .map((state) => `${counts.get(state)} ${state}`);
-  lines.push(`Resources:  ${s.resources.length ? `${byState.join(', ')} (${s.resources.length} declared)` : 'none yet'}`);
+  // A run that prunes lists what it deleted beside what is declared.
+  const pruned = s.resources.filter((r) => r.action === 'delete').length;
+  const declared = `${s.resources.length - pruned} declared${pruned ? `, ${pruned} pruned` : ''}`;
+  lines.push(`Resources:  ${s.resources.length ? `${byState.join(', ')} (${declared})` : 'none yet'}`);
   const problems = s.resources.filter((r) => PROBLEMS.has(r.state));
   if (problems.length) {
     lines.push('Problems:');

@@ -307,6 +307,16 @@ describe('which run answers a reconcile request', () => {
           failures: 2,
           next_attempt_at: '2024-05-01T10:01:20.000Z',
         },
+        {
+          kind: 'connector',
+          yaml_kind: 'Connector',
+          project: 'p',
+          name: 'old',
+          id: 'z',
+          action: 'delete',
+          state: 'applied',
+          detail: 'delete done',
+        },
       ],
       drift: [],
     } as unknown as ControllerStatus;
@@ -319,7 +329,8 @@ describe('which run answers a reconcile request', () => {
         "Leader:     standby pod-b (lease dpctl/dpctl-controller): the leader's runs are in the leader's status",
         'Source:     git https://example.com/p.git branch main path platform (apply mode, every 30s)',
         'Revision:   aaaaaaaaaaaa add lake',
-        'Resources:  1 in-sync, 1 degraded, 1 backoff (3 declared)',
+        // A pruned resource is not one of the declared.
+        'Resources:  1 in-sync, 1 applied, 1 degraded, 1 backoff (3 declared, 1 pruned)',
         'Problems:',
         '  degraded  InfrastructureResource p/lake: no region',
         '  backoff   Connector p/db: backing off after 2 failures: 500 (attempt 3 in 20 s)',
