@@ -1,4 +1,4 @@
-import { mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
@@ -191,6 +191,25 @@ describe('apply mode, following a git branch', () => {
     }
     repo.write(path, text).remove('platform/extra.yaml');
     good = repo.commit('no exfiltration');
+    await converged(good);
+  });
+
+  test('a commit that moves the --path directory away is an invalid revision, not a fetch error: the last good one stays, Ready is False', async () => {
+    renameSync(join(repo.work, 'platform'), join(repo.work, 'config'));
+    const moved = repo.commit('platform/ moved to config/');
+    try {
+      const status = await waitFor(
+        'the revision refused',
+        () => ctl.status().revision.invalid?.id === moved && ctl.status().last_run?.result === 'invalid' && ctl.status(),
+      );
+      expect(status.revision.invalid!.errors).toEqual(['platform: no such file or directory']);
+      expect(status.revision.fetch_error).toBeNull();
+      expect(status.revision.applied?.id).toBe(good);
+      expect(status.conditions.find((c) => c.type === 'Ready')).toMatchObject({ status: 'False', reason: 'InvalidRevision' });
+    } finally {
+      renameSync(join(repo.work, 'config'), join(repo.work, 'platform'));
+    }
+    good = repo.commit('platform/ back');
     await converged(good);
   });
 

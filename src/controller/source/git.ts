@@ -1,8 +1,9 @@
 import { execFile } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
-import { existsSync, statSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import { mkdir, readdir, rename, rm } from 'node:fs/promises';
 import { isAbsolute, join, resolve } from 'node:path';
+import { isWithin } from '../../paths.js';
 import type { ConfigSource, Revision } from './types.js';
 import { redactUrl } from './types.js';
 
@@ -91,9 +92,10 @@ export class GitSource implements ConfigSource {
     const root = join(this.base, 'checkouts', commit);
     if (!existsSync(root)) await this.export(commit, root, signal);
     const configDir = resolve(root, this.options.path || '.');
-    if (!configDir.startsWith(root)) throw new Error(`--path ${this.options.path} leaves the repository`);
-    if (!existsSync(configDir) || !statSync(configDir).isDirectory())
-      throw new Error(`${this.options.path}: no such directory in ${this.options.branch} at ${commit.slice(0, 12)}`);
+    if (!isWithin(root, configDir)) throw new Error(`--path ${this.options.path} leaves the repository`);
+    // A commit without the --path directory is a revision all the same: its validation reports
+    // "no such file or directory" and keeps the last good one in force (Ready False, as Flux does
+    // for a missing path), where a failed fetch would leave Ready True on the revision before.
     const summary = await this.run(['log', '-1', '--format=%s', commit], signal).catch(() => undefined);
     return { id: commit, configDir, root, summary };
   }
