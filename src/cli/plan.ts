@@ -229,7 +229,11 @@ export function applyCommand(): Command {
     .option('--auto-approve', 'do not ask for confirmation on a terminal', false)
     .option('--no-wait', 'start provisioning and return: do not wait for it, nor for health')
     .option('--wait-timeout <duration>', 'how long to wait for provisioning and health (e.g. 90s, 10m, 1h)', '10m')
-    .option('--test-connections', 'test the connection of every created or changed connector; a failed test fails the apply', false)
+    .option(
+      '--test-connections',
+      'test the connection of every created or changed connector, and of unchanged ones never synced or in error; a failed test fails the apply',
+      false,
+    )
     .action((path: string, opts: ApplyOpts) => guarded(() => runApply(path, opts)));
 }
 

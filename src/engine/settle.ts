@@ -75,7 +75,7 @@ export async function settle(
     pollMs: o.pollMs,
   });
   if (o.testConnections) o.onPhase?.('testing connections');
-  const tests = o.testConnections ? await testConnections(client, result, projectIds, o) : [];
+  const tests = o.testConnections ? await testConnections(client, plan, result, projectIds, o) : [];
   if (o.wait) o.onPhase?.('waiting for health');
   const health = o.wait
     ? await healthAfter(client, settledChanges(plan, result), provisioning.length > 0, {
@@ -99,6 +99,13 @@ export async function settle(
   return { provisioning, tests, health, failures };
 }
 
+/** True when the live resource has run and is not degraded: its state is neither its kind's initial one nor a degraded one. */
+function provenToWork(c: PlannedChange): boolean {
+  const d = c.doc!.descriptor;
+  const state = d.health ? c.live?.object[d.health.field] : undefined;
+  return state !== undefined && state !== d.initialState && c.health?.health !== 'degraded';
+}
+
 /**
  * Final health of the declared resources. Only what this apply wrote, what was not healthy when
  * observed, and (after a provisioning) the provisioned kinds are listed again; the rest keep
@@ -117,18 +124,28 @@ async function healthAfter(
   return changes.filter((c) => c.doc?.descriptor.health).map((c) => fresh.get(c) ?? healthEntry(c, c.health ?? { health: 'healthy' }));
 }
 
-/** Tests the connection of every created, updated or replaced resource of a kind with x-test-action. */
+/**
+ * Tests the connection of every resource of a kind with x-test-action that this apply created,
+ * updated or replaced, and of every declared one that nothing has shown to work yet: still in its
+ * initial state (never run) or degraded. Without the second part, an apply whose test failed
+ * passed when run again unchanged, with the connection as broken as before.
+ */
 async function testConnections(
   client: DataPlatformClient,
+  plan: Plan,
   result: ApplyResult,
   projectIds: Map<string, string>,
   o: SettleOptions,
 ): Promise<ConnectionTestOutcome[]> {
-  const written = result.outcomes.filter((x) => x.status === 'done' && x.change.action !== 'delete' && x.change.doc?.descriptor.testAction);
-  return mapLimit(written, o.concurrency, async (x) => {
-    const c = x.change;
+  const written = result.outcomes
+    .filter((x) => x.status === 'done' && x.change.action !== 'delete' && x.change.doc?.descriptor.testAction)
+    .map((x) => ({ change: x.change, id: (x.id ?? x.change.id)! }));
+  const unproven = plan.changes
+    .filter((c) => c.action === 'no-op' && c.id && c.doc?.descriptor.testAction && !provenToWork(c))
+    .map((c) => ({ change: c, id: c.id! }));
+  return mapLimit([...written, ...unproven], o.concurrency, async ({ change: c, id }) => {
     const projectId = c.project !== undefined ? projectIds.get(c.project) : undefined;
-    const answer = await testConnectionOf(client, c.doc!.descriptor, { projectId }, (x.id ?? c.id)!, { signal: o.signal });
+    const answer = await testConnectionOf(client, c.doc!.descriptor, { projectId }, id, { signal: o.signal });
     o.onProgress?.(
       `  ${answer.success ? '' : 'x '}${subjectOfChange(c)}: connection test ${answer.success ? 'passed' : 'failed'}: ${answer.message}`,
     );

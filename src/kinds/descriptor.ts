@@ -55,6 +55,11 @@ export interface KindDescriptor {
   health?: HealthRuleKeyword;
   /** `x-test-action`: the item sub-path that tests its connection (dpctl apply --test-connections, the provider's run_setup_tests). */
   testAction?: string;
+  /**
+   * The value of the health field right after creation (its `x-initial`, `created` for a
+   * connector): a resource still in it has never run, so nothing has shown that it works.
+   */
+  initialState?: unknown;
   /** `x-provisioning`: provisioned by a project-wide plan and apply, which dpctl and the provider run and wait for. */
   provisioning?: ProvisioningKeyword;
   /** Request body for create: computed fields removed. */
@@ -179,6 +184,7 @@ export function describeKind(file: KindSchemaFile): KindDescriptor {
     schema: file,
     health: file['x-health'],
     testAction: file['x-test-action'],
+    initialState: file['x-health'] ? props[file['x-health'].field]?.['x-initial'] : undefined,
     provisioning: file['x-provisioning'],
     scheduleField: Object.keys(props).find((n) => props[n]['x-format'] === 'cron'),
     dags: Object.entries(props)

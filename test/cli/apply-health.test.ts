@@ -136,7 +136,7 @@ describe('dpctl plan and apply: provisioning', () => {
 });
 
 describe('dpctl apply: connection tests and health', () => {
-  test('--test-connections tests created and changed connectors; a failed test fails the apply after everything else is applied', async () => {
+  test('--test-connections tests created and changed connectors, and unchanged ones that have not shown they work; a failed test fails the apply after everything else is applied', async () => {
     const port = await closedPort();
     const pg = doc(
       'Connector',
@@ -153,8 +153,23 @@ describe('dpctl apply: connection tests and health', () => {
       /error: Connector conn-test\/orders-db: connection test failed: Host unreachable: connection to 127\.0\.0\.1:\d+ refused/,
     );
     expect(await live('conn-test', 'connectors', 'orders-db')).toBeDefined();
-    // Nothing changed: nothing to test, and the connector itself is healthy (a failed test is not a state).
-    expect((await runDpctl(['apply', dir, '--test-connections'], { env })).code).toBe(0);
+    // Run again unchanged: nothing has shown that either connection works (neither has run), so
+    // both are tested again, and the apply fails again (it passed before, with nothing fixed).
+    const again = await runDpctl(['apply', dir, '--test-connections'], { env });
+    expect(again.code).toBe(1);
+    expect(again.stdout).toMatch(/error: Connector conn-test\/orders-db: connection test failed: Host unreachable/);
+    expect(again.stdout).toMatch(/ {2}Connector conn-test\/crm: connection test passed: /);
+    // A connector that has synced has shown that it works: an unchanged one is not tested again.
+    const synced = await live('conn-test', 'connectors', 'crm');
+    await svc.ok(t, 'POST', `/projects/${synced.project_id}/connectors/${synced.id}/sync`);
+    for (let i = 0; i < 200 && (await live('conn-test', 'connectors', 'crm')).status !== 'active'; i++)
+      await new Promise((r) => setTimeout(r, 50));
+    expect((await live('conn-test', 'connectors', 'crm')).status).toBe('active');
+    const third = await runDpctl(['apply', dir, '--test-connections'], { env });
+    expect(third.code).toBe(1);
+    expect(third.stdout).not.toContain('conn-test/crm: connection test');
+    // Without --test-connections nothing is tested: the connector itself is healthy (a failed test is not a state).
+    expect((await runDpctl(['apply', dir], { env })).code).toBe(0);
   });
 
   test("a declared connector whose last sync failed fails the apply as degraded, with the platform's reason; plan shows it", async () => {
