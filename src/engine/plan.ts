@@ -549,7 +549,8 @@ function keptUndeclaredWarning(state: LiveState, declared: Set<string>, sourceId
   );
   const more = kept.length > shown.length ? `, and ${kept.length - shown.length} more` : '';
   const one = kept.length === 1;
-  return `${kept.length} managed resource${one ? ' is' : 's are'} no longer in the config and kept (${shown.join(', ')}${more}): --prune deletes ${one ? 'it' : 'them'}, dpctl drift lists ${one ? 'it' : 'them'}`;
+  // Another repository with the same source id (every `platform/` directory defaults to "platform") looks the same.
+  return `${kept.length} managed resource${one ? ' is' : 's are'} no longer in the config and kept (${shown.join(', ')}${more}): --prune deletes ${one ? 'it' : 'them'}, dpctl drift lists ${one ? 'it' : 'them'}; if ${one ? 'it belongs' : 'they belong'} to another repository, give each repository its own --source-id (this one is "${sourceId}")`;
 }
 
 /** The live resources of a project, grouped on first use (only a pruned project asks). */

@@ -464,7 +464,7 @@ describe('dpctl apply --prune', () => {
     expect(plain.code).toBe(0);
     // Without --prune the removed rule stays, and the plan says so.
     expect(plain.stdout).toBe(
-      'warning: 1 managed resource is no longer in the config and kept (AlertRule analytics/orders-stale): --prune deletes it, dpctl drift lists it\nNo changes: 24 resources in sync.\n',
+      'warning: 1 managed resource is no longer in the config and kept (AlertRule analytics/orders-stale): --prune deletes it, dpctl drift lists it; if it belongs to another repository, give each repository its own --source-id (this one is "platform")\nNo changes: 24 resources in sync.\n',
     );
 
     const apply = await runDpctl(['apply', dir, '--prune'], { env });
