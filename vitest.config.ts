@@ -1,6 +1,7 @@
 import { mkdtempSync } from 'node:fs';
 import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { defineConfig } from 'vitest/config';
 
 // dpctl's parse cache (docs/guides/reconciler.md) goes to a directory of this run, never the user's ~/.cache;
@@ -12,6 +13,11 @@ process.env.DPCTL_CACHE_DIR ??= mkdtempSync(join(tmpdir(), 'dp-test-cache-'));
  * throwaway PostgreSQL server (started by the global setup), so both stores are proven.
  */
 export default defineConfig({
+  resolve: {
+    // examples/cdktf imports the construct library by the package's name, as a user's app does;
+    // tests run it on the sources (one copy of each class), not on a build in dist/.
+    alias: { 'dataplatform-as-code/cdktf': fileURLToPath(new URL('./src/cdktf/index.ts', import.meta.url)) },
+  },
   test: {
     testTimeout: 30_000,
     hookTimeout: 60_000,

@@ -5,8 +5,10 @@
  *   through the YAML bridge, to show a repository moving to cdktf without rewriting.
  */
 import { join } from 'node:path';
-import { App, TerraformStack } from '../../src/cdktf/cdk.js';
-import { ConfigValidationError, DataplatformProvider, YamlPlatform } from '../../src/cdktf/index.js';
+import { App, TerraformStack } from 'cdktf';
+// The package's construct library, as an app that installed it imports it (in this repository, vitest
+// maps it to src/cdktf; Node resolves it to the built dist/ of the package it is in).
+import { ConfigValidationError, DataplatformProvider, YamlPlatform } from 'dataplatform-as-code/cdktf';
 import { PlatformStack } from './platform-stack.js';
 
 const app = new App();

@@ -3,9 +3,9 @@
  * and billing databases are synced, modelled with dbt and published every night, with alerting,
  * on-call escalation and masking of personal data. Secrets come from Terraform variables.
  */
-import { TerraformOutput, TerraformStack } from '../../src/cdktf/cdk.js';
-import type { Construct } from '../../src/cdktf/cdk.js';
-import { Classification, EscalationPolicy, MaskingPolicy, Platform, secret, step } from '../../src/cdktf/index.js';
+import { TerraformOutput, TerraformStack } from 'cdktf';
+import type { Construct } from 'constructs';
+import { Classification, EscalationPolicy, MaskingPolicy, Platform, secret, step } from 'dataplatform-as-code/cdktf';
 
 export class PlatformStack extends TerraformStack {
   constructor(scope: Construct, id: string) {

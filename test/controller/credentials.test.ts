@@ -167,39 +167,30 @@ describe('credentials from mounted files', () => {
     expect(c.raw()).not.toContain(key);
   });
 
-  test('an API key and a password file at once are refused before anything starts', async () => {
-    const c = spawn(
-      process.execPath,
-      [DPCTL, 'controller', '--source', configDir, '--api-key-file', secretFile(key), '--password-file', secretFile('pw')],
-      {
-        env: { ...process.env, ...baseEnv(t) },
-        stdio: ['ignore', 'pipe', 'pipe'],
-      },
-    );
+  /** `dpctl controller --source <config> ...extra` run to its exit: the code and everything it printed. */
+  const controllerExit = async (extra: string[]) => {
+    const c = spawn(process.execPath, [DPCTL, 'controller', '--source', configDir, ...extra], {
+      env: { ...process.env, ...baseEnv(t) },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     let out = '';
     c.stdout.on('data', (d) => (out += d));
     c.stderr.on('data', (d) => (out += d));
-    const code = await new Promise<number | null>((resolve) => c.once('close', resolve));
+    return { code: await new Promise<number | null>((resolve) => c.once('close', resolve)), out };
+  };
+
+  test('an API key and a password file at once are refused before anything starts', async () => {
+    const { code, out } = await controllerExit(['--api-key-file', secretFile(key), '--password-file', secretFile('pw')]);
     expect(code).toBe(1);
     expect(out).toContain('give either an API key or a password file, not both');
     expect(out).not.toContain(key);
   });
 
   test('settings that cannot work stop the start with what to pass: --prune without --source-id, a bad source id, a missing --secrets-dir', async () => {
-    const start = async (extra: string[]) => {
-      const c = spawn(process.execPath, [DPCTL, 'controller', '--source', configDir, ...extra], {
-        env: { ...process.env, ...baseEnv(t) },
-        stdio: ['ignore', 'pipe', 'pipe'],
-      });
-      let out = '';
-      c.stdout.on('data', (d) => (out += d));
-      c.stderr.on('data', (d) => (out += d));
-      return { code: await new Promise<number | null>((resolve) => c.once('close', resolve)), out };
-    };
     const [prune, empty, dir] = await Promise.all([
-      start(['--prune']),
-      start(['--source-id', '']),
-      start(['--source-id', 'team-a', '--secrets-dir', '/nonexistent/dpctl/secrets']),
+      controllerExit(['--prune']),
+      controllerExit(['--source-id', '']),
+      controllerExit(['--source-id', 'team-a', '--secrets-dir', '/nonexistent/dpctl/secrets']),
     ]);
     expect(prune.code).toBe(1);
     // Every repository made by `dpctl init` keeps its YAML in platform/: a default from the path collides.
@@ -212,14 +203,7 @@ describe('credentials from mounted files', () => {
   });
 
   test('a missing credential file is named, with no stack trace', async () => {
-    const c = spawn(process.execPath, [DPCTL, 'controller', '--source', configDir, '--api-key-file', '/nonexistent/dpctl/key'], {
-      env: { ...process.env, ...baseEnv(t) },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let out = '';
-    c.stdout.on('data', (d) => (out += d));
-    c.stderr.on('data', (d) => (out += d));
-    const code = await new Promise<number | null>((resolve) => c.once('close', resolve));
+    const { code, out } = await controllerExit(['--api-key-file', '/nonexistent/dpctl/key']);
     expect(code).toBe(1);
     expect(out).toMatch(/--api-key-file.*\/nonexistent\/dpctl\/key/);
     expect(out).not.toMatch(/\n\s+at /);

@@ -372,6 +372,19 @@ describe.skipIf(testStore() === 'postgres' || !haveTerraform)('from the packed p
         return json;
       };
       expect(stackOf(join(cdktnApp, 'out'))).toEqual(stackOf(join(app, 'cdktf.out')));
+
+      // The complete example the docs point to runs from node_modules as shipped (it imported
+      // ../../src/cdktf, which the package does not hold: a user found it failing).
+      const exampleOut = join(team, 'example-out');
+      const example = await run(
+        join(BIN, 'tsx'),
+        [join(team, 'node_modules', 'dataplatform-as-code', 'examples', 'cdktf', 'main.ts')],
+        team,
+        { ...env, CDKTF_OUTDIR: exampleOut },
+      );
+      expect(example.code, example.out).toBe(0);
+      expect(Object.keys(JSON.parse(readFileSync(join(exampleOut, 'stacks', 'platform', 'cdk.tf.json'), 'utf8')).resource)).toHaveLength(9);
+      expect(existsSync(join(exampleOut, 'stacks', 'yaml-platform', 'cdk.tf.json'))).toBe(true);
     },
   );
 
