@@ -7,6 +7,8 @@ import { inconsistencies, type TfObject } from './values.js';
 export interface Outcome {
   state: TfObject | null;
   diagnostics: Diagnostic[];
+  /** run_setup_tests tested the connection, and the test failed (kept in the private state: the next plan tests again). */
+  setupTestFailed?: boolean;
 }
 
 /**
@@ -31,12 +33,15 @@ export async function applyChange(
   }
   let state = (await h.apply(prior, planned, config)) as TfObject;
   const diagnostics: Diagnostic[] = [];
+  let setupTestFailed = false;
   try {
     if (d.provisioning) {
       diagnostics.push(...(await waitForProvisioning(h, state, prior ? 'update' : 'create', signal)));
       state = await readBack(h, planned, state);
     }
-    diagnostics.push(...(await connectionTest(h, state, signal)));
+    const tested = await connectionTest(h, state, signal);
+    setupTestFailed = tested.some(isError);
+    diagnostics.push(...tested);
   } catch (err) {
     if (err instanceof ProviderError && err.newState) state = err.newState;
     diagnostics.push(diagnose(err));
@@ -45,7 +50,7 @@ export async function applyChange(
   // else's apply failed it): an error unless this apply's own failure already said so.
   if (!diagnostics.some(isError))
     diagnostics.push(...healthDiagnostics(h.spec, state, { degradedIsError: !!d.provisioning, afterWait: !!d.provisioning }));
-  return { state, diagnostics };
+  return { state, diagnostics, setupTestFailed };
 }
 
 /** The resource after provisioning changed its status, checked against the plan like any answer. */

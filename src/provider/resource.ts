@@ -140,7 +140,13 @@ export class ResourceHandler {
     return c;
   }
 
-  plan(prior: TfObject | null, proposed: TfObject | null, config: TfObject | null): { planned: TfObject | null; replace: string[][] } {
+  /** `retest`: plan an update even when nothing changed, so that the apply tests the connection again (see private-state.ts). */
+  plan(
+    prior: TfObject | null,
+    proposed: TfObject | null,
+    config: TfObject | null,
+    o: { retest?: boolean } = {},
+  ): { planned: TfObject | null; replace: string[][] } {
     if (proposed === null) return { planned: null, replace: [] };
     const create = prior === null;
     const planned: TfObject = {};
@@ -162,7 +168,7 @@ export class ResourceHandler {
         changed = true;
         if (a.replace) replace.push([a.name]);
       }
-      if ((changed || this.provisioningFailed(prior)) && replace.length === 0) {
+      if ((changed || this.provisioningFailed(prior) || o.retest) && replace.length === 0) {
         for (const a of this.spec.attrs)
           if (computedOnly(a) && !STABLE.has(apiField(a)) && !this.d.onceFields.includes(apiField(a))) planned[a.name] = UNKNOWN;
       }

@@ -1,6 +1,7 @@
 import { diagnoseAll } from '../diagnostics.js';
 import { applyChange } from '../lifecycle.js';
 import { ProviderError } from '../resource.js';
+import { encodePrivate } from '../private-state.js';
 import { encodeDynamic, type DynamicValue } from '../values.js';
 import { objectOf, type ProviderContext } from './context.js';
 import { log } from './unary.js';
@@ -21,8 +22,14 @@ export async function applyResourceChange(ctx: ProviderContext, req: ApplyResour
   const h = ctx.resource(req.type_name);
   const prior = objectOf(req.prior_state);
   try {
-    const { state, diagnostics } = await applyChange(h, prior, objectOf(req.planned_state), objectOf(req.config), ctx.stopping.signal);
-    return { new_state: encodeDynamic(state), private: req.planned_private, diagnostics };
+    const { state, diagnostics, setupTestFailed } = await applyChange(
+      h,
+      prior,
+      objectOf(req.planned_state),
+      objectOf(req.config),
+      ctx.stopping.signal,
+    );
+    return { new_state: encodeDynamic(state), private: encodePrivate({ ...(setupTestFailed && { setupTestFailed: true }) }), diagnostics };
   } catch (err) {
     log(`ApplyResourceChange ${req.type_name} failed: ${err instanceof Error ? err.message : String(err)}`);
     const state = err instanceof ProviderError && err.newState !== undefined ? err.newState : prior;

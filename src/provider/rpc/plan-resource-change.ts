@@ -1,5 +1,7 @@
-import { namedPath } from '../diagnostics.js';
-import { encodeDynamic, type DynamicValue } from '../values.js';
+import { namedPath, warning } from '../diagnostics.js';
+import { decodePrivate } from '../private-state.js';
+import { RUN_SETUP_TESTS } from '../settings.js';
+import { encodeDynamic, type DynamicValue, type TfObject } from '../values.js';
 import { objectOf, type ProviderContext } from './context.js';
 
 export interface PlanResourceChangeRequest {
@@ -13,11 +15,22 @@ export interface PlanResourceChangeRequest {
 /** PlanResourceChange: the planned state, and the attributes whose change needs a replacement. */
 export function planResourceChange(ctx: ProviderContext, req: PlanResourceChangeRequest) {
   const h = ctx.resource(req.type_name);
-  const { planned, replace } = h.plan(objectOf(req.prior_state), objectOf(req.proposed_new_state), objectOf(req.config));
+  const prior = objectOf(req.prior_state);
+  const config = objectOf(req.config);
+  // The last test failed and the configuration still asks for one: plan an update, which tests again.
+  const retest = prior !== null && config?.[RUN_SETUP_TESTS] === true && !!decodePrivate(req.prior_private).setupTestFailed;
+  const { planned, replace } = h.plan(prior, objectOf(req.proposed_new_state), config, { retest });
   return {
     planned_state: encodeDynamic(planned),
     requires_replace: replace.map(namedPath),
     planned_private: req.prior_private,
-    diagnostics: [],
+    diagnostics: retest ? [retestWarning(h.spec.typeName, prior)] : [],
   };
+}
+
+function retestWarning(typeName: string, prior: TfObject) {
+  return warning(
+    `${typeName} ${JSON.stringify(String(prior.name ?? prior.id))}: its last connection test failed`,
+    'run_setup_tests is true, and the test failed when it was last applied: this plan updates it to test the connection again, and the apply fails until the test passes.',
+  );
 }

@@ -178,6 +178,23 @@ resource "dataplatform_connector" "sim" {
       write(pg(src.port));
       expect(await ws.apply()).toContain('Apply complete! Resources: 1 added, 0 changed, 1 destroyed.');
       expect((await ws.plan()).code).toBe(0);
+
+      // An update whose test fails is saved as configured (not tainted). The identical apply run
+      // again tests again, and fails until the test passes: the provider keeps the failure in the
+      // resource's private state (it used to be "No changes" and a green run, nothing fixed).
+      write(pg(port));
+      expect(await failingApply()).toMatch(/Error: dataplatform_connector: connection test failed: Host unreachable/);
+      const pgState = async () =>
+        (await ws.show()).values.root_module.resources.find((r: any) => r.address === 'dataplatform_connector.pg');
+      expect((await pgState()).tainted).toBeUndefined();
+      const again = await ws.plan();
+      expect(again.code).toBe(2);
+      expect(again.out).toContain('Warning: dataplatform_connector "pg": its last connection test failed');
+      expect(again.out).toContain('# dataplatform_connector.pg will be updated in-place');
+      expect(await failingApply()).toMatch(/Error: dataplatform_connector: connection test failed: Host unreachable/);
+      write(pg(src.port));
+      expect(await ws.apply()).toContain('Apply complete! Resources: 0 added, 1 changed, 0 destroyed.');
+      expect((await ws.plan()).code).toBe(0);
     },
   );
 
