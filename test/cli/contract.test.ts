@@ -176,6 +176,8 @@ describe('dpctl --help', () => {
         '--prune',
         '--allow-mass-delete',
         '--leader-election <kind>',
+        '--source-id <id>',
+        '--secrets-dir <dir>',
       ],
     },
   ];
