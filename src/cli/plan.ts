@@ -91,6 +91,8 @@ export async function engineOptions(path: string, opts: CommonOpts, projects?: P
     // Valid files parsed and validated by an earlier run are not parsed again (see docs/guides/reconciler.md).
     ...(opts.cache === false ? {} : { parseCache: new ConfigParseCache({ persistent: new PersistentParseCache(), memory: false }) }),
     sourceId: opts.sourceId ?? defaultSourceId(path),
+    // Only --prune deletes by it; drift prunes nothing.
+    sourceIdDefaulted: opts.sourceId === undefined && !!opts.prune,
     concurrency,
     allowUndeclaredProjects: opts.allowUndeclaredProjects,
     adopt: opts.adopt ?? false,

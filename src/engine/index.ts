@@ -135,6 +135,7 @@ export async function preparePlan(client: DataPlatformClient, paths: string[], o
     allowMassDelete: options.allowMassDelete ?? false,
     adopt: options.adopt ?? false,
     specOperations: options.specOperations ?? false,
+    sourceIdDefaulted: options.sourceIdDefaulted ?? false,
   });
   const plan = restrictToTargets(full, config.documents, options.targets ?? []);
   attachHealth(plan);

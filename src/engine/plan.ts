@@ -86,6 +86,12 @@ export interface PlanOptions {
   adopt: boolean;
   /** Plan with the operations the spec documents only (a service run with --strict-spec). */
   specOperations: boolean;
+  /**
+   * The source id was not given but taken from the config directory's name: every repository
+   * keeping its YAML in `platform/` gets the same one, and another's projects look like its own.
+   * Pruning a whole project then needs the id given (`--source-id`).
+   */
+  sourceIdDefaulted?: boolean;
 }
 
 export const opsOf = (d: KindDescriptor, specOnly: boolean): Operation[] => (specOnly ? d.specOperations : d.operations);
@@ -515,6 +521,13 @@ export function planPrune(state: LiveState, declared: Set<string>, managedCount:
     const { change, warning } = pruneChange(r, inside, options);
     if (warning !== undefined) out.warnings.push(warning);
     out.changes.push(change);
+  }
+  if (deletedProjects.size && options.sourceIdDefaulted) {
+    const names = [...deletedProjects].map((n) => JSON.stringify(n)).join(', ');
+    out.errors.push({
+      code: 'project_prune_default_source',
+      message: `refusing to prune project ${names} with the source id "${options.sourceId}" taken from the config directory's name: another repository with a directory of that name has the same one, and its projects look like this one's. If the project is this repository's, pass --source-id ${options.sourceId}`,
+    });
   }
   const limit = Math.max(5, Math.floor(managedCount * 0.2));
   if (prunable.length > limit && !options.allowMassDelete) {

@@ -53,6 +53,8 @@ export const CONFIG_CODES = {
 export const PLAN_CODES = {
   ownership_conflict: 'a declared resource exists and another source manages it (its managed-by label)',
   mass_delete: 'a plan would prune more managed resources than the guard allows (`--allow-mass-delete`)',
+  project_prune_default_source:
+    "a plan would prune a whole project with the source id defaulted to the config directory's name, which another repository may share (`--source-id` confirms)",
   prevent_destroy: 'a plan would delete or replace a resource annotated `dpctl.dev/prevent-destroy`',
   unknown_target: 'a `--target` that names no declared resource and no managed one planned for deletion',
 } as const;

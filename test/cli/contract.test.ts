@@ -663,6 +663,31 @@ describe('--allow-undeclared-projects naming a project that is not on the server
     expect(await clientFor(svc, t).projects.listAll()).toEqual([]);
   });
 
+  test("--prune does not delete another repository's project through a shared default source id (two platform/ directories)", async () => {
+    const t = await svc.tenant();
+    const env = envFor(t);
+    const project = (name: string) => `apiVersion: dataplatform/v1\nkind: Project\nmetadata:\n  name: ${name}\n`;
+    const teamA = configDir('platform', { 'project.yaml': project('team-a') });
+    const teamB = configDir('platform', { 'project.yaml': project('team-b') });
+    expect((await runDpctl(['apply', teamA, '--auto-approve'], { env })).code).toBe(0);
+    // Both directories are named platform: team B's plan sees team A's project as its own, left out of its config.
+    const refusal = `error: refusing to prune project "team-a" with the source id "platform" taken from the config directory's name`;
+    const plan = await runDpctl(['plan', teamB, '--prune'], { env });
+    expect(plan.code).toBe(1);
+    expect(plan.stdout).toContain(refusal);
+    const apply = await runDpctl(['apply', teamB, '--prune', '--auto-approve'], { env });
+    expect(apply.code).toBe(1);
+    expect(apply.stdout).toContain(refusal);
+    expect((await clientFor(svc, t).projects.listAll()).map((p) => p.name)).toEqual(['team-a']);
+    // Named, the id is the user's statement: its own project, once it leaves the config, is pruned.
+    rmSync(join(teamA, 'project.yaml'));
+    writeFileSync(join(teamA, 'other.yaml'), project('team-a2'));
+    const named = await runDpctl(['plan', teamA, '--prune', '--source-id', 'platform'], { env });
+    expect(named.code).toBe(2);
+    expect(named.stdout).toMatch(/^ {2}- Project team-a \(prj_[^)]+\): delete$/m);
+    expect(named.stdout).not.toContain('refusing');
+  });
+
   test('plan and apply exit 1 naming the missing project, before anything is sent', async () => {
     const t = await svc.tenant();
     const env = envFor(t);

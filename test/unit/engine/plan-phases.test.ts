@@ -291,6 +291,24 @@ describe('planPrune', () => {
     ]);
   });
 
+  it('a whole project is not pruned by a source id taken from the directory name: another repository may share it', () => {
+    const state = appliedState(shop);
+    const defaulted = planPrune(state, new Set(), 3, { ...prune, sourceIdDefaulted: true });
+    expect(defaulted.changes.map((c) => c.name)).toEqual(['shop']);
+    expect(defaulted.errors).toEqual([
+      {
+        code: 'project_prune_default_source',
+        message: `refusing to prune project "shop" with the source id "${SOURCE}" taken from the config directory's name: another repository with a directory of that name has the same one, and its projects look like this one's. If the project is this repository's, pass --source-id ${SOURCE}`,
+      },
+    ]);
+    // Given, the same id prunes; and what is inside a declared project is pruned either way.
+    expect(planPrune(state, new Set(), 3, prune).errors).toEqual([]);
+    const withoutChannel = new Set([...declaredKeys(shop)].filter((k) => k !== docKey(channel)));
+    const inside = planPrune(state, withoutChannel, 3, { ...prune, sourceIdDefaulted: true });
+    expect(inside.changes.map((c) => c.name)).toEqual(['a']);
+    expect(inside.errors).toEqual([]);
+  });
+
   it('each pruned project counts only what is inside it', () => {
     const state = appliedState(shop);
     addLive(state, 'project', { id: 'p-other', name: 'other', labels: { [MANAGED_BY_LABEL]: SOURCE } });
