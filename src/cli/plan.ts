@@ -6,6 +6,7 @@ import type { DataPlatformClient } from '../client/index.js';
 import { makeClient, parseConcurrency, withConnection, type ConnectionOpts } from '../client/options.js';
 import type { EngineOptions, SavedPlan } from '../engine/index.js';
 import { parseDuration } from '../controller/duration.js';
+import { rootCauses } from '../config/errors.js';
 
 // The client and the engine load when a command runs, so `dpctl --help` and the commands that
 // do not need them start without them.
@@ -117,7 +118,7 @@ export async function guarded(fn: () => Promise<number>): Promise<void> {
   } catch (err) {
     if (err instanceof (await loadEngine()).EngineConfigError) {
       const n = err.errors.length;
-      const roots = err.errors.filter((e) => !e.follows).length;
+      const roots = rootCauses(err.errors);
       const causes = roots < n ? ` (${roots} root cause${roots === 1 ? '' : 's'})` : '';
       process.stderr.write(`${err.message}\ninvalid: ${n} error${n === 1 ? '' : 's'}${causes}\n`);
     } else process.stderr.write(`dpctl: ${(err as Error).message}\n`);

@@ -93,7 +93,7 @@ export function errorLines(errors: { text: string; follows: boolean }[]): string
 }
 
 /** How many root causes a sorted list holds (the errors that follow from none). */
-export const rootCauses = (errors: ConfigError[]): number => errors.filter((e) => !e.follows).length;
+export const rootCauses = (errors: readonly Pick<ConfigError, 'follows'>[]): number => errors.filter((e) => !e.follows).length;
 
 /**
  * The order errors are shown in, everywhere (validate, plan, apply, the controller), root causes first:

@@ -9,7 +9,6 @@ export { PersistentParseCache, defaultCacheDir, cacheMaxBytes } from './persiste
 export { toApiBody } from './api-body.js';
 export {
   resolveSecrets,
-  secretConfinement,
   trimOneNewline,
   SECRET_FILE_MAX_BYTES,
   type Confinement,

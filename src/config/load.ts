@@ -665,9 +665,11 @@ function intendedDocuments(value: unknown, doc: Document.Parsed): string[] {
   if (!isRecord(value) || typeof value.kind !== 'string') return [];
   const layout = layoutByYamlKind(value.kind) ?? layoutByYamlKind(suggestKind(value.kind) ?? '');
   if (!layout) return [];
-  const project = [...writtenScalars(doc.get('metadata', true), 'project'), ...writtenScalars(doc.contents, 'project')][0];
+  // From metadata, or dedented to the top level.
+  const written = (key: string) => [...writtenScalars(doc.get('metadata', true), key), ...writtenScalars(doc.contents, key)];
+  const project = written('project')[0];
   if (layout.projectScoped && project === undefined) return [];
-  const names = new Set([...writtenScalars(doc.get('metadata', true), 'name'), ...writtenScalars(doc.contents, 'name')]);
+  const names = new Set(written('name'));
   return [...names].map((name) => documentKey(layout.yamlKind, layout.projectScoped ? project : undefined, name));
 }
 

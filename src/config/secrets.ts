@@ -18,33 +18,30 @@ export interface SecretOptions {
   /** Reads a file (absolute path); default readSecretFile. */
   readFile?: (absolutePath: string) => string;
   /** Where secretRefs may not reach (the controller); unset: anywhere the process can read. */
-  confine?: SecretConfinement;
+  confine?: Confinement;
 }
 
 /**
- * What a configuration's secretRefs may read when its authors are not the process's owners (the
- * controller, reading what anyone who can push to the repository wrote): otherwise a connector
- * whose password is `secretRef: { file: /etc/dpctl-ssh/id_ed25519 }` or `{ env: DATAPLATFORM_API_KEY }`,
- * at a host the author runs, would hand them the controller's deploy key or credentials.
+ * A configuration confined to its repository, because its authors are not the process's owners
+ * (the controller, reading what anyone who can push to the repository wrote): otherwise a
+ * connector whose password is `secretRef: { file: /etc/dpctl-ssh/id_ed25519 }` or
+ * `{ env: DATAPLATFORM_API_KEY }`, at a host the author runs, would hand them the controller's
+ * deploy key or credentials.
  */
-export interface SecretConfinement {
-  /** Directories a file secretRef must lead into, by real path (links followed): the checkout, mounted secret directories. */
-  fileRoots: string[];
-  /** Prefixes of environment variables no secretRef may read: the process's own settings and credentials. */
-  refusedEnvPrefixes: string[];
-}
-
-/** A configuration confined to its repository (the controller's revisions): its root, and what its secretRefs may read besides. */
 export interface Confinement {
   /** The repository's checkout: no YAML file (LoadOptions.confineTo) nor secret file outside it is read. */
   root: string;
   /** Directories of mounted secrets that file secretRefs may also read. */
   secretDirs: string[];
+  /** Prefixes of environment variables no secretRef may read: the process's own settings and credentials. */
   refusedEnvPrefixes: string[];
 }
 
-export const secretConfinement = (c: Confinement | undefined): SecretConfinement | undefined =>
-  c && { fileRoots: [c.root, ...c.secretDirs], refusedEnvPrefixes: c.refusedEnvPrefixes };
+/** Confinement with the directories a file secretRef may lead into, as real paths. */
+interface FileRoots {
+  fileRoots: string[];
+  refusedEnvPrefixes: string[];
+}
 
 /** The most a secret file may hold: a secret is a password, a token or a key, never a large file. */
 export const SECRET_FILE_MAX_BYTES = 1024 * 1024;
@@ -77,7 +74,7 @@ function realOrResolved(path: string): string {
 }
 
 /** Why a secretRef may not be read under confinement, or undefined. */
-function confinementProblem(ref: DocumentSecret['ref'], path: string, confine: SecretConfinement | undefined): string | undefined {
+function confinementProblem(ref: DocumentSecret['ref'], path: string, confine: FileRoots | undefined): string | undefined {
   if (!confine) return undefined;
   if ('env' in ref) {
     const prefix = confine.refusedEnvPrefixes.find((p) => ref.env.startsWith(p));
@@ -126,7 +123,8 @@ export function resolveSecrets(
   const env = options.env ?? process.env;
   const read = options.readFile ?? readSecretFile;
   // Roots by real path, as the files they are compared with.
-  const confine = options.confine && { ...options.confine, fileRoots: options.confine.fileRoots.map(realOrResolved) };
+  const c = options.confine;
+  const confine = c && { fileRoots: [c.root, ...c.secretDirs].map(realOrResolved), refusedEnvPrefixes: c.refusedEnvPrefixes };
   const values = new Map<ConfigDocument, Map<string, string>>();
   const errors: ConfigError[] = [];
   for (const doc of documents) {

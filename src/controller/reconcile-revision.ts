@@ -266,7 +266,7 @@ export class RevisionReconciler {
 
   /**
    * A revision is read confined to its checkout: whoever can push to the repository must not be
-   * able to make the controller read its own files or credentials (see SecretConfinement).
+   * able to make the controller read its own files or credentials (see Confinement in config/secrets.ts).
    */
   private optionsFor(rev: Revision): EngineOptions {
     const confine = { root: rev.root, secretDirs: this.d.secretDirs ?? [], refusedEnvPrefixes: CONTROLLER_ENV_PREFIXES };

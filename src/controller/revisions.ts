@@ -1,5 +1,5 @@
-import { formatConfigError, loadConfigInTurns, resolveSecrets, secretConfinement, sortErrors } from '../config/index.js';
-import type { EngineOptions } from '../engine/index.js';
+import { formatConfigError } from '../config/index.js';
+import { loadDeclared, type EngineOptions } from '../engine/index.js';
 import type { ConfigSource, Revision } from './source/types.js';
 import type { ControllerStatus } from './status.js';
 
@@ -38,14 +38,7 @@ export async function fetchRevision(source: ConfigSource, signal: AbortSignal): 
 
 /** Errors of a revision as `file:line:column: ...`, relative to the checkout. */
 export async function validateRevision(rev: Revision, engine: EngineOptions): Promise<string[]> {
-  const { config, errors } = await loadConfigInTurns([rev.configDir], {
-    cwd: rev.root,
-    allowUndeclaredProjects: engine.allowUndeclaredProjects ?? false,
-    cache: engine.parseCache,
-    confineTo: engine.confine?.root,
-  });
-  const resolved = resolveSecrets(config.documents, { env: engine.env ?? process.env, confine: secretConfinement(engine.confine) });
-  return sortErrors([...errors, ...resolved.errors], config.files).map(formatConfigError);
+  return (await loadDeclared([rev.configDir], { ...engine, cwd: rev.root })).errors.map(formatConfigError);
 }
 
 const iso = (ms: number) => new Date(ms).toISOString();

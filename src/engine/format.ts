@@ -1,6 +1,7 @@
 import { appendTo } from '../collections.js';
 import { SCOPE_CONTAINER } from '../kinds/index.js';
-import { formatProblems, problemLines, rootProblems, type Problem } from './problems.js';
+import { rootCauses } from '../config/index.js';
+import { formatProblems, problemLines, type Problem } from './problems.js';
 import type { ApplyResult } from './apply.js';
 import { SENSITIVE, type FieldChange } from './diff.js';
 import type { DriftEntry } from './drift.js';
@@ -45,7 +46,7 @@ export function renderPlan(plan: Plan, options: { colour: boolean; verbose?: boo
     : `No changes: ${s['no-op']} resource${s['no-op'] === 1 ? '' : 's'} in sync.`;
   // With errors the plan is not applicable: "No changes" alone read as if all were well.
   const errors = plan.errors.length;
-  const roots = rootProblems(plan.errors);
+  const roots = rootCauses(plan.errors);
   const above = roots < errors ? `above; ${roots} root cause${roots === 1 ? '' : 's'}` : 'above';
   lines.push(
     errors ? `${summary.replace(/\.$/, '')}; but ${errors} error${errors === 1 ? '' : 's'} (${above}): nothing can be applied.` : summary,

@@ -11,12 +11,12 @@ import {
   formatConfigError,
   loadConfigInTurns,
   resolveSecrets,
-  secretConfinement,
   sortErrors,
   type Confinement,
   type ConfigDocument,
   type ConfigError,
   type ConfigParseCache,
+  type LoadedConfig,
   type ResolvedSecrets,
 } from '../config/index.js';
 import { applyPlan, type ApplyResult } from './apply.js';
@@ -108,20 +108,31 @@ export class EngineConfigError extends Error {
   }
 }
 
-/** Loads and validates the config, resolves secrets, observes and plans. */
-export async function preparePlan(client: DataPlatformClient, paths: string[], options: EngineOptions): Promise<Prepared> {
-  const badSourceId = sourceIdProblem(options.sourceId);
-  if (badSourceId) throw new Error(badSourceId);
-  // In turns: the controller answers /healthz and webhooks while it loads (a CLI does not mind).
+/**
+ * The config loaded and validated, and its secrets read (confined to its repository when
+ * `confine` says so), with every error of both in the order they are shown. In turns: the
+ * controller answers /healthz and webhooks while it loads (a CLI does not mind).
+ */
+export async function loadDeclared(
+  paths: string[],
+  options: Pick<EngineOptions, 'allowUndeclaredProjects' | 'cwd' | 'parseCache' | 'confine' | 'env'>,
+): Promise<{ config: LoadedConfig; secrets: ResolvedSecrets; errors: ConfigError[] }> {
   const { config, errors } = await loadConfigInTurns(paths, {
     allowUndeclaredProjects: options.allowUndeclaredProjects ?? false,
     cwd: options.cwd,
     cache: options.parseCache,
     confineTo: options.confine?.root,
   });
-  const resolved = resolveSecrets(config.documents, { env: options.env ?? process.env, confine: secretConfinement(options.confine) });
-  const all = sortErrors([...errors, ...resolved.errors], config.files);
-  if (all.length) throw new EngineConfigError(all);
+  const resolved = resolveSecrets(config.documents, { env: options.env ?? process.env, confine: options.confine });
+  return { config, secrets: resolved.secrets, errors: sortErrors([...errors, ...resolved.errors], config.files) };
+}
+
+/** Loads and validates the config, resolves secrets, observes and plans. */
+export async function preparePlan(client: DataPlatformClient, paths: string[], options: EngineOptions): Promise<Prepared> {
+  const badSourceId = sourceIdProblem(options.sourceId);
+  if (badSourceId) throw new Error(badSourceId);
+  const { config, secrets, errors } = await loadDeclared(paths, options);
+  if (errors.length) throw new EngineConfigError(errors);
   const prune = options.prune ?? false;
   const state = await observe(client, config.documents, {
     allKinds: options.allKinds ?? prune,
@@ -129,7 +140,7 @@ export async function preparePlan(client: DataPlatformClient, paths: string[], o
     sourceId: options.sourceId,
     projects: options.projects,
   });
-  const full = await makePlanInTurns(config.documents, state, resolved.secrets, {
+  const full = await makePlanInTurns(config.documents, state, secrets, {
     sourceId: options.sourceId,
     prune,
     allowMassDelete: options.allowMassDelete ?? false,
@@ -139,7 +150,7 @@ export async function preparePlan(client: DataPlatformClient, paths: string[], o
   });
   const plan = restrictToTargets(full, config.documents, options.targets ?? []);
   attachHealth(plan);
-  return { documents: config.documents, secrets: resolved.secrets, state, plan };
+  return { documents: config.documents, secrets, state, plan };
 }
 
 /** Plans and, when the plan has no errors, applies. */

@@ -28,9 +28,6 @@ export const formatProblems = (problems: readonly Problem[]): string[] => proble
 export const problemLines = (problems: readonly Problem[], prefix = 'error: '): string[] =>
   errorLines(problems.map((p) => ({ text: p.follows ? formatProblem(p) : `${prefix}${formatProblem(p)}`, follows: p.follows === true })));
 
-/** How many problems follow from no other (the count of problems when none is nested). */
-export const rootProblems = (problems: readonly Problem[]): number => problems.filter((p) => !p.follows).length;
-
 /** How many problems of each code, for summaries and metrics. */
 export function countByCode(problems: readonly Problem[]): Record<string, number> {
   const counts: Record<string, number> = {};

@@ -32,6 +32,14 @@ export async function connectionTest(h: ResourceHandler, state: TfObject, signal
   ];
 }
 
+/** The plan's note that it updates a resource to test its connection again (see private-state.ts). */
+export function retestWarning(spec: ResourceSpec, prior: TfObject): Diagnostic {
+  return warning(
+    `${named(spec, objectToApi(spec.attrs, prior))}: its last connection test failed`,
+    'run_setup_tests is true, and the test failed when it was last applied: this plan updates it to test the connection again, and the apply fails until the test passes.',
+  );
+}
+
 /**
  * The resource's health (the kind's `x-health` rule) as a diagnostic when it is not fine:
  * degraded is a warning (Terraform manages the configuration, not the runs that failed), or an

@@ -1,7 +1,8 @@
-import { namedPath, warning } from '../diagnostics.js';
+import { retestWarning } from '../checks.js';
+import { namedPath } from '../diagnostics.js';
 import { decodePrivate } from '../private-state.js';
 import { RUN_SETUP_TESTS } from '../settings.js';
-import { encodeDynamic, type DynamicValue, type TfObject } from '../values.js';
+import { encodeDynamic, type DynamicValue } from '../values.js';
 import { objectOf, type ProviderContext } from './context.js';
 
 export interface PlanResourceChangeRequest {
@@ -24,13 +25,6 @@ export function planResourceChange(ctx: ProviderContext, req: PlanResourceChange
     planned_state: encodeDynamic(planned),
     requires_replace: replace.map(namedPath),
     planned_private: req.prior_private,
-    diagnostics: retest ? [retestWarning(h.spec.typeName, prior)] : [],
+    diagnostics: retest ? [retestWarning(h.spec, prior)] : [],
   };
-}
-
-function retestWarning(typeName: string, prior: TfObject) {
-  return warning(
-    `${typeName} ${JSON.stringify(String(prior.name ?? prior.id))}: its last connection test failed`,
-    'run_setup_tests is true, and the test failed when it was last applied: this plan updates it to test the connection again, and the apply fails until the test passes.',
-  );
 }

@@ -3,14 +3,7 @@ import { mkdirSync, mkdtempSync, rmSync, symlinkSync, truncateSync, writeFileSyn
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import {
-  CONFIG_FILE_MAX_BYTES,
-  loadConfig,
-  resolveSecrets,
-  SECRET_FILE_MAX_BYTES,
-  secretConfinement,
-  type Confinement,
-} from '../../../src/config/index.js';
+import { CONFIG_FILE_MAX_BYTES, loadConfig, resolveSecrets, SECRET_FILE_MAX_BYTES, type Confinement } from '../../../src/config/index.js';
 import { lines } from './helpers.js';
 
 /**
@@ -75,7 +68,7 @@ describe('a configuration confined to its repository', () => {
 
   it('reads secret files in the repository and the secret directories only, and none of its own variables', () => {
     const { config } = loadConfig('users.yaml', { cwd: repo });
-    const { secrets, errors } = resolveSecrets(config.documents, { env, confine: secretConfinement(confine) });
+    const { secrets, errors } = resolveSecrets(config.documents, { env, confine });
     const byName = (name: string) =>
       secrets.get(
         config.documents.find((d) => d.name === name)!,
