@@ -69,6 +69,27 @@ export function summary(event: NotificationEvent): string {
   return String(event.message ?? event.type);
 }
 
+/**
+ * The most of a receiver's reply that is read, then dropped: the status is the answer, and the
+ * body is read only so that a short one leaves the connection reusable. Reading a reply whole let
+ * a tenant's receiver send gigabytes (or a small gzip bomb) into the service's memory.
+ */
+export const REPLY_BYTES_READ = 64 * 1024;
+
+/** Reads at most REPLY_BYTES_READ of the reply, and cancels the rest (the connection is then closed). */
+async function dropReply(body: AsyncIterable<Uint8Array> | null): Promise<void> {
+  if (!body) return;
+  let read = 0;
+  try {
+    for await (const chunk of body) {
+      read += chunk.byteLength;
+      if (read > REPLY_BYTES_READ) break; // leaving the loop cancels the stream
+    }
+  } catch {
+    // A reply cut off (a reset, the timeout) after its status: the status still counts.
+  }
+}
+
 /** POSTs JSON with retries; resolves to the final answer, or throws HttpFailure after the last attempt. */
 async function postJson(
   rt: Runtime,
@@ -84,7 +105,8 @@ async function postJson(
       res = await fetch(url, {
         method: 'POST',
         body,
-        headers: { 'content-type': 'application/json', 'user-agent': 'dataplatform-notifier/1', ...headers },
+        // identity: a compressed reply is not inflated (the part read is bounded all the same).
+        headers: { 'content-type': 'application/json', 'accept-encoding': 'identity', 'user-agent': 'dataplatform-notifier/1', ...headers },
         signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS),
         redirect: 'manual',
         dispatcher: outboundAgent(egressPolicy(rt.ctx.options), { caFile: rt.ctx.options.outboundCaFile }),
@@ -97,7 +119,7 @@ async function postJson(
         e.name === 'TimeoutError' ? `no answer within ${REQUEST_TIMEOUT_MS / 1000} s` : (e.cause?.code ?? e.cause?.message ?? e.message);
       throw new HttpFailure(`request to ${new URL(url).host} failed: ${reason}`);
     }
-    await res.arrayBuffer().catch(() => undefined);
+    await dropReply(res.body);
     if (res.status >= 200 && res.status < 300) return res.status;
     const failure = new HttpFailure(`${new URL(url).host} answered HTTP ${res.status}`, res.status);
     if (res.status === 429 || res.status >= 500) throw failure;
