@@ -1,9 +1,10 @@
 import type { ErrorObject } from 'ajv';
 import { generatedValidator, toFieldErrors, type FieldError } from '../kinds/validator.js';
 import * as CREATE_VALIDATORS from './generated/create-validators.js';
+import { ENGINE_LABELS, LABELS_FIELD } from '../engine/diff.js';
 import { injectWriteOnly } from './resource.js';
 import { apiField, objectToApi, type ResourceSpec } from './schema.js';
-import { hasUnknown, type TfObject } from './values.js';
+import { hasUnknown, isTfObject, type TfObject } from './values.js';
 
 /**
  * Rules that need a field still unknown are left out: that it is required, and, while anything is
@@ -39,4 +40,15 @@ export function validateConfig(spec: ResourceSpec, config: TfObject | null): Fie
 export function checkCreateBody(kind: string, body: Record<string, unknown>, unknown: string[]): FieldError[] {
   const validate = generatedValidator(CREATE_VALIDATORS, kind);
   return validate(body) ? [] : toFieldErrors(validate.errors?.filter((e) => !needsUnknown(e, unknown)));
+}
+
+/**
+ * dpctl's own labels (its ownership label, its secrets fingerprint) written in a Terraform
+ * configuration. A resource that carries `dpctl.dev/managed-by` counts as that dpctl source's, and
+ * `dpctl apply --prune` there deletes it once its YAML document goes, although Terraform manages
+ * it. `terraform plan -generate-config-out` copies them from an imported resource.
+ */
+export function engineLabelsIn(config: TfObject | null): string[] {
+  const labels = config?.[LABELS_FIELD];
+  return isTfObject(labels) ? Object.keys(labels).filter((k) => ENGINE_LABELS.includes(k)) : [];
 }

@@ -1,7 +1,8 @@
+import { LABELS_FIELD } from '../../engine/diff.js';
 import { attributePath, Diagnostics, fieldName, namedPath, placeablePath } from '../diagnostics.js';
 import { writeOnlyConflicts, writeOnlySet } from '../resource.js';
 import { settingErrors } from '../settings.js';
-import { validateConfig } from '../validate.js';
+import { engineLabelsIn, validateConfig } from '../validate.js';
 import type { DynamicValue } from '../values.js';
 import { objectOf, type ProviderContext } from './context.js';
 
@@ -38,6 +39,14 @@ export function validateResourceConfig(ctx: ProviderContext, req: ValidateResour
       );
     }
   }
+  const engineLabels = engineLabelsIn(config);
+  if (engineLabels.length)
+    diagnostics.addError(
+      `${req.type_name}: labels ${engineLabels.map((l) => `"${l}"`).join(' and ')} belong to dpctl: remove them from the configuration`,
+      'A resource labelled "dpctl.dev/managed-by" counts as managed by that dpctl source, and `dpctl apply --prune` there deletes it once its YAML document is gone, although Terraform manages it. ' +
+        '`terraform plan -generate-config-out` copies these labels from an imported resource: delete them from the generated configuration, and the next apply removes them from the resource (docs/guides/terraform.md, "Taking over what dpctl manages").',
+      placeablePath([LABELS_FIELD]),
+    );
   // Settings live in blocks (`timeouts`), which Terraform can place down to the attribute.
   for (const e of settingErrors(config)) diagnostics.addError(`${req.type_name}: ${e.path.join('.')} ${e.message}`, '', namedPath(e.path));
   for (const e of validateConfig(h.spec, config))
