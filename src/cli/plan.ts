@@ -309,8 +309,8 @@ async function runApply(given: string, flags: ApplyOpts): Promise<number> {
       onPhase: progress?.phase,
     });
     progress?.end();
-    if (json) print(`${JSON.stringify({ ...engine.applyJson(plan, result), ...engine.settleJson(settled) }, null, 2)}\n`);
-    else print(engine.renderApplySummary(result) + engine.renderSettle(settled));
+    if (json) print(`${JSON.stringify(engine.applyReportJson(plan, result, settled), null, 2)}\n`);
+    else print(engine.renderApplySummary(result, settled.failures.length) + engine.renderSettle(settled));
     return result.converged && !settled.failures.length ? 0 : 1;
   } finally {
     await close();

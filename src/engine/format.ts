@@ -114,9 +114,15 @@ export function applyJson(plan: Plan, result: ApplyResult) {
   };
 }
 
-export function renderApplySummary(result: ApplyResult): string {
+/**
+ * The apply's first summary line: the writes by outcome and, when something failed after them
+ * (`problemsAfter`: provisioning, connection tests, health), how many: the apply is complete only
+ * when both went well.
+ */
+export function renderApplySummary(result: ApplyResult, problemsAfter = 0): string {
   const count = (s: string) => result.outcomes.filter((o) => o.status === s).length;
-  return `Apply ${result.converged ? 'complete' : 'incomplete'}: ${count('done')} done, ${count('failed')} failed, ${count('skipped')} skipped, ${count('unsupported')} not supported.\n`;
+  const after = problemsAfter ? `; ${problemsAfter} problem${problemsAfter === 1 ? '' : 's'} after the writes (below)` : '';
+  return `Apply ${result.converged && !problemsAfter ? 'complete' : 'incomplete'}: ${count('done')} done, ${count('failed')} failed, ${count('skipped')} skipped, ${count('unsupported')} not supported${after}.\n`;
 }
 
 export function driftJson(sourceId: string, entries: DriftEntry[], errors: readonly Problem[]) {

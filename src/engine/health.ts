@@ -19,6 +19,8 @@ export interface HealthEntry {
   name: string;
   health: Health;
   reason?: string;
+  /** Healthy, but never run: nothing has shown that it works (HealthStatus.neverRun). */
+  neverRun?: true;
 }
 
 /** Sets `health` on every planned change of a resource that exists. */
@@ -39,6 +41,7 @@ export const healthEntry = (c: PlannedChange, h: HealthStatus): HealthEntry => (
   name: c.name,
   health: h.health,
   reason: h.reason,
+  ...(h.neverRun && { neverRun: h.neverRun }),
 });
 
 /** Counts by health, for summary lines ("1 degraded, 2 progressing"). */

@@ -1,4 +1,5 @@
-import { escapeMarkdown } from './format.js';
+import type { ApplyResult } from './apply.js';
+import { applyJson, escapeMarkdown } from './format.js';
 import { healthCounts, unhealthy, type HealthEntry } from './health.js';
 import type { Plan } from './plan.js';
 import type { ProjectProvisioning } from './provisioning.js';
@@ -35,12 +36,13 @@ export function renderPlanHealth(plan: Plan): string {
   return `Health (as observed): ${healthCounts(entries)}\n${entries.map((e) => `  ! ${e.subject}: ${e.health}: ${e.reason}`).join('\n')}\n`;
 }
 
-const healthJson = (e: Pick<HealthEntry, 'kind' | 'project' | 'name' | 'health' | 'reason'>) => ({
+const healthJson = (e: Pick<HealthEntry, 'kind' | 'project' | 'name' | 'health' | 'reason' | 'neverRun'>) => ({
   kind: e.kind,
   project: e.project ?? null,
   name: e.name,
   health: e.health,
   reason: e.reason ?? null,
+  never_run: !!e.neverRun,
 });
 
 export function provisioningPreviewJson(previews: ProjectProvisioning[]) {
@@ -50,7 +52,16 @@ export function provisioningPreviewJson(previews: ProjectProvisioning[]) {
 export function planHealthJson(plan: Plan) {
   return plan.changes
     .filter((c) => c.health)
-    .map((c) => healthJson({ kind: c.kind, project: c.project, name: c.name, health: c.health!.health, reason: c.health!.reason }));
+    .map((c) => healthJson({ kind: c.kind, project: c.project, name: c.name, ...c.health! }));
+}
+
+/**
+ * `dpctl apply -o json`: the plan, each write's outcome and what came after the writes.
+ * `converged` is true only when the writes are all done and nothing failed after them
+ * (provisioning, connection tests, health); `writes_done` is the first half alone.
+ */
+export function applyReportJson(plan: Plan, result: ApplyResult, s: SettleResult) {
+  return { ...applyJson(plan, result), ...settleJson(s), writes_done: result.converged, converged: result.converged && !s.failures.length };
 }
 
 export function settleJson(s: SettleResult) {
@@ -68,14 +79,44 @@ export function settleJson(s: SettleResult) {
   };
 }
 
+const NEVER_RUN = 'never run (untested)';
+const TEST_FAILED = 'failing its connection test';
+
+/**
+ * A declared resource's state after the apply, in words: its health, except that a healthy one
+ * whose connection test failed is not called healthy, nor is one that has never run and was not
+ * tested (a connector never synced: its credentials have not been tried).
+ */
+function settledState(h: HealthEntry, tested: Map<string, boolean>): string {
+  const test = tested.get(h.subject);
+  if (test === false) return TEST_FAILED;
+  return h.health === 'healthy' && h.neverRun && test !== true ? NEVER_RUN : h.health;
+}
+
+/** The health summary after an apply ("Health: 4 healthy, 1 never run (untested)."), and what the untested ones need. */
+function healthLines(s: SettleResult): string[] {
+  if (!s.health.length) return [];
+  const tested = new Map(s.tests.map((t) => [t.subject, t.success]));
+  const counts = new Map<string, number>();
+  for (const h of s.health) {
+    const state = settledState(h, tested);
+    counts.set(state, (counts.get(state) ?? 0) + 1);
+  }
+  if (counts.size === 1 && counts.has('healthy')) return [`Health: all ${s.health.length} healthy.`];
+  const lines = [`Health: ${[...counts].map(([state, n]) => `${n} ${state}`).join(', ')}.`];
+  const untested = counts.get(NEVER_RUN);
+  if (untested)
+    lines.push(
+      `  never run: nothing has shown yet that ${untested === 1 ? 'it works' : 'they work'}; \`dpctl apply --test-connections\` tests the connection now, the first run does anyway.`,
+    );
+  return lines;
+}
+
 /** The lines after an apply: what failed after the writes, and the health summary. */
 export function renderSettle(s: SettleResult): string {
   const lines: string[] = [];
   for (const f of s.failures) lines.push(`error: ${f}`);
-  if (s.health.length) {
-    const notHealthy = s.health.filter((h) => h.health !== 'healthy');
-    lines.push(notHealthy.length ? `Health: ${healthCounts(s.health)}.` : `Health: all ${s.health.length} healthy.`);
-  }
+  lines.push(...healthLines(s));
   if (s.failures.length)
     lines.push(
       // "Apply complete" above counts the writes; this says the platform does not work as declared yet.

@@ -12,6 +12,11 @@ export interface HealthStatus {
   health: Health;
   /** Why it is not healthy: the platform's message when it gives one, else the state value. */
   reason?: string;
+  /**
+   * Healthy by its state, but that state is its kind's initial one (`x-initial`): it has never
+   * run, so nothing has shown that it works (a connector never synced, its credentials untried).
+   */
+  neverRun?: true;
 }
 
 const ORDER: Exclude<Health, 'unknown'>[] = ['degraded', 'progressing', 'suspended', 'healthy'];
@@ -23,7 +28,7 @@ export function healthOf(d: KindDescriptor, object: Record<string, unknown>): He
   const raw = object[rule.field];
   const value = raw === undefined ? null : raw;
   const health = ORDER.find((h) => (rule[h] ?? []).includes(value as string | null)) ?? 'unknown';
-  if (health === 'healthy') return { health };
+  if (health === 'healthy') return value === d.initialState ? { health, neverRun: true } : { health };
   const message = rule.message ? object[rule.message] : undefined;
   const state = `${rule.field} is ${value === null ? 'not set' : String(value)}`;
   return { health, reason: typeof message === 'string' && message && health !== 'progressing' ? `${state}: ${message}` : state };

@@ -19,7 +19,8 @@ function named(spec: ResourceSpec, api: Record<string, unknown>): string {
  */
 export async function connectionTest(h: ResourceHandler, state: TfObject, signal?: AbortSignal): Promise<Diagnostic[]> {
   const d = h.spec.descriptor;
-  if (!d.testAction || state[RUN_SETUP_TESTS] !== true) return [];
+  if (!d.testAction) return [];
+  if (state[RUN_SETUP_TESTS] !== true) return untested(h.spec, state);
   const projectId = d.scope === 'project' && typeof state.project_id === 'string' ? state.project_id : undefined;
   const result = await testConnectionOf(h.client(), d, { projectId }, state.id as string, { signal });
   if (result.success) return [];
@@ -28,6 +29,21 @@ export async function connectionTest(h: ResourceHandler, state: TfObject, signal
     error(
       `${h.spec.typeName}: connection test failed: ${result.message}`,
       `run_setup_tests is true, and the platform's test of ${named(h.spec, api)} (${String(state.id)}) failed. The ${d.title.toLowerCase()} is saved as configured; fix its settings (or the source) and apply again, or set run_setup_tests = false to save it untested.`,
+    ),
+  ];
+}
+
+/**
+ * Without run_setup_tests, a resource that has never run (its kind's initial state) is saved
+ * untested: a warning says so, instead of an apply that reads as proof that it works.
+ */
+function untested(spec: ResourceSpec, state: TfObject): Diagnostic[] {
+  const api = objectToApi(spec.attrs, state);
+  if (!healthOf(spec.descriptor, api).neverRun) return [];
+  return [
+    warning(
+      `${named(spec, api)} has never run: its connection is untested`,
+      `Saved as configured, but nothing has shown that the ${spec.descriptor.title.toLowerCase()} works; its first run tries it. Set run_setup_tests = true to have the apply test it, and fail while the settings (host, credentials) are wrong.`,
     ),
   ];
 }

@@ -81,6 +81,7 @@ describe('dpctl plan and apply: provisioning', () => {
     const first = await runDpctl(['apply', dir], { env });
     expect(first.code).toBe(1);
     expect(first.stdout).toContain('error: prov-bad/lake: provisioning failed: aws has no region "mars-1"');
+    expect(first.stdout).toContain('Apply incomplete: 3 done, 0 failed, 0 skipped, 0 not supported; 1 problem after the writes (below).');
     expect(first.stdout).toContain('Not done: the writes are done, but 1 problem (above) remains; apply exits 1 until it is fixed.');
     expect(await live('prov-bad', 'infrastructure', 'net')).toMatchObject({ status: 'provisioned' });
     expect(await live('prov-bad', 'infrastructure', 'lake')).toMatchObject({
@@ -105,17 +106,23 @@ describe('dpctl plan and apply: provisioning', () => {
       name: 'lake',
       health: 'degraded',
       reason: expect.stringMatching(/^status is failed: aws has no region "mars-1"/),
+      never_run: false,
     });
 
-    const rerun = await runDpctl(['apply', dir], { env });
+    // -o json: not converged, although every write was done (it said converged: true).
+    const rerun = await runDpctl(['apply', dir, '--output', 'json'], { env });
     expect(rerun.code).toBe(1);
-    expect(rerun.stdout).toContain('error: prov-bad/lake: provisioning failed: aws has no region "mars-1"');
+    expect(JSON.parse(rerun.stdout)).toMatchObject({
+      writes_done: true,
+      converged: false,
+      failures: [expect.stringContaining('prov-bad/lake: provisioning failed: aws has no region "mars-1"')],
+    });
 
     writeFileSync(join(dir, 'platform.yaml'), [...docs.slice(0, 2), infra('prov-bad', 'lake', 'bucket', 'aws', 'eu-west-1')].join('---\n'));
     const fixed = await runDpctl(['apply', dir, '--output', 'json'], { env });
     expect(fixed.code).toBe(0);
     const result = JSON.parse(fixed.stdout);
-    expect(result.failures).toEqual([]);
+    expect(result).toMatchObject({ failures: [], writes_done: true, converged: true });
     expect(result.provisioning).toEqual([
       { project: 'prov-bad', run_id: expect.any(String), status: 'succeeded', changes: [{ action: 'create', name: 'lake' }], failures: [] },
     ]);
@@ -152,6 +159,8 @@ describe('dpctl apply: connection tests and health', () => {
     expect(r.stdout).toMatch(
       /error: Connector conn-test\/orders-db: connection test failed: Host unreachable: connection to 127\.0\.0\.1:\d+ refused/,
     );
+    // The failed one is not counted healthy (it said "Health: all 2 healthy." beside the error).
+    expect(r.stdout).toContain('Health: 1 healthy, 1 failing its connection test.');
     expect(await live('conn-test', 'connectors', 'orders-db')).toBeDefined();
     // Run again unchanged: nothing has shown that either connection works (neither has run), so
     // both are tested again, and the apply fails again (it passed before, with nothing fixed).
@@ -168,8 +177,11 @@ describe('dpctl apply: connection tests and health', () => {
     const third = await runDpctl(['apply', dir, '--test-connections'], { env });
     expect(third.code).toBe(1);
     expect(third.stdout).not.toContain('conn-test/crm: connection test');
-    // Without --test-connections nothing is tested: the connector itself is healthy (a failed test is not a state).
-    expect((await runDpctl(['apply', dir], { env })).code).toBe(0);
+    // Without --test-connections nothing is tested: the connector itself is healthy (a failed test is
+    // not a state), but it has never run, and the summary says so instead of "all healthy".
+    const untested = await runDpctl(['apply', dir], { env });
+    expect(untested.code).toBe(0);
+    expect(untested.stdout).toContain('Health: 1 healthy, 1 never run (untested).\n  never run: nothing has shown yet that it works;');
   });
 
   test("a declared connector whose last sync failed fails the apply as degraded, with the platform's reason; plan shows it", async () => {
@@ -199,13 +211,14 @@ describe('dpctl apply: connection tests and health', () => {
       /Health \(as observed\): 1 degraded\n {2}! Connector degraded\/orders-db: degraded: status is error: Host unreachable/,
     );
     expect(JSON.parse((await runDpctl(['drift', dir, '--output', 'json'], { env })).stdout).health).toEqual([
-      { kind: 'project', project: null, name: 'degraded', health: 'healthy', reason: null },
+      { kind: 'project', project: null, name: 'degraded', health: 'healthy', reason: null, never_run: false },
       {
         kind: 'connector',
         project: 'degraded',
         name: 'orders-db',
         health: 'degraded',
         reason: expect.stringMatching(/^status is error: Host unreachable/),
+        never_run: false,
       },
     ]);
     const r = await runDpctl(['apply', dir], { env });
@@ -222,6 +235,7 @@ describe('dpctl apply: connection tests and health', () => {
         name: 'orders-db',
         health: 'degraded',
         reason: expect.stringMatching(/^status is error: Host unreachable/),
+        never_run: false,
       },
     ]);
     expect(json.changes[1]).toMatchObject({ name: 'orders-db', action: 'no-op', health: 'degraded' });

@@ -3,7 +3,7 @@ import { healthOf, kind, KINDS } from '../../../src/kinds/index.js';
 
 describe("healthOf: health from the kind's x-health rule", () => {
   it.each([
-    ['connector', { status: 'created' }, { health: 'healthy' }],
+    ['connector', { status: 'created' }, { health: 'healthy', neverRun: true }],
     ['connector', { status: 'active', last_error: null }, { health: 'healthy' }],
     ['connector', { status: 'syncing' }, { health: 'progressing', reason: 'status is syncing' }],
     [
