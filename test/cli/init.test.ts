@@ -74,10 +74,19 @@ describe('dpctl init', () => {
     ]);
     const workflow = readFileSync(join(dir, '.github/workflows/platform.yml'), 'utf8');
     expect(workflow).toContain('npx dpctl plan platform --source-id team-config --output markdown > plan.md; code=$?');
-    expect(workflow).toContain('npx dpctl apply platform --source-id team-config');
+    // A wrong host or password fails the job, not only the first sync after it.
+    expect(workflow).toContain('npx dpctl apply platform --source-id team-config --test-connections');
+    expect(workflow).toContain('DATAPLATFORM_API_KEY (an admin key of');
     expect(readFileSync(join(dir, 'README.md'), 'utf8')).toContain('--source-id team-config');
     expect(workflow).toContain('gh pr comment');
     expect(readFileSync(join(dir, '.gitignore'), 'utf8')).toMatch(/^\*\.tfstate$/m);
+    expect(readFileSync(join(dir, '.gitignore'), 'utf8')).toMatch(/^\*\.secret$/m);
+  });
+
+  it("hcl's network mirror is reached as localhost: Terraform does not resolve demo.localhost", () => {
+    const tfrc = scaffold(scaffoldOptions('hcl')).get('network-mirror.tfrc')!;
+    expect(tfrc).toContain('url     = "https://localhost:8443/terraform/providers/"');
+    expect(tfrc).not.toMatch(/url .*demo\.localhost/);
   });
 
   it('counts what git init and npm install leave as empty, and merges package.json keeping its dependency spec', async () => {

@@ -104,6 +104,7 @@ function gitignore(): string {
     'secrets/',
     '*.pem',
     '*.key',
+    '*.secret',
     '# A local reference service',
     '.dpctl-data/',
     '',
@@ -218,6 +219,9 @@ class PlatformStack extends TerraformStack {
       credentials: { username: 'replicator', password: secret(this, 'ORDERS_DB_PASSWORD') },
       selectedTables: ['public.orders', 'public.customers'],
       schedule: '0 * * * *',
+      // Test the connection at deploy, which then fails while the host or credentials are wrong
+      // (without it, the deploy warns that the connection is untested until the first sync).
+      // runSetupTests: true,
     });
     // Provisioned by the platform: the deploy waits until it is (timeouts: create 30m by default).
     project.add(InfrastructureResource, 'warehouse', { resourceType: 'warehouse', providerName: 'snowflake', region: 'eu-west-1', config: { size: 'XSMALL' } });
@@ -286,6 +290,9 @@ resource "dataplatform_connector" "orders" {
   }
   selected_tables = ["public.orders", "public.customers"]
   schedule        = "0 * * * *"
+  # Test the connection at apply, which then fails while the host or credentials are wrong
+  # (without it, the apply warns that the connection is untested until the first sync).
+  # run_setup_tests = true
 }
 
 # Provisioned by the platform: the apply waits until it is provisioned, or fails naming why.
@@ -340,9 +347,12 @@ function hclMirrorConfig(): string {
 # written by \`dpctl provider package --out DIR\` can be published on any HTTPS file server.
 #   export TF_CLI_CONFIG_FILE=$PWD/network-mirror.tfrc
 #   export SSL_CERT_FILE=/path/to/the/service/ca.pem   # for a private CA
+# The service answers /terraform/providers/ on every one of its host names. Terraform does not
+# resolve tenant names under .localhost (demo.localhost) the way browsers and curl do, so a local
+# service is reached as localhost.
 provider_installation {
   network_mirror {
-    url     = "https://demo.localhost:8443/terraform/providers/"
+    url     = "https://localhost:8443/terraform/providers/"
     include = ["registry.terraform.io/dataplatform/*"]
   }
   direct {
@@ -368,7 +378,9 @@ function ciSteps(o: ScaffoldOptions): { setup: string[]; plan: string; apply: st
     return {
       setup: [],
       plan: `npx dpctl validate platform\nnpx dpctl plan platform ${sourceFlag(o)} --output markdown > plan.md; code=$?`,
-      apply: `npx dpctl apply platform ${sourceFlag(o)}`,
+      // --test-connections: a connector whose host or credentials are wrong fails the job at once,
+      // instead of an apply that passes and a first sync that fails later.
+      apply: `npx dpctl apply platform ${sourceFlag(o)} --test-connections`,
     };
   }
   const terraform = [
@@ -414,8 +426,10 @@ function workflow(o: ScaffoldOptions): string {
     ...steps.setup,
   ].join('\n');
   return `# Validate and plan on pull requests (the plan is posted as a comment), apply on main.
-# Repository settings: variable DATAPLATFORM_URL; secrets DATAPLATFORM_API_KEY (a read-write key
-# of the project), DATAPLATFORM_CA_PEM (only for a private CA) and ${secretName}.
+# Repository settings: variable DATAPLATFORM_URL; secrets DATAPLATFORM_API_KEY (an admin key of
+# the project: the configuration declares the project itself, and changing its description or
+# labels needs admin; a read-write key applies everything else and fails there with 403),
+# DATAPLATFORM_CA_PEM (only for a private CA) and ${secretName}.
 # An API key is limited to its project and cannot create it: an admin creates the project once
 # (a first apply with DATAPLATFORM_EMAIL and DATAPLATFORM_PASSWORD, or in the web interface).
 name: platform
@@ -488,7 +502,8 @@ ${o.format === 'yaml' ? `export ORDERS_DB_PASSWORD=...\nnpx dpctl validate platf
 \`\`\`
 
 The first ${o.format === 'cdktf' ? 'deploy' : 'apply'} must create the project \`starter\`, which an API key (limited to its project) cannot:
-run it once as an admin (DATAPLATFORM_EMAIL and DATAPLATFORM_PASSWORD), then CI uses the project's key.
+run it once as an admin (DATAPLATFORM_EMAIL and DATAPLATFORM_PASSWORD), then CI uses an admin key of the project
+(the project's own description and labels need admin; a read-write key applies the rest and fails there with 403).
 
 ${
   o.format === 'yaml'

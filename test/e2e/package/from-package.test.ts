@@ -430,7 +430,7 @@ describe.skipIf(testStore() === 'postgres' || !haveTerraform)('from the packed p
       rmSync(join(dir, '.terraform'), { recursive: true });
       rmSync(join(dir, '.terraform.lock.hcl'));
       const tfrc = readFileSync(join(dir, 'network-mirror.tfrc'), 'utf8').replace(
-        'https://demo.localhost:8443/',
+        'https://localhost:8443/',
         `https://localhost:${port}/`,
       );
       writeFileSync(join(work, 'net.tfrc'), tfrc);
