@@ -44,7 +44,7 @@ export class DataDbtProjectModelsOutputReference extends cdk.ComplexObject {
     return this.getStringAttribute('materialization');
   }
 
-  /** Names of other models of this project. Set by the server. */
+  /** Names of other models of this project. At most 50 (more is 422 unprocessable_entity). Set by the server. */
   get dependsOn() {
     return this.getListAttribute('depends_on');
   }

@@ -51,7 +51,7 @@ export interface DbtProjectModels {
   readonly name: string;
   /** How dbt builds the model: view, table, incremental or ephemeral. Default: "view". */
   readonly materialization?: string;
-  /** Names of other models of this project. Default: []. */
+  /** Names of other models of this project. At most 50 (more is 422 unprocessable_entity). Default: []. */
   readonly dependsOn?: string[];
   /** Connector tables this model reads. At most 100 (more is 422 unprocessable_entity). Default: []. */
   readonly sources?: DbtProjectModelsSources[] | cdk.IResolvable;
@@ -84,7 +84,7 @@ export class DbtProjectModelsOutputReference extends cdk.ComplexObject {
     return this.getStringAttribute('materialization');
   }
 
-  /** Names of other models of this project. Default: []. */
+  /** Names of other models of this project. At most 50 (more is 422 unprocessable_entity). Default: []. */
   get dependsOn() {
     return this.getListAttribute('depends_on');
   }

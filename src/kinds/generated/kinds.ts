@@ -397,7 +397,7 @@ export interface DbtProject {
     name: string;
     /** How dbt builds the model: view, table, incremental or ephemeral. Default: "view". */
     materialization: "view" | "table" | "incremental" | "ephemeral";
-    /** Names of other models of this project. Default: []. */
+    /** Names of other models of this project. At most 50 (more is 422 unprocessable_entity). Default: []. */
     depends_on: Array<string>;
     /** Connector tables this model reads. At most 100 (more is 422 unprocessable_entity). Default: []. */
     sources: Array<{
@@ -439,7 +439,7 @@ export interface DbtProjectCreate {
     name: string;
     /** How dbt builds the model: view, table, incremental or ephemeral. Default: "view". */
     materialization?: "view" | "table" | "incremental" | "ephemeral";
-    /** Names of other models of this project. Default: []. */
+    /** Names of other models of this project. At most 50 (more is 422 unprocessable_entity). Default: []. */
     depends_on?: Array<string>;
     /** Connector tables this model reads. At most 100 (more is 422 unprocessable_entity). Default: []. */
     sources?: Array<{
@@ -473,7 +473,7 @@ export interface DbtProjectUpdate {
     name: string;
     /** How dbt builds the model: view, table, incremental or ephemeral. Default: "view". */
     materialization?: "view" | "table" | "incremental" | "ephemeral";
-    /** Names of other models of this project. Default: []. */
+    /** Names of other models of this project. At most 50 (more is 422 unprocessable_entity). Default: []. */
     depends_on?: Array<string>;
     /** Connector tables this model reads. At most 100 (more is 422 unprocessable_entity). Default: []. */
     sources?: Array<{

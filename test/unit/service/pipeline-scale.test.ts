@@ -46,6 +46,7 @@ describe('item caps (x-max-items)', () => {
     expect(itemCaps(kind('pipeline').schema)).toEqual([{ path: ['steps'], max: 500 }]);
     expect(itemCaps(kind('dbt_project').schema)).toEqual([
       { path: ['models'], max: 1000 },
+      { path: ['models', '*', 'depends_on'], max: 50 },
       { path: ['models', '*', 'sources'], max: 100 },
     ]);
     expect(itemCaps(kind('alert_rule').schema)).toEqual([{ path: ['channel_ids'], max: 50 }]);
