@@ -105,43 +105,86 @@ export interface FieldError {
 }
 
 /**
- * Turns Ajv's errors into one entry per field, named the way users write them (steps[0].name).
- * A value that breaks several rules (too short and not matching a pattern) gets one entry whose
- * message joins them.
+ * Details one validation error reports at most. Ajv reports every error (allErrors), and one
+ * request body (1 MiB) can break a rule 500,000 times (`selected_tables: [1,1,1,...]`, 60,000
+ * unknown fields): one detail each was an answer of 51 MB and 3 s of the event loop every tenant
+ * shares. Past the cap the rest are only counted, and the message says how many there were.
  */
-export function toFieldErrors(errors: ErrorObject[] | null | undefined, prefix = ''): FieldError[] {
-  const out: FieldError[] = [];
+export const MAX_FIELD_ERRORS = 100;
+
+/** Field errors up to a cap, and how many of Ajv's errors were left out past it. */
+export interface CappedFieldErrors {
+  details: FieldError[];
+  /** Ajv errors after the last detail, not looked at (several may concern one field): 0 when none were left out. */
+  omitted: number;
+}
+
+/** Keywords whose error only repeats the errors of their subschemas (an `if`/`then` failing, an `allOf` branch). */
+const WRAPPERS = new Set(['if', 'allOf']);
+
+/** The field an Ajv error is about, named the way users write them (steps[0].name), and its message. */
+function fieldErrorOf(e: ErrorObject, prefix: string): FieldError {
+  const parts = e.instancePath
+    .split('/')
+    .filter(Boolean)
+    .map((p) => p.replace(/~1/g, '/').replace(/~0/g, '~'));
+  let message = e.message ?? 'is invalid';
+  if (e.keyword === 'required') {
+    parts.push(String(e.params.missingProperty));
+    message = 'is required';
+  } else if (e.keyword === 'additionalProperties') {
+    parts.push(String(e.params.additionalProperty));
+    message = 'is not a known field';
+  } else if (e.keyword === 'enum') {
+    message = `must be one of: ${(e.params.allowedValues as unknown[]).map((v) => JSON.stringify(v)).join(', ')}`;
+  } else if (e.keyword === 'type') {
+    message = `must be ${e.params.type}`;
+  }
+  return { field: formatPath(prefix ? [prefix, ...parts] : parts) || prefix || '(body)', message };
+}
+
+/**
+ * Turns Ajv's errors into one entry per field, at most `max` of them. A value that breaks several
+ * rules (too short and not matching a pattern) gets one entry whose message joins them. The work
+ * is bounded by `max` too: errors are mapped in order and the walk stops at the first one that
+ * would be field number `max + 1`; the ones after it are counted, not mapped.
+ */
+export function capFieldErrors(errors: ErrorObject[] | null | undefined, max = MAX_FIELD_ERRORS, prefix = ''): CappedFieldErrors {
+  const details: FieldError[] = [];
   const byField = new Map<string, { entry: FieldError; messages: Set<string> }>();
-  for (const e of errors ?? []) {
-    if (e.keyword === 'if' || e.keyword === 'allOf') continue;
-    const parts = e.instancePath
-      .split('/')
-      .filter(Boolean)
-      .map((p) => p.replace(/~1/g, '/').replace(/~0/g, '~'));
-    let message = e.message ?? 'is invalid';
-    if (e.keyword === 'required') {
-      parts.push(String(e.params.missingProperty));
-      message = 'is required';
-    } else if (e.keyword === 'additionalProperties') {
-      parts.push(String(e.params.additionalProperty));
-      message = 'is not a known field';
-    } else if (e.keyword === 'enum') {
-      message = `must be one of: ${(e.params.allowedValues as unknown[]).map((v) => JSON.stringify(v)).join(', ')}`;
-    } else if (e.keyword === 'type') {
-      message = `must be ${e.params.type}`;
-    }
-    const field = formatPath(prefix ? [prefix, ...parts] : parts) || prefix || '(body)';
+  const all = errors ?? [];
+  for (let i = 0; i < all.length; i++) {
+    const e = all[i];
+    if (WRAPPERS.has(e.keyword)) continue;
+    const { field, message } = fieldErrorOf(e, prefix);
     const known = byField.get(field);
     if (known) {
       if (!known.messages.has(message)) known.entry.message += `; ${message}`;
       known.messages.add(message);
       continue;
     }
+    if (details.length === max) {
+      let omitted = 0;
+      for (let j = i; j < all.length; j++) if (!WRAPPERS.has(all[j].keyword)) omitted++;
+      return { details, omitted };
+    }
     const entry = { field, message };
     byField.set(field, { entry, messages: new Set([message]) });
-    out.push(entry);
+    details.push(entry);
   }
-  return out;
+  return { details, omitted: 0 };
+}
+
+/** Every field error (the CLI's and the provider's own files; the service caps them: capFieldErrors). */
+export function toFieldErrors(errors: ErrorObject[] | null | undefined, prefix = ''): FieldError[] {
+  return capFieldErrors(errors, Infinity, prefix).details;
+}
+
+/** The message of capped field errors: `a must be string; b is required`, then how many more there were. */
+export function fieldErrorsText({ details, omitted }: CappedFieldErrors): string {
+  const listed = details.map((d) => `${d.field} ${d.message}`).join('; ');
+  if (!omitted) return listed;
+  return `${listed}; and ${omitted.toLocaleString('en-US')} more ${omitted === 1 ? 'error' : 'errors'} (only the first ${details.length} fields are listed)`;
 }
 
 export type { ValidateFunction };

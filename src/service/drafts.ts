@@ -6,7 +6,7 @@
 import { formatPath, valuesAt, deleteAt, setAt, type KindDescriptor } from '../kinds/index.js';
 import { normalizeCron } from '../kinds/cron.js';
 import { dagProblems } from '../kinds/dag.js';
-import { generatedValidator, toFieldErrors } from '../kinds/validator.js';
+import { capFieldErrors, fieldErrorsText, generatedValidator } from '../kinds/validator.js';
 import { ApiError, unprocessable } from './errors.js';
 import type { Draft } from './behaviours/types.js';
 import * as MERGED_VALIDATORS from './generated/merged-validators.js';
@@ -122,12 +122,8 @@ export function assertMergedValid(d: KindDescriptor, draft: Draft) {
   const full = withSecrets(draft);
   for (const f of d.computedFields) delete full[f];
   if (!check(full)) {
-    const details = toFieldErrors(check.errors);
-    throw new ApiError(
-      'validation_error',
-      `The updated ${d.title.toLowerCase()} is invalid: ${details.map((x) => `${x.field} ${x.message}`).join('; ')}`,
-      details,
-    );
+    const found = capFieldErrors(check.errors);
+    throw new ApiError('validation_error', `The updated ${d.title.toLowerCase()} is invalid: ${fieldErrorsText(found)}`, found.details);
   }
 }
 

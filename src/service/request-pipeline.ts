@@ -1,5 +1,5 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { toFieldErrors } from '../kinds/validator.js';
+import { capFieldErrors, fieldErrorsText } from '../kinds/validator.js';
 import { PERMISSION_RANK } from '../kinds/index.js';
 import type { AuditEvent } from './audit.js';
 import type { Actor } from './auth/actor.js';
@@ -36,9 +36,9 @@ export function toApiError(err: FastifyError | ApiError | Error): ApiError {
   if (err instanceof ApiError) return err;
   const fe = err as FastifyError & { validationContext?: string };
   if (fe.validation) {
-    const details = toFieldErrors(fe.validation as never);
-    const summary = details.map((d) => `${d.field} ${d.message}`).join('; ');
-    return new ApiError('validation_error', `Invalid ${fe.validationContext ?? 'request'}: ${summary}`, details);
+    // At most MAX_FIELD_ERRORS details, however many errors Ajv found (validator.ts).
+    const found = capFieldErrors(fe.validation as never);
+    return new ApiError('validation_error', `Invalid ${fe.validationContext ?? 'request'}: ${fieldErrorsText(found)}`, found.details);
   }
   const status = fe.statusCode ?? 500;
   if (fe.code === 'FST_ERR_CTP_BODY_TOO_LARGE')
@@ -183,6 +183,9 @@ export function installRequestPipeline(app: FastifyInstance, ctx: ServiceContext
     req.log[level]({ ...requestFields(req, reply.statusCode), ms: Math.round(reply.elapsedTime) }, 'request');
   });
 
+  // Fastify's own formatter joins every Ajv error into the message (0.2 s for 500,000 of them), which
+  // toApiError never reads: it builds the envelope, capped, from `err.validation`.
+  app.setSchemaErrorFormatter((errors, dataVar) => new Error(`Invalid ${dataVar}: ${errors.length} errors`));
   app.setErrorHandler(async (err: FastifyError, req, reply) => {
     const apiError = toApiError(err);
     // Logged at once (the client may be gone before the response completes), with what the request line would say.

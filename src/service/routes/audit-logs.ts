@@ -3,11 +3,12 @@ import type { ServiceContext } from '../context.js';
 import { kind } from '../../kinds/index.js';
 import { errorResponses, pageQuerySchema, pageSchema } from './crud.js';
 import { resolveProject } from './scope.js';
-import { SCAN_WINDOW, toPage } from '../pagination.js';
+import { PAGE_BYTES, SCAN_WINDOW, toPage } from '../pagination.js';
 import { invalid } from '../errors.js';
 import { toStoredTimestamp } from '../../kinds/timestamps.js';
 import { planEachTime, type SqlValue } from '../store/db.js';
-import { scanWindowEnd, scopeRange } from '../store/keyset.js';
+import { scanWindowEnd, scopeRange, type ScopeRange, type SeqPosition } from '../store/keyset.js';
+import { byteBound, type SizedRows } from '../store/large-scopes.js';
 
 interface AuditRow {
   seq: number;
@@ -25,6 +26,8 @@ interface AuditRow {
   outcome: string;
   status_code: number;
   diff: string | null;
+  /** The `seq` of the entry after the page, if one follows (the same on every row). */
+  next_seq: number | null;
 }
 
 const FILTERS = {
@@ -35,6 +38,13 @@ const FILTERS = {
   since: { type: 'string', format: 'date-time', description: 'Entries at or after this time' },
   until: { type: 'string', format: 'date-time', description: 'Entries before this time' },
 };
+
+/**
+ * What an audit page's bytes are counted on: an entry's diff, which holds whole before and after
+ * values (a connector naming 10,000 tables: about 1 MB each side), so a page of 100 could be
+ * 100 MB or more. The other columns are a few hundred bytes.
+ */
+const AUDIT_ROWS: SizedRows = { table: 'audit_logs', size: 'coalesce(octet_length(diff), 0)' };
 
 /**
  * The project's audit log (spec), and the tenant's whole log for admin users (extension:
@@ -92,13 +102,35 @@ function registerAuditLogRoute(app: FastifyInstance, ctx: ServiceContext, level:
         filters.length > 0
           ? await scanWindowEnd(ctx.db, 'audit_logs', scopeRange(ctx.db, scopeColumns, { after }), SCAN_WINDOW)
           : undefined;
-      const range = scopeRange(ctx.db, scopeColumns, { after, before: windowEnd === undefined ? undefined : { value: windowEnd + 1 } });
-      const sql = [`SELECT * FROM audit_logs WHERE ${range.sql}`, ...filters.map(([clause]) => clause)].join(' AND ');
-      const params = [...range.params, ...filters.flatMap(([, values]) => values), query.limit + 1];
+      const windowBefore = windowEnd === undefined ? undefined : { value: windowEnd + 1 };
+      /** The entries of the tenant's (or project's) own index range between two positions that pass the filters. */
+      const matching = (bounds: { after: SeqPosition; before?: SeqPosition }): ScopeRange => {
+        const range = scopeRange(ctx.db, scopeColumns, bounds);
+        return {
+          ...range,
+          sql: [range.sql, ...filters.map(([clause]) => clause)].join(' AND '),
+          params: [...range.params, ...filters.flatMap(([, values]) => values)],
+        };
+      };
+      // The page also ends at PAGE_BYTES of entries, with at least one, through the byte bound of lists
+      // of large resources (store/large-scopes.ts): 100 entries of a connector naming 10,000 tables
+      // were a 97 MB answer. `end` is just past the page's last entry; whether one follows is read in
+      // the same statement, through the same index range, from there.
+      const end = byteBound(matching({ after, before: windowBefore }), query.limit, PAGE_BYTES, AUDIT_ROWS);
+      const range = matching({ after, before: end });
+      const rest = matching({ after: { sql: `(${end.sql}) - 1`, params: end.params }, before: windowBefore });
+      const next = `(SELECT seq FROM audit_logs WHERE ${rest.sql} ORDER BY ${rest.order} LIMIT 1)`;
       // Planned with its values: a project's page has two indexes that give its order, the project's and
       // the tenant's, and a generic plan (chosen without the values) took the tenant's, which reads the
       // tenant's other projects' entries too (store/keyset.ts overRange).
-      const rows = await ctx.db.all<AuditRow>(planEachTime(`${sql} ORDER BY ${range.order} LIMIT ?`), params);
+      const rows = await ctx.db.all<AuditRow>(
+        planEachTime(`SELECT *, ${next} AS next_seq FROM audit_logs WHERE ${range.sql} ORDER BY ${range.order} LIMIT ?`),
+        [...rest.params, ...range.params, query.limit],
+      );
+      // A page holds at most `limit` entries: when one more follows (past the limit, or past the bytes),
+      // the cursor goes on from the last one returned, as toPage does with limit + 1 rows.
+      const last = rows.at(-1);
+      const cutAfter = last && last.next_seq !== null ? Number(last.seq) : undefined;
       return toPage(
         rows.map((r) => ({ ...r, seq: Number(r.seq) })),
         query.limit,
@@ -118,7 +150,7 @@ function registerAuditLogRoute(app: FastifyInstance, ctx: ServiceContext, level:
           status_code: Number(r.status_code),
           diff: r.diff ? JSON.parse(r.diff) : null,
         }),
-        windowEnd === undefined || rows.length > query.limit ? undefined : windowEnd,
+        cutAfter ?? windowEnd,
       );
     },
   );

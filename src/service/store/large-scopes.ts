@@ -1,5 +1,5 @@
-import type { Queryable } from './db.js';
-import type { ScopeRange, SeqPosition } from './keyset.js';
+import type { Queryable, SqlValue } from './db.js';
+import type { ScopeRange } from './keyset.js';
 
 /**
  * Pages of a list end at a number of bytes as well as of items. A resource's stored JSON can be
@@ -74,14 +74,28 @@ export class LargeScopes {
 
 const keyOf = (s: Scope) => `${s.tenantId}\0${s.projectId}\0${s.kind}`;
 
+/** What a page's bytes are counted on: a table and the size of a row in it (an SQL expression, never NULL). */
+export interface SizedRows {
+  table: string;
+  size: string;
+}
+
+/** Stored resources: their `data` (the JSON a list sends as stored). */
+export const RESOURCE_ROWS: SizedRows = { table: 'resources', size: 'octet_length(data)' };
+
 /**
  * The exclusive upper bound of a page of `range` that ends within `maxBytes`: just past the last of
  * the first `limit` rows whose running total of bytes stays within it (the first row always counts).
  * The rows' lengths come from their record headers (octet_length), so rows past the cut are never
- * loaded.
+ * loaded. `range` may carry more conditions than its scope's (a filter): they count as its rows do.
  */
-export function byteBound(range: ScopeRange, limit: number, maxBytes: number): SeqPosition {
-  const sizes = `SELECT seq, octet_length(data) AS size FROM resources WHERE ${range.sql} ORDER BY ${range.order} LIMIT ?`;
+export function byteBound(
+  range: ScopeRange,
+  limit: number,
+  maxBytes: number,
+  rows: SizedRows = RESOURCE_ROWS,
+): { sql: string; params: SqlValue[] } {
+  const sizes = `SELECT seq, ${rows.size} AS size FROM ${rows.table} WHERE ${range.sql} ORDER BY ${range.order} LIMIT ?`;
   const running = `SELECT seq, size, sum(size) OVER (ORDER BY seq ROWS UNBOUNDED PRECEDING) AS upto FROM (${sizes}) s`;
   return {
     sql: `(SELECT max(seq) FROM (${running}) w WHERE upto <= ? OR upto = size) + 1`,

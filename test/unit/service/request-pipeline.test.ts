@@ -2,6 +2,7 @@ import { describe, expect, test } from 'vitest';
 import type { FastifyError } from 'fastify';
 import { assertPermission, auditEntry, bearerToken, redactUrl, requestLevel, toApiError } from '../../../src/service/request-pipeline.js';
 import { ApiError } from '../../../src/service/errors.js';
+import { MAX_FIELD_ERRORS, capFieldErrors } from '../../../src/kinds/validator.js';
 import type { Actor } from '../../../src/service/auth/actor.js';
 import type { Tenant } from '../../../src/service/tenants.js';
 
@@ -56,6 +57,53 @@ describe('the error envelope of what was thrown', () => {
     expect([api.code, api.status]).toEqual(['validation_error', 400]);
     expect(api.message).toMatch(/^Invalid querystring: /);
     expect(api.details?.length).toBe(1);
+  });
+
+  test('schema validation failures list at most MAX_FIELD_ERRORS fields and say how many errors were left out', () => {
+    const items = (n: number, from = 0) =>
+      Array.from({ length: n }, (_, i) => ({
+        instancePath: `/selected_tables/${from + i}`,
+        message: 'must be string',
+        keyword: 'type',
+        params: { type: 'string' },
+        schemaPath: '#/properties/selected_tables/items/type',
+      }));
+    const wrapper = { instancePath: '', message: 'must match "then" schema', keyword: 'if', params: {}, schemaPath: '#/if' };
+    const api = toApiError(fastifyError({ validationContext: 'body', validation: [...items(100_000), wrapper] as never }));
+    expect([api.code, api.status]).toEqual(['validation_error', 400]);
+    expect(api.details).toHaveLength(MAX_FIELD_ERRORS);
+    expect(api.details![0]).toEqual({ field: 'selected_tables[0]', message: 'must be string' });
+    expect(api.details![MAX_FIELD_ERRORS - 1].field).toBe(`selected_tables[${MAX_FIELD_ERRORS - 1}]`);
+    // Wrapper keywords (if, allOf) only repeat their branches' errors: not counted.
+    expect(api.message).toMatch(/^Invalid body: selected_tables\[0\] must be string; /);
+    expect(api.message).toMatch(/; and 99,900 more errors \(only the first 100 fields are listed\)$/);
+    expect(api.message.length).toBeLessThan(10_000);
+
+    // At the cap exactly: nothing left out, nothing said.
+    const exact = toApiError(fastifyError({ validationContext: 'body', validation: items(MAX_FIELD_ERRORS) as never }));
+    expect(exact.details).toHaveLength(MAX_FIELD_ERRORS);
+    expect(exact.message).not.toMatch(/more error/);
+  });
+
+  test('capped field errors still join the messages of a field listed, and stop at the first field past the cap', () => {
+    const e = (path: string, keyword: string, message: string) => ({ instancePath: path, keyword, message, params: {}, schemaPath: '' });
+    const found = capFieldErrors(
+      [
+        e('/a', 'minLength', 'must NOT have fewer than 1 characters'),
+        e('/b', 'pattern', 'must match pattern'),
+        e('/a', 'pattern', 'must match pattern'),
+        e('/c', 'pattern', 'must match pattern'),
+        e('/a', 'maxLength', 'too long'),
+        e('', 'allOf', 'must match'),
+      ] as never,
+      2,
+    );
+    expect(found.details).toEqual([
+      { field: 'a', message: 'must NOT have fewer than 1 characters; must match pattern' },
+      { field: 'b', message: 'must match pattern' },
+    ]);
+    // /c and everything after it: counted (the wrapper aside), not mapped.
+    expect(found.omitted).toBe(2);
   });
 
   test("Fastify's own refusals: body too large (413), not JSON (415), not found, malformed (400)", () => {
