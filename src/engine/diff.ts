@@ -1,4 +1,3 @@
-import { createHash } from 'node:crypto';
 import { formatPath, valuesAt, setAt, type FieldPath, type JsonSchema, type KindDescriptor } from '../kinds/index.js';
 import { normalizeCron } from '../kinds/cron.js';
 import { layoutOf } from '../config/layout.js';
@@ -201,17 +200,6 @@ function stripped(d: KindDescriptor, body: Record<string, unknown>): Record<stri
   }
   for (const p of deep) out = withoutAt(out, p, 0);
   return out as Record<string, unknown>;
-}
-
-/**
- * Sha-256 of the resource's identity and its secret values, truncated: stored in a label at
- * apply time, so that a changed secret can be detected without ever reading it back.
- */
-export function secretsFingerprint(identity: string, secrets: { field: string; value: string }[]): string {
-  const h = createHash('sha256');
-  h.update(identity);
-  for (const s of [...secrets].sort((a, b) => a.field.localeCompare(b.field))) h.update(`\0${s.field}\0${s.value}`);
-  return h.digest('hex').slice(0, 16);
 }
 
 /** Field-level differences between two values, for display (arrays are compared whole). */

@@ -24,9 +24,11 @@ import { driftReport, type DriftEntry } from './drift.js';
 import { observe, type LiveState } from './observe.js';
 import { makePlanInTurns, type Plan, type PlanOptions } from './plan.js';
 import { attachHealth } from './health.js';
+import { fingerprintKeyOf } from './fingerprint.js';
 import { restrictToTargets, type Target } from './targets.js';
 
 export * from './diff.js';
+export * from './fingerprint.js';
 export * from './observe.js';
 export * from './plan.js';
 export * from './apply.js';
@@ -147,6 +149,7 @@ export async function preparePlan(client: DataPlatformClient, paths: string[], o
     adopt: options.adopt ?? false,
     specOperations: options.specOperations ?? false,
     sourceIdDefaulted: options.sourceIdDefaulted ?? false,
+    fingerprintKey: fingerprintKeyOf(options.env ?? process.env),
   });
   const plan = restrictToTargets(full, config.documents, options.targets ?? []);
   attachHealth(plan);

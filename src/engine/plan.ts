@@ -21,7 +21,6 @@ import {
   ownerOf,
   SECRETS_SHA_LABEL,
   SENSITIVE,
-  secretsFingerprint,
   secretTopFields,
   type FieldChange,
 } from './diff.js';
@@ -29,6 +28,7 @@ import { OBSERVE_NOTE, preventDestroyErrors, withoutIgnored } from './policy.js'
 import type { Problem } from './problems.js';
 import { nestUnderProjectConflicts, type OwnershipConflict } from './conflicts.js';
 import { resourceKey, type LiveResource, type LiveState } from './observe.js';
+import { fingerprintFor, isKeyed, unkeyedFingerprintWarning } from './fingerprint.js';
 
 export type Action = 'create' | 'update' | 'replace' | 'delete' | 'no-op';
 
@@ -92,6 +92,8 @@ export interface PlanOptions {
    * Pruning a whole project then needs the id given (`--source-id`).
    */
   sourceIdDefaulted?: boolean;
+  /** Keys the secrets fingerprints (DPCTL_FINGERPRINT_KEY; see fingerprint.ts). */
+  fingerprintKey?: string;
 }
 
 export const opsOf = (d: KindDescriptor, specOnly: boolean): Operation[] => (specOnly ? d.specOperations : d.operations);
@@ -130,9 +132,12 @@ function secretValues(doc: ConfigDocument, secrets: ResolvedSecrets): { field: s
   return doc.secrets.map((s) => ({ field: s.field, value: secrets.get(doc, s.field) ?? '' }));
 }
 
-/** A copy of a body with every secret shown as (sensitive). */
+/** A copy of a body with every secret, and the fingerprint of the secrets, shown as (sensitive). */
 function displayBody(doc: ConfigDocument, body: Record<string, unknown>): Record<string, unknown> {
   const out = structuredClone(body);
+  const labels = out[LABELS_FIELD] as Record<string, string> | undefined;
+  // An unkeyed fingerprint lets whoever reads the plan (a PR comment) test guesses of the secrets.
+  if (labels?.[SECRETS_SHA_LABEL] !== undefined) labels[SECRETS_SHA_LABEL] = SENSITIVE;
   for (const s of doc.secrets) {
     // eslint-disable-next-line @typescript-eslint/no-explicit-any -- walks a secret's path through a JSON body
     let cur: any = out;
@@ -314,13 +319,9 @@ function planExisting(change: PlannedChange, doc: ConfigDocument, body: Record<s
     if (liveSha !== labels![SECRETS_SHA_LABEL]) {
       for (const f of secretTopFields(d)) if (body[f] !== undefined) fields.add(f);
       for (const s of doc.secrets) changes.push({ field: s.field, before: SENSITIVE, after: SENSITIVE, sensitive: true });
-      addTo(
-        change,
-        'notes',
-        liveSha === undefined
-          ? 'secret values cannot be read back and carry no fingerprint yet: they are set again'
-          : 'a secret value changed (fingerprint differs)',
-      );
+      if (liveSha === undefined) addTo(change, 'notes', 'secret values cannot be read back and carry no fingerprint yet: they are set again');
+      // A fingerprint that becomes keyed has its own note (fingerprintFor).
+      else if (isKeyed(liveSha) === isKeyed(labels![SECRETS_SHA_LABEL])) addTo(change, 'notes', 'a secret value changed (fingerprint differs)');
     }
     // Only the fingerprint label differs: the labels PATCH carries it.
     if (liveSha !== labels![SECRETS_SHA_LABEL]) fields.add(LABELS_FIELD);
@@ -360,11 +361,17 @@ export function planDocument(doc: ConfigDocument, ctx: PlanContext): DocumentPla
   const { body } = built;
   const owned = ownershipOf(doc, existing, ctx.options);
   if ('conflict' in owned) return { errors: [owned.conflict], owner: ownerOf(existing) };
+  let fingerprintNote: string | undefined;
   if (owned.labels) {
-    if (doc.secrets.length) owned.labels[SECRETS_SHA_LABEL] = secretsFingerprint(key, secretValues(doc, ctx.secrets));
+    if (doc.secrets.length) {
+      const fingerprint = fingerprintFor(key, secretValues(doc, ctx.secrets), labelOf(existing, SECRETS_SHA_LABEL), ctx.options.fingerprintKey);
+      owned.labels[SECRETS_SHA_LABEL] = fingerprint.label;
+      fingerprintNote = fingerprint.note;
+    }
     body[LABELS_FIELD] = owned.labels;
   }
   const change = documentChange(doc, key, existing, owned);
+  if (fingerprintNote) addTo(change, 'notes', fingerprintNote);
   if (!hasLabels(doc.descriptor) && doc.secrets.length) {
     addTo(
       change,
@@ -620,6 +627,8 @@ function* planSteps(documents: ConfigDocument[], state: LiveState, secrets: Reso
     const kept = keptUndeclaredWarning(state, declared, options.sourceId);
     if (kept) warnings.push(kept);
   }
+  const unkeyed = unkeyedFingerprintWarning(changes, options.fingerprintKey);
+  if (unkeyed) warnings.push(unkeyed);
   const plan: Plan = { sourceId: options.sourceId, changes, errors, warnings, managedCount, summary: tally(changes) };
   plan.errors.push(...preventDestroyErrors(plan));
   return plan;

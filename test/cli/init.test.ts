@@ -77,6 +77,7 @@ describe('dpctl init', () => {
     // A wrong host or password fails the job, not only the first sync after it.
     expect(workflow).toContain('npx dpctl apply platform --source-id team-config --test-connections');
     expect(workflow).toContain('DATAPLATFORM_API_KEY (an admin key of');
+    expect(workflow).toContain('DPCTL_FINGERPRINT_KEY: ${{ secrets.DPCTL_FINGERPRINT_KEY }}');
     expect(readFileSync(join(dir, 'README.md'), 'utf8')).toContain('--source-id team-config');
     expect(workflow).toContain('gh pr comment');
     expect(readFileSync(join(dir, '.gitignore'), 'utf8')).toMatch(/^\*\.tfstate$/m);

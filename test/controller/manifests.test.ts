@@ -271,13 +271,14 @@ describe('controller/deploy manifests', () => {
     const secretRefs = (container.env ?? []).filter((e) => e.valueFrom?.secretKeyRef).map((e) => e.name);
     expect(secretRefs.sort()).toEqual([
       'DATAPLATFORM_API_KEY',
+      'DPCTL_FINGERPRINT_KEY',
       'DPCTL_NOTIFY_SECRET',
       'DPCTL_NOTIFY_SLACK_URLS',
       'DPCTL_NOTIFY_WEBHOOK_URLS',
       'DPCTL_WEBHOOK_SECRET',
     ]);
     // Notifications are optional: a Secret without their keys still starts the pod.
-    for (const e of (container.env ?? []).filter((x) => x.name.startsWith('DPCTL_NOTIFY_')))
+    for (const e of (container.env ?? []).filter((x) => x.name.startsWith('DPCTL_NOTIFY_') || x.name === 'DPCTL_FINGERPRINT_KEY'))
       expect(e.valueFrom!.secretKeyRef!.optional).toBe(true);
     // No secret in the ConfigMap; the example Secret holds placeholders only.
     expect(Object.keys(configMap.data).filter((k) => /KEY|SECRET|PASSWORD|TOKEN/i.test(k))).toEqual([]);

@@ -445,7 +445,7 @@ env:
   DATAPLATFORM_URL: \${{ vars.DATAPLATFORM_URL }}
   DATAPLATFORM_API_KEY: \${{ secrets.DATAPLATFORM_API_KEY }}
   DATAPLATFORM_CA_PEM: \${{ secrets.DATAPLATFORM_CA_PEM }}
-  ${secretName}: \${{ secrets.${secretName} }}
+  ${secretName}: \${{ secrets.${secretName} }}${o.format === 'yaml' ? '\n  # Optional: keys the secrets fingerprints (docs/security.md); the same value everywhere this config is applied.\n  DPCTL_FINGERPRINT_KEY: ${{ secrets.DPCTL_FINGERPRINT_KEY }}' : ''}
 jobs:
   plan:
     if: github.event_name == 'pull_request'

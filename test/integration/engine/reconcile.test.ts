@@ -2,7 +2,17 @@ import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { AmbiguousCreateError, DataPlatformClient, type DynamicResourceClient } from '../../../src/client/index.js';
-import { detectDrift, MANAGED_BY_LABEL, preparePlan, reconcile, SECRETS_SHA_LABEL, type EngineOptions } from '../../../src/engine/index.js';
+import {
+  detectDrift,
+  MANAGED_BY_LABEL,
+  planJson,
+  preparePlan,
+  reconcile,
+  renderPlan,
+  renderPlanMarkdown,
+  SECRETS_SHA_LABEL,
+  type EngineOptions,
+} from '../../../src/engine/index.js';
 import { startTestService, type TestService, type TestTenant } from '../../support/service.js';
 import { clientFor, copyExample, edit, SECRET_ENV } from './helpers.js';
 
@@ -220,6 +230,63 @@ class FaultyClient extends DataPlatformClient {
     });
   }
 }
+
+describe('secrets fingerprints (dpctl.dev/secrets-sha)', () => {
+  let t: TestTenant;
+  let client: DataPlatformClient;
+  const dir = copyExample();
+  const KEY = { DPCTL_FINGERPRINT_KEY: 'team-wide fingerprint key' };
+  const labelOfOrders = async () =>
+    (await client.resources('connector', { projectId: await projectId(client, 'analytics') }).listAll()).find((c) => c.name === 'orders-db')!
+      .labels![SECRETS_SHA_LABEL];
+
+  beforeAll(async () => {
+    t = await svc.tenant();
+    client = clientFor(svc, t);
+  });
+  afterAll(async () => {
+    await client.close();
+  });
+
+  test('unkeyed: the plan shows no fingerprint value and warns once that whoever reads the resources can test guesses', async () => {
+    const { plan } = await preparePlan(client, [dir], opts());
+    const orders = plan.changes.find((c) => c.name === 'orders-db')!;
+    expect(orders.changes.find((c) => c.field === 'labels')!.after).toMatchObject({ [SECRETS_SHA_LABEL]: '(sensitive)' });
+    const shown = [JSON.stringify(planJson(plan)), renderPlan(plan, { colour: false, verbose: true }), renderPlanMarkdown(plan)].join('\n');
+    expect(shown).toContain(SECRETS_SHA_LABEL);
+    expect(shown).not.toMatch(/[0-9a-f]{16}/);
+    expect(plan.warnings.filter((w) => w.includes('unkeyed fingerprint'))).toEqual([
+      expect.stringMatching(/^\d+ resources get an unkeyed fingerprint of their secrets .*Set DPCTL_FINGERPRINT_KEY/),
+    ]);
+    expect((await reconcile(client, [dir], opts())).result!.converged).toBe(true);
+    expect(await labelOfOrders()).toMatch(/^[0-9a-f]{16}$/);
+  });
+
+  test('with DPCTL_FINGERPRINT_KEY the fingerprints become keyed once; runs without the key compare nothing and change nothing', async () => {
+    const keyed = opts({ env: { ...SECRET_ENV, ...KEY } });
+    const rekey = await preparePlan(client, [dir], keyed);
+    const orders = rekey.plan.changes.find((c) => c.name === 'orders-db')!;
+    expect(orders.action).toBe('update');
+    expect(orders.notes).toContain('the fingerprint becomes keyed (DPCTL_FINGERPRINT_KEY): the secrets are set again once');
+    expect(rekey.plan.warnings.join('\n')).not.toContain('unkeyed');
+    expect((await reconcile(client, [dir], keyed)).result!.converged).toBe(true);
+    expect(await labelOfOrders()).toMatch(/^hmac:[0-9a-f]{32}$/);
+    expect(active((await preparePlan(client, [dir], keyed)).plan)).toEqual([]);
+
+    // Without the key: nothing to compare with, so nothing is planned, and it says why. Even
+    // another secret value is not written, so a run without the key never undoes one with it.
+    const changed = { ...SECRET_ENV, ORDERS_DB_PASSWORD: 'orders-pw-2' };
+    const { plan } = await preparePlan(client, [dir], opts({ env: changed }));
+    expect(active(plan)).toEqual([]);
+    expect(plan.changes.find((c) => c.name === 'orders-db')!.notes).toContain(
+      'secrets not compared: their fingerprint was written with DPCTL_FINGERPRINT_KEY, which this run does not have (set it to compare them)',
+    );
+    // With the key, the changed secret is an update.
+    const withKey = await preparePlan(client, [dir], opts({ env: { ...changed, ...KEY } }));
+    expect(active(withKey.plan).map((c) => c.name)).toEqual(['orders-db']);
+    expect(active(withKey.plan)[0].changes).toEqual([{ field: 'credentials.password', before: '(sensitive)', after: '(sensitive)', sensitive: true }]);
+  });
+});
 
 describe('failures and re-runs', () => {
   test('a failed create skips its dependents, the rest goes on, and a re-run converges with no duplicates', async () => {
