@@ -378,20 +378,22 @@ export function driftCommand(): Command {
     guarded(async () => {
       const { client, projects, close } = await connect(opts);
       try {
-        const { detectDrift, driftJson, problemLines, renderDrift, renderDriftMarkdown, planHealthJson, renderPlanHealth } =
-          await loadEngine();
+        const e = await loadEngine();
         const engine = await engineOptions(path, opts, projects);
-        const { plan, drift } = await markdownOnConfigError('drift', opts.output, () => detectDrift(client, [path], engine));
+        const { plan, drift } = await markdownOnConfigError('drift', opts.output, () => e.detectDrift(client, [path], engine));
+        const notCompared = e.secretsNotCompared(plan);
         if (opts.output === 'json')
-          print(`${JSON.stringify({ ...driftJson(plan.sourceId, drift, plan.errors), health: planHealthJson(plan) }, null, 2)}\n`);
+          print(
+            `${JSON.stringify({ ...e.driftJson(plan.sourceId, drift, plan.errors), health: e.planHealthJson(plan), secrets_not_compared: notCompared }, null, 2)}\n`,
+          );
         else
           print(
             opts.output === 'markdown'
-              ? renderDriftMarkdown(plan.sourceId, drift, plan.errors)
-              : renderDrift(drift) + renderPlanHealth(plan),
+              ? e.renderDriftMarkdown(plan.sourceId, drift, plan.errors)
+              : e.renderDrift(drift) + e.renderSecretsNotCompared(notCompared) + e.renderPlanHealth(plan),
           );
         // JSON and markdown carry the errors themselves.
-        for (const line of opts.output === 'text' ? problemLines(plan.errors) : []) process.stderr.write(`${line}\n`);
+        for (const line of opts.output === 'text' ? e.problemLines(plan.errors) : []) process.stderr.write(`${line}\n`);
         return plan.errors.length ? 1 : drift.length ? 2 : 0;
       } finally {
         await close();

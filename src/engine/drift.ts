@@ -1,5 +1,5 @@
-import { hasLabels, ownerOf } from './diff.js';
-import { docKey, type Plan, type PlannedChange, type ResourceEntry } from './plan.js';
+import { hasLabels, labelOf, ownerOf, SECRETS_SHA_LABEL } from './diff.js';
+import { docKey, subjectOfChange, type Plan, type PlannedChange, type ResourceEntry } from './plan.js';
 import type { LiveState } from './observe.js';
 import type { ConfigDocument } from '../config/index.js';
 
@@ -31,17 +31,34 @@ const entryOf = (c: PlannedChange, type: DriftType, detail: string, changes = c.
   detail,
 });
 
+/**
+ * A live resource with labels but no secrets fingerprint (written outside dpctl: by Terraform, by
+ * hand): its secrets cannot be compared, so a plan sets them again, but that is not drift.
+ */
+const noFingerprint = (c: PlannedChange) => !!c.live && hasLabels(c.live.descriptor) && labelOf(c.live, SECRETS_SHA_LABEL) === undefined;
+
+/** Declared resources whose secrets drift cannot compare (noFingerprint), for a note beside the report. */
+export function secretsNotCompared(plan: Plan): string[] {
+  return plan.changes
+    .filter((c) => (c.action === 'update' || c.action === 'replace') && noFingerprint(c) && c.changes.some((f) => f.sensitive))
+    .map(subjectOfChange);
+}
+
 export function driftReport(plan: Plan, documents: ConfigDocument[], state: LiveState): DriftEntry[] {
   const out: DriftEntry[] = [];
   for (const c of plan.changes) {
-    if (c.action === 'update' || c.action === 'replace')
+    if (c.action === 'update' || c.action === 'replace') {
+      const changes = noFingerprint(c) ? c.changes.filter((f) => !f.sensitive) : c.changes;
+      if (!changes.length && c.action === 'update') continue;
       out.push(
         entryOf(
           c,
           'changed',
-          `${c.changes.map((f) => f.field).join(', ') || c.reasons.join('; ')}${c.action === 'replace' ? ' (needs replace)' : ''}`,
+          `${changes.map((f) => f.field).join(', ') || c.reasons.join('; ')}${c.action === 'replace' ? ' (needs replace)' : ''}`,
+          changes,
         ),
       );
+    }
     else if (c.action === 'create')
       out.push(entryOf(c, 'deleted', 'declared but not on the server (deleted by hand, or never applied)', []));
     else if (c.action === 'delete')

@@ -136,6 +136,13 @@ export function driftJson(sourceId: string, entries: DriftEntry[], errors: reado
   };
 }
 
+/** drift's note on the secrets it could not compare (drift.ts secretsNotCompared), the first few named. */
+export function renderSecretsNotCompared(subjects: string[]): string {
+  if (!subjects.length) return '';
+  const named = subjects.slice(0, 5).join(', ') + (subjects.length > 5 ? `, and ${subjects.length - 5} more` : '');
+  return `note: secrets not compared for ${subjects.length} resource${subjects.length === 1 ? '' : 's'} (${named}): ${subjects.length === 1 ? 'it carries' : 'they carry'} no fingerprint (written outside dpctl, e.g. by Terraform), so whether a secret changed cannot be known; not counted as drift.\n`;
+}
+
 export function renderDrift(entries: DriftEntry[]): string {
   if (!entries.length) return 'No drift: the platform matches the config.\n';
   const rows = [

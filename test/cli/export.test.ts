@@ -59,3 +59,30 @@ test('dpctl export --out, validate, plan of the export (exit 0), adopt (exit 0 /
   expect(missing.code).toBe(1);
   expect(missing.stderr).toContain('--project <name>');
 }, 60_000);
+
+test("drift of an exported baseline of resources written outside dpctl (as Terraform leaves them): secrets without a fingerprint are not drift, other fields are", async () => {
+  const t = await svc.tenant();
+  const env = envFor(t);
+  const project = await svc.project(t, 'tf-made');
+  // What the Terraform provider writes: no dpctl labels, so no secrets fingerprint.
+  const connector = await svc.ok(t, 'POST', `/projects/${project.id}/connectors`, {
+    body: { name: 'orders-db', connector_type: 'postgresql', config: { host: 'db.internal', port: 5432 }, credentials: { username: 'u', password: 'right-pw' } },
+  });
+  const out = join(mkdtempSync(join(tmpdir(), 'dp-cli-baseline-')), 'drift-baseline');
+  expect((await runDpctl(['export', '--project', 'tf-made', '--out', out], { env })).code).toBe(0);
+  const secrets = { ...env, TF_MADE_ORDERS_DB_PASSWORD: 'right-pw' };
+  // It said "changed ... credentials.password" and exited 2 every night.
+  const clean = await runDpctl(['drift', out], { env: secrets });
+  expect(clean.code, clean.stdout + clean.stderr).toBe(0);
+  expect(clean.stdout).toContain('No drift: the platform matches the config.');
+  expect(clean.stdout).toContain('note: secrets not compared for 1 resource (Connector tf-made/orders-db): it carries no fingerprint');
+  const json = JSON.parse((await runDpctl(['drift', out, '--output', 'json'], { env: secrets })).stdout);
+  expect(json.secrets_not_compared).toEqual(['Connector tf-made/orders-db']);
+  expect(json.drift).toEqual([]);
+  // A field changed by hand is still drift, and only that field is reported.
+  await svc.ok(t, 'PATCH', `/projects/${project.id}/connectors/${connector.id}`, { body: { config: { host: 'other.internal', port: 5432 } } });
+  const drifted = await runDpctl(['drift', out], { env: secrets });
+  expect(drifted.code).toBe(2);
+  expect(drifted.stdout).toMatch(/changed\s+Connector\s+tf-made\s+orders-db\s+config\.host/);
+  expect(drifted.stdout).not.toContain('credentials.password');
+}, 60_000);
