@@ -58,8 +58,7 @@ export function driftReport(plan: Plan, documents: ConfigDocument[], state: Live
           changes,
         ),
       );
-    }
-    else if (c.action === 'create')
+    } else if (c.action === 'create')
       out.push(entryOf(c, 'deleted', 'declared but not on the server (deleted by hand, or never applied)', []));
     else if (c.action === 'delete')
       out.push(entryOf(c, 'orphaned', 'managed by this source but no longer declared (apply --prune deletes it)'));

@@ -319,9 +319,11 @@ function planExisting(change: PlannedChange, doc: ConfigDocument, body: Record<s
     if (liveSha !== labels![SECRETS_SHA_LABEL]) {
       for (const f of secretTopFields(d)) if (body[f] !== undefined) fields.add(f);
       for (const s of doc.secrets) changes.push({ field: s.field, before: SENSITIVE, after: SENSITIVE, sensitive: true });
-      if (liveSha === undefined) addTo(change, 'notes', 'secret values cannot be read back and carry no fingerprint yet: they are set again');
+      if (liveSha === undefined)
+        addTo(change, 'notes', 'secret values cannot be read back and carry no fingerprint yet: they are set again');
       // A fingerprint that becomes keyed has its own note (fingerprintFor).
-      else if (isKeyed(liveSha) === isKeyed(labels![SECRETS_SHA_LABEL])) addTo(change, 'notes', 'a secret value changed (fingerprint differs)');
+      else if (isKeyed(liveSha) === isKeyed(labels![SECRETS_SHA_LABEL]))
+        addTo(change, 'notes', 'a secret value changed (fingerprint differs)');
     }
     // Only the fingerprint label differs: the labels PATCH carries it.
     if (liveSha !== labels![SECRETS_SHA_LABEL]) fields.add(LABELS_FIELD);
@@ -364,7 +366,12 @@ export function planDocument(doc: ConfigDocument, ctx: PlanContext): DocumentPla
   let fingerprintNote: string | undefined;
   if (owned.labels) {
     if (doc.secrets.length) {
-      const fingerprint = fingerprintFor(key, secretValues(doc, ctx.secrets), labelOf(existing, SECRETS_SHA_LABEL), ctx.options.fingerprintKey);
+      const fingerprint = fingerprintFor(
+        key,
+        secretValues(doc, ctx.secrets),
+        labelOf(existing, SECRETS_SHA_LABEL),
+        ctx.options.fingerprintKey,
+      );
       owned.labels[SECRETS_SHA_LABEL] = fingerprint.label;
       fingerprintNote = fingerprint.note;
     }

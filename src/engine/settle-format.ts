@@ -50,9 +50,7 @@ export function provisioningPreviewJson(previews: ProjectProvisioning[]) {
 }
 
 export function planHealthJson(plan: Plan) {
-  return plan.changes
-    .filter((c) => c.health)
-    .map((c) => healthJson({ kind: c.kind, project: c.project, name: c.name, ...c.health! }));
+  return plan.changes.filter((c) => c.health).map((c) => healthJson({ kind: c.kind, project: c.project, name: c.name, ...c.health! }));
 }
 
 /**

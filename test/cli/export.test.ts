@@ -60,13 +60,18 @@ test('dpctl export --out, validate, plan of the export (exit 0), adopt (exit 0 /
   expect(missing.stderr).toContain('--project <name>');
 }, 60_000);
 
-test("drift of an exported baseline of resources written outside dpctl (as Terraform leaves them): secrets without a fingerprint are not drift, other fields are", async () => {
+test('drift of an exported baseline of resources written outside dpctl (as Terraform leaves them): secrets without a fingerprint are not drift, other fields are', async () => {
   const t = await svc.tenant();
   const env = envFor(t);
   const project = await svc.project(t, 'tf-made');
   // What the Terraform provider writes: no dpctl labels, so no secrets fingerprint.
   const connector = await svc.ok(t, 'POST', `/projects/${project.id}/connectors`, {
-    body: { name: 'orders-db', connector_type: 'postgresql', config: { host: 'db.internal', port: 5432 }, credentials: { username: 'u', password: 'right-pw' } },
+    body: {
+      name: 'orders-db',
+      connector_type: 'postgresql',
+      config: { host: 'db.internal', port: 5432 },
+      credentials: { username: 'u', password: 'right-pw' },
+    },
   });
   const out = join(mkdtempSync(join(tmpdir(), 'dp-cli-baseline-')), 'drift-baseline');
   expect((await runDpctl(['export', '--project', 'tf-made', '--out', out], { env })).code).toBe(0);
@@ -80,7 +85,9 @@ test("drift of an exported baseline of resources written outside dpctl (as Terra
   expect(json.secrets_not_compared).toEqual(['Connector tf-made/orders-db']);
   expect(json.drift).toEqual([]);
   // A field changed by hand is still drift, and only that field is reported.
-  await svc.ok(t, 'PATCH', `/projects/${project.id}/connectors/${connector.id}`, { body: { config: { host: 'other.internal', port: 5432 } } });
+  await svc.ok(t, 'PATCH', `/projects/${project.id}/connectors/${connector.id}`, {
+    body: { config: { host: 'other.internal', port: 5432 } },
+  });
   const drifted = await runDpctl(['drift', out], { env: secrets });
   expect(drifted.code).toBe(2);
   expect(drifted.stdout).toMatch(/changed\s+Connector\s+tf-made\s+orders-db\s+config\.host/);

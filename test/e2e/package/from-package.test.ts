@@ -429,10 +429,7 @@ describe.skipIf(testStore() === 'postgres' || !haveTerraform)('from the packed p
       // The network mirror the service serves: a fresh init finds the same package (same h1).
       rmSync(join(dir, '.terraform'), { recursive: true });
       rmSync(join(dir, '.terraform.lock.hcl'));
-      const tfrc = readFileSync(join(dir, 'network-mirror.tfrc'), 'utf8').replace(
-        'https://localhost:8443/',
-        `https://localhost:${port}/`,
-      );
+      const tfrc = readFileSync(join(dir, 'network-mirror.tfrc'), 'utf8').replace('https://localhost:8443/', `https://localhost:${port}/`);
       writeFileSync(join(work, 'net.tfrc'), tfrc);
       const netEnv = { ...env, TF_CLI_CONFIG_FILE: join(work, 'net.tfrc'), SSL_CERT_FILE: caFile };
       const netInit = await run('terraform', ['init', '-no-color', '-input=false'], dir, netEnv);

@@ -207,27 +207,39 @@ describe.skipIf(testStore() === 'postgres' || !haveTerraform)('terraform provide
     expect(await planExit()).toBe(0);
   });
 
-  it('takes over what dpctl manages with -generate-config-out: the copied dpctl labels are refused until removed, then the apply removes them', { timeout: 90_000 }, async () => {
-    await api('POST', `/projects/${projectId}/notification-channels`, {
-      name: 'handed-over',
-      type: 'email',
-      config: { email_addresses: ['a@example.com'] },
-      labels: { team: 'data', 'dpctl.dev/managed-by': 'platform', 'dpctl.dev/secrets-sha': '0123456789abcdef' },
-    });
-    ws.write('handover.tf', `import {\n  to = dataplatform_notification_channel.handed_over\n  id = "${projectId}/handed-over"\n}\n`);
-    // Terraform writes the configuration from the imported resource (dpctl's labels included) and
-    // checks it: the plan stops at them instead of keeping the resource dpctl's to prune.
-    const generated = await tf(['plan', '-input=false', '-generate-config-out=generated.tf'], [1]);
-    expect(generated.out).toContain('labels "dpctl.dev/managed-by" and "dpctl.dev/secrets-sha" belong to dpctl: remove them from the configuration');
-    const written = readFileSync(join(work, 'generated.tf'), 'utf8');
-    expect(written).toContain('"dpctl.dev/managed-by"');
-    ws.write('generated.tf', written.split('\n').filter((line) => !line.includes('"dpctl.dev/')).join('\n'));
-    expect(await apply()).toContain('1 imported, 0 added, 1 changed, 0 destroyed');
-    expect((await byName('notification-channels', 'handed-over')).labels).toEqual({ team: 'data' });
-    expect(await planExit()).toBe(0);
-    for (const f of ['handover.tf', 'generated.tf']) ws.remove(f);
-    await tf(['state', 'rm', 'dataplatform_notification_channel.handed_over']);
-  });
+  it(
+    'takes over what dpctl manages with -generate-config-out: the copied dpctl labels are refused until removed, then the apply removes them',
+    { timeout: 90_000 },
+    async () => {
+      await api('POST', `/projects/${projectId}/notification-channels`, {
+        name: 'handed-over',
+        type: 'email',
+        config: { email_addresses: ['a@example.com'] },
+        labels: { team: 'data', 'dpctl.dev/managed-by': 'platform', 'dpctl.dev/secrets-sha': '0123456789abcdef' },
+      });
+      ws.write('handover.tf', `import {\n  to = dataplatform_notification_channel.handed_over\n  id = "${projectId}/handed-over"\n}\n`);
+      // Terraform writes the configuration from the imported resource (dpctl's labels included) and
+      // checks it: the plan stops at them instead of keeping the resource dpctl's to prune.
+      const generated = await tf(['plan', '-input=false', '-generate-config-out=generated.tf'], [1]);
+      expect(generated.out).toContain(
+        'labels "dpctl.dev/managed-by" and "dpctl.dev/secrets-sha" belong to dpctl: remove them from the configuration',
+      );
+      const written = readFileSync(join(work, 'generated.tf'), 'utf8');
+      expect(written).toContain('"dpctl.dev/managed-by"');
+      ws.write(
+        'generated.tf',
+        written
+          .split('\n')
+          .filter((line) => !line.includes('"dpctl.dev/'))
+          .join('\n'),
+      );
+      expect(await apply()).toContain('1 imported, 0 added, 1 changed, 0 destroyed');
+      expect((await byName('notification-channels', 'handed-over')).labels).toEqual({ team: 'data' });
+      expect(await planExit()).toBe(0);
+      for (const f of ['handover.tf', 'generated.tf']) ws.remove(f);
+      await tf(['state', 'rm', 'dataplatform_notification_channel.handed_over']);
+    },
+  );
 
   it('imports a tenant-level kind by name', { timeout: 60_000 }, async () => {
     const project = await api('POST', '/projects', { name: 'tf-imported-project', description: 'x' });

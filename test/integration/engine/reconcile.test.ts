@@ -237,8 +237,9 @@ describe('secrets fingerprints (dpctl.dev/secrets-sha)', () => {
   const dir = copyExample();
   const KEY = { DPCTL_FINGERPRINT_KEY: 'team-wide fingerprint key' };
   const labelOfOrders = async () =>
-    (await client.resources('connector', { projectId: await projectId(client, 'analytics') }).listAll()).find((c) => c.name === 'orders-db')!
-      .labels![SECRETS_SHA_LABEL];
+    (await client.resources('connector', { projectId: await projectId(client, 'analytics') }).listAll()).find(
+      (c) => c.name === 'orders-db',
+    )!.labels![SECRETS_SHA_LABEL];
 
   beforeAll(async () => {
     t = await svc.tenant();
@@ -284,7 +285,9 @@ describe('secrets fingerprints (dpctl.dev/secrets-sha)', () => {
     // With the key, the changed secret is an update.
     const withKey = await preparePlan(client, [dir], opts({ env: { ...changed, ...KEY } }));
     expect(active(withKey.plan).map((c) => c.name)).toEqual(['orders-db']);
-    expect(active(withKey.plan)[0].changes).toEqual([{ field: 'credentials.password', before: '(sensitive)', after: '(sensitive)', sensitive: true }]);
+    expect(active(withKey.plan)[0].changes).toEqual([
+      { field: 'credentials.password', before: '(sensitive)', after: '(sensitive)', sensitive: true },
+    ]);
   });
 });
 
