@@ -168,16 +168,19 @@ export function planCommand(): Command {
             engine.preparePlan(client, [path], options),
           );
           const previews = plan.errors.length ? [] : await engine.previewProvisioning(client, plan, state);
+          const provisions = engine.provisioningCount(previews);
           if (opts.output === 'json')
             print(
               `${JSON.stringify({ ...engine.planJson(plan), provisioning: engine.provisioningPreviewJson(previews), health: engine.planHealthJson(plan) }, null, 2)}\n`,
             );
-          else if (opts.output === 'markdown') print(engine.renderPlanMarkdown(plan) + engine.renderSettleMarkdown(previews, plan));
+          else if (opts.output === 'markdown')
+            print(engine.renderPlanMarkdown(plan, { provisions }) + engine.renderSettleMarkdown(previews, plan));
           else
             print(
               engine.renderPlan(plan, {
                 colour: !!process.stdout.isTTY,
-                sections: engine.renderProvisioningPreview(previews) + engine.renderPlanHealth(plan),
+                sections: engine.renderProvisioningPreview(previews, plan) + engine.renderPlanHealth(plan),
+                provisions,
               }),
             );
           if (opts.out && !plan.errors.length) {
@@ -186,7 +189,6 @@ export function planCommand(): Command {
             });
             process.stderr.write(`saved the plan to ${opts.out}: apply it with dpctl apply ${opts.out}\n`);
           }
-          const provisions = previews.some((p) => p.expected.length);
           return plan.errors.length ? 1 : engine.hasChanges(plan) || provisions ? 2 : 0;
         } finally {
           await close();
@@ -275,7 +277,8 @@ async function runApply(given: string, flags: ApplyOpts): Promise<number> {
       print(
         engine.renderPlan(plan, {
           colour: !!process.stdout.isTTY,
-          sections: engine.renderProvisioningPreview(previews) + engine.renderPlanHealth(plan),
+          sections: engine.renderProvisioningPreview(previews, plan) + engine.renderPlanHealth(plan),
+          provisions: engine.provisioningCount(previews),
         }),
       );
     const refusal = plan.errors.length

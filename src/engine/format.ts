@@ -19,7 +19,8 @@ function fieldLine(action: Action, f: FieldChange): string {
 
 /** Terraform-style plan text: one block per change, then a summary line. */
 /** `sections`: text shown after the changes and before the summary line (provisioning, health). */
-export function renderPlan(plan: Plan, options: { colour: boolean; verbose?: boolean; sections?: string }): string {
+/** `provisions`: infrastructure changes the platform will make (the preview), which a plan without resource changes still applies. */
+export function renderPlan(plan: Plan, options: { colour: boolean; verbose?: boolean; sections?: string; provisions?: number }): string {
   const paint = (a: Action, s: string) => (options.colour && a !== 'no-op' ? `\x1b[${COLOUR[a]}m${s}\x1b[0m` : s);
   const lines: string[] = [];
   const shown = plan.changes.filter((c) => c.action !== 'no-op');
@@ -43,7 +44,9 @@ export function renderPlan(plan: Plan, options: { colour: boolean; verbose?: boo
   const s = plan.summary;
   const summary = shown.length
     ? `Plan: ${s.create} to create, ${s.update} to update, ${s.replace} to replace, ${s.delete} to delete, ${s['no-op']} unchanged${s.unsupported ? ` (${s.unsupported} not supported by the service)` : ''}.`
-    : `No changes: ${s['no-op']} resource${s['no-op'] === 1 ? '' : 's'} in sync.`;
+    : options.provisions
+      ? `No resource changes: ${s['no-op']} resource${s['no-op'] === 1 ? '' : 's'} in sync; ${options.provisions} infrastructure change${options.provisions === 1 ? '' : 's'} to provision (above).`
+      : `No changes: ${s['no-op']} resource${s['no-op'] === 1 ? '' : 's'} in sync.`;
   // With errors the plan is not applicable: "No changes" alone read as if all were well.
   const errors = plan.errors.length;
   const roots = rootCauses(plan.errors);
@@ -361,7 +364,7 @@ const PLAN_BADGE: Record<Action, string> = {
 const groupOf = (kind: string, project: string | null, name: string) => project ?? (kind === SCOPE_CONTAINER.kind ? name : null);
 
 /** `dpctl plan --output markdown`: a pull-request comment of planJson, at most `maxLength` characters. */
-export function renderPlanMarkdown(plan: Plan, options: { maxLength?: number } = {}): string {
+export function renderPlanMarkdown(plan: Plan, options: { maxLength?: number; provisions?: number } = {}): string {
   const json = planJson(plan);
   const s = json.summary;
   const rows = json.changes
@@ -381,7 +384,10 @@ export function renderPlanMarkdown(plan: Plan, options: { maxLength?: number } =
       removed: c.action === 'delete',
     }));
   const counts = `**Plan:** ${s.create} to create, ${s.update} to update, ${s.replace} to replace, ${s.delete} to delete, ${s.no_op} unchanged${s.unsupported ? ` (${s.unsupported} not supported by the service)` : ''}`;
-  const headline = `${rows.length ? counts : `**No changes.** ${plural(s.no_op, 'resource')} in sync`} · source ${mdCode(json.source_id)}`;
+  const none = options.provisions
+    ? `**No resource changes.** ${plural(s.no_op, 'resource')} in sync; ${plural(options.provisions, 'infrastructure change')} to provision (below)`
+    : `**No changes.** ${plural(s.no_op, 'resource')} in sync`;
+  const headline = `${rows.length ? counts : none} · source ${mdCode(json.source_id)}`;
   return renderReport(
     { title: 'dpctl plan', headline, errors: plan.errors, warnings: json.warnings, rows, actionHeader: 'Action' },
     options.maxLength ?? GITHUB_COMMENT_LIMIT,

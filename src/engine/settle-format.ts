@@ -13,15 +13,29 @@ import type { SettleResult } from './settle.js';
 const SYMBOL = { create: '+', update: '~', delete: '-' } as const;
 const VERB = { create: 'provision', update: 'change', delete: 'destroy' } as const;
 
+/**
+ * Why a change is in the platform's plan already (origin platform): pending, or failed before and
+ * provisioned again by the apply (it said "already pending" of a warehouse whose provisioning failed).
+ */
+function platformOrigin(plan: Plan | undefined): (project: string, name: string) => string {
+  const failed = new Set(plan?.changes.filter((c) => c.health?.health === 'degraded').map((c) => `${c.project}\0${c.name}`));
+  return (project, name) =>
+    failed.has(`${project}\0${name}`) ? 'failed on the platform: the apply provisions it again' : 'already pending on the platform';
+}
+
+/** How many infrastructure changes the previews expect (a plan without resource changes still has these to apply). */
+export const provisioningCount = (previews: ProjectProvisioning[]) => previews.reduce((n, p) => n + p.expected.length, 0);
+
 /** The nested "the platform will provision" section of a plan, per project. */
-export function renderProvisioningPreview(previews: ProjectProvisioning[]): string {
+export function renderProvisioningPreview(previews: ProjectProvisioning[], plan?: Plan): string {
   const lines: string[] = [];
+  const origin = platformOrigin(plan);
   for (const p of previews) {
     if (!p.expected.length && !p.note) continue;
     lines.push(`Infrastructure the platform will provision in project ${p.project} (after this apply):`);
     for (const e of p.expected) {
       const fields = e.action === 'update' && e.changed_fields.length ? ` (${e.changed_fields.join(', ')})` : '';
-      const pending = e.origin === 'platform' ? ' # already pending on the platform' : '';
+      const pending = e.origin === 'platform' ? ` # ${origin(p.project, e.name)}` : '';
       lines.push(`  ${SYMBOL[e.action]} ${VERB[e.action]} ${e.resource_type ? `${e.resource_type} ` : ''}${e.name}${fields}${pending}`);
     }
     if (p.note) lines.push(`  # ${p.note}`);
@@ -135,10 +149,11 @@ const capped = (lines: string[]) =>
 /** The provisioning preview and the unhealthy resources, as markdown sections after the plan's comment. */
 export function renderSettleMarkdown(previews: ProjectProvisioning[], plan: Plan): string {
   const out: string[] = [];
+  const origin = platformOrigin(plan);
   const provisioning = previews.flatMap((p) =>
     p.expected.map(
       (e) =>
-        `- ${SYMBOL[e.action]} ${VERB[e.action]} ${escapeMarkdown(`${p.project}/${e.name}`)}${e.origin === 'platform' ? ' _(already pending on the platform)_' : ''}`,
+        `- ${SYMBOL[e.action]} ${VERB[e.action]} ${escapeMarkdown(`${p.project}/${e.name}`)}${e.origin === 'platform' ? ` _(${origin(p.project, e.name)})_` : ''}`,
     ),
   );
   if (provisioning.length) out.push('', '#### Infrastructure the platform will provision', '', ...capped(provisioning));

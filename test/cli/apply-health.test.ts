@@ -89,6 +89,14 @@ describe('dpctl plan and apply: provisioning', () => {
       last_error: expect.stringContaining('mars-1'),
     });
 
+    // Nothing of the config changed, but the platform provisions the failed bucket again: not "No changes".
+    const text = await runDpctl(['plan', dir], { env });
+    expect(text.code).toBe(2);
+    expect(text.stdout).toContain('  + provision bucket lake # failed on the platform: the apply provisions it again\n');
+    expect(text.stdout).toContain('No resource changes: 3 resources in sync; 1 infrastructure change to provision (above).');
+    const markdown = await runDpctl(['plan', dir, '--output', 'markdown'], { env });
+    expect(markdown.stdout).toContain('**No resource changes.** 3 resources in sync; 1 infrastructure change to provision (below)');
+    expect(markdown.stdout).toContain('- + provision prov-bad/lake _(failed on the platform: the apply provisions it again)_');
     const plan = await runDpctl(['plan', dir, '--output', 'json'], { env });
     expect(plan.code).toBe(2);
     const json = JSON.parse(plan.stdout);
