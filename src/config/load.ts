@@ -10,6 +10,7 @@ import { dagProblems } from '../kinds/dag.js';
 import { toFieldErrors } from '../kinds/validator.js';
 import { validate as validateDocument } from './generated/document-validator.js';
 import { fastParseDocuments } from './fast-yaml.js';
+import { syntaxErrorAt } from './yaml-syntax.js';
 import { documentKey, sortErrors, type ConfigError, type SourceLocation } from './errors.js';
 import {
   LABELS_FIELD,
@@ -162,13 +163,6 @@ function identityKey(layout: KindLayout, project: string | undefined, name: stri
     (n) => n.rule === 'lowercase' && n.path.length === 1 && n.path[0] === layout.descriptor.identity,
   );
   return JSON.stringify([layout.descriptor.kind, project ?? null, lower ? name.trim().toLowerCase() : name]);
-}
-
-function yamlErrorMessage(message: string): string {
-  return message
-    .split('\n')[0]
-    .replace(/ at line \d+, column \d+:?$/, '')
-    .trim();
 }
 
 /**
@@ -489,13 +483,14 @@ function loadFileFull(file: string, absolutePath: string, text: string): FileRes
       // What the document would have declared, as far as `yaml` recovers it: references to it follow from its syntax error.
       const causes = intendedDocuments(recover(doc), doc);
       for (const e of doc.errors) {
-        const { line, col } = lineCounter.linePos(e.pos[0]);
+        const at = syntaxErrorAt(text, e);
+        const { line, col } = lineCounter.linePos(at.offset);
         out.errors.push({
           code: 'yaml_syntax',
           file,
           line,
           column: col,
-          message: `YAML syntax: ${yamlErrorMessage(e.message)}`,
+          message: `YAML syntax: ${at.message}`,
           relation: { syntax: true, ...(causes.length && { causes }) },
         });
       }

@@ -29,6 +29,7 @@ describe('invalid repositories report every error at once, with exact positions'
       'root-cause-tab',
       'secret-inline',
       'syntax',
+      'syntax-quote',
       'two-files',
       'undeclared-project',
     ]);
