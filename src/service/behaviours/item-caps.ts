@@ -52,3 +52,20 @@ export function withItemCaps(d: KindDescriptor, behaviour: KindBehaviour | undef
     },
   };
 }
+
+/**
+ * The cap check as a route's preValidation hook, before the schema is checked: Ajv reports every
+ * bad item of a list (all errors), so a 1 MiB body of 500,000 wrong items cost 0.2 s of the event
+ * loop before the cap refused it anyway. The answer is the cap's 422; a body within the caps goes
+ * on to the schema as before. Undefined for a kind without caps.
+ */
+export function capsBeforeValidation(d: KindDescriptor): ((req: { body?: unknown }) => Promise<void>) | undefined {
+  const caps = itemCaps(d.schema);
+  if (!caps.length) return undefined;
+  return async (req) => {
+    const body = req.body;
+    if (body === null || typeof body !== 'object' || Array.isArray(body)) return;
+    const problems = capProblems(caps, body as Record<string, unknown>);
+    if (problems.length) throw unprocessable(problems.map((p) => `${p.field} ${p.message}`).join('; '), problems);
+  };
+}

@@ -2,6 +2,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { KindDescriptor, JsonSchema, Operation } from '../../kinds/index.js';
 import type { ServiceContext, RouteSettings } from '../context.js';
 import { DEFAULT_LIMIT, MAX_LIMIT } from '../pagination.js';
+import { capsBeforeValidation } from '../behaviours/item-caps.js';
 import { handleCreate, handleDelete, handleGet, handleList, handleUpdate, kindRoutes, type KindRoutes } from './kind-handlers.js';
 
 export const ERROR_REF = { $ref: 'ErrorEnvelope#' };
@@ -150,6 +151,7 @@ function schemaOf(k: KindRoutes, base: Base, o: OperationRoute, strict: boolean)
 export function registerKindRoutes(app: FastifyInstance, ctx: ServiceContext, d: KindDescriptor): void {
   const k = kindRoutes(ctx, d);
   const strict = ctx.options.strictSpec;
+  const caps = capsBeforeValidation(d);
   for (const base of basesOf(d)) {
     if (strict && base.extension) continue;
     for (const o of OPERATIONS) {
@@ -160,6 +162,7 @@ export function registerKindRoutes(app: FastifyInstance, ctx: ServiceContext, d:
         method: o.method,
         url: o.one ? `${base.path}/:resourceId` : base.path,
         config: { settings: settingsOf(k, o) },
+        ...(caps && (o.op === 'create' || o.op === 'update') && { preValidation: caps }),
         schema,
         handler: (req, reply) => o.handler(k, req, reply),
       });
