@@ -279,16 +279,40 @@ export class ResourceStore {
   /** Resources of one kind by id, within a tenant and project, GET_MANY_IDS per statement: those found, by id. */
   async getMany(tenantId: string, projectId: string, kind: string, ids: readonly string[], q: Queryable = this.db) {
     const found = new Map<string, StoredResource>();
+    for (const row of await this.byIds<Row>(COLUMNS, tenantId, projectId, kind, ids, q)) found.set(row.id, this.fromRow(row));
+    return found;
+  }
+
+  /** Which of `ids` exist (one kind, within a tenant and project), reading the ids alone, GET_MANY_IDS per statement. */
+  async existingIds(
+    tenantId: string,
+    projectId: string,
+    kind: string,
+    ids: readonly string[],
+    q: Queryable = this.db,
+  ): Promise<Set<string>> {
+    return new Set((await this.byIds<{ id: string }>('id', tenantId, projectId, kind, ids, q)).map((r) => r.id));
+  }
+
+  private async byIds<T>(
+    columns: string,
+    tenantId: string,
+    projectId: string,
+    kind: string,
+    ids: readonly string[],
+    q: Queryable,
+  ): Promise<T[]> {
+    const out: T[] = [];
     const all = [...new Set(ids)];
     for (let start = 0; start < all.length; start += GET_MANY_IDS) {
       const list = padToBucket(all.slice(start, start + GET_MANY_IDS));
-      const rows = await q.all<Row>(
-        `SELECT ${COLUMNS} FROM resources WHERE tenant_id = ? AND project_id = ? AND kind = ? AND id IN (${paramList(list.length)})`,
+      const rows = await q.all<T>(
+        `SELECT ${columns} FROM resources WHERE tenant_id = ? AND project_id = ? AND kind = ? AND id IN (${paramList(list.length)})`,
         [tenantId, projectId, kind, ...list],
       );
-      for (const row of rows) found.set(row.id, this.fromRow(row));
+      for (const row of rows) out.push(row);
     }
-    return found;
+    return out;
   }
 
   /**

@@ -6,7 +6,8 @@ import { newId } from '../../../src/service/ids.js';
 import { bulkInsert, RESOURCE_COLUMNS } from '../../support/bulk.js';
 import { migrate } from '../../../src/service/store/migrations.js';
 import type { Db } from '../../../src/service/store/db.js';
-import { countRowsRead } from '../../support/db-counters.js';
+import { countRowsRead, countStatements } from '../../support/db-counters.js';
+import { MAX_FIELD_ERRORS } from '../../../src/kinds/validator.js';
 
 /**
  * Before a delete the service checks that nothing still names the resource (a pipeline step, an
@@ -129,5 +130,23 @@ describe('a create naming one connector 10,000 times', () => {
     expect(error.details).toEqual([
       { field: 'models[7].sources[3].connector_id', message: 'no connector with id "con_missing" in this project' },
     ]);
+
+    // 10,000 distinct missing connectors: looked up 1,024 at a time (it was a query each), and the
+    // answer lists the first MAX_FIELD_ERRORS of them and counts the rest (it listed all 10,000).
+    for (const [m, model] of models.entries())
+      for (const [i, source] of model.sources.entries()) source.connector_id = `con_gone_${m}_${i}`;
+    const statements = countStatements(svc.service.ctx.db as Db);
+    const many = expectError(
+      await svc.call(t, 'POST', `${base}/dbt-projects`, { body: { name: 'gone', repository: 'https://git.example.com/g.git', models } }),
+      422,
+      'unprocessable_entity',
+    );
+    expect(statements.statements).toBeLessThan(40);
+    expect(many.details).toHaveLength(MAX_FIELD_ERRORS);
+    expect(many.details[0]).toEqual({
+      field: 'models[0].sources[0].connector_id',
+      message: 'no connector with id "con_gone_0_0" in this project',
+    });
+    expect(many.message).toMatch(/; and 9,900 more$/);
   }, 60_000);
 });
