@@ -73,13 +73,13 @@ export function countBytesWritten(db: Db): { bytes: number } {
 }
 
 /** Statements sent to the database (BEGIN and COMMIT of a transaction not counted): round trips, on PostgreSQL. */
-export function countStatements(db: Db): { statements: number } {
+export function countStatements(db: Db, counted: (sql: string, params?: SqlValue[]) => boolean = () => true): { statements: number } {
   const counter = { statements: 0 };
   wrapEvery(db, (q) => {
     for (const method of ['all', 'rows', 'get', 'run'] as const) {
       const original = q[method] as (sql: string, params?: SqlValue[]) => Promise<unknown>;
       (q as unknown as Record<string, unknown>)[method] = (sql: string, params?: SqlValue[]) => {
-        counter.statements++;
+        if (counted(sql, params)) counter.statements++;
         return original.call(q, sql, params);
       };
     }

@@ -143,7 +143,7 @@ describe('a create naming one connector 10,000 times', () => {
     );
     expect(statements.statements).toBeLessThan(40);
     expect(many.details).toHaveLength(MAX_FIELD_ERRORS);
-    expect(many.details[0]).toEqual({
+    expect(many.details?.[0]).toEqual({
       field: 'models[0].sources[0].connector_id',
       message: 'no connector with id "con_gone_0_0" in this project',
     });
