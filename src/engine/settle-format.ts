@@ -115,7 +115,9 @@ function healthLines(s: SettleResult): string[] {
     counts.set(state, (counts.get(state) ?? 0) + 1);
   }
   if (counts.size === 1 && counts.has('healthy')) return [`Health: all ${s.health.length} healthy.`];
-  const lines = [`Health: ${[...counts].map(([state, n]) => `${n} ${state}`).join(', ')}.`];
+  // Healthy first, then the rest as met: "1 healthy, 1 never run (untested)".
+  const ordered = [...counts].sort(([a], [b]) => Number(b === 'healthy') - Number(a === 'healthy'));
+  const lines = [`Health: ${ordered.map(([state, n]) => `${n} ${state}`).join(', ')}.`];
   const untested = counts.get(NEVER_RUN);
   if (untested)
     lines.push(

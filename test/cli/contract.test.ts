@@ -422,6 +422,7 @@ describe('dpctl drift right after an apply', () => {
       errors: [],
       problems: [],
       health: expect.any(Array),
+      secrets_not_compared: [],
     });
     // Applied and waited for: everything declared is healthy (the warehouse was provisioned).
     expect(report.health.length).toBe(25);

@@ -261,7 +261,8 @@ describe.skipIf(testStore() === 'postgres' || !haveTerraform)('from the packed p
     expect(apply.out).toContain('Apply complete: 5 done, 0 failed');
     // Accepted is not enough: the warehouse was provisioned, and everything is healthy.
     expect(apply.out).toMatch(/starter\/warehouse: provisioned\n/);
-    expect(apply.out).toContain('Health: all 2 healthy.');
+    // The connector has never synced: its connection is untested, not called healthy.
+    expect(apply.out).toContain('Health: 1 healthy, 1 never run (untested).');
     const plan = await dpctl(['plan', 'platform', '--source-id', 'platform-config', '--output', 'markdown'], team, env);
     expect(plan.code, plan.out).toBe(0);
     expect(plan.out).toContain('No changes');
