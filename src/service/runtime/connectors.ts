@@ -197,7 +197,7 @@ export async function startConnectorSync(rt: Runtime, o: StartSync): Promise<Sta
       tables,
     });
     connector.data.status = 'syncing';
-    await rt.ctx.resources.update(connector, q);
+    await rt.ctx.resources.updateComputed(connector, q);
     return { stored, connector };
   }).catch(slot.failedToStart);
   const done = rt.execute(stored.id, slot, (signal) => {

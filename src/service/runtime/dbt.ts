@@ -69,7 +69,7 @@ export async function startDbtRun(rt: Runtime, o: StartDbt): Promise<Started> {
       models,
     });
     dbt.data.last_run_status = 'running';
-    await rt.ctx.resources.update(dbt, q);
+    await rt.ctx.resources.updateComputed(dbt, q);
     return { stored, declared };
   }).catch(slot.failedToStart);
   const done = rt.execute(stored.id, slot, (signal) => {

@@ -63,7 +63,7 @@ export async function startPipelineRun(rt: Runtime, o: StartPipeline): Promise<S
       steps,
     });
     pipeline.data.last_run_status = 'running';
-    await rt.ctx.resources.update(pipeline, q);
+    await rt.ctx.resources.updateComputed(pipeline, q);
     return { stored, declared };
   }).catch(slot.failedToStart);
   const done = rt.execute(stored.id, slot, (signal) => {

@@ -45,7 +45,11 @@ export async function inProject<T>(
   });
 }
 
-/** Changes a stored resource in place under the caller's transaction; a resource deleted meanwhile is left alone. */
+/**
+ * Changes a stored resource's computed fields (status, last run, last error) in place under the
+ * caller's transaction (ResourceStore.updateComputed: nothing else is written); a resource deleted
+ * meanwhile is left alone.
+ */
 export async function updateResource(
   rt: Runtime,
   q: Queryable,
@@ -58,7 +62,7 @@ export async function updateResource(
   const found = await rt.ctx.resources.get(tenantId, projectId, kind, id, q);
   if (!found) return undefined;
   mutate(found.data);
-  await rt.ctx.resources.update(found, q);
+  await rt.ctx.resources.updateComputed(found, q);
   return found;
 }
 

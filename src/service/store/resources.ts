@@ -423,6 +423,18 @@ export class ResourceStore {
     await syncRefs(q, r, false);
   }
 
+  /**
+   * Writes a resource whose computed fields alone changed (a run's status on its connector,
+   * pipeline or dbt project). Its name, secrets, schedule and references are as stored, so they
+   * are neither sealed again nor compared: update() read a dbt project's 10,000 source references
+   * back at every run's start and end, holding every tenant's requests on SQLite.
+   */
+  async updateComputed(r: Omit<StoredResource, 'seq'>, q: Queryable = this.db): Promise<void> {
+    const json = JSON.stringify(r.data);
+    await q.run('UPDATE resources SET data = ? WHERE id = ?', [json, r.id]);
+    await this.largeScopes.markIfLarge(q, r, json);
+  }
+
   async delete(r: Pick<StoredResource, 'id' | 'kind'>, q: Queryable = this.db): Promise<void> {
     await q.run('DELETE FROM resources WHERE id = ?', [r.id]);
     if (SCHEDULED_KINDS.has(r.kind)) await removeSchedule(q, r.id);

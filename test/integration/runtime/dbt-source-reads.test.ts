@@ -88,6 +88,18 @@ describe('a dbt run reads the connectors its models read', () => {
     expect(reads.statements).toBeLessThanOrEqual(20);
   });
 
+  it("writes the project's run status at the start and end without reading its 2,000 source references back", async () => {
+    const id = await connector('refs-src', 10);
+    const dbtId = await dbtProject(
+      'refs-wide',
+      Array.from({ length: 20 }, (_, i) => ({ name: `e${i}`, materialization: 'ephemeral', sources: sources(id, 100) })),
+    );
+    const refs = countStatements(svc.service.ctx.db as Db, (sql) => sql.includes('resource_refs'));
+    expect((await run(dbtId)).status).toBe('succeeded');
+    // The status is a computed field: update() compared every reference row at both ends (and sealed the secrets again).
+    expect(refs.statements).toBe(0);
+  });
+
   it('fails the same models with the same messages: the first source, in declaration order, whose connector is gone or in error', async () => {
     const [ok, broken, gone] = [await connector('ok-src', 3), await connector('broken-src', 3), await connector('gone-src', 3)];
     const src = (connectorId: string, table: string) => ({ connector_id: connectorId, table });
