@@ -184,9 +184,13 @@ export function planCommand(): Command {
               }),
             );
           if (opts.out && !plan.errors.length) {
-            writeFileSync(opts.out, `${JSON.stringify(engine.savePlan(plan, secrets, savedMeta(path, opts, options)), null, 2)}\n`, {
-              mode: 0o600,
-            });
+            writeFileSync(
+              opts.out,
+              `${JSON.stringify(engine.savePlan(plan, secrets, savedMeta(path, opts, options), engine.fingerprintKeyOf(process.env)), null, 2)}\n`,
+              {
+                mode: 0o600,
+              },
+            );
             process.stderr.write(`saved the plan to ${opts.out}: apply it with dpctl apply ${opts.out}\n`);
           }
           return plan.errors.length ? 1 : engine.hasChanges(plan) || provisions ? 2 : 0;
@@ -284,7 +288,7 @@ async function runApply(given: string, flags: ApplyOpts): Promise<number> {
     const refusal = plan.errors.length
       ? 'the plan has errors'
       : saved
-        ? staleRefusal(engine.staleReasons(saved, plan, secrets))
+        ? staleRefusal(engine.staleReasons(saved, plan, secrets, engine.fingerprintKeyOf(process.env)))
         : undefined;
     if (refusal) {
       if (json) print(`${JSON.stringify(engine.planJson(plan), null, 2)}\n`);

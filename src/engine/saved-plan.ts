@@ -3,7 +3,8 @@ import type { ConfigDocument, ResolvedSecrets } from '../config/index.js';
 import { canonicalJson } from '../kinds/canonical.js';
 import type { LiveResource } from './observe.js';
 import { planJson } from './format.js';
-import { subjectOfChange, type Plan, type PlannedChange } from './plan.js';
+import { docKey, subjectOfChange, type Plan, type PlannedChange } from './plan.js';
+import { secretsFingerprint } from './fingerprint.js';
 
 /**
  * Saved plans, as `terraform plan -out`: `dpctl plan --out FILE` writes what it would do, and
@@ -44,10 +45,15 @@ export interface SavedPlan {
 
 const sha = (text: string) => createHash('sha256').update(text).digest('hex');
 
-/** The document as declared, its secret values replaced by their SHA-256. */
-export function configFingerprint(doc: ConfigDocument, secrets: ResolvedSecrets): string {
-  const secretShas = doc.secrets.map((s) => [s.field, sha(secrets.get(doc, s.field) ?? '')]);
-  return sha(canonicalJson({ project: doc.project ?? null, body: doc.body, secrets: secretShas }));
+/**
+ * The document as declared, its secret values replaced by their SHA-256, or, with a fingerprint key
+ * (DPCTL_FINGERPRINT_KEY), by their keyed fingerprint: unkeyed, whoever reads the file can test
+ * guesses of a weak secret against it, as against an unkeyed label (fingerprint.ts).
+ */
+export function configFingerprint(doc: ConfigDocument, secrets: ResolvedSecrets, key?: string): string {
+  const values = doc.secrets.map((s) => ({ field: s.field, value: secrets.get(doc, s.field) ?? '' }));
+  const secretPart = key ? secretsFingerprint(docKey(doc), values, key) : values.map((v) => [v.field, sha(v.value)]);
+  return sha(canonicalJson({ project: doc.project ?? null, body: doc.body, secrets: secretPart }));
 }
 
 /** The live resource's declarable fields (computed ones left out). */
@@ -56,11 +62,11 @@ export function liveFingerprint(r: LiveResource): string {
   return sha(canonicalJson(Object.fromEntries(Object.entries(r.object).filter(([k]) => !computed.has(k)))));
 }
 
-function fingerprintsOf(plan: Plan, secrets: ResolvedSecrets): SavedChange[] {
+function fingerprintsOf(plan: Plan, secrets: ResolvedSecrets, key: string | undefined): SavedChange[] {
   return plan.changes.map((c) => ({
     subject: subjectOfChange(c),
     action: c.action,
-    config_sha: c.doc ? configFingerprint(c.doc, secrets) : null,
+    config_sha: c.doc ? configFingerprint(c.doc, secrets, key) : null,
     live_sha: c.live ? liveFingerprint(c.live) : null,
   }));
 }
@@ -69,12 +75,13 @@ export function savePlan(
   plan: Plan,
   secrets: ResolvedSecrets,
   meta: Omit<SavedPlan, 'format' | 'created_at' | 'fingerprints' | 'plan'>,
+  key?: string,
 ): SavedPlan {
   return {
     format: SAVED_PLAN_FORMAT,
     created_at: new Date().toISOString(),
     ...meta,
-    fingerprints: fingerprintsOf(plan, secrets),
+    fingerprints: fingerprintsOf(plan, secrets, key),
     plan: planJson(plan),
   };
 }
@@ -94,8 +101,8 @@ export function asSavedPlan(text: string): SavedPlan | null {
  * What changed since the plan was saved, one line per resource: a fresh plan of the same
  * configuration must have the same changes with the same fingerprints. Empty: apply it.
  */
-export function staleReasons(saved: SavedPlan, fresh: Plan, secrets: ResolvedSecrets): string[] {
-  const now = new Map(fingerprintsOf(fresh, secrets).map((f) => [f.subject, f]));
+export function staleReasons(saved: SavedPlan, fresh: Plan, secrets: ResolvedSecrets, key?: string): string[] {
+  const now = new Map(fingerprintsOf(fresh, secrets, key).map((f) => [f.subject, f]));
   const reasons: string[] = [];
   for (const was of saved.fingerprints) {
     const is = now.get(was.subject);

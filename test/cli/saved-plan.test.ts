@@ -93,6 +93,24 @@ describe('saved plans', () => {
     expect(byHand.stderr).toContain('  Connector saved-stale/orders: changed on the platform');
     expect((await connectorNamed('saved-stale', 'orders'))!.schedule).toBe('0 * * * *');
   });
+  test('with DPCTL_FINGERPRINT_KEY the file holds keyed secret fingerprints: applied with the same key, refused with another', async () => {
+    const dir = config('saved-keyed', [project('saved-keyed'), connector('saved-keyed', 'orders')]);
+    const [keyed, unkeyed] = [join(dir, '..', 'keyed.json'), join(dir, '..', 'unkeyed.json')];
+    const key = (k: string) => ({ ...env, DPCTL_FINGERPRINT_KEY: k });
+    expect((await runDpctl(['plan', dir, '--out', keyed], { env: key('team-key') })).code).toBe(2);
+    expect((await runDpctl(['plan', dir, '--out', unkeyed], { env })).code).toBe(2);
+    const shaOf = (file: string) =>
+      JSON.parse(readFileSync(file, 'utf8')).fingerprints.find((f: { subject: string }) => f.subject === 'Connector saved-keyed/orders')
+        .config_sha;
+    // Unkeyed, the secret's part is its SHA-256, which a reader of the file can test guesses against.
+    expect(shaOf(keyed)).not.toBe(shaOf(unkeyed));
+    const other = await runDpctl(['apply', keyed], { env: key('another-key') });
+    expect(other.code).toBe(1);
+    expect(other.stderr).toContain('  Connector saved-keyed/orders: the configuration changed');
+    const same = await runDpctl(['apply', keyed], { env: key('team-key') });
+    expect(same.code, same.stderr).toBe(0);
+    expect(await connectorNamed('saved-keyed', 'orders')).toBeDefined();
+  });
 });
 
 describe('--target', () => {
