@@ -9,9 +9,6 @@ export function yamlErrorMessage(message: string): string {
     .trim();
 }
 
-/** The lexer's own tokens, which stand for no characters of the source (yaml's cst.ts: DOCUMENT, FLOW_END, SCALAR). */
-const CONTROL = new Set(['\x02', '\x18', '\x1f']);
-
 /**
  * Where a YAML syntax error starts and what it says. `yaml` reports an unclosed quoted string
  * where it noticed it, at the end of the file or document: the place to fix is the opening quote,
@@ -20,9 +17,12 @@ const CONTROL = new Set(['\x02', '\x18', '\x1f']);
 export function syntaxErrorAt(text: string, e: Pick<YAMLError, 'code' | 'message' | 'pos'>): { offset: number; message: string } {
   const message = yamlErrorMessage(e.message);
   if (e.code !== 'MISSING_CHAR' || !/closing ["']quote/.test(message)) return { offset: e.pos[0], message };
+  const { CST, Lexer } = yaml();
+  // The lexer's own tokens stand for no characters of the source.
+  const control = new Set([CST.DOCUMENT, CST.FLOW_END, CST.SCALAR]);
   let offset = 0;
-  for (const token of new (yaml().Lexer)().lex(text)) {
-    if (CONTROL.has(token)) continue; // the lexer's markers (document, scalar, flow end) are not in the text
+  for (const token of new Lexer().lex(text)) {
+    if (control.has(token)) continue;
     const end = offset + token.length;
     if ((token[0] === '"' || token[0] === "'") && offset < e.pos[0] && end >= e.pos[0])
       return { offset, message: `${message}: the string opened here is never closed` };

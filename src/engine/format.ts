@@ -45,7 +45,7 @@ export function renderPlan(plan: Plan, options: { colour: boolean; verbose?: boo
   const summary = shown.length
     ? `Plan: ${s.create} to create, ${s.update} to update, ${s.replace} to replace, ${s.delete} to delete, ${s['no-op']} unchanged${s.unsupported ? ` (${s.unsupported} not supported by the service)` : ''}.`
     : options.provisions
-      ? `No resource changes: ${s['no-op']} resource${s['no-op'] === 1 ? '' : 's'} in sync; ${options.provisions} infrastructure change${options.provisions === 1 ? '' : 's'} to provision (above).`
+      ? `No resource changes: ${plural(s['no-op'], 'resource')} in sync; ${plural(options.provisions, 'infrastructure change')} to provision (above).`
       : `No changes: ${s['no-op']} resource${s['no-op'] === 1 ? '' : 's'} in sync.`;
   // With errors the plan is not applicable: "No changes" alone read as if all were well.
   const errors = plan.errors.length;
@@ -124,7 +124,7 @@ export function applyJson(plan: Plan, result: ApplyResult) {
  */
 export function renderApplySummary(result: ApplyResult, problemsAfter = 0): string {
   const count = (s: string) => result.outcomes.filter((o) => o.status === s).length;
-  const after = problemsAfter ? `; ${problemsAfter} problem${problemsAfter === 1 ? '' : 's'} after the writes (below)` : '';
+  const after = problemsAfter ? `; ${plural(problemsAfter, 'problem')} after the writes (below)` : '';
   return `Apply ${result.converged && !problemsAfter ? 'complete' : 'incomplete'}: ${count('done')} done, ${count('failed')} failed, ${count('skipped')} skipped, ${count('unsupported')} not supported${after}.\n`;
 }
 
@@ -143,7 +143,7 @@ export function driftJson(sourceId: string, entries: DriftEntry[], errors: reado
 export function renderSecretsNotCompared(subjects: string[]): string {
   if (!subjects.length) return '';
   const named = subjects.slice(0, 5).join(', ') + (subjects.length > 5 ? `, and ${subjects.length - 5} more` : '');
-  return `note: secrets not compared for ${subjects.length} resource${subjects.length === 1 ? '' : 's'} (${named}): ${subjects.length === 1 ? 'it carries' : 'they carry'} no fingerprint (written outside dpctl, e.g. by Terraform), so whether a secret changed cannot be known; not counted as drift.\n`;
+  return `note: secrets not compared for ${plural(subjects.length, 'resource')} (${named}): ${subjects.length === 1 ? 'it carries' : 'they carry'} no fingerprint (written outside dpctl, e.g. by Terraform), so whether a secret changed cannot be known; not counted as drift.\n`;
 }
 
 export function renderDrift(entries: DriftEntry[]): string {

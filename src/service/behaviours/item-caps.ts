@@ -39,6 +39,12 @@ export function capProblems(caps: ItemCap[], data: Record<string, unknown>): { f
   return problems;
 }
 
+/** Refuses `data` with 422 unprocessable_entity naming every list over its cap. */
+function assertWithinCaps(caps: ItemCap[], data: Record<string, unknown>): void {
+  const problems = capProblems(caps, data);
+  if (problems.length) throw unprocessable(problems.map((p) => `${p.field} ${p.message}`).join('; '), problems);
+}
+
 /** Adds the cap check, before its own validate, to a kind's behaviour; a kind without caps keeps it as is. */
 export function withItemCaps(d: KindDescriptor, behaviour: KindBehaviour | undefined): KindBehaviour | undefined {
   const caps = itemCaps(d.schema);
@@ -46,8 +52,7 @@ export function withItemCaps(d: KindDescriptor, behaviour: KindBehaviour | undef
   return {
     ...behaviour,
     async validate(draft, scope) {
-      const problems = capProblems(caps, draft.data);
-      if (problems.length) throw unprocessable(problems.map((p) => `${p.field} ${p.message}`).join('; '), problems);
+      assertWithinCaps(caps, draft.data);
       await behaviour?.validate?.(draft, scope);
     },
   };
@@ -65,7 +70,6 @@ export function capsBeforeValidation(d: KindDescriptor): ((req: { body?: unknown
   return async (req) => {
     const body = req.body;
     if (body === null || typeof body !== 'object' || Array.isArray(body)) return;
-    const problems = capProblems(caps, body as Record<string, unknown>);
-    if (problems.length) throw unprocessable(problems.map((p) => `${p.field} ${p.message}`).join('; '), problems);
+    assertWithinCaps(caps, body as Record<string, unknown>);
   };
 }
