@@ -73,6 +73,11 @@ function sourceOptions(cmd: Command): void {
     .option('--path <dir>', 'directory inside the repository that holds the YAML', '.')
     .option('--interval <duration>', 'time between runs (fetch, plan, apply), e.g. 30s, 5m', '30s')
     .option('--wait-timeout <duration>', 'how long a run waits for provisioning and health before reporting them progressing', '5m')
+    .option(
+      '--test-connections',
+      "test the connection of each connector it writes, and once of each that has not run yet (a failed one: again after a back-off); a failed test makes the connector degraded",
+      false,
+    )
     .addOption(new Option('--mode <mode>', 'apply: make the platform match; drift: only report').choices(['apply', 'drift']).default('apply'))
     .option('--prune', 'delete managed resources (label dpctl.dev/managed-by = source id) that left the config; needs --source-id', false)
     .option('--allow-mass-delete', 'allow pruning more than max(5, 20%) of the managed resources', false);

@@ -4,6 +4,7 @@ import type { DataPlatformClient } from '../client/index.js';
 import { ConfigParseCache } from '../config/index.js';
 import type { EngineOptions } from '../engine/index.js';
 import { Backoff, type BackoffOptions } from './backoff.js';
+import { ConnectionTests } from './connection-tests.js';
 import { RunReporter, startRun } from './finish-run.js';
 import type { LeaderElector } from './leader/types.js';
 import { ControllerLoop } from './loop.js';
@@ -53,6 +54,8 @@ export interface ControllerOptions {
   closeClient?: boolean;
   /** How long a run waits for provisioning and health before it reports them progressing (default 5 min). */
   waitTimeoutMs?: number;
+  /** --test-connections: test connectors after writing them, and once those that have never run (connection-tests.ts). */
+  testConnections?: boolean;
   /** Where events go (failed applies, degraded resources, drift, suspend...); none when absent. */
   notifier?: Notifier;
   /** Directories of mounted secrets that the config's file secretRefs may read besides the checkout (--secrets-dir). */
@@ -110,6 +113,7 @@ export async function startController(options: ControllerOptions): Promise<Runni
     metrics,
     log,
     waitTimeoutMs: options.waitTimeoutMs ?? 300_000,
+    connectionTests: options.testConnections ? new ConnectionTests(options.backoff) : undefined,
     secretDirs: options.secretDirs ?? [],
   });
   const board: StatusBoard = new StatusBoard(controllerInfo(options, engine, elector), () => ({
@@ -195,6 +199,7 @@ function controllerInfo(options: ControllerOptions, engine: EngineOptions, elect
     source_id: engine.sourceId,
     interval_ms: options.intervalMs,
     prune: engine.prune ?? false,
+    test_connections: options.testConnections ?? false,
     suspended: options.suspended ?? false,
     ready: false,
     leader: { elected: false, identity: elector.identity, election: elector.description },

@@ -17,13 +17,16 @@ import type { Condition, ControllerStatus, ResourceStatus, RunResult } from './s
 export function withHealth(row: ResourceStatus, h: HealthStatus | undefined): ResourceStatus {
   if (!h) return row;
   row.health = h.health;
-  row.health_reason = h.reason ?? null;
+  row.health_reason = h.reason ?? (h.neverRun ? NEVER_RUN : null);
+  if (h.neverRun) row.never_run = true;
   if ((row.state === 'in-sync' || row.state === 'applied') && (h.health === 'degraded' || h.health === 'progressing')) {
     row.state = h.health;
     row.detail = h.reason ?? null;
   }
   return row;
 }
+
+const NEVER_RUN = 'never run (untested): nothing has shown yet that it works';
 
 /** A run that applied everything is `degraded` or `progressing` while a resource is. */
 export function resultWithHealth(result: RunResult, rows: ResourceStatus[]): RunResult {
@@ -54,7 +57,7 @@ export function deriveConditions(s: ControllerStatus, running: boolean): Conditi
             type: 'Ready',
             status: 'True',
             reason: 'Succeeded',
-            message: `revision ${run.revision?.slice(0, 12) ?? '-'} applied and healthy`,
+            message: `revision ${run.revision?.slice(0, 12) ?? '-'} applied and healthy${untested(s)}`,
           }
         : { type: 'Ready', status: 'False', reason: REASON[result!] ?? 'Failed', message: first || `last run: ${result}` };
   const reconciling = running || result === 'progressing';
@@ -70,6 +73,13 @@ export function deriveConditions(s: ControllerStatus, running: boolean): Conditi
     },
     { type: 'Stalled', status: stalledReason ? 'True' : 'False', reason: stalledReason ?? 'None', message: stalledReason ? first : '' },
   ];
+}
+
+/** "; 2 never run (untested)": healthy is all Ready can say of them (see ResourceStatus.never_run). */
+function untested(s: ControllerStatus): string {
+  let n = 0;
+  for (const r of s.resources) if (r.never_run) n++;
+  return n ? `; ${n} never run (untested)` : '';
 }
 
 const REASON: Partial<Record<RunResult, string>> = {

@@ -12,12 +12,14 @@ import {
   subjectOfChange,
   type ApplyResult,
   type EngineOptions,
+  type HealthEntry,
   type Plan,
   type Prepared,
   type ProjectProvisioning,
   type SettleResult,
 } from '../engine/index.js';
 import type { Backoff } from './backoff.js';
+import type { ConnectionTests } from './connection-tests.js';
 import { deferChanges } from './defer.js';
 import type { ControllerMetrics } from './metrics.js';
 import { fetchRevision, Revisions, validateRevision } from './revisions.js';
@@ -76,6 +78,8 @@ export interface ReconcilerDeps {
   waitTimeoutMs: number;
   /** Directories of mounted secrets that file secretRefs may read besides the checkout. */
   secretDirs?: string[];
+  /** With --test-connections: what the tests showed so far (absent: connections are not tested). */
+  connectionTests?: ConnectionTests;
   steps?: Partial<EngineSteps>;
   now?: () => number;
 }
@@ -183,7 +187,7 @@ export class RevisionReconciler {
     const settled = await this.checkHealth(prepared, applied, rev, signal);
     await nextTurn();
     this.recordOutcomes(plan, applied);
-    const resources = resourceRows(plan, applied, (key) => this.d.backoff.get(key), settled.health);
+    const resources = resourceRows(plan, applied, (key) => this.d.backoff.get(key), this.testedHealth(plan, settled));
     status.record({ resources });
     return applyOutcome(resources, signal.aborted, plan);
   }
@@ -222,12 +226,13 @@ export class RevisionReconciler {
 
   /** The health step: provision, and find out whether what the revision declares works (waits up to waitTimeoutMs). */
   private async checkHealth(prepared: Prepared, applied: Applied, rev: Revision, signal: AbortSignal): Promise<SettleResult> {
-    const { client, backoff, engine, log } = this.d;
+    const { client, backoff, engine, log, connectionTests } = this.d;
     const settled = await this.steps.settle(client, prepared.plan, applied.result, prepared.state, {
       previews: applied.previews,
       wait: true,
       deadline: this.now() + this.d.waitTimeoutMs,
-      testConnections: false,
+      testConnections: !!connectionTests,
+      testUnproven: connectionTests?.shouldTest,
       concurrency: engine.concurrency ?? 4,
       signal,
       onProgress: this.progress(rev),
@@ -245,6 +250,16 @@ export class RevisionReconciler {
       else backoff.succeeded(PROVISION + p.project);
     }
     return settled;
+  }
+
+  /** Final health with what the connection tests showed (a failed test degrades a connector that has not run). */
+  private testedHealth(plan: Plan, settled: SettleResult): HealthEntry[] {
+    const tests = this.d.connectionTests;
+    if (!tests) return settled.health;
+    tests.record(settled, new Set(plan.changes.map((c) => c.key)));
+    for (const t of settled.tests)
+      if (!t.success) this.d.log.warn({ resource: t.subject, err: t.message }, 'connection test failed: testing again after a back-off');
+    return settled.health.map((h) => tests.healthOf(h));
   }
 
   /** The backoff after an apply: what is in sync or done succeeded, what failed backs off (logged); the rest keeps its entry. */

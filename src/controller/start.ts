@@ -24,6 +24,7 @@ export interface ControllerOpts extends ConnectionOpts {
   path: string;
   interval: string;
   waitTimeout: string;
+  testConnections: boolean;
   mode: 'apply' | 'drift';
   prune: boolean;
   allowMassDelete: boolean;
@@ -216,6 +217,7 @@ export async function startFromOptions(opts: ControllerOpts, log: Logger) {
     mode: opts.mode,
     intervalMs,
     waitTimeoutMs,
+    testConnections: opts.testConnections,
     notifier: receivers.length ? new Notifier({ receivers, source: sourceId, log, repeatMs: notifyRepeatMs, ca: notifyCa }) : undefined,
     listen,
     onListen: (url) => (listenerUrl = url),

@@ -52,6 +52,11 @@ export interface ResourceStatus {
   /** From the kind's x-health rule, for kinds that have one. */
   health?: import('../kinds/index.js').Health;
   health_reason?: string | null;
+  /**
+   * Healthy by its state, but that state is its kind's first one and no connection test has
+   * passed: nothing has shown yet that it works (a connector never synced, its credentials untried).
+   */
+  never_run?: boolean;
 }
 
 export interface RevisionInfo {
@@ -67,6 +72,7 @@ export interface ControllerStatus {
     source_id: string;
     interval_ms: number;
     prune: boolean;
+    test_connections: boolean;
     suspended: boolean;
     ready: boolean;
     leader: { elected: boolean; identity: string; election: string };

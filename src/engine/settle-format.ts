@@ -85,7 +85,7 @@ export function settleJson(s: SettleResult) {
       changes: p.changes.map((c) => ({ action: c.action, name: c.name })),
       failures: p.failures,
     })),
-    connection_tests: s.tests,
+    connection_tests: s.tests.map((t) => ({ subject: t.subject, success: t.success, message: t.message })),
     health: s.health.map(healthJson),
     failures: s.failures,
   };

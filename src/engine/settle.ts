@@ -15,6 +15,8 @@ import { provisionAll, type ProjectProvisioning, type ProvisioningOutcome } from
  */
 
 export interface ConnectionTestOutcome {
+  /** The resource's key, as its planned change's (`PlannedChange.key`). */
+  key: string;
   subject: string;
   success: boolean;
   message: string;
@@ -27,6 +29,12 @@ export interface SettleOptions {
   /** Epoch ms: the end of --wait-timeout. */
   deadline: number;
   testConnections: boolean;
+  /**
+   * Which unchanged resources that nothing has shown to work are tested (default: all of them).
+   * The controller tests each once per process and a failed one again after its back-off, not on
+   * every run.
+   */
+  testUnproven?: (c: PlannedChange) => boolean;
   concurrency: number;
   signal?: AbortSignal;
   onProgress?: (line: string) => void;
@@ -141,7 +149,7 @@ async function testConnections(
     .filter((x) => x.status === 'done' && x.change.action !== 'delete' && x.change.doc?.descriptor.testAction)
     .map((x) => ({ change: x.change, id: (x.id ?? x.change.id)! }));
   const unproven = plan.changes
-    .filter((c) => c.action === 'no-op' && c.id && c.doc?.descriptor.testAction && !provenToWork(c))
+    .filter((c) => c.action === 'no-op' && c.id && c.doc?.descriptor.testAction && !provenToWork(c) && (o.testUnproven?.(c) ?? true))
     .map((c) => ({ change: c, id: c.id! }));
   return mapLimit([...written, ...unproven], o.concurrency, async ({ change: c, id }) => {
     const projectId = c.project !== undefined ? projectIds.get(c.project) : undefined;
@@ -149,6 +157,6 @@ async function testConnections(
     o.onProgress?.(
       `  ${answer.success ? '' : 'x '}${subjectOfChange(c)}: connection test ${answer.success ? 'passed' : 'failed'}: ${answer.message}`,
     );
-    return { subject: subjectOfChange(c), success: answer.success, message: answer.message };
+    return { key: c.key, subject: subjectOfChange(c), success: answer.success, message: answer.message };
   });
 }

@@ -213,6 +213,8 @@ describe('controller/deploy manifests', () => {
       // Explicit: a default from the path is the same in every repository laid out alike.
       sourceId: configMap.data.DPCTL_SOURCE_ID,
       mode: configMap.data.DPCTL_MODE,
+      // A connector with a wrong password is not reported healthy (connection-tests.ts).
+      testConnections: true,
       leaderElection: 'lease',
       leaseNamespace: '<metadata.namespace>',
       leaseName: 'dpctl-controller',

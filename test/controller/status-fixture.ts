@@ -43,6 +43,7 @@ export function richStatus(now = Date.now(), evil = false): ControllerStatus {
       source_id: h('platform'),
       interval_ms: 30_000,
       prune: true,
+      test_connections: false,
       suspended: false,
       ready: true,
       leader: { elected: true, identity: h('ctl-0'), election: h('lease dpctl-system/dpctl-controller') },

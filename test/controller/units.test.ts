@@ -190,6 +190,7 @@ describe('controller building blocks', () => {
         source_id: hostile,
         interval_ms: 30_000,
         prune: false,
+        test_connections: false,
         suspended: false,
         ready: true,
         leader: { elected: true, identity: hostile, election: 'none' },

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { finishRun, startRun, type FinishInput } from '../../../src/controller/finish-run.js';
-import { deriveConditions } from '../../../src/controller/health.js';
+import { deriveConditions, withHealth } from '../../../src/controller/health.js';
 import { StatusBoard } from '../../../src/controller/status-board.js';
 import type { ControllerStatus, ResourceStatus } from '../../../src/controller/status.js';
 import type { RunOutcome } from '../../../src/controller/summarise.js';
@@ -92,6 +92,19 @@ describe('finishRun', () => {
       Ready: ['False', 'Progressing', 'User dana: progressing: provisioning'],
       Reconciling: ['True', 'Progressing', 'User dana: progressing: provisioning'],
     });
+  });
+
+  it('a healthy resource that has never run is marked on its row, and Ready says how many there are', () => {
+    const board = new StatusBoard(controllerInfo(), () => ({ suspended: false, ready: true, leader: true, running: false }));
+    const untested = withHealth(row('applied'), { health: 'healthy', neverRun: true });
+    const proven = withHealth(row('in-sync'), { health: 'healthy' });
+    expect(untested).toMatchObject({ state: 'applied', health: 'healthy', never_run: true, health_reason: expect.stringMatching(/^never run \(untested\)/) });
+    expect(proven).toMatchObject({ health: 'healthy', health_reason: null });
+    expect(proven.never_run).toBeUndefined();
+    board.record({ resources: [untested, proven] });
+    board.record(finish(converged, { status: board.current }).status);
+    const ready = deriveConditions(board.current, false).find((c) => c.type === 'Ready')!;
+    expect([ready.status, ready.message]).toEqual(['True', 'revision abc123 applied and healthy; 1 never run (untested)']);
   });
 });
 

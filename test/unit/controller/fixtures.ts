@@ -81,6 +81,7 @@ export const controllerInfo = (): ControllerStatus['controller'] => ({
   source_id: 'platform',
   interval_ms: 30_000,
   prune: false,
+  test_connections: false,
   suspended: false,
   ready: false,
   leader: { elected: false, identity: 'test', election: 'none' },
