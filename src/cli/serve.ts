@@ -15,6 +15,15 @@ const int = (name: string) => (value: string) => {
   return n;
 };
 
+const SIZE_UNITS: Record<string, number> = { '': 1, kib: 1024, mib: 1024 ** 2, gib: 1024 ** 3, tib: 1024 ** 4 };
+
+/** "10GiB", "500 MiB" or a number of bytes; 0 for no cap. */
+const size = (name: string) => (value: string) => {
+  const m = /^(\d+(?:\.\d+)?)\s*([kmgt]ib)?$/i.exec(value.trim());
+  if (!m) throw new Error(`${name} must be a size like 10GiB, 500MiB or a number of bytes (0: no cap), got "${value}"`);
+  return Math.round(Number(m[1]) * SIZE_UNITS[(m[2] ?? '').toLowerCase()]);
+};
+
 const positive = (name: string) => (value: string) => {
   const n = Number(value);
   if (!Number.isFinite(n) || n <= 0) throw new Error(`${name} must be a number above 0, got "${value}"`);
@@ -98,6 +107,8 @@ interface ServeFlags {
   tlsKey?: string;
   runHistory: number;
   maxRunsPerTenant: number;
+  maxTenantStorage: number;
+  auditRetention: number;
   tlsCertCache: number;
   handshakeTimeout: number;
   headersTimeout: number;
@@ -162,6 +173,21 @@ function addStoreOptions(command: Command): Command {
         .env('DP_MAX_RUNS_PER_TENANT')
         .argParser(int('--max-runs-per-tenant'))
         .default(DEFAULT_OPTIONS.maxRunsPerTenant),
+    )
+    .addOption(
+      new Option(
+        '--max-tenant-storage <size>',
+        'what one tenant may store, resources and audit log together (e.g. 10GiB); past it creates and updates are 409, deletes pass (0: no cap)',
+      )
+        .env('DP_MAX_TENANT_STORAGE')
+        .argParser(size('--max-tenant-storage'))
+        .default(DEFAULT_OPTIONS.maxTenantStorage, '10GiB'),
+    )
+    .addOption(
+      new Option('--audit-retention <days>', 'days an audit log entry is kept; older ones are deleted (0: keep every entry)')
+        .env('DP_AUDIT_RETENTION')
+        .argParser(int('--audit-retention'))
+        .default(DEFAULT_OPTIONS.auditRetentionDays),
     );
 }
 
@@ -329,6 +355,8 @@ export function serviceOptions(opts: ServeFlags, parseCidrList: (text: string, s
     tlsCertCacheSize: opts.tlsCertCache,
     runHistory: opts.runHistory,
     maxRunsPerTenant: opts.maxRunsPerTenant,
+    maxTenantStorage: opts.maxTenantStorage,
+    auditRetentionDays: opts.auditRetention,
     handshakeTimeout: opts.handshakeTimeout,
     headersTimeout: opts.headersTimeout,
     requestTimeout: opts.requestTimeout,

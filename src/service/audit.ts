@@ -14,7 +14,7 @@ export interface AuditEvent {
   resourceName: string | null;
   requestId: string;
   statusCode: number;
-  diff: Record<string, { before: unknown; after: unknown }> | null;
+  diff: Diff | null;
   timestamp: string;
 }
 
@@ -34,6 +34,36 @@ export function auditDiff(
   }
   for (const path of changedSecrets) diff[path] = { before: REDACTED, after: REDACTED };
   return diff;
+}
+
+/** Most bytes of one entry's diff; past it the largest values are replaced by a note of their size. */
+export const AUDIT_DIFF_BYTES = 64 * 1024;
+
+type Diff = Record<string, { before: unknown; after: unknown }>;
+
+/**
+ * The diff as stored: whole while its JSON fits in AUDIT_DIFF_BYTES, else with its largest values
+ * (before or after) replaced, largest first, by `(omitted: N bytes)` until it fits. Creating or
+ * deleting a 1 MiB connector wrote its whole JSON to the audit log (a create and delete loop at
+ * the rate limit: about 1.2 GB a minute of audit entries); which fields changed, and how, stays.
+ */
+export function storedDiff(diff: Diff): string {
+  const json = JSON.stringify(diff);
+  if (json.length <= AUDIT_DIFF_BYTES) return json;
+  const sizes = Object.entries(diff)
+    .flatMap(([field, change]) =>
+      (['before', 'after'] as const).map((side) => ({ field, side, bytes: JSON.stringify(change[side])?.length ?? 0 })),
+    )
+    .sort((a, b) => b.bytes - a.bytes);
+  const bounded: Diff = Object.fromEntries(Object.entries(diff).map(([field, change]) => [field, { ...change }]));
+  let total = json.length;
+  for (const { field, side, bytes } of sizes) {
+    if (total <= AUDIT_DIFF_BYTES) break;
+    const note = `(omitted: ${bytes.toLocaleString('en-US')} bytes)`;
+    bounded[field][side] = note;
+    total -= bytes - note.length - 2;
+  }
+  return JSON.stringify(bounded);
 }
 
 export class AuditLog {
@@ -58,7 +88,7 @@ export class AuditLog {
         e.requestId,
         e.statusCode < 400 ? 'success' : 'failure',
         e.statusCode,
-        e.diff ? JSON.stringify(e.diff) : null,
+        e.diff ? storedDiff(e.diff) : null,
       ],
     );
   }

@@ -55,6 +55,10 @@ export interface ServiceOptions {
   runHistory: number;
   /** Top-level runs (syncs, pipeline runs, dbt runs, infrastructure applies) one tenant may have executing at once on this instance; 0 for no cap. */
   maxRunsPerTenant: number;
+  /** Bytes one tenant may store (resources and audit log, store/usage.ts) before creates and updates are refused; 0 for no cap. */
+  maxTenantStorage: number;
+  /** Days an audit log entry is kept (runtime/retention.ts); 0 keeps every entry. */
+  auditRetentionDays: number;
   /** Requests per minute per source address per anonymous endpoint (login, refresh, SSO, invitations); never the tenant's quota. */
   anonymousRateLimit: number;
   /** Failed sign-ins per account and source address before exponential back-off (docs/security.md). */
@@ -105,6 +109,8 @@ export const DEFAULT_OPTIONS: Omit<ServiceOptions, 'dataDir'> = {
   tlsCertCacheSize: 500,
   runHistory: 1_000,
   maxRunsPerTenant: 100,
+  maxTenantStorage: 10 * 1024 ** 3,
+  auditRetentionDays: 400,
   anonymousRateLimit: 600,
   loginLockAfter: 5,
   loginAddressLockAfter: 20,

@@ -6,6 +6,7 @@ import { scopeCapSentence, type KindDescriptor } from '../kinds/index.js';
 import type { ServiceContext } from './context.js';
 import { conflict } from './errors.js';
 import type { Queryable } from './store/db.js';
+import { tenantUsage } from './store/usage.js';
 
 /** The insert or update broke a unique index (a name taken by a concurrent write), on either store. */
 export const isUniqueViolation = (err: unknown) => {
@@ -61,6 +62,34 @@ export async function assertRoomInScope(
   if ((await ctx.resources.scanWindowEnd({ tenantId, projectId, kind: d.kind }, d.maxPerScope!, q)) === undefined) return;
   throw conflict(`This ${d.scope} is full: ${cap}; delete one first`);
 }
+
+/**
+ * 409 when a create or update of `bytes` (its body's size: what it can add at most, give or take
+ * its computed fields) would take the tenant past `--max-tenant-storage` (store/usage.ts counts
+ * what it stores). Writes in flight are not counted, so concurrent ones can pass the limit by at
+ * most their bodies (1 MiB each by default). Deletes are never refused: they are the way out.
+ */
+export async function assertStorageRoom(
+  ctx: Pick<ServiceContext, 'options'>,
+  q: Queryable,
+  tenantId: string,
+  bytes: number,
+): Promise<void> {
+  const max = ctx.options.maxTenantStorage;
+  if (!max) return;
+  const used = await tenantUsage(q, tenantId);
+  if (used + bytes <= max) return;
+  throw conflict(
+    `This tenant's storage is full: ${formatBytes(used)} of ${formatBytes(max)} used (resources and audit log), and this write adds up to ${formatBytes(bytes)}; delete resources first`,
+  );
+}
+
+const formatBytes = (n: number) =>
+  n >= 1024 ** 3
+    ? `${(n / 1024 ** 3).toFixed(1)} GiB`
+    : n >= 1024 ** 2
+      ? `${(n / 1024 ** 2).toFixed(1)} MiB`
+      : `${Math.ceil(n / 1024)} KiB`;
 
 /** The computed fields a new resource starts with: its id, project, timestamps and declared initial values. */
 export function initialComputed(d: KindDescriptor, id: string, projectId: string, now: string): Record<string, unknown> {

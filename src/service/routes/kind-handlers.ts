@@ -16,7 +16,7 @@ import { auditDiff } from '../audit.js';
 import { BEHAVIOURS } from '../behaviours/index.js';
 import type { Draft, KindBehaviour, WriteContext } from '../behaviours/types.js';
 import { articled, capitalised, createDraft, mergeSecrets, applyNormalizers, patchDraft } from '../drafts.js';
-import { assertRoomInScope, initialComputed, isUniqueViolation, lockRow, lockTenant, ordered } from '../writes.js';
+import { assertRoomInScope, assertStorageRoom, initialComputed, isUniqueViolation, lockRow, lockTenant, ordered } from '../writes.js';
 import { assertProjectExists, projectInReach, resolveProject } from './scope.js';
 
 /** One kind as its handlers see it. */
@@ -74,10 +74,17 @@ function assertKeyMayWrite(k: KindRoutes, req: FastifyRequest, existing: StoredR
   throw forbidden(`API keys are limited to their project; ${verb} ${k.d.title.toLowerCase()}s needs a user token`);
 }
 
+/** A request body's size in bytes, from its Content-Length (Fastify has read and capped the body by then). */
+function bodyBytes(req: FastifyRequest): number {
+  const n = Number(req.headers['content-length']);
+  return Number.isFinite(n) && n > 0 ? n : 0;
+}
+
 /**
  * The write transaction: `existing` is the resource an update or delete is about; a tenant-level
  * one is locked itself, a project-level write locks its project. A create of a kind without
- * references shares the project lock (see lockRow).
+ * references shares the project lock (see lockRow). A create or update (`grows`) must fit in the
+ * tenant's storage (assertStorageRoom), a delete always may.
  */
 async function writeTx<T>(
   k: KindRoutes,
@@ -85,6 +92,7 @@ async function writeTx<T>(
   projectId: string,
   existing: StoredResource | null,
   fn: (w: WriteContext) => Promise<T>,
+  grows = true,
 ): Promise<T> {
   const { ctx, d } = k;
   // A capped kind's create counts its scope (assertRoomInScope): it needs the lock to itself.
@@ -101,11 +109,13 @@ async function writeTx<T>(
           : d.maxPerScope !== undefined
             ? lockTenant(ctx, q, req.tenant!.id).then(() => true)
             : Promise.resolve(true);
-    const [valid, locked] = await Promise.allSettled([ctx.auth.stillValid(req.actor!, q), lock]);
+    const room = grows ? assertStorageRoom(ctx, q, req.tenant!.id, bodyBytes(req)) : undefined;
+    const [valid, locked, roomy] = await Promise.allSettled([ctx.auth.stillValid(req.actor!, q), lock, room]);
     if (valid.status === 'rejected') throw valid.reason;
     if (!valid.value) throw unauthorized('Credential was revoked during the request');
     if (locked.status === 'rejected') throw locked.reason;
     if (!locked.value) throw d.scope === 'project' ? notFound('Project') : notFound(d.title);
+    if (roomy.status === 'rejected') throw roomy.reason;
     return fn({ ctx, req, tenantId: req.tenant!.id, projectId, actor: req.actor!, q });
   });
   k.behaviour.afterWrite?.({ ctx, tenantId: req.tenant!.id, projectId });
@@ -295,16 +305,23 @@ export async function handleDelete(k: KindRoutes, req: FastifyRequest, reply: Fa
     resourceName: existing.name,
     diff: auditDiff(existing.data, null),
   };
-  await writeTx(k, req, projectId, existing, async (w) => {
-    await checkNotReferenced(k, existing, w.q);
-    await k.behaviour.beforeDelete?.(existing, w);
-    await ctx.resources.delete(existing, w.q);
-    await ctx.resources.deleteChildren(
-      { tenantId: existing.tenantId, projectId: existing.projectId, parentId: existing.id },
-      OWNED_KINDS,
-      w.q,
-    );
-  });
+  await writeTx(
+    k,
+    req,
+    projectId,
+    existing,
+    async (w) => {
+      await checkNotReferenced(k, existing, w.q);
+      await k.behaviour.beforeDelete?.(existing, w);
+      await ctx.resources.delete(existing, w.q);
+      await ctx.resources.deleteChildren(
+        { tenantId: existing.tenantId, projectId: existing.projectId, parentId: existing.id },
+        OWNED_KINDS,
+        w.q,
+      );
+    },
+    false,
+  );
   reply.code(204);
   return null;
 }

@@ -10,6 +10,8 @@ import { padToBucket, paramList, planEachTime } from '../store/db.js';
  *   million a day;
  * - access and refresh tokens past their expiry (one of each per sign-in and refresh), and a
  *   session once its last refresh token is gone (it can never be refreshed again).
+ * - audit log entries older than `--audit-retention` days (400 by default; 0 keeps them): one per
+ *   write, and a tenant's writes are bounded only by its rate limit.
  * Rows are kept a day past those times (an expired token still gets its own message meanwhile).
  * Each table is swept through an index on its time column, BATCH rows a statement with a turn of
  * the event loop between statements, at most MAX_BATCHES per sweep: a sweep costs what expired
@@ -29,11 +31,14 @@ interface Swept {
   key: string;
   time: string;
   owner?: { column: string; table: string };
+  /** How long past its time a row is kept (default KEEP_PAST_MS); 0: kept for ever. */
+  keepMs?: (rt: Runtime) => number;
 }
 const SWEPT: readonly Swept[] = [
   { table: 'schedule_ticks', key: 'resource_id, tick', time: 'claimed_at' },
   { table: 'access_tokens', key: 'hash', time: 'expires_at' },
   { table: 'refresh_tokens', key: 'hash', time: 'expires_at', owner: { column: 'session_id', table: 'sessions' } },
+  { table: 'audit_logs', key: 'id', time: 'ts', keepMs: (rt) => rt.ctx.options.auditRetentionDays * 86_400_000 },
 ];
 
 /**
@@ -79,11 +84,13 @@ export class Retention {
     await this.sweeping;
   }
 
-  /** One sweep of every table: the rows whose time is more than KEEP_PAST_MS ago (service clock). Returns how many went. */
+  /** One sweep of every table: the rows whose time is more than its keepMs (KEEP_PAST_MS) ago (service clock). Returns how many went. */
   async sweep(): Promise<number> {
-    const before = new Date(this.rt.nowMs() - KEEP_PAST_MS).toISOString();
     let deleted = 0;
     for (const swept of SWEPT) {
+      const keep = swept.keepMs?.(this.rt) ?? KEEP_PAST_MS;
+      if (!keep) continue;
+      const before = new Date(this.rt.nowMs() - keep).toISOString();
       for (let batch = 0; batch < MAX_BATCHES && !this.stopped; batch++) {
         const changes = await this.sweepBatch(swept, before);
         deleted += changes;

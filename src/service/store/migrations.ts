@@ -1,6 +1,7 @@
 import type { Db, Queryable } from './db.js';
 import { backfillRefs } from './refs.js';
 import { LARGE_ITEM_BYTES } from './large-scopes.js';
+import { installUsageAccounting } from './usage.js';
 
 /**
  * The one migration set. `{{SERIAL}}` is the auto-increment primary key of each dialect, and
@@ -8,7 +9,7 @@ import { LARGE_ITEM_BYTES } from './large-scopes.js';
  * one that has shipped.
  */
 /** `fill`: rows the new tables need for data written before them, in the migration's transaction. */
-const MIGRATIONS: { id: number; sql: string; fill?: (q: Queryable) => Promise<void> }[] = [
+const MIGRATIONS: { id: number; sql: string; fill?: (q: Queryable, dialect: Db['dialect']) => Promise<void> }[] = [
   {
     id: 1,
     sql: `
@@ -272,6 +273,15 @@ CREATE TABLE notification_queue (
 CREATE INDEX notification_queue_tenant ON notification_queue (tenant_id, due_at, seq);
 `,
   },
+  {
+    // Bytes each tenant stores (store/usage.ts: kept by triggers, which the fill installs after
+    // counting what is stored), for --max-tenant-storage; audit entries swept by age
+    // (runtime/retention.ts, --audit-retention) through the time index.
+    id: 14,
+    sql: `CREATE TABLE tenant_usage (tenant_id TEXT PRIMARY KEY, bytes BIGINT NOT NULL);
+CREATE INDEX audit_logs_ts ON audit_logs (ts);`,
+    fill: installUsageAccounting,
+  },
 ];
 
 /**
@@ -298,7 +308,7 @@ export async function migrate(db: Db): Promise<void> {
           .map((s) => s.trim())
           .filter(Boolean);
         for (const statement of statements) await q.run(statement);
-        await migration.fill?.(q);
+        await migration.fill?.(q, db.dialect);
         await q.run('INSERT INTO schema_migrations (id, applied_at) VALUES (?, ?)', [migration.id, new Date().toISOString()]);
       });
     }

@@ -7,11 +7,25 @@ import { testStore } from '../../support/service.js';
 
 /**
  * Tables that only grow are swept: schedule claims a day after their claim, tokens a day after
- * they expire. At the issue's scale (100,000 connectors every 15 minutes) schedule_ticks gained
+ * they expire; audit entries after --audit-retention days (400). At the issue's scale (100,000 connectors every 15 minutes) schedule_ticks gained
  * 9.6 million rows a day and nothing ever deleted one.
  */
 const OLD = 5_000;
 const BUSY = 20_000;
+const AUDIT_COLUMNS = ['id', 'tenant_id', 'ts', 'actor_type', 'action', 'resource_type', 'request_id', 'outcome', 'status_code', 'diff'];
+const auditRow = (id: string, ts: string) => [
+  id,
+  'tnt_x',
+  ts,
+  'user',
+  'update',
+  'connector',
+  'req',
+  'success',
+  200,
+  '{"x":{"before":1,"after":2}}',
+];
+const DAY = 86_400_000;
 
 describe('the retention sweep', () => {
   let svc: TestService;
@@ -29,7 +43,15 @@ describe('the retention sweep', () => {
     const { db } = svc.service.ctx;
     const rt = runtimeOf(svc.service.ctx);
     const at = (ms: number) => new Date(rt.nowMs() + ms).toISOString();
-    const [ticks, access, refresh] = [await count('schedule_ticks'), await count('access_tokens'), await count('refresh_tokens')];
+    const [ticks, access, refresh, audit] = [
+      await count('schedule_ticks'),
+      await count('access_tokens'),
+      await count('refresh_tokens'),
+      await count('audit_logs'),
+    ];
+    // Audit entries: 7 past the retention, 2 within it (a day short).
+    await bulkInsert(db, 'audit_logs', AUDIT_COLUMNS, 7, (n) => auditRow(`aud_old${n}`, at(-401 * DAY)));
+    await bulkInsert(db, 'audit_logs', AUDIT_COLUMNS, 2, (n) => auditRow(`aud_kept${n}`, at(-399 * DAY)));
     const tickColumns = ['resource_id', 'tick', 'tenant_id', 'project_id', 'kind', 'instance_id', 'outcome', 'claimed_at'];
     const tick = (n: number, claimedAt: string) => [`con_${n}`, at(-n * 60_000), 'tnt_x', 'prj_x', 'connector', 'i', 'started', claimedAt];
     await bulkInsert(db, 'schedule_ticks', tickColumns, OLD, (n) => tick(n, at(-KEEP_PAST_MS - 60_000)));
@@ -42,7 +64,8 @@ describe('the retention sweep', () => {
       at(-KEEP_PAST_MS - 1_000),
     ]);
 
-    expect(await retentionOf(rt).sweep()).toBe(OLD + 3 + 4);
+    expect(await retentionOf(rt).sweep()).toBe(OLD + 3 + 4 + 7);
+    expect(await count('audit_logs')).toBe(audit + 2);
     expect(await count('schedule_ticks')).toBe(ticks + 10);
     expect(await count('access_tokens')).toBe(access + 2);
     expect(await count('refresh_tokens')).toBe(refresh);
@@ -77,7 +100,7 @@ describe('the retention sweep', () => {
   it('finds the old rows through indexes, never a pass over the table (the plans of both stores)', async () => {
     const { db } = svc.service.ctx;
     const now = runtimeOf(svc.service.ctx).nowMs();
-    const before = new Date(now - KEEP_PAST_MS).toISOString();
+
     // The tables of a busy service: many recent rows, none old enough.
     const recent = (n: number) => new Date(now - (n % 1_000) * 1_000).toISOString();
     const tickColumns = ['resource_id', 'tick', 'tenant_id', 'project_id', 'kind', 'instance_id', 'outcome', 'claimed_at'];
@@ -85,16 +108,19 @@ describe('the retention sweep', () => {
     await bulkInsert(db, 'schedule_ticks', tickColumns, BUSY, tickRow);
     for (const table of ['access_tokens', 'refresh_tokens'])
       await bulkInsert(db, table, ['hash', 'session_id', 'expires_at'], BUSY, (n) => [`busy_${n}`, `ses_busy${n}`, recent(n)]);
+    await bulkInsert(db, 'audit_logs', AUDIT_COLUMNS, BUSY, (n) => auditRow(`aud_busy${n}`, recent(n)));
     await db.run('ANALYZE');
     for (const swept of SWEPT_TABLES) {
+      // The statement as the sweep runs it: with the table's own cut-off.
+      const before = new Date(now - (swept.keepMs?.(runtimeOf(svc.service.ctx)) ?? KEEP_PAST_MS)).toISOString();
       const statement = sweepStatement(swept).replace('?', `'${before}'`);
       if (testStore() === 'postgres') {
         const text = (await db.all<{ 'QUERY PLAN': string }>(`EXPLAIN ${statement}`)).map((r) => r['QUERY PLAN']).join('\n');
-        expect(text, text).toMatch(new RegExp(`Index (Only )?Scan using ${swept.table}_(claimed|expiry)`));
+        expect(text, text).toMatch(new RegExp(`Index (Only )?Scan using ${swept.table}_(claimed|expiry|ts)`));
         expect(text, text).not.toMatch(/Seq Scan/);
       } else {
         const text = (await db.all<{ detail: string }>(`EXPLAIN QUERY PLAN ${statement}`)).map((r) => r.detail).join('\n');
-        expect(text, text).toMatch(new RegExp(`USING (COVERING )?INDEX ${swept.table}_(claimed|expiry)`));
+        expect(text, text).toMatch(new RegExp(`USING (COVERING )?INDEX ${swept.table}_(claimed|expiry|ts)`));
         expect(text, text).not.toMatch(new RegExp(`SCAN ${swept.table}(?! USING)`));
       }
       if (!swept.owner) continue;
