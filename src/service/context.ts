@@ -140,6 +140,12 @@ export interface RouteSettings {
   tenantless?: boolean;
   /** Open to anonymous clients (login, refresh, SSO): counted per source address, never against the tenant's quota. */
   anonymous?: boolean;
+  /**
+   * The credential comes in the `token` query parameter (WebSocket streams: browsers cannot set
+   * headers on them). It is checked before the tenant's quota is charged, as a bearer token is;
+   * a request without one is counted per source address, like an anonymous one.
+   */
+  queryToken?: boolean;
   permission?: PermissionLevel;
   /** What an API key may reach here; unset means never (see auth/key-reach.ts). */
   keys?: KeyReach;

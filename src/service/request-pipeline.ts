@@ -142,7 +142,11 @@ function requestAdmission(ctx: ServiceContext): (req: FastifyRequest) => Promise
       assertKeyMayReach(req.actor, settings.keys, { method: req.method, url: req.routeOptions.url, params: req.params });
     }
     const endpoint = `${req.method} ${req.routeOptions.url ?? '(unmatched)'}`;
-    if (settings.anonymous) await anonymousLimiter.hit(`address:${clientAddress(req.ip)}`, endpoint);
+    // A stream's credential first: 600 requests without one used up the tenant's stream quota, and
+    // its users' own streams were 429 until the minute ended.
+    const queryToken = settings.queryToken ? (req.query as { token?: unknown }).token : undefined;
+    if (typeof queryToken === 'string' && queryToken) req.actor = await ctx.auth.authenticate(tenant.id, queryToken);
+    if (settings.anonymous || (settings.queryToken && !req.actor)) await anonymousLimiter.hit(`address:${clientAddress(req.ip)}`, endpoint);
     else await rateLimiter.hit(tenant.id, endpoint);
   };
 }

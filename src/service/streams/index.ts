@@ -197,7 +197,10 @@ function connectionOpener(log: FastifyBaseLogger, connections: Connections, acce
       path: req.url.split('?')[0],
     };
     socket.on('pong', () => (c.alive = true));
-    socket.on('message', () => undefined); // streams are one-way; client messages are ignored
+    // Streams are one-way. Each client frame cost the service its TLS decryption, unmasking and
+    // UTF-8 check, with no bound: 32 sockets sending 4 KB frames held other tenants' answers up to
+    // 4 s. A client that sends data is closed (1008, policy violation); pings and pongs are not data.
+    socket.on('message', () => socket.close(1008, 'streams are one-way: send nothing'));
     socket.on('close', (code) => {
       connections.delete(c);
       log.info({ ...fields, code }, 'stream closed');
@@ -207,14 +210,16 @@ function connectionOpener(log: FastifyBaseLogger, connections: Connections, acce
   };
 }
 
-/** The `token` query parameter's actor: every level (read-only and up) may read streams; an API key reaches its own project only. */
+/**
+ * The `token` query parameter's actor (authenticated on admission: request-pipeline.ts, `queryToken`):
+ * every level (read-only and up) may read streams; an API key reaches its own project only.
+ */
 async function authenticate(ctx: ServiceContext, req: FastifyRequest): Promise<Access> {
   const token = (req.query as { token?: unknown }).token;
   if (typeof token !== 'string' || token === '')
     throw unauthorized('Missing token query parameter: WebSocket streams authenticate with ?token=<access token or API key>');
-  const actor = await ctx.auth.authenticate(req.tenant!.id, token);
-  req.actor = actor;
-  return { actor, token };
+  req.actor ??= await ctx.auth.authenticate(req.tenant!.id, token);
+  return { actor: req.actor, token };
 }
 
 const notWebSocket = async () => {
@@ -226,7 +231,7 @@ const notWebSocket = async () => {
   );
 };
 
-const settings = { settings: { public: true } };
+const settings = { settings: { public: true, queryToken: true } };
 const querySchema = { type: 'object', properties: { token: { type: 'string' } } };
 
 /** Checks before the upgrade that the run exists and the actor may read it; the access keeps the run as it is now. */
@@ -344,7 +349,8 @@ export async function registerStreams(app: FastifyInstance, ctx: ServiceContext)
   const outbox = new Outbox<Connection>((startedAt, endedAt, sockets) => streams.onFlush?.(startedAt, endedAt, sockets));
   const heartbeat = startHeartbeat(heartbeatMs, connections, unstored, credentialCheck(ctx, app.log));
 
-  await app.register(websocket, { options: { maxPayload: 4096 } });
+  // The largest frame read at all: a control frame's 125 bytes (data frames close the stream, above).
+  await app.register(websocket, { options: { maxPayload: 125 } });
   const routes: StreamRouteContext = { ctx, accessOf, unstored, outbox, open: connectionOpener(app.log, connections, accessOf) };
   registerRunStream(app, routes);
   registerAlertStream(app, routes);
