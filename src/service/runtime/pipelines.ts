@@ -16,6 +16,7 @@ import {
 import { startConnectorSync, type Started } from './connectors.js';
 import { startDbtRun } from './dbt.js';
 import { deliver } from './notifications.js';
+import { stepBudgetOf } from './tenant-work.js';
 
 interface DeclaredStep {
   name: string;
@@ -141,7 +142,8 @@ async function executeStep(rt: Runtime, rec: RunRecorder, step: DeclaredStep, re
 
 /**
  * Runs the steps as a DAG: a step starts as soon as every step it depends on has completed, so
- * independent steps run concurrently (up to STEP_CONCURRENCY); a step whose dependency failed or
+ * independent steps run concurrently (up to STEP_CONCURRENCY, and within the tenant's step budget
+ * across all its runs, TENANT_STEP_CONCURRENCY); a step whose dependency failed or
  * was skipped is skipped. Linear in steps + dependencies (Kahn's algorithm: each step counts its
  * unfinished dependencies), and every step starts on a turn of the event loop of its own.
  */
@@ -155,7 +157,17 @@ async function runPipeline(rt: Runtime, rec: RunRecorder, declared: DeclaredStep
   });
   const ready = declared.flatMap((_, i) => (waiting[i] === 0 ? [i] : []));
 
+  const budget = stepBudgetOf(rt);
   const runStep = async (i: number): Promise<void> => {
+    // A slot of the tenant's step budget (tenant-work.ts), in turn with its other runs' steps.
+    const release = await budget.take(rec.stored.tenantId, rec.signal);
+    try {
+      await executeOne(i);
+    } finally {
+      release();
+    }
+  };
+  const executeOne = async (i: number): Promise<void> => {
     await nextTurn();
     const step = declared[i];
     const result = results[i];

@@ -7,7 +7,7 @@ export interface RunSlot {
   failedToStart(err: unknown): never;
 }
 
-/** A step of a pipeline run holds no slot of its own: its pipeline run's does (and its steps run 10 at a time). */
+/** A step of a pipeline run holds no slot of its own: its pipeline run's does (its steps run 10 at a time, and 20 of the tenant's at once across its runs: tenant-work.ts). */
 const STEP_OF_A_RUN: RunSlot = {
   release: () => undefined,
   failedToStart: (err) => {

@@ -5,6 +5,7 @@ import { lockRow } from '../writes.js';
 import { newId } from '../ids.js';
 import { notFound } from '../errors.js';
 import { META, Stopped, type Runtime } from './runtime.js';
+import { PROGRESS_DUTY, progressTurnsOf } from './tenant-work.js';
 
 /** A run as the API returns it: the generated type of schemas/kinds/run.schema.json (every field is always present). */
 export type RunData = Run & { [key: string]: unknown };
@@ -173,8 +174,7 @@ export interface RecorderOptions {
 
 /** Coalesced progress is written at most this often... */
 export const PROGRESS_MIN_MS = 50;
-/** ...and, when writes are slow (a big run), with at least this many times a write's own time between two, so they take at most ~10% of the event loop. */
-export const PROGRESS_DUTY = 10;
+// ...and, when writes are slow (a big run), with at least PROGRESS_DUTY times a write's own time between two (tenant-work.ts).
 
 /**
  * Drives one run's record: progress writes are serialised (steps of a pipeline finish
@@ -183,6 +183,10 @@ export const PROGRESS_DUTY = 10;
 export class RunRecorder {
   private chain: Promise<void> = Promise.resolve();
   private flushTimer?: NodeJS.Timeout;
+  /** A coalesced write is scheduled or waiting for its turn (and has not started). */
+  private flushDue = false;
+  /** finish() has begun: its write carries every change, and no progress write follows. */
+  private ended = false;
   private lastWriteMs = 0;
   /** The number of the last event announced about this run (coalesced progress); see announce. */
   private seq = 0;
@@ -212,14 +216,25 @@ export class RunRecorder {
   /** Writes the run as it is now (after what was queued before); coalesced, schedules that write and returns at once. */
   save(): Promise<void> {
     if (this.options.progress !== 'coalesced') return this.write(structuredClone(this.stored));
-    this.flushTimer ??= setTimeout(
+    if (this.flushDue || this.ended) return Promise.resolve();
+    this.flushDue = true;
+    // When due, the write waits its turn among the tenant's (tenant-work.ts); changes made until it starts go in it.
+    this.flushTimer = setTimeout(
       () => {
         this.flushTimer = undefined;
-        this.write().catch((err) => this.rt.log?.error({ err, runId: this.id }, 'writing run progress failed'));
+        progressTurnsOf(this.rt).enqueue(this.stored.tenantId, () => this.flush());
       },
       Math.max(PROGRESS_MIN_MS, this.lastWriteMs * PROGRESS_DUTY),
     ).unref();
     return Promise.resolve();
+  }
+
+  /** The coalesced write, at its turn: false when there was nothing to write (the run ended first). */
+  private async flush(): Promise<boolean> {
+    if (!this.flushDue || this.ended) return false;
+    this.flushDue = false;
+    await this.write().catch((err) => this.rt.log?.error({ err, runId: this.id }, 'writing run progress failed'));
+    return true;
   }
 
   /**
@@ -290,6 +305,7 @@ export class RunRecorder {
     // The final write below carries every change: a coalesced progress write still pending is moot.
     clearTimeout(this.flushTimer);
     this.flushTimer = undefined;
+    this.ended = true;
     await this.chain;
     this.check();
     const upTo = this.seq;
