@@ -1,5 +1,5 @@
 import { conflict } from '../errors.js';
-import { lockTenant } from '../writes.js';
+import { lockRow, lockTenant } from '../writes.js';
 import type { KindBehaviour, Draft } from './types.js';
 import { KINDS } from '../../kinds/index.js';
 import { withItemCaps } from './item-caps.js';
@@ -78,6 +78,9 @@ const user: KindBehaviour = {
 };
 
 const project: KindBehaviour = {
+  // Nothing refuses a project's delete once the caller may make it (no kind references a project).
+  emptyBeforeDelete: (existing, { ctx, tenantId }) =>
+    ctx.resources.emptyProject(tenantId, existing.id, (q) => lockRow(ctx, q, tenantId, existing.id)),
   async beforeDelete(existing, w) {
     await w.ctx.resources.deleteProjectContents(w.tenantId, existing.id, w.q);
   },

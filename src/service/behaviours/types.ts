@@ -30,6 +30,11 @@ export interface KindBehaviour {
   beforeCreate?(draft: Draft, w: WriteContext): Promise<Record<string, unknown> | void>;
   beforeUpdate?(draft: Draft, existing: StoredResource, w: WriteContext): Promise<void>;
   beforeDelete?(existing: StoredResource, w: WriteContext): Promise<void>;
+  /**
+   * Before the delete's transaction, in transactions of its own: what is too big for one (a
+   * project's contents). The delete's own checks must not depend on it: it runs first.
+   */
+  emptyBeforeDelete?(existing: StoredResource, scope: { ctx: ServiceContext; tenantId: string }): Promise<void>;
   /** After a create, update or delete of the kind has committed (what a replica keeps in memory about it). */
   afterWrite?(scope: { ctx: ServiceContext; tenantId: string; projectId: string }): void;
   /** For tenant-scoped kinds: which resources an API key (bound to one project) may see. */

@@ -18,6 +18,7 @@ import type { Draft, KindBehaviour, WriteContext } from '../behaviours/types.js'
 import { articled, capitalised, createDraft, mergeSecrets, applyNormalizers, patchDraft } from '../drafts.js';
 import { assertRoomInScope, assertStorageRoom, initialComputed, isUniqueViolation, lockRow, lockTenant, ordered } from '../writes.js';
 import { assertProjectExists, projectInReach, resolveProject } from './scope.js';
+import { largePage, tenantLimits } from '../tenant-limits.js';
 
 /** One kind as its handlers see it. */
 export interface KindRoutes {
@@ -97,27 +98,31 @@ async function writeTx<T>(
   const { ctx, d } = k;
   // A capped kind's create counts its scope (assertRoomInScope): it needs the lock to itself.
   const createLock = d.references.length === 0 && d.maxPerScope === undefined ? 'share' : 'update';
-  const result = await ctx.db.tx(async (q) => {
-    // A key revoked or a session ended while this request was in flight must not write. The two
-    // checks are independent reads, issued together (one round trip on PostgreSQL, pipelined),
-    // and answered in the same order as before: revoked first, then the missing row.
-    const lock =
-      d.scope === 'project'
-        ? lockRow(ctx, q, req.tenant!.id, projectId, existing ? 'update' : createLock)
-        : existing
-          ? lockRow(ctx, q, req.tenant!.id, existing.id)
-          : d.maxPerScope !== undefined
-            ? lockTenant(ctx, q, req.tenant!.id).then(() => true)
-            : Promise.resolve(true);
-    const room = grows ? assertStorageRoom(ctx, q, req.tenant!.id, bodyBytes(req)) : undefined;
-    const [valid, locked, roomy] = await Promise.allSettled([ctx.auth.stillValid(req.actor!, q), lock, room]);
-    if (valid.status === 'rejected') throw valid.reason;
-    if (!valid.value) throw unauthorized('Credential was revoked during the request');
-    if (locked.status === 'rejected') throw locked.reason;
-    if (!locked.value) throw d.scope === 'project' ? notFound('Project') : notFound(d.title);
-    if (roomy.status === 'rejected') throw roomy.reason;
-    return fn({ ctx, req, tenantId: req.tenant!.id, projectId, actor: req.actor!, q });
-  });
+  // At most WRITE_TX_PER_TENANT of the tenant's write transactions hold a connection at once; the
+  // rest wait here, before taking one (tenant-limits.ts). Nothing inside takes this gate again.
+  const result = await tenantLimits(ctx).writes.run(req.tenant!.id, () =>
+    ctx.db.tx(async (q) => {
+      // A key revoked or a session ended while this request was in flight must not write. The two
+      // checks are independent reads, issued together (one round trip on PostgreSQL, pipelined),
+      // and answered in the same order as before: revoked first, then the missing row.
+      const lock =
+        d.scope === 'project'
+          ? lockRow(ctx, q, req.tenant!.id, projectId, existing ? 'update' : createLock)
+          : existing
+            ? lockRow(ctx, q, req.tenant!.id, existing.id)
+            : d.maxPerScope !== undefined
+              ? lockTenant(ctx, q, req.tenant!.id).then(() => true)
+              : Promise.resolve(true);
+      const room = grows ? assertStorageRoom(ctx, q, req.tenant!.id, bodyBytes(req)) : undefined;
+      const [valid, locked, roomy] = await Promise.allSettled([ctx.auth.stillValid(req.actor!, q), lock, room]);
+      if (valid.status === 'rejected') throw valid.reason;
+      if (!valid.value) throw unauthorized('Credential was revoked during the request');
+      if (locked.status === 'rejected') throw locked.reason;
+      if (!locked.value) throw d.scope === 'project' ? notFound('Project') : notFound(d.title);
+      if (roomy.status === 'rejected') throw roomy.reason;
+      return fn({ ctx, req, tenantId: req.tenant!.id, projectId, actor: req.actor!, q });
+    }),
+  );
   k.behaviour.afterWrite?.({ ctx, tenantId: req.tenant!.id, projectId });
   return result;
 }
@@ -174,16 +179,22 @@ export async function handleList(k: KindRoutes, req: FastifyRequest, reply: Fast
   const { ctx, d } = k;
   // Rows of the project prove it exists: only an empty page asks the store (one round trip fewer per list).
   const projectId = d.scope === 'project' ? projectInReach(req) : '';
+  const tenantId = req.tenant!.id;
   const { limit, cursor } = req.query as { limit: number; cursor?: string };
-  const scope = `${req.tenant!.id}:${projectId}:${d.kind}`;
+  const scope = `${tenantId}:${projectId}:${d.kind}`;
   const afterSeq = ctx.cursors.decode(scope, cursor);
   const keyOnly = req.actor?.type === 'api_key' && k.behaviour.visibleToKey;
-  const bounded = keyOnly
-    ? { page: ownPage(await ctx.resources.get(req.tenant!.id, projectId, d.kind, req.actor!.projectId!), afterSeq), limit }
-    : await ctx.resources.listPage({ tenantId: req.tenant!.id, projectId, kind: d.kind, afterSeq }, limit, PAGE_BYTES);
-  if (d.scope === 'project' && bounded.page.count === 0) await assertProjectExists(ctx, req, projectId);
+  const page = async () => {
+    const bounded = keyOnly
+      ? { page: ownPage(await ctx.resources.get(tenantId, projectId, d.kind, req.actor!.projectId!), afterSeq), limit }
+      : await ctx.resources.listPage({ tenantId, projectId, kind: d.kind, afterSeq }, limit, PAGE_BYTES);
+    if (d.scope === 'project' && bounded.page.count === 0) await assertProjectExists(ctx, req, projectId);
+    return toJsonPage(bounded.page, bounded.limit, scope, ctx.cursors);
+  };
   reply.type('application/json');
-  return toJsonPage(bounded.page, bounded.limit, scope, ctx.cursors);
+  // A page of a scope holding large resources (up to PAGE_BYTES) waits for the tenant's turn; other pages go straight on.
+  // The store's own marks: a map lookup (a primary-key probe when not known yet, which listPage then finds known).
+  return !keyOnly && (await ctx.resources.isLargeScope({ tenantId, projectId, kind: d.kind })) ? largePage(ctx, tenantId, page) : page();
 }
 
 /** The one item a project key sees of its own kind (its project), as a page. */
@@ -305,6 +316,7 @@ export async function handleDelete(k: KindRoutes, req: FastifyRequest, reply: Fa
     resourceName: existing.name,
     diff: auditDiff(existing.data, null),
   };
+  await k.behaviour.emptyBeforeDelete?.(existing, { ctx, tenantId: req.tenant!.id });
   await writeTx(
     k,
     req,

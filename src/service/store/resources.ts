@@ -1,9 +1,20 @@
+import { nextTurn } from '../../steps.js';
 import { padToBucket, paramList, planEachTime, valuesList, type Db, type Queryable, type SqlValue } from './db.js';
 import type { SecretCipher } from '../secrets/cipher.js';
 import { SCHEDULED_KINDS, putNewSchedules, putSchedule, removeSchedule, scheduleOf, scheduleRow } from './schedules.js';
 import { overRange, scanWindowEnd, scopeRange, type ScopeRange, type SeqPosition } from './keyset.js';
 import { LargeScopes, byteBound } from './large-scopes.js';
 import { firstReferrer, hasReferences, removeRefs, syncRefs } from './refs.js';
+
+/** Rows of a project's tables deleted per statement (deleteProjectContents). */
+const DELETE_BATCH = 2_000;
+/** The tables holding a project's rows, each with its key. */
+const PROJECT_TABLES: [table: string, key: string][] = [
+  ['resources', 'id'],
+  ['schedules', 'resource_id'],
+  ['resource_refs', 'referrer_id, path'],
+  ['api_key_hashes', 'hash'],
+];
 
 /** What the store needs to keep the `schedules` table (store/schedules.ts): the service clock and time scale. */
 export interface ScheduleClock {
@@ -557,14 +568,58 @@ export class ResourceStore {
     );
   }
 
-  /** Everything inside a project, for cascading deletes. */
+  /**
+   * Deletes a project's contents before the project itself (a project delete's first part):
+   * DELETE_BATCH resources at a time with their schedules and references, each batch a transaction
+   * of its own under the project's lock (`lock`: false once the project is gone), a turn of the
+   * event loop between them. Its API keys go first, so none is used meanwhile. On SQLite a
+   * transaction's commit writes every page it changed while holding the event loop: one
+   * transaction deleting 60,000 resources held every tenant's requests for about 420 ms, 200 ms
+   * of it in the commit even with its statements batched. A delete stopped half-way leaves the
+   * project there, partly emptied; deleting it again finishes.
+   */
+  async emptyProject(tenantId: string, projectId: string, lock: (q: Queryable) => Promise<boolean>): Promise<void> {
+    this.hooks.projectContentsDeleted?.(tenantId, projectId);
+    await this.db.tx(
+      async (q) => (await lock(q)) && q.run('DELETE FROM api_key_hashes WHERE tenant_id = ? AND project_id = ?', [tenantId, projectId]),
+    );
+    for (let done = false; !done; await nextTurn()) {
+      done = await this.db.tx(async (q) => {
+        if (!(await lock(q))) return true;
+        const ids = (
+          await q.all<{ id: string }>(`SELECT id FROM resources WHERE tenant_id = ? AND project_id = ? LIMIT ${DELETE_BATCH}`, [
+            tenantId,
+            projectId,
+          ])
+        ).map((r) => r.id);
+        if (!ids.length) return true;
+        const list = paramList(ids.length);
+        await q.run(`DELETE FROM schedules WHERE resource_id IN (${list})`, ids);
+        await q.run(`DELETE FROM resource_refs WHERE referrer_id IN (${list})`, ids);
+        await q.run(`DELETE FROM resources WHERE id IN (${list})`, ids);
+        return ids.length < DELETE_BATCH;
+      });
+    }
+  }
+
+  /** Whether the scope holds a resource over LARGE_ITEM_BYTES, so its pages also end at a number of bytes (large-scopes.ts). */
+  isLargeScope(scope: { tenantId: string; projectId: string; kind: string }): Promise<boolean> {
+    return this.largeScopes.isMarked(this.db, scope);
+  }
+
+  /**
+   * Everything inside a project, for cascading deletes: DELETE_BATCH rows a statement, with a turn
+   * of the event loop between statements. On SQLite a statement holds the event loop: deleting a
+   * project of 39,000 resources in one held every tenant's requests for 650 ms. (Within the
+   * transaction: on SQLite other requests' reads between the batches see the project going.)
+   */
   async deleteProjectContents(tenantId: string, projectId: string, q: Queryable = this.db): Promise<void> {
     // The project's API keys go below: whoever caches them hears it first (StoreHooks).
     this.hooks.projectContentsDeleted?.(tenantId, projectId);
-    await q.run('DELETE FROM resources WHERE tenant_id = ? AND project_id = ?', [tenantId, projectId]);
-    await q.run('DELETE FROM schedules WHERE tenant_id = ? AND project_id = ?', [tenantId, projectId]);
-    await q.run('DELETE FROM resource_refs WHERE tenant_id = ? AND project_id = ?', [tenantId, projectId]);
-    await q.run('DELETE FROM api_key_hashes WHERE tenant_id = ? AND project_id = ?', [tenantId, projectId]);
+    for (const [table, key] of PROJECT_TABLES) {
+      const sql = `DELETE FROM ${table} WHERE (${key}) IN (SELECT ${key} FROM ${table} WHERE tenant_id = ? AND project_id = ? LIMIT ${DELETE_BATCH})`;
+      while ((await q.run(sql, [tenantId, projectId])).changes === DELETE_BATCH) await nextTurn();
+    }
   }
 
   /**
