@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import { parseDuration } from './duration.js';
 import { durationText, plural, relativeTime, shortRevision } from './status-format.js';
 import type { ControllerStatus, LastRun, ResourceStatus, RunRecord } from './status.js';
+import { PROBLEMS, resourceCounts, type StatusSummary } from './status-summary.js';
 
 /**
  * `dpctl controller status|suspend|resume|reconcile`: the client side, talking to a running
@@ -152,7 +153,8 @@ async function failure(res: Response, path: string): Promise<RemoteError> {
 }
 
 async function getStatus(base: string): Promise<{ status: ControllerStatus; now: number }> {
-  const res = await request(base, '/status.json', { headers: { accept: 'application/json' } });
+  // The summary: the whole status is tens of MB at 100,000 resources (an older controller ignores the parameter).
+  const res = await request(base, '/status.json?view=summary', { headers: { accept: 'application/json' } });
   if (!res.ok) throw await failure(res, '/status.json');
   const status = (await res.json().catch(() => undefined)) as ControllerStatus | undefined;
   if (!status?.controller || !Array.isArray(status.recent_runs))
@@ -281,7 +283,6 @@ const STATE_ORDER: ResourceStatus['state'][] = [
   'skipped',
   'unsupported',
 ];
-const PROBLEMS = new Set<ResourceStatus['state']>(['degraded', 'failed', 'backoff']);
 
 /**
  * The status as `flux get kustomizations` shows one: a row (ready, reason, suspended, revision
@@ -322,15 +323,15 @@ export function formatStatus(s: ControllerStatus, now: number): string {
       `Invalid:    ${shortRevision(s.revision.invalid.id)} not applied: ${s.revision.invalid.errors[0] ?? ''}${s.revision.invalid.errors.length > 1 ? ` (+${s.revision.invalid.errors.length - 1} more)` : ''}`,
     );
   if (s.revision.fetch_error) lines.push(`Fetch:      failed: ${s.revision.fetch_error}`);
-  const counts = new Map<string, number>();
-  for (const r of s.resources) counts.set(r.state, (counts.get(r.state) ?? 0) + 1);
+  // The summary view counts the rows it leaves out; a whole status (an older controller) is counted here.
+  const summary = (s as Partial<StatusSummary>).resource_counts ?? resourceCounts(s);
+  const counts = new Map(Object.entries(summary.by_state));
   const byState = [...STATE_ORDER, ...[...counts.keys()].filter((k) => !STATE_ORDER.includes(k as ResourceStatus['state']))]
     .filter((state) => counts.get(state))
     .map((state) => `${counts.get(state)} ${state}`);
   // A run that prunes lists what it deleted beside what is declared.
-  const pruned = s.resources.filter((r) => r.action === 'delete').length;
-  const declared = `${s.resources.length - pruned} declared${pruned ? `, ${pruned} pruned` : ''}`;
-  lines.push(`Resources:  ${s.resources.length ? `${byState.join(', ')} (${declared})` : 'none yet'}`);
+  const { declared, pruned } = summary;
+  lines.push(`Resources:  ${declared + pruned ? `${byState.join(', ')} (${declared} declared${pruned ? `, ${pruned} pruned` : ''})` : 'none yet'}`);
   const problems = s.resources.filter((r) => PROBLEMS.has(r.state));
   if (problems.length) {
     lines.push('Problems:');

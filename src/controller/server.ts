@@ -5,6 +5,7 @@ import type { ControllerMetrics } from './metrics.js';
 import type { ControllerStatus } from './status.js';
 import { StatusEvents, type StatusEventsOptions } from './status-events.js';
 import { handleReconcile, handleSuspension, handleWebhook } from './server-control.js';
+import { statusSummary } from './status-summary.js';
 import { JSON_TYPE, send, sendError, sendPage, wantsHtml } from './server-http.js';
 
 /** How a standby reaches the leader (see forward.ts). */
@@ -73,6 +74,13 @@ export function createStatusServer(h: StatusHandlers): Server {
   return server;
 }
 
+/** The status as JSON: whole, or `?view=summary` (status-summary.ts). Not indented: at 100,000 resources it is tens of MB. */
+function sendStatusJson(h: StatusHandlers, req: IncomingMessage, res: ServerResponse): void {
+  const view = new URL(req.url ?? '/', 'http://controller').searchParams.get('view');
+  if (view !== null && view !== 'summary') return sendError(res, 400, 'validation_error', `view must be summary (or absent for the whole status), got "${view}"`);
+  send(res, 200, JSON_TYPE, JSON.stringify(view === 'summary' ? statusSummary(h.status()) : h.status()));
+}
+
 async function route(h: StatusHandlers, events: StatusEvents, req: IncomingMessage, res: ServerResponse): Promise<void> {
   const path = new URL(req.url ?? '/', 'http://controller').pathname;
   const method = req.method ?? 'GET';
@@ -85,9 +93,9 @@ async function route(h: StatusHandlers, events: StatusEvents, req: IncomingMessa
       return send(res, 200, h.metrics.registry.contentType, await h.metrics.registry.metrics());
     case 'GET /status':
       if (wantsHtml(req.headers.accept)) return sendPage(res, h.status());
-      return send(res, 200, JSON_TYPE, JSON.stringify(h.status(), null, 2));
+      return sendStatusJson(h, req, res);
     case 'GET /status.json':
-      return send(res, 200, JSON_TYPE, JSON.stringify(h.status(), null, 2));
+      return sendStatusJson(h, req, res);
     case 'GET /status.html':
       return sendPage(res, h.status());
     case 'GET /status/events':

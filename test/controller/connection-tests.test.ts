@@ -82,6 +82,20 @@ test('a connector whose connection test fails is degraded with the reason: the r
   expect(testsSent()).toBe(2);
 });
 
+test('/status.json?view=summary lists only the rows in trouble and counts the rest (dpctl controller status reads it)', async () => {
+  const summary = (await (await fetch(`${ctl.url}/status.json?view=summary`)).json()) as any;
+  expect(summary.view).toBe('summary');
+  // drift: what the first run's plan found (the three resources missing), before it applied them.
+  expect(summary.resources.map((r: { name: string }) => r.name)).toEqual(['orders-db']);
+  expect(summary.resource_counts).toEqual({ by_state: { applied: 2, degraded: 1 }, declared: 3, pruned: 0, drift: 3 });
+  expect(summary.last_run.result).toBe('degraded');
+  const whole = (await (await fetch(`${ctl.url}/status.json`)).json()) as any;
+  expect(whole.resources).toHaveLength(3);
+  const bad = await fetch(`${ctl.url}/status.json?view=everything`);
+  expect(bad.status).toBe(400);
+  expect(await bad.json()).toEqual({ error: { code: 'validation_error', message: 'view must be summary (or absent for the whole status), got "everything"' } });
+});
+
 test('the next run tests neither again: the passed one is remembered, the failed one waits out its back-off and stays degraded', async () => {
   await runAgain('unchanged');
   expect(testsSent()).toBe(2);
