@@ -282,6 +282,11 @@ CREATE INDEX notification_queue_tenant ON notification_queue (tenant_id, due_at,
 CREATE INDEX audit_logs_ts ON audit_logs (ts);`,
     fill: installUsageAccounting,
   },
+  {
+    // One resource's audit entries in order (routes/audit-logs.ts, resource_id).
+    id: 15,
+    sql: `CREATE INDEX audit_logs_resource ON audit_logs (tenant_id, resource_id, seq);`,
+  },
 ];
 
 /**

@@ -72,6 +72,18 @@ describe(`the audit log with ${ENTRIES.toLocaleString('en-US')} entries`, () => 
     expect(probe.max).toBeLessThan(BYSTANDER_MAX_MS);
   }, 60_000);
 
+  it("resource_id: one resource's entries in one page, on the project and tenant logs", async () => {
+    // The last entry's resource (con_<ENTRIES - 1>) has one entry, the rare one at the end of 25,000.
+    const one = await page(`resource_id=con_${ENTRIES - 1}&limit=100`);
+    expect(one.data.map((e) => e.id)).toEqual([rareId]);
+    expect(one.has_more).toBe(false);
+    const tenantWide = await svc.ok<ListPage>(owner, 'GET', `/audit-logs?resource_id=con_${ENTRIES - 1}&limit=100`);
+    expect(tenantWide.data.map((e) => e.id)).toEqual([rareId]);
+    // Another project's log does not show it.
+    const other = await svc.project(owner, 'elsewhere');
+    expect((await svc.ok<ListPage>(owner, 'GET', `/projects/${other.id}/audit-logs?resource_id=con_${ENTRIES - 1}`)).data).toEqual([]);
+  });
+
   it('without a filter a page is full, as before; the tenant-wide log pages the same way', async () => {
     const first = await page('limit=100');
     expect(first.data).toHaveLength(100);
