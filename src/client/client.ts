@@ -18,7 +18,7 @@ import type {
   WritableKindName,
   WritableKinds,
 } from '../kinds/generated/kinds.js';
-import { HttpCore, type CallResult, type CallSpec, type Method } from './http.js';
+import { DEFAULT_RATE_LIMIT_RESERVE, HttpCore, type CallResult, type CallSpec, type Method } from './http.js';
 import { KindResourceClient, ListEndpoint, type CallOptions, type DynamicResourceClient, type ResourceClient } from './resources.js';
 import { StatsRecorder, type ClientStats } from './stats.js';
 import { StreamsClient } from './streams.js';
@@ -99,6 +99,7 @@ export class DataPlatformClient {
       agent: this.#agent,
       retry: { ...DEFAULT_RETRY, ...(config.retry ?? {}) },
       retryPatch: config.retryPatch ?? false,
+      rateLimitReserve: config.rateLimitReserve ?? DEFAULT_RATE_LIMIT_RESERVE,
       userAgent,
       signal: config.signal,
       stats: this.#stats,

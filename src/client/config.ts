@@ -50,6 +50,14 @@ export interface ClientConfig {
    * default: see docs/guides/client.md ("Retries").
    */
   retryPatch?: boolean;
+  /**
+   * The share of each endpoint's quota this client leaves to the tenant's other callers (default
+   * 0.2; 0 spends it all): once the service's `RateLimit-Remaining` is at or below it, the client
+   * waits for the window to end (`RateLimit-Reset`) instead of spending the rest. The quota is the
+   * tenant's, shared by every user, key, pipeline and tool; a plan of 100,000 resources reads about
+   * 880 pages of one endpoint and took all of a 600-a-minute quota, its other users' calls 429.
+   */
+  rateLimitReserve?: number;
   /** Per-request timeout for the answer's headers and for body inactivity (default 60 s). */
   timeoutMs?: number;
   /** Connections per origin (default 16). */

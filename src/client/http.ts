@@ -69,6 +69,8 @@ export interface CoreOptions {
   agent: Dispatcher;
   retry: RetryOptions;
   retryPatch: boolean;
+  /** ClientConfig.rateLimitReserve. */
+  rateLimitReserve: number;
   userAgent: string;
   signal?: AbortSignal;
   stats: StatsRecorder;
@@ -83,6 +85,14 @@ export function formatRoute(route: string, params: Record<string, string> = {}):
     return encodeURIComponent(value);
   });
 }
+
+/** The share of each quota a client leaves to the tenant's other callers (ClientConfig.rateLimitReserve). */
+export const DEFAULT_RATE_LIMIT_RESERVE = 0.2;
+
+const headerNumber = (v: string | string[] | undefined) => {
+  const n = Number(Array.isArray(v) ? v[0] : v);
+  return v === undefined || !Number.isFinite(n) ? undefined : n;
+};
 
 export function combineSignals(a?: AbortSignal, b?: AbortSignal): AbortSignal | undefined {
   if (!a || !b) return a ?? b;
@@ -233,7 +243,7 @@ export class HttpCore {
           ...info,
           status: 429,
           code: 'rate_limited',
-          serverMessage: `${endpoint} is paused for another ${Math.ceil((end - Date.now()) / 1000)} s by a Retry-After, longer than this call may still wait`,
+          serverMessage: `${endpoint} is paused for another ${Math.ceil((end - Date.now()) / 1000)} s (by a Retry-After, or to leave the rest of the quota to the tenant's other callers), longer than this call may still wait`,
           retryAfterMs: end - Date.now(),
           attempt,
         }),
@@ -258,6 +268,7 @@ export class HttpCore {
     }
     const { status, headers: resHeaders, text } = res;
     const requestId = typeof resHeaders['x-request-id'] === 'string' ? resHeaders['x-request-id'] : undefined;
+    if (status !== 429) this.keepReserve(c, resHeaders);
     this.o.emit({ type: 'response', ...info, status, attempt, durationMs: Math.round(performance.now() - started), requestId });
     if (status < 400) {
       let body: unknown = undefined;
@@ -288,6 +299,20 @@ export class HttpCore {
     }
     if (status >= 500) this.o.stats.failed(endpoint);
     return { outcome: { kind: 'refused', status, error, token } };
+  }
+
+  /**
+   * Leaves the last `rateLimitReserve` of the endpoint's quota to the tenant's other callers: when
+   * the answer says no more than that is left, the endpoint waits here until the window ends.
+   */
+  private keepReserve(c: CallContext, headers: Record<string, string | string[] | undefined>): void {
+    const limit = headerNumber(headers['ratelimit-limit']);
+    const remaining = headerNumber(headers['ratelimit-remaining']);
+    const reset = headerNumber(headers['ratelimit-reset']);
+    if (!this.o.rateLimitReserve || limit === undefined || remaining === undefined || reset === undefined) return;
+    if (remaining > Math.floor(limit * this.o.rateLimitReserve)) return;
+    const until = this.gate.pause(c.gateKey, reset * 1000);
+    this.o.emit({ type: 'rate_limit_reserve', endpoint: c.endpoint, remaining, limit, until });
   }
 
   /** A request that got no answer: recorded, classified (see transport.ts). An abort is thrown as its reason. */

@@ -13,6 +13,8 @@ interface Allowance {
   nextBatch: number;
   /** The shared quota is fully reserved: refuse without asking the store again. */
   exhausted: boolean;
+  /** Permits reserved in the shared store this window, by every replica, as of this replica's last reservation. */
+  reserved: number;
   /** A reservation in flight, which concurrent requests wait for instead of sending their own. */
   reserving?: Promise<void>;
 }
@@ -34,6 +36,19 @@ interface Allowance {
  * the window ends: at most 1/32 of the quota per other replica, so with R replicas a tenant may
  * be refused up to (R-1)/32 of its quota early. A single replica admits exactly the quota.
  */
+/** What is left of a quota after a request was admitted (RateLimit-* headers; request-pipeline.ts). */
+export interface QuotaLeft {
+  limit: number;
+  /**
+   * Requests still admitted in this window: what no replica has reserved yet (as of this
+   * replica's last reservation) plus what this replica holds. With several replicas, what the
+   * others spent since is not seen: a hint, never more than the truth by more than that.
+   */
+  remaining: number;
+  /** Seconds until the window ends. */
+  resetSeconds: number;
+}
+
 export class RateLimiter {
   private lastSweep = 0;
   private windowStart = -1;
@@ -50,24 +65,25 @@ export class RateLimiter {
     this.maxBatch = Math.max(1, Math.floor(perMinute * MAX_BATCH_SHARE));
   }
 
-  async hit(tenantId: string, endpoint: string): Promise<void> {
+  async hit(tenantId: string, endpoint: string): Promise<QuotaLeft> {
     const nowSeconds = Math.floor(this.clock() / 1000);
     const windowStart = nowSeconds - (nowSeconds % WINDOW_SECONDS);
     if (windowStart !== this.windowStart) this.startWindow(windowStart);
     const key = `${tenantId}\0${endpoint}`;
     let allowance = this.allowances.get(key);
-    if (!allowance) this.allowances.set(key, (allowance = { left: 0, nextBatch: 1, exhausted: false }));
+    if (!allowance) this.allowances.set(key, (allowance = { left: 0, nextBatch: 1, exhausted: false, reserved: 0 }));
     while (allowance.left === 0 && !allowance.exhausted) {
       allowance.reserving ??= this.reserve(allowance, tenantId, endpoint, windowStart).finally(() => (allowance.reserving = undefined));
       await allowance.reserving;
       // A new window began while this request waited: it counts in the new one.
       if (this.windowStart !== windowStart) return this.hit(tenantId, endpoint);
     }
+    const resetSeconds = Math.max(1, windowStart + WINDOW_SECONDS - nowSeconds);
     if (allowance.left > 0) {
       allowance.left--;
-      return;
+      return { limit: this.perMinute, remaining: Math.max(0, this.perMinute - allowance.reserved) + allowance.left, resetSeconds };
     }
-    const retryAfter = Math.max(1, windowStart + WINDOW_SECONDS - nowSeconds);
+    const retryAfter = resetSeconds;
     throw new ApiError(
       'rate_limited',
       `Rate limit of ${this.perMinute} requests per minute exceeded for ${endpoint}${this.whose}; retry in ${retryAfter} s`,
@@ -87,7 +103,8 @@ export class RateLimiter {
        ON CONFLICT (tenant_id, endpoint, window_start) DO UPDATE SET count = rate_counters.count + ? RETURNING count`,
       [tenantId, endpoint, windowStart, batch, batch],
     );
-    const reservedBefore = Number(row?.count ?? 0) - batch;
+    allowance.reserved = Number(row?.count ?? 0);
+    const reservedBefore = allowance.reserved - batch;
     const granted = Math.max(0, Math.min(batch, this.perMinute - reservedBefore));
     allowance.left += granted;
     allowance.nextBatch = Math.min(batch * 2, this.maxBatch);

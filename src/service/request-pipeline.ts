@@ -8,7 +8,7 @@ import { clientAddress } from './auth/client-address.js';
 import type { RouteSettings, ServiceContext } from './context.js';
 import { ApiError, forbidden, unauthorized } from './errors.js';
 import { nowIso } from './ids.js';
-import { RateLimiter } from './rate-limit.js';
+import { RateLimiter, type QuotaLeft } from './rate-limit.js';
 import { tenantSlugFromHost, type Tenant } from './tenants.js';
 
 /**
@@ -119,7 +119,7 @@ const requestFields = (req: FastifyRequest, statusCode: number) => ({
  * public) the bearer token's actor, its permission and reach, then the rate limit. Tenantless
  * routes (docs, metrics, the provider mirror) skip all of it.
  */
-function requestAdmission(ctx: ServiceContext): (req: FastifyRequest) => Promise<void> {
+function requestAdmission(ctx: ServiceContext): (req: FastifyRequest) => Promise<QuotaLeft | undefined> {
   const { options, db } = ctx;
   const rateLimiter = new RateLimiter(db, options.rateLimit, options.clock);
   // Anonymous endpoints have a budget per source address, so an anonymous burst never spends the quota of the tenant's users.
@@ -146,8 +146,9 @@ function requestAdmission(ctx: ServiceContext): (req: FastifyRequest) => Promise
     // its users' own streams were 429 until the minute ended.
     const queryToken = settings.queryToken ? (req.query as { token?: unknown }).token : undefined;
     if (typeof queryToken === 'string' && queryToken) req.actor = await ctx.auth.authenticate(tenant.id, queryToken);
-    if (settings.anonymous || (settings.queryToken && !req.actor)) await anonymousLimiter.hit(`address:${clientAddress(req.ip)}`, endpoint);
-    else await rateLimiter.hit(tenant.id, endpoint);
+    if (settings.anonymous || (settings.queryToken && !req.actor))
+      return anonymousLimiter.hit(`address:${clientAddress(req.ip)}`, endpoint);
+    return rateLimiter.hit(tenant.id, endpoint);
   };
 }
 
@@ -168,7 +169,15 @@ export function installRequestPipeline(app: FastifyInstance, ctx: ServiceContext
   app.addHook('onRequest', async (req: FastifyRequest, reply: FastifyReply) => {
     if (drained(req)) counter.inFlight++;
     reply.header('X-Request-Id', req.id);
-    await admit(req);
+    const quota = await admit(req);
+    // What is left of the quota, so a client can leave some to the tenant's other callers (dpctl
+    // keeps a fifth: client/http.ts); the names of the IETF draft's first versions, as GitHub's X-RateLimit-*.
+    if (quota)
+      reply.headers({
+        'RateLimit-Limit': String(quota.limit),
+        'RateLimit-Remaining': String(quota.remaining),
+        'RateLimit-Reset': String(quota.resetSeconds),
+      });
   });
 
   app.addHook('onSend', async (req, reply, payload) => {

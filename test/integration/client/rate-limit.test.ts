@@ -8,6 +8,7 @@ import { clientFor } from './helpers.js';
  * clock is real time plus `skew`; before the burst the test moves it to 57 s into a fresh
  * minute, so the 4th request is refused with `Retry-After: 3` (2 on a very slow machine) and
  * the window really rolls over when that has passed, while the client waits what it was told.
+ * The clients spend the whole quota (rateLimitReserve 0): the reserve is rate-reserve.test.ts's.
  */
 let skew = 0;
 let svc: TestService;
@@ -34,6 +35,7 @@ describe('429 Retry-After', () => {
     let onRateLimited: (e: Extract<ClientEvent, { type: 'rate_limited' }>) => void = () => undefined;
     const rateLimited = new Promise<Extract<ClientEvent, { type: 'rate_limited' }>>((resolve) => (onRateLimited = resolve));
     const client = clientFor(svc, t, {
+      rateLimitReserve: 0,
       onEvent: (e) => {
         events.push(e);
         if (e.type === 'rate_limited') onRateLimited(e);
@@ -42,7 +44,7 @@ describe('429 Retry-After', () => {
     const p1 = await client.projects.create({ name: 'rl-one' }); // POST /auth/login: 2, POST /projects: 1
     const p2 = await client.projects.create({ name: 'rl-two' }); // POST /projects: 2
     const key = await client.apiKeys(p1.id).create({ name: 'rl-key', permission_level: 'read-only' }); // POST .../api-keys: 1
-    const impatient = clientFor(svc, t, { apiKey: key.key, retry: { maxElapsedMs: 500 } });
+    const impatient = clientFor(svc, t, { rateLimitReserve: 0, apiKey: key.key, retry: { maxElapsedMs: 500 } });
     try {
       serviceClockAt(57);
       const connectors = (projectId: string) => client.resources('connector', { projectId });
