@@ -56,6 +56,8 @@ const MIGRATION_LOCK = 4242_0001;
 /** Connections per service process (DP_PG_POOL_MAX overrides): each request holds at most one at a time. */
 const POOL_MAX = Number(process.env.DP_PG_POOL_MAX) > 0 ? Number(process.env.DP_PG_POOL_MAX) : 10;
 
+const ignoreConnectionError = () => undefined;
+
 export async function openPostgres(url: string): Promise<Db> {
   // pipeline: statements issued together on one connection (a transaction's BEGIN and its first
   // statement, or two independent checks) are written at once instead of one round trip each; the
@@ -63,6 +65,11 @@ export async function openPostgres(url: string): Promise<Db> {
   // idleTimeoutMillis: a connection idle for 10 s (the driver's default) closed, and with it the
   // statements prepared on it; a quiet minute then costs every request a fresh connect and prepare.
   const pool = new pg.Pool({ connectionString: url, max: POOL_MAX, pipeline: true, idleTimeoutMillis: 120_000 } as pg.PoolConfig);
+  // A connection that breaks while idle (a server restart, a failover, pg_terminate_backend) is an
+  // 'error' event of the pool, and one that breaks while a transaction holds it between statements
+  // is one of the client: unheard, either ended the process, every tenant's requests with it. The
+  // pool drops the connection and opens another when asked; a statement on it fails with the reason.
+  pool.on('error', ignoreConnectionError);
   // Fail at start-up, not on the first request, when the database is unreachable.
   (await pool.connect()).release();
   return {
@@ -71,6 +78,10 @@ export async function openPostgres(url: string): Promise<Db> {
     write: (sql, params) => queryable(pool).get(sql, params),
     async tx(fn) {
       const client = await pool.connect();
+      // A connection broken meanwhile is destroyed on release, not given to the next request.
+      let broken: Error | undefined;
+      const onError = (err: Error) => (broken = err);
+      client.on('error', onError);
       try {
         // BEGIN goes out together with the transaction's first statement (pipelined) instead of one
         // round trip before it. BEGIN fails only on a broken connection, where the statements behind
@@ -85,7 +96,8 @@ export async function openPostgres(url: string): Promise<Db> {
         await client.query('ROLLBACK').catch(() => undefined);
         throw err;
       } finally {
-        client.release();
+        client.off('error', onError);
+        client.release(broken);
       }
     },
     async exclusive(fn) {
