@@ -45,7 +45,8 @@ export async function runRemote(command: RemoteCommand, opts: RemoteOpts, io: Io
   const json = opts.output === 'json';
   switch (command) {
     case 'status': {
-      const { status, now } = await getStatus(base);
+      // JSON is the whole status, as before; the text needs the summary only.
+      const { status, now } = await getStatus(base, json ? 'whole' : 'summary');
       io.out(json ? `${JSON.stringify(status, null, 2)}\n` : formatStatus(status, now));
       return 0;
     }
@@ -152,9 +153,9 @@ async function failure(res: Response, path: string): Promise<RemoteError> {
   }
 }
 
-async function getStatus(base: string): Promise<{ status: ControllerStatus; now: number }> {
+async function getStatus(base: string, view: 'whole' | 'summary' = 'summary'): Promise<{ status: ControllerStatus; now: number }> {
   // The summary: the whole status is tens of MB at 100,000 resources (an older controller ignores the parameter).
-  const res = await request(base, '/status.json?view=summary', { headers: { accept: 'application/json' } });
+  const res = await request(base, view === 'summary' ? '/status.json?view=summary' : '/status.json', { headers: { accept: 'application/json' } });
   if (!res.ok) throw await failure(res, '/status.json');
   const status = (await res.json().catch(() => undefined)) as ControllerStatus | undefined;
   if (!status?.controller || !Array.isArray(status.recent_runs))

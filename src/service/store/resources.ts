@@ -1,10 +1,12 @@
-import { nextTurn } from '../../steps.js';
 import { padToBucket, paramList, planEachTime, valuesList, type Db, type Queryable, type SqlValue } from './db.js';
 import type { SecretCipher } from '../secrets/cipher.js';
 import { SCHEDULED_KINDS, putNewSchedules, putSchedule, removeSchedule, scheduleOf, scheduleRow } from './schedules.js';
 import { overRange, scanWindowEnd, scopeRange, type ScopeRange, type SeqPosition } from './keyset.js';
 import { LargeScopes, byteBound } from './large-scopes.js';
 import { firstReferrer, hasReferences, removeRefs, syncRefs } from './refs.js';
+
+/** A turn of the event loop (between the batches of a large delete). */
+const nextTurn = () => new Promise<void>((resolve) => setImmediate(resolve));
 
 /** Rows of a project's tables deleted per statement (deleteProjectContents). */
 const DELETE_BATCH = 2_000;
