@@ -4,6 +4,7 @@ import { startTestService, type TestService, type TestTenant } from '../support/
 import { bulkInsert, RESOURCE_COLUMNS } from '../support/bulk.js';
 import { tenantUsage } from '../../src/service/store/usage.js';
 import { whileServingOther } from './support.js';
+import { recountUsage } from '../support/usage.js';
 
 /**
  * Deleting a project deletes everything in it. It was one statement per table, and on SQLite a
@@ -52,10 +53,5 @@ test('a project of 60,000 resources is deleted without holding another tenant up
   // One transaction was about 420 ms here (60,000 rows, SQLite); batches of 2,000, each committed, about 95 ms at most.
   expect(delay.max / 1e6).toBeLessThan(200);
   // The storage count followed the batches (usage.ts triggers): what is left is the tenant's own rows.
-  const recount = await db.get<{ n: number | string }>(
-    `SELECT (SELECT coalesce(sum(octet_length(data) + coalesce(octet_length(secrets), 0)), 0) FROM resources WHERE tenant_id = ?)
-          + (SELECT coalesce(sum(200 + coalesce(octet_length(diff), 0)), 0) FROM audit_logs WHERE tenant_id = ?) AS n`,
-    [tenantId, tenantId],
-  );
-  expect(await tenantUsage(db, tenantId)).toBe(Number(recount!.n));
+  expect(await tenantUsage(db, tenantId)).toBe(await recountUsage(db, tenantId));
 }, 60_000);

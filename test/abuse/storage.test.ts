@@ -1,7 +1,8 @@
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { startTestService, type TestService, type TestTenant } from '../support/service.js';
 import { AUDIT_DIFF_BYTES, storedDiff } from '../../src/service/audit.js';
-import { AUDIT_ROW_BYTES, tenantUsage } from '../../src/service/store/usage.js';
+import { tenantUsage } from '../../src/service/store/usage.js';
+import { recountUsage } from '../support/usage.js';
 
 /**
  * The disk is shared. Before, one read-write key could fill it: 1 MiB connectors created and
@@ -35,12 +36,7 @@ const store = () => svc.service.ctx.db;
 /** What the tenant stores, counted from scratch: what the triggers must agree with. */
 async function recount(tenantSlug: string): Promise<number> {
   const tenant = await store().get<{ id: string }>('SELECT id FROM tenants WHERE slug = ?', [tenantSlug]);
-  const row = await store().get<{ bytes: number | string }>(
-    `SELECT (SELECT coalesce(sum(octet_length(data) + coalesce(octet_length(secrets), 0)), 0) FROM resources WHERE tenant_id = ?)
-          + (SELECT coalesce(sum(${AUDIT_ROW_BYTES} + coalesce(octet_length(diff), 0)), 0) FROM audit_logs WHERE tenant_id = ?) AS bytes`,
-    [tenant!.id, tenant!.id],
-  );
-  return Number(row!.bytes);
+  return recountUsage(store(), tenant!.id);
 }
 const usage = async (t: TestTenant) =>
   tenantUsage(store(), (await store().get<{ id: string }>('SELECT id FROM tenants WHERE slug = ?', [t.slug]))!.id);
