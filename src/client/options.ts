@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import type { ClientConfig, DataPlatformClient } from './index.js';
+import type { ClientConfig, ClientEvent, DataPlatformClient } from './index.js';
 
 /**
  * Connection options of the commands that talk to the API (dpctl's and the controller's): the
@@ -24,10 +24,33 @@ export function withConnection(cmd: Command): Command {
     .option('--insecure', 'skip TLS certificate verification (DATAPLATFORM_INSECURE=1)');
 }
 
-/** A client from the flags over the environment: a flag replaces the credential or trust setting it competes with. */
+/**
+ * An onEvent that says when calls wait for the rate limit, and why, once per pause of an endpoint:
+ * a wait of up to a minute (a plan or apply of thousands of resources) printed nothing before.
+ */
+export function rateLimitNotices(say: (line: string) => void): (e: ClientEvent) => void {
+  const saidUntil = new Map<string, number>();
+  return (e) => {
+    if (e.type !== 'rate_limited' && e.type !== 'rate_limit_reserve') return;
+    // Calls in flight report the same pause again, a few ms apart.
+    if ((saidUntil.get(e.endpoint) ?? 0) >= e.until - 1_000) return;
+    saidUntil.set(e.endpoint, e.until);
+    const seconds = Math.max(1, Math.ceil((e.until - Date.now()) / 1000));
+    say(
+      e.type === 'rate_limited'
+        ? `waiting ${seconds} s: the service's rate limit of ${e.endpoint} is spent for this minute (429, Retry-After)`
+        : `waiting ${seconds} s for ${e.endpoint}: ${e.remaining} of its ${e.limit} calls a minute are left, kept for the tenant's other callers`,
+    );
+  };
+}
+
+/**
+ * A client from the flags over the environment: a flag replaces the credential or trust setting it
+ * competes with. Rate-limit waits are said on stderr unless `extra.onEvent` takes the events.
+ */
 export async function makeClient(opts: ConnectionOpts, extra: Partial<ClientConfig> = {}): Promise<DataPlatformClient> {
   const { DataPlatformClient, clientConfigFromEnv } = await import('./index.js');
-  const overrides: Partial<ClientConfig> = { ...extra };
+  const overrides: Partial<ClientConfig> = { onEvent: rateLimitNotices((line) => process.stderr.write(`dpctl: ${line}\n`)), ...extra };
   if (opts.url) overrides.url = opts.url;
   if (opts.apiKey) Object.assign(overrides, { apiKey: opts.apiKey, email: undefined, password: undefined });
   if (opts.caFile) Object.assign(overrides, { caFile: opts.caFile, insecure: undefined });

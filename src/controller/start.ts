@@ -3,7 +3,7 @@ import { basename, join, resolve } from 'node:path';
 import type { Logger } from 'pino';
 import type { LogFormat } from '../log-format.js';
 import { FileTokenStore, type ClientConfig } from '../client/index.js';
-import { makeClient, parseConcurrency, type ConnectionOpts } from '../client/options.js';
+import { makeClient, parseConcurrency, rateLimitNotices, type ConnectionOpts } from '../client/options.js';
 import { sourceIdProblem } from '../engine/index.js';
 import { startController } from './controller.js';
 import { Notifier, type Receiver } from './notify.js';
@@ -169,7 +169,7 @@ export async function startFromOptions(opts: ControllerOpts, log: Logger) {
   const apiKeyFile = opts.apiKeyFile ?? (process.env.DATAPLATFORM_API_KEY_FILE || undefined);
   const passwordFile = opts.passwordFile ?? (process.env.DATAPLATFORM_PASSWORD_FILE || undefined);
   const connection = { ...opts, apiKey: opts.apiKey ?? (apiKeyFile ? readSecretFile(apiKeyFile, '--api-key-file') : undefined) };
-  const extra: Partial<ClientConfig> = {};
+  const extra: Partial<ClientConfig> = { onEvent: rateLimitNotices((line) => log.info(line)) };
   if (passwordFile) extra.password = readSecretFile(passwordFile, '--password-file');
   const usesApiKey = !!connection.apiKey || (!!process.env.DATAPLATFORM_API_KEY?.trim() && !passwordFile);
   // A password login's refresh token rotates on every refresh and a spent one revokes the session: keep it across restarts.

@@ -148,7 +148,8 @@ export function hint(err: unknown): string | undefined {
     if (err.status === 403) {
       return 'The credentials lack permission for this: an API key reaches only its own project, and changing resources needs read-write (users, API keys and project settings need admin); a read-only user can only read.';
     }
-    if (err.status === 409 && err.method === 'POST') {
+    // Only a name taken is a clash with an existing object (a full project or tenant is a 409 too).
+    if (err.status === 409 && err.method === 'POST' && err.serverMessage.includes('already exists')) {
       return 'If the existing object is the one this resource should manage (for example created by an earlier apply that failed midway), import it with terraform import <resource address> <project_id>/<name> (<name> alone for tenant-level kinds); otherwise give this one another name.';
     }
     return undefined;

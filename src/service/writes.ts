@@ -64,23 +64,28 @@ export async function assertRoomInScope(
 }
 
 /**
- * 409 when a create or update of `bytes` (its body's size: what it can add at most, give or take
- * its computed fields) would take the tenant past `--max-tenant-storage` (store/usage.ts counts
- * what it stores). Writes in flight are not counted, so concurrent ones can pass the limit by at
- * most their bodies (1 MiB each by default). Deletes are never refused: they are the way out.
+ * 409 when a write would take the tenant past `--max-tenant-storage` (store/usage.ts counts what
+ * it stores). `upTo`: what the write can add at most (a create: its body's size, give or take its
+ * computed fields); `exact`, for an update: what it adds (new size - old size), computed only when
+ * `upTo` would not fit, so an update that does not grow (trimming a connector's tables) always
+ * passes. Writes in flight are not counted, so concurrent ones can pass the limit by at most their
+ * bodies (1 MiB each). Deletes are never refused: they are the way out.
  */
 export async function assertStorageRoom(
   ctx: Pick<ServiceContext, 'options'>,
   q: Queryable,
   tenantId: string,
-  bytes: number,
+  upTo: number,
+  exact?: () => number,
 ): Promise<void> {
   const max = ctx.options.maxTenantStorage;
   if (!max) return;
   const used = await tenantUsage(q, tenantId);
-  if (used + bytes <= max) return;
+  if (used + upTo <= max) return;
+  const adds = exact ? exact() : upTo;
+  if (adds <= 0 || used + adds <= max) return;
   throw conflict(
-    `This tenant's storage is full: ${formatBytes(used)} of ${formatBytes(max)} used (resources and audit log), and this write adds up to ${formatBytes(bytes)}; delete resources first`,
+    `This write would take the tenant past its storage limit: ${formatBytes(used)} of ${formatBytes(max)} used (resources and audit log), and it adds ${exact ? '' : 'up to '}${formatBytes(adds)}; delete resources or make them smaller first`,
   );
 }
 

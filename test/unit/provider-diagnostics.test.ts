@@ -50,10 +50,13 @@ describe('diagnostics for API errors say what to do', () => {
     expect(diagnose(apiError(403, 'POST', '/projects/{id}/notification-channels')).detail).toMatch(/lack permission.*read-write/);
   });
 
-  it('409 on a create: import the existing object or rename', () => {
-    expect(diagnose(apiError(409, 'POST', '/projects/{id}/notification-channels')).detail).toContain(
+  it('409 on a create whose name is taken: import the existing object or rename; a full project or tenant: no such hint', () => {
+    const taken = { serverMessage: 'A notification channel with name "oncall" already exists in this project' };
+    expect(diagnose(apiError(409, 'POST', '/projects/{id}/notification-channels', taken)).detail).toContain(
       'terraform import <resource address> <project_id>/<name>',
     );
+    const full = { serverMessage: 'This write would take the tenant past its storage limit: 2.0 MiB of 2.0 MiB used' };
+    expect(hint(apiError(409, 'POST', '/projects/{id}/notification-channels', full))).toBeUndefined();
     expect(hint(apiError(409, 'DELETE'))).toBeUndefined();
   });
 

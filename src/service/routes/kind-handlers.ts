@@ -84,8 +84,8 @@ function bodyBytes(req: FastifyRequest): number {
 /**
  * The write transaction: `existing` is the resource an update or delete is about; a tenant-level
  * one is locked itself, a project-level write locks its project. A create of a kind without
- * references shares the project lock (see lockRow). A create or update (`grows`) must fit in the
- * tenant's storage (assertStorageRoom), a delete always may.
+ * references shares the project lock (see lockRow). A create (`grows`) must fit in the tenant's
+ * storage (assertStorageRoom); an update is checked on what it adds, a delete always may.
  */
 async function writeTx<T>(
   k: KindRoutes,
@@ -93,6 +93,7 @@ async function writeTx<T>(
   projectId: string,
   existing: StoredResource | null,
   fn: (w: WriteContext) => Promise<T>,
+  /** A create: must fit in the tenant's storage (an update checks what it adds itself, patchStored). */
   grows = true,
 ): Promise<T> {
   const { ctx, d } = k;
@@ -281,6 +282,14 @@ async function patchStored(k: KindRoutes, w: WriteContext, id: string, body: Rec
   await behaviour.beforeUpdate?.(draft, existing, w);
   if (d.computedFields.includes('updated_at')) draft.data.updated_at = nowIso(ctx.options.clock);
   draft.data = ordered(d, draft.data);
+  // What the update adds, measured only near the limit: an update that does not grow always passes.
+  await assertStorageRoom(
+    ctx,
+    w.q,
+    tenantId,
+    bodyBytes(w.req),
+    () => JSON.stringify(draft.data).length - JSON.stringify(existing.data).length,
+  );
   try {
     await ctx.resources.update({ ...existing, name: identity, data: draft.data, secrets: draft.secrets }, w.q);
   } catch (err) {
@@ -297,7 +306,7 @@ export async function handleUpdate(k: KindRoutes, req: FastifyRequest) {
   req.auditDetails = { projectId: auditProject(k, projectId, found.id), resourceId: found.id, resourceName: found.name };
   const body = bodyOf(req);
   applyNormalizers(k.d, body);
-  const { existing, draft, changed, identity } = await writeTx(k, req, projectId, found, (w) => patchStored(k, w, found.id, body));
+  const { existing, draft, changed, identity } = await writeTx(k, req, projectId, found, (w) => patchStored(k, w, found.id, body), false);
   req.auditDetails.resourceName = identity;
   req.auditDetails.diff = auditDiff(existing.data, draft.data, changed);
   return draft.data;
