@@ -83,14 +83,13 @@ export class RateLimiter {
       allowance.left--;
       return { limit: this.perMinute, remaining: Math.max(0, this.perMinute - allowance.reserved) + allowance.left, resetSeconds };
     }
-    const retryAfter = resetSeconds;
     throw new ApiError(
       'rate_limited',
-      `Rate limit of ${this.perMinute} requests per minute exceeded for ${endpoint}${this.whose}; retry in ${retryAfter} s`,
+      `Rate limit of ${this.perMinute} requests per minute exceeded for ${endpoint}${this.whose}; retry in ${resetSeconds} s`,
       undefined,
       429,
       {
-        'Retry-After': String(retryAfter),
+        'Retry-After': String(resetSeconds),
       },
     );
   }
