@@ -24,25 +24,6 @@ export function runEvents(before: RunSnapshot, after: ControllerStatus): Control
   if (!run || run.result === 'stopped') return [];
   const revision = run.revision;
   const events: ControllerEvent[] = [];
-  const converged = after.revision.converged?.id ?? null;
-  if (converged && converged !== before.converged)
-    events.push({
-      reason: 'RevisionApplied',
-      severity: 'info',
-      subject: after.controller.source_id,
-      message: `revision ${converged.slice(0, 12)}${after.revision.converged?.summary ? ` (${after.revision.converged.summary})` : ''} is applied and healthy`,
-      revision,
-    });
-  if (FAILED.has(run.result)) {
-    const more = run.errors.length > 3 ? ` (and ${run.errors.length - 3} more)` : '';
-    events.push({
-      reason: 'ApplyFailed',
-      severity: 'error',
-      subject: after.controller.source_id,
-      message: `${run.result}: ${run.errors.slice(0, 3).join('; ')}${more}`,
-      revision,
-    });
-  }
   const stateBefore = statesInTrouble(before.resources);
   for (const r of after.resources) {
     const subject = subjectOf(r);
@@ -76,6 +57,26 @@ export function runEvents(before: RunSnapshot, after: ControllerStatus): Control
         message: `${r.detail ?? r.action}: the platform matches the configuration again`,
         revision,
       });
+  }
+  // The run's own events last: a revision is announced applied after what its run did to each resource.
+  const converged = after.revision.converged?.id ?? null;
+  if (converged && converged !== before.converged)
+    events.push({
+      reason: 'RevisionApplied',
+      severity: 'info',
+      subject: after.controller.source_id,
+      message: `revision ${converged.slice(0, 12)}${after.revision.converged?.summary ? ` (${after.revision.converged.summary})` : ''} is applied and healthy`,
+      revision,
+    });
+  if (FAILED.has(run.result)) {
+    const more = run.errors.length > 3 ? ` (and ${run.errors.length - 3} more)` : '';
+    events.push({
+      reason: 'ApplyFailed',
+      severity: 'error',
+      subject: after.controller.source_id,
+      message: `${run.result}: ${run.errors.slice(0, 3).join('; ')}${more}`,
+      revision,
+    });
   }
   return events;
 }

@@ -131,7 +131,13 @@ function renderDriftEntry(d: DriftEntry): string {
 <table class="diff"><thead><tr><th>Field</th><th>On the server (before)</th><th>In the config (after)</th></tr></thead><tbody>${rows}</tbody></table>${more}</details>`;
 }
 
-/** The drift the last run found, with each changed resource's field diff. */
+/**
+ * The section's title: in drift mode what differs is drift; in apply mode it is what the last run
+ * planned, mostly the config's own edits (a new commit), which calling drift would misstate.
+ */
+export const driftTitle = (s: ControllerStatus) => (s.controller.mode === 'apply' ? 'Planned changes' : 'Drift');
+
+/** The drift the last run found (drift mode), or the changes it planned (apply mode), with each resource's field diff. */
 export function renderDrift(s: ControllerStatus): string {
   if (!s.drift.length) return '';
   const shown = s.drift.slice(0, PAGE_ROWS);
@@ -139,8 +145,8 @@ export function renderDrift(s: ControllerStatus): string {
   const n = s.drift.length;
   const what =
     s.controller.mode === 'apply'
-      ? 'differed from the config when the last run planned'
+      ? `differed from the config when the last run planned: edits of the config, or drift on the platform, which the run applies`
       : `${n === 1 ? 'differs' : 'differ'} from the config (found by the last run)`;
-  return `<section><h2>Drift <small>${esc(plural(n, 'resource'))} ${what}</small></h2>
+  return `<section><h2>${driftTitle(s)} <small>${esc(plural(n, 'resource'))} ${what}</small></h2>
 <div id="drift">${shown.map(renderDriftEntry).join('\n')}</div>${more ? `<p class="more">${more} more in <a href="status.json">/status.json</a> (JSON).</p>` : ''}</section>`;
 }

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { ControllerStatus, RevisionInfo, RunRecord } from './status.js';
 import { durationText, esc, plural, shortRevision, timeTag } from './status-format.js';
-import { renderDrift, renderResources } from './status-resources.js';
+import { driftTitle, renderDrift, renderResources } from './status-resources.js';
 
 /** The live part of the status page: what the server renders at load and pushes on /status/events. */
 
@@ -40,7 +40,7 @@ function renderSummary(s: ControllerStatus, now: number): string {
         : '<span id="last-run">none yet</span>',
     ],
     ['Last fetch', timeTag(s.revision.last_fetch_at, now)],
-    ['Drift', `<span id="drift-count">${s.drift.length}</span>`],
+    [driftTitle(s), `<span id="drift-count">${s.drift.length}</span>`],
   ];
   return `<dl class="summary">${pairs.map(([k, v]) => `<div><dt>${esc(k)}</dt><dd>${v}</dd></div>`).join('')}</dl>`;
 }

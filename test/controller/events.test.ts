@@ -71,6 +71,15 @@ describe('runEvents', () => {
       'DriftCorrected Connector p/c: update done: the platform matches the configuration again',
       'ResourceDegraded Connector p/d: status is error: boom',
     ]);
+    // A new revision's run: what it did to each resource first, then the revision's own event.
+    expect(
+      reasons(
+        runEvents(
+          { ...before, converged: 'r0' },
+          after({ result: 'converged', converged: 'r1', resources: [row('a', 'in-sync', { health: 'healthy' })] }),
+        ),
+      ),
+    ).toEqual(['ResourceRecovered Connector p/a: healthy again', 'RevisionApplied platform: revision r1 (fix) is applied and healthy']);
     // Another resource of the same name (another project, another kind) is not the one that was degraded.
     expect(
       reasons(

@@ -284,6 +284,18 @@ describe('controller building blocks', () => {
     expect(html).not.toMatch(/<meta http-equiv="refresh"[^>]*>(?!<\/noscript>)/);
   });
 
+  test('apply mode calls what the last run planned "Planned changes" (mostly config edits), drift mode calls it "Drift"', () => {
+    const applyMode = richStatus();
+    const driftMode = { ...applyMode, controller: { ...applyMode.controller, mode: 'drift' as const } };
+    const heading = (html: string) => html.match(/<h2>([^<]*) <small>[^<]*from the config[^<]*<\/small><\/h2>/)?.[1];
+    const tile = (html: string) => html.match(/<dt>([^<]*)<\/dt><dd><span id="drift-count">/)?.[1];
+    const applied = renderStatusHtml(applyMode);
+    expect([heading(applied), tile(applied)]).toEqual(['Planned changes', 'Planned changes']);
+    expect(applied).toContain('differed from the config when the last run planned: edits of the config, or drift on the platform');
+    const drifted = renderStatusHtml(driftMode);
+    expect([heading(drifted), tile(drifted)]).toEqual(['Drift', 'Drift']);
+  });
+
   test('the page is bounded: PAGE_ROWS rows, chosen problems first, the rest counted', () => {
     const many = Array.from({ length: PAGE_ROWS + 100 }, (_, i) =>
       resource({ name: `r${String(i).padStart(4, '0')}`, project: `p${i % 7}` }),
