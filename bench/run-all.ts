@@ -24,7 +24,7 @@ import { machine, machineLoad, toMarkdown, type BenchRow } from './lib/report.js
 const ROOT = resolve(fileURLToPath(new URL('..', import.meta.url)));
 
 /** In the order they run: the cheap ones first, so a short run still says something. */
-const BENCHES = ['scheduler', 'service', 'engine', 'controller', 'streams', 'provider'] as const;
+const BENCHES = ['scheduler', 'waves', 'service', 'engine', 'controller', 'streams', 'provider'] as const;
 
 const RESULTS_JSON = join(ROOT, 'docs', 'guides', 'benchmark-results.json');
 

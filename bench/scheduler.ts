@@ -31,13 +31,13 @@
  * (30: after start, before measuring: the start-up back-fills read every scheduled row once),
  * BENCH_PG_SYNC (see bench/service.ts). It is a report: it exits 0 once it has printed.
  */
-import { DURABILITY, OTHER_TENANT, MeasuredService, envNumber, hostOf, pgSettings } from './service.js';
+import { DURABILITY, MeasuredService, envNumber, pgSettings } from './service.js';
 import { freshDatabase } from './lib/pg.js';
 import { benchBackends, machine, machineLoad, report, type BenchRow } from './lib/report.js';
 import { median } from './lib/alternate.js';
+import { probeOtherTenant, type ProbeResult } from './lib/probe.js';
 import { backendCpuMs, backendDelta } from './lib/pg-cpu.js';
 import { nextTickAfter } from '../src/kinds/cron.js';
-import { TestHttp } from '../test/support/http.js';
 import { startThrowawayPostgres } from '../test/support/postgres-server.js';
 
 const GOAL_CPU_PCT = 5;
@@ -84,54 +84,6 @@ interface Service {
   server: MeasuredService;
   databaseUrl?: string;
   database?: string;
-}
-
-const percentile = (xs: number[], q: number) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s.length ? s[Math.min(s.length - 1, Math.max(0, Math.ceil(q * s.length) - 1))] : NaN;
-};
-
-/** Open loop: one request every 1000/rate ms for `seconds`, latencies of the 200s; failures counted. */
-async function probe(
-  s: Service,
-  seconds: number,
-  rate: number,
-): Promise<{ p99: number; p50: number; max: number; count: number; failures: number }> {
-  const http = new TestHttp(s.server.ready.caPath);
-  const url = `https://${hostOf(OTHER_TENANT)}:${s.server.ready.port}/api/v1/projects/${s.server.ready.otherProjectId}/connectors?limit=10`;
-  const token = s.server.ready.otherApiKey!;
-  const latencies: number[] = [];
-  let failures = 0;
-  try {
-    await http.call('GET', url, { token }); // the connection and TLS handshake, unmeasured
-    const inFlight: Promise<void>[] = [];
-    const interval = 1000 / rate;
-    const end = performance.now() + seconds * 1000;
-    for (let next = performance.now(); next < end; next += interval) {
-      const wait = next - performance.now();
-      if (wait > 0) await sleep(wait);
-      const started = performance.now();
-      inFlight.push(
-        http.call('GET', url, { token }).then(
-          (res) => {
-            if (res.status === 200) latencies.push(performance.now() - started);
-            else failures++;
-          },
-          () => void failures++,
-        ),
-      );
-    }
-    await Promise.all(inFlight);
-  } finally {
-    await http.close();
-  }
-  return {
-    p99: percentile(latencies, 0.99),
-    p50: percentile(latencies, 0.5),
-    max: Math.max(...latencies),
-    count: latencies.length,
-    failures,
-  };
 }
 
 async function main() {
@@ -216,11 +168,11 @@ async function main() {
     }
 
     // 2. The other tenant's GET, full and empty alternated per backend.
-    const probes = new Map<string, Awaited<ReturnType<typeof probe>>[]>(services.map((s) => [s.label, []]));
+    const probes = new Map<string, ProbeResult[]>(services.map((s) => [s.label, []]));
     for (let r = 0; r < rounds; r++) {
       await waitForQuiet(frequent, probeSeconds * services.length * 1000 + 10_000);
       for (const s of services) {
-        const p = await probe(s, probeSeconds, probeRate);
+        const p = await probeOtherTenant(s.server, probeSeconds, probeRate);
         probes.get(s.label)!.push(p);
         console.log(
           `  probe round ${r + 1} ${s.label}: ${p.count} x 200, p50 ${p.p50.toFixed(1)} ms, p99 ${p.p99.toFixed(1)} ms, max ${p.max.toFixed(1)} ms${p.failures ? `, ${p.failures} FAILED` : ''}`,

@@ -358,6 +358,14 @@ export class MeasuredService implements BenchServer {
     return this.serve.usage();
   }
 
+  pause(): void {
+    this.serve.pause();
+  }
+
+  resume(): void {
+    this.serve.resume();
+  }
+
   /** Schedule ticks claimed so far, read from the service's database. */
   async ticks(): Promise<number> {
     const sql = 'SELECT COUNT(*) AS n FROM schedule_ticks';

@@ -57,6 +57,18 @@ export class DpctlServe {
     return processUsage(this.cli.child.pid!);
   }
 
+  /**
+   * SIGSTOP / SIGCONT: the process (its timers, its scheduler) stands still, so a baseline measured
+   * meanwhile on the same machine is not slowed by it (bench/waves.ts).
+   */
+  pause(): void {
+    process.kill(this.cli.child.pid!, 'SIGSTOP');
+  }
+
+  resume(): void {
+    process.kill(this.cli.child.pid!, 'SIGCONT');
+  }
+
   /** SIGTERM, as a process manager stops it; resolves when it has exited. */
   async stop(): Promise<void> {
     await this.cli.stop('SIGTERM');
