@@ -62,7 +62,7 @@ import Database from 'better-sqlite3';
 import { DpctlServe } from './lib/dpctl-serve.js';
 import type { ProcessUsage } from './lib/proc.js';
 import { freshDatabase, withPg } from './lib/pg.js';
-import { benchBackends, benchSizes, machine, machineLoad, report, type BenchRow } from './lib/report.js';
+import { benchBackends, benchSizes, figureRow, machine, machineLoad, report, type BenchRow } from './lib/report.js';
 import { median } from './lib/alternate.js';
 import { backendCpuMs, backendDelta } from './lib/pg-cpu.js';
 
@@ -863,19 +863,16 @@ async function main() {
           p99(c, 'POST connectors (create)');
         } else {
           for (const [i, backend] of backends.entries()) {
-            rows.push({
-              bench: 'service',
-              scenario: 'POST connectors (create)',
-              backend,
-              size,
-              product: `${fmtRate(med(createRuns[i], (m) => m.reqPerSec))}, ${fmtMs(med(createRuns[i], (m) => m.p99))}`,
-              baseline: '-',
-              ratio: null,
-              peakMb: null,
-              goal: '-',
-              met: null,
-              load,
-            });
+            rows.push(
+              figureRow({
+                bench: 'service',
+                scenario: 'POST connectors (create)',
+                backend,
+                size,
+                product: `${fmtRate(med(createRuns[i], (m) => m.reqPerSec))}, ${fmtMs(med(createRuns[i], (m) => m.p99))}`,
+                load,
+              }),
+            );
           }
         }
         const cpu = [...listRuns.slice(0, backends.length), ...createRuns].map(

@@ -26,7 +26,7 @@
  */
 import { DURABILITY, MeasuredService, envNumber, pgSettings } from './service.js';
 import { freshDatabase } from './lib/pg.js';
-import { benchBackends, machine, machineLoad, report, type BenchRow } from './lib/report.js';
+import { benchBackends, figureRow, machine, machineLoad, report, type BenchRow } from './lib/report.js';
 import { median } from './lib/alternate.js';
 import { backendCpuMs, backendDelta } from './lib/pg-cpu.js';
 import { probeOtherTenant, type ProbeResult } from './lib/probe.js';
@@ -112,19 +112,14 @@ async function measureBackend(
         met: ratio <= GOAL_P99_RATIO && failures === 0,
         load,
       },
-      {
+      figureRow({
         bench: 'waves',
         scenario: `service CPU during the waves of ${scenario}`,
         backend,
         size,
         product: `${median(rounds.map((r) => r.cpu)).toFixed(1)} % of a core${databases.wave ? ` + PG backends ${median(rounds.map((r) => r.pgCpu)).toFixed(1)} %` : ''}`,
-        baseline: '-',
-        ratio: null,
-        peakMb: null,
-        goal: '-',
-        met: null,
         load,
-      },
+      }),
     ];
   } finally {
     await wave.stop().catch(() => undefined);

@@ -31,6 +31,16 @@ export interface BenchRow {
   load: number;
 }
 
+/** A row that only reports a figure: no baseline, ratio, memory or goal. */
+export const figureRow = (r: Pick<BenchRow, 'bench' | 'scenario' | 'backend' | 'size' | 'product' | 'load'>): BenchRow => ({
+  ...r,
+  baseline: '-',
+  ratio: null,
+  peakMb: null,
+  goal: '-',
+  met: null,
+});
+
 export const machineLoad = (): number => Math.round(loadavg()[0] * 100) / 100;
 
 export const machine = (): string =>
