@@ -1,4 +1,5 @@
 import type { Db } from './store/db.js';
+import type { MigrationReport } from './store/migrations.js';
 import type { ResourceStore } from './store/resources.js';
 import type { AuthService } from './auth/auth-service.js';
 import type { TenantStore, Tenant } from './tenants.js';
@@ -127,6 +128,8 @@ export interface ServiceContext {
   tenants: TenantStore;
   audit: AuditLog;
   cursors: Cursors;
+  /** What this start did to the schema (absent in contexts built by hand in tests). */
+  migrations?: MigrationReport;
 }
 
 /** An API key reaches its own project (its object and what is in it) or, for tenant-level data, nothing. */

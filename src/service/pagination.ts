@@ -21,7 +21,8 @@ export class Cursors {
     return `${payload}.${this.sign(payload).toString('base64url')}`;
   }
 
-  decode(scope: string, cursor: string | undefined): number {
+  /** The position a cursor of this scope (or of one of `scopes`: older layouts still read) continues after. */
+  decode(scopes: string | readonly string[], cursor: string | undefined): number {
     if (cursor === undefined) return 0;
     const bad = () => invalid('cursor', 'is not a cursor returned by this list; start again without one');
     const [payload, signature, extra] = cursor.split('.');
@@ -33,7 +34,12 @@ export class Cursors {
     if (given.length !== expected.length || !timingSafeEqual(given, expected)) throw bad();
     try {
       const parsed = JSON.parse(Buffer.from(payload, 'base64url').toString('utf8')) as { s: unknown; q: unknown };
-      if (parsed.q !== scope || typeof parsed.s !== 'number' || !Number.isInteger(parsed.s)) throw bad();
+      if (
+        !(typeof scopes === 'string' ? parsed.q === scopes : scopes.includes(parsed.q as string)) ||
+        typeof parsed.s !== 'number' ||
+        !Number.isInteger(parsed.s)
+      )
+        throw bad();
       return parsed.s;
     } catch {
       throw bad();

@@ -34,6 +34,7 @@ import { registerRoutes } from './routes/index.js';
 import { registerStreams, type Streams } from './streams/index.js';
 import { installRequestPipeline, redactUrl, type RequestCounter } from './request-pipeline.js';
 import { buildSerializer, buildValidator } from './schema-compilers.js';
+import { logStartState } from './start-report.js';
 import { logStream, resolveLogFormat, type LogFormat } from '../log-format.js';
 
 export interface RunningService {
@@ -63,7 +64,7 @@ export async function openServiceContext(partial: Partial<ServiceOptions> & { da
   egressPolicy(options);
   mkdirSync(options.dataDir, { recursive: true });
   const db = await openDb({ databaseUrl: options.databaseUrl, sqlitePath: join(options.dataDir, SQLITE_FILE) });
-  await migrate(db);
+  const migrations = await migrate(db);
   // A wrong or missing secrets key stops start-up here with a message, the store closed.
   const secrets = await openSecrets(db, options).catch(async (err) => {
     await db.close();
@@ -83,6 +84,7 @@ export async function openServiceContext(partial: Partial<ServiceOptions> & { da
     tenants: new TenantStore(db),
     audit: new AuditLog(db),
     cursors: new Cursors(await cursorKey(db)),
+    migrations,
   };
 }
 
@@ -269,6 +271,7 @@ export async function startService(partial: StartServiceOptions): Promise<Runnin
   const tls = await loadServiceTls(ctx);
   const limits = connectionLimits(options);
   const app = createApp(options, tls, limits, partial.logFormat);
+  await logStartState(app.log, ctx);
   installBodyParsing(app);
   const requests = installRequestPipeline(app, ctx);
   const features = await registerFeatures(app, ctx, providerMirror);

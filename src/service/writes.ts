@@ -89,7 +89,7 @@ export async function assertStorageRoom(
   );
 }
 
-const formatBytes = (n: number) =>
+export const formatBytes = (n: number) =>
   n >= 1024 ** 3
     ? `${(n / 1024 ** 3).toFixed(1)} GiB`
     : n >= 1024 ** 2

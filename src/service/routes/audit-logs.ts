@@ -41,6 +41,23 @@ const FILTERS = {
 };
 
 /**
+ * The filters a page's cursor is bound to, by position: those of the first release, then each one
+ * added since, only when it is set. A cursor an older release issued (same database, same key)
+ * still reads on this one, and the other way round, during a rolling upgrade behind one address;
+ * naming every filter changed every cursor when `resource_id` came. Cursors of that one release
+ * (every filter by position) are still read.
+ */
+const FIRST_FILTERS: readonly string[] = ['action', 'actor', 'resource_type', 'outcome', 'since', 'until'];
+const ADDED_FILTERS = Object.keys(FILTERS).filter((k) => !FIRST_FILTERS.includes(k));
+const cursorFilterKeys = (query: Record<string, string | undefined>) => ({
+  current: JSON.stringify([
+    ...FIRST_FILTERS.map((k) => query[k] ?? null),
+    ...ADDED_FILTERS.filter((k) => query[k]).map((k) => `${k}=${query[k]}`),
+  ]),
+  everyByPosition: JSON.stringify(Object.keys(FILTERS).map((k) => query[k] ?? null)),
+});
+
+/**
  * What an audit page's bytes are counted on: an entry's diff, which holds whole before and after
  * values (a connector naming 10,000 tables: about 1 MB each side), so a page of 100 could be
  * 100 MB or more. The other columns are a few hundred bytes.
@@ -79,9 +96,10 @@ function registerAuditLogRoute(app: FastifyInstance, ctx: ServiceContext, level:
       const since = query.since ? toStoredTimestamp(query.since) : undefined;
       const until = query.until ? toStoredTimestamp(query.until) : undefined;
       if (since && until && since >= until) throw invalid('until', 'must be after since');
-      const filterKey = JSON.stringify(Object.keys(FILTERS).map((k) => query[k] ?? null));
-      const scope = `${req.tenant!.id}:${projectId ?? '*'}:audit:${filterKey}`;
-      const afterSeq = ctx.cursors.decode(scope, query.cursor);
+      const filterKeys = cursorFilterKeys(query);
+      const scopeOf = (filterKey: string) => `${req.tenant!.id}:${projectId ?? '*'}:audit:${filterKey}`;
+      const scope = scopeOf(filterKeys.current);
+      const afterSeq = ctx.cursors.decode([scope, scopeOf(filterKeys.everyByPosition)], query.cursor);
       const filters: [clause: string, values: SqlValue[]][] = [];
       if (query.action) filters.push(['action = ?', [query.action]]);
       if (query.actor) filters.push(['(actor_id = ? OR actor_name = ?)', [query.actor, query.actor]]);

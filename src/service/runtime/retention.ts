@@ -33,12 +33,21 @@ interface Swept {
   owner?: { column: string; table: string };
   /** How long past its time a row is kept (default KEEP_PAST_MS); 0: kept for ever. */
   keepMs?: (rt: Runtime) => number;
+  /** Rows someone may miss: each sweep that deletes some says how many, what and why, in the log. */
+  announce?: (rt: Runtime, count: number) => string;
 }
 const SWEPT: readonly Swept[] = [
   { table: 'schedule_ticks', key: 'resource_id, tick', time: 'claimed_at' },
   { table: 'access_tokens', key: 'hash', time: 'expires_at' },
   { table: 'refresh_tokens', key: 'hash', time: 'expires_at', owner: { column: 'session_id', table: 'sessions' } },
-  { table: 'audit_logs', key: 'id', time: 'ts', keepMs: (rt) => rt.ctx.options.auditRetentionDays * 86_400_000 },
+  {
+    table: 'audit_logs',
+    key: 'id',
+    time: 'ts',
+    keepMs: (rt) => rt.ctx.options.auditRetentionDays * 86_400_000,
+    announce: (rt, count) =>
+      `deleted ${count} audit log entries older than ${rt.ctx.options.auditRetentionDays} days (--audit-retention; 0 keeps every entry)`,
+  },
 ];
 
 /**
@@ -91,12 +100,16 @@ export class Retention {
       const keep = swept.keepMs?.(this.rt) ?? KEEP_PAST_MS;
       if (!keep) continue;
       const before = new Date(this.rt.nowMs() - keep).toISOString();
+      let fromTable = 0;
       for (let batch = 0; batch < MAX_BATCHES && !this.stopped; batch++) {
         const changes = await this.sweepBatch(swept, before);
-        deleted += changes;
+        fromTable += changes;
         if (changes < BATCH) break;
         await yieldToLoop();
       }
+      if (fromTable && swept.announce)
+        this.rt.log?.info({ table: swept.table, deleted: fromTable, before }, swept.announce(this.rt, fromTable));
+      deleted += fromTable;
     }
     return deleted;
   }

@@ -1,7 +1,7 @@
 import type { Db, Queryable } from './db.js';
 import { backfillRefs } from './refs.js';
 import { LARGE_ITEM_BYTES } from './large-scopes.js';
-import { installUsageAccounting } from './usage.js';
+import { installUsageAccounting, recountUsage } from './usage.js';
 
 /**
  * The one migration set. `{{SERIAL}}` is the auto-increment primary key of each dialect, and
@@ -287,6 +287,13 @@ CREATE INDEX audit_logs_ts ON audit_logs (ts);`,
     id: 15,
     sql: `CREATE INDEX audit_logs_resource ON audit_logs (tenant_id, resource_id, seq);`,
   },
+  {
+    // Migration 14 counted without holding writers off (PostgreSQL): an older replica's write that
+    // committed between its count and its triggers was counted wrong for ever. Counted again, held.
+    id: 16,
+    sql: '',
+    fill: recountUsage,
+  },
 ];
 
 /**
@@ -298,13 +305,24 @@ export function freshnessRuleCondition(dialect: Db['dialect']): string {
   return `kind = 'alert_rule' AND ${metric} = 'freshness_minutes'`;
 }
 
-export async function migrate(db: Db): Promise<void> {
+/** What a start did to the schema: the migrations it applied (with how long each took), and ids this version does not know. */
+export interface MigrationReport {
+  applied: { id: number; ms: number }[];
+  /** Migrations of a newer version (a rollback): this one runs on their schema without knowing it. */
+  unknown: number[];
+}
+
+export async function migrate(db: Db): Promise<MigrationReport> {
   const serial = db.dialect === 'sqlite' ? 'INTEGER PRIMARY KEY AUTOINCREMENT' : 'BIGSERIAL PRIMARY KEY';
+  const report: MigrationReport = { applied: [], unknown: [] };
   await db.exclusive(async () => {
     await db.run('CREATE TABLE IF NOT EXISTS schema_migrations (id INTEGER PRIMARY KEY, applied_at TEXT NOT NULL)');
     const done = new Set((await db.all<{ id: number }>('SELECT id FROM schema_migrations')).map((r) => Number(r.id)));
+    const known = new Set(MIGRATIONS.map((m) => m.id));
+    report.unknown = [...done].filter((id) => !known.has(id)).sort((a, b) => a - b);
     for (const migration of MIGRATIONS) {
       if (done.has(migration.id)) continue;
+      const started = performance.now();
       await db.tx(async (q) => {
         const statements = migration.sql
           .replaceAll('{{SERIAL}}', serial)
@@ -316,6 +334,8 @@ export async function migrate(db: Db): Promise<void> {
         await migration.fill?.(q, db.dialect);
         await q.run('INSERT INTO schema_migrations (id, applied_at) VALUES (?, ?)', [migration.id, new Date().toISOString()]);
       });
+      report.applied.push({ id: migration.id, ms: Math.round(performance.now() - started) });
     }
   });
+  return report;
 }

@@ -68,18 +68,51 @@ function postgresTriggers(): string[] {
   ];
 }
 
-/** Migration 14's fill: what is stored already, then the triggers that keep the count from now on. */
-export async function installUsageAccounting(q: Queryable, dialect: Db['dialect']): Promise<void> {
+/**
+ * PostgreSQL: no write to the counted tables commits between the count and the triggers (or during a
+ * recount). Without it, a write another replica (an older version, in a rolling upgrade) committed
+ * meanwhile was in neither, and its bytes were wrong for ever: a 30,000-connector project deleted
+ * during migration 14 left 26 MB counted. Writers wait for the count (about 0.6 s at 100,000
+ * resources and 130,000 audit entries). SQLite has one writer: the migration's own transaction.
+ */
+async function holdWriters(q: Queryable, dialect: Db['dialect']): Promise<void> {
+  if (dialect === 'postgres') await q.run('LOCK TABLE resources, audit_logs IN SHARE ROW EXCLUSIVE MODE');
+}
+
+/** Each tenant's bytes as stored now, into an empty `tenant_usage`. */
+async function countStored(q: Queryable): Promise<void> {
   await q.run(
     `INSERT INTO tenant_usage (tenant_id, bytes) SELECT tenant_id, sum(bytes) FROM (
        SELECT tenant_id, ${RESOURCE_BYTES('resources')} AS bytes FROM resources
        UNION ALL SELECT tenant_id, ${AUDIT_BYTES('audit_logs')} AS bytes FROM audit_logs) AS stored GROUP BY tenant_id`,
   );
+}
+
+/** Migration 14's fill: what is stored already, then the triggers that keep the count from now on. */
+export async function installUsageAccounting(q: Queryable, dialect: Db['dialect']): Promise<void> {
+  await holdWriters(q, dialect);
+  await countStored(q);
   for (const statement of dialect === 'sqlite' ? sqliteTriggers() : postgresTriggers()) await q.run(statement);
+}
+
+/** Migration 16's fill: the count again, for databases migration 14 counted while another replica wrote. */
+export async function recountUsage(q: Queryable, dialect: Db['dialect']): Promise<void> {
+  await holdWriters(q, dialect);
+  await q.run('DELETE FROM tenant_usage');
+  await countStored(q);
 }
 
 /** The bytes a tenant stores now (0 before its first write). */
 export async function tenantUsage(q: Queryable, tenantId: string): Promise<number> {
   const row = await q.get<{ bytes: number | string }>('SELECT bytes FROM tenant_usage WHERE tenant_id = ?', [tenantId]);
   return row ? Number(row.bytes) : 0;
+}
+
+/** Tenants storing at least `bytes` (at most 20, largest first), for the start-up warning of who is near the limit. */
+export async function tenantsStoringAtLeast(q: Queryable, bytes: number): Promise<{ slug: string; bytes: number }[]> {
+  const rows = await q.all<{ slug: string; bytes: number | string }>(
+    'SELECT t.slug, u.bytes FROM tenant_usage u JOIN tenants t ON t.id = u.tenant_id WHERE u.bytes >= ? ORDER BY u.bytes DESC LIMIT 20',
+    [bytes],
+  );
+  return rows.map((r) => ({ slug: r.slug, bytes: Number(r.bytes) }));
 }
