@@ -1,5 +1,6 @@
 import Database from 'better-sqlite3';
 import type { Db, Queryable, SqlValue } from './db.js';
+import { WalCheckpointer } from './sqlite-checkpoint.js';
 
 /** Serialises async transactions: better-sqlite3 has one connection, so two open transactions would interleave. */
 class Mutex {
@@ -65,19 +66,25 @@ export function openSqlite(path: string): Db {
     },
   };
   const writes = new Mutex();
+  // WAL checkpoints off the event loop (sqlite-checkpoint.ts); an in-memory database has no log.
+  const checkpointer = path === ':memory:' ? undefined : new WalCheckpointer(sqlite, path, (fn) => writes.lock(fn));
+  const wrote = <T>(result: T): T => {
+    checkpointer?.noteWrite();
+    return result;
+  };
   return {
     dialect: 'sqlite',
     ...direct,
     // A plain write waits for any open transaction so it is never swept into (or rolled back with) it.
-    run: (sql, params) => writes.lock(() => direct.run(sql, params)),
-    write: (sql, params) => writes.lock(() => direct.get(sql, params)),
+    run: (sql, params) => writes.lock(async () => wrote(await direct.run(sql, params))),
+    write: (sql, params) => writes.lock(async () => wrote(await direct.get(sql, params))),
     tx: (fn) =>
       writes.lock(async () => {
         sqlite.exec('BEGIN IMMEDIATE');
         try {
           const result = await fn(direct);
           sqlite.exec('COMMIT');
-          return result;
+          return wrote(result);
         } catch (err) {
           if (sqlite.inTransaction) sqlite.exec('ROLLBACK');
           throw err;
@@ -86,6 +93,7 @@ export function openSqlite(path: string): Db {
     // One process owns the file; transactions below already take the write lock.
     exclusive: (fn) => fn(),
     async close() {
+      await checkpointer?.close();
       await writes.lock(async () => sqlite.close());
     },
   };
