@@ -71,7 +71,7 @@ interface DueRow {
   data: string | null;
 }
 
-interface Job {
+export interface Job {
   id: string;
   tenantId: string;
   projectId: string;
@@ -93,7 +93,7 @@ const STARTERS: Record<string, Starter> = {
 };
 
 /** The bounded queue of claimed ticks, with per-tenant and global limits on starts in progress. */
-class RunQueue {
+export class RunQueue {
   private readonly pending: Job[] = [];
   private running = 0;
   private readonly perTenant = new Map<string, { queued: number; running: number }>();
@@ -126,17 +126,20 @@ class RunQueue {
   push(job: Job): void {
     this.pending.push(job);
     this.counts(job.tenantId).queued++;
-    this.pump();
+    this.pumpSoon();
   }
 
+  /**
+   * Starts the next job that may start, and the one after at the next turn of the event loop. A
+   * run's start is a chain of queries that on SQLite never leaves the microtask queue (slices.ts):
+   * ten started together held every other request for 20-35 ms; one a turn holds them 2-3 ms.
+   */
   private pump(): void {
-    for (let i = 0; i < this.pending.length && this.running < MAX_STARTING;) {
+    this.pumpQueued = false;
+    for (let i = 0; i < this.pending.length && this.running < MAX_STARTING; i++) {
       const job = this.pending[i];
       const c = this.counts(job.tenantId);
-      if (c.running >= MAX_STARTING_PER_TENANT) {
-        i++;
-        continue;
-      }
+      if (c.running >= MAX_STARTING_PER_TENANT) continue;
       this.pending.splice(i, 1);
       c.queued--;
       c.running++;
@@ -145,10 +148,19 @@ class RunQueue {
         c.running--;
         this.running--;
         if (c.queued + c.running === 0) this.perTenant.delete(job.tenantId);
-        this.pump();
+        this.pumpSoon();
       });
+      if (this.pending.length) this.pumpSoon();
+      break;
     }
     if (this.size === 0) for (const w of this.idleWaiters.splice(0)) w();
+  }
+
+  private pumpQueued = false;
+  private pumpSoon(): void {
+    if (this.pumpQueued) return;
+    this.pumpQueued = true;
+    setImmediate(() => this.pump());
   }
 
   /** Drops what waits (returned), resolves when what started is done. */
