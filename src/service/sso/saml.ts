@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import type { CacheProvider, Profile, SAML } from '@node-saml/node-saml';
-import { unauthorized, unprocessable } from '../errors.js';
+import { invalid, unauthorized, unprocessable } from '../errors.js';
 import type { SsoProvider } from './provider.js';
 import type { VerifiedIdentity } from './oidc.js';
 
@@ -64,12 +64,34 @@ export async function samlMetadata(p: SsoProvider, acsUrl: string): Promise<stri
 }
 
 /** Verifies the posted response: signature with the IdP certificate, audience, validity window and InResponseTo. */
+/**
+ * What a SAML response may be before it is parsed. Anyone can start a sign-in and post a response
+ * (the RelayState is all it needs), and node-saml's XML stack does work that grows with the square
+ * of the elements under one parent (xpath sorts them with xmldom's compareDocumentPosition): one
+ * anonymous response of 80 KB of empty sibling elements held the event loop, every tenant's
+ * requests, 15-18 s; one of 1 MB, over 18 minutes. Real responses are 5-30 KB with a few hundred
+ * tags (a few thousand for an IdP sending many group attributes).
+ */
+export const SAML_RESPONSE_MAX_BYTES = 128 * 1024;
+export const SAML_RESPONSE_MAX_TAGS = 2_000;
+
+function assertPlausibleSize(samlResponse: string): void {
+  const xml = Buffer.from(samlResponse, 'base64').toString('utf8');
+  if (xml.length > SAML_RESPONSE_MAX_BYTES)
+    throw invalid('SAMLResponse', `is ${xml.length} bytes of XML; a SAML response is at most ${SAML_RESPONSE_MAX_BYTES}`);
+  let tags = 0;
+  for (let i = xml.indexOf('<'); i !== -1; i = xml.indexOf('<', i + 1))
+    if (++tags > SAML_RESPONSE_MAX_TAGS)
+      throw invalid('SAMLResponse', `has more than ${SAML_RESPONSE_MAX_TAGS} tags; a SAML response has a few hundred`);
+}
+
 export async function finishSaml(
   p: SsoProvider,
   acsUrl: string,
   requestId: string | null,
   samlResponse: string,
 ): Promise<VerifiedIdentity> {
+  assertPlausibleSize(samlResponse);
   let profile: Profile | null;
   try {
     ({ profile } = await (await samlFor(p, acsUrl, requestId)).validatePostResponseAsync({ SAMLResponse: samlResponse }));

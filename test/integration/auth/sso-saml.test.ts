@@ -224,6 +224,25 @@ describe('SAML sign-in', () => {
     expect(res.text).toContain('WantAssertionsSigned="true"');
   });
 
+  it('refuses a response larger or with more tags than any IdP sends before parsing it: 80 KB of sibling elements held every tenant 15 s', async () => {
+    const flat = (n: number) =>
+      Buffer.from(`<samlp:Response xmlns:samlp="urn:oasis:names:tc:SAML:2.0:protocol">${'<x/>'.repeat(n)}</samlp:Response>`).toString(
+        'base64',
+      );
+    // 20,000 empty siblings (80 KB: under the size bound, over the tag bound), then 40,000 (160 KB).
+    for (const n of [20_000, 40_000]) {
+      const request = await startLogin();
+      const started = performance.now();
+      const res = await post('corp', { SAMLResponse: flat(n), RelayState: request.relayState! });
+      expectError(res, 400, 'validation_error', n === 20_000 ? /more than 2000 tags/ : /at most 131072/);
+      // Parsed, the first took 15 s on this machine.
+      expect(performance.now() - started).toBeLessThan(1_000);
+    }
+    // A real signed response is far below both bounds and still signs in.
+    const { res } = await signIn(await existingUser());
+    expect(res.status, res.text).toBe(200);
+  });
+
   it('answers garbage and a missing SAMLResponse with clear errors, never a 500', async () => {
     const request = await startLogin();
     expectError(
