@@ -187,6 +187,14 @@ suite('interactive API reference in headless Chromium', () => {
     const openapi = await fetchInPage(page, href!);
     expect(openapi.status).toBe(200);
     expect(JSON.parse(openapi.text).info.title).toBe(TITLE);
+    // The page's own document names the tenant; it is served as JSON text kept per title (asked
+    // again, the same bytes), and the YAML one names it too.
+    const own = await fetchInPage(page, '/api/docs/json');
+    expect(own.contentType).toMatch(/^application\/json/);
+    expect(JSON.parse(own.text).info.title).toBe(`${TITLE} \u2014 ${t.slug}`);
+    expect(JSON.parse(own.text).paths).toEqual(JSON.parse(openapi.text).paths);
+    expect((await fetchInPage(page, '/api/docs/json')).text).toBe(own.text);
+    expect((await fetchInPage(page, '/api/docs/yaml')).text).toContain(`title: ${TITLE} \u2014 ${t.slug}`);
 
     // The sign-in script is served from this origin as JavaScript (so a script-src 'self' policy allows it).
     const script = await fetchInPage(page, '/api/docs/static/theme/dataplatform-login.js');
