@@ -98,6 +98,8 @@ export class RunQueue {
   private running = 0;
   private readonly perTenant = new Map<string, { queued: number; running: number }>();
   private idleWaiters: (() => void)[] = [];
+  /** A pump is due at the next turn of the event loop (pumpSoon). */
+  private pumpQueued = false;
   cleared = false;
 
   constructor(private readonly fire: (job: Job) => Promise<void>) {}
@@ -156,7 +158,6 @@ export class RunQueue {
     if (this.size === 0) for (const w of this.idleWaiters.splice(0)) w();
   }
 
-  private pumpQueued = false;
   private pumpSoon(): void {
     if (this.pumpQueued) return;
     this.pumpQueued = true;

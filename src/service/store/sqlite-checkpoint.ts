@@ -103,25 +103,24 @@ export class WalCheckpointer {
 
   /** The worker failed: SQLite checkpoints in the commits again, as before. */
   private fallBack(): void {
-    this.stop();
+    void this.halt()?.terminate();
     if (this.sqlite.open) this.sqlite.pragma('wal_autocheckpoint = 1000');
   }
 
-  private stop(): void {
+  /** No more looks; the worker, if any, handed over to be ended. */
+  private halt(): Worker | undefined {
     this.stopped = true;
     if (this.timer) clearInterval(this.timer);
     const worker = this.worker;
     this.worker = undefined;
-    void worker?.terminate();
+    return worker;
   }
 
   /** Before the connection closes: the worker closes its own first (the last connection to close checkpoints the log). */
   async close(): Promise<void> {
-    this.stopped = true;
-    if (this.timer) clearInterval(this.timer);
-    await this.running;
-    const worker = this.worker;
-    this.worker = undefined;
+    const running = this.running;
+    const worker = this.halt();
+    await running;
     if (!worker) return;
     await new Promise<void>((resolve) => {
       worker.once('message', () => resolve());
