@@ -1,7 +1,6 @@
 import { latestTickAt, nextTickAfter } from '../../kinds/cron.js';
 import { SCHEDULED_KINDS, putSchedule, scheduleOf } from '../store/schedules.js';
 import { freshnessRuleCondition } from '../store/migrations.js';
-import { paramList } from '../store/db.js';
 import { ApiError } from '../errors.js';
 import type { Runtime } from './runtime.js';
 import { startConnectorSync } from './connectors.js';
@@ -37,6 +36,8 @@ import { runtimeWorker } from './workers.js';
  *    so one tenant's wave cannot hold the queue. A tenant with as many runs executing as it may have
  *    (`--max-runs-per-tenant`, run-slots.ts) is left out the same way, and a tick of it already queued
  *    is handed back to due: when one of its runs ends, the next look starts its latest due tick.
+ *    While a tenant is left out so, a look reads tenant by tenant (the one waiting longest first), so
+ *    its due rows are not read at all.
  * 2. evaluates the enabled `freshness_minutes` alert rules, once per minute of the service clock;
  * 3. escalates the firing alerts that are due (escalation.ts), never scanning the others.
  *
@@ -52,6 +53,8 @@ export const MAX_STARTING = 100;
 /** Claimed ticks waiting to start: overall, and per tenant. */
 export const MAX_QUEUED = 1_000;
 export const MAX_QUEUED_PER_TENANT = 200;
+/** Tenants read per query when the look goes tenant by tenant (Scheduler.dueByTenant). */
+const TENANT_PAGE = 500;
 /** Alert rules read per query by a freshness look. */
 const RULE_PAGE = 100;
 
@@ -115,12 +118,16 @@ export class RunQueue {
   }
 
   accepts(tenantId: string): boolean {
-    if (this.size >= MAX_QUEUED) return false;
-    const c = this.perTenant.get(tenantId);
-    return !c || c.queued + c.running < MAX_QUEUED_PER_TENANT;
+    return this.room(tenantId) > 0;
   }
 
-  /** Tenants that may not queue more now (excluded from the next due query). */
+  /** How many more ticks of the tenant may queue now. */
+  room(tenantId: string): number {
+    const c = this.perTenant.get(tenantId);
+    return Math.min(MAX_QUEUED - this.size, MAX_QUEUED_PER_TENANT - (c ? c.queued + c.running : 0));
+  }
+
+  /** Tenants that may not queue more now (a look then goes tenant by tenant). */
   saturated(): string[] {
     return [...this.perTenant].filter(([, c]) => c.queued + c.running >= MAX_QUEUED_PER_TENANT).map(([t]) => t);
   }
@@ -188,6 +195,16 @@ export class RunQueue {
 export const freshnessRulesPageSql = (dialect: 'sqlite' | 'postgres') =>
   `SELECT seq, tenant_id, project_id, data FROM resources${dialect === 'sqlite' ? ' INDEXED BY resources_freshness_rules' : ''} WHERE ${freshnessRuleCondition(dialect)} AND seq > ? ORDER BY seq LIMIT ${RULE_PAGE}`;
 
+const DUE_ROWS_SQL =
+  'SELECT s.resource_id, s.tenant_id, s.project_id, s.kind, s.expression, s.tick, s.offset_ms, r.data FROM schedules s LEFT JOIN resources r ON r.id = s.resource_id WHERE s.next_due_at <= ?';
+
+/** One tenant's due rows, earliest first, through schedules_tenant_due (migration 17; SQLite is told). */
+const tenantDueRowsSql = (dialect: 'sqlite' | 'postgres') =>
+  `${DUE_ROWS_SQL.replace('FROM schedules s', `FROM schedules s${dialect === 'sqlite' ? ' INDEXED BY schedules_tenant_due' : ''}`)} AND s.tenant_id = ? ORDER BY s.next_due_at LIMIT ?`;
+
+/** A page of tenants with the earliest due time of each (null: nothing scheduled), one index look each. */
+const TENANTS_DUE_SQL = `SELECT t.id, (SELECT MIN(s.next_due_at) FROM schedules s WHERE s.tenant_id = t.id) AS due FROM tenants t WHERE t.id > ? ORDER BY t.id LIMIT ${TENANT_PAGE}`;
+
 export class Scheduler {
   readonly alerting: Alerting;
   private timer?: NodeJS.Timeout;
@@ -238,26 +255,62 @@ export class Scheduler {
     await this.alerting.queue.dispatch();
   }
 
-  /** Claims and queues the due ticks, in batches, never reading a row that is not due. */
+  /**
+   * Claims and queues the due ticks, in batches, never reading a row that is not due. Once a tenant
+   * may not queue more (saturated), the look goes on tenant by tenant (dueByTenant): excluding it
+   * from this query instead read past all of its due rows on every look while it stayed so: 25 ms
+   * on SQLite (18 ms on PostgreSQL) with 50,000 of them.
+   */
   private async runSchedules(now: number): Promise<void> {
     const slice = slicer();
     for (;;) {
       if (this.stopped || this.rt.stopped || this.queue.size >= MAX_QUEUED) return;
-      const saturated = [...this.queue.saturated(), ...this.rt.runSlots.full()];
-      const rows = await this.rt.ctx.db.all<DueRow>(
-        `SELECT s.resource_id, s.tenant_id, s.project_id, s.kind, s.expression, s.tick, s.offset_ms, r.data FROM schedules s LEFT JOIN resources r ON r.id = s.resource_id WHERE s.next_due_at <= ?${
-          saturated.length ? ` AND s.tenant_id NOT IN (${paramList(saturated.length)})` : ''
-        } ORDER BY s.next_due_at LIMIT ?`,
-        [now, ...saturated, SCHEDULE_BATCH],
-      );
+      if (this.queue.saturated().length || this.rt.runSlots.full().length) return this.dueByTenant(now, slice);
+      const rows = await this.rt.ctx.db.all<DueRow>(`${DUE_ROWS_SQL} ORDER BY s.next_due_at LIMIT ?`, [now, SCHEDULE_BATCH]);
       for (const row of rows) {
         if (this.stopped || this.rt.stopped) return;
-        if (!this.queue.accepts(row.tenant_id) || this.rt.runSlots.isFull(row.tenant_id)) continue; // stays due for a later look
+        if (!this.mayQueue(row.tenant_id)) continue; // stays due for a later look
         await this.claimDue(row, now);
         await slice();
       }
       if (rows.length < SCHEDULE_BATCH) return;
       await yieldToLoop();
+    }
+  }
+
+  private mayQueue(tenantId: string): boolean {
+    return this.queue.accepts(tenantId) && !this.rt.runSlots.isFull(tenantId);
+  }
+
+  /**
+   * The due ticks of the tenants that may queue, the tenant waiting longest first, each read through
+   * its own (tenant_id, next_due_at) index range: the work grows with the number of tenants (a
+   * page of 500 reads in 0.7 ms on SQLite) and never with a saturated tenant's due rows.
+   */
+  private async dueByTenant(now: number, slice: ReturnType<typeof slicer>): Promise<void> {
+    const { db } = this.rt.ctx;
+    const tenants: { id: string; due: number }[] = [];
+    for (let after = ''; ; await yieldToLoop()) {
+      const page = await db.all<{ id: string; due: number | string | null }>(TENANTS_DUE_SQL, [after]);
+      for (const t of page)
+        if (t.due !== null && Number(t.due) <= now && this.mayQueue(t.id)) tenants.push({ id: t.id, due: Number(t.due) });
+      if (page.length < TENANT_PAGE) break;
+      after = page[page.length - 1].id;
+    }
+    tenants.sort((a, b) => a.due - b.due);
+    for (const { id } of tenants) {
+      for (;;) {
+        if (this.stopped || this.rt.stopped || !this.mayQueue(id)) break;
+        const limit = Math.min(SCHEDULE_BATCH, this.queue.room(id));
+        const rows = await db.all<DueRow>(tenantDueRowsSql(db.dialect), [now, id, limit]);
+        for (const row of rows) {
+          if (this.stopped || this.rt.stopped) return;
+          if (!this.mayQueue(id)) break;
+          await this.claimDue(row, now);
+          await slice();
+        }
+        if (rows.length < limit) break;
+      }
     }
   }
 

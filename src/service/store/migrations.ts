@@ -294,6 +294,12 @@ CREATE INDEX audit_logs_ts ON audit_logs (ts);`,
     sql: '',
     fill: recountUsage,
   },
+  {
+    // The scheduler's look tenant by tenant while one tenant's queue is full (runtime/scheduler.ts
+    // dueByTenant): a tenant's earliest due time and its due rows without reading another tenant's.
+    id: 17,
+    sql: `CREATE INDEX schedules_tenant_due ON schedules (tenant_id, next_due_at);`,
+  },
 ];
 
 /**
