@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
-import type { CacheProvider, Profile, SAML } from '@node-saml/node-saml';
-import { invalid, unauthorized, unprocessable } from '../errors.js';
+import type { CacheProvider, SAML, SamlConfig } from '@node-saml/node-saml';
+import { ApiError, invalid, unauthorized, unprocessable } from '../errors.js';
+import { samlChecker, type SamlProfile, type SamlSettings } from './saml-worker.js';
 import type { SsoProvider } from './provider.js';
 import type { VerifiedIdentity } from './oidc.js';
 
@@ -14,7 +15,8 @@ const EMAIL_ATTRIBUTES = [
 
 /**
  * node-saml checks InResponseTo through a cache of issued request ids. Ours is the flow row in the
- * database (claimed by RelayState before validation), so the cache only answers for that one id.
+ * database (claimed by RelayState before validation), so the cache only answers for that one id
+ * (the checking worker of saml-worker.ts has the same three lines).
  */
 function flowCache(requestId: string | null): CacheProvider {
   return {
@@ -28,11 +30,11 @@ function flowCache(requestId: string | null): CacheProvider {
 /** node-saml and its XML stack (about 0.2 s to load) are loaded at the first SAML use, not at every start. */
 let nodeSaml: Promise<typeof import('@node-saml/node-saml')> | undefined;
 
-async function samlFor(p: SsoProvider, acsUrl: string, requestId: string | null): Promise<SAML> {
+/** node-saml's options of a provider, plain data (the checking worker gets them as a message: saml-worker.ts). */
+function samlSettings(p: SsoProvider, acsUrl: string): SamlSettings {
   if (!p.saml_sso_url || !p.saml_idp_certificate || !p.saml_entity_id)
     throw unprocessable(`SSO provider "${p.name}" needs saml_sso_url, saml_idp_certificate and saml_entity_id`);
-  const { SAML, ValidateInResponseTo } = await (nodeSaml ??= import('@node-saml/node-saml'));
-  return new SAML({
+  return {
     entryPoint: p.saml_sso_url,
     issuer: p.saml_entity_id,
     audience: p.saml_entity_id,
@@ -42,12 +44,21 @@ async function samlFor(p: SsoProvider, acsUrl: string, requestId: string | null)
     // The issue asks for signed assertions; a signature on the outer Response alone is not enough.
     wantAssertionsSigned: true,
     wantAuthnResponseSigned: false,
-    validateInResponseTo: ValidateInResponseTo.always,
+    validateInResponseTo: 'always',
     requestIdExpirationPeriodMs: 10 * 60_000,
-    cacheProvider: flowCache(requestId),
-    generateUniqueId: () => requestId ?? `_${randomBytes(20).toString('hex')}`,
     acceptedClockSkewMs: 60_000,
     disableRequestedAuthnContext: true,
+  };
+}
+
+/** The SAML object that writes requests and metadata (responses are checked in saml-worker.ts). */
+async function samlFor(p: SsoProvider, acsUrl: string, requestId: string | null): Promise<SAML> {
+  const settings = samlSettings(p, acsUrl);
+  const { SAML } = await (nodeSaml ??= import('@node-saml/node-saml'));
+  return new SAML({
+    ...(settings as unknown as SamlConfig),
+    cacheProvider: flowCache(requestId),
+    generateUniqueId: () => requestId ?? `_${randomBytes(20).toString('hex')}`,
   });
 }
 
@@ -63,14 +74,14 @@ export async function samlMetadata(p: SsoProvider, acsUrl: string): Promise<stri
   return (await samlFor(p, acsUrl, null)).generateServiceProviderMetadata(null, null);
 }
 
-/** Verifies the posted response: signature with the IdP certificate, audience, validity window and InResponseTo. */
 /**
  * What a SAML response may be before it is parsed. Anyone can start a sign-in and post a response
  * (the RelayState is all it needs), and node-saml's XML stack does work that grows with the square
  * of the elements under one parent (xpath sorts them with xmldom's compareDocumentPosition): one
  * anonymous response of 80 KB of empty sibling elements held the event loop, every tenant's
  * requests, 15-18 s; one of 1 MB, over 18 minutes. Real responses are 5-30 KB with a few hundred
- * tags (a few thousand for an IdP sending many group attributes).
+ * tags (a few thousand for an IdP sending many group attributes). Within these bounds a crafted
+ * response still costs 100-145 ms: it is checked in a worker thread (saml-worker.ts).
  */
 export const SAML_RESPONSE_MAX_BYTES = 128 * 1024;
 export const SAML_RESPONSE_MAX_TAGS = 2_000;
@@ -85,6 +96,7 @@ function assertPlausibleSize(samlResponse: string): void {
       throw invalid('SAMLResponse', `has more than ${SAML_RESPONSE_MAX_TAGS} tags; a SAML response has a few hundred`);
 }
 
+/** Verifies the posted response: signature with the IdP certificate, audience, validity window and InResponseTo. */
 export async function finishSaml(
   p: SsoProvider,
   acsUrl: string,
@@ -92,10 +104,12 @@ export async function finishSaml(
   samlResponse: string,
 ): Promise<VerifiedIdentity> {
   assertPlausibleSize(samlResponse);
-  let profile: Profile | null;
+  const settings = samlSettings(p, acsUrl);
+  let profile: SamlProfile | null;
   try {
-    ({ profile } = await (await samlFor(p, acsUrl, requestId)).validatePostResponseAsync({ SAMLResponse: samlResponse }));
+    profile = await samlChecker.check(settings, requestId, samlResponse);
   } catch (err) {
+    if (err instanceof ApiError) throw err;
     throw unauthorized(`SAML sign-in with "${p.name}" failed: ${(err as Error).message}`);
   }
   if (!profile?.nameID) throw unauthorized(`SAML sign-in with "${p.name}" failed: the assertion names no subject`);
