@@ -59,10 +59,10 @@ function runBench(name: string, resultsFile: string): Promise<{ code: number; se
   });
 }
 
-function failedRow(bench: string, code: number): BenchRow {
+function failedRow(bench: string, why: string): BenchRow {
   return {
     bench,
-    scenario: `bench exited with ${code} (see its output)`,
+    scenario: `${why} (see its output)`,
     backend: '-',
     size: 0,
     product: '-',
@@ -109,9 +109,12 @@ async function main() {
   try {
     for (const bench of chosen) {
       console.log(`\n=== bench:${bench} ===`);
+      const before = readRows(resultsFile).length;
       const { code, seconds } = await runBench(bench, resultsFile);
       timings.push(`${bench} ${Math.round(seconds)} s`);
-      if (code !== 0) failures.push(failedRow(bench, code));
+      // A bench that measured nothing failed too: its old rows must not pass for a new run.
+      if (code !== 0) failures.push(failedRow(bench, `bench exited with ${code}`));
+      else if (readRows(resultsFile).length === before) failures.push(failedRow(bench, 'bench wrote no rows'));
     }
     const date = new Date().toISOString().slice(0, 10);
     const measured: StoredRow[] = [...readRows(resultsFile), ...failures].map((r) => ({ ...r, date }));
