@@ -112,7 +112,6 @@ export class SamlChecker {
     const nodeSaml = createRequire(import.meta.url).resolve('@node-saml/node-saml');
     // A response is at most 128 KiB: a check that needs more memory than this is not a real one.
     const worker = new Worker(WORKER_SOURCE, { eval: true, workerData: { nodeSaml }, resourceLimits: { maxOldGenerationSizeMb: 128 } });
-    worker.unref();
     worker.on('message', (answer: Answer) => this.settle(answer));
     const failed = (reason: string) => {
       this.end(worker);
@@ -120,6 +119,8 @@ export class SamlChecker {
     };
     worker.on('error', (err) => failed(`the check failed: ${err.message}`));
     worker.on('exit', (code) => failed(`the checking worker exited (${code})`));
+    // After the listeners: a 'message' listener refs the worker's port again, which kept a process that was done alive.
+    worker.unref();
     return worker;
   }
 

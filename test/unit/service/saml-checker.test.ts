@@ -1,5 +1,9 @@
 import 'reflect-metadata'; // @peculiar/x509 (the test IdP's certificate) needs it, as src/service/tls.ts
 import { describe, expect, it } from 'vitest';
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { ApiError } from '../../../src/service/errors.js';
 import { SamlChecker } from '../../../src/service/sso/saml-worker.js';
 import { samlSigner } from '../../support/saml-idp.js';
@@ -52,5 +56,23 @@ describe('the SAML checking worker', () => {
     // The same checker after its timeout: a new worker, given the time, answers.
     (checker as unknown as { limits: { timeoutMs: number } }).limits.timeoutMs = 30_000;
     await expect(checker.check(s, '_again', crafted('_again'))).rejects.toThrow(/Too many signatures/);
+  }, 30_000);
+
+  it('lets a process that is done exit (the worker holds nothing open)', () => {
+    const script = `
+      const { samlChecker } = await import(${JSON.stringify(new URL('../../../src/service/sso/saml-worker.ts', import.meta.url).href)});
+      await samlChecker.check({ idpCert: 'x', callbackUrl: 'https://sp.example.test/acs', validateInResponseTo: 'always' }, '_r', 'PHgvPg==').catch(() => undefined);
+      console.log('checked');`;
+    // A script file: under `-e` the process ended even with the port held.
+    const file = join(mkdtempSync(join(tmpdir(), 'saml-exit-')), 'check.mjs');
+    writeFileSync(file, script);
+    const run = spawnSync(process.execPath, ['--import', 'tsx', file], {
+      encoding: 'utf8',
+      timeout: 20_000,
+    });
+    expect(run.stdout).toContain('checked');
+    // Before, the worker's message port kept the process alive until killed (signal SIGTERM here).
+    expect(run.signal).toBeNull();
+    expect(run.status).toBe(0);
   }, 30_000);
 });
