@@ -117,7 +117,10 @@ const requestFields = (req: FastifyRequest, statusCode: number) => ({
 /**
  * Admission of a request before its handler: the tenant its host names, then (unless the route is
  * public) the bearer token's actor, its permission and reach, then the rate limit. Tenantless
- * routes (docs, metrics, the provider mirror) skip all of it.
+ * routes (docs, metrics, the provider mirror) and requests no route matches skip the tenant and
+ * the token but not the per-address budget of anonymous requests: they are served on any host to
+ * anyone, and the docs document alone cost 4-8 ms of CPU a request. A path no route has is a 404
+ * with or without a token (it was a 401 without one, which said nothing about the path).
  */
 function requestAdmission(ctx: ServiceContext): (req: FastifyRequest) => Promise<QuotaLeft | undefined> {
   const { options, db } = ctx;
@@ -126,7 +129,9 @@ function requestAdmission(ctx: ServiceContext): (req: FastifyRequest) => Promise
   const anonymousLimiter = new RateLimiter(db, options.anonymousRateLimit, options.clock, ' from this address');
   return async (req) => {
     const settings = req.routeOptions.config?.settings ?? {};
-    if (settings.tenantless) return;
+    const byAddress = (endpoint: string) => anonymousLimiter.hit(`address:${clientAddress(req.ip)}`, endpoint);
+    if (req.routeOptions.url === undefined) return byAddress('(no route)');
+    if (settings.tenantless) return byAddress(`${req.method} ${req.routeOptions.url}`);
     const slug = tenantSlugFromHost(req.headers.host, options.baseDomain);
     const tenant = slug ? await ctx.tenants.bySlug(slug) : undefined;
     if (!tenant)
@@ -146,8 +151,7 @@ function requestAdmission(ctx: ServiceContext): (req: FastifyRequest) => Promise
     // its users' own streams were 429 until the minute ended.
     const queryToken = settings.queryToken ? (req.query as { token?: unknown }).token : undefined;
     if (typeof queryToken === 'string' && queryToken) req.actor = await ctx.auth.authenticate(tenant.id, queryToken);
-    if (settings.anonymous || (settings.queryToken && !req.actor))
-      return anonymousLimiter.hit(`address:${clientAddress(req.ip)}`, endpoint);
+    if (settings.anonymous || (settings.queryToken && !req.actor)) return byAddress(endpoint);
     return rateLimiter.hit(tenant.id, endpoint);
   };
 }
