@@ -28,6 +28,8 @@ export type IdTokenTamper = (
 export class TestOidcIdp {
   /** When set, the next token responses carry an ID token rewritten by it. */
   tamper: IdTokenTamper | null = null;
+  /** The path of every request the IdP received, in order. */
+  readonly requests: string[] = [];
   private handler: ((req: IncomingMessage, res: ServerResponse) => void) | null = null;
 
   private constructor(
@@ -39,6 +41,7 @@ export class TestOidcIdp {
     private readonly dir: string,
   ) {
     server.on('request', (req: IncomingMessage, res: ServerResponse) => {
+      this.requests.push(req.url ?? '');
       if (!this.handler) return void res.writeHead(503).end('IdP not configured yet');
       if (this.tamper && req.url?.startsWith('/token')) this.interceptTokenResponse(res);
       this.handler(req, res);

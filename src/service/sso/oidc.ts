@@ -1,9 +1,11 @@
+import { createHash } from 'node:crypto';
 import * as oidc from 'openid-client';
 import { fetch as undiciFetch, type Agent } from 'undici';
 import { outboundAgent } from '../outbound.js';
 import { EgressPolicy } from '../egress.js';
 import { ApiError, unauthorized, unprocessable } from '../errors.js';
 import { GOOGLE_ISSUER, type SsoProvider } from './provider.js';
+import { DiscoveryCache } from './discovery-cache.js';
 
 /** What the callback proved: who signed in, by the IdP's subject and the email it vouches for. */
 export interface VerifiedIdentity {
@@ -73,18 +75,41 @@ function rootCause(err: unknown): string {
   return message;
 }
 
-/** Reads the IdP's discovery document. The service's clock (injectable in tests) is the one ID tokens are checked against. */
-async function configure(p: SsoProvider, { clock, egress, outboundCaFile }: OidcContext): Promise<oidc.Configuration> {
+/** Discovered configurations per service (its OidcContext): discovery-cache.ts. */
+const discovered = new WeakMap<OidcContext, DiscoveryCache<oidc.Configuration>>();
+
+/**
+ * The IdP's configuration, from its discovery document, kept a while (discovery-cache.ts). The
+ * service's clock (injectable in tests) is the one ID tokens are checked against: its distance to
+ * the real clock is part of the configuration, and so of the key.
+ */
+function configure(p: SsoProvider, oc: OidcContext): Promise<oidc.Configuration> {
   const issuer = p.issuer ?? (p.protocol === 'google' ? GOOGLE_ISSUER : undefined);
   if (!issuer || !p.client_id) throw unprocessable(`SSO provider "${p.name}" needs issuer and client_id`);
-  const metadata: Partial<oidc.ClientMetadata> = { [oidc.clockSkew]: Math.round((clock() - Date.now()) / 1000) };
+  const skew = Math.round((oc.clock() - Date.now()) / 1000);
+  let cache = discovered.get(oc);
+  if (!cache) discovered.set(oc, (cache = new DiscoveryCache()));
+  const key = createHash('sha256')
+    .update(JSON.stringify([p.id, p.name, issuer, p.client_id, p.client_secret ?? null, p.ca_certificate ?? null, skew]))
+    .digest('base64url');
+  return cache.get(key, () => discover(p, issuer, p.client_id!, skew, oc));
+}
+
+async function discover(
+  p: SsoProvider,
+  issuer: string,
+  clientId: string,
+  skew: number,
+  { egress, outboundCaFile }: OidcContext,
+): Promise<oidc.Configuration> {
+  const metadata: Partial<oidc.ClientMetadata> = { [oidc.clockSkew]: skew };
   const auth = p.client_secret ? oidc.ClientSecretBasic(p.client_secret) : oidc.None();
   // Signature checks on the ID token even though it comes straight from the token endpoint over TLS
   // (OIDC allows skipping them there): a proxy or a compromised route must not be able to forge one.
   const options: oidc.DiscoveryRequestOptions = { execute: [oidc.enableNonRepudiationChecks] };
   options[oidc.customFetch] = fetchThrough(outboundAgent(egress ?? DEFAULT_POLICY, { caFile: outboundCaFile, caPems: [p.ca_certificate] }));
   try {
-    return await oidc.discovery(new URL(issuer), p.client_id, metadata, auth, options);
+    return await oidc.discovery(new URL(issuer), clientId, metadata, auth, options);
   } catch (err) {
     throw unprocessable(`SSO provider "${p.name}": cannot read the OpenID configuration of ${issuer}: ${rootCause(err)}`);
   }

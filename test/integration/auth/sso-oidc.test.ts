@@ -323,6 +323,26 @@ describe('OIDC sign-in (authorization code + PKCE)', () => {
     expectError(untrusted, 422, 'unprocessable_entity', /cannot read the OpenID configuration .*certificate/i);
   });
 
+  it('reads the discovery document once for many sign-in starts, and again when the provider changes', async () => {
+    const p = await createProvider(`cached-${uniq()}`, {
+      protocol: 'oidc',
+      issuer: idp.issuer,
+      ca_certificate: idp.caPem,
+      client_id: 'corp',
+    });
+    const discoveries = () => idp.requests.filter((path) => path.startsWith('/.well-known/openid-configuration')).length;
+    const start = () => svc.call(t, 'GET', `/auth/sso/${p.id}/login`, { token: '' });
+    const before = discoveries();
+    // Five at once share one fetch; five more find it kept.
+    for (const res of await Promise.all(Array.from({ length: 5 }, start))) expect(res.status, res.text).toBe(302);
+    for (let i = 0; i < 5; i++) expect((await start()).status).toBe(302);
+    expect(discoveries() - before).toBe(1);
+    // An edited provider (here its secret) is discovered again at once.
+    await svc.ok(t, 'PATCH', `/sso-providers/${p.id}`, { body: { client_secret: CLIENT_SECRET } });
+    expect((await start()).status).toBe(302);
+    expect(discoveries() - before).toBe(2);
+  });
+
   it('the SAML callback of an OIDC provider is a clear validation error', async () => {
     const res = await svc.call(t, 'POST', `/auth/sso/${providers.corp.id}/callback`, {
       token: '',
