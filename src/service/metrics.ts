@@ -96,6 +96,11 @@ export function registerMetrics(app: FastifyInstance, options: { token?: string 
   }
 
   let cached: { at: number; text: Promise<string> } | undefined;
+  // Tenantless, so it counts against the per-address anonymous budget (--anonymous-rate-limit, 600 a
+  // minute per address; request-pipeline.ts) with or without --metrics-token: the budget is taken
+  // before this handler checks the token, so guesses at it are bounded too, and a scraper every 15 s
+  // spends 4 of it. Not exempted when the token is right: that would mean comparing the secret on
+  // every request before admission, for a scraper that never comes near the budget.
   app.get('/metrics', { schema: { hide: true }, config: { settings: { tenantless: true, public: true } } }, async (req, reply) => {
     if (options.token && !sameSecret(req.headers.authorization ?? '', `Bearer ${options.token}`)) {
       reply.code(401).type('application/json');

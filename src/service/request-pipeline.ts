@@ -129,9 +129,13 @@ function requestAdmission(ctx: ServiceContext): (req: FastifyRequest) => Promise
   const anonymousLimiter = new RateLimiter(db, options.anonymousRateLimit, options.clock, ' from this address');
   return async (req) => {
     const settings = req.routeOptions.config?.settings ?? {};
+    // req.ip: the TCP peer, or the client named in X-Forwarded-For when the peer is a --trust-proxy proxy (server.ts).
     const byAddress = (endpoint: string) => anonymousLimiter.hit(`address:${clientAddress(req.ip)}`, endpoint);
+    // Every path no route has shares one budget: one per path would make each made-up path a fresh one.
+    // No tenant lookup either: the answer is the not-found handler's 404 on any host.
     if (req.routeOptions.url === undefined) return byAddress('(no route)');
-    if (settings.tenantless) return byAddress(`${req.method} ${req.routeOptions.url}`);
+    // HEAD shares GET's budget (Fastify answers it from the GET route): not a second one for the same route.
+    if (settings.tenantless) return byAddress(`${req.method === 'HEAD' ? 'GET' : req.method} ${req.routeOptions.url}`);
     const slug = tenantSlugFromHost(req.headers.host, options.baseDomain);
     const tenant = slug ? await ctx.tenants.bySlug(slug) : undefined;
     if (!tenant)
@@ -146,7 +150,7 @@ function requestAdmission(ctx: ServiceContext): (req: FastifyRequest) => Promise
       assertPermission(req.actor, settings.permission);
       assertKeyMayReach(req.actor, settings.keys, { method: req.method, url: req.routeOptions.url, params: req.params });
     }
-    const endpoint = `${req.method} ${req.routeOptions.url ?? '(unmatched)'}`;
+    const endpoint = `${req.method} ${req.routeOptions.url}`;
     // A stream's credential first: 600 requests without one used up the tenant's stream quota, and
     // its users' own streams were 429 until the minute ended.
     const queryToken = settings.queryToken ? (req.query as { token?: unknown }).token : undefined;
