@@ -6,6 +6,7 @@ import { checkSmtpUrl, redactedSmtpUrl } from '../service/smtp-url.js';
 import { readStdin } from './stdin.js';
 import { LOG_FORMAT_HELP, LOG_FORMATS, LOG_LEVELS, type LogFormat } from '../log-format.js';
 import type { RunningService, StartServiceOptions } from '../service/server.js';
+import type { Db } from '../service/store/db.js';
 import type { ProviderMirrorSource } from '../service/provider-mirror.js';
 import type { startDemoController } from './demo-controller.js';
 
@@ -398,11 +399,22 @@ export function bootstrapAccount(demo: boolean, env: NodeJS.ProcessEnv = process
   return slug && email && password ? { slug, email, password } : undefined;
 }
 
-/** The start-up banner's lines about where the API is, how to sign in, the CA file and where email goes. */
+/** How many tenants the database holds, and the first slug (for the banner's example URL): the table is small. */
+export async function existingTenants(db: Pick<Db, 'get'>): Promise<{ count: number; slug?: string }> {
+  const row = await db.get<{ n: number | string; slug: string | null }>('SELECT COUNT(*) AS n, MIN(slug) AS slug FROM tenants');
+  return { count: Number(row?.n ?? 0), slug: row?.slug ?? undefined };
+}
+
+/**
+ * The start-up banner's lines about where the API is, how to sign in, the CA file and where email
+ * goes. Without a bootstrap account, `tenants` says whether the database already holds some (a
+ * service started without DP_BOOTSTRAP_*), so the hint to create one comes only when it has none.
+ */
 export function reachLines(
   service: Pick<RunningService, 'port' | 'baseUrl'> & { tls: { certPath?: string }; smtpUrl?: string },
   host: string,
   account: { account: typeof DEMO; created: boolean } | undefined,
+  tenants: { count: number; slug?: string } = { count: 0 },
 ): string[] {
   const lines = [`Data Platform reference service listening on https://${host}:${service.port} (HTTPS only)`];
   if (account) {
@@ -414,10 +426,15 @@ export function reachLines(
       `Login:    curl --cacert ${service.tls.certPath} -X POST ${service.baseUrl(slug)}/auth/login -H 'Content-Type: application/json' -d '{"email":"${email}","password":"${password === DEMO.password ? password : '...'}"}'`,
     );
   } else {
-    lines.push(
-      `Docs:     https://localhost:${service.port}/api/docs`,
-      'No tenant bootstrapped: set DP_BOOTSTRAP_TENANT, DP_BOOTSTRAP_EMAIL and DP_BOOTSTRAP_PASSWORD, or run `dpctl tenant create`.',
-    );
+    lines.push(`Docs:     https://localhost:${service.port}/api/docs`);
+    if (tenants.count && tenants.slug)
+      lines.push(
+        `Tenants:  ${tenants.count} in the database, ${tenants.count > 1 ? 'e.g. ' : ''}${service.baseUrl(tenants.slug)} (none bootstrapped from DP_BOOTSTRAP_*)`,
+      );
+    else
+      lines.push(
+        'No tenant bootstrapped: set DP_BOOTSTRAP_TENANT, DP_BOOTSTRAP_EMAIL and DP_BOOTSTRAP_PASSWORD, or run `dpctl tenant create`.',
+      );
   }
   if (service.tls.certPath) lines.push(`CA file:  ${service.tls.certPath} (self-signed; pass it to clients)`);
   const { smtpUrl } = service;
@@ -464,6 +481,7 @@ async function start(opts: ServeFlags, started: Started): Promise<void> {
     { port: service.port, baseUrl: service.baseUrl, tls: service.tls, smtpUrl: service.ctx.options.smtpUrl },
     opts.host,
     account && { account, created: !!created },
+    account ? undefined : await existingTenants(service.ctx.db),
   );
   if (opts.reconcile) {
     if (!account)

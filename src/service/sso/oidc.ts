@@ -75,22 +75,30 @@ function rootCause(err: unknown): string {
   return message;
 }
 
-/** Discovered configurations per service (its OidcContext): discovery-cache.ts. */
+/** Discovered configurations per service (its OidcContext), kept on the service's clock: discovery-cache.ts. */
 const discovered = new WeakMap<OidcContext, DiscoveryCache<oidc.Configuration>>();
 
 /**
- * The IdP's configuration, from its discovery document, kept a while (discovery-cache.ts). The
- * service's clock (injectable in tests) is the one ID tokens are checked against: its distance to
- * the real clock is part of the configuration, and so of the key.
+ * The IdP's configuration, from its discovery document, kept a while (discovery-cache.ts). The key
+ * is everything the configuration (or a failure's message) is made of, and updated_at besides, so
+ * any edit of the provider is a miss. The service's clock (injectable in tests) is the one ID tokens
+ * are checked against: its distance to the real clock is part of the configuration, and so of the
+ * key (in production it is always 0).
+ *
+ * Signing keys: openid-client keeps the JWKS it fetched per configuration (by the identity of its
+ * server metadata, so a configuration made per sign-in fetched them at every callback), 5 minutes at
+ * most, and fetches them again when a token names a key the set lacks and the set is a minute old:
+ * a rotated key is seen within a minute, whatever KEPT_MS is.
  */
 function configure(p: SsoProvider, oc: OidcContext): Promise<oidc.Configuration> {
   const issuer = p.issuer ?? (p.protocol === 'google' ? GOOGLE_ISSUER : undefined);
   if (!issuer || !p.client_id) throw unprocessable(`SSO provider "${p.name}" needs issuer and client_id`);
   const skew = Math.round((oc.clock() - Date.now()) / 1000);
   let cache = discovered.get(oc);
-  if (!cache) discovered.set(oc, (cache = new DiscoveryCache()));
+  if (!cache) discovered.set(oc, (cache = new DiscoveryCache(oc.clock)));
+  const settings = [p.id, p.name, p.protocol, p.updated_at ?? null, issuer, p.client_id, p.client_secret ?? null, p.ca_certificate ?? null];
   const key = createHash('sha256')
-    .update(JSON.stringify([p.id, p.name, issuer, p.client_id, p.client_secret ?? null, p.ca_certificate ?? null, skew]))
+    .update(JSON.stringify([...settings, skew]))
     .digest('base64url');
   return cache.get(key, () => discover(p, issuer, p.client_id!, skew, oc));
 }

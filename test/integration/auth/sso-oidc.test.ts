@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -7,6 +7,7 @@ import { startTestService, type TestService, type TestTenant } from '../../suppo
 import { TestOidcIdp } from '../../support/oidc-idp.js';
 import { TestBrowser } from '../../support/browser.js';
 import { expectError, expectTokenResponse } from './helpers.js';
+import { FAILURE_KEPT_MS } from '../../../src/service/sso/discovery-cache.js';
 
 /**
  * OIDC single sign-on and Google sign-in against a real OpenID provider (oidc-provider) over
@@ -323,24 +324,46 @@ describe('OIDC sign-in (authorization code + PKCE)', () => {
     expectError(untrusted, 422, 'unprocessable_entity', /cannot read the OpenID configuration .*certificate/i);
   });
 
-  it('reads the discovery document once for many sign-in starts, and again when the provider changes', async () => {
+  it('reads the discovery document once for many sign-in starts, again when the provider changes, and keeps a failure a while', async () => {
     const p = await createProvider(`cached-${uniq()}`, {
       protocol: 'oidc',
       issuer: idp.issuer,
       ca_certificate: idp.caPem,
       client_id: 'corp',
     });
-    const discoveries = () => idp.requests.filter((path) => path.startsWith('/.well-known/openid-configuration')).length;
+    const discoveries = (under = '') => idp.requests.filter((path) => path.startsWith(`${under}/.well-known/openid-configuration`)).length;
     const start = () => svc.call(t, 'GET', `/auth/sso/${p.id}/login`, { token: '' });
     const before = discoveries();
     // Five at once share one fetch; five more find it kept.
     for (const res of await Promise.all(Array.from({ length: 5 }, start))) expect(res.status, res.text).toBe(302);
+    expect(discoveries() - before).toBe(1);
     for (let i = 0; i < 5; i++) expect((await start()).status).toBe(302);
     expect(discoveries() - before).toBe(1);
     // An edited provider (here its secret) is discovered again at once.
     await svc.ok(t, 'PATCH', `/sso-providers/${p.id}`, { body: { client_secret: CLIENT_SECRET } });
     expect((await start()).status).toBe(302);
     expect(discoveries() - before).toBe(2);
+    // So is a changed issuer. This one has no discovery document: the failure is kept (30 s), so a
+    // flood of starts meanwhile, at once or one after another, asks the IdP once.
+    const gone = `/gone-${uniq()}`;
+    await svc.ok(t, 'PATCH', `/sso-providers/${p.id}`, { body: { issuer: `${idp.issuer}${gone}` } });
+    const refused = (res: Awaited<ReturnType<typeof start>>) =>
+      expectError(res, 422, 'unprocessable_entity', /cannot read the OpenID configuration/);
+    for (const res of await Promise.all(Array.from({ length: 5 }, start))) refused(res);
+    for (let i = 0; i < 5; i++) refused(await start());
+    expect(discoveries(gone)).toBe(1);
+  });
+
+  it("fetches the IdP's signing keys once for several sign-ins (openid-client keeps them in the kept configuration)", async () => {
+    const keyFetches = () => idp.requests.filter((path) => path.startsWith('/jwks')).length;
+    const before = keyFetches();
+    for (let i = 0; i < 3; i++) {
+      const user = await existingUser();
+      const res = await browser.fetch(await signInAtIdp(loginPath('corp'), user.email));
+      expect(res.status, res.text).toBe(200);
+    }
+    // None when an earlier test's sign-in fetched them (they are kept 5 minutes), else one.
+    expect(keyFetches() - before).toBeLessThanOrEqual(1);
   });
 
   it('the SAML callback of an OIDC provider is a clear validation error', async () => {
@@ -394,6 +417,43 @@ describe('Google sign-in (OIDC against the configured issuer)', () => {
       'resource_not_found',
       /Google sign-in is not configured/,
     );
+  });
+});
+
+describe('a failed discovery is kept FAILURE_KEPT_MS, then the IdP is asked again', () => {
+  it('a dead IdP is asked once in 30 s however many sign-ins start, and again after', async () => {
+    // The service's clock reads Date at each call: faking Date moves it and the real clock together,
+    // so the clock skew (part of the cache key) stays 0 and only the time a failure is kept passes.
+    const other = await startTestService({ clock: () => Date.now() });
+    try {
+      const tenant = await other.tenant();
+      const dead = `/dead-${uniq()}`;
+      const p = await other.ok(tenant, 'POST', '/sso-providers', {
+        body: { name: 'dead', protocol: 'oidc', issuer: `${idp.issuer}${dead}`, ca_certificate: idp.caPem, client_id: 'corp' },
+      });
+      const asked = () => idp.requests.filter((path) => path.startsWith(`${dead}/.well-known/`)).length;
+      const start = async () =>
+        expectError(
+          await other.call(tenant, 'GET', `/auth/sso/${p.id}/login`, { token: '' }),
+          422,
+          'unprocessable_entity',
+          /cannot read the OpenID configuration/,
+        );
+      const t0 = Date.now();
+      await start();
+      await start();
+      expect(asked()).toBe(1);
+      vi.useFakeTimers({ toFake: ['Date'], shouldAdvanceTime: true });
+      vi.setSystemTime(t0 + FAILURE_KEPT_MS - 2_000);
+      await start();
+      expect(asked()).toBe(1);
+      vi.setSystemTime(t0 + FAILURE_KEPT_MS + 2_000);
+      await start();
+      expect(asked()).toBe(2);
+    } finally {
+      vi.useRealTimers();
+      await other.close();
+    }
   });
 });
 

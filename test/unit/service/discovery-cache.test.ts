@@ -33,11 +33,13 @@ describe('DiscoveryCache', () => {
     expect(await cache.get('k', async () => 'back')).toBe('back');
   });
 
-  it('holds at most MAX_ENTRIES, dropping the oldest', async () => {
+  it('holds at most MAX_ENTRIES, dropping the least recently used', async () => {
     const cache = new DiscoveryCache<number>(clock);
-    for (let i = 0; i <= MAX_ENTRIES; i++) await cache.get(`k${i}`, async () => i);
+    for (let i = 0; i < MAX_ENTRIES; i++) await cache.get(`k${i}`, async () => i);
+    expect(await cache.get('k0', async () => -1)).toBe(0); // used again: now the most recent
+    await cache.get(`k${MAX_ENTRIES}`, async () => MAX_ENTRIES);
     expect(cache.size).toBe(MAX_ENTRIES);
-    expect(await cache.get(`k${MAX_ENTRIES}`, async () => -1)).toBe(MAX_ENTRIES);
-    expect(await cache.get('k0', async () => -1)).toBe(-1);
+    expect(await cache.get('k0', async () => -1)).toBe(0);
+    expect(await cache.get('k1', async () => -1)).toBe(-1);
   });
 });

@@ -1,5 +1,9 @@
 import { afterEach, describe, expect, test, vi } from 'vitest';
-import { bootstrapAccount, reachLines, serveCommand, serviceOptions } from '../../../src/cli/serve.js';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { bootstrapAccount, existingTenants, reachLines, serveCommand, serviceOptions } from '../../../src/cli/serve.js';
+import { openServiceContext } from '../../../src/service/server.js';
 
 afterEach(() => vi.unstubAllEnvs());
 
@@ -115,5 +119,34 @@ describe('dpctl serve: the bootstrapped tenant', () => {
       'No tenant bootstrapped: set DP_BOOTSTRAP_TENANT, DP_BOOTSTRAP_EMAIL and DP_BOOTSTRAP_PASSWORD, or run `dpctl tenant create`.',
       'Email:    written to the email_outbox table (no --smtp-url)',
     ]);
+    expect(reachLines(service, '127.0.0.1', undefined, { count: 0 })).toEqual(reachLines(service, '127.0.0.1', undefined));
+  });
+
+  test('the banner without a bootstrap account but with tenants in the database: how many and where one is, no hint to create one', () => {
+    const service = { port: 8443, baseUrl: (slug: string) => `https://${slug}.localhost:8443/api/v1`, tls: {} };
+    const several = reachLines(service, '0.0.0.0', undefined, { count: 3, slug: 'acme' });
+    expect(several).toEqual([
+      'Data Platform reference service listening on https://0.0.0.0:8443 (HTTPS only)',
+      'Docs:     https://localhost:8443/api/docs',
+      'Tenants:  3 in the database, e.g. https://acme.localhost:8443/api/v1 (none bootstrapped from DP_BOOTSTRAP_*)',
+      'Email:    written to the email_outbox table (no --smtp-url)',
+    ]);
+    expect(reachLines(service, '0.0.0.0', undefined, { count: 1, slug: 'acme' })[2]).toBe(
+      'Tenants:  1 in the database, https://acme.localhost:8443/api/v1 (none bootstrapped from DP_BOOTSTRAP_*)',
+    );
+    expect(several.join('\n')).not.toContain('No tenant bootstrapped');
+  });
+
+  test('existingTenants counts the tenants table and names the first slug', async () => {
+    const dataDir = mkdtempSync(join(tmpdir(), 'dp-serve-banner-'));
+    const ctx = await openServiceContext({ dataDir });
+    try {
+      expect(await existingTenants(ctx.db)).toEqual({ count: 0, slug: undefined });
+      for (const slug of ['zeta', 'beta']) await ctx.tenants.create(slug);
+      expect(await existingTenants(ctx.db)).toEqual({ count: 2, slug: 'beta' });
+    } finally {
+      await ctx.db.close();
+      rmSync(dataDir, { recursive: true, force: true });
+    }
   });
 });
