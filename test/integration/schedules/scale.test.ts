@@ -264,8 +264,10 @@ describe("a tenant whose queue is full: the others' due ticks without reading it
   let other: TestTenant;
 
   beforeAll(async () => {
-    // Syncs last minutes: the hostile tenant stays at its cap of runs at once, the other stays under it.
-    svc = await startTestService({ clock: () => now, maxRunsPerTenant: CAP });
+    // Time runs at 1/100: a sync lasts over a minute (the hostile tenant stays at its cap of runs at
+    // once, the other under it), the scheduler's own looks are 500 s apart (the test makes them), and
+    // the spread of 0-59 s is 0-99 minutes.
+    svc = await startTestService({ clock: () => now, maxRunsPerTenant: CAP, timeScale: 0.01 });
     [hostile, other] = [await svc.tenant(), await svc.tenant()];
     const every = { connector_type: 'salesforce', selected_tables: ['Account'], schedule: '* * * * *' };
     const project = await svc.project(hostile, 'wave');
@@ -304,7 +306,7 @@ describe("a tenant whose queue is full: the others' due ticks without reading it
 
   it('starts every due tick of the others, leaves its rows due, and looks in about a millisecond', async () => {
     const scheduler = schedulerOf(runtimeOf(svc.service.ctx));
-    now = Date.parse('2026-03-01T10:02:00Z'); // the 10:01 tick of every schedule is due, spread included
+    now = Date.parse('2026-03-01T11:45:00Z'); // a tick of every schedule is due, spread included
     await scheduler.tick();
     await scheduler.queue.idle();
     await eventually(async () => (await started(other)) === OTHERS);
