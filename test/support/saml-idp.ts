@@ -123,3 +123,14 @@ export function samlResponse(signer: SamlSigner, o: AssertionOptions): { xml: st
   if (signs.response) xml = sign(xml, signer, 'Response');
   return { xml, base64: Buffer.from(xml).toString('base64') };
 }
+
+/**
+ * A response that costs node-saml 40-120 ms before it refuses it ("Too many signatures"), within the
+ * service's size bounds: 1,990 empty signature siblings. It names its request (InResponseTo is
+ * checked first), as anyone who started a sign-in can.
+ */
+export function expensiveSamlResponse(requestId: string): string {
+  return Buffer.from(
+    `<samlp:Response xmlns:samlp="urn:oasis:names:tc:SAML:2.0:protocol" xmlns:ds="http://www.w3.org/2000/09/xmldsig#" ID="_1" Version="2.0" InResponseTo="${requestId}">${'<ds:Signature/>'.repeat(1_990)}</samlp:Response>`,
+  ).toString('base64');
+}

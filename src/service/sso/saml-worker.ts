@@ -7,7 +7,7 @@ import { ApiError } from '../errors.js';
  *
  * Anyone can start a sign-in with a tenant's SAML provider and post a response, and node-saml's
  * XML stack does work that grows with the square of the elements under one parent: within the size
- * bounds of saml.ts (128 KiB, 2,000 tags), a crafted response still took 100-145 ms to refuse. On
+ * bounds of saml.ts (128 KiB, 2,000 tags), a crafted response still took 40-120 ms to refuse. On
  * the event loop, one address within its anonymous budget (a login start and a post, 10 a second)
  * kept every tenant's requests waiting. Here the worker spends that time and the service goes on;
  * at most SAML_QUEUE_MAX responses wait, the next ones are refused with 429, and one that takes

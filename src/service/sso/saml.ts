@@ -81,7 +81,7 @@ export async function samlMetadata(p: SsoProvider, acsUrl: string): Promise<stri
  * anonymous response of 80 KB of empty sibling elements held the event loop, every tenant's
  * requests, 15-18 s; one of 1 MB, over 18 minutes. Real responses are 5-30 KB with a few hundred
  * tags (a few thousand for an IdP sending many group attributes). Within these bounds a crafted
- * response still costs 100-145 ms: it is checked in a worker thread (saml-worker.ts).
+ * response still costs 40-120 ms: it is checked in a worker thread (saml-worker.ts).
  */
 export const SAML_RESPONSE_MAX_BYTES = 128 * 1024;
 export const SAML_RESPONSE_MAX_TAGS = 2_000;

@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ApiError } from '../../../src/service/errors.js';
 import { SamlChecker } from '../../../src/service/sso/saml-worker.js';
-import { samlSigner } from '../../support/saml-idp.js';
+import { expensiveSamlResponse, samlSigner } from '../../support/saml-idp.js';
 
 /**
  * The worker thread that checks SAML responses (saml-worker.ts): at most so many wait, the next
@@ -23,21 +23,16 @@ const settings = async () => ({
   validateInResponseTo: 'always',
   requestIdExpirationPeriodMs: 600_000,
 });
-/** 40-120 ms of node-saml's work, within the service's bounds; refused in the end ("Too many signatures"). */
-const crafted = (requestId: string) =>
-  Buffer.from(
-    `<samlp:Response xmlns:samlp="urn:oasis:names:tc:SAML:2.0:protocol" xmlns:ds="http://www.w3.org/2000/09/xmldsig#" ID="_1" Version="2.0" InResponseTo="${requestId}">${'<ds:Signature/>'.repeat(1_990)}</samlp:Response>`,
-  ).toString('base64');
 
 describe('the SAML checking worker', () => {
   it('refuses with 429 past its queue, and checks what it took', async () => {
     const checker = new SamlChecker({ queueMax: 2, timeoutMs: 30_000 });
     const s = await settings();
     // The first starts at once (not waiting); two wait; the fourth is one too many.
-    const taken = [1, 2, 3].map((i) => checker.check(s, `_r${i}`, crafted(`_r${i}`)).catch((err: Error) => err.message));
+    const taken = [1, 2, 3].map((i) => checker.check(s, `_r${i}`, expensiveSamlResponse(`_r${i}`)).catch((err: Error) => err.message));
     let refused: unknown;
     try {
-      await checker.check(s, '_r4', crafted('_r4'));
+      await checker.check(s, '_r4', expensiveSamlResponse('_r4'));
     } catch (err) {
       refused = err;
     }
@@ -50,12 +45,12 @@ describe('the SAML checking worker', () => {
   it('ends a check that takes too long, and checks the next one in a new worker', async () => {
     const checker = new SamlChecker({ queueMax: 2, timeoutMs: 1 });
     const s = await settings();
-    await expect(checker.check(s, '_slow', crafted('_slow'))).rejects.toThrow(/took over 0.001 s to check/);
+    await expect(checker.check(s, '_slow', expensiveSamlResponse('_slow'))).rejects.toThrow(/took over 0.001 s to check/);
     const patient = new SamlChecker({ queueMax: 2, timeoutMs: 30_000 });
-    await expect(patient.check(s, '_next', crafted('_next'))).rejects.toThrow(/Too many signatures/);
+    await expect(patient.check(s, '_next', expensiveSamlResponse('_next'))).rejects.toThrow(/Too many signatures/);
     // The same checker after its timeout: a new worker, given the time, answers.
     (checker as unknown as { limits: { timeoutMs: number } }).limits.timeoutMs = 30_000;
-    await expect(checker.check(s, '_again', crafted('_again'))).rejects.toThrow(/Too many signatures/);
+    await expect(checker.check(s, '_again', expensiveSamlResponse('_again'))).rejects.toThrow(/Too many signatures/);
   }, 30_000);
 
   it('lets a process that is done exit (the worker holds nothing open)', () => {
