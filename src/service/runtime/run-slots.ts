@@ -39,10 +39,11 @@ export class RunSlots {
     return this.max > 0 && (this.executing.get(tenantId) ?? 0) >= this.max;
   }
 
-  /** The tenants at their cap (few: only tenants with runs executing are counted). */
-  full(): string[] {
-    if (this.max === 0) return [];
-    return [...this.executing].filter(([, n]) => n >= this.max).map(([tenantId]) => tenantId);
+  /** Whether a tenant is at its cap (few to look at: only tenants with runs executing are counted). */
+  anyFull(): boolean {
+    if (this.max === 0) return false;
+    for (const n of this.executing.values()) if (n >= this.max) return true;
+    return false;
   }
 
   /** Runs of the tenant executing now (holding a slot). */

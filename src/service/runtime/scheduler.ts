@@ -127,9 +127,10 @@ export class RunQueue {
     return Math.min(MAX_QUEUED - this.size, MAX_QUEUED_PER_TENANT - (c ? c.queued + c.running : 0));
   }
 
-  /** Tenants that may not queue more now (a look then goes tenant by tenant). */
-  saturated(): string[] {
-    return [...this.perTenant].filter(([, c]) => c.queued + c.running >= MAX_QUEUED_PER_TENANT).map(([t]) => t);
+  /** Whether a tenant may not queue more now (a look then goes tenant by tenant). */
+  anySaturated(): boolean {
+    for (const c of this.perTenant.values()) if (c.queued + c.running >= MAX_QUEUED_PER_TENANT) return true;
+    return false;
   }
 
   push(job: Job): void {
@@ -264,11 +265,11 @@ export class Scheduler {
   private async runSchedules(now: number): Promise<void> {
     const slice = slicer();
     for (;;) {
-      if (this.stopped || this.rt.stopped || this.queue.size >= MAX_QUEUED) return;
-      if (this.queue.saturated().length || this.rt.runSlots.full().length) return this.dueByTenant(now, slice);
+      if (this.halted || this.queue.size >= MAX_QUEUED) return;
+      if (this.queue.anySaturated() || this.rt.runSlots.anyFull()) return this.dueByTenant(now, slice);
       const rows = await this.rt.ctx.db.all<DueRow>(`${DUE_ROWS_SQL} ORDER BY s.next_due_at LIMIT ?`, [now, SCHEDULE_BATCH]);
       for (const row of rows) {
-        if (this.stopped || this.rt.stopped) return;
+        if (this.halted) return;
         if (!this.mayQueue(row.tenant_id)) continue; // stays due for a later look
         await this.claimDue(row, now);
         await slice();
@@ -276,6 +277,11 @@ export class Scheduler {
       if (rows.length < SCHEDULE_BATCH) return;
       await yieldToLoop();
     }
+  }
+
+  /** This scheduler or its runtime is stopping: a look ends where it is. */
+  private get halted(): boolean {
+    return this.stopped || this.rt.stopped;
   }
 
   private mayQueue(tenantId: string): boolean {
@@ -298,13 +304,14 @@ export class Scheduler {
       after = page[page.length - 1].id;
     }
     tenants.sort((a, b) => a.due - b.due);
+    const dueRowsSql = tenantDueRowsSql(db.dialect);
     for (const { id } of tenants) {
       for (;;) {
-        if (this.stopped || this.rt.stopped || !this.mayQueue(id)) break;
+        if (this.halted || !this.mayQueue(id)) break;
         const limit = Math.min(SCHEDULE_BATCH, this.queue.room(id));
-        const rows = await db.all<DueRow>(tenantDueRowsSql(db.dialect), [now, id, limit]);
+        const rows = await db.all<DueRow>(dueRowsSql, [now, id, limit]);
         for (const row of rows) {
-          if (this.stopped || this.rt.stopped) return;
+          if (this.halted) return;
           if (!this.mayQueue(id)) break;
           await this.claimDue(row, now);
           await slice();
@@ -409,7 +416,7 @@ export class Scheduler {
             true,
           );
       },
-      () => this.stopped || this.rt.stopped,
+      () => this.halted,
     );
   }
 
@@ -434,7 +441,7 @@ export class Scheduler {
             [r.id, r.tenant_id, r.project_id, this.rt.nowMs()],
           );
       },
-      () => this.stopped || this.rt.stopped,
+      () => this.halted,
     );
   }
 

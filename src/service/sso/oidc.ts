@@ -92,15 +92,16 @@ const discovered = new WeakMap<OidcContext, DiscoveryCache<oidc.Configuration>>(
  */
 function configure(p: SsoProvider, oc: OidcContext): Promise<oidc.Configuration> {
   const issuer = p.issuer ?? (p.protocol === 'google' ? GOOGLE_ISSUER : undefined);
-  if (!issuer || !p.client_id) throw unprocessable(`SSO provider "${p.name}" needs issuer and client_id`);
+  const clientId = p.client_id;
+  if (!issuer || !clientId) throw unprocessable(`SSO provider "${p.name}" needs issuer and client_id`);
   const skew = Math.round((oc.clock() - Date.now()) / 1000);
   let cache = discovered.get(oc);
   if (!cache) discovered.set(oc, (cache = new DiscoveryCache(oc.clock)));
-  const settings = [p.id, p.name, p.protocol, p.updated_at ?? null, issuer, p.client_id, p.client_secret ?? null, p.ca_certificate ?? null];
+  const settings = [p.id, p.name, p.protocol, p.updated_at ?? null, issuer, clientId, p.client_secret ?? null, p.ca_certificate ?? null];
   const key = createHash('sha256')
     .update(JSON.stringify([...settings, skew]))
     .digest('base64url');
-  return cache.get(key, () => discover(p, issuer, p.client_id!, skew, oc));
+  return cache.get(key, () => discover(p, issuer, clientId, skew, oc));
 }
 
 async function discover(
