@@ -390,13 +390,25 @@ export function serviceOptions(opts: ServeFlags, parseCidrList: (text: string, s
   };
 }
 
-/** The tenant to bootstrap: DP_BOOTSTRAP_* first, the demo tenant's with --demo; incomplete means none. */
+const BOOTSTRAP_VARIABLES = ['DP_BOOTSTRAP_TENANT', 'DP_BOOTSTRAP_EMAIL', 'DP_BOOTSTRAP_PASSWORD'] as const;
+
+/**
+ * The tenant to bootstrap: DP_BOOTSTRAP_* first, the demo tenant's with --demo for what they leave
+ * out; none when none is set. Some but not all of them set (without --demo) is an error, not a
+ * service started without its tenant: a deployment whose secret lost a key should fail to start,
+ * naming the key, rather than run without the tenant it was given.
+ */
 export function bootstrapAccount(demo: boolean, env: NodeJS.ProcessEnv = process.env): typeof DEMO | undefined {
-  const fallback: Partial<typeof DEMO> = demo ? DEMO : {};
-  const slug = env.DP_BOOTSTRAP_TENANT || fallback.slug;
-  const email = env.DP_BOOTSTRAP_EMAIL || fallback.email;
-  const password = env.DP_BOOTSTRAP_PASSWORD || fallback.password;
-  return slug && email && password ? { slug, email, password } : undefined;
+  const [slug, email, password] = BOOTSTRAP_VARIABLES.map((name) => env[name] || undefined);
+  if (demo) return { slug: slug ?? DEMO.slug, email: email ?? DEMO.email, password: password ?? DEMO.password };
+  if (slug && email && password) return { slug, email, password };
+  const [unset, set] = [BOOTSTRAP_VARIABLES.filter((name) => !env[name]), BOOTSTRAP_VARIABLES.filter((name) => env[name])];
+  if (set.length)
+    throw new Error(
+      `${unset.join(' and ')} ${unset.length > 1 ? 'are' : 'is'} not set, but ${set.join(' and ')} ${set.length > 1 ? 'are' : 'is'}: ` +
+        'set all three to bootstrap a tenant (or none, to start without one; or add --demo for demo values)',
+    );
+  return undefined;
 }
 
 /** How many tenants the database holds, and the first slug (for the banner's example URL): the table is small. */
@@ -474,8 +486,8 @@ async function start(opts: ServeFlags, started: Started): Promise<void> {
   ]);
   // The provider mirror serves the package's own release, built on its first request.
   const providerMirror: ProviderMirrorSource = { files: async () => (await buildRelease()).files };
+  const account = bootstrapAccount(opts.demo); // before the service: a half-set DP_BOOTSTRAP_* stops the start
   const service = (started.service = await startService({ ...serviceOptions(opts, parseCidrList), providerMirror }));
-  const account = bootstrapAccount(opts.demo);
   const created = account && (await ensureTenantWithAdmin(service.ctx, account.slug, account.email, account.password)).created;
   const lines = reachLines(
     { port: service.port, baseUrl: service.baseUrl, tls: service.tls, smtpUrl: service.ctx.options.smtpUrl },

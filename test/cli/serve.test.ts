@@ -69,7 +69,24 @@ describe('dpctl serve start-up contract', () => {
     expect(projects.body.data.map((p: { name: string }) => p.name)).toEqual(['kept']);
     const users = await http.call('GET', `https://acme.localhost:${second.port}/api/v1/users`, { token: again.body.access_token });
     expect(users.body.data).toHaveLength(1);
+    expect(await second.stop('SIGTERM')).toBe(0);
+
+    // Without DP_BOOTSTRAP_*: the banner names the tenant the database holds, not "No tenant bootstrapped".
+    const third = await serve(['--data-dir', dataDir]);
+    expect(third.stderr()).toContain(`Tenants:  1 in the database, https://acme.localhost:${third.port}/api/v1`);
+    expect(third.stderr()).not.toContain('No tenant bootstrapped');
     await http.close();
+  });
+
+  it('refuses to start with DP_BOOTSTRAP_* half set, naming what is missing, before it writes anything', async () => {
+    const dataDir = join(tempDir(), 'data');
+    const r = await runDpctl(['serve', '--port', '0', '--data-dir', dataDir], {
+      env: { DP_BOOTSTRAP_TENANT: 'acme', DP_BOOTSTRAP_EMAIL: 'admin@acme.test', DP_BOOTSTRAP_PASSWORD: '' },
+    });
+    expect(r.code).toBe(1);
+    expect(r.stderr).toContain('DP_BOOTSTRAP_PASSWORD is not set, but DP_BOOTSTRAP_TENANT and DP_BOOTSTRAP_EMAIL are');
+    expect(r.stderr).not.toMatch(/\n\s+at /); // no stack trace
+    expect(existsSync(dataDir)).toBe(false);
   });
 
   it('answers plain HTTP on the HTTPS port with a clear error in the spec envelope', async () => {

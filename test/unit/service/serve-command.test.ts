@@ -69,7 +69,7 @@ describe('dpctl serve: flags to service options', () => {
 });
 
 describe('dpctl serve: the bootstrapped tenant', () => {
-  test('DP_BOOTSTRAP_* first, the demo account with --demo, none when incomplete', () => {
+  test('DP_BOOTSTRAP_* first, the demo account with --demo for what they leave out, none when none is set', () => {
     expect(bootstrapAccount(false, {})).toBeUndefined();
     expect(bootstrapAccount(true, {})).toEqual({ slug: 'demo', email: 'admin@demo.local', password: 'demo-password' });
     expect(bootstrapAccount(true, { DP_BOOTSTRAP_TENANT: 'acme' })).toEqual({
@@ -77,12 +77,21 @@ describe('dpctl serve: the bootstrapped tenant', () => {
       email: 'admin@demo.local',
       password: 'demo-password',
     });
-    expect(bootstrapAccount(false, { DP_BOOTSTRAP_TENANT: 'acme', DP_BOOTSTRAP_EMAIL: 'a@acme' })).toBeUndefined();
+    expect(bootstrapAccount(false, { DP_BOOTSTRAP_TENANT: '' })).toBeUndefined();
     expect(bootstrapAccount(false, { DP_BOOTSTRAP_TENANT: 'acme', DP_BOOTSTRAP_EMAIL: 'a@acme', DP_BOOTSTRAP_PASSWORD: 'pw' })).toEqual({
       slug: 'acme',
       email: 'a@acme',
       password: 'pw',
     });
+  });
+
+  test('some but not all of DP_BOOTSTRAP_* set (without --demo) is an error naming what is missing', () => {
+    expect(() => bootstrapAccount(false, { DP_BOOTSTRAP_TENANT: 'acme', DP_BOOTSTRAP_EMAIL: 'a@acme' })).toThrow(
+      'DP_BOOTSTRAP_PASSWORD is not set, but DP_BOOTSTRAP_TENANT and DP_BOOTSTRAP_EMAIL are: set all three',
+    );
+    expect(() => bootstrapAccount(false, { DP_BOOTSTRAP_PASSWORD: 'pw', DP_BOOTSTRAP_EMAIL: '' })).toThrow(
+      'DP_BOOTSTRAP_TENANT and DP_BOOTSTRAP_EMAIL are not set, but DP_BOOTSTRAP_PASSWORD is: set all three',
+    );
   });
 
   test('the banner: where the API is, how to sign in (only the demo password shown), the CA file and where email goes', () => {
