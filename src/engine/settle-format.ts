@@ -1,7 +1,7 @@
 import type { ApplyResult } from './apply.js';
 import { applyJson, escapeMarkdown } from './format.js';
 import { healthCounts, unhealthy, type HealthEntry } from './health.js';
-import type { Plan } from './plan.js';
+import { subjectOfChange, type Plan } from './plan.js';
 import type { ProjectProvisioning } from './provisioning.js';
 import type { SettleResult } from './settle.js';
 
@@ -12,6 +12,9 @@ import type { SettleResult } from './settle.js';
 
 const SYMBOL = { create: '+', update: '~', delete: '-' } as const;
 const VERB = { create: 'provision', update: 'change', delete: 'destroy' } as const;
+const NEVER_RUN = 'never run (untested)';
+const NEVER_RUN_HINT = (n: number) =>
+  `never run: nothing has shown yet that ${n === 1 ? 'it works' : 'they work'}; \`dpctl apply --test-connections\` tests the connection now, the first run does anyway.`;
 
 /**
  * Why a change is in the platform's plan already (origin platform): pending, or failed before and
@@ -43,11 +46,38 @@ export function renderProvisioningPreview(previews: ProjectProvisioning[], plan?
   return lines.length ? `${lines.join('\n')}\n` : '';
 }
 
-/** Resources whose observed health is not healthy, for the plan's text. */
-export function renderPlanHealth(plan: Plan): string {
+/**
+ * Never-run resources a plan's text names, at most: after an apply of 10,000 new connectors every
+ * one has never run, and the plan of the next commit should not print 10,000 lines about it.
+ */
+export const NEVER_RUN_LISTED = 10;
+
+/** What the health section of a plan (and of drift) lists: the resources not healthy, then those healthy only because they have never run. */
+function observedHealth(plan: Plan) {
   const entries = unhealthy(plan);
-  if (!entries.length) return '';
-  return `Health (as observed): ${healthCounts(entries)}\n${entries.map((e) => `  ! ${e.subject}: ${e.health}: ${e.reason}`).join('\n')}\n`;
+  const neverRun = plan.changes.filter((c) => c.health?.health === 'healthy' && c.health.neverRun).map(subjectOfChange);
+  const counts = [
+    entries.length ? healthCounts(entries) : '',
+    neverRun.length ? `${neverRun.length.toLocaleString('en-US')} ${NEVER_RUN}` : '',
+  ];
+  return { entries, neverRun, counts: counts.filter(Boolean).join(', ') };
+}
+
+/**
+ * The plan's (and drift's) health section: each resource whose observed health is not healthy,
+ * then those healthy only because they have never run (nothing has tried their connection yet),
+ * the first NEVER_RUN_LISTED of them by name and the rest counted (`--output json` has them all).
+ */
+export function renderPlanHealth(plan: Plan): string {
+  const { entries, neverRun, counts } = observedHealth(plan);
+  if (!counts) return '';
+  const lines = [`Health (as observed): ${counts}`];
+  for (const e of entries) lines.push(`  ! ${e.subject}: ${e.health}: ${e.reason}`);
+  for (const subject of neverRun.slice(0, NEVER_RUN_LISTED)) lines.push(`  ? ${subject}: ${NEVER_RUN}`);
+  const more = neverRun.length - NEVER_RUN_LISTED;
+  if (more > 0) lines.push(`  ? and ${more.toLocaleString('en-US')} more ${NEVER_RUN} (\`--output json\`: health[].never_run)`);
+  if (neverRun.length) lines.push(`  ${NEVER_RUN_HINT(neverRun.length)}`);
+  return `${lines.join('\n')}\n`;
 }
 
 const healthJson = (e: Pick<HealthEntry, 'kind' | 'project' | 'name' | 'health' | 'reason' | 'neverRun'>) => ({
@@ -91,7 +121,6 @@ export function settleJson(s: SettleResult) {
   };
 }
 
-const NEVER_RUN = 'never run (untested)';
 const TEST_FAILED = 'failing its connection test';
 
 /**
@@ -119,10 +148,7 @@ function healthLines(s: SettleResult): string[] {
   const ordered = [...counts].sort(([a], [b]) => Number(b === 'healthy') - Number(a === 'healthy'));
   const lines = [`Health: ${ordered.map(([state, n]) => `${n} ${state}`).join(', ')}.`];
   const untested = counts.get(NEVER_RUN);
-  if (untested)
-    lines.push(
-      `  never run: nothing has shown yet that ${untested === 1 ? 'it works' : 'they work'}; \`dpctl apply --test-connections\` tests the connection now, the first run does anyway.`,
-    );
+  if (untested) lines.push(`  ${NEVER_RUN_HINT(untested)}`);
   return lines;
 }
 
@@ -143,10 +169,8 @@ export function renderSettle(s: SettleResult): string {
 /** At most this many lines per markdown section: a PR comment has a size limit (the plan's own table is capped in format.ts). */
 const MARKDOWN_LINES = 50;
 
-const capped = (lines: string[]) =>
-  lines.length > MARKDOWN_LINES
-    ? [...lines.slice(0, MARKDOWN_LINES), `- _…and ${lines.length - MARKDOWN_LINES} more; run the command locally for all._`]
-    : lines;
+const capped = (lines: string[], max = MARKDOWN_LINES) =>
+  lines.length > max ? [...lines.slice(0, max), `- _…and ${lines.length - max} more; run the command locally for all._`] : lines;
 
 /** The provisioning preview and the unhealthy resources, as markdown sections after the plan's comment. */
 export function renderSettleMarkdown(previews: ProjectProvisioning[], plan: Plan): string {
@@ -159,7 +183,17 @@ export function renderSettleMarkdown(previews: ProjectProvisioning[], plan: Plan
     ),
   );
   if (provisioning.length) out.push('', '#### Infrastructure the platform will provision', '', ...capped(provisioning));
-  const health = unhealthy(plan).map((e) => `- ⚠️ ${escapeMarkdown(e.subject)}: **${e.health}**: ${escapeMarkdown(e.reason ?? '')}`);
-  if (health.length) out.push('', `#### Health (as observed): ${healthCounts(unhealthy(plan))}`, '', ...capped(health));
+  const { entries, neverRun, counts } = observedHealth(plan);
+  if (counts) {
+    out.push('', `#### Health (as observed): ${counts}`, '');
+    out.push(...capped(entries.map((e) => `- ⚠️ ${escapeMarkdown(e.subject)}: **${e.health}**: ${escapeMarkdown(e.reason ?? '')}`)));
+    out.push(
+      ...capped(
+        neverRun.map((subject) => `- ❔ ${escapeMarkdown(subject)}: ${NEVER_RUN}`),
+        NEVER_RUN_LISTED,
+      ),
+    );
+    if (neverRun.length) out.push('', `_${NEVER_RUN_HINT(neverRun.length)}_`); // our own text: its backticks are code
+  }
   return out.length ? `${out.join('\n')}\n` : '';
 }

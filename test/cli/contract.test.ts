@@ -8,6 +8,12 @@ import { runDpctl } from '../support/cli.js';
 import { startTestService, type TestService, type TestTenant } from '../support/service.js';
 import { clientFor, cliEnvFor, copyExample, edit } from '../integration/engine/helpers.js';
 
+/** The health section plan and drift print after an apply: these connectors have never run (nothing synced them yet). */
+const neverRun = (...subjects: string[]) =>
+  `Health (as observed): ${subjects.length} never run (untested)\n${subjects.map((s) => `  ? ${s}: never run (untested)\n`).join('')}` +
+  `  never run: nothing has shown yet that ${subjects.length === 1 ? 'it works' : 'they work'}; \`dpctl apply --test-connections\` tests the connection now, the first run does anyway.\n`;
+const EXAMPLE_CONNECTORS = ['Connector analytics/orders-db', 'Connector analytics/billing-db', 'Connector marketing/crm'];
+
 /**
  * The dpctl contract as README documents it, through the built binary against a real service
  * over HTTPS: every command's help, API-key credentials (env and flags), TLS trust,
@@ -251,11 +257,11 @@ describe('credentials: a project API key instead of email and password', () => {
 
     const again = await runDpctl(['plan', dir, '--allow-undeclared-projects'], { env: keyEnv });
     expect(again.code).toBe(0);
-    expect(again.stdout).toBe('No changes: 2 resources in sync.\n');
+    expect(again.stdout).toBe(`${neverRun('Connector keyed/warehouse-db')}No changes: 2 resources in sync.\n`);
     const drift = await runDpctl(['drift', dir, '--allow-undeclared-projects'], { env: keyEnv });
     expect(drift.stderr).toBe('');
     expect(drift.code).toBe(0);
-    expect(drift.stdout).toBe('No drift: the platform matches the config.\n');
+    expect(drift.stdout).toBe(`No drift: the platform matches the config.\n${neverRun('Connector keyed/warehouse-db')}`);
   });
 
   test('from --url, --api-key and --ca-file with no DATAPLATFORM_* variable: plan, apply, plan, drift', async () => {
@@ -290,7 +296,7 @@ describe('credentials: a project API key instead of email and password', () => {
     expect((await runDpctl(['plan', dir, ...flags], { env })).code).toBe(0);
     const drift = await runDpctl(['drift', dir, ...flags], { env });
     expect(drift.code).toBe(0);
-    expect(drift.stdout).toBe('No drift: the platform matches the config.\n');
+    expect(drift.stdout).toBe(`No drift: the platform matches the config.\n${neverRun('Connector keyed/warehouse-db')}`);
   });
 
   test('a read-only key: plan works, apply exits 1 with the missing permission (403) and changes nothing', async () => {
@@ -411,7 +417,7 @@ describe('dpctl drift right after an apply', () => {
     const [text, json] = await Promise.all([runDpctl(['drift', dir], { env }), runDpctl(['drift', dir, '--output', 'json'], { env })]);
     expect(text.stderr).toBe('');
     expect(text.code).toBe(0);
-    expect(text.stdout).toBe('No drift: the platform matches the config.\n');
+    expect(text.stdout).toBe(`No drift: the platform matches the config.\n${neverRun(...EXAMPLE_CONNECTORS)}`);
     expect(json.stderr).toBe('');
     expect(json.code).toBe(0);
     const report = JSON.parse(json.stdout);
@@ -467,7 +473,7 @@ describe('dpctl apply --prune', () => {
     expect(plain.code).toBe(0);
     // Without --prune the removed rule stays, and the plan says so.
     expect(plain.stdout).toBe(
-      'warning: 1 managed resource is no longer in the config and kept (AlertRule analytics/orders-stale): --prune deletes it, dpctl drift lists it; if it belongs to another repository, give each repository its own --source-id (this one is "platform")\nNo changes: 24 resources in sync.\n',
+      `warning: 1 managed resource is no longer in the config and kept (AlertRule analytics/orders-stale): --prune deletes it, dpctl drift lists it; if it belongs to another repository, give each repository its own --source-id (this one is "platform")\n${neverRun(...EXAMPLE_CONNECTORS)}No changes: 24 resources in sync.\n`,
     );
 
     const apply = await runDpctl(['apply', dir, '--prune'], { env });
@@ -485,7 +491,7 @@ describe('dpctl apply --prune', () => {
 
     const again = await runDpctl(['plan', dir, '--prune'], { env });
     expect(again.code).toBe(0);
-    expect(again.stdout).toBe('No changes: 24 resources in sync.\n');
+    expect(again.stdout).toBe(`${neverRun(...EXAMPLE_CONNECTORS)}No changes: 24 resources in sync.\n`);
   });
 
   test('mass-delete guard: more than max(5, 20%) of the managed resources is refused without --allow-mass-delete', async () => {

@@ -47,7 +47,23 @@ describe('dpctl plan --output markdown (the built binary, as a CI job runs it)',
     edit(dir, 'analytics/transform.yaml', 'schedule: "0 4 * * *"', 'schedule: "0 2 * * *"');
     const none = await runDpctl(['plan', dir, '--output', 'markdown'], { env });
     expect(none.code).toBe(0);
-    expect(none.stdout).toBe('### dpctl plan\n\n**No changes.** 25 resources in sync · source <code>platform</code>\n');
+    // No changes, and the health the plan observed: the example's connectors have not synced yet.
+    expect(none.stdout).toBe(
+      [
+        '### dpctl plan',
+        '',
+        '**No changes.** 25 resources in sync · source <code>platform</code>',
+        '',
+        '#### Health (as observed): 3 never run (untested)',
+        '',
+        '- ❔ Connector analytics/orders-db: never run (untested)',
+        '- ❔ Connector analytics/billing-db: never run (untested)',
+        '- ❔ Connector marketing/crm: never run (untested)',
+        '',
+        '_never run: nothing has shown yet that they work; `dpctl apply --test-connections` tests the connection now, the first run does anyway._',
+        '',
+      ].join('\n'),
+    );
   });
 
   test('an invalid config: the errors as markdown on stdout as well as on stderr (exit 1)', async () => {
