@@ -8,8 +8,23 @@ import { installUsageAccounting, recountUsage } from './usage.js';
  * `{{FRESHNESS_RULE}}` the condition of freshnessRuleCondition. Append new migrations; never edit
  * one that has shipped.
  */
-/** `fill`: rows the new tables need for data written before them, in the migration's transaction. */
-const MIGRATIONS: { id: number; sql: string; fill?: (q: Queryable, dialect: Db['dialect']) => Promise<void> }[] = [
+interface Migration {
+  id: number;
+  sql: string;
+  /** Rows the new tables need for data written before them, in the migration's transaction. */
+  fill?: (q: Queryable, dialect: Db['dialect']) => Promise<void>;
+  /**
+   * Its statements are index builds alone (`CREATE INDEX name ON ...`). On PostgreSQL each is built
+   * CONCURRENTLY, outside a transaction: in a rolling upgrade the older replicas go on writing while
+   * it builds, where a plain build holds every write to the table for the whole build (minutes on an
+   * audit table of millions of rows). A build interrupted half-way leaves an invalid index, which the
+   * next start drops and builds again. Marking a shipped migration online changes how its indexes are
+   * built, never what they are.
+   */
+  online?: true;
+}
+
+const MIGRATIONS: Migration[] = [
   {
     id: 1,
     sql: `
@@ -74,6 +89,7 @@ CREATE INDEX audit_logs_listing ON audit_logs (tenant_id, project_id, seq);
   {
     // Plain lists do not filter on parent_id, so they need an index without it.
     id: 2,
+    online: true,
     sql: `CREATE INDEX resources_kind_seq ON resources (tenant_id, project_id, kind, seq);`,
   },
   {
@@ -229,6 +245,7 @@ CREATE INDEX resource_refs_target ON resource_refs (tenant_id, project_id, targe
     // Rows swept once old (src/service/runtime/retention.ts): schedule claims a day after their claim,
     // tokens a day after they expire, found through these indexes a batch at a time.
     id: 9,
+    online: true,
     sql: `
 CREATE INDEX schedule_ticks_claimed ON schedule_ticks (claimed_at);
 CREATE INDEX access_tokens_expiry ON access_tokens (expires_at);
@@ -238,12 +255,14 @@ CREATE INDEX refresh_tokens_expiry ON refresh_tokens (expires_at);
   {
     // A session goes with its last refresh token (runtime/retention.ts): finding whether one is left.
     id: 10,
+    online: true,
     sql: `CREATE INDEX refresh_tokens_session ON refresh_tokens (session_id);`,
   },
   {
     // The scheduler's minute look at freshness rules (runtime/scheduler.ts) reads these rows only: it
     // used to walk every alert rule of every tenant, the others filtered out one by one.
     id: 11,
+    online: true,
     sql: `CREATE INDEX resources_freshness_rules ON resources (seq) WHERE {{FRESHNESS_RULE}};`,
   },
   {
@@ -285,6 +304,7 @@ CREATE INDEX audit_logs_ts ON audit_logs (ts);`,
   {
     // One resource's audit entries in order (routes/audit-logs.ts, resource_id).
     id: 15,
+    online: true,
     sql: `CREATE INDEX audit_logs_resource ON audit_logs (tenant_id, resource_id, seq);`,
   },
   {
@@ -298,6 +318,7 @@ CREATE INDEX audit_logs_ts ON audit_logs (ts);`,
     // The scheduler's look tenant by tenant while one tenant's queue is full (runtime/scheduler.ts
     // dueByTenant): a tenant's earliest due time and its due rows without reading another tenant's.
     id: 17,
+    online: true,
     sql: `CREATE INDEX schedules_tenant_due ON schedules (tenant_id, next_due_at);`,
   },
 ];
@@ -329,19 +350,44 @@ export async function migrate(db: Db): Promise<MigrationReport> {
     for (const migration of MIGRATIONS) {
       if (done.has(migration.id)) continue;
       const started = performance.now();
-      await db.tx(async (q) => {
-        const statements = migration.sql
-          .replaceAll('{{SERIAL}}', serial)
-          .replaceAll('{{FRESHNESS_RULE}}', freshnessRuleCondition(db.dialect))
-          .split(';')
-          .map((s) => s.trim())
-          .filter(Boolean);
-        for (const statement of statements) await q.run(statement);
-        await migration.fill?.(q, db.dialect);
-        await q.run('INSERT INTO schema_migrations (id, applied_at) VALUES (?, ?)', [migration.id, new Date().toISOString()]);
-      });
+      const statements = migration.sql
+        .replaceAll('{{SERIAL}}', serial)
+        .replaceAll('{{FRESHNESS_RULE}}', freshnessRuleCondition(db.dialect))
+        .split(';')
+        .map((s) => s.trim())
+        .filter(Boolean);
+      const record = (q: Queryable) =>
+        q.run('INSERT INTO schema_migrations (id, applied_at) VALUES (?, ?)', [migration.id, new Date().toISOString()]);
+      if (migration.online && db.dialect === 'postgres') {
+        for (const statement of statements) await buildIndexOnline(db, statement);
+        await record(db);
+      } else
+        await db.tx(async (q) => {
+          for (const statement of statements) await q.run(statement);
+          await migration.fill?.(q, db.dialect);
+          await record(q);
+        });
       report.applied.push({ id: migration.id, ms: Math.round(performance.now() - started) });
     }
   });
   return report;
+}
+
+/**
+ * One index of an online migration, built without holding writers off (PostgreSQL): CONCURRENTLY,
+ * outside a transaction. An index of that name left by an earlier start is kept when valid (built,
+ * but the start stopped before recording the migration) and dropped first when not (its build was
+ * interrupted: PostgreSQL leaves such an index behind, invalid, and would refuse the name).
+ */
+async function buildIndexOnline(db: Db, statement: string): Promise<void> {
+  const name = /^CREATE INDEX (\w+) ON /i.exec(statement)?.[1];
+  if (!name) throw new Error(`an online migration builds indexes alone, not: ${statement}`);
+  const left = await db.get<{ valid: boolean }>(
+    `SELECT i.indisvalid AS valid FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+     WHERE c.relname = ? AND c.relnamespace = current_schema()::regnamespace`,
+    [name],
+  );
+  if (left?.valid) return;
+  if (left) await db.run(`DROP INDEX CONCURRENTLY ${name}`);
+  await db.run(statement.replace(/^CREATE INDEX/i, 'CREATE INDEX CONCURRENTLY'));
 }

@@ -78,6 +78,68 @@ describe('upgrades', () => {
     },
   );
 
+  it.skipIf(testStore() !== 'postgres')(
+    "PostgreSQL: an index migration builds CONCURRENTLY, so an older replica's writes go on meanwhile; an interrupted build is built again",
+    async () => {
+      const { db } = svc.service.ctx;
+      const url = svc.service.ctx.options.databaseUrl!;
+      const index = () =>
+        db.get<{ tablename: string; indexdef: string; valid: boolean }>(
+          `SELECT x.tablename, x.indexdef, i.indisvalid AS valid FROM pg_indexes x
+           JOIN pg_class c ON c.relname = x.indexname JOIN pg_index i ON i.indexrelid = c.oid WHERE x.indexname = 'schedules_tenant_due'`,
+        );
+      const unapply17 = async () => {
+        await db.run('DROP INDEX IF EXISTS schedules_tenant_due');
+        await db.run('DELETE FROM schema_migrations WHERE id = 17');
+      };
+      // A statement that holds the table as any write does (ROW EXCLUSIVE), whatever the rows.
+      const write = 'UPDATE schedules SET next_due_at = next_due_at WHERE false';
+      const [older, other] = [new pg.Client({ connectionString: url }), new pg.Client({ connectionString: url })];
+      await Promise.all([older.connect(), other.connect()]);
+      try {
+        // An older replica is inside a write transaction on the table when the migration starts.
+        await unapply17();
+        await older.query('BEGIN');
+        await older.query(write);
+        const migrating = migrate(db);
+        const deadline = Date.now() + 10_000;
+        while (!(await db.get(`SELECT 1 FROM pg_stat_activity WHERE query LIKE 'CREATE INDEX%' AND wait_event_type IS NOT NULL`))) {
+          if (Date.now() > deadline) throw new Error('the index build never started waiting for the open transaction');
+          await new Promise((r) => setTimeout(r, 20));
+        }
+        // The build waits for that transaction; another writer does not wait for the build. A plain
+        // CREATE INDEX queues for a SHARE lock, and every later write to the table queues behind it.
+        await other.query('SET statement_timeout = 2000');
+        await expect(other.query(write)).resolves.toBeDefined();
+        await older.query('COMMIT');
+        expect((await migrating).applied.map((m) => m.id)).toEqual([17]);
+        expect(await index()).toEqual({
+          tablename: 'schedules',
+          indexdef: expect.stringContaining('(tenant_id, next_due_at)'),
+          valid: true,
+        });
+
+        // A build interrupted half-way leaves an invalid index of that name (here, on another table,
+        // a build that fails at its first row): the next start drops it and builds the right one.
+        await unapply17();
+        await expect(db.run('CREATE INDEX CONCURRENTLY schedules_tenant_due ON tenants ((1 / (length(id) - length(id))))')).rejects.toThrow(
+          /division by zero/,
+        );
+        expect(await index()).toMatchObject({ tablename: 'tenants', valid: false });
+        expect((await migrate(db)).applied.map((m) => m.id)).toEqual([17]);
+        expect(await index()).toMatchObject({ tablename: 'schedules', valid: true });
+
+        // Built, but the start stopped before recording it: kept, and recorded.
+        await db.run('DELETE FROM schema_migrations WHERE id = 17');
+        expect((await migrate(db)).applied.map((m) => m.id)).toEqual([17]);
+        expect(await index()).toMatchObject({ tablename: 'schedules', valid: true });
+      } finally {
+        await older.query('ROLLBACK').catch(() => undefined);
+        await Promise.all([older.end(), other.end()]);
+      }
+    },
+  );
+
   it('an audit cursor of an older release reads on this one (rolling upgrades behind one address)', async () => {
     const { cursors } = svc.service.ctx;
     const path = `/projects/${projectId}/audit-logs`;
