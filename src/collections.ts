@@ -31,3 +31,19 @@ export function groupsOnFirstUse<K, V>(fill: (add: (key: K, item: V) => void) =>
     return groups.get(key) ?? [];
   };
 }
+
+/**
+ * Appends every item of `items` to `target`. `target.push(...items)` passes each item as an
+ * argument: past about 120,000 of them (fewer on a deeper stack) it throws "Maximum call stack
+ * size exceeded", a count one config file, a plan or a drift report of a large tenant reaches.
+ */
+export function pushAll<T>(target: T[], items: readonly T[]): void {
+  for (const item of items) target.push(item);
+}
+
+/** The largest of `values`, 0 for none (they are lengths), without `Math.max(...values)`'s argument limit (see pushAll). */
+export function maxOf(values: Iterable<number>): number {
+  let max = 0;
+  for (const v of values) if (v > max) max = v;
+  return max;
+}

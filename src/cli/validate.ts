@@ -1,4 +1,5 @@
 import { Command } from 'commander';
+import { pushAll } from '../collections.js';
 import { rootCauses, showErrors, type ConfigError } from '../config/errors.js';
 
 /** `dpctl validate <path...>`: every error of every file, before anything is sent anywhere. */
@@ -28,7 +29,7 @@ export function validateCommand(): Command {
       // Valid files parsed and validated by an earlier run (validate, plan, apply...) are not parsed again; files with errors never come from the cache.
       const cache = opts.cache === false ? undefined : new ConfigParseCache({ persistent: new PersistentParseCache(), memory: false });
       const { config, errors } = loadConfig(paths, { allowUndeclaredProjects: opts.allowUndeclaredProjects, cache });
-      if (opts.checkSecrets) errors.push(...resolveSecrets(config.documents).errors);
+      if (opts.checkSecrets) pushAll(errors, resolveSecrets(config.documents).errors);
       const all = sortErrors(errors, config.files);
       if (opts.output === 'json') {
         process.stdout.write(`${JSON.stringify(validationJson(all, config.documents.length, config.files.length), null, 2)}\n`);

@@ -1,3 +1,4 @@
+import { pushAll } from '../collections.js';
 import { ITEMS_PER_STEP, runSteps, runStepsInTurns, type StepRunner } from '../steps.js';
 import { lstatSync, readdirSync, readFileSync, readlinkSync, realpathSync, statSync, type Stats } from 'node:fs';
 import type { ProblemCode } from '../kinds/errors.js';
@@ -110,7 +111,7 @@ function listYamlFiles(dir: string, root: string | undefined, seen = new Set<str
       const real = realpathSync(full);
       if (seen.has(real)) continue;
       seen.add(real);
-      out.push(...listYamlFiles(full, root, seen));
+      pushAll(out, listYamlFiles(full, root, seen));
     } else if (isFile && YAML_FILE.test(entry.name)) out.push(full);
   }
   return out;
@@ -240,10 +241,10 @@ function* loadSteps(paths: string | string[], options: LoadOptions): Generator<v
     }
     const parse = () => loadFile(file, absolutePath, text, options.cache);
     const result = options.cache ? options.cache.lookup(file, absolutePath, text, parse) : parse();
-    errors.push(...result.errors);
-    identified.push(...result.identified);
-    documents.push(...result.documents);
-    drafts.push(...result.drafts);
+    pushAll(errors, result.errors);
+    pushAll(identified, result.identified);
+    pushAll(documents, result.documents);
+    pushAll(drafts, result.drafts);
     yield;
   }
 
@@ -267,7 +268,7 @@ function* loadSteps(paths: string | string[], options: LoadOptions): Generator<v
     });
   }
 
-  errors.push(...scopeCapErrors(first.values()));
+  pushAll(errors, scopeCapErrors(first.values()));
   yield;
 
   // Every project named must be declared, unless projects may already exist on the server.
@@ -505,7 +506,7 @@ function loadFileFull(file: string, absolutePath: string, text: string): FileRes
     }
     if (value === null || value === undefined) return; // an empty document (comments only, a trailing ---)
     const result = checkDocument(src, positions, value, index, absolutePath);
-    out.errors.push(...result.errors);
+    pushAll(out.errors, result.errors);
     if (result.identified) out.identified.push(result.identified);
     if (result.document) (result.valid ? out.documents : out.drafts).push(result.document);
   });

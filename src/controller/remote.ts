@@ -1,3 +1,4 @@
+import { maxOf } from '../collections.js';
 import { readFileSync } from 'node:fs';
 import { parseDuration } from './duration.js';
 import { durationText, plural, relativeTime, shortRevision } from './status-format.js';
@@ -268,7 +269,7 @@ export function formatRun(run: RunRecord | LastRun): string {
 
 /** Left-aligned columns, two spaces apart, like kubectl and flux. */
 function table(rows: string[][]): string[] {
-  const widths = rows[0].map((_, i) => Math.max(...rows.map((r) => r[i].length)));
+  const widths = rows[0].map((_, i) => maxOf(rows.map((r) => r[i].length)));
   return rows.map((r) => r.map((cell, i) => (i === r.length - 1 ? cell : cell.padEnd(widths[i]))).join('  '));
 }
 
@@ -336,7 +337,7 @@ export function formatStatus(s: ControllerStatus, now: number): string {
   const problems = s.resources.filter((r) => PROBLEMS.has(r.state));
   if (problems.length) {
     lines.push('Problems:');
-    const width = Math.max(...problems.map((r) => r.state.length));
+    const width = maxOf(problems.map((r) => r.state.length));
     for (const r of problems) {
       const retry = r.next_attempt_at ? ` (attempt ${(r.failures ?? 0) + 1} ${relativeTime(Date.parse(r.next_attempt_at), now)})` : '';
       lines.push(

@@ -3,6 +3,7 @@
  * (label dpctl.dev/managed-by), after checking that the plan for each is a no-op apart from
  * ownership. Nothing is created, and a resource that differs is reported and left alone.
  */
+import { maxOf } from '../collections.js';
 import { entryJson } from './format.js';
 import { formatProblem, formatProblems, type Problem } from './problems.js';
 import type { DataPlatformClient } from '../client/index.js';
@@ -143,7 +144,7 @@ export function renderAdopt(result: AdoptResult): string {
     ['STATUS', 'KIND', 'PROJECT', 'NAME', 'DETAIL'],
     ...result.entries.map((e) => [e.status, e.yamlKind, e.project ?? '-', e.name, e.detail]),
   ];
-  const widths = rows[0].map((_, i) => Math.max(...rows.map((r) => r[i].length)));
+  const widths = rows[0].map((_, i) => maxOf(rows.map((r) => r[i].length)));
   const out = result.entries.length
     ? rows.map((r) =>
         r

@@ -4,6 +4,7 @@
  * only: references by name, computed fields and dpctl.dev/* labels dropped, schema
  * defaults omitted, write-only secrets as `{ secretRef: { env } }` (they cannot be read back).
  */
+import { maxOf } from '../collections.js';
 import type { DataPlatformClient } from '../client/index.js';
 import { API_VERSION, declarableKinds, layoutOf, type KindLayout } from '../config/index.js';
 import { patternOf, renameAt } from '../config/layout.js';
@@ -229,7 +230,7 @@ export function renderDocuments(documents: ExportedDocument[], header: string[] 
   const lines = [...header];
   if (secrets.length) {
     lines.push('Secrets are write-only and cannot be read back: set these environment variables before plan or apply:');
-    const width = Math.max(...secrets.map((s) => s.env.length));
+    const width = maxOf(secrets.map((s) => s.env.length));
     for (const s of secrets)
       lines.push(`  ${s.env.padEnd(width)}  ${s.yamlKind} ${s.project ? `${s.project}/` : ''}${s.name} ${s.yamlField}`);
   }

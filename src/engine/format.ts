@@ -1,4 +1,4 @@
-import { appendTo } from '../collections.js';
+import { appendTo, maxOf } from '../collections.js';
 import { SCOPE_CONTAINER } from '../kinds/index.js';
 import { rootCauses } from '../config/index.js';
 import { formatProblems, problemLines, type Problem } from './problems.js';
@@ -152,7 +152,7 @@ export function renderDrift(entries: DriftEntry[]): string {
     ['DRIFT', 'KIND', 'PROJECT', 'NAME', 'DETAIL'],
     ...entries.map((e) => [e.type, e.yamlKind, e.project ?? '-', e.name, e.detail]),
   ];
-  const widths = rows[0].map((_, i) => Math.max(...rows.map((r) => r[i].length)));
+  const widths = rows[0].map((_, i) => maxOf(rows.map((r) => r[i].length)));
   const out = rows.map((r) =>
     r
       .map((c, i) => (i === r.length - 1 ? c : c.padEnd(widths[i])))

@@ -1,4 +1,4 @@
-import { groupsOnFirstUse } from '../collections.js';
+import { groupsOnFirstUse, pushAll } from '../collections.js';
 import { ITEMS_PER_STEP, runSteps, runStepsInTurns, type Steps } from '../steps.js';
 import {
   ConfigValidationError,
@@ -628,8 +628,8 @@ function* planSteps(documents: ConfigDocument[], state: LiveState, secrets: Reso
   if (options.prune) {
     const pruned = planPrune(state, declared, managedCount, options);
     for (const c of pruned.changes) changes.push(c);
-    warnings.push(...pruned.warnings);
-    errors.push(...pruned.errors);
+    pushAll(warnings, pruned.warnings);
+    pushAll(errors, pruned.errors);
   } else {
     const kept = keptUndeclaredWarning(state, declared, options.sourceId);
     if (kept) warnings.push(kept);
@@ -637,7 +637,7 @@ function* planSteps(documents: ConfigDocument[], state: LiveState, secrets: Reso
   const unkeyed = unkeyedFingerprintWarning(changes, options.fingerprintKey);
   if (unkeyed) warnings.push(unkeyed);
   const plan: Plan = { sourceId: options.sourceId, changes, errors, warnings, managedCount, summary: tally(changes) };
-  plan.errors.push(...preventDestroyErrors(plan));
+  pushAll(plan.errors, preventDestroyErrors(plan));
   return plan;
 }
 

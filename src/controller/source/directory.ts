@@ -3,6 +3,7 @@ import { existsSync } from 'node:fs';
 import { mkdir, mkdtemp, readdir, readFile, realpath, rename, rm, stat, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join, relative, resolve, sep } from 'node:path';
+import { pushAll } from '../../collections.js';
 import { isWithin } from '../../paths.js';
 import type { ConfigSource, Revision } from './types.js';
 
@@ -36,7 +37,7 @@ async function listFiles(dir: string, root: string, seen = new Set<string>([root
       if (seen.has(real!)) continue; // each directory once: a link to an ancestor ends
       seen.add(real!);
     }
-    if (e.isDirectory() || s?.isDirectory()) out.push(...(await listFiles(abs, root, seen)));
+    if (e.isDirectory() || s?.isDirectory()) pushAll(out, await listFiles(abs, root, seen));
     else if (e.isFile() || s?.isFile()) out.push({ file });
   }
   return out;
