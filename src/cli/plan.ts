@@ -396,7 +396,7 @@ export function driftCommand(): Command {
         else
           print(
             opts.output === 'markdown'
-              ? e.renderDriftMarkdown(plan.sourceId, drift, plan.errors)
+              ? e.renderDriftMarkdown(plan.sourceId, drift, plan.errors) + e.renderSettleMarkdown([], plan)
               : e.renderDrift(drift) + e.renderSecretsNotCompared(notCompared) + e.renderPlanHealth(plan),
           );
         // JSON and markdown carry the errors themselves.

@@ -172,7 +172,7 @@ const MARKDOWN_LINES = 50;
 const capped = (lines: string[], max = MARKDOWN_LINES) =>
   lines.length > max ? [...lines.slice(0, max), `- _…and ${lines.length - max} more; run the command locally for all._`] : lines;
 
-/** The provisioning preview and the unhealthy resources, as markdown sections after the plan's comment. */
+/** The provisioning preview and the health section, as markdown after the comment of a plan (or of drift, with no preview). */
 export function renderSettleMarkdown(previews: ProjectProvisioning[], plan: Plan): string {
   const out: string[] = [];
   const origin = platformOrigin(plan);

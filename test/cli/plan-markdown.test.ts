@@ -64,6 +64,13 @@ describe('dpctl plan --output markdown (the built binary, as a CI job runs it)',
         '',
       ].join('\n'),
     );
+    // drift --output markdown: no drift, and the same health section as its text.
+    const drift = await runDpctl(['drift', dir, '--output', 'markdown'], { env });
+    expect(drift.code).toBe(0);
+    expect(drift.stdout).toMatch(/^### dpctl drift\n\n\*\*No drift\.\*\* The platform matches the config\./);
+    expect(drift.stdout).toContain(
+      '\n#### Health (as observed): 3 never run (untested)\n\n- ❔ Connector analytics/orders-db: never run (untested)\n',
+    );
   });
 
   test('an invalid config: the errors as markdown on stdout as well as on stderr (exit 1)', async () => {
