@@ -33,7 +33,7 @@ export function exportCommand(): Command {
           throw new Error('say which projects: --project <name> (repeatable) or --all-projects');
         if (opts.allProjects && opts.project.length) throw new Error('--project and --all-projects exclude each other');
         const concurrency = parseConcurrency(opts.concurrency);
-        const { exportResources, renderDocuments } = await import('../engine/index.js');
+        const { EXPORT_HEADER, exportResources, renderDocuments } = await import('../engine/index.js');
         const client = await makeClient(opts);
         try {
           const result = await exportResources(client, {
@@ -57,7 +57,7 @@ export function exportCommand(): Command {
             process.stdout.write(
               renderDocuments(
                 result.files.flatMap((f) => f.documents),
-                ['Exported by dpctl export from the live platform.'],
+                [EXPORT_HEADER],
               ),
             );
           }

@@ -6,7 +6,7 @@
  */
 import { maxOf } from '../collections.js';
 import type { DataPlatformClient } from '../client/index.js';
-import { API_VERSION, declarableKinds, layoutOf, type KindLayout } from '../config/index.js';
+import { API_VERSION, CONFIG_FILE_MAX_BYTES, declarableKinds, layoutOf, type KindLayout } from '../config/index.js';
 import { patternOf, renameAt } from '../config/layout.js';
 // The yaml package loads on the first export: plan and apply (which load this module too) never need it.
 import { yaml } from '../config/positions.js';
@@ -31,7 +31,17 @@ export interface ExportOptions {
   /** Tenant-level kinds to export too, by kind name (`dpctl export --users`: `['user']`). */
   tenantKinds?: string[];
   concurrency?: number;
+  /** Most bytes of documents one file holds (EXPORT_FILE_MAX_BYTES unless a test says less). */
+  maxFileBytes?: number;
 }
+
+/**
+ * Most bytes of documents one exported file holds: half of what a config file may hold
+ * (CONFIG_FILE_MAX_BYTES; the other half leaves room for the header of secrets), so that a project
+ * of 100,000 connectors is exported as files `dpctl plan` reads (`connectors.yaml`,
+ * `connectors-2.yaml`, ...), not as one it refuses.
+ */
+export const EXPORT_FILE_MAX_BYTES = CONFIG_FILE_MAX_BYTES / 2;
 
 /** A secret the exported YAML refers to: set this variable before plan or apply. */
 export interface ExportedSecret {
@@ -224,6 +234,8 @@ function yamlPathOf(layout: KindLayout, field: string): (string | number)[] {
 
 const compare = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
 
+export const EXPORT_HEADER = 'Exported by dpctl export from the live platform.';
+
 /** YAML text of documents, with a header listing the environment variables their secretRefs name. */
 export function renderDocuments(documents: ExportedDocument[], header: string[] = []): string {
   const secrets = documents.flatMap((d) => d.secrets);
@@ -235,10 +247,39 @@ export function renderDocuments(documents: ExportedDocument[], header: string[] 
       lines.push(`  ${s.env.padEnd(width)}  ${s.yamlKind} ${s.project ? `${s.project}/` : ''}${s.name} ${s.yamlField}`);
   }
   const head = lines.map((l) => `# ${l}`.trimEnd()).join('\n');
-  const { Document } = yaml();
-  const body = documents.map((d) => new Document(d.document).toString({ lineWidth: 0 })).join('---\n');
+  const body = documents.map(documentText).join('---\n');
   return `${head ? `${head}\n` : ''}${body}`;
 }
+
+/** Each document's YAML, rendered once (about 0.1 ms a document): the files and stdout both use it. */
+const rendered = new WeakMap<ExportedDocument, string>();
+
+function documentText(d: ExportedDocument): string {
+  let text = rendered.get(d);
+  if (text === undefined) rendered.set(d, (text = new (yaml().Document)(d.document).toString({ lineWidth: 0 })));
+  return text;
+}
+
+/** `documents` in runs of at most `maxBytes` of YAML each (a document larger than that is a run of its own). */
+function partsOf(documents: ExportedDocument[], maxBytes: number): ExportedDocument[][] {
+  const parts: ExportedDocument[][] = [];
+  let part: ExportedDocument[] = [];
+  let bytes = 0;
+  for (const d of documents) {
+    const size = Buffer.byteLength(documentText(d));
+    if (part.length && bytes + size > maxBytes) {
+      parts.push(part);
+      [part, bytes] = [[], 0];
+    }
+    part.push(d);
+    bytes += size;
+  }
+  if (part.length) parts.push(part);
+  return parts;
+}
+
+/** The path of part `n` (from 1) of a file: `connectors.yaml`, then `connectors-2.yaml`, ... */
+const partPath = (path: string, n: number) => (n === 1 ? path : path.replace(/\.yaml$/, `-${n}.yaml`));
 
 /** The file a document goes to: `<project>/project.yaml`, `<project>/<collection>.yaml`, `users.yaml`. */
 function fileOf(d: KindDescriptor, project: string | undefined, name: string): string {
@@ -304,9 +345,12 @@ export async function exportResources(client: DataPlatformClient, options: Expor
     if (!byFile.has(file)) byFile.set(file, []);
     byFile.get(file)!.push(doc);
   }
-  const files: ExportedFile[] = [...byFile.keys()].sort(compare).map((path) => {
+  const files: ExportedFile[] = [];
+  for (const path of [...byFile.keys()].sort(compare)) {
     const documents = byFile.get(path)!.sort((a, b) => compare(a.name, b.name));
-    return { path, documents, content: renderDocuments(documents, ['Exported by dpctl export from the live platform.']) };
-  });
+    partsOf(documents, options.maxFileBytes ?? EXPORT_FILE_MAX_BYTES).forEach((part, i) =>
+      files.push({ path: partPath(path, i + 1), documents: part, content: renderDocuments(part, [EXPORT_HEADER]) }),
+    );
+  }
   return { files, secrets: files.flatMap((f) => f.documents.flatMap((d) => d.secrets)), warnings };
 }

@@ -106,6 +106,36 @@ describe('dpctl export', () => {
       await client.close();
     }
   });
+
+  test('a file past the size cap is split in parts (connectors.yaml, connectors-2.yaml, ...) that load and plan as the whole', async () => {
+    const t = await svc.tenant();
+    const client = clientFor(svc, t);
+    try {
+      expect((await reconcile(client, [copyExample()], { sourceId: 'platform', env: SECRET_ENV })).result!.converged).toBe(true);
+      const whole = await exportResources(client, { projects: ['analytics'] });
+      const wholeFile = whole.files.find((f) => f.path === 'analytics/connectors.yaml')!;
+      // A cap under two connectors' YAML: one connector a part.
+      const split = await exportResources(client, { projects: ['analytics'], maxFileBytes: 100 });
+      const parts = split.files.filter((f) => f.path.startsWith('analytics/connectors'));
+      expect(parts.map((f) => f.path)).toEqual(['analytics/connectors.yaml', 'analytics/connectors-2.yaml']);
+      expect(parts.map((f) => f.documents.map((d) => d.name))).toEqual(wholeFile.documents.map((d) => [d.name]));
+      // Each part's header names the secrets of its own documents.
+      for (const part of parts)
+        expect(part.content.match(/^# {3}(\S+)/gm)).toEqual(part.documents.flatMap((d) => d.secrets.map((x) => `#   ${x.env}`)));
+      const loaded = loadConfig([writeExport(split)]);
+      expect(loaded.errors).toEqual([]);
+      expect(loaded.config.documents.map((d) => d.name).sort()).toEqual(
+        loadConfig([writeExport(whole)])
+          .config.documents.map((d) => d.name)
+          .sort(),
+      );
+      const { plan } = await preparePlan(client, [writeExport(split, 'platform')], { sourceId: 'platform', env: envForExport(split) });
+      expect(plan.errors).toEqual([]);
+      expect(active(plan)).toEqual([]);
+    } finally {
+      await client.close();
+    }
+  });
 });
 
 describe('dpctl adopt', () => {
