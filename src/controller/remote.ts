@@ -1,5 +1,5 @@
-import { maxOf } from '../collections.js';
 import { readFileSync } from 'node:fs';
+import { maxOf } from '../collections.js';
 import { parseDuration } from './duration.js';
 import { durationText, plural, relativeTime, shortRevision } from './status-format.js';
 import type { ControllerStatus, LastRun, ResourceStatus, RunRecord } from './status.js';
