@@ -67,7 +67,8 @@ export interface ExportedDocument {
 export interface ExportedFile {
   /** Relative path (`analytics/connectors.yaml`, `users.yaml`). */
   path: string;
-  content: string;
+  /** The file's text (its header of secrets, then its documents), built on first read. */
+  readonly content: string;
   documents: ExportedDocument[];
 }
 
@@ -348,9 +349,17 @@ export async function exportResources(client: DataPlatformClient, options: Expor
   const files: ExportedFile[] = [];
   for (const path of [...byFile.keys()].sort(compare)) {
     const documents = byFile.get(path)!.sort((a, b) => compare(a.name, b.name));
-    partsOf(documents, options.maxFileBytes ?? EXPORT_FILE_MAX_BYTES).forEach((part, i) =>
-      files.push({ path: partPath(path, i + 1), documents: part, content: renderDocuments(part, [EXPORT_HEADER]) }),
-    );
+    partsOf(documents, options.maxFileBytes ?? EXPORT_FILE_MAX_BYTES).forEach((part, i) => {
+      // Built when read: the stdout stream renders all documents under one header instead.
+      let content: string | undefined;
+      files.push({
+        path: partPath(path, i + 1),
+        documents: part,
+        get content() {
+          return (content ??= renderDocuments(part, [EXPORT_HEADER]));
+        },
+      });
+    });
   }
   return { files, secrets: files.flatMap((f) => f.documents.flatMap((d) => d.secrets)), warnings };
 }
