@@ -110,7 +110,43 @@ function linkDependencies(nodes: Map<string, ApplyNode>, descriptors: Map<string
       if (c.live?.descriptor.scopeContainer) for (const other of index.deletesIn(c.name)) dep(node.id, other.id);
     }
   }
+  makeRoomInFullScopes(nodes, state, dep);
 }
+
+/**
+ * In a scope with a cap (`x-max-per-scope`: a tenant's SSO providers, a project's alert rules)
+ * that the creates would take past it, the creates beyond the free places wait for the prunes of
+ * that kind there, one each: renaming a resource of a full project frees its place before taking
+ * it, in one run. Everywhere else no create waits for a delete, so a create that fails leaves
+ * the resource it was to succeed in place.
+ */
+function makeRoomInFullScopes(nodes: Map<string, ApplyNode>, state: LiveState, dep: (from: string, to: string) => void): void {
+  const scopes = new Map<string, { cap: number; creates: ApplyNode[]; prunes: ApplyNode[] }>();
+  for (const node of nodes.values()) {
+    const c = node.change;
+    const cap = (c.doc?.descriptor ?? c.live?.descriptor)?.maxPerScope;
+    const creates = node.step === 'write' && c.action === 'create';
+    if (cap === undefined || !(creates || (node.step === 'delete' && c.action === 'delete'))) continue;
+    const key = scopeOf(c.kind, c.project);
+    let scope = scopes.get(key);
+    if (!scope) scopes.set(key, (scope = { cap, creates: [], prunes: [] }));
+    (creates ? scope.creates : scope.prunes).push(node);
+  }
+  const both = [...scopes].filter(([, s]) => s.creates.length && s.prunes.length);
+  if (!both.length) return;
+  const live = new Map<string, number>();
+  for (const r of state.resources.values()) {
+    if (r.descriptor.maxPerScope === undefined) continue;
+    const key = scopeOf(r.descriptor.kind, r.project);
+    live.set(key, (live.get(key) ?? 0) + 1);
+  }
+  for (const [key, { cap, creates, prunes }] of both) {
+    const free = Math.max(0, cap - (live.get(key) ?? 0));
+    for (let i = free; i < creates.length && i - free < prunes.length; i++) dep(creates[i].id, prunes[i - free].id);
+  }
+}
+
+const scopeOf = (kind: string, project: string | undefined) => `${kind}\0${project ?? ''}`;
 
 /**
  * What the deletes of a graph wait for, indexed once on first use: the live resources that
