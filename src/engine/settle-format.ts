@@ -55,10 +55,15 @@ export const NEVER_RUN_LISTED = 10;
 /** What the health section of a plan (and of drift) lists: the resources not healthy, then those healthy only because they have never run. */
 function observedHealth(plan: Plan) {
   const entries = unhealthy(plan);
-  const neverRun = plan.changes.filter((c) => c.health?.health === 'healthy' && c.health.neverRun).map(subjectOfChange);
+  // Counted, and only the listed ones named: a subject per change is 10,000 strings for 10 lines.
+  const neverRun = { count: 0, listed: [] as string[] };
+  for (const c of plan.changes) {
+    if (c.health?.health !== 'healthy' || !c.health.neverRun) continue;
+    if (neverRun.count++ < NEVER_RUN_LISTED) neverRun.listed.push(subjectOfChange(c));
+  }
   const counts = [
     entries.length ? healthCounts(entries) : '',
-    neverRun.length ? `${neverRun.length.toLocaleString('en-US')} ${NEVER_RUN}` : '',
+    neverRun.count ? `${neverRun.count.toLocaleString('en-US')} ${NEVER_RUN}` : '',
   ];
   return { entries, neverRun, counts: counts.filter(Boolean).join(', ') };
 }
@@ -73,10 +78,10 @@ export function renderPlanHealth(plan: Plan): string {
   if (!counts) return '';
   const lines = [`Health (as observed): ${counts}`];
   for (const e of entries) lines.push(`  ! ${e.subject}: ${e.health}: ${e.reason}`);
-  for (const subject of neverRun.slice(0, NEVER_RUN_LISTED)) lines.push(`  ? ${subject}: ${NEVER_RUN}`);
-  const more = neverRun.length - NEVER_RUN_LISTED;
+  for (const subject of neverRun.listed) lines.push(`  ? ${subject}: ${NEVER_RUN}`);
+  const more = neverRun.count - neverRun.listed.length;
   if (more > 0) lines.push(`  ? and ${more.toLocaleString('en-US')} more ${NEVER_RUN} (\`--output json\`: health[].never_run)`);
-  if (neverRun.length) lines.push(`  ${NEVER_RUN_HINT(neverRun.length)}`);
+  if (neverRun.count) lines.push(`  ${NEVER_RUN_HINT(neverRun.count)}`);
   return `${lines.join('\n')}\n`;
 }
 
@@ -169,8 +174,9 @@ export function renderSettle(s: SettleResult): string {
 /** At most this many lines per markdown section: a PR comment has a size limit (the plan's own table is capped in format.ts). */
 const MARKDOWN_LINES = 50;
 
-const capped = (lines: string[], max = MARKDOWN_LINES) =>
-  lines.length > max ? [...lines.slice(0, max), `- _…and ${lines.length - max} more; run the command locally for all._`] : lines;
+/** `total`: how many there are when `lines` holds only the first of them. */
+const capped = (lines: string[], max = MARKDOWN_LINES, total = lines.length) =>
+  total > max ? [...lines.slice(0, max), `- _…and ${total - max} more; run the command locally for all._`] : lines;
 
 /** The provisioning preview and the health section, as markdown after the comment of a plan (or of drift, with no preview). */
 export function renderSettleMarkdown(previews: ProjectProvisioning[], plan: Plan): string {
@@ -189,11 +195,12 @@ export function renderSettleMarkdown(previews: ProjectProvisioning[], plan: Plan
     out.push(...capped(entries.map((e) => `- ⚠️ ${escapeMarkdown(e.subject)}: **${e.health}**: ${escapeMarkdown(e.reason ?? '')}`)));
     out.push(
       ...capped(
-        neverRun.map((subject) => `- ❔ ${escapeMarkdown(subject)}: ${NEVER_RUN}`),
+        neverRun.listed.map((subject) => `- ❔ ${escapeMarkdown(subject)}: ${NEVER_RUN}`),
         NEVER_RUN_LISTED,
+        neverRun.count,
       ),
     );
-    if (neverRun.length) out.push('', `_${NEVER_RUN_HINT(neverRun.length)}_`); // our own text: its backticks are code
+    if (neverRun.count) out.push('', `_${NEVER_RUN_HINT(neverRun.count)}_`); // our own text: its backticks are code
   }
   return out.length ? `${out.join('\n')}\n` : '';
 }
