@@ -118,7 +118,9 @@ function linkDependencies(nodes: Map<string, ApplyNode>, descriptors: Map<string
  * that the creates would take past it, the creates beyond the free places wait for the prunes of
  * that kind there, one each: renaming a resource of a full project frees its place before taking
  * it, in one run. Everywhere else no create waits for a delete, so a create that fails leaves
- * the resource it was to succeed in place.
+ * the resource it was to succeed in place. Only prunes that wait for nothing are paired: one
+ * that waits for a referrer to move away could wait, through it, for the very create (a masking
+ * policy moved from a classification renamed in a full project), and the pair would never start.
  */
 function makeRoomInFullScopes(nodes: Map<string, ApplyNode>, state: LiveState, dep: (from: string, to: string) => void): void {
   const scopes = new Map<string, { cap: number; creates: ApplyNode[]; prunes: ApplyNode[] }>();
@@ -130,7 +132,8 @@ function makeRoomInFullScopes(nodes: Map<string, ApplyNode>, state: LiveState, d
     const key = scopeOf(c.kind, c.project);
     let scope = scopes.get(key);
     if (!scope) scopes.set(key, (scope = { cap, creates: [], prunes: [] }));
-    (creates ? scope.creates : scope.prunes).push(node);
+    if (creates) scope.creates.push(node);
+    else if (!node.deps.size) scope.prunes.push(node);
   }
   const both = [...scopes].filter(([, s]) => s.creates.length && s.prunes.length);
   if (!both.length) return;

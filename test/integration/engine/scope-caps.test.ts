@@ -76,4 +76,37 @@ describe('apply --prune in a scope at its cap', () => {
     const create = [...graph.nodes.values()].find((n) => n.step === 'write' && n.change.name === 'sso-renamed-again')!;
     expect([...create.deps]).toEqual([]);
   });
+
+  test('a prune that waits for a referrer is not paired with a create: no cycle through the referrer', async () => {
+    // A full project of classifications; a masking policy moves from the renamed one to its new name.
+    // delete(old) waits for the policy's update, which waits for create(new): pairing create(new)
+    // with delete(old) would close a cycle, and the apply would fail every one of them.
+    const classes = kind('classification').maxPerScope!;
+    const gov = join(mkdtempSync(join(tmpdir(), 'dp-engine-caps-')), 'platform');
+    mkdirSync(gov);
+    const config = (renamed: string) => {
+      const docs = [`apiVersion: dataplatform/v1\nkind: Project\nmetadata:\n  name: gov\nspec:\n  description: governance\n`];
+      for (let i = 0; i < classes; i++) {
+        const name = i === classes - 1 ? renamed : `cls-${i}`;
+        docs.push(
+          `apiVersion: dataplatform/v1\nkind: Classification\nmetadata:\n  name: ${name}\n  project: gov\nspec:\n  sensitivity: internal\n`,
+        );
+      }
+      docs.push(
+        `apiVersion: dataplatform/v1\nkind: MaskingPolicy\nmetadata:\n  name: mask\n  project: gov\nspec:\n  classification: ${renamed}\n  method: hash\n`,
+      );
+      writeFileSync(join(gov, 'gov.yaml'), docs.join('---\n'));
+    };
+    config('cls-last');
+    const filled = await reconcile(client, [gov], opts({ sourceId: 'gov' }));
+    expect(filled.plan.errors).toEqual([]);
+    expect(filled.result!.converged).toBe(true);
+    config('cls-renamed');
+    const { plan, state, documents } = await preparePlan(client, [gov], opts({ sourceId: 'gov' }));
+    expect(plan.summary).toMatchObject({ create: 1, update: 1, delete: 1 });
+    const graph = applyGraph(plan, new Map(documents.map((d) => [d.descriptor.kind, d.descriptor])), state);
+    const node = (step: string, name: string) => [...graph.nodes.values()].find((n) => n.step === step && n.change.name === name)!;
+    expect([...node('delete', 'cls-last').deps]).toEqual([node('write', 'mask').id]);
+    expect([...node('write', 'cls-renamed').deps]).not.toContain(node('delete', 'cls-last').id);
+  }, 60_000);
 });
