@@ -4,6 +4,7 @@ import { join, resolve } from 'node:path';
 import { DEFAULT_OPTIONS, SQLITE_FILE } from '../service/context.js';
 import { checkSmtpUrl, redactedSmtpUrl } from '../service/smtp-url.js';
 import { readStdin } from './stdin.js';
+import { watchParent } from '../parent-watch.js';
 import { LOG_FORMAT_HELP, LOG_FORMATS, LOG_LEVELS, type LogFormat } from '../log-format.js';
 import type { RunningService, StartServiceOptions } from '../service/server.js';
 import type { Db } from '../service/store/db.js';
@@ -66,32 +67,6 @@ function stopOnSignals(close: () => Promise<void>): void {
   process.on('SIGTERM', () => stop('SIGTERM'));
   process.on('SIGINT', () => stop('SIGINT'));
   watchParent(() => stop('Parent process (the npm script) exited'));
-}
-
-/**
- * Stops the service when the process between it and npm goes away. npm runs a script as
- * `sh -c '<script>'` and, on SIGTERM or SIGINT, forwards the signal to that shell only. dash
- * (Debian's and Ubuntu's sh) keeps itself as node's parent and does not pass signals on, so a
- * `kill <npm pid>` (a process manager, an IDE's stop button, a CI step) killed the shell, npm
- * exited, and this process lived on re-parented to init, holding the port and the SQLite file.
- * (Ctrl-C is not affected: the terminal signals the whole foreground group, node included.)
- * The parent's death is the one notice that reaches us whatever the shell does: stdin is the
- * terminal (it never ends), npm opens no IPC channel and Node has no PR_SET_PDEATHSIG, so the
- * parent pid is polled (process.ppid is a getppid() per read; it changes to init or a subreaper
- * when the parent dies). Only under a package-manager script (npm_lifecycle_event; yarn and
- * pnpm set it too): a `dpctl serve` started with nohup or `&` from a shell that then exits is
- * meant to outlive that shell.
- */
-function watchParent(onExit: () => void): void {
-  const parent = process.ppid;
-  if (!process.env.npm_lifecycle_event || parent <= 1) return;
-  const timer = setInterval(() => {
-    if (process.ppid === parent) return;
-    clearInterval(timer);
-    onExit();
-  }, 500);
-  // The check never keeps the process alive by itself: the listeners do.
-  timer.unref();
 }
 
 /** The demo tenant of `npm start`: a well-known password is fine on a laptop, never elsewhere. */

@@ -2,6 +2,7 @@ import { Command, Option } from 'commander';
 import type { Logger } from 'pino';
 import { withConnection } from '../client/options.js';
 import { LOG_FORMAT_HELP, LOG_FORMATS } from '../log-format.js';
+import { watchParent } from '../parent-watch.js';
 import type { ControllerOpts } from './start.js';
 import type { RemoteCommand, RemoteOpts } from './remote.js';
 
@@ -190,7 +191,10 @@ async function runController(opts: ControllerOpts, command: Command): Promise<vo
   }
 }
 
-/** SIGTERM or SIGINT stops the controller (changes in flight finish) and exits; a second signal exits at once. */
+/**
+ * SIGTERM, SIGINT or (under npm: `npx dpctl controller`, an npm script) the death of the parent
+ * stops the controller (changes in flight finish) and exits; a second signal exits at once.
+ */
 function stopOnSignals(controller: { stop(): Promise<void> }, log: Logger): void {
   let stopping = false;
   const shutdown = (signal: string) => {
@@ -210,6 +214,7 @@ function stopOnSignals(controller: { stop(): Promise<void> }, log: Logger): void
   };
   process.on('SIGTERM', () => shutdown('SIGTERM'));
   process.on('SIGINT', () => shutdown('SIGINT'));
+  watchParent(() => shutdown('parent process exited'));
 }
 
 /** The subcommands that talk to a running controller: name, description, whether they send the webhook secret. */

@@ -1,11 +1,12 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { cpSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { cpSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { TestHttp } from '../support/http.js';
+import { groupMembers } from '../support/processes.js';
 
 /**
  * The README's start command (`npm start`): the reference service with the demo tenant and the
@@ -153,32 +154,6 @@ describe('npm start', () => {
     expect(await exited).toBe(0);
   });
 });
-
-/**
- * Live (not zombie) processes of a process group, with their command lines. /proc on Linux; elsewhere
- * kill(-pgid, 0) only says whether the group has any member left.
- */
-function groupMembers(pgid: number): string[] {
-  try {
-    process.kill(-pgid, 0);
-  } catch {
-    return [];
-  }
-  if (!existsSync('/proc/self/stat')) return [`(process group ${pgid} is not empty)`];
-  const members: string[] = [];
-  for (const pid of readdirSync('/proc').filter((d) => /^\d+$/.test(d))) {
-    try {
-      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-      // Fields after the command name "(...)": state, ppid, pgrp.
-      const [state, ppid, pgrp] = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-      if (Number(pgrp) !== pgid || state === 'Z') continue;
-      members.push(`${pid} (parent ${ppid}): ${readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').join(' ').trim()}`);
-    } catch {
-      // Exited while being read.
-    }
-  }
-  return members;
-}
 
 /** How a connection to the port ends: 'ECONNREFUSED' once nothing listens on it. */
 const connectOutcome = (port: number) =>

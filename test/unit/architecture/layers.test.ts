@@ -20,6 +20,8 @@ const LAYER: Record<string, number> = {
   'collections.ts': 0,
   // Path helpers (is a real path within a root), for config and the controller's sources.
   'paths.ts': 0,
+  // Stop with the npm process that started us (dpctl serve, dpctl controller).
+  'parent-watch.ts': 0,
   client: 1,
   config: 1,
   engine: 2,
