@@ -22,7 +22,9 @@ export function initCommand(): Command {
       process.stdout.write(
         `wrote a ${opts.format} configuration repository in ${r.dir}\n${r.written.map((p) => `  ${p}${r.overwritten.includes(p) ? ' (overwritten)' : ''}\n`).join('')}`,
       );
-      process.stdout.write(`next:\n  cd ${dir}\n  npm install\n  ${next(opts.format, r.sourceId)}\n`);
+      for (const w of r.warnings) process.stderr.write(`warning: ${w}\n`);
+      const cd = r.dir === process.cwd() ? '' : `  cd ${dir}\n`;
+      process.stdout.write(`next:\n${cd}  npm install\n  ${next(opts.format, r.sourceId)}\n`);
     });
 }
 

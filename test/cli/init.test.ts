@@ -63,6 +63,17 @@ describe('dpctl init', () => {
       },
     });
     expect(r.stdout).toContain('npm run plan   # dpctl plan platform --source-id team-config');
+    expect(r.stdout).toContain(`next:\n  cd ${dir}\n  npm install\n`);
+    expect(r.stderr).toBe('');
+    // The install scripts npm asks about (npm 11.16+), decided as this package decides them.
+    const own = JSON.parse(readFileSync(join(import.meta.dirname, '..', '..', 'package.json'), 'utf8'));
+    expect(pkg.allowScripts).toEqual(own.allowScripts);
+    expect(pkg.allowScripts).toMatchObject({ 'better-sqlite3': true });
+    const readme = readFileSync(join(dir, 'README.md'), 'utf8');
+    expect(readme).toContain('`POST /api/v1/projects/<project id>/api-keys`');
+    expect(readme).toContain('points at `orders.db.internal`, a host that does not exist');
+    expect(readme).not.toContain('npmjs.com');
+    expect(readFileSync(join(dir, 'platform/starter/sources.yaml'), 'utf8')).toContain('host: orders.db.internal      # a placeholder');
     const { config, errors } = loadConfig([join(dir, 'platform')]);
     expect(errors).toEqual([]);
     expect(config.documents.map((d) => d.yamlKind).sort()).toEqual([
@@ -97,10 +108,23 @@ describe('dpctl init', () => {
     writeFileSync(join(dir, 'package-lock.json'), '{}');
     writeFileSync(
       join(dir, 'package.json'),
-      JSON.stringify({ name: 'ours', scripts: { test: 'true' }, dependencies: { 'dataplatform-as-code': 'file:../x.tgz' } }),
+      JSON.stringify({
+        name: 'ours',
+        scripts: { test: 'true' },
+        dependencies: { 'dataplatform-as-code': 'file:../x.tgz' },
+        allowScripts: { esbuild: false },
+      }),
     );
-    const r = await runDpctl(['init', dir, '--format', 'cdktf']);
+    // Run in the directory itself, as `dpctl init .`: no `cd` in what to do next.
+    const r = await runDpctl(['init', '.', '--format', 'cdktf'], { cwd: dir });
     expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).toContain('next:\n  npm install\n');
+    // What `npm install ../x.tgz` recorded installs here, not in a CI checkout of the repository.
+    expect(r.stderr).toBe(
+      'warning: package.json installs dataplatform-as-code from file:../x.tgz, outside this repository: a CI checkout of it cannot install that. ' +
+        "Change that dependency to what CI can fetch (a git or https URL of the package, your registry's version, or " +
+        'file:vendor/<tarball> with the tarball committed); init --package-spec sets it\n',
+    );
     const pkg = JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8'));
     expect(pkg.name).toBe('ours');
     expect(pkg.type).toBe('module');
@@ -111,6 +135,18 @@ describe('dpctl init', () => {
       constructs: expect.any(String),
     });
     expect(readFileSync(join(dir, 'main.ts'), 'utf8')).toContain("from 'dataplatform-as-code/cdktf'");
+    // The user's own decisions stand.
+    expect(pkg.allowScripts).toMatchObject({ esbuild: false, 'better-sqlite3': true });
+  });
+
+  it('a file: dependency inside the repository (a committed tarball) is not warned about', async () => {
+    const dir = fresh();
+    const r = await runDpctl(['init', dir, '--package-spec', 'file:vendor/dataplatform-as-code-0.1.0.tgz']);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stderr).toBe('');
+    expect(JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8')).dependencies).toEqual({
+      'dataplatform-as-code': 'file:vendor/dataplatform-as-code-0.1.0.tgz',
+    });
   });
 
   it('refuses a non-empty directory, naming what it would overwrite; --force writes and says what it overwrote', async () => {

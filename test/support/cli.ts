@@ -55,10 +55,11 @@ export async function startServe(args: string[], env: Record<string, string> = {
 /** Runs a dpctl command to completion. */
 export function runDpctl(
   args: string[],
-  options: { env?: Record<string, string>; input?: string } = {},
+  options: { env?: Record<string, string>; input?: string; cwd?: string } = {},
 ): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
     const child = spawn(process.execPath, [DPCTL, ...args], {
+      cwd: options.cwd,
       env: { ...process.env, ...(options.env ?? {}) },
       stdio: ['pipe', 'pipe', 'pipe'],
     });

@@ -1,11 +1,19 @@
 import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { basename, dirname, join, resolve } from 'node:path';
+import { basename, dirname, isAbsolute, join, relative, resolve } from 'node:path';
 import { PACKAGE_VERSION } from '../../version.js';
 import { packageFields, scaffold, type InitFormat, type ScaffoldOptions } from './templates.js';
 
 /** What installing the package leaves in a directory; `dpctl init` still counts it as empty. */
 const LEFT_BY_INSTALL = new Set(['.git', 'node_modules', 'package.json', 'package-lock.json']);
 const PACKAGE_NAME = 'dataplatform-as-code';
+/**
+ * The packages with install scripts that installing this package (and, for cdktf, cdktf-cli) brings,
+ * and whether each needs its script, as this package's own package.json records them: npm 11.16+
+ * warns about every script not covered by `allowScripts`, and npm 12 will block them.
+ */
+const ALLOW_SCRIPTS = (
+  JSON.parse(readFileSync(new URL('../../../package.json', import.meta.url), 'utf8')) as { allowScripts: Record<string, boolean> }
+).allowScripts;
 
 export interface InitOptions {
   format: InitFormat;
@@ -21,6 +29,8 @@ export interface InitResult {
   sourceId: string;
   written: string[];
   overwritten: string[];
+  /** What the user should fix before CI runs (a dependency CI cannot install). */
+  warnings: string[];
 }
 
 /**
@@ -64,7 +74,23 @@ export function initRepository(target: string, options: InitOptions): InitResult
     writeFileSync(join(dir, path), content);
   }
   writeFileSync(pkgPath, `${JSON.stringify(mergePackage(existingPkg, o), null, 2)}\n`);
-  return { dir, sourceId, written: [...files.keys(), 'package.json'].sort(), overwritten };
+  const warnings = [outsideRepository(o.packageSpec, dir)].filter((w): w is string => !!w);
+  return { dir, sourceId, written: [...files.keys(), 'package.json'].sort(), overwritten, warnings };
+}
+
+/**
+ * A dependency on a file outside the repository (`npm install ../dataplatform-as-code-0.1.0.tgz`
+ * records `file:../...`): it installs here, and a CI checkout of the repository has no such file.
+ */
+function outsideRepository(spec: string, dir: string): string | undefined {
+  if (!spec.startsWith('file:')) return undefined;
+  const path = relative(dir, resolve(dir, spec.slice('file:'.length)));
+  if (!path.startsWith('..') && !isAbsolute(path)) return undefined;
+  return (
+    `package.json installs ${PACKAGE_NAME} from ${spec}, outside this repository: a CI checkout of it cannot install that. ` +
+    `Change that dependency to what CI can fetch (a git or https URL of the package, your registry's version, or ` +
+    `file:vendor/<tarball> with the tarball committed); init --package-spec sets it`
+  );
 }
 
 /** The fields of an existing package.json that the scaffold reads; the rest is kept as it is. */
@@ -83,6 +109,7 @@ function mergePackage(existing: PackageJson | undefined, o: ScaffoldOptions): Re
     ...(o.format === 'cdktf' ? { type: 'module' } : {}),
     scripts: { ...fields.scripts, ...(pkg.scripts ?? {}) },
     dependencies: { ...fields.dependencies, ...(pkg.dependencies ?? {}) },
+    allowScripts: { ...ALLOW_SCRIPTS, ...((pkg.allowScripts as Record<string, boolean> | undefined) ?? {}) },
     ...(Object.keys(fields.devDependencies).length
       ? { devDependencies: { ...fields.devDependencies, ...(pkg.devDependencies ?? {}) } }
       : {}),

@@ -136,7 +136,7 @@ metadata:
 spec:
   connector_type: postgresql
   config:
-    host: orders.db.internal
+    host: orders.db.internal      # a placeholder: your database's host (CI tests the connection on apply)
     port: 5432
     database: orders
     schema: public
@@ -486,7 +486,7 @@ function readme(o: ScaffoldOptions): string {
   }[o.format];
   return `# ${o.repoName}
 
-The data platform, as code. Managed with [${o.packageName}](https://www.npmjs.com/package/${o.packageName}).
+The data platform, as code. Managed with \`${o.packageName}\` (its guides: \`node_modules/${o.packageName}/README.md\` and \`docs/\`).
 
 ${layout}
 - \`.github/workflows/platform.yml\`: on a pull request, validate and plan, and post the plan as a comment; on \`main\`, apply.
@@ -504,6 +504,12 @@ ${o.format === 'yaml' ? `export ORDERS_DB_PASSWORD=...\nnpx dpctl validate platf
 The first ${o.format === 'cdktf' ? 'deploy' : 'apply'} must create the project \`starter\`, which an API key (limited to its project) cannot:
 run it once as an admin (DATAPLATFORM_EMAIL and DATAPLATFORM_PASSWORD), then CI uses an admin key of the project
 (the project's own description and labels need admin; a read-write key applies the rest and fails there with 403).
+Create that key once, as an admin: \`POST /api/v1/projects/<project id>/api-keys\` with
+\`{"name": "ci", "permission_level": "admin"}\` answers its value, shown once (or declare it: \`node_modules/${o.packageName}/docs/resources/api_key.md\`);
+store it as the repository secret \`DATAPLATFORM_API_KEY\`.
+
+The starter connector \`orders-db\` points at \`orders.db.internal\`, a host that does not exist: put your database's host
+and user there before the first ${o.format === 'cdktf' ? 'deploy' : 'apply'}${o.format === 'yaml' ? ' on `main` (the workflow applies with `--test-connections`, which fails the job on a connection that does not work)' : ''}.
 
 ${
   o.format === 'yaml'
