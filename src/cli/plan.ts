@@ -7,6 +7,7 @@ import { makeClient, parseConcurrency, withConnection, type ConnectionOpts } fro
 import type { EngineOptions, SavedPlan } from '../engine/index.js';
 import { parseDuration } from '../controller/duration.js';
 import { rootCauses } from '../config/errors.js';
+import { stopOnInterrupt } from './interrupt.js';
 
 // The client and the engine load when a command runs, so `dpctl --help` and the commands that
 // do not need them start without them.
@@ -302,27 +303,52 @@ async function runApply(given: string, flags: ApplyOpts): Promise<number> {
     const progress = json
       ? undefined
       : progressPrinter(plan.changes.reduce((n, c) => n + (c.action === 'no-op' ? 0 : c.action === 'replace' ? 2 : 1), 0));
-    const result = await engine.applyPlan(client, plan, documents, state, secrets, {
-      concurrency: options.concurrency!,
-      onProgress: progress?.line,
-    });
-    const settled = await engine.settle(client, plan, result, state, {
-      previews,
-      wait: opts.wait,
-      deadline,
-      testConnections: opts.testConnections,
-      concurrency: options.concurrency!,
-      onProgress: progress?.line,
-      onPhase: progress?.phase,
-    });
-    progress?.end();
-    if (json) print(`${JSON.stringify(engine.applyReportJson(plan, result, settled), null, 2)}\n`);
-    else print(engine.renderApplySummary(result, settled.failures.length) + engine.renderSettle(settled));
-    return result.converged && !settled.failures.length ? 0 : 1;
+    const interrupt = stopOnInterrupt();
+    try {
+      const { signal } = interrupt;
+      const result = await engine.applyPlan(client, plan, documents, state, secrets, {
+        concurrency: options.concurrency!,
+        onProgress: progress?.line,
+        signal,
+      });
+      const settleOptions = {
+        previews,
+        wait: opts.wait,
+        deadline,
+        testConnections: opts.testConnections,
+        concurrency: options.concurrency!,
+        onProgress: progress?.line,
+        onPhase: progress?.phase,
+        signal,
+      };
+      // Stopped during the writes or the waits after them: report what was done, confirm nothing more.
+      const settled = signal.aborted
+        ? NOT_SETTLED
+        : await engine.settle(client, plan, result, state, settleOptions).catch((err: unknown) => {
+            if (signal.aborted) return NOT_SETTLED;
+            throw err;
+          });
+      progress?.end();
+      if (json) print(`${JSON.stringify(engine.applyReportJson(plan, result, settled), null, 2)}\n`);
+      else print(engine.renderApplySummary(result, settled.failures.length) + engine.renderSettle(settled));
+      if (signal.aborted) {
+        process.stderr.write(`dpctl: ${STOPPED}\n`);
+        return 1;
+      }
+      return result.converged && !settled.failures.length ? 0 : 1;
+    } finally {
+      interrupt.dispose();
+    }
   } finally {
     await close();
   }
 }
+
+const STOPPED =
+  'the apply was stopped: what it wrote is on the server and recorded; changes not started, and the provisioning, connection tests and health of what it wrote, were not; apply again to finish';
+
+/** What an apply stopped before or during its waits confirmed: nothing (the message above says so). */
+const NOT_SETTLED = { provisioning: [], tests: [], health: [], failures: [] };
 
 const isFile = (path: string) => {
   try {
