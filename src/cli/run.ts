@@ -3,6 +3,7 @@ import type { DataPlatformClient, EventStream, Run, RunOwner, StepUpdate } from 
 import { parseDuration } from '../controller/duration.js';
 import { makeClient, withConnection, type ConnectionOpts } from '../client/options.js';
 import { guarded } from './plan.js';
+import { watchParent } from '../parent-watch.js';
 
 /**
  * `dpctl run sync|pipeline|dbt NAME --project P`: triggers a run (spec section 4) and, with
@@ -73,11 +74,20 @@ async function runAction(kind: RunKind, name: string, opts: RunOpts): Promise<nu
       return 0;
     }
     if (opts.output === 'text') print(`${title(target)}: run ${runId} started\n`);
-    const progress = progressPrinter(opts.output === 'json' ? (s) => process.stderr.write(s) : print);
-    const run = await withTimeout(timeoutMs, runId, (signal) =>
-      kind === 'pipeline' ? followPipeline(client, target, runId, reader, progress, signal) : pollRun(reader, progress.run, signal),
-    );
-    return report(target, run, opts.output);
+    // Under npx or an npm script, a SIGTERM to npm alone would leave this waiting, re-parented, up to --timeout.
+    const unwatch = watchParent(() => {
+      process.stderr.write(`dpctl: the parent process (npm) exited: no longer following run ${runId} (it goes on in the service)\n`);
+      process.exit(1);
+    });
+    try {
+      const progress = progressPrinter(opts.output === 'json' ? (s) => process.stderr.write(s) : print);
+      const run = await withTimeout(timeoutMs, runId, (signal) =>
+        kind === 'pipeline' ? followPipeline(client, target, runId, reader, progress, signal) : pollRun(reader, progress.run, signal),
+      );
+      return report(target, run, opts.output);
+    } finally {
+      unwatch();
+    }
   } finally {
     await client.close();
   }

@@ -133,4 +133,34 @@ describe('dpctl apply, stopped', () => {
     await new Promise((r) => setTimeout(r, 1_000));
     expect(await channelsOf(t, 'npx-stopped')).toBe(created);
   }, 60_000);
+
+  it('dpctl run --follow under npx: a SIGTERM to npm alone ends the wait (the run goes on in the service)', async () => {
+    const t = await svc.tenant();
+    const p = await svc.project(t, 'runs');
+    // A simulated sync of many tables: it lasts seconds at the service's real time scale.
+    const tables = Array.from({ length: 40 }, (_, i) => `T${i}`);
+    await svc.ok(
+      t,
+      'POST',
+      `/projects/${p.id}/connectors`,
+      { body: { name: 'crm', connector_type: 'salesforce', selected_tables: tables } },
+      201,
+    );
+    const follow = start(
+      'npx',
+      ['dpctl', 'run', 'sync', 'crm', '--project', 'runs', '--follow'],
+      { ...cliEnvFor(svc, t), npm_config_update_notifier: 'false' },
+      /run \S+ started/,
+    );
+    await follow.up;
+    const stoppedAt = Date.now();
+    process.kill(follow.pid, 'SIGTERM');
+    let left = groupMembers(follow.pid);
+    while (left.length && Date.now() - stoppedAt < 8_000) {
+      await new Promise((r) => setTimeout(r, 100));
+      left = groupMembers(follow.pid);
+    }
+    expect(left, `still following 8 s after the signal:\n${follow.out().stdout}`).toEqual([]);
+    expect(follow.out().stderr).toMatch(/no longer following run \S+ \(it goes on in the service\)/);
+  }, 60_000);
 });
