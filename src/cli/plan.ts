@@ -345,7 +345,7 @@ async function runApply(given: string, flags: ApplyOpts): Promise<number> {
 }
 
 const STOPPED =
-  'the apply was stopped: what it wrote is on the server and recorded; changes not started, and the provisioning, connection tests and health of what it wrote, were not; apply again to finish';
+  'the apply was stopped: what it wrote is on the server; what it had not started, and the provisioning, connection tests and health of what it wrote, are left to the next apply';
 
 /** What an apply stopped before or during its waits confirmed: nothing (the message above says so). */
 const NOT_SETTLED = { provisioning: [], tests: [], health: [], failures: [] };

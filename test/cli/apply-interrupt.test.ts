@@ -93,7 +93,7 @@ describe('dpctl apply, stopped', () => {
     expect(await apply.exited).toBe(1);
     const { stdout, stderr } = apply.out();
     expect(stderr).toContain('dpctl: interrupted (SIGINT): finishing the changes in flight, starting no more (again to exit at once)');
-    expect(stderr).toContain('dpctl: the apply was stopped: what it wrote is on the server and recorded');
+    expect(stderr).toContain('dpctl: the apply was stopped: what it wrote is on the server; what it had not started, and the provisioning');
     const summary = stdout.match(/Apply incomplete: (\d+) done, 0 failed, (\d+) skipped, 0 not supported\./);
     expect(summary, stdout).not.toBeNull();
     const [done, skipped] = [Number(summary![1]), Number(summary![2])];
