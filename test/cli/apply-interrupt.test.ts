@@ -1,10 +1,9 @@
-import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { DPCTL, runDpctl } from '../support/cli.js';
-import { groupMembers } from '../support/processes.js';
+import { groupLeftAfter, groupMembers, spawnInGroup } from '../support/processes.js';
 import { startTestService, type TestService, type TestTenant } from '../support/service.js';
 import { cliEnvFor } from '../integration/engine/helpers.js';
 
@@ -17,14 +16,14 @@ import { cliEnvFor } from '../integration/engine/helpers.js';
 const ROOT = join(import.meta.dirname, '..', '..');
 const CHANNELS = 150;
 let svc: TestService;
-let child: ChildProcess | undefined;
+let pid: number | undefined;
 
 beforeAll(async () => {
   svc = await startTestService({ rateLimit: 1_000_000 });
 });
 afterEach(() => {
-  if (child?.pid && groupMembers(child.pid).length) process.kill(-child.pid, 'SIGKILL');
-  child = undefined;
+  if (pid && groupMembers(pid).length) process.kill(-pid, 'SIGKILL');
+  pid = undefined;
 });
 afterAll(async () => {
   await svc?.close();
@@ -43,21 +42,16 @@ function config(project: string, channels = CHANNELS): string {
   return dir;
 }
 
-/** Starts `command` in its own process group; resolves with its output once `ready` matches it. */
+/** Starts `command` in its own process group; `up` resolves once its stdout matches `ready`. */
 function start(command: string, args: string[], env: Record<string, string>, ready: RegExp) {
-  child = spawn(command, args, { cwd: ROOT, env: { ...process.env, ...env }, detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
-  const c = child;
-  let stdout = '';
-  let stderr = '';
-  c.stdout!.on('data', (d) => (stdout += d));
-  c.stderr!.on('data', (d) => (stderr += d));
-  const exited = new Promise<number | null>((r) => c.once('close', (code) => r(code)));
+  const started = spawnInGroup(command, args, { cwd: ROOT, env: { ...process.env, ...env } });
+  pid = started.pid;
+  const exited = new Promise<number | null>((r) => started.child.once('close', (code) => r(code)));
   const up = new Promise<void>((resolve, reject) => {
-    const check = () => (ready.test(stdout) ? resolve() : undefined);
-    c.stdout!.on('data', check);
-    void exited.then(() => reject(new Error(`exited before ${ready}:\n${stdout}\n${stderr}`)));
+    started.child.stdout!.on('data', () => (ready.test(started.stdout()) ? resolve() : undefined));
+    void exited.then(() => reject(new Error(`exited before ${ready}:\n${started.output()}`)));
   });
-  return { pid: c.pid!, up, exited, out: () => ({ stdout, stderr }) };
+  return { pid: started.pid, up, exited, out: () => ({ stdout: started.stdout(), stderr: started.stderr() }) };
 }
 
 async function channelsOf(t: TestTenant, project: string): Promise<number> {
@@ -119,14 +113,8 @@ describe('dpctl apply, stopped', () => {
       /^\+ NotificationChannel npx-stopped\/ch-2: created/m,
     );
     await apply.up;
-    const stoppedAt = Date.now();
     process.kill(apply.pid, 'SIGTERM');
-    let left = groupMembers(apply.pid);
-    while (left.length && Date.now() - stoppedAt < 8_000) {
-      await new Promise((r) => setTimeout(r, 100));
-      left = groupMembers(apply.pid);
-    }
-    expect(left, `still running 8 s after the signal:\n${apply.out().stdout}`).toEqual([]);
+    expect(await groupLeftAfter(apply.pid, 8_000), `still running 8 s after the signal:\n${apply.out().stdout}`).toEqual([]);
     const created = await channelsOf(t, 'npx-stopped');
     expect(created).toBeLessThan(1_500);
     // Nothing more arrives later: the apply is gone, not merely detached.
@@ -153,14 +141,8 @@ describe('dpctl apply, stopped', () => {
       /run \S+ started/,
     );
     await follow.up;
-    const stoppedAt = Date.now();
     process.kill(follow.pid, 'SIGTERM');
-    let left = groupMembers(follow.pid);
-    while (left.length && Date.now() - stoppedAt < 8_000) {
-      await new Promise((r) => setTimeout(r, 100));
-      left = groupMembers(follow.pid);
-    }
-    expect(left, `still following 8 s after the signal:\n${follow.out().stdout}`).toEqual([]);
+    expect(await groupLeftAfter(follow.pid, 8_000), `still following 8 s after the signal:\n${follow.out().stdout}`).toEqual([]);
     expect(follow.out().stderr).toMatch(/no longer following run \S+ \(it goes on in the service\)/);
   }, 60_000);
 });

@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { TestHttp } from '../support/http.js';
-import { groupMembers } from '../support/processes.js';
+import { groupLeftAfter, groupMembers } from '../support/processes.js';
 
 /**
  * The README's start command (`npm start`): the reference service with the demo tenant and the
@@ -223,11 +223,7 @@ describe('stopping npm start', () => {
     expect(await Promise.race([exited, timeout])).not.toBe('still running');
 
     // npm may exit a moment before the service has closed: it waits only for the shell.
-    let left = groupMembers(pid);
-    while (left.length && Date.now() - stoppedAt < 8_000) {
-      await new Promise((r) => setTimeout(r, 100));
-      left = groupMembers(pid);
-    }
+    const left = await groupLeftAfter(pid, 8_000 - (Date.now() - stoppedAt));
     expect(left, `processes of npm start still running 8 s after the signal\n${output}`).toEqual([]);
     expect(await connectOutcome(port)).toBe('ECONNREFUSED');
     expect(output).toMatch(/draining in-flight requests and closing the store/);

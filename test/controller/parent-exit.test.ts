@@ -1,10 +1,9 @@
-import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { startTestService, type TestService } from '../support/service.js';
-import { groupMembers } from '../support/processes.js';
+import { groupLeftAfter, groupMembers, spawnInGroup } from '../support/processes.js';
 import { cliEnvFor } from '../integration/engine/helpers.js';
 
 /**
@@ -15,15 +14,15 @@ import { cliEnvFor } from '../integration/engine/helpers.js';
  */
 const ROOT = join(import.meta.dirname, '..', '..');
 let svc: TestService;
-let npm: ChildProcess | undefined;
+let pid: number | undefined;
 
 beforeAll(async () => {
   svc = await startTestService();
 });
 afterEach(() => {
   // A failed run must not leave a controller behind for the rest of the suite.
-  if (npm?.pid && groupMembers(npm.pid).length) process.kill(-npm.pid, 'SIGKILL');
-  npm = undefined;
+  if (pid && groupMembers(pid).length) process.kill(-pid, 'SIGKILL');
+  pid = undefined;
 });
 afterAll(async () => {
   await svc?.close();
@@ -36,36 +35,21 @@ describe('npx dpctl controller', () => {
     mkdirSync(source);
     writeFileSync(join(source, 'project.yaml'), 'apiVersion: dataplatform/v1\nkind: Project\nmetadata:\n  name: npx\nspec:\n  description: x\n');
     const state = mkdtempSync(join(tmpdir(), 'dp-ctl-state-'));
-    npm = spawn(
+    const npx = spawnInGroup(
       'npx',
       ['dpctl', 'controller', '--source', source, '--source-id', 'npx', '--listen', '127.0.0.1:0', '--interval', '1s', '--state-dir', state],
-      {
-        cwd: ROOT,
-        env: { ...process.env, ...cliEnvFor(svc, t), npm_config_update_notifier: 'false', DPCTL_WEBHOOK_SECRET: '' },
-        // Its own process group (as a shell gives a foreground job), so a signal reaches only npm's tree.
-        detached: true,
-        stdio: ['ignore', 'pipe', 'pipe'],
-      },
+      { cwd: ROOT, env: { ...process.env, ...cliEnvFor(svc, t), npm_config_update_notifier: 'false', DPCTL_WEBHOOK_SECRET: '' } },
     );
-    const pid = npm.pid!;
-    let output = '';
-    npm.stdout!.on('data', (d) => (output += d));
-    npm.stderr!.on('data', (d) => (output += d));
+    pid = npx.pid;
     const deadline = Date.now() + 40_000;
     // Up, and it has reconciled once (the project exists): a controller at work, not one starting.
-    while (!output.includes('"msg":"status listener up"') || !(await svc.ok<{ data: unknown[] }>(t, 'GET', '/projects')).data.length) {
-      if (Date.now() > deadline || npm.exitCode !== null) throw new Error(`npx dpctl controller did not come up\n${output}`);
+    while (!npx.output().includes('"msg":"status listener up"') || !(await svc.ok<{ data: unknown[] }>(t, 'GET', '/projects')).data.length) {
+      if (Date.now() > deadline || npx.child.exitCode !== null) throw new Error(`npx dpctl controller did not come up\n${npx.output()}`);
       await new Promise((r) => setTimeout(r, 200));
     }
 
-    const stoppedAt = Date.now();
     process.kill(pid, 'SIGTERM');
-    let left = groupMembers(pid);
-    while (left.length && Date.now() - stoppedAt < 8_000) {
-      await new Promise((r) => setTimeout(r, 100));
-      left = groupMembers(pid);
-    }
-    expect(left, `processes of npx dpctl controller still running 8 s after the signal\n${output}`).toEqual([]);
-    expect(output).toMatch(/"signal":"parent process exited".*"msg":"shutting down"/);
+    expect(await groupLeftAfter(pid, 8_000), `processes of npx dpctl controller still running 8 s after the signal\n${npx.output()}`).toEqual([]);
+    expect(npx.output()).toMatch(/"signal":"parent process exited".*"msg":"shutting down"/);
   }, 60_000);
 });

@@ -1,3 +1,4 @@
+import { spawn } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 
 /**
@@ -24,4 +25,28 @@ export function groupMembers(pgid: number): string[] {
     }
   }
   return members;
+}
+
+/** Waits up to `ms` for a process group to have no live member; returns those still running then. */
+export async function groupLeftAfter(pgid: number, ms: number): Promise<string[]> {
+  const deadline = Date.now() + ms;
+  let left = groupMembers(pgid);
+  while (left.length && Date.now() < deadline) {
+    await new Promise((r) => setTimeout(r, 100));
+    left = groupMembers(pgid);
+  }
+  return left;
+}
+
+/**
+ * `command` in a process group of its own (as a shell starts a foreground job, so a signal to the
+ * group reaches only its tree), stdout and stderr collected.
+ */
+export function spawnInGroup(command: string, args: string[], options: { cwd: string; env: NodeJS.ProcessEnv }) {
+  const child = spawn(command, args, { ...options, detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
+  let stdout = '';
+  let stderr = '';
+  child.stdout!.on('data', (d) => (stdout += d));
+  child.stderr!.on('data', (d) => (stderr += d));
+  return { child, pid: child.pid!, stdout: () => stdout, stderr: () => stderr, output: () => stdout + stderr };
 }
