@@ -87,6 +87,11 @@ const present = (v: string | undefined) => (v !== undefined && v.trim() !== '' ?
  */
 export function clientConfigFromEnv(env: NodeJS.ProcessEnv = process.env, overrides: Partial<ClientConfig> = {}): ClientConfig {
   const url = present(env.DATAPLATFORM_URL);
+  // Named here: validateConfig's "caFile or insecure" would name neither variable.
+  if (present(env.DATAPLATFORM_CA_FILE) && truthy(env.DATAPLATFORM_INSECURE) && !('caFile' in overrides) && !('insecure' in overrides))
+    throw new ClientConfigError(
+      'DATAPLATFORM_CA_FILE and DATAPLATFORM_INSECURE are both set: unset one (a CA to trust, or no verification at all)',
+    );
   const config: ClientConfig = {
     url: url ?? '',
     apiKey: present(env.DATAPLATFORM_API_KEY),
@@ -97,7 +102,19 @@ export function clientConfigFromEnv(env: NodeJS.ProcessEnv = process.env, overri
     ...overrides,
   };
   if (!config.url) throw new ClientConfigError('DATAPLATFORM_URL is not set (for example https://acme.localhost:8443)');
-  validateConfig(config);
+  try {
+    validateConfig(config);
+  } catch (err) {
+    // The controller's mounted-secret variables, set for a command that does not read them.
+    const files = { DATAPLATFORM_API_KEY_FILE: 'apiKey', DATAPLATFORM_PASSWORD_FILE: 'password' } as const;
+    const unread = Object.entries(files)
+      .filter(([name, field]) => present(env[name]) && !(field in overrides))
+      .map(([name]) => name);
+    if (!(err instanceof ClientConfigError) || !unread.length) throw err;
+    throw new ClientConfigError(
+      `${err.message} (${unread.join(' and ')} ${unread.length === 1 ? 'is' : 'are'} read by dpctl controller only: set ${unread.map((n) => n.replace(/_FILE$/, '')).join(' and ')} here)`,
+    );
+  }
   return config;
 }
 

@@ -396,7 +396,9 @@ describe('TLS trust: DATAPLATFORM_CA_FILE, DATAPLATFORM_INSECURE and their flags
       runDpctl(['plan', dir, '--insecure'], { env }),
     ]);
     expect(both.code).toBe(1);
-    expect(both.stderr).toBe('dpctl: give either a CA (caFile) or insecure: true, not both\n');
+    expect(both.stderr).toBe(
+      'dpctl: DATAPLATFORM_CA_FILE and DATAPLATFORM_INSECURE are both set: unset one (a CA to trust, or no verification at all)\n',
+    );
     expect(caFlag.stderr).toBe('');
     expect(caFlag.code).toBe(2);
     expect(caFlag.stdout).toMatch(PLANNED);

@@ -31,6 +31,9 @@ const ENV_ALL = {
   DATAPLATFORM_INSECURE: '1',
 };
 
+/** Every credential variable, and trust from the environment that does not contradict itself. */
+const ENV_CREDENTIALS = { ...ENV_ALL, DATAPLATFORM_INSECURE: '' };
+
 /** The settings that matter (userAgent is fixed). */
 const pick = (c: ReturnType<typeof providerClientConfig>) => ({
   url: c.url,
@@ -148,17 +151,20 @@ describe('provider block attributes and DATAPLATFORM_* variables', () => {
 
   describe('credentials come as a whole from one place', () => {
     it('an api_key in the block wins over an email in the block and over every variable', () => {
-      const c = providerClientConfig(block({ api_key: 'dpk_block', email: 'block@example.com', password: 'block-password' }), ENV_ALL);
+      const c = providerClientConfig(
+        block({ api_key: 'dpk_block', email: 'block@example.com', password: 'block-password' }),
+        ENV_CREDENTIALS,
+      );
       expect(pick(c)).toMatchObject({ apiKey: 'dpk_block', email: undefined, password: undefined });
     });
 
     it('an email in the block wins over DATAPLATFORM_API_KEY; its password falls back to DATAPLATFORM_PASSWORD', () => {
-      expect(pick(providerClientConfig(block({ email: 'block@example.com' }), ENV_ALL))).toMatchObject({
+      expect(pick(providerClientConfig(block({ email: 'block@example.com' }), ENV_CREDENTIALS))).toMatchObject({
         apiKey: undefined,
         email: 'block@example.com',
         password: 'env-password',
       });
-      expect(pick(providerClientConfig(block({ email: 'block@example.com', password: 'block-password' }), ENV_ALL))).toMatchObject({
+      expect(pick(providerClientConfig(block({ email: 'block@example.com', password: 'block-password' }), ENV_CREDENTIALS))).toMatchObject({
         apiKey: undefined,
         email: 'block@example.com',
         password: 'block-password',
@@ -166,7 +172,7 @@ describe('provider block attributes and DATAPLATFORM_* variables', () => {
     });
 
     it('with nothing in the block, DATAPLATFORM_API_KEY wins over DATAPLATFORM_EMAIL (the plain client refuses both)', () => {
-      expect(pick(providerClientConfig(null, ENV_ALL))).toMatchObject({ apiKey: 'dpk_env', email: undefined, password: undefined });
+      expect(pick(providerClientConfig(null, ENV_CREDENTIALS))).toMatchObject({ apiKey: 'dpk_env', email: undefined, password: undefined });
     });
 
     it('a password in the block goes with DATAPLATFORM_EMAIL, and is unused under DATAPLATFORM_API_KEY', () => {
@@ -226,15 +232,27 @@ describe('provider block attributes and DATAPLATFORM_* variables', () => {
       expect(() => new DataPlatformClient(providerClientConfig(block({ insecure: true }), env))).not.toThrow();
     });
 
-    it('and a CA file together are refused by the client, wherever each comes from', () => {
+    it('and a CA file: trust comes as a whole from the block when it says anything, else from the environment', () => {
       const env = { DATAPLATFORM_URL: URL_B, DATAPLATFORM_API_KEY: 'dpk_env' };
-      for (const c of [
-        providerClientConfig(block({ insecure: true, ca_file: '/block/ca.pem' }), env),
-        providerClientConfig(block({ ca_file: '/block/ca.pem' }), { ...env, DATAPLATFORM_INSECURE: '1' }),
-        providerClientConfig(block({ insecure: true }), { ...env, DATAPLATFORM_CA_FILE: '/env/ca.pem' }),
-      ]) {
-        expect(thrown(() => new DataPlatformClient(c)).message).toMatch(/give either a CA \(caFile\) or insecure: true, not both/);
-      }
+      // The quickstarts export DATAPLATFORM_CA_FILE; a block that says insecure = true means it.
+      const insecure = providerClientConfig(block({ insecure: true }), { ...env, DATAPLATFORM_CA_FILE: '/env/ca.pem' });
+      expect(pick(insecure)).toMatchObject({ insecure: true, caFile: undefined });
+      expect(() => new DataPlatformClient(insecure)).not.toThrow();
+      const ca = providerClientConfig(block({ ca_file: '/block/ca.pem' }), { ...env, DATAPLATFORM_INSECURE: '1' });
+      expect(pick(ca)).toMatchObject({ insecure: undefined, caFile: '/block/ca.pem' });
+      // Both in one place: refused, naming that place.
+      expect(thrown(() => providerClientConfig(block({ insecure: true, ca_file: '/block/ca.pem' }), env)).message).toBe(
+        'give either ca_file or insecure = true in the provider block, not both',
+      );
+      expect(
+        thrown(() => providerClientConfig(block(), { ...env, DATAPLATFORM_CA_FILE: '/env/ca.pem', DATAPLATFORM_INSECURE: '1' })).message,
+      ).toBe(
+        'DATAPLATFORM_CA_FILE and DATAPLATFORM_INSECURE are both set: unset one, or say which in the provider block (ca_file, or insecure = true)',
+      );
+      // insecure = false in the block turns the variable off, and keeps the environment's CA.
+      expect(
+        pick(providerClientConfig(block({ insecure: false }), { ...env, DATAPLATFORM_CA_FILE: '/env/ca.pem', DATAPLATFORM_INSECURE: '1' })),
+      ).toMatchObject({ insecure: undefined, caFile: '/env/ca.pem' });
     });
   });
 

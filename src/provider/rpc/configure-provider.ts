@@ -6,8 +6,29 @@ import { objectOf, present, type ProviderContext } from './context.js';
 const truthy = (v: string | undefined) => v !== undefined && /^(1|true|yes|on)$/i.test(v.trim());
 
 /**
+ * What to trust, as a whole from one place, as credentials are: `insecure = true` or a `ca_file` in
+ * the block, else the environment's (where `insecure = false` in the block turns DATAPLATFORM_INSECURE
+ * off). A block's `insecure = true` beside the DATAPLATFORM_CA_FILE the quickstarts export was refused
+ * as "a CA or insecure, not both", naming neither.
+ */
+function providerTrust(c: TfObject, env: NodeJS.ProcessEnv): Pick<ClientConfig, 'caFile' | 'insecure'> {
+  const blockCa = present(c.ca_file);
+  if (c.insecure === true && blockCa) throw new ClientConfigError('give either ca_file or insecure = true in the provider block, not both');
+  if (c.insecure === true) return { insecure: true };
+  if (blockCa) return { caFile: blockCa };
+  const caFile = present(env.DATAPLATFORM_CA_FILE);
+  const insecure = c.insecure === false ? false : truthy(env.DATAPLATFORM_INSECURE);
+  if (caFile && insecure)
+    throw new ClientConfigError(
+      'DATAPLATFORM_CA_FILE and DATAPLATFORM_INSECURE are both set: unset one, or say which in the provider block (ca_file, or insecure = true)',
+    );
+  return { caFile, insecure: insecure || undefined };
+}
+
+/**
  * Provider block attributes win over DATAPLATFORM_* variables. Credentials come as a whole
- * from one place: an api_key or email in the block, else the environment's.
+ * from one place: an api_key or email in the block, else the environment's; so does trust
+ * (providerTrust).
  */
 export function providerClientConfig(config: TfObject | null, env: NodeJS.ProcessEnv = process.env): ClientConfig {
   const c = config ?? {};
@@ -28,8 +49,7 @@ export function providerClientConfig(config: TfObject | null, env: NodeJS.Proces
     apiKey,
     email,
     password,
-    caFile: present(c.ca_file) ?? present(env.DATAPLATFORM_CA_FILE),
-    insecure: (typeof c.insecure === 'boolean' ? c.insecure : truthy(env.DATAPLATFORM_INSECURE)) || undefined,
+    ...providerTrust(c, env),
     userAgent: 'terraform-provider-dataplatform',
   };
   if (!out.url) throw new ClientConfigError('endpoint is not set (provider block or DATAPLATFORM_URL), e.g. https://acme.localhost:8443');

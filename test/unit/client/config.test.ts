@@ -41,10 +41,15 @@ describe('clientConfigFromEnv', () => {
         /not both/,
       ],
       [{ DATAPLATFORM_URL: URL_, DATAPLATFORM_EMAIL: 'a@b.c' }, /both an email and a password/],
+      // The controller's mounted-secret variable, where only the controller reads it: said so.
+      [
+        { DATAPLATFORM_URL: URL_, DATAPLATFORM_EMAIL: 'a@b.c', DATAPLATFORM_PASSWORD_FILE: '/run/secrets/pw' },
+        /^user login needs both an email and a password \(DATAPLATFORM_PASSWORD_FILE is read by dpctl controller only: set DATAPLATFORM_PASSWORD here\)$/,
+      ],
       [{ DATAPLATFORM_URL: URL_, DATAPLATFORM_PASSWORD: 'hunter2-secret' }, /both an email and a password/],
       [
         { DATAPLATFORM_URL: URL_, DATAPLATFORM_API_KEY: 'dpk_secret_value', DATAPLATFORM_INSECURE: '1', DATAPLATFORM_CA_FILE: '/ca.pem' },
-        /not both/,
+        /^DATAPLATFORM_CA_FILE and DATAPLATFORM_INSECURE are both set/,
       ],
     ];
     for (const [env, message] of bad) {
