@@ -57,9 +57,9 @@ export async function runRemote(command: RemoteCommand, opts: RemoteOpts, io: Io
       if (json) io.out(`${JSON.stringify(answer)}\n`);
       else if (answer.suspended)
         io.out(
-          `suspended: the controller at ${base} fetches and applies nothing until \`dpctl controller resume\` (it stays suspended across restarts and leader changes)\n`,
+          `suspended: the controller at ${base}, and the replicas it elects a leader with, fetch and apply nothing until \`dpctl controller resume\` (it stays suspended across restarts and leader changes)\n`,
         );
-      else io.out(`resumed: the controller at ${base} reconciles again, starting with a run now\n`);
+      else io.out(`resumed: the controller at ${base} and its replicas reconcile again, the leader starting with a run now\n`);
       return 0;
     }
     case 'reconcile':
