@@ -1,4 +1,5 @@
 import { ClientConfigError } from './errors.js';
+import { readSecretFile } from '../secret-file.js';
 import type { TokenStore } from './token-store.js';
 import type { ClientEvent } from './events.js';
 
@@ -82,6 +83,7 @@ const present = (v: string | undefined) => (v !== undefined && v.trim() !== '' ?
  * | `DATAPLATFORM_EMAIL`, `DATAPLATFORM_PASSWORD` | user auth (both) |
  * | `DATAPLATFORM_CA_FILE` | extra CA to trust |
  * | `DATAPLATFORM_INSECURE` | `1`/`true`: skip certificate verification |
+ * | `DATAPLATFORM_API_KEY_FILE`, `DATAPLATFORM_PASSWORD_FILE` | the same from mounted secret files (they win over the variables) |
  *
  * `overrides` win over the environment (a token store, events, retry settings...).
  */
@@ -92,30 +94,46 @@ export function clientConfigFromEnv(env: NodeJS.ProcessEnv = process.env, overri
     throw new ClientConfigError(
       'DATAPLATFORM_CA_FILE and DATAPLATFORM_INSECURE are both set: unset one (a CA to trust, or no verification at all)',
     );
+  // Mounted secret files, as the controller reads them: flags and other overrides first, then the
+  // files, then the variables. A key file is the credential, as --api-key is (the login variables
+  // are left aside); a password file gives the password of DATAPLATFORM_EMAIL.
+  const fromFile = (name: 'DATAPLATFORM_API_KEY_FILE' | 'DATAPLATFORM_PASSWORD_FILE', field: keyof ClientConfig) =>
+    field in overrides ? undefined : secretFromFile(name, present(env[name]));
+  const keyFromFile = fromFile('DATAPLATFORM_API_KEY_FILE', 'apiKey');
   const config: ClientConfig = {
     url: url ?? '',
-    apiKey: present(env.DATAPLATFORM_API_KEY),
-    email: present(env.DATAPLATFORM_EMAIL),
-    password: env.DATAPLATFORM_PASSWORD === '' ? undefined : env.DATAPLATFORM_PASSWORD,
+    apiKey: keyFromFile ?? present(env.DATAPLATFORM_API_KEY),
+    email: keyFromFile ? undefined : present(env.DATAPLATFORM_EMAIL),
+    password: keyFromFile
+      ? undefined
+      : (fromFile('DATAPLATFORM_PASSWORD_FILE', 'password') ?? (env.DATAPLATFORM_PASSWORD === '' ? undefined : env.DATAPLATFORM_PASSWORD)),
     caFile: present(env.DATAPLATFORM_CA_FILE),
     insecure: truthy(env.DATAPLATFORM_INSECURE) || undefined,
     ...overrides,
   };
   if (!config.url) throw new ClientConfigError('DATAPLATFORM_URL is not set (for example https://acme.localhost:8443)');
-  try {
-    validateConfig(config);
-  } catch (err) {
-    // The controller's mounted-secret variables, set for a command that does not read them.
-    const files = { DATAPLATFORM_API_KEY_FILE: 'apiKey', DATAPLATFORM_PASSWORD_FILE: 'password' } as const;
-    const unread = Object.entries(files)
-      .filter(([name, field]) => present(env[name]) && !(field in overrides))
-      .map(([name]) => name);
-    if (!(err instanceof ClientConfigError) || !unread.length) throw err;
-    throw new ClientConfigError(
-      `${err.message} (${unread.join(' and ')} ${unread.length === 1 ? 'is' : 'are'} read by dpctl controller only: set ${unread.map((n) => n.replace(/_FILE$/, '')).join(' and ')} here)`,
-    );
-  }
+  validateConfig(config);
   return config;
+}
+
+/**
+ * A credential from a mounted secret file (a Kubernetes or CI secret): a regular file of at most
+ * 1 MiB (never a pipe or a device, which would read or wait forever), without the trailing newline
+ * editors and `kubectl create secret` leave. Errors name the setting (`name`: a variable or a flag)
+ * and the path, never the content.
+ */
+export function secretFromFile(name: string, path: string | undefined): string | undefined {
+  if (!path) return undefined;
+  let text: string;
+  try {
+    text = readSecretFile(path);
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    throw new ClientConfigError(`${name} ${path}: ${code === 'ENOENT' ? 'no such file' : (err as Error).message}`);
+  }
+  const value = text.replace(/\r?\n$/, '');
+  if (!value) throw new ClientConfigError(`${name} ${path} is empty`);
+  return value;
 }
 
 /** Checks a configuration; messages name settings, never their secret values. */

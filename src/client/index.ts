@@ -11,7 +11,15 @@ export {
   type ProjectKindName,
   type TenantKindName,
 } from './client.js';
-export { clientConfigFromEnv, validateConfig, apiBase, DEFAULT_RETRY, type ClientConfig, type RetryOptions } from './config.js';
+export {
+  clientConfigFromEnv,
+  validateConfig,
+  apiBase,
+  secretFromFile,
+  DEFAULT_RETRY,
+  type ClientConfig,
+  type RetryOptions,
+} from './config.js';
 export {
   DataPlatformError,
   ClientConfigError,

@@ -2,7 +2,7 @@ import { existsSync, mkdirSync, readFileSync, statSync } from 'node:fs';
 import { basename, join, resolve } from 'node:path';
 import type { Logger } from 'pino';
 import type { LogFormat } from '../log-format.js';
-import { FileTokenStore, type ClientConfig } from '../client/index.js';
+import { FileTokenStore, secretFromFile, type ClientConfig } from '../client/index.js';
 import { makeClient, parseConcurrency, rateLimitNotices, type ConnectionOpts } from '../client/options.js';
 import { sourceIdProblem } from '../engine/index.js';
 import { startController } from './controller.js';
@@ -93,20 +93,8 @@ function receiversOf(opts: ControllerOpts): Receiver[] {
   ];
 }
 
-/** A mounted secret file's content, without the trailing newline editors and `kubectl create secret` leave. */
-function readSecretFile(path: string, what: string): string {
-  let text: string;
-  try {
-    text = readFileSync(path, 'utf8');
-  } catch (err) {
-    throw new Error(`${what} ${path}: ${(err as NodeJS.ErrnoException).code === 'ENOENT' ? 'no such file' : (err as Error).message}`, {
-      cause: err,
-    });
-  }
-  const value = text.replace(/\r?\n$/, '');
-  if (!value) throw new Error(`${what} ${path} is empty`);
-  return value;
-}
+/** A mounted secret file's content (the client's rules: a regular file, one trailing newline ignored). */
+const readSecretFile = (path: string, what: string): string => secretFromFile(what, path)!;
 
 /** A local directory that is not a git repository is a plain directory source; anything else goes through git. */
 function isPlainDirectory(source: string): boolean {

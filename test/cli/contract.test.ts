@@ -264,6 +264,32 @@ describe('credentials: a project API key instead of email and password', () => {
     expect(drift.stdout).toBe(`No drift: the platform matches the config.\n${neverRun('Connector keyed/warehouse-db')}`);
   });
 
+  test('from mounted secret files (DATAPLATFORM_API_KEY_FILE, DATAPLATFORM_PASSWORD_FILE), as the controller reads them', async () => {
+    const files = mkdtempSync(join(tmpdir(), 'dp-contract-secrets-'));
+    writeFileSync(join(files, 'key'), `${readOnly}\n`);
+    writeFileSync(join(files, 'revoked'), 'dpk_not_a_key_of_this_tenant\n');
+    writeFileSync(join(files, 'password'), `${t.adminPassword}\n`);
+    const plan = (env: Record<string, string>) => runDpctl(['plan', dir, '--allow-undeclared-projects'], { env: { ...keyEnv, ...env } });
+    const [byVariable, byKey, byBadKey, byPassword, missing] = await Promise.all([
+      plan({}),
+      plan({ DATAPLATFORM_API_KEY: '', DATAPLATFORM_API_KEY_FILE: join(files, 'key') }),
+      // The file wins over the variable: with a key the service refuses, the valid variable is not used.
+      plan({ DATAPLATFORM_API_KEY_FILE: join(files, 'revoked') }),
+      plan({ DATAPLATFORM_API_KEY: '', DATAPLATFORM_EMAIL: t.adminEmail, DATAPLATFORM_PASSWORD_FILE: join(files, 'password') }),
+      plan({ DATAPLATFORM_API_KEY_FILE: join(files, 'nope') }),
+    ]);
+    // The same plan as with the key in DATAPLATFORM_API_KEY.
+    for (const r of [byKey, byPassword]) {
+      expect(r.stderr).toBe('');
+      expect(r.code).toBe(byVariable.code);
+      expect(r.stdout).toBe(byVariable.stdout);
+    }
+    expect(byBadKey.code).toBe(1);
+    expect(byBadKey.stderr).toMatch(/401/);
+    expect(missing.code).toBe(1);
+    expect(missing.stderr).toBe(`dpctl: DATAPLATFORM_API_KEY_FILE ${join(files, 'nope')}: no such file\n`);
+  });
+
   test('from --url, --api-key and --ca-file with no DATAPLATFORM_* variable: plan, apply, plan, drift', async () => {
     edit(dir, 'resources.yaml', 'schedule: "0 * * * *"', 'schedule: "15 * * * *"');
     const flags = [

@@ -22,6 +22,8 @@ const LAYER: Record<string, number> = {
   'paths.ts': 0,
   // Stop with the npm process that started us (dpctl serve, dpctl controller).
   'parent-watch.ts': 0,
+  // Reading a secret file safely (bounded, never a pipe), for config's secretRefs and the client's credential files.
+  'secret-file.ts': 0,
   client: 1,
   config: 1,
   engine: 2,

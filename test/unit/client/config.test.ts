@@ -1,3 +1,6 @@
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { inspect } from 'node:util';
 import { describe, expect, it } from 'vitest';
 import { apiBase, ClientConfigError, clientConfigFromEnv, DataPlatformClient } from '../../../src/client/index.js';
@@ -25,6 +28,56 @@ describe('clientConfigFromEnv', () => {
     expect(config).toMatchObject({ email: 'a@b.c', password: 'pw-123456', retryPatch: true });
   });
 
+  it('reads credentials from mounted secret files, which win over the variables; overrides win over both', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'dp-client-files-'));
+    const file = (name: string, text: string) => {
+      writeFileSync(join(dir, name), text);
+      return join(dir, name);
+    };
+    const key = file('key', 'dpk_from_file\n');
+    const password = file('password', 'pw-from-file\r\n');
+    // A key file is the credential, as --api-key is: the login variables are left aside.
+    expect(
+      clientConfigFromEnv({
+        DATAPLATFORM_URL: URL_,
+        DATAPLATFORM_API_KEY_FILE: key,
+        DATAPLATFORM_EMAIL: 'a@b.c',
+        DATAPLATFORM_PASSWORD: 'pw',
+      }),
+    ).toMatchObject({ apiKey: 'dpk_from_file', email: undefined, password: undefined });
+    expect(clientConfigFromEnv({ DATAPLATFORM_URL: URL_, DATAPLATFORM_API_KEY_FILE: key, DATAPLATFORM_API_KEY: 'dpk_var' }).apiKey).toBe(
+      'dpk_from_file',
+    );
+    expect(
+      clientConfigFromEnv({
+        DATAPLATFORM_URL: URL_,
+        DATAPLATFORM_EMAIL: 'a@b.c',
+        DATAPLATFORM_PASSWORD_FILE: password,
+        DATAPLATFORM_PASSWORD: 'x',
+      }),
+    ).toMatchObject({ email: 'a@b.c', password: 'pw-from-file' });
+    // An override (a flag, the controller's own --api-key-file) is used and the file not even read.
+    expect(
+      clientConfigFromEnv({ DATAPLATFORM_URL: URL_, DATAPLATFORM_API_KEY_FILE: join(dir, 'missing') }, { apiKey: 'dpk_flag' }).apiKey,
+    ).toBe('dpk_flag');
+    const refused = (env: Record<string, string>) => {
+      try {
+        clientConfigFromEnv({ DATAPLATFORM_URL: URL_, ...env });
+      } catch (err) {
+        expect(err).toBeInstanceOf(ClientConfigError);
+        return (err as Error).message;
+      }
+      throw new Error('accepted');
+    };
+    expect(refused({ DATAPLATFORM_API_KEY_FILE: join(dir, 'missing') })).toBe(
+      `DATAPLATFORM_API_KEY_FILE ${join(dir, 'missing')}: no such file`,
+    );
+    expect(refused({ DATAPLATFORM_API_KEY_FILE: file('empty', '\n') })).toBe(`DATAPLATFORM_API_KEY_FILE ${join(dir, 'empty')} is empty`);
+    expect(refused({ DATAPLATFORM_EMAIL: 'a@b.c', DATAPLATFORM_PASSWORD_FILE: dir })).toBe(
+      `DATAPLATFORM_PASSWORD_FILE ${dir}: it is a directory`,
+    );
+  });
+
   it('refuses incomplete or contradictory settings, never echoing a secret', () => {
     const bad: [Record<string, string>, RegExp][] = [
       [{}, /DATAPLATFORM_URL/],
@@ -41,11 +94,6 @@ describe('clientConfigFromEnv', () => {
         /not both/,
       ],
       [{ DATAPLATFORM_URL: URL_, DATAPLATFORM_EMAIL: 'a@b.c' }, /both an email and a password/],
-      // The controller's mounted-secret variable, where only the controller reads it: said so.
-      [
-        { DATAPLATFORM_URL: URL_, DATAPLATFORM_EMAIL: 'a@b.c', DATAPLATFORM_PASSWORD_FILE: '/run/secrets/pw' },
-        /^user login needs both an email and a password \(DATAPLATFORM_PASSWORD_FILE is read by dpctl controller only: set DATAPLATFORM_PASSWORD here\)$/,
-      ],
       [{ DATAPLATFORM_URL: URL_, DATAPLATFORM_PASSWORD: 'hunter2-secret' }, /both an email and a password/],
       [
         { DATAPLATFORM_URL: URL_, DATAPLATFORM_API_KEY: 'dpk_secret_value', DATAPLATFORM_INSECURE: '1', DATAPLATFORM_CA_FILE: '/ca.pem' },
