@@ -2,12 +2,13 @@ import { realpathSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { isWithin } from '../paths.js';
 import { readSecretFile, SECRET_FILE_MAX_BYTES } from '../secret-file.js';
-
-export { readSecretFile, SECRET_FILE_MAX_BYTES };
 import { generatedValidator, toFieldErrors, type Validator } from '../kinds/validator.js';
 import * as GENERATED from './generated/document-validator.js';
 import type { ConfigError } from './errors.js';
 import { locationOf, subjectOf, type ConfigDocument, type DocumentSecret } from './model.js';
+
+// Where config's secretRefs have always exported them from (the reader itself is shared with the client).
+export { readSecretFile, SECRET_FILE_MAX_BYTES };
 
 /** Secret values by document and API field; values never leave this object except into an API body. */
 export interface ResolvedSecrets {

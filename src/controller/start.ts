@@ -74,7 +74,7 @@ function receiversOf(opts: ControllerOpts): Receiver[] {
   ];
   const secretFile = opts.notifySecretFile ?? process.env.DPCTL_NOTIFY_SECRET_FILE;
   const secret =
-    (secretFile ? readSecretFile(secretFile, '--notify-secret-file') : undefined) ?? (process.env.DPCTL_NOTIFY_SECRET || undefined);
+    secretFromFile('--notify-secret-file', secretFile) ?? (process.env.DPCTL_NOTIFY_SECRET || undefined);
   const checked = (url: string, what: string) => {
     if (!/^https?:\/\/[^/]/.test(url))
       throw new Error(`${what} must be an http(s) URL; got ${JSON.stringify(url.replace(/\/\/.*/, '//...'))}`);
@@ -92,9 +92,6 @@ function receiversOf(opts: ControllerOpts): Receiver[] {
     })),
   ];
 }
-
-/** A mounted secret file's content (the client's rules: a regular file, one trailing newline ignored). */
-const readSecretFile = (path: string, what: string): string => secretFromFile(what, path)!;
 
 /** A local directory that is not a git repository is a plain directory source; anything else goes through git. */
 function isPlainDirectory(source: string): boolean {
@@ -150,15 +147,15 @@ export async function startFromOptions(opts: ControllerOpts, log: Logger) {
   const webhookSecretFile = opts.webhookSecretFile ?? process.env.DPCTL_WEBHOOK_SECRET_FILE;
   const webhookSecret =
     opts.webhookSecret ??
-    (webhookSecretFile ? readSecretFile(webhookSecretFile, '--webhook-secret-file') : undefined) ??
+    secretFromFile('--webhook-secret-file', webhookSecretFile) ??
     (process.env.DPCTL_WEBHOOK_SECRET || undefined);
 
   // Credentials: flags, then files (mounted secrets), then DATAPLATFORM_* variables.
   const apiKeyFile = opts.apiKeyFile ?? (process.env.DATAPLATFORM_API_KEY_FILE || undefined);
   const passwordFile = opts.passwordFile ?? (process.env.DATAPLATFORM_PASSWORD_FILE || undefined);
-  const connection = { ...opts, apiKey: opts.apiKey ?? (apiKeyFile ? readSecretFile(apiKeyFile, '--api-key-file') : undefined) };
+  const connection = { ...opts, apiKey: opts.apiKey ?? secretFromFile('--api-key-file', apiKeyFile) };
   const extra: Partial<ClientConfig> = { onEvent: rateLimitNotices((line) => log.info(line)) };
-  if (passwordFile) extra.password = readSecretFile(passwordFile, '--password-file');
+  if (passwordFile) extra.password = secretFromFile('--password-file', passwordFile);
   const usesApiKey = !!connection.apiKey || (!!process.env.DATAPLATFORM_API_KEY?.trim() && !passwordFile);
   // A password login's refresh token rotates on every refresh and a spent one revokes the session: keep it across restarts.
   if (!usesApiKey) extra.tokenStore = new FileTokenStore(join(stateDir, 'tokens.json'));

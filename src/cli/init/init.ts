@@ -1,6 +1,6 @@
 import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { basename, dirname, isAbsolute, join, relative, resolve } from 'node:path';
-import { PACKAGE_VERSION } from '../../version.js';
+import { OWN_PACKAGE, PACKAGE_VERSION } from '../../version.js';
 import { packageFields, scaffold, type InitFormat, type ScaffoldOptions } from './templates.js';
 
 /** What installing the package leaves in a directory; `dpctl init` still counts it as empty. */
@@ -11,9 +11,7 @@ const PACKAGE_NAME = 'dataplatform-as-code';
  * and whether each needs its script, as this package's own package.json records them: npm 11.16+
  * warns about every script not covered by `allowScripts`, and npm 12 will block them.
  */
-const ALLOW_SCRIPTS = (
-  JSON.parse(readFileSync(new URL('../../../package.json', import.meta.url), 'utf8')) as { allowScripts: Record<string, boolean> }
-).allowScripts;
+const ALLOW_SCRIPTS = OWN_PACKAGE.allowScripts;
 
 export interface InitOptions {
   format: InitFormat;
