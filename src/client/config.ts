@@ -97,16 +97,12 @@ export function clientConfigFromEnv(env: NodeJS.ProcessEnv = process.env, overri
   // Mounted secret files, as the controller reads them: flags and other overrides first, then the
   // files, then the variables. A key file is the credential, as --api-key is (the login variables
   // are left aside); a password file gives the password of DATAPLATFORM_EMAIL.
-  const fromFile = (name: 'DATAPLATFORM_API_KEY_FILE' | 'DATAPLATFORM_PASSWORD_FILE', field: keyof ClientConfig) =>
-    field in overrides ? undefined : secretFromFile(name, present(env[name]));
-  const keyFromFile = fromFile('DATAPLATFORM_API_KEY_FILE', 'apiKey');
+  const keyFromFile = 'apiKey' in overrides ? undefined : apiKeyFromFile(env);
   const config: ClientConfig = {
     url: url ?? '',
     apiKey: keyFromFile ?? present(env.DATAPLATFORM_API_KEY),
     email: keyFromFile ? undefined : present(env.DATAPLATFORM_EMAIL),
-    password: keyFromFile
-      ? undefined
-      : (fromFile('DATAPLATFORM_PASSWORD_FILE', 'password') ?? (env.DATAPLATFORM_PASSWORD === '' ? undefined : env.DATAPLATFORM_PASSWORD)),
+    password: keyFromFile || 'password' in overrides ? undefined : passwordFromEnv(env),
     caFile: present(env.DATAPLATFORM_CA_FILE),
     insecure: truthy(env.DATAPLATFORM_INSECURE) || undefined,
     ...overrides,
@@ -114,6 +110,17 @@ export function clientConfigFromEnv(env: NodeJS.ProcessEnv = process.env, overri
   if (!config.url) throw new ClientConfigError('DATAPLATFORM_URL is not set (for example https://acme.localhost:8443)');
   validateConfig(config);
   return config;
+}
+
+/** DATAPLATFORM_API_KEY_FILE's key, if the variable is set (the file must then be readable). */
+export function apiKeyFromFile(env: NodeJS.ProcessEnv): string | undefined {
+  return secretFromFile('DATAPLATFORM_API_KEY_FILE', present(env.DATAPLATFORM_API_KEY_FILE));
+}
+
+/** The environment's password: DATAPLATFORM_PASSWORD_FILE's, else DATAPLATFORM_PASSWORD (as given: a password may have spaces). */
+export function passwordFromEnv(env: NodeJS.ProcessEnv): string | undefined {
+  const fromFile = secretFromFile('DATAPLATFORM_PASSWORD_FILE', present(env.DATAPLATFORM_PASSWORD_FILE));
+  return fromFile ?? (env.DATAPLATFORM_PASSWORD === '' ? undefined : env.DATAPLATFORM_PASSWORD);
 }
 
 /**

@@ -15,6 +15,8 @@ export {
   clientConfigFromEnv,
   validateConfig,
   apiBase,
+  apiKeyFromFile,
+  passwordFromEnv,
   secretFromFile,
   DEFAULT_RETRY,
   type ClientConfig,

@@ -1,4 +1,7 @@
-import { afterEach, describe, expect, it, vi } from 'vitest';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { ClientConfigError, DataPlatformClient } from '../../src/client/index.js';
 import { providerClientConfig, providerConfigConflicts, providerImplementation } from '../../src/provider/provider.js';
 import { encodeDynamic, UNKNOWN, type TfObject } from '../../src/provider/values.js';
@@ -216,6 +219,58 @@ describe('provider block attributes and DATAPLATFORM_* variables', () => {
       const noEmail = providerClientConfig(block({ password: 'block-password' }), { DATAPLATFORM_URL: URL_B });
       expect(thrown(() => new DataPlatformClient(noEmail)).message).toMatch(/user login needs both an email and a password/);
       expect(thrown(() => new DataPlatformClient(noEmail)).message).not.toContain('block-password');
+    });
+  });
+
+  describe('mounted secret files (DATAPLATFORM_API_KEY_FILE, DATAPLATFORM_PASSWORD_FILE), as dpctl reads them', () => {
+    let dir: string;
+    beforeAll(() => {
+      dir = mkdtempSync(join(tmpdir(), 'provider-secret-files-'));
+      writeFileSync(join(dir, 'key'), 'dpk_file\n');
+      writeFileSync(join(dir, 'password'), 'file password\n');
+    });
+    afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+    it('with nothing in the block, a key file wins over DATAPLATFORM_API_KEY and over the login variables', () => {
+      const c = providerClientConfig(null, { ...ENV_CREDENTIALS, DATAPLATFORM_API_KEY_FILE: join(dir, 'key') });
+      expect(pick(c)).toMatchObject({ apiKey: 'dpk_file', email: undefined, password: undefined });
+    });
+
+    it('a password file wins over DATAPLATFORM_PASSWORD, for an email in the block or in DATAPLATFORM_EMAIL', () => {
+      const env = { DATAPLATFORM_URL: URL_B, DATAPLATFORM_EMAIL: 'env@example.com', DATAPLATFORM_PASSWORD: 'env-password' };
+      const files = { ...env, DATAPLATFORM_PASSWORD_FILE: join(dir, 'password') };
+      expect(pick(providerClientConfig(null, files))).toMatchObject({ email: 'env@example.com', password: 'file password' });
+      expect(pick(providerClientConfig(block({ email: 'block@example.com' }), files))).toMatchObject({
+        email: 'block@example.com',
+        password: 'file password',
+      });
+      // The block still wins over the files.
+      expect(pick(providerClientConfig(block({ password: 'block-password' }), files))).toMatchObject({ password: 'block-password' });
+      expect(
+        pick(providerClientConfig(block({ api_key: 'dpk_block' }), { ...files, DATAPLATFORM_API_KEY_FILE: join(dir, 'key') })),
+      ).toMatchObject({
+        apiKey: 'dpk_block',
+      });
+    });
+
+    it('a file that is missing or empty is named, never read past; the block does not read the file it overrides', () => {
+      writeFileSync(join(dir, 'empty'), '\n');
+      const missing = join(dir, 'nope');
+      expect(thrown(() => providerClientConfig(null, { DATAPLATFORM_URL: URL_B, DATAPLATFORM_API_KEY_FILE: missing })).message).toBe(
+        `DATAPLATFORM_API_KEY_FILE ${missing}: no such file`,
+      );
+      expect(
+        thrown(() =>
+          providerClientConfig(null, {
+            DATAPLATFORM_URL: URL_B,
+            DATAPLATFORM_EMAIL: 'e@example.com',
+            DATAPLATFORM_PASSWORD_FILE: join(dir, 'empty'),
+          }),
+        ).message,
+      ).toBe(`DATAPLATFORM_PASSWORD_FILE ${join(dir, 'empty')} is empty`);
+      expect(() =>
+        providerClientConfig(block({ api_key: 'dpk_block' }), { DATAPLATFORM_URL: URL_B, DATAPLATFORM_API_KEY_FILE: missing }),
+      ).not.toThrow();
     });
   });
 

@@ -1,4 +1,4 @@
-import { ClientConfigError, DataPlatformClient, type ClientConfig } from '../../client/index.js';
+import { apiKeyFromFile, ClientConfigError, DataPlatformClient, passwordFromEnv, type ClientConfig } from '../../client/index.js';
 import { Diagnostics } from '../diagnostics.js';
 import type { DynamicValue, TfObject } from '../values.js';
 import { objectOf, present, type ProviderContext } from './context.js';
@@ -28,7 +28,8 @@ function providerTrust(c: TfObject, env: NodeJS.ProcessEnv): Pick<ClientConfig, 
 /**
  * Provider block attributes win over DATAPLATFORM_* variables. Credentials come as a whole
  * from one place: an api_key or email in the block, else the environment's; so does trust
- * (providerTrust).
+ * (providerTrust). The environment's mounted secret files win over its variables, as for dpctl
+ * (DATAPLATFORM_API_KEY_FILE, DATAPLATFORM_PASSWORD_FILE), so one set of variables serves both.
  */
 export function providerClientConfig(config: TfObject | null, env: NodeJS.ProcessEnv = process.env): ClientConfig {
   const c = config ?? {};
@@ -38,11 +39,13 @@ export function providerClientConfig(config: TfObject | null, env: NodeJS.Proces
   if (present(c.api_key)) apiKey = present(c.api_key);
   else if (present(c.email)) {
     email = present(c.email);
-    password = present(c.password) ?? present(env.DATAPLATFORM_PASSWORD);
-  } else if (present(env.DATAPLATFORM_API_KEY)) apiKey = present(env.DATAPLATFORM_API_KEY);
-  else {
-    email = present(env.DATAPLATFORM_EMAIL);
-    password = present(c.password) ?? present(env.DATAPLATFORM_PASSWORD);
+    password = present(c.password) ?? passwordFromEnv(env);
+  } else {
+    apiKey = apiKeyFromFile(env) ?? present(env.DATAPLATFORM_API_KEY);
+    if (!apiKey) {
+      email = present(env.DATAPLATFORM_EMAIL);
+      password = present(c.password) ?? passwordFromEnv(env);
+    }
   }
   const out: ClientConfig = {
     url: present(c.endpoint) ?? present(env.DATAPLATFORM_URL) ?? '',

@@ -1,3 +1,5 @@
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DataPlatformClient } from '../../../src/client/index.js';
 import { startTestService, testStore, type TestService, type TestTenant } from '../../support/service.js';
@@ -135,6 +137,24 @@ describe.skipIf(testStore() === 'postgres' || !haveTerraform)('provider block co
       expect(plan.out).toContain('Error: give either api_key or email and password, not both');
       expect(flat(plan.out)).toContain('The provider block sets api_key and password.');
       expect(plan.out).not.toContain(key.key);
+    },
+  );
+  it(
+    'reads the key from DATAPLATFORM_API_KEY_FILE, as dpctl does: the file wins over DATAPLATFORM_API_KEY',
+    { timeout: 60_000 },
+    async () => {
+      const keyFile = join(ws.root, 'api-key');
+      writeFileSync(keyFile, `${key.key}\n`, { mode: 0o600 });
+      for (const name of Object.keys(ws.env)) if (name.startsWith('DATAPLATFORM_')) delete ws.env[name];
+      Object.assign(ws.env, { DATAPLATFORM_API_KEY_FILE: keyFile, DATAPLATFORM_API_KEY: 'dpk_not_a_real_key' });
+      ws.write('main.tf', config(`  endpoint = "${endpoint}"\n  ca_file  = "${svc.service.tls.certPath}"\n`, ['from_file']));
+      const apply = await ws.tf(['apply', '-input=false', '-auto-approve'], [0]);
+      expect(apply.out).toContain('Apply complete!');
+      expect((await client.resources('notification_channel', { projectId }).listAll()).map((c) => c.name)).toContain('from_file');
+
+      ws.env.DATAPLATFORM_API_KEY_FILE = join(ws.root, 'no-such-key');
+      const missing = await ws.tf(['plan', '-input=false'], [1]);
+      expect(flat(missing.out)).toContain(`DATAPLATFORM_API_KEY_FILE ${join(ws.root, 'no-such-key')}: no such file`);
     },
   );
 });
