@@ -113,7 +113,11 @@ export function placeablePath(path: (string | number)[]): AttributePath {
  * What to do about an error from the client, for the common cases; undefined when the message
  * says it all (field errors, 404...). Each claim matches what the provider and the client do.
  */
-export function hint(err: unknown): string | undefined {
+/** `terraform import` of `id`: the address is Terraform's to show (the provider is never told it), beside the error. */
+const importCommand = (typeName: string | undefined, id: string) =>
+  typeName ? `terraform import ${typeName}.<label> ${id} (the address after "with" above)` : `terraform import <resource address> ${id}`;
+
+export function hint(err: unknown, importAs?: ImportTarget): string | undefined {
   if (err instanceof AmbiguousCreateError) {
     const id = err.scope === 'project' ? `${err.projectId}/${err.identity.value}` : err.identity.value;
     const once = kind(err.kind).onceFields;
@@ -128,7 +132,7 @@ export function hint(err: unknown): string | undefined {
       `Terraform did not record this ${err.kind}, and the provider could not find out whether it was created (looking it up by ` +
       `${err.identity.field} failed too). Run terraform apply again: if the first request did create it, the service refuses ` +
       `a second ${err.kind} with the same ${err.identity.field} (409 conflict), so nothing is duplicated; then import it with ` +
-      `terraform import <resource address> ${id}.`
+      `${importCommand(importAs?.typeName, id)}.`
     );
   }
   if (err instanceof AmbiguousRequestError) {
@@ -150,7 +154,10 @@ export function hint(err: unknown): string | undefined {
     }
     // Only a name taken is a clash with an existing object (a full project or tenant is a 409 too).
     if (err.status === 409 && err.method === 'POST' && err.serverMessage.includes('already exists')) {
-      return 'If the existing object is the one this resource should manage (for example created by an earlier apply that failed midway), import it with terraform import <resource address> <project_id>/<name> (<name> alone for tenant-level kinds); otherwise give this one another name.';
+      const how = importAs
+        ? `${importCommand(importAs.typeName, importAs.id)}, or an import block with id = "${importAs.id}"`
+        : `${importCommand(undefined, '<project_id>/<name>')} (<name> alone for tenant-level kinds)`;
+      return `If the existing object is the one this resource should manage (for example created by an earlier apply that failed midway), import it with ${how}; otherwise give this one another name.`;
     }
     return undefined;
   }
@@ -162,13 +169,19 @@ export function hint(err: unknown): string | undefined {
   return undefined;
 }
 
-const withHint = (detail: string, err: unknown) => {
-  const h = hint(err);
+/** The resource a failed create was for, as `terraform import` takes it. */
+export interface ImportTarget {
+  typeName: string;
+  id: string;
+}
+
+const withHint = (detail: string, err: unknown, importAs?: ImportTarget) => {
+  const h = hint(err, importAs);
   return h ? (detail ? `${detail}\n\n${h}` : h) : detail;
 };
 
 /** One diagnostic per field the service named (validation_error, unprocessable_entity), else one. */
-export function diagnoseAll(err: unknown, attrs?: AttrSpec[], prefix = ''): Diagnostic[] {
+export function diagnoseAll(err: unknown, attrs?: AttrSpec[], prefix = '', importAs?: ImportTarget): Diagnostic[] {
   if (err instanceof ApiError && err.details.length && attrs) {
     const fields = err.details.filter((d) => d.field && d.field !== '(body)');
     if (fields.length) {
@@ -182,12 +195,12 @@ export function diagnoseAll(err: unknown, attrs?: AttrSpec[], prefix = ''): Diag
       return diagnostics.toProto();
     }
   }
-  return [diagnose(err)];
+  return [diagnose(err, importAs)];
 }
 
-export function diagnose(err: unknown): Diagnostic {
+export function diagnose(err: unknown, importAs?: ImportTarget): Diagnostic {
   if (err instanceof ProviderError) return error(err.summary, err.detail);
-  if (err instanceof ApiError) return error(err.serverMessage || err.message, withHint(err.message, err));
-  if (err instanceof DataPlatformError) return error(err.message, withHint('', err));
+  if (err instanceof ApiError) return error(err.serverMessage || err.message, withHint(err.message, err, importAs));
+  if (err instanceof DataPlatformError) return error(err.message, withHint('', err, importAs));
   return error('internal provider error', err instanceof Error ? (err.stack ?? err.message) : String(err));
 }

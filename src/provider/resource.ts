@@ -374,6 +374,18 @@ export class ResourceHandler {
     }
   }
 
+  /**
+   * The id `terraform import` takes for the object `state` describes (`<project_id>/<identity>`, or
+   * the identity alone for tenant-level kinds); undefined while either is unknown.
+   */
+  importId(state: TfObject | null): string | undefined {
+    const attr = this.spec.attrs.find((a) => apiField(a) === this.d.identity);
+    const value = attr && state?.[attr.name];
+    if (typeof value !== 'string' || !value) return undefined;
+    if (!this.projectScoped) return value;
+    return typeof state?.project_id === 'string' && state.project_id ? `${state.project_id}/${value}` : undefined;
+  }
+
   async import(id: string): Promise<TfObject> {
     let projectId: string | null = null;
     let ref = id;

@@ -2,7 +2,9 @@ import { describe, expect, it } from 'vitest';
 import { AmbiguousCreateError, AmbiguousRequestError, ApiError, ClientConfigError, NetworkError } from '../../src/client/index.js';
 import { UNTRUSTED_CERTIFICATE_HINT } from '../../src/client/transport.js';
 import { diagnose, diagnoseAll, hint } from '../../src/provider/diagnostics.js';
-import { ProviderError } from '../../src/provider/resource.js';
+import { ProviderError, ResourceHandler } from '../../src/provider/resource.js';
+import { resourceSpecs } from '../../src/provider/schema.js';
+import { UNKNOWN } from '../../src/provider/values.js';
 
 /** The hints the provider adds to the client's errors: what failed is in the summary, what to do in the detail. */
 const info = (method: string, route: string) => ({
@@ -55,9 +57,31 @@ describe('diagnostics for API errors say what to do', () => {
     expect(diagnose(apiError(409, 'POST', '/projects/{id}/notification-channels', taken)).detail).toContain(
       'terraform import <resource address> <project_id>/<name>',
     );
+    // With the planned resource known (ApplyResourceChange of a create), the import named in full.
+    expect(
+      diagnose(apiError(409, 'POST', '/projects/{id}/notification-channels', taken), {
+        typeName: 'dataplatform_notification_channel',
+        id: 'prj_1/oncall',
+      }).detail,
+    ).toContain(
+      'terraform import dataplatform_notification_channel.<label> prj_1/oncall (the address after "with" above), or an import block with id = "prj_1/oncall"',
+    );
     const full = { serverMessage: 'This write would take the tenant past its storage limit: 2.0 MiB of 2.0 MiB used' };
     expect(hint(apiError(409, 'POST', '/projects/{id}/notification-channels', full))).toBeUndefined();
     expect(hint(apiError(409, 'DELETE'))).toBeUndefined();
+  });
+
+  it("the import id of a planned create comes from the descriptor's identity and scope; unknown parts give none", () => {
+    const handler = (typeName: string) =>
+      new ResourceHandler(resourceSpecs().get(typeName)!, () => {
+        throw new Error('no API in this test');
+      });
+    const channels = handler('dataplatform_notification_channel');
+    expect(channels.importId({ project_id: 'prj_1', name: 'oncall' })).toBe('prj_1/oncall');
+    expect(channels.importId({ project_id: UNKNOWN, name: 'oncall' })).toBeUndefined();
+    expect(channels.importId({ project_id: 'prj_1', name: UNKNOWN })).toBeUndefined();
+    expect(channels.importId(null)).toBeUndefined();
+    expect(handler('dataplatform_project').importId({ name: 'analytics' })).toBe('analytics');
   });
 
   it('a create that may have happened: names it, says nothing is duplicated and how to import it', () => {
@@ -76,6 +100,9 @@ describe('diagnostics for API errors say what to do', () => {
     );
     expect(d.detail).toContain('refuses a second notification_channel with the same name (409 conflict), so nothing is duplicated');
     expect(d.detail).toContain('terraform import <resource address> prj_1/oncall');
+    expect(diagnose(err, { typeName: 'dataplatform_notification_channel', id: 'prj_1/oncall' }).detail).toContain(
+      'then import it with terraform import dataplatform_notification_channel.<label> prj_1/oncall (the address after "with" above).',
+    );
     const tenant = new AmbiguousCreateError({
       ...info('POST', '/projects'),
       cause,

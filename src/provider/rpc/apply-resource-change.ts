@@ -21,19 +21,17 @@ export interface ApplyResourceChangeRequest {
 export async function applyResourceChange(ctx: ProviderContext, req: ApplyResourceChangeRequest) {
   const h = ctx.resource(req.type_name);
   const prior = objectOf(req.prior_state);
+  const planned = objectOf(req.planned_state);
   try {
-    const { state, diagnostics, setupTestFailed } = await applyChange(
-      h,
-      prior,
-      objectOf(req.planned_state),
-      objectOf(req.config),
-      ctx.stopping.signal,
-    );
+    const { state, diagnostics, setupTestFailed } = await applyChange(h, prior, planned, objectOf(req.config), ctx.stopping.signal);
     return { new_state: encodeDynamic(state), private: encodePrivate({ ...(setupTestFailed && { setupTestFailed: true }) }), diagnostics };
   } catch (err) {
     log(`ApplyResourceChange ${req.type_name} failed: ${err instanceof Error ? err.message : String(err)}`);
     const state = err instanceof ProviderError && err.newState !== undefined ? err.newState : prior;
     // The service's field errors point at the attributes, so Terraform shows the config line.
-    return { new_state: encodeDynamic(state), diagnostics: diagnoseAll(err, h.spec.attrs, `${req.type_name}: `) };
+    // A create refused because the name is taken: the hint names the import that takes it over.
+    const target = prior === null ? h.importId(planned) : undefined;
+    const importAs = target === undefined ? undefined : { typeName: req.type_name, id: target };
+    return { new_state: encodeDynamic(state), diagnostics: diagnoseAll(err, h.spec.attrs, `${req.type_name}: `, importAs) };
   }
 }

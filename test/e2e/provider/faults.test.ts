@@ -120,7 +120,10 @@ describe.skipIf(testStore() === 'postgres' || !haveTerraform)('provider under 42
     ws.write('by-hand.tf', channel('by_hand', 'by-hand'));
     const refused = await ws.tf(['apply', '-auto-approve', '-input=false'], [1]);
     expect(refused.out).toContain('Error: A notification channel with name "by-hand" already exists in this project');
-    expect(flat(refused.out)).toContain('import it with terraform import <resource address> <project_id>/<name>');
+    expect(flat(refused.out)).toContain(
+      `import it with terraform import dataplatform_notification_channel.<label> ${projectId}/by-hand (the address after "with" above), or an import block with id = "${projectId}/by-hand"`,
+    );
+    expect(refused.out).toContain('with dataplatform_notification_channel.by_hand,');
     expect(await channelNames()).toEqual([...NAMES, 'by-hand', 'late'].sort());
 
     const imported = await ws.tf(['import', '-input=false', 'dataplatform_notification_channel.by_hand', `${projectId}/by-hand`]);
