@@ -13,6 +13,9 @@ const subjectOf = (r: Pick<ResourceStatus, 'yaml_kind' | 'project' | 'name'>) =>
 const FAILED = new Set(['incomplete', 'plan-error', 'error', 'invalid']);
 const WRITES = new Set(['create', 'update', 'replace', 'delete']);
 
+/** An event's message from a list: the first three lines, and how many more. */
+const firstThree = (lines: string[]) => `${lines.slice(0, 3).join('; ')}${lines.length > 3 ? ` (and ${lines.length - 3} more)` : ''}`;
+
 export interface RunSnapshot {
   revision: string | null;
   converged: string | null;
@@ -68,13 +71,22 @@ export function runEvents(before: RunSnapshot, after: ControllerStatus): Control
       message: `revision ${converged.slice(0, 12)}${after.revision.converged?.summary ? ` (${after.revision.converged.summary})` : ''} is applied and healthy`,
       revision,
     });
+  // What the plan warns of (a project kept from prune, a referrer outside the config): the run went on.
+  const warnings = run.warnings ?? [];
+  if (warnings.length)
+    events.push({
+      reason: 'PlanWarning',
+      severity: 'warning',
+      subject: after.controller.source_id,
+      message: firstThree(warnings),
+      revision,
+    });
   if (FAILED.has(run.result)) {
-    const more = run.errors.length > 3 ? ` (and ${run.errors.length - 3} more)` : '';
     events.push({
       reason: 'ApplyFailed',
       severity: 'error',
       subject: after.controller.source_id,
-      message: `${run.result}: ${run.errors.slice(0, 3).join('; ')}${more}`,
+      message: `${run.result}: ${firstThree(run.errors)}`,
       revision,
     });
   }

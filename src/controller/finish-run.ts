@@ -33,7 +33,7 @@ export interface FinishedRun {
   status: { last_run: LastRun; recent_runs: ControllerStatus['recent_runs']; runs: number };
   /** The run metrics: runs by result, and the duration. */
   metrics: { result: RunResult; seconds: number };
-  log: { level: 'info' | 'debug'; fields: Record<string, unknown>; message: string };
+  log: { level: 'info' | 'debug'; fields: Record<string, unknown>; message: string; warnings?: string[] };
   /** What the run came to, to compare the next one with (see `previous`). */
   outcomeKey: string;
 }
@@ -53,12 +53,14 @@ export interface FinishInput {
 /**
  * The run record, metrics and log line of a run. The log line is info when the run did
  * something or came to something new: the first run, one someone asked for (webhook, resume),
- * a change applied or failed, another revision, result, error or plan. The same outcome again
- * every interval is debug, so a converged controller is quiet (/status and the metrics show each run).
+ * a change applied or failed, another revision, result, error, warning or plan; its warnings
+ * then follow at warn. The same outcome again every interval is debug, so a converged controller
+ * is quiet (/status and the metrics show each run).
  */
 export function finishRun({ start, outcome, revision, status, finishedAt, previous }: FinishInput): FinishedRun {
   const { trigger, startedAt } = start;
   const duration = finishedAt - startedAt;
+  const warnings = outcome.warnings ?? [];
   const lastRun: LastRun = {
     trigger,
     started_at: new Date(startedAt).toISOString(),
@@ -69,8 +71,9 @@ export function finishRun({ start, outcome, revision, status, finishedAt, previo
     summary: outcome.summary,
     errors: outcome.errors,
     ...(outcome.errorCodes && Object.keys(outcome.errorCodes).length ? { error_codes: outcome.errorCodes } : {}),
+    warnings,
   };
-  const outcomeKey = JSON.stringify([revision, outcome.result, outcome.errors, outcome.summary]);
+  const outcomeKey = JSON.stringify([revision, outcome.result, outcome.errors, outcome.summary, warnings]);
   const notable = trigger !== 'interval' || acted(start.before.resources, status.resources) || outcomeKey !== previous;
   return {
     status: { last_run: lastRun, recent_runs: withRecentRun(status.recent_runs, lastRun), runs: status.runs + 1 },
@@ -79,6 +82,8 @@ export function finishRun({ start, outcome, revision, status, finishedAt, previo
       level: notable ? 'info' : 'debug',
       fields: { trigger, revision, result: outcome.result, duration_ms: duration, summary: outcome.summary },
       message: 'reconcile run',
+      // The plan's warnings at warn, when the run is news (the same ones every interval are not).
+      ...(notable && warnings.length ? { warnings } : {}),
     },
     outcomeKey,
   };
@@ -112,5 +117,6 @@ export class RunReporter {
     metrics.runs.inc({ result: run.metrics.result });
     metrics.recordStatus(board.snapshot());
     log[run.log.level](run.log.fields, run.log.message);
+    if (run.log.warnings) log.warn({ revision, warnings: run.log.warnings }, 'plan warnings');
   }
 }

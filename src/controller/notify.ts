@@ -14,6 +14,7 @@ import type { Logger } from 'pino';
 export type EventReason =
   | 'RevisionApplied'
   | 'ApplyFailed'
+  | 'PlanWarning'
   | 'DriftDetected'
   | 'DriftCorrected'
   | 'ResourceDegraded'
@@ -23,7 +24,7 @@ export type EventReason =
 
 export interface ControllerEvent {
   reason: EventReason;
-  severity: 'info' | 'error';
+  severity: 'info' | 'warning' | 'error';
   /** What it is about: the revision, or a resource (`Connector analytics/orders-db`). */
   subject: string;
   message: string;
@@ -181,7 +182,7 @@ export class Notifier {
 }
 
 function slackMessage(e: ControllerEvent, source: string, dropped: number) {
-  const icon = e.severity === 'error' ? ':red_circle:' : ':large_green_circle:';
+  const icon = { error: ':red_circle:', warning: ':warning:', info: ':large_green_circle:' }[e.severity];
   const more = dropped ? `\n_${dropped} more notification${dropped === 1 ? '' : 's'} were rate-limited._` : '';
   return {
     text: `${icon} *${e.reason}* ${e.subject} (${source}${e.revision ? ` @ ${e.revision.slice(0, 12)}` : ''})\n${e.message}${more}`,

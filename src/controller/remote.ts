@@ -264,6 +264,9 @@ export function formatRun(run: RunRecord | LastRun): string {
   const count = 'errors' in run ? run.errors.length : run.error_count;
   if (count) lines.push(`${plural(count, 'error')}:`, ...errors.map((e) => `  ${e}`));
   if (count > errors.length) lines.push(`  ... ${count - errors.length} more: dpctl controller status --output json`);
+  const warnings = 'errors' in run ? (run.warnings ?? []) : [];
+  if (warnings.length) lines.push(`${plural(warnings.length, 'warning')}:`, ...warnings.map((w) => `  ${w}`));
+  else if ('warning_count' in run && run.warning_count) lines.push(`${plural(run.warning_count, 'warning')}: dpctl controller status --output json`);
   return `${lines.join('\n')}\n`;
 }
 
@@ -334,6 +337,8 @@ export function formatStatus(s: ControllerStatus, now: number): string {
   // A run that prunes lists what it deleted beside what is declared.
   const { declared, pruned } = summary;
   lines.push(`Resources:  ${declared + pruned ? `${byState.join(', ')} (${declared} declared${pruned ? `, ${pruned} pruned` : ''})` : 'none yet'}`);
+  const warnings = s.last_run?.warnings ?? [];
+  if (warnings.length) lines.push('Warnings:', ...warnings.map((w) => `  ${w}`));
   const problems = s.resources.filter((r) => PROBLEMS.has(r.state));
   if (problems.length) {
     lines.push('Problems:');

@@ -49,6 +49,8 @@ tr.problem{background:#fffafa}
 .reason,.retry,.source{color:var(--mute)}
 .errors #errors{background:#fff;border:1px solid #e0b4b4;border-left:.35rem solid var(--bad);border-radius:.4rem;padding:.3rem .8rem}
 #errors ol{margin:.3rem 0;padding-left:1.6rem}#errors li{margin:.2rem 0}#errors code{white-space:pre-wrap;overflow-wrap:anywhere}
+.warnings #warnings{background:#fff;border:1px solid var(--line);border-left:.35rem solid var(--warn);border-radius:.4rem;padding:.3rem .8rem}
+#warnings ul{margin:.3rem 0;padding-left:1.2rem}#warnings li{margin:.2rem 0}#warnings code{white-space:pre-wrap;overflow-wrap:anywhere}
 .source{font-size:.8rem;display:block}
 .drift-entry{background:#fff;border:1px solid var(--line);border-radius:.4rem;margin-bottom:.5rem;padding:.4rem .7rem}
 .drift-entry summary{cursor:pointer}

@@ -9,6 +9,9 @@ import { driftTitle, renderDrift, renderResources } from './status-resources.js'
 const ERRORS_OPEN = 5;
 const MAX_ERRORS = 200;
 const MAX_ERROR_CHARS = 2_000;
+const clip = (line: string) => (line.length > MAX_ERROR_CHARS ? `${line.slice(0, MAX_ERROR_CHARS)}…` : line);
+/** What the page leaves out of a list, and where to find it. */
+const moreInJson = (n: number) => (n > 0 ? `<p class="more">${n} more in <a href="status.json">/status.json</a> (JSON).</p>` : '');
 
 const rev = (r: RevisionInfo | null, now: number) =>
   r
@@ -76,17 +79,23 @@ function renderErrors(s: ControllerStatus): string {
   if (!all.length) return '';
   const lines = all.slice(0, MAX_ERRORS);
   const li = (e: { source: string; line: string }) =>
-    `<li><span class="source">${esc(e.source)}</span> <code>${esc(e.line.length > MAX_ERROR_CHARS ? `${e.line.slice(0, MAX_ERROR_CHARS)}…` : e.line)}</code></li>`;
+    `<li><span class="source">${esc(e.source)}</span> <code>${esc(clip(e.line))}</code></li>`;
   const open = lines.slice(0, ERRORS_OPEN).map(li).join('');
   const rest = lines.slice(ERRORS_OPEN);
   const folded = rest.length
     ? `<details id="errors-more"><summary>${esc(plural(rest.length, 'more error'))}</summary><ol start="${ERRORS_OPEN + 1}">${rest.map(li).join('')}</ol></details>`
     : '';
-  const cut =
-    all.length > lines.length
-      ? `<p class="more">${all.length - lines.length} more in <a href="status.json">/status.json</a> (JSON).</p>`
-      : '';
+  const cut = moreInJson(all.length - lines.length);
   return `<section class="errors"><h2>Errors <small>root cause first</small></h2><div id="errors"><ol>${open}</ol>${folded}</div>${cut}</section>`;
+}
+
+/** The last run's plan warnings: what it did not do, or did with a caveat (a project kept from prune). */
+function renderWarnings(s: ControllerStatus): string {
+  const warnings = s.last_run?.warnings ?? [];
+  if (!warnings.length) return '';
+  const shown = warnings.slice(0, MAX_ERRORS);
+  const items = shown.map((w) => `<li><code>${esc(clip(w))}</code></li>`).join('');
+  return `<section class="warnings"><h2>Warnings <small>of the last run's plan</small></h2><div id="warnings"><ul>${items}</ul></div>${moreInJson(warnings.length - shown.length)}</section>`;
 }
 
 const changes = (summary: Record<string, number>) =>
@@ -99,7 +108,7 @@ function renderRuns(s: ControllerStatus, now: number): string {
   const runs: RunRecord[] = s.recent_runs ?? [];
   if (!runs.length) return '';
   const row = (r: RunRecord) =>
-    `<tr><td>${timeTag(r.finished_at, now)}</td><td>${r.revision ? `<code title="${esc(r.revision)}">${esc(shortRevision(r.revision))}</code>` : '-'}</td><td><span class="pill result-${esc(r.result)}">${esc(r.result)}</span></td><td>${esc(durationText(r.duration_ms))}</td><td>${esc(r.trigger)}</td><td>${esc(changes(r.summary))}</td><td>${r.error_count ? `<span title="${esc(r.first_error ?? '')}">${esc(plural(r.error_count, 'error'))}</span>` : ''}</td></tr>`;
+    `<tr><td>${timeTag(r.finished_at, now)}</td><td>${r.revision ? `<code title="${esc(r.revision)}">${esc(shortRevision(r.revision))}</code>` : '-'}</td><td><span class="pill result-${esc(r.result)}">${esc(r.result)}</span></td><td>${esc(durationText(r.duration_ms))}</td><td>${esc(r.trigger)}</td><td>${esc(changes(r.summary))}</td><td>${r.error_count ? `<span title="${esc(r.first_error ?? '')}">${esc(plural(r.error_count, 'error'))}</span>` : ''}${r.warning_count ? `${r.error_count ? ', ' : ''}${esc(plural(r.warning_count, 'warning'))}` : ''}</td></tr>`;
   return `<section><h2>Recent runs <small>${esc(plural(s.runs, 'run'))} since start, the last ${runs.length} here</small></h2>
 <table id="runs"><thead><tr><th>Finished</th><th>Revision</th><th>Result</th><th>Duration</th><th>Trigger</th><th>Changes</th><th>Errors</th></tr></thead><tbody>${runs.map(row).join('')}</tbody></table></section>`;
 }
@@ -110,6 +119,7 @@ export function renderStatusFragment(s: ControllerStatus, now: number): string {
 ${renderConditions(s, now)}
 ${renderSummary(s, now)}
 ${renderErrors(s)}
+${renderWarnings(s)}
 <section><h2>Resources <small>${esc(plural(s.resources.length, 'resource'))}, by project</small></h2>${renderResources(s, now)}</section>
 ${renderDrift(s)}
 ${renderRuns(s, now)}

@@ -16,7 +16,7 @@ export interface ResourceCounts {
   by_state: Record<string, number>;
   /** Rows of resources the revision declares. */
   declared: number;
-  /** Rows of resources the last run deleted (prune). */
+  /** Rows of resources the last run deleted (prune); a delete not made (refused, failed) is not counted. */
   pruned: number;
   /** Drift entries the last run found. */
   drift: number;
@@ -26,12 +26,15 @@ export type StatusSummary = ControllerStatus & { view: 'summary'; resource_count
 
 export function resourceCounts(s: Pick<ControllerStatus, 'resources' | 'drift'>): ResourceCounts {
   const byState: Record<string, number> = {};
+  let deletes = 0;
   let pruned = 0;
   for (const r of s.resources) {
     byState[r.state] = (byState[r.state] ?? 0) + 1;
-    if (r.action === 'delete') pruned++;
+    if (r.action !== 'delete') continue;
+    deletes++;
+    if (r.state === 'applied') pruned++;
   }
-  return { by_state: byState, declared: s.resources.length - pruned, pruned, drift: s.drift.length };
+  return { by_state: byState, declared: s.resources.length - deletes, pruned, drift: s.drift.length };
 }
 
 export function statusSummary(s: ControllerStatus): StatusSummary {

@@ -111,17 +111,20 @@ interface RunBase {
   summary: Record<string, number>;
 }
 
-/** The last run, with all its errors. */
+/** The last run, with all its errors and warnings. */
 export interface LastRun extends RunBase {
   errors: string[];
   /** The errors that are plan or configuration problems, counted by code (docs/guides/errors.md). */
   error_codes?: Record<string, number>;
+  /** The plan's warnings (absent from controllers before 0.1.0's warnings). */
+  warnings?: string[];
 }
 
-/** One run in `recent_runs`: `last_run` without its error list (the count and the first one instead). */
+/** One run in `recent_runs`: `last_run` without its error and warning lists (the counts and the first error instead). */
 export interface RunRecord extends RunBase {
   error_count: number;
   first_error: string | null;
+  warning_count?: number;
 }
 
 /** How many runs `recent_runs` keeps. */
@@ -129,9 +132,14 @@ export const RECENT_RUNS = 20;
 
 /** `list` with `run` in front, bounded to RECENT_RUNS (a new array: snapshots keep theirs). */
 export function withRecentRun(list: readonly RunRecord[], run: NonNullable<ControllerStatus['last_run']>): RunRecord[] {
-  const { errors, ...rest } = run;
+  const { errors, warnings, ...rest } = run;
   const first = errors[0];
-  const record: RunRecord = { ...rest, error_count: errors.length, first_error: first === undefined ? null : first.slice(0, 1_000) };
+  const record: RunRecord = {
+    ...rest,
+    error_count: errors.length,
+    first_error: first === undefined ? null : first.slice(0, 1_000),
+    ...(warnings?.length ? { warning_count: warnings.length } : {}),
+  };
   return [record, ...list].slice(0, RECENT_RUNS);
 }
 

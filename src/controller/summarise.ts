@@ -25,6 +25,11 @@ export interface RunOutcome {
   errors: string[];
   /** The plan's or configuration's problems counted by code (docs/guides/errors.md). */
   errorCodes?: Record<string, number>;
+  /**
+   * The plan's warnings (a project kept from prune because it holds what this source does not
+   * manage, an undeclared referrer of a replaced resource...): the run still did its work.
+   */
+  warnings?: string[];
   summary: Record<string, number>;
 }
 
@@ -125,11 +130,17 @@ export function driftOutcome(plan: Plan, driftCount: number, rows: ResourceStatu
   return {
     result: resultWithHealth(plan.errors.length ? 'plan-error' : driftCount ? 'drift' : 'in-sync', rows),
     ...problemsOf(plan.errors),
+    warnings: plan.warnings,
     summary: summaryOf(plan),
   };
 }
 
-export const planErrorOutcome = (plan: Plan): RunOutcome => ({ result: 'plan-error', ...problemsOf(plan.errors), summary: summaryOf(plan) });
+export const planErrorOutcome = (plan: Plan): RunOutcome => ({
+  result: 'plan-error',
+  ...problemsOf(plan.errors),
+  warnings: plan.warnings,
+  summary: summaryOf(plan),
+});
 
 /** Apply mode: stopped, incomplete while a change failed or waits, else converged (subject to health); each row in trouble an error. */
 export function applyOutcome(rows: ResourceStatus[], aborted: boolean, plan: Plan): RunOutcome {
@@ -139,6 +150,7 @@ export function applyOutcome(rows: ResourceStatus[], aborted: boolean, plan: Pla
   return {
     result,
     errors: [...failed, ...unwell].map((r) => `${r.yaml_kind} ${r.project ? `${r.project}/` : ''}${r.name}: ${r.state}: ${r.detail ?? ''}`),
+    warnings: plan.warnings,
     summary: summaryOf(plan),
   };
 }
@@ -152,10 +164,21 @@ export function noRevisionOutcome(revision: ControllerStatus['revision']): RunOu
   };
 }
 
-/** The newest revision is invalid: the run applied the last good one, and says so (and is not converged). */
+/** Results an invalid newest revision does not replace: the run itself failed, or was stopped. */
+const KEEPS_OWN_RESULT = new Set<RunResult>(['error', 'stopped']);
+
+/**
+ * The newest revision is invalid: the run applied the last good one, and says so. It is the root
+ * cause to show (the Ready reason, the ApplyFailed event), also when the last good revision's
+ * resources are degraded or failing: a broken commit was masked as `degraded` by any connector in error.
+ */
 export function withInvalidRevision(outcome: RunOutcome, invalid: ControllerStatus['revision']['invalid']): RunOutcome {
   if (!invalid) return outcome;
-  return { ...outcome, result: isConverged(outcome.result) ? 'invalid' : outcome.result, errors: [...invalid.errors, ...outcome.errors] };
+  return {
+    ...outcome,
+    result: KEEPS_OWN_RESULT.has(outcome.result) ? outcome.result : 'invalid',
+    errors: [...invalid.errors, ...outcome.errors],
+  };
 }
 
 /** A run that failed with an error (a config error lists its errors); `stopped` when it was aborted. */

@@ -474,15 +474,12 @@ export function propagateReplacements(changes: PlannedChange[], state: LiveState
   return [...warnings];
 }
 
-/**
- * The deletion of a managed resource that left the config, and the warning when it takes foreign
- * resources with it (`inside`: the live resources in a project).
- */
+/** The deletion of a managed resource that left the config (`inside`: the live resources in a project). */
 function pruneChange(
   r: LiveResource,
   inside: (project: string) => readonly LiveResource[],
-  options: Pick<PlanOptions, 'sourceId' | 'specOperations'>,
-) {
+  options: Pick<PlanOptions, 'specOperations'>,
+): PlannedChange {
   const d = r.descriptor;
   const name = String(r.object[d.identity]);
   const change: PlannedChange = {
@@ -500,16 +497,31 @@ function pruneChange(
     live: r,
     patchFields: [],
   };
-  let warning: string | undefined;
   if (d.scopeContainer) {
-    const contents = inside(name);
-    const foreign = contents.filter((x) => !hasLabels(x.descriptor) || ownerOf(x) !== options.sourceId);
-    addTo(change, 'notes', `deleting a project deletes everything in it (${contents.length} resource${contents.length === 1 ? '' : 's'})`);
-    if (foreign.length)
-      warning = `${subjectOfChange(change)}: pruning it also deletes ${foreign.length} resource${foreign.length === 1 ? '' : 's'} inside it that this source does not manage: ${foreign.map((x) => `${x.descriptor.yamlKind} ${x.object[x.descriptor.identity]}`).join(', ')}`;
+    const count = inside(name).length;
+    addTo(change, 'notes', `deleting a project deletes everything in it (${count} resource${count === 1 ? '' : 's'})`);
   }
   if (!opsOf(d, options.specOperations).includes('delete')) change.unsupported = `the service has no delete for ${d.kind}`;
-  return { change, warning };
+  return change;
+}
+
+/**
+ * Why a managed project left out of the config is kept: deleting a project deletes everything in
+ * it, and prune deletes only what this source manages (as a storage bucket with objects in it is
+ * not destroyed without force). Undefined when everything in it is this source's.
+ */
+function projectKeptWarning(project: LiveResource, inside: (project: string) => readonly LiveResource[], sourceId: string) {
+  const name = String(project.object[project.descriptor.identity]);
+  const foreign = inside(name).filter((x) => !hasLabels(x.descriptor) || ownerOf(x) !== sourceId);
+  if (!foreign.length) return undefined;
+  const shown = foreign.slice(0, 5).map((x) => `${x.descriptor.yamlKind ?? x.descriptor.kind} ${String(x.object[x.descriptor.identity])}`);
+  const more = foreign.length > shown.length ? `, and ${foreign.length - shown.length} more` : '';
+  const one = foreign.length === 1;
+  return (
+    `Project ${name} is not pruned: it holds ${foreign.length} resource${one ? '' : 's'} this source does not manage ` +
+    `(${shown.join(', ')}${more}), which deleting the project would delete too. The managed resources in it are pruned; ` +
+    `once the others are deleted by hand (or moved), the next prune deletes the project. To keep the project, declare it again`
+  );
 }
 
 export interface PruneResult {
@@ -522,19 +534,23 @@ export interface PruneResult {
 
 /**
  * Prune: the deletion of every live resource labelled as managed by this source whose key no
- * document declares (what is inside a pruned project goes with it), guarded against deleting
- * more than the larger of 5 and 20% of the managed resources.
+ * document declares (what is inside a pruned project goes with it; a project holding resources
+ * this source does not manage is kept, and its managed contents pruned one by one), guarded
+ * against deleting more than the larger of 5 and 20% of the managed resources.
  */
 export function planPrune(state: LiveState, declared: Set<string>, managedCount: number, options: PlanOptions): PruneResult {
-  const prunable = undeclaredManaged(state, declared, options.sourceId);
-  const deletedProjects = new Set(prunable.filter((r) => r.descriptor.scopeContainer).map((r) => String(r.object.name)));
   const out: PruneResult = { changes: [], warnings: [], errors: [] };
   const inside = projectContents(state);
+  const prunable: LiveResource[] = [];
+  for (const r of undeclaredManaged(state, declared, options.sourceId)) {
+    const kept = r.descriptor.scopeContainer ? projectKeptWarning(r, inside, options.sourceId) : undefined;
+    if (kept === undefined) prunable.push(r);
+    else out.warnings.push(kept);
+  }
+  const deletedProjects = new Set(prunable.filter((r) => r.descriptor.scopeContainer).map((r) => String(r.object.name)));
   for (const r of prunable) {
     if (r.project !== undefined && deletedProjects.has(r.project)) continue; // goes with its project
-    const { change, warning } = pruneChange(r, inside, options);
-    if (warning !== undefined) out.warnings.push(warning);
-    out.changes.push(change);
+    out.changes.push(pruneChange(r, inside, options));
   }
   if (deletedProjects.size && options.sourceIdDefaulted) {
     const names = [...deletedProjects].map((n) => JSON.stringify(n)).join(', ');

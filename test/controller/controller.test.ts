@@ -440,6 +440,68 @@ describe('--prune, with the mass-delete guard', () => {
   });
 });
 
+describe('--prune of a project that holds what the source does not manage', () => {
+  let t: TestTenant;
+  let repo: TestRepo;
+  let ctl: RunningController;
+  const doc = (kind: string, name: string, spec: string, project?: string) =>
+    `apiVersion: dataplatform/v1\nkind: ${kind}\nmetadata:\n  name: ${name}\n${project ? `  project: ${project}\n` : ''}spec:\n${spec}`;
+  const channel = (name: string) => doc('NotificationChannel', name, `  type: email\n  config:\n    email_addresses: [${name}@example.com]\n`, 'hr');
+
+  beforeAll(async () => {
+    t = await svc.tenant();
+    repo = new TestRepo();
+    repo
+      .write('platform/main.yaml', doc('Project', 'main', '  description: stays\n'))
+      .write('platform/hr.yaml', [doc('Project', 'hr', '  description: goes\n'), channel('hr-alerts')].join('---\n'))
+      .commit('two projects');
+    ctl = await startTestController({
+      source: gitSourceOf(repo.remote),
+      client: clientFor(svc, t),
+      mode: 'apply',
+      intervalMs: 500,
+      engine: { sourceId: 'platform', prune: true },
+    });
+  });
+  afterAll(async () => {
+    await ctl?.stop();
+    repo?.close();
+  });
+
+  test('the project is kept with a warning on /status and its managed channel pruned; once the other one is gone, the project is pruned', { timeout: 60_000 }, async () => {
+    await waitFor('a converged run', () => ctl.status().last_run?.result === 'converged', 30_000, () => ctl.status().last_run);
+    const hr = (await svc.ok(t, 'GET', '/projects')).data.find((p: any) => p.name === 'hr');
+    // Made by hand in the project: this source does not manage it.
+    const byHand = await svc.ok(t, 'POST', `/projects/${hr.id}/notification-channels`, {
+      body: { name: 'hr-by-hand', type: 'email', config: { email_addresses: ['hr@example.com'] } },
+    });
+    const removed = repo.remove('platform/hr.yaml').commit('no hr');
+    const status = await waitFor(
+      'the run of the commit',
+      () => ctl.status().last_run?.revision === removed && ctl.status().last_run?.result === 'converged' && ctl.status(),
+      20_000,
+      () => ctl.status().last_run,
+    );
+    expect(status.last_run!.warnings).toEqual([
+      expect.stringMatching(/^Project hr is not pruned: it holds 1 resource this source does not manage \(NotificationChannel hr-by-hand\)/),
+    ]);
+    expect(status.recent_runs[0]).toMatchObject({ warning_count: 1 });
+    const channels = async () =>
+      (await svc.ok(t, 'GET', `/projects/${hr.id}/notification-channels`)).data.map((c: any) => c.name).sort();
+    expect(await channels()).toEqual(['hr-by-hand']);
+
+    // Deleted by hand: the next run prunes the project.
+    await svc.ok(t, 'DELETE', `/projects/${hr.id}/notification-channels/${byHand.id}`);
+    await waitFor(
+      'the project pruned',
+      async () => !(await svc.ok(t, 'GET', '/projects')).data.some((p: any) => p.name === 'hr'),
+      20_000,
+      () => ctl.status().last_run,
+    );
+    expect(ctl.status().last_run?.warnings ?? []).toEqual([]);
+  });
+});
+
 describe('a plain directory source (git-sync, npm start)', () => {
   let t: TestTenant;
   let dir: string;

@@ -20,12 +20,13 @@ function after(o: {
   revision?: string;
   converged?: string | null;
   errors?: string[];
+  warnings?: string[];
   resources: ResourceStatus[];
 }): ControllerStatus {
   return {
     controller: { source_id: 'platform' },
     revision: { converged: o.converged ? { id: o.converged, summary: 'fix', at: '' } : null },
-    last_run: { result: o.result, revision: o.revision ?? 'r1', errors: o.errors ?? [] },
+    last_run: { result: o.result, revision: o.revision ?? 'r1', errors: o.errors ?? [], warnings: o.warnings },
     resources: o.resources,
   } as unknown as ControllerStatus;
 }
@@ -48,6 +49,17 @@ describe('runEvents', () => {
       after({ result: 'incomplete', errors: ['a', 'b', 'c', 'd'], resources: [] }),
     );
     expect(reasons(failed)).toEqual(['ApplyFailed platform: incomplete: a; b; c (and 1 more)']);
+  });
+
+  it("a run with plan warnings: one PlanWarning, severity warning, with the first three; the run's result does not change it", () => {
+    const warned = runEvents(
+      { revision: 'r1', converged: 'r1', resources: [] },
+      after({ result: 'converged', converged: 'r1', warnings: ['w1', 'w2', 'w3', 'w4'], resources: [] }),
+    );
+    expect(reasons(warned)).toEqual(['PlanWarning platform: w1; w2; w3 (and 1 more)']);
+    expect(warned[0].severity).toBe('warning');
+    // A status of an older controller has no warnings: no event.
+    expect(reasons(runEvents({ revision: 'r1', converged: 'r1', resources: [] }, after({ result: 'converged', converged: 'r1', resources: [] })))).toEqual([]);
   });
 
   it('degraded and recovered resources; drift found, corrected by an apply of the same revision, or gone', () => {

@@ -83,6 +83,13 @@ describe('Notifier', () => {
     expect(slack.text).toBe(
       ':red_circle: *ResourceDegraded* Connector analytics/orders-db (platform @ abc123def456)\nstatus is error: Host unreachable',
     );
+    // A warning has its own icon.
+    received.length = 0;
+    n.notify({ reason: 'PlanWarning', severity: 'warning', subject: 'platform', message: 'Project hr is not pruned', revision: null });
+    await n.flush();
+    expect(JSON.parse(received.find((r) => r.path.startsWith('/services'))!.body).text).toBe(
+      ':warning: *PlanWarning* platform (platform)\nProject hr is not pruned',
+    );
   });
 
   test('a failed delivery is retried with back-off until it goes through', async () => {

@@ -316,6 +316,8 @@ describe('dpctl controller process', () => {
           / INFO  controller: reconcile run trigger=start revision=sha256:\S+ result=converged duration_ms=\d+ summary=\{"create":[1-9]\d*,/,
         ),
       );
+      // The plan's warnings follow the run that had them (the secrets it wrote, without DPCTL_FINGERPRINT_KEY), once.
+      expect(lines.filter((l) => / WARN  controller: plan warnings revision=\S+ warnings=\[".*get an unkeyed fingerprint/.test(l))).toHaveLength(1);
       // The start's run, and at most the next one (it finds nothing left to do: a new summary).
       expect(lines.filter((l) => l.includes('reconcile run')).length).toBeLessThanOrEqual(2);
       for (const secret of secretValues(t)) expect(out).not.toContain(secret);

@@ -279,6 +279,7 @@ describe('which run answers a reconcile request', () => {
         revision: 'a'.repeat(40),
         summary: {},
         errors: [],
+        warnings: ['Project q is not pruned: it holds 1 resource this source does not manage (Connector by-hand) ...'],
       },
       runs: 3,
       recent_runs: [],
@@ -317,6 +318,8 @@ describe('which run answers a reconcile request', () => {
           state: 'applied',
           detail: 'delete done',
         },
+        // A delete the run did not make (a plan refused by the mass-delete guard): neither declared nor pruned.
+        { kind: 'connector', yaml_kind: 'Connector', project: 'p', name: 'kept', id: 'w', action: 'delete', state: 'pending', detail: null },
       ],
       drift: [],
     } as unknown as ControllerStatus;
@@ -330,7 +333,9 @@ describe('which run answers a reconcile request', () => {
         'Source:     git https://example.com/p.git branch main path platform (apply mode, every 30s)',
         'Revision:   aaaaaaaaaaaa add lake',
         // A pruned resource is not one of the declared.
-        'Resources:  1 in-sync, 1 applied, 1 degraded, 1 backoff (3 declared, 1 pruned)',
+        'Resources:  1 in-sync, 1 applied, 1 pending, 1 degraded, 1 backoff (3 declared, 1 pruned)',
+        'Warnings:',
+        '  Project q is not pruned: it holds 1 resource this source does not manage (Connector by-hand) ...',
         'Problems:',
         '  degraded  InfrastructureResource p/lake: no region',
         '  backoff   Connector p/db: backing off after 2 failures: 500 (attempt 3 in 20 s)',

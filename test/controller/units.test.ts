@@ -278,6 +278,13 @@ describe('controller building blocks', () => {
       /<table id="runs">.*<code title="9f8e7d6c5b4a39281706">9f8e7d6c5b4a<\/code>.*result-incomplete.*2\.3 s.*850 ms.*1 min 5 s/s,
     );
     expect(html).toContain('<details id="errors-more"><summary>7 more errors</summary>');
+    // The last run's warnings, after its errors.
+    const warned = renderStatusHtml({ ...richStatus(now), last_run: { ...richStatus(now).last_run!, warnings: ['Project <hr> is not pruned'] } }, now);
+    expect(warned).toContain(
+      `<h2>Warnings <small>of the last run's plan</small></h2><div id="warnings"><ul><li><code>Project &lt;hr&gt; is not pruned</code></li></ul>`,
+    );
+    expect(warned.indexOf('id="warnings"')).toBeGreaterThan(warned.indexOf('id="errors"'));
+    expect(html).not.toContain('id="warnings"');
     // Without JavaScript: a meta refresh inside <noscript>, and a reload link.
     expect(html).toMatch(/<noscript><meta http-equiv="refresh" content="\d+"><\/noscript>/);
     expect(html).toContain('<a id="reload" href="">reload</a>');

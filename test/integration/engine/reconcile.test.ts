@@ -187,7 +187,14 @@ describe('reconciler engine on examples/platform', () => {
     edit(dir, 'projects.yaml', /^[\s\S]*?---\n/, '');
     // Now only the marketing project, its resources and the users are declared.
     const { plan } = await preparePlan(client, [dir], opts({ prune: true }));
-    expect(plan.summary.delete).toBe(1); // the analytics project (its resources go with it)
+    // The analytics project holds the connector made by hand (the test before): it is kept, and its
+    // managed resources are pruned one by one instead of going with it.
+    const deletes = plan.changes.filter((c) => c.action === 'delete');
+    expect(deletes.length).toBeGreaterThan(10);
+    expect(deletes.every((c) => c.project === 'analytics' && c.kind !== 'project')).toBe(true);
+    expect(plan.warnings).toContainEqual(
+      expect.stringMatching(/^Project analytics is not pruned: it holds 1 resource this source does not manage \(Connector hand-made\)/),
+    );
     expect(plan.errors).toEqual([
       { code: 'mass_delete', message: expect.stringMatching(/^refusing to delete 1[0-9] of 22 managed resources/) },
     ]);

@@ -41,6 +41,7 @@ describe('finishRun', () => {
       revision: 'abc123',
       summary: { create: 1 },
       errors: [],
+      warnings: [],
     });
     expect(run.status.runs).toBe(1);
     expect(run.status.recent_runs[0]).toMatchObject({ result: 'converged', error_count: 0, first_error: null });
@@ -59,6 +60,21 @@ describe('finishRun', () => {
     expect(finish(converged, { previous: first.outcomeKey, trigger: 'webhook (push)' }).log.level).toBe('info');
     expect(finish({ ...converged, result: 'incomplete', errors: ['x'] }, { previous: first.outcomeKey }).log.level).toBe('info');
     expect(finish(converged, { previous: first.outcomeKey, revision: 'def456' }).log.level).toBe('info');
+  });
+
+  it("the plan's warnings go on the run record and follow its log line when the run is news; the same again is quiet", () => {
+    const warned = { ...converged, warnings: ['Project hr is not pruned: ...'] };
+    const first = finish(warned);
+    expect(first.status.last_run.warnings).toEqual(['Project hr is not pruned: ...']);
+    expect(first.status.recent_runs[0]).toMatchObject({ warning_count: 1 });
+    expect(first.status.recent_runs[0]).not.toHaveProperty('warnings');
+    expect(first.log).toMatchObject({ level: 'info', warnings: ['Project hr is not pruned: ...'] });
+    const again = finish(warned, { previous: first.outcomeKey });
+    expect(again.log.level).toBe('debug');
+    expect(again.log.warnings).toBeUndefined();
+    // A warning that appears, or goes, is news.
+    expect(finish(warned, { previous: finish(converged).outcomeKey }).log.level).toBe('info');
+    expect(finish(converged, { previous: first.outcomeKey }).log.level).toBe('info');
   });
 
   it('a run that wrote rows with a change applied or failed is info, even with the same outcome', () => {

@@ -129,7 +129,13 @@ describe("a run's outcome", () => {
     expect(applyOutcome([row('a', 'applied')], false, plan)).toEqual({
       result: 'converged',
       errors: [],
+      warnings: [],
       summary: { create: 1, update: 0, replace: 0, delete: 0, no_op: 0, unsupported: 0 },
+    });
+    // The plan's warnings go with the outcome; they do not change the result.
+    expect(applyOutcome([row('a', 'applied')], false, { ...plan, warnings: ['Project p is not pruned: ...'] })).toMatchObject({
+      result: 'converged',
+      warnings: ['Project p is not pruned: ...'],
     });
     const trouble = applyOutcome([row('a', 'failed', 'HTTP 500'), row('b', 'degraded', 'lag')], false, plan);
     expect(trouble.result).toBe('incomplete');
@@ -144,14 +150,18 @@ describe("a run's outcome", () => {
     expect(driftOutcome(plan, 0, [row('a', 'in-sync')]).result).toBe('in-sync');
   });
 
-  it('an invalid newest revision turns a converged run into `invalid`, its errors first; other results stay', () => {
+  it("an invalid newest revision is the run's result, its errors first, whatever the last good revision came to; not an error or a stop", () => {
     const invalid = { id: 'r2', summary: null, errors: ['users.yaml:7:3: nope'] };
     const converged = { result: 'converged' as const, errors: [], summary: {} };
     expect(withInvalidRevision(converged, invalid)).toEqual({ result: 'invalid', errors: ['users.yaml:7:3: nope'], summary: {} });
-    expect(withInvalidRevision({ ...converged, result: 'incomplete', errors: ['e'] }, invalid)).toMatchObject({
-      result: 'incomplete',
-      errors: ['users.yaml:7:3: nope', 'e'],
-    });
+    // A connector in error (degraded) or a failed change (incomplete) of the revision in force no longer hides the broken commit.
+    for (const result of ['degraded', 'progressing', 'incomplete', 'plan-error', 'drift'] as const)
+      expect(withInvalidRevision({ ...converged, result, errors: ['e'] }, invalid), result).toMatchObject({
+        result: 'invalid',
+        errors: ['users.yaml:7:3: nope', 'e'],
+      });
+    for (const result of ['error', 'stopped'] as const)
+      expect(withInvalidRevision({ ...converged, result, errors: ['e'] }, invalid).result, result).toBe(result);
     expect(withInvalidRevision(converged, null)).toBe(converged);
   });
 

@@ -280,15 +280,42 @@ describe('planPrune', () => {
     expect(out.errors).toEqual([]);
   });
 
-  it('a pruned project takes what is inside with it, and says what it takes that this source does not manage', () => {
+  it('a pruned project takes what is inside with it', () => {
     const state = appliedState(shop);
-    addLive(state, 'notification_channel', { id: 'nc-c', name: 'c', labels: {} }, 'shop');
     const out = planPrune(state, new Set(), 3, prune);
     expect(out.changes.map((c) => c.name)).toEqual(['shop']);
-    expect(out.changes[0].notes).toEqual(['deleting a project deletes everything in it (3 resources)']);
-    expect(out.warnings).toEqual([
-      'Project shop: pruning it also deletes 1 resource inside it that this source does not manage: NotificationChannel c',
+    expect(out.changes[0].notes).toEqual(['deleting a project deletes everything in it (2 resources)']);
+    expect(out.warnings).toEqual([]);
+  });
+
+  it('a project holding resources this source does not manage is kept, and its managed contents pruned one by one', () => {
+    const state = appliedState(shop);
+    addLive(state, 'notification_channel', { id: 'nc-c', name: 'c', labels: {} }, 'shop');
+    addLive(state, 'notification_channel', { id: 'nc-d', name: 'd', labels: { [MANAGED_BY_LABEL]: 'another-repo' } }, 'shop');
+    const out = planPrune(state, new Set(), 3, prune);
+    // The project's own managed resources go; the project and the two others stay.
+    expect(out.changes.map((c) => [c.action, c.yamlKind, c.name])).toEqual([
+      ['delete', 'NotificationChannel', 'a'],
+      ['delete', 'EscalationPolicy', 'escalate'],
     ]);
+    expect(out.warnings).toEqual([
+      'Project shop is not pruned: it holds 2 resources this source does not manage (NotificationChannel c, NotificationChannel d), ' +
+        'which deleting the project would delete too. The managed resources in it are pruned; once the others are deleted by hand ' +
+        '(or moved), the next prune deletes the project. To keep the project, declare it again',
+    ]);
+    expect(out.errors).toEqual([]);
+    // Once they are gone, the next prune deletes the project.
+    state.resources.delete([...state.resources.keys()].find((k) => k.endsWith('\u0000c'))!);
+    state.resources.delete([...state.resources.keys()].find((k) => k.endsWith('\u0000d'))!);
+    expect(planPrune(state, new Set(), 3, prune).changes.map((c) => c.name)).toEqual(['shop']);
+  });
+
+  it('names at most five of what keeps a project, and counts the rest', () => {
+    const state = appliedState(shop);
+    for (let i = 0; i < 8; i++) addLive(state, 'notification_channel', { id: `nc-h${i}`, name: `h${i}`, labels: {} }, 'shop');
+    expect(planPrune(state, new Set(), 3, prune).warnings[0]).toContain(
+      'it holds 8 resources this source does not manage (NotificationChannel h0, NotificationChannel h1, NotificationChannel h2, NotificationChannel h3, NotificationChannel h4, and 3 more)',
+    );
   });
 
   it('a whole project is not pruned by a source id taken from the directory name: another repository may share it', () => {
