@@ -74,6 +74,7 @@ export const PROVIDER_CODES = {
   provider_unconfigured: 'a call before the provider block was configured (its configuration failed)',
   unknown_type: 'a resource, data source or view the provider does not have',
   stopped: 'Terraform stopped the provider (Ctrl-C) during the call',
+  not_empty: 'a destroy of a project that still holds resources the configuration does not manage, without force_destroy',
 } as const;
 
 export type ProviderCode = keyof typeof PROVIDER_CODES;

@@ -1,9 +1,9 @@
 import type { ProviderCode } from '../kinds/errors.js';
 import { AmbiguousCreateError, ApiError, type DataPlatformClient, type DynamicResourceClient } from '../client/index.js';
 import { deepEqual, diffResource, normalize } from '../engine/diff.js';
-import { healthOf, valuesAt } from '../kinds/index.js';
+import { healthOf, kindPlural, valuesAt, writableKinds } from '../kinds/index.js';
 import { ListCache } from './list-cache.js';
-import { settingDefault } from './settings.js';
+import { FORCE_DESTROY, settingDefault } from './settings.js';
 import { apiField, apiToTf, defaultTf, objectToApi, objectToTf, tfToApi, type AttrSpec, type ResourceSpec } from './schema.js';
 import { UNKNOWN, hasUnknown, inconsistencies, isTfObject, tfEqual, type TfObject, type TfValue } from './values.js';
 
@@ -336,6 +336,7 @@ export class ResourceHandler {
 
   private async remove(prior: TfObject) {
     const projectId = this.projectScoped ? (prior.project_id as string) : null;
+    if (this.d.scopeContainer && prior[FORCE_DESTROY] !== true) await this.refuseIfNotEmpty(prior);
     try {
       await this.api(projectId).delete(prior.id as string);
     } catch (err) {
@@ -344,6 +345,33 @@ export class ResourceHandler {
     } finally {
       this.cache.invalidate(this.d.kind, projectId);
     }
+  }
+
+  /**
+   * Terraform deletes what a project's resources reference after them, so what a destroy of the
+   * project still finds in it is not this configuration's: deleting the project would delete it
+   * too. One page of one item per kind tells (a kind this credential may not list is not known).
+   */
+  private async refuseIfNotEmpty(project: TfObject) {
+    const id = project.id as string;
+    const kinds = writableKinds().filter((k) => k.scope === 'project' && k.operations.includes('list'));
+    const found = await Promise.all(
+      kinds.map(async (k) => {
+        try {
+          return (await this.client().resourcesOf(k.kind, { projectId: id }).list({ limit: 1 })).data.length ? k : undefined;
+        } catch (err) {
+          if (err instanceof ApiError && (err.status === 403 || err.status === 404)) return undefined;
+          throw err;
+        }
+      }),
+    );
+    const held = found.filter((k) => k !== undefined).map((k) => kindPlural(k));
+    if (!held.length) return;
+    throw new ProviderError(
+      'not_empty',
+      `${this.spec.typeName}: project ${JSON.stringify(project.name)} still holds resources this configuration does not manage (${held.join(', ')})`,
+      'Deleting the project would delete them too. Delete or move them first, or set force_destroy = true on the project and apply it, then destroy again.',
+    );
   }
 
   /**

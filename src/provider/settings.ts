@@ -9,7 +9,9 @@ import { isTfObject, type TfObject } from './values.js';
  * - `x-provisioning` kinds get a `timeouts` block (as terraform-plugin-framework-timeouts): how
  *   long create, update and delete wait for the platform's plan + apply;
  * - `x-test-action` kinds get `run_setup_tests` (as Fivetran's provider): test the connection
- *   after create and update.
+ *   after create and update;
+ * - the scope container (a project) gets `force_destroy` (as AWS's S3 bucket): without it, a
+ *   destroy refuses to delete a project that still holds resources, which deleting it would delete.
  */
 
 export type TimeoutOp = 'create' | 'update' | 'delete';
@@ -17,6 +19,7 @@ export type TimeoutOp = 'create' | 'update' | 'delete';
 export const TIMEOUT_DEFAULTS: Record<TimeoutOp, string> = { create: '30m', update: '30m', delete: '20m' };
 export const RUN_SETUP_TESTS = 'run_setup_tests';
 export const TIMEOUTS = 'timeouts';
+export const FORCE_DESTROY = 'force_destroy';
 
 const setting = (name: string, description: string, elem: 'string' | 'bool', extra: Partial<AttrSpec> = {}): AttrSpec => ({
   name,
@@ -73,6 +76,16 @@ export function settingAttrs(d: KindDescriptor): AttrSpec[] {
     );
   }
   if (d.provisioning) out.push(timeoutsBlock(d));
+  if (d.scopeContainer) {
+    out.push(
+      setting(
+        FORCE_DESTROY,
+        `Delete the ${d.title.toLowerCase()} even when it still holds resources (deleting it deletes them): without it, a destroy that finds any (made by hand, by another configuration) fails and names them. Set it and apply before the destroy. Not sent to the API.`,
+        'bool',
+        { computed: true, default: false, json: { type: 'boolean', default: false } },
+      ),
+    );
+  }
   return out;
 }
 

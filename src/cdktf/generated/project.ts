@@ -9,6 +9,8 @@ export interface ProjectConfig extends cdk.TerraformMetaArguments {
   readonly description?: string;
   /** String key/value labels for grouping and ownership. Default: {}. */
   readonly labels?: { [key: string]: string };
+  /** Delete the project even when it still holds resources (deleting it deletes them): without it, a destroy that finds any (made by hand, by another configuration) fails and names them. Set it and apply before the destroy. Not sent to the API. Default: false. */
+  readonly forceDestroy?: boolean | cdk.IResolvable;
 }
 
 /** The top-level container for every resource except users. Terraform resource `dataplatform_project`. */
@@ -35,6 +37,7 @@ export class Project extends cdk.TerraformResource {
     this._name = config.name;
     this._description = config.description;
     this._labels = config.labels;
+    this._forceDestroy = config.forceDestroy;
   }
 
   private _name?: string;
@@ -67,6 +70,17 @@ export class Project extends cdk.TerraformResource {
     this._labels = undefined;
   }
 
+  private _forceDestroy?: boolean | cdk.IResolvable;
+  get forceDestroyInput() {
+    return this._forceDestroy;
+  }
+  set forceDestroy(value: boolean | cdk.IResolvable) {
+    this._forceDestroy = value;
+  }
+  resetForceDestroy() {
+    this._forceDestroy = undefined;
+  }
+
   /** Server-assigned identifier. Set by the server. */
   get id() {
     return this.getStringAttribute('id');
@@ -97,11 +111,17 @@ export class Project extends cdk.TerraformResource {
     return this.getStringAttribute('updated_at');
   }
 
+  /** Delete the project even when it still holds resources (deleting it deletes them): without it, a destroy that finds any (made by hand, by another configuration) fails and names them. Set it and apply before the destroy. Not sent to the API. Default: false. */
+  get forceDestroy() {
+    return this.getBooleanAttribute('force_destroy');
+  }
+
   protected synthesizeAttributes(): { [name: string]: any } {
     return {
       name: cdk.stringToTerraform(this._name),
       description: cdk.stringToTerraform(this._description),
       labels: cdk.hashMapper(cdk.stringToTerraform)(this._labels),
+      force_destroy: cdk.booleanToTerraform(this._forceDestroy),
     };
   }
 
@@ -110,6 +130,7 @@ export class Project extends cdk.TerraformResource {
       name: { value: cdk.stringToHclTerraform(this._name), isBlock: false, type: 'simple', storageClassType: 'string' },
       description: { value: cdk.stringToHclTerraform(this._description), isBlock: false, type: 'simple', storageClassType: 'string' },
       labels: { value: cdk.hashMapperHcl(cdk.stringToHclTerraform)(this._labels), isBlock: false, type: 'map', storageClassType: 'stringMap' },
+      force_destroy: { value: cdk.booleanToHclTerraform(this._forceDestroy), isBlock: false, type: 'simple', storageClassType: 'boolean' },
     };
     return Object.fromEntries(Object.entries(attrs).filter(([, v]) => v.value !== undefined));
   }
