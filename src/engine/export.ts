@@ -80,7 +80,12 @@ export interface ExportResult {
 
 const isObject = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === 'object' && !Array.isArray(v);
 
-/** `ANALYTICS_ORDERS_DB_PASSWORD`: project, name and the secret's field name, upper snake case. */
+/**
+ * `ANALYTICS_ORDERS_DB_PASSWORD`: project, name and the secret's field name, upper snake case, a
+ * word repeated where two parts meet said once (project `sales`, channel `sales-slack`, field
+ * `slack_webhook_url`: `SALES_SLACK_WEBHOOK_URL`, not `SALES_SALES_SLACK_SLACK_WEBHOOK_URL`).
+ * exportResources makes them unique.
+ */
 export function suggestedEnvName(project: string | undefined, name: string, path: (string | number)[]): string {
   const field = String([...path].reverse().find((p) => typeof p === 'string') ?? 'secret');
   return [project, name, field]
@@ -89,6 +94,9 @@ export function suggestedEnvName(project: string | undefined, name: string, path
     .toUpperCase()
     .replace(/[^A-Z0-9]+/g, '_')
     .replace(/^_+|_+$/g, '')
+    .split('_')
+    .filter((word, i, words) => word !== words[i - 1])
+    .join('_')
     .replace(/^(\d)/, '_$1');
 }
 

@@ -35,9 +35,11 @@ export function scaffold(o: ScaffoldOptions): Map<string, string> {
     files.set(`platform/${PROJECT}/warehouse.yaml`, yamlWarehouse(o));
     files.set('.vscode/settings.json', vscodeSettings(o));
   } else if (o.format === 'cdktf') {
+    // The app is type-checked before it runs (as cdktf's own template does with ts-node): tsx alone
+    // strips the types, and a misspelt attribute became a plan that clears the attribute.
     files.set(
       'cdktf.json',
-      `${JSON.stringify({ language: 'typescript', app: 'tsx main.ts', projectId: o.repoName, sendCrashReports: 'false', terraformProviders: [], terraformModules: [], context: {} }, null, 2)}\n`,
+      `${JSON.stringify({ language: 'typescript', app: 'tsc && tsx main.ts', projectId: o.repoName, sendCrashReports: 'false', terraformProviders: [], terraformModules: [], context: {} }, null, 2)}\n`,
     );
     files.set('main.ts', cdktfMain(o));
     files.set(

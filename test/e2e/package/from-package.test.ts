@@ -353,6 +353,14 @@ describe.skipIf(testStore() === 'postgres' || !haveTerraform)('from the packed p
       const diff = await run('npm', ['run', 'diff', '--', '--no-color'], app, env);
       expect(diff.code, diff.out).toBe(0);
       expect(diff.out).toContain('No changes');
+      // A misspelt attribute stops the synth with the compiler's error (the app is type-checked
+      // first), where tsx alone synthesized a stack that cleared the description.
+      const main = readFileSync(join(app, 'main.ts'), 'utf8');
+      writeFileSync(join(app, 'main.ts'), main.replace('{ description:', '{ descriptoin:'));
+      const typo = await run('npm', ['run', 'synth'], app, env);
+      expect(typo.code).not.toBe(0);
+      expect(typo.out).toMatch(/main\.ts\(\d+,\d+\): error TS2561: .*'descriptoin'.*Did you mean to write 'description'\?/);
+      writeFileSync(join(app, 'main.ts'), main);
 
       // The same app on cdktn and the package's ./cdktn subpath synthesizes the same stack.
       const cdktnApp = join(team, 'cdktn-app');

@@ -78,7 +78,7 @@ describe('dpctl export', () => {
       expect(all).not.toContain('orders-pw-1');
       expect(result.secrets.map((s) => `${s.env} ${s.yamlField}`).sort()).toEqual([
         'ANALYTICS_BILLING_DB_PASSWORD spec.credentials.password',
-        'ANALYTICS_DATA_TEAM_SLACK_SLACK_WEBHOOK_URL spec.config.slack_webhook_url',
+        'ANALYTICS_DATA_TEAM_SLACK_WEBHOOK_URL spec.config.slack_webhook_url',
         'ANALYTICS_ONCALL_WEBHOOK_SIGNING_SECRET spec.config.signing_secret',
         'ANALYTICS_ORDERS_DB_PASSWORD spec.credentials.password',
         'MARKETING_CRM_PASSWORD spec.credentials.password',
