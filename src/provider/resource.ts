@@ -168,7 +168,7 @@ export class ResourceHandler {
         changed = true;
         if (a.replace) replace.push([a.name]);
       }
-      if ((changed || this.provisioningFailed(prior) || o.retest) && replace.length === 0) {
+      if ((changed || this.needsProvisioning(prior) || o.retest) && replace.length === 0) {
         for (const a of this.spec.attrs)
           if (computedOnly(a) && !STABLE.has(apiField(a)) && !this.d.onceFields.includes(apiField(a))) planned[a.name] = UNKNOWN;
       }
@@ -177,12 +177,17 @@ export class ResourceHandler {
   }
 
   /**
-   * A resource the platform failed to provision (degraded, e.g. its last apply failed) is
-   * planned as an update even when its configuration did not change: the apply then runs the
-   * platform's plan and apply again, so a fixed cause converges without touching the config.
+   * A resource the platform failed to provision (degraded, e.g. its last apply failed), or whose
+   * change waits for an apply (its state back at `x-initial`, pending: a PATCH that no apply
+   * followed), is planned as an update even when its configuration did not change: the apply then
+   * runs the platform's plan and apply, so a fixed cause, or a change no apply made, converges
+   * without touching the config.
    */
-  private provisioningFailed(prior: TfObject): boolean {
-    return !!this.d.provisioning && healthOf(this.d, objectToApi(this.spec.attrs, prior)).health === 'degraded';
+  private needsProvisioning(prior: TfObject): boolean {
+    if (!this.d.provisioning) return false;
+    const api = objectToApi(this.spec.attrs, prior);
+    if (healthOf(this.d, api).health === 'degraded') return true;
+    return this.d.health !== undefined && this.d.initialState !== undefined && api[this.d.health.field] === this.d.initialState;
   }
 
   /** Same meaning for the API: equal after defaults and server normalisation, secrets equal. */

@@ -71,6 +71,38 @@ describe('dpctl plan and apply: provisioning', () => {
     expect(again.stdout).not.toContain('Infrastructure the platform will provision');
   });
 
+  test('a change that reached the platform but no apply (an apply stopped after its PATCH, a label written by adopt): plan shows it pending, apply provisions it', async () => {
+    const docs = (size: string) => [
+      projectDoc('prov-pending'),
+      doc(
+        'InfrastructureResource',
+        'wh',
+        'prov-pending',
+        `resource_type: warehouse\nprovider: snowflake\nregion: eu-west-1\nconfig:\n  size: ${size}`,
+      ),
+    ];
+    const dir = config('prov-pending', docs('SMALL'));
+    expect((await runDpctl(['apply', dir], { env })).code).toBe(0);
+    // The config and the platform agree on LARGE, but only the PATCH happened: nothing provisioned it.
+    writeFileSync(join(dir, 'platform.yaml'), docs('LARGE').join('---\n'));
+    const wh = await live('prov-pending', 'infrastructure', 'wh');
+    const project = (await svc.ok(t, 'GET', '/projects', { query: { limit: 100 } })).data.find(
+      (x: { name: string }) => x.name === 'prov-pending',
+    );
+    await svc.ok(t, 'PATCH', `/projects/${project.id}/infrastructure/${wh.id}`, { body: { config: { size: 'LARGE' } } }, 200);
+    expect(await live('prov-pending', 'infrastructure', 'wh')).toMatchObject({ status: 'pending' });
+
+    const plan = await runDpctl(['plan', dir], { env });
+    expect(plan.code, plan.stdout + plan.stderr).toBe(2);
+    expect(plan.stdout).toContain('  ~ change warehouse wh (config) # already pending on the platform\n');
+    expect(plan.stdout).toContain('No resource changes: 2 resources in sync; 1 infrastructure change to provision (above).');
+    const apply = await runDpctl(['apply', dir], { env });
+    expect(apply.code, apply.stdout + apply.stderr).toBe(0);
+    expect(apply.stdout).toContain('  prov-pending/wh: provisioned\n');
+    expect(await live('prov-pending', 'infrastructure', 'wh')).toMatchObject({ status: 'provisioned', config: { size: 'LARGE' } });
+    expect((await runDpctl(['plan', dir], { env })).code).toBe(0);
+  });
+
   test("a refused provisioning fails the apply naming the resource and the platform's message; a re-run fails the same way; the fix (a replace) converges", async () => {
     const docs = [
       projectDoc('prov-bad'),

@@ -207,7 +207,7 @@ export class InfrastructureResource extends cdk.TerraformResource {
     return this.getStringMapAttribute('labels');
   }
 
-  /** pending until an infrastructure apply provisions it: pending -> provisioning -> provisioned; an apply of a changed resource: provisioned -> updating -> provisioned; failed when an apply is interrupted (the next apply retries). deleting is reserved: DELETE removes the resource at once and the next plan deprovisions it. Set by the server. */
+  /** pending until an infrastructure apply provisions it: pending -> provisioning -> provisioned; a change to a provisioned resource makes it pending again until an apply provisions the change: pending -> updating -> provisioned (put back to what was provisioned, it is provisioned again); failed when an apply is interrupted (the next apply retries). deleting is reserved: DELETE removes the resource at once and the next plan deprovisions it. Set by the server. */
   get status() {
     return this.getStringAttribute('status');
   }

@@ -582,7 +582,7 @@ export interface InfrastructureResource {
   labels: {
     [key: string]: string;
   };
-  /** pending until an infrastructure apply provisions it: pending -> provisioning -> provisioned; an apply of a changed resource: provisioned -> updating -> provisioned; failed when an apply is interrupted (the next apply retries). deleting is reserved: DELETE removes the resource at once and the next plan deprovisions it. Set by the server. */
+  /** pending until an infrastructure apply provisions it: pending -> provisioning -> provisioned; a change to a provisioned resource makes it pending again until an apply provisions the change: pending -> updating -> provisioned (put back to what was provisioned, it is provisioned again); failed when an apply is interrupted (the next apply retries). deleting is reserved: DELETE removes the resource at once and the next plan deprovisions it. Set by the server. */
   status: "pending" | "provisioning" | "provisioned" | "updating" | "deleting" | "failed";
   /** Why the latest provisioning of this resource failed (the cloud's message); null once it is provisioned. Set by the server. */
   last_error: string | null;

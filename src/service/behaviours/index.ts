@@ -4,6 +4,7 @@ import type { KindBehaviour, Draft } from './types.js';
 import { KINDS } from '../../kinds/index.js';
 import { withItemCaps } from './item-caps.js';
 import { ruleCacheOf } from '../runtime/rule-cache.js';
+import { statusAfterChange } from '../runtime/infrastructure.js';
 
 const apiKey: KindBehaviour = {
   async beforeCreate(draft, w) {
@@ -92,11 +93,15 @@ const alertRule: KindBehaviour = {
   afterWrite: ({ ctx, tenantId, projectId }) => ruleCacheOf(ctx.db).forget(tenantId, projectId),
 };
 
+/** A changed infrastructure resource is pending until an apply provisions the change (runtime/infrastructure.ts). */
+const infrastructureResource: KindBehaviour = { beforeUpdate: statusAfterChange };
+
 const OWN: Record<string, KindBehaviour> = {
   api_key: apiKey,
   user,
   project,
   alert_rule: alertRule,
+  infrastructure_resource: infrastructureResource,
 };
 
 /** What each kind does beyond generic CRUD: its own hooks, and the caps its schema sets on its lists (x-max-items). */

@@ -3,6 +3,7 @@ import { kind } from '../../kinds/index.js';
 import { canonicalJson } from '../../kinds/canonical.js';
 import type { Queryable } from '../store/db.js';
 import type { StoredResource } from '../store/resources.js';
+import type { Draft, WriteContext } from '../behaviours/types.js';
 import { conflict } from '../errors.js';
 import { META, type Runtime } from './runtime.js';
 import {
@@ -113,6 +114,33 @@ async function putProvisioned(rt: Runtime, q: Queryable, tenantId: string, proje
   return rt.ctx.resources.insert(stateRow(tenantId, projectId, resourceId, declared), q);
 }
 
+/** What the applies provisioned of one resource; undefined when none has (a legacy snapshot row is read too). */
+async function provisionedOf(rt: Pick<Runtime, 'ctx'>, q: Queryable, tenantId: string, projectId: string, resourceId: string) {
+  const row = await rt.ctx.resources.get(tenantId, projectId, STATE_KIND, stateId(resourceId), q);
+  if (row) return row.data;
+  const legacy = await rt.ctx.resources.getByName(tenantId, projectId, STATE_KIND, LEGACY_NAME, q);
+  return (legacy?.data as unknown as LegacySnapshot | undefined)?.resources?.[resourceId];
+}
+
+/**
+ * A PATCH's effect on the status (the kind's beforeUpdate): a provisioned resource whose
+ * configuration now differs from what was provisioned is `pending` until an apply provisions the
+ * change; one put back to what was provisioned is `provisioned` again (so is a failed update put
+ * back). It stayed `provisioned` (healthy) while its change waited, so a change that reached the
+ * platform but no apply (an apply stopped after its PATCH, dpctl adopt's label write, a PATCH by
+ * hand) showed in no plan and no apply made it. A resource never provisioned keeps its status;
+ * one being provisioned too: its change's end compares (recordEnds).
+ */
+export async function statusAfterChange(draft: Draft, existing: StoredResource, w: WriteContext): Promise<void> {
+  const status = existing.data.status;
+  if (status === 'provisioning' || status === 'updating') return;
+  const provisioned = await provisionedOf({ ctx: w.ctx }, w.q, w.tenantId, w.projectId, existing.id);
+  if (provisioned === undefined) return;
+  const same = canonicalJson(declared(draft.data)) === canonicalJson(provisioned);
+  if (!same && status === 'provisioned') Object.assign(draft.data, { status: 'pending', last_error: null });
+  else if (same && status !== 'provisioned') Object.assign(draft.data, { status: 'provisioned', last_error: null });
+}
+
 /** A provisioned resource's new row in the snapshot. */
 const stateRow = (tenantId: string, projectId: string, resourceId: string, declared: Declared) => ({
   id: stateId(resourceId),
@@ -159,7 +187,12 @@ async function recordEnds(rt: Runtime, q: Queryable, tenantId: string, projectId
     else fresh.push(stateRow(tenantId, projectId, change.resource_id, change.after!));
     const resource = live.get(change.resource_id); // none for a delete, or a resource deleted since the plan
     if (resource) {
-      Object.assign(resource.data, problem ? { status: 'failed', last_error: problem } : { status: 'provisioned', last_error: null });
+      // Changed again while this apply ran: what it provisioned is not what is configured now.
+      const changedSince = !problem && canonicalJson(declared(resource.data)) !== canonicalJson(change.after);
+      Object.assign(
+        resource.data,
+        problem ? { status: 'failed', last_error: problem } : { status: changedSince ? 'pending' : 'provisioned', last_error: null },
+      );
       await resources.update(resource, q);
     }
   }

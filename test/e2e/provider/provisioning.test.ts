@@ -120,6 +120,30 @@ describe.skipIf(testStore() === 'postgres' || !haveTerraform)('provider: provisi
     expect((await platformPlan()).changes).toEqual([]);
   });
 
+  it(
+    'a change that reached the platform but no apply (pending) is planned as an update, and the apply provisions it',
+    { timeout: 60_000 },
+    async () => {
+      const bad = await infraByName('bad');
+      // As an apply stopped between its PATCH and the provisioning leaves it: the configuration says
+      // what the PATCH wrote, and nothing provisioned it.
+      const cold = infra('bad', { name: 'bad', region: 'eu-central-1' }).replace(
+        '}\n',
+        '  config        = { storage_class = "cold" }\n}\n',
+      );
+      write(infra('bucket', { name: 'bucket', count: 3 }), cold.replace('"cold"', '"archive"'));
+      await api('PATCH', `/projects/${projectId}/infrastructure/${bad.id}`, { config: { storage_class: 'archive' } }, 200);
+      expect(await infraByName('bad')).toMatchObject({ status: 'pending' });
+      const plan = await ws.plan();
+      expect(plan.code).toBe(2);
+      expect(plan.out).toContain('dataplatform_infrastructure_resource.bad will be updated in-place');
+      expect(await ws.apply()).toContain('Apply complete! Resources: 0 added, 1 changed, 0 destroyed.');
+      expect(await infraByName('bad')).toMatchObject({ status: 'provisioned', config: { storage_class: 'archive' } });
+      expect((await platformPlan()).changes).toEqual([]);
+      expect((await ws.plan()).code).toBe(0);
+    },
+  );
+
   it("a delete deprovisions: the platform's next plan is empty", { timeout: 60_000 }, async () => {
     write();
     expect(await ws.apply()).toContain('Apply complete! Resources: 0 added, 0 changed, 4 destroyed.');

@@ -170,8 +170,10 @@ describe('infrastructure plan and apply', () => {
         },
       },
     ]);
-    // The resource says provisioned until an apply starts updating it.
-    expect(await status(bucket.id)).toBe('provisioned');
+    // Its change waits for an apply: pending (progressing), no longer provisioned (healthy); the
+    // warehouse, unchanged, stays provisioned.
+    expect(await status(bucket.id)).toBe('pending');
+    expect(await status(wh.id)).toBe('provisioned');
     const started = await svc.ok(t, 'POST', `${base}/apply`, { body: {} });
     expect(started.plan_id).toBe(p.plan_id);
     expect(await status(bucket.id)).toBe('updating');
@@ -179,6 +181,17 @@ describe('infrastructure plan and apply', () => {
     expect((await applyRun(started.run_id)).status).toBe('succeeded');
     expect(await status(bucket.id)).toBe('provisioned');
     expect((await plan()).changes).toEqual([]);
+  });
+
+  it('a change put back before any apply is provisioned again at once; a PATCH that changes nothing leaves it provisioned', async () => {
+    await svc.ok(t, 'PATCH', `${base}/${bucket.id}`, { body: { labels: { team: 'platform', extra: 'x' } } }, 200);
+    expect(await status(bucket.id)).toBe('pending');
+    await svc.ok(t, 'PATCH', `${base}/${bucket.id}`, { body: { labels: { team: 'platform' } } }, 200);
+    // Back to what is provisioned: nothing waits, nothing for a plan.
+    expect(await status(bucket.id)).toBe('provisioned');
+    expect((await plan()).changes).toEqual([]);
+    await svc.ok(t, 'PATCH', `${base}/${bucket.id}`, { body: { labels: { team: 'platform' } } }, 200);
+    expect(await status(bucket.id)).toBe('provisioned');
   });
 
   it('a deleted resource plans a delete of what was provisioned; applying it empties the snapshot', async () => {
