@@ -13,6 +13,7 @@ export const POLICY_PREFIX = 'dpctl.dev/';
 export const RECONCILE_ANNOTATION = 'dpctl.dev/reconcile';
 export const IGNORE_FIELDS_ANNOTATION = 'dpctl.dev/ignore-fields';
 export const PREVENT_DESTROY_ANNOTATION = 'dpctl.dev/prevent-destroy';
+export const SECRETS_VERSION_ANNOTATION = 'dpctl.dev/secrets-version';
 
 export const POLICY_ANNOTATIONS: Record<string, JsonSchema> = {
   [RECONCILE_ANNOTATION]: {
@@ -32,6 +33,13 @@ export const POLICY_ANNOTATIONS: Record<string, JsonSchema> = {
     enum: ['true', 'false'],
     description: '"true": any plan that would delete or replace this resource fails, naming it (with --prune too).',
   },
+  [SECRETS_VERSION_ANNOTATION]: {
+    type: 'string',
+    minLength: 1,
+    maxLength: 64,
+    description:
+      "Any value; a new one sends the resource's secrets again (as Terraform's password_wo_version). Secrets are write-only: a secret changed outside the config cannot be seen, and changing this puts the configured values back.",
+  },
 };
 
 export interface ResourcePolicy {
@@ -39,6 +47,8 @@ export interface ResourcePolicy {
   /** API field paths, split on dots (`labels.team` -> ['labels', 'team']). */
   ignoreFields: string[][];
   preventDestroy: boolean;
+  /** dpctl.dev/secrets-version: part of the secrets' fingerprint, so a new value sends them again. */
+  secretsVersion?: string;
 }
 
 export const DEFAULT_POLICY: ResourcePolicy = Object.freeze({
@@ -75,8 +85,9 @@ export function policyOf(annotations: unknown): ResourcePolicy {
     .filter(Boolean)
     .map((f) => f.split('.'));
   const preventDestroy = a[PREVENT_DESTROY_ANNOTATION] === 'true';
-  if (reconcile === 'apply' && !ignoreFields.length && !preventDestroy) return DEFAULT_POLICY;
-  return { reconcile, ignoreFields, preventDestroy };
+  const secretsVersion = a[SECRETS_VERSION_ANNOTATION];
+  if (reconcile === 'apply' && !ignoreFields.length && !preventDestroy && secretsVersion === undefined) return DEFAULT_POLICY;
+  return { reconcile, ignoreFields, preventDestroy, ...(secretsVersion === undefined ? {} : { secretsVersion }) };
 }
 
 /** True when a changed field (`config.port`, `labels.team`, `steps[1].name`) is at or under an ignored path. */

@@ -9,6 +9,7 @@ import { formatProblem, formatProblems, type Problem } from './problems.js';
 import type { DataPlatformClient } from '../client/index.js';
 import { ENGINE_LABELS, hasLabels, LABELS_FIELD, MANAGED_BY_LABEL, SECRETS_SHA_LABEL, type FieldChange } from './diff.js';
 import { preparePlan, type EngineOptions } from './index.js';
+import { fingerprintKeyOf, isKeyed, unkeyedFingerprintWarning, unkeyedWarningFor } from './fingerprint.js';
 import { mapLimit } from './observe.js';
 import { subjectOfChange, type PlannedChange, type ResourceEntry } from './plan.js';
 
@@ -73,11 +74,14 @@ const entryOf = (c: PlannedChange, status: AdoptEntry['status'], changes: AdoptE
  */
 export async function adoptResources(client: DataPlatformClient, paths: string[], options: AdoptOptions): Promise<AdoptResult> {
   const { plan, state } = await preparePlan(client, paths, { ...options, prune: false, adopt: true });
+  // Adopt writes no secret, so the plan's warning about the fingerprints an apply would write is
+  // not adopt's: it warns only of those it records itself (--trust-secrets, below).
+  const applyWouldWrite = unkeyedFingerprintWarning(plan.changes, fingerprintKeyOf(options.env ?? process.env));
   const result: AdoptResult = {
     sourceId: options.sourceId,
     entries: [],
     errors: [...plan.errors],
-    warnings: [...plan.warnings],
+    warnings: plan.warnings.filter((w) => w !== applyWouldWrite),
     dryRun: options.dryRun,
   };
   if (plan.errors.length) return result;
@@ -117,6 +121,10 @@ export async function adoptResources(client: DataPlatformClient, paths: string[]
     result.entries.push(entry);
     if (changed) toLabel.push({ change: c, entry, labels: wanted });
   }
+  const unkeyed = unkeyedWarningFor(
+    toLabel.filter((l) => l.labels[SECRETS_SHA_LABEL] !== undefined && !isKeyed(l.labels[SECRETS_SHA_LABEL])).length,
+  );
+  if (unkeyed) result.warnings.push(unkeyed);
   if (!options.dryRun) {
     await mapLimit(toLabel, options.concurrency ?? 4, async ({ change, entry, labels }) => {
       const projectId = change.project !== undefined ? state.projects.get(change.project)?.id : undefined;

@@ -71,6 +71,11 @@ export function unkeyedFingerprintWarning(changes: readonly WritesSecrets[], key
       !isKeyed(c.labels[label]) &&
       (c.action === 'create' || c.action === 'replace' || (c.action === 'update' && c.changes.some((f) => f.sensitive))),
   ).length;
+  return unkeyedWarningFor(writing);
+}
+
+/** The warning for `writing` resources getting an unkeyed fingerprint (undefined for none). */
+export function unkeyedWarningFor(writing: number): string | undefined {
   if (!writing) return undefined;
-  return `${writing} resource${writing === 1 ? '' : 's'} get${writing === 1 ? 's' : ''} an unkeyed fingerprint of ${writing === 1 ? 'its' : 'their'} secrets (label ${label}): whoever can read ${writing === 1 ? 'it' : 'them'} can test guesses of a weak secret offline. Set ${FINGERPRINT_KEY_ENV}, the same in every run that applies this config, to key it (docs/security.md, "Secrets fingerprints").`;
+  return `${writing} resource${writing === 1 ? '' : 's'} get${writing === 1 ? 's' : ''} an unkeyed fingerprint of ${writing === 1 ? 'its' : 'their'} secrets (label ${SECRETS_SHA_LABEL}): whoever can read ${writing === 1 ? 'it' : 'them'} can test guesses of a weak secret offline. Set ${FINGERPRINT_KEY_ENV}, the same in every run that applies this config, to key it (docs/security.md, "Secrets fingerprints").`;
 }

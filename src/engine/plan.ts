@@ -129,7 +129,10 @@ export function liveLookup(state: LiveState, descriptors: Map<string, KindDescri
 
 /** The secret values of a document, by API field. */
 function secretValues(doc: ConfigDocument, secrets: ResolvedSecrets): { field: string; value: string }[] {
-  return doc.secrets.map((s) => ({ field: s.field, value: secrets.get(doc, s.field) ?? '' }));
+  const values = doc.secrets.map((s) => ({ field: s.field, value: secrets.get(doc, s.field) ?? '' }));
+  // dpctl.dev/secrets-version: a new value is a new fingerprint, so the secrets are sent again.
+  const version = doc.policy.secretsVersion;
+  return version === undefined ? values : [...values, { field: '(secrets-version)', value: version }];
 }
 
 /** A copy of a body with every secret, and the fingerprint of the secrets, shown as (sensitive). */
@@ -323,7 +326,13 @@ function planExisting(change: PlannedChange, doc: ConfigDocument, body: Record<s
         addTo(change, 'notes', 'secret values cannot be read back and carry no fingerprint yet: they are set again');
       // A fingerprint that becomes keyed has its own note (fingerprintFor).
       else if (isKeyed(liveSha) === isKeyed(labels![SECRETS_SHA_LABEL]))
-        addTo(change, 'notes', 'a secret value changed (fingerprint differs)');
+        addTo(
+          change,
+          'notes',
+          doc.policy.secretsVersion === undefined
+            ? 'a secret value changed (fingerprint differs)'
+            : 'a secret value or dpctl.dev/secrets-version changed (fingerprint differs)',
+        );
     }
     // Only the fingerprint label differs: the labels PATCH carries it.
     if (liveSha !== labels![SECRETS_SHA_LABEL]) fields.add(LABELS_FIELD);

@@ -171,6 +171,8 @@ describe('dpctl adopt', () => {
 
       const first = await adoptResources(client, [dir], { ...opts, trustSecrets: true });
       expect(first.errors).toEqual([]);
+      // It records one unkeyed fingerprint (pg's, trusted), and says so.
+      expect(first.warnings).toEqual([expect.stringMatching(/^1 resource gets an unkeyed fingerprint of its secrets/)]);
       const status = Object.fromEntries(first.entries.map((e) => [e.name, e.status]));
       expect(status).toEqual({
         legacy: 'adopted',
@@ -211,6 +213,8 @@ describe('dpctl adopt', () => {
       });
       const pg2 = second.entries.find((e) => e.name === 'pg2')!;
       expect(pg2.status).toBe('adopted');
+      // It writes no fingerprint: no warning about one (the plan's is about what an apply would write).
+      expect(second.warnings.filter((w) => w.includes('unkeyed'))).toEqual([]);
       expect(pg2.detail).toContain('secrets not checked');
       expect((await connectors.findByName('pg2'))!.labels).toEqual({ [MANAGED_BY_LABEL]: 'legacy-config' });
       expect(second.entries.find((e) => e.name === 'pg')!.status).toBe('owned');

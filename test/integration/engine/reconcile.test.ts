@@ -298,6 +298,36 @@ describe('secrets fingerprints (dpctl.dev/secrets-sha)', () => {
   });
 });
 
+describe('dpctl.dev/secrets-version: secrets sent again on demand', () => {
+  test('a secret changed by hand cannot be seen (write-only); a new secrets-version sends the configured values again, once', async () => {
+    const t = await svc.tenant();
+    const client = clientFor(svc, t);
+    const dir = copyExample();
+    expect((await reconcile(client, [dir], opts())).result!.converged).toBe(true);
+    const connectors = client.resources('connector', { projectId: await projectId(client, 'analytics') });
+    const orders = (await connectors.listAll()).find((c) => c.name === 'orders-db')!;
+    // Changed on the platform by hand: the value is write-only, the fingerprint label is unchanged.
+    await connectors.update(orders.id, { credentials: { username: 'replicator', password: 'changed-by-hand' } });
+    expect(active((await preparePlan(client, [dir], opts())).plan)).toEqual([]);
+
+    edit(
+      dir,
+      'analytics/sources.yaml',
+      '  labels:\n    tier: critical\n',
+      '  labels:\n    tier: critical\n  annotations:\n    dpctl.dev/secrets-version: "2"\n',
+    );
+    const { plan } = await preparePlan(client, [dir], opts());
+    const change = active(plan).find((c) => c.name === 'orders-db')!;
+    expect(active(plan).map((c) => c.name)).toEqual(['orders-db']);
+    expect(change.changes).toContainEqual({ field: 'credentials.password', before: '(sensitive)', after: '(sensitive)', sensitive: true });
+    expect(change.patchFields).toContain('credentials');
+    expect(change.notes).toContain('a secret value or dpctl.dev/secrets-version changed (fingerprint differs)');
+    expect((await reconcile(client, [dir], opts())).result!.converged).toBe(true);
+    expect(active((await preparePlan(client, [dir], opts())).plan)).toEqual([]);
+    await client.close();
+  });
+});
+
 describe('failures and re-runs', () => {
   test('a failed create skips its dependents, the rest goes on, and a re-run converges with no duplicates', async () => {
     const t = await svc.tenant();
