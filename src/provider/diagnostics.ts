@@ -117,6 +117,10 @@ export function placeablePath(path: (string | number)[]): AttributePath {
 const importCommand = (typeName: string | undefined, id: string) =>
   typeName ? `terraform import ${typeName}.<label> ${id} (the address after "with" above)` : `terraform import <resource address> ${id}`;
 
+/** The project in a project-scoped route does not exist (or is out of the credential's reach). */
+const projectNotFound = (err: ApiError) =>
+  err.status === 404 && err.route.startsWith('/projects/{id}') && /^Project not found/i.test(err.serverMessage);
+
 export function hint(err: unknown, importAs?: ImportTarget): string | undefined {
   if (err instanceof AmbiguousCreateError) {
     const id = err.scope === 'project' ? `${err.projectId}/${err.identity.value}` : err.identity.value;
@@ -151,6 +155,14 @@ export function hint(err: unknown, importAs?: ImportTarget): string | undefined 
     }
     if (err.status === 403) {
       return 'The credentials lack permission for this: an API key reaches only its own project, and changing resources needs read-write (users, API keys and project settings need admin); a read-only user can only read.';
+    }
+    // A delete refused because something references the resource: most often the delete half of
+    // a replace (an immutable attribute changed) with the referrer left pointing at it.
+    if (err.status === 409 && err.method === 'DELETE' && err.serverMessage.includes(' is used by ')) {
+      return 'If this delete is the first half of a replace (an immutable attribute changed), the resource that uses it must be replaced with it: add lifecycle { replace_triggered_by = [<this resource>.id] } to that resource (terraform.md); otherwise change or delete that resource first.';
+    }
+    if (projectNotFound(err)) {
+      return `No project has the id in project_id (${err.url.split('/projects/')[1]?.split('/')[0] ?? ''}): it takes a project's id (prj_...), such as dataplatform_project.<label>.id, not its name; the project may have been deleted (terraform plan then plans it again).`;
     }
     // Only a name taken is a clash with an existing object (a full project or tenant is a 409 too).
     if (err.status === 409 && err.method === 'POST' && err.serverMessage.includes('already exists')) {
@@ -195,6 +207,9 @@ export function diagnoseAll(err: unknown, attrs?: AttrSpec[], prefix = '', impor
       return diagnostics.toProto();
     }
   }
+  // A project that is not there is the project_id attribute's problem: Terraform shows that line.
+  if (err instanceof ApiError && projectNotFound(err) && attrs?.some((a) => a.name === 'project_id'))
+    return [{ ...diagnose(err, importAs), attribute: placeablePath(['project_id']) }];
   return [diagnose(err, importAs)];
 }
 

@@ -84,6 +84,26 @@ describe('diagnostics for API errors say what to do', () => {
     expect(handler('dataplatform_project').importId({ name: 'analytics' })).toBe('analytics');
   });
 
+  it('a delete refused because the resource is in use: replace_triggered_by, as for a replace; a missing project: ids, not names', () => {
+    const inUse = {
+      serverMessage: 'Connector "orders-db" is used by alert rule "dangling" (target.connector_id); change or delete that first',
+    };
+    expect(hint(apiError(409, 'DELETE', '/projects/{id}/connectors/{resourceId}', inUse))).toContain(
+      'add lifecycle { replace_triggered_by = [<this resource>.id] } to that resource',
+    );
+    const missing = { serverMessage: 'Project not found', url: 'https://acme.localhost:8443/api/v1/projects/analytics/connectors' };
+    expect(hint(apiError(404, 'POST', '/projects/{id}/connectors', missing))).toBe(
+      "No project has the id in project_id (analytics): it takes a project's id (prj_...), such as dataplatform_project.<label>.id, not its name; the project may have been deleted (terraform plan then plans it again).",
+    );
+    // At the project_id attribute, so that Terraform shows that line.
+    const attrs = resourceSpecs().get('dataplatform_connector')!.attrs;
+    expect(diagnoseAll(apiError(404, 'POST', '/projects/{id}/connectors', missing), attrs)[0].attribute).toEqual({
+      steps: [{ attribute_name: 'project_id' }],
+    });
+    // Another 404 (the resource itself) has neither.
+    expect(hint(apiError(404, 'GET', '/projects/{id}/connectors/{resourceId}', { serverMessage: 'Connector not found' }))).toBeUndefined();
+  });
+
   it('a create that may have happened: names it, says nothing is duplicated and how to import it', () => {
     const cause = apiError(503, 'POST', '/projects/{id}/notification-channels');
     const err = new AmbiguousCreateError({

@@ -62,5 +62,21 @@ describe.skipIf(testStore() === 'postgres' || !haveTerraform)(
         expect(await project()).toBeUndefined();
       },
     );
+
+    it(
+      "a project_id that is no project's (its name given, say) is an error at that line, saying it takes an id",
+      { timeout: 60_000 },
+      async () => {
+        ws.write(
+          'main.tf',
+          PROVIDER_BLOCK +
+            `\nresource "dataplatform_notification_channel" "c" {\n  project_id = "analytics"\n  name       = "c"\n  type       = "email"\n  config     = { email_addresses = ["c@example.com"] }\n}\n`,
+        );
+        const out = flat((await ws.tf(['apply', '-auto-approve', '-input=false'], [1])).out);
+        expect(out).toContain('Error: Project not found with dataplatform_notification_channel.c,');
+        expect(out).toMatch(/on main\.tf line \d+, in resource "dataplatform_notification_channel" "c": \d+: project_id = "analytics"/);
+        expect(out).toContain("No project has the id in project_id (analytics): it takes a project's id (prj_...)");
+      },
+    );
   },
 );
