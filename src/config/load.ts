@@ -41,7 +41,7 @@ import { policyOf, unknownPolicyMessage } from './policies.js';
 import { shareStrings } from './share-strings.js';
 import { scopeCapErrors } from './scope-caps.js';
 import { isWithin } from '../paths.js';
-import { suggestField, suggestKind } from './suggest.js';
+import { closest, suggestField, suggestKind } from './suggest.js';
 import { defineLazy, defineLazyShared, type ConfigParseCache, type FileResult, type Identified } from './parse-cache.js';
 
 export interface LoadOptions {
@@ -592,6 +592,8 @@ function checkDocument(src: YamlSource, positions: FilePositions, value: unknown
       report(parts, loc, message);
       const reported = byField.get(formatPath(parts))!;
       if (suggestion) relate(reported, 'causes', fieldKey(src.file, index, suggestion.intended));
+      const renamed = layout && e.keyword === 'additionalProperties' ? renamedTo(layout, parts) : undefined;
+      if (renamed) relate(reported, 'causes', fieldKey(src.file, index, [...parts.slice(0, -1), renamed]));
       if (e.keyword === 'required') relate(reported, 'follows', fieldKey(src.file, index, parts));
     }
   }
@@ -717,6 +719,7 @@ function refine(
       ? `unknown kind ${JSON.stringify(value.kind)} (did you mean ${meant}?)`
       : `unknown kind ${JSON.stringify(value.kind)}: ${message}`;
   }
+  if (e.keyword === 'enum') return message + enumHint(value, parts, e);
   if (!layout) return message;
   const d = layout.descriptor;
   if (
@@ -743,6 +746,28 @@ function refine(
   const rename = renameAt(layout, parentPattern, key, 'api');
   if (rename) return `is not a known field: refer to the ${rename.many ? 'resources' : 'resource'} by name with "${rename.yaml}"`;
   return message;
+}
+
+/** ` (did you mean "mysql"?)` for a misspelt enum value, when one allowed value is close. */
+function enumHint(value: unknown, parts: (string | number)[], e: ErrorObject): string {
+  let given: unknown = value;
+  for (const p of parts) given = isRecord(given) || Array.isArray(given) ? (given as Record<string | number, unknown>)[p] : undefined;
+  // Only short values: the distance is computed against every allowed value.
+  if (typeof given !== 'string' || given.length > 64) return '';
+  const allowed = ([] as unknown[]).concat(e.params.allowedValues).filter((v): v is string => typeof v === 'string');
+  const meant = closest(given, allowed);
+  return meant ? ` (did you mean "${meant}"?)` : '';
+}
+
+/**
+ * The YAML field an API reference field written in YAML stands for (`connector_id` in a step:
+ * `connector`), or undefined: its "is required" follows from the unknown field.
+ */
+function renamedTo(layout: KindLayout, parts: (string | number)[]): string | undefined {
+  const [top, ...rest] = parts;
+  if (top !== 'spec' || !rest.length) return undefined;
+  const apiPath = yamlToApiPath(layout, rest);
+  return renameAt(layout, patternOf(apiPath.slice(0, -1)), String(parts[parts.length - 1]), 'api')?.yaml;
 }
 
 /** A copy of metadata.labels: flat (string values, as in every valid document) by spread, anything else by structuredClone. */

@@ -119,7 +119,13 @@ describe('dpctl validate', () => {
     );
     expect(r.stderr).toContain(`${at}:21:3: Connector/crm: metadata.lables: is not a known field (did you mean labels?)\n`);
     expect(r.stderr).toContain(`${at}:37:59: Pipeline/nightly: spec.steps[2].connector: no Connector named "zzzzzzzz" in project "shop"\n`);
-    expect(r.stderr).toMatch(/\ninvalid: 9 errors in 1 file \(6 root causes\)\n$/);
+    // An API reference field (connector_id) is the root cause of the missing connector; a misspelt enum value has its suggestion.
+    expect(r.stderr).toContain(
+      `${at}:38:44: Pipeline/nightly: spec.steps[3].connector_id: is not a known field: refer to the resource by name with "connector" (and 1 error that follows from it)\n  ↳ ${at}:38:7: Pipeline/nightly: spec.steps[3].connector: is required\n`,
+    );
+    expect(r.stderr).toContain(`${at}:46:19: Connector/misspelt-type: spec.connector_type: must be one of: `);
+    expect(r.stderr).toContain(`"rest_api" (did you mean "mysql"?)\n`);
+    expect(r.stderr).toMatch(/\ninvalid: 12 errors in 1 file \(8 root causes\)\n$/);
   });
 
   it('refuses more documents of a capped kind in one project than the service lets a project hold', async () => {

@@ -89,6 +89,7 @@ describe('schemas/document.schema.json', () => {
       'dpctl.dev/ignore-fields',
       'dpctl.dev/prevent-destroy',
       'dpctl.dev/reconcile',
+      'dpctl.dev/secrets-version',
     ]);
     expect(metadata.properties!.name.type).toBe(d.schema.properties![d.identity].type);
     expect(spec.properties).not.toHaveProperty(d.identity);
