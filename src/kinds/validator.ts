@@ -139,6 +139,10 @@ function fieldErrorOf(e: ErrorObject, prefix: string): FieldError {
     message = `must be one of: ${(e.params.allowedValues as unknown[]).map((v) => JSON.stringify(v)).join(', ')}`;
   } else if (e.keyword === 'type') {
     message = `must be ${e.params.type}`;
+  } else if (e.keyword === 'uniqueItems') {
+    // Ajv: "must NOT have duplicate items (items ## 2 and 1 are identical)".
+    const [a, b] = [Number(e.params.i), Number(e.params.j)].sort((x, y) => x - y);
+    message = `must not repeat an item ([${a}] and [${b}] are the same)`;
   }
   return { field: formatPath(prefix ? [prefix, ...parts] : parts) || prefix || '(body)', message };
 }

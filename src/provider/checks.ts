@@ -43,7 +43,7 @@ function untested(spec: ResourceSpec, state: TfObject): Diagnostic[] {
   return [
     warning(
       `${named(spec, api)} has never run: its connection is untested`,
-      `Saved as configured, but nothing has shown that the ${spec.descriptor.title.toLowerCase()} works; its first run tries it. Set run_setup_tests = true to have the apply test it, and fail while the settings (host, credentials) are wrong.`,
+      `Saved as configured, but nothing has shown that the ${spec.descriptor.title.toLowerCase()} works; its first run tries it. Set run_setup_tests = true (runSetupTests in cdktf) to have the apply test it, and fail while the settings (host, credentials) are wrong.`,
     ),
   ];
 }
