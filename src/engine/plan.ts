@@ -1,4 +1,4 @@
-import { groupsOnFirstUse, pushAll } from '../collections.js';
+import { appendTo, groupsOnFirstUse, pushAll } from '../collections.js';
 import { ITEMS_PER_STEP, runSteps, runStepsInTurns, type Steps } from '../steps.js';
 import {
   ConfigValidationError,
@@ -578,6 +578,30 @@ export function planPrune(state: LiveState, declared: Set<string>, managedCount:
   return out;
 }
 
+/**
+ * The prunes the service will refuse (409): a live resource the plan leaves alone (not declared,
+ * not deleted, not in a deleted project) references the pruned one. One warning per prune, naming
+ * the first such referrer and counting the others. One pass over the live resources.
+ */
+function blockedPruneWarnings(prunes: PlannedChange[], changes: PlannedChange[], state: LiveState): string[] {
+  const byId = new Map(prunes.filter((c) => c.id).map((c) => [c.id!, c]));
+  if (!byId.size) return [];
+  const planned = new Set(changes.map((c) => c.key));
+  const deletedProjects = new Set(prunes.filter((c) => c.live?.descriptor.scopeContainer).map((c) => c.name));
+  const referrers = new Map<PlannedChange, string[]>();
+  for (const [k, r] of state.resources) {
+    if (planned.has(k) || (r.project !== undefined && deletedProjects.has(r.project))) continue;
+    for (const id of liveReferences(r)) {
+      const target = byId.get(id);
+      if (target) appendTo(referrers, target, `${r.descriptor.yamlKind ?? r.descriptor.kind} ${String(r.object[r.descriptor.identity])}`);
+    }
+  }
+  return [...referrers].map(([target, names]) => {
+    const more = names.length > 1 ? ` (and ${names.length - 1} more)` : '';
+    return `${subjectOfChange(target)}: ${names[0]}${more} references it and is not in the config, so pruning it will fail (409): change or delete that first`;
+  });
+}
+
 /** Live resources labelled as managed by this source that no document declares: what prune deletes. */
 function undeclaredManaged(state: LiveState, declared: Set<string>, sourceId: string): LiveResource[] {
   const out: LiveResource[] = [];
@@ -654,6 +678,7 @@ function* planSteps(documents: ConfigDocument[], state: LiveState, secrets: Reso
     const pruned = planPrune(state, declared, managedCount, options);
     for (const c of pruned.changes) changes.push(c);
     pushAll(warnings, pruned.warnings);
+    pushAll(warnings, blockedPruneWarnings(pruned.changes, changes, state));
     pushAll(errors, pruned.errors);
   } else {
     const kept = keptUndeclaredWarning(state, declared, options.sourceId);

@@ -374,6 +374,20 @@ describe('tally and makePlan', () => {
     expect(tally(changes)).toEqual({ create: 2, update: 0, replace: 0, delete: 1, 'no-op': 1, unsupported: 1 });
   });
 
+  it('a prune that a resource outside the plan references warns that its delete will fail, naming it', () => {
+    const state = appliedState(shop);
+    addLive(state, 'classification', { id: 'cls-old', name: 'old', labels: { [MANAGED_BY_LABEL]: SOURCE } }, 'shop');
+    addLive(state, 'classification', { id: 'cls-free', name: 'free', labels: { [MANAGED_BY_LABEL]: SOURCE } }, 'shop');
+    // Made by hand: not in the config, not pruned.
+    addLive(state, 'masking_policy', { id: 'msk-1', name: 'by-hand', classification_id: 'cls-old', labels: {} }, 'shop');
+    addLive(state, 'masking_policy', { id: 'msk-2', name: 'by-hand-2', classification_id: 'cls-old', labels: {} }, 'shop');
+    const plan = makePlan(shop.documents, state, shop.secrets, { ...PLAN_OPTIONS, prune: true });
+    expect(plan.changes.filter((c) => c.action === 'delete').map((c) => c.name)).toEqual(['old', 'free']);
+    expect(plan.warnings).toEqual([
+      'Classification shop/old: MaskingPolicy by-hand (and 1 more) references it and is not in the config, so pruning it will fail (409): change or delete that first',
+    ]);
+  });
+
   it('makePlan is the phases in order: documents, propagation, prune, tally', () => {
     const state = appliedState(shop);
     state.resources.get(changeOf(planDocument(channel, contextOf(state))).key)!.object.type = 'webhook';
