@@ -382,6 +382,16 @@ describe('drift mode, woken by the webhook', () => {
   });
 });
 
+/** A controller in apply mode with --prune (source id `platform`) following `repo`, every 500 ms. */
+const pruningController = (t: TestTenant, repo: TestRepo) =>
+  startTestController({
+    source: gitSourceOf(repo.remote),
+    client: clientFor(svc, t),
+    mode: 'apply',
+    intervalMs: 500,
+    engine: { sourceId: 'platform', prune: true },
+  });
+
 describe('--prune, with the mass-delete guard', () => {
   let t: TestTenant;
   let repo: TestRepo;
@@ -391,13 +401,7 @@ describe('--prune, with the mass-delete guard', () => {
     t = await svc.tenant();
     repo = new TestRepo();
     repo.addExample('platform').commit('the platform');
-    ctl = await startTestController({
-      source: gitSourceOf(repo.remote),
-      client: clientFor(svc, t),
-      mode: 'apply',
-      intervalMs: 500,
-      engine: { sourceId: 'platform', prune: true },
-    });
+    ctl = await pruningController(t, repo);
   });
   afterAll(async () => {
     await ctl?.stop();
@@ -455,13 +459,7 @@ describe('--prune of a project that holds what the source does not manage', () =
       .write('platform/main.yaml', doc('Project', 'main', '  description: stays\n'))
       .write('platform/hr.yaml', [doc('Project', 'hr', '  description: goes\n'), channel('hr-alerts')].join('---\n'))
       .commit('two projects');
-    ctl = await startTestController({
-      source: gitSourceOf(repo.remote),
-      client: clientFor(svc, t),
-      mode: 'apply',
-      intervalMs: 500,
-      engine: { sourceId: 'platform', prune: true },
-    });
+    ctl = await pruningController(t, repo);
   });
   afterAll(async () => {
     await ctl?.stop();
