@@ -190,8 +190,18 @@ export function installRequestPipeline(app: FastifyInstance, ctx: ServiceContext
 
   app.addHook('onSend', async (req, reply, payload) => {
     const audit = req.routeOptions.config?.settings?.audit;
-    if (audit && req.tenant)
-      await ctx.audit.record(auditEntry(req as FastifyRequest & { tenant: Tenant }, audit, reply.statusCode, nowIso(ctx.options.clock)));
+    if (!audit || !req.tenant) return payload;
+    const entry = auditEntry(req as FastifyRequest & { tenant: Tenant }, audit, reply.statusCode, nowIso(ctx.options.clock));
+    try {
+      await ctx.audit.record(entry);
+    } catch (err) {
+      // The answer is already made (a write committed, or the error that the database is down): an
+      // error thrown here bypassed the error handler, and Fastify answered a bare 500 that echoed
+      // the database's address.
+      // The entry goes to the log instead (its diff left out: it may be 64 KiB).
+      const { diff: _diff, ...summary } = entry;
+      req.log.error({ err, audit: summary }, 'audit entry not recorded: the database refused it');
+    }
     return payload;
   });
 

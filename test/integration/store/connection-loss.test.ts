@@ -1,4 +1,5 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { withPg } from '../../support/postgres-server.js';
 import { startTestService, testStore, type TestService, type TestTenant } from '../../support/service.js';
 
 /**
@@ -32,5 +33,38 @@ describe.skipIf(testStore() !== 'postgres')('PostgreSQL connections that break',
     for (let i = 0; i < 10; i++) answers.push((await svc.call(t, 'GET', `/projects/${project.id}/connectors`)).status);
     // A request on a connection the pool had not yet seen break may fail (500, in the envelope); then it recovers.
     expect(answers.slice(-5)).toEqual([200, 200, 200, 200, 200]);
+  });
+
+  it("the database refusing connections: every answer is the spec's envelope, none names the database; it answers again once the database is back", async () => {
+    const project = await svc.project(t, 'outage');
+    const { db } = svc.service.ctx;
+    const name = (await db.get<{ name: string }>('SELECT current_database() AS name'))!.name;
+    const admin = inject('pgUrl');
+    // An outage: the database takes no new connection, and every open one is ended.
+    await withPg(admin, (c) => c.query(`ALTER DATABASE ${name} WITH ALLOW_CONNECTIONS false`));
+    try {
+      await withPg(admin, (c) => c.query('SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1', [name]));
+      const calls = [
+        svc.call(t, 'POST', `/projects/${project.id}/notification-channels`, {
+          body: { name: 'c', type: 'email', config: { email_addresses: ['a@example.com'] } },
+        }),
+        svc.call(t, 'POST', `/projects/${project.id}/notification-channels`, { body: { bogus: 1 } }),
+        svc.call(t, 'DELETE', `/projects/${project.id}`),
+        svc.call(t, 'GET', `/projects/${project.id}/connectors`),
+      ];
+      for (const res of await Promise.all(calls)) {
+        // A body the schema refuses stays a 400; anything that needs the database is the envelope's internal_error.
+        expect([400, 500]).toContain(res.status);
+        expect(res.body).toMatchObject({
+          error: { code: expect.stringMatching(/^(validation_error|internal_error)$/), message: expect.any(String) },
+        });
+        expect(res.text).not.toMatch(/ECONNREFUSED|127\.0\.0\.1|FST_ERR|not currently accepting connections/);
+      }
+    } finally {
+      await withPg(admin, (c) => c.query(`ALTER DATABASE ${name} WITH ALLOW_CONNECTIONS true`));
+    }
+    const back: number[] = [];
+    for (let i = 0; i < 5; i++) back.push((await svc.call(t, 'GET', `/projects/${project.id}/connectors`)).status);
+    expect(back.slice(-3)).toEqual([200, 200, 200]);
   });
 });
