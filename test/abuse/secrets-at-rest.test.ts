@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startService } from '../../src/service/server.js';
@@ -241,8 +241,6 @@ describe('attack 7: reading write-only values from the store', () => {
         ? (await db0.get<{ value: string }>("SELECT value FROM meta WHERE key = 'secrets.master_key'"))!.value
         : readFileSync(join(dataDir, 'secrets.key'), 'utf8').trim();
       const sealedBefore = (await db0.get<{ secrets: string }>('SELECT secrets FROM resources WHERE id = ?', [ids.connector]))!.secrets;
-      await stop(svc);
-
       const newKeyFile = join(keyDir, 'new.key');
       const args = [
         'rotate-key',
@@ -252,6 +250,17 @@ describe('attack 7: reading write-only values from the store', () => {
         newKeyFile,
         ...(databaseUrl ? ['--database-url', databaseUrl] : []),
       ];
+      // While the service runs on the store it goes on sealing with the key the rotation retires:
+      // refused, nothing changed (not even the new key file written).
+      await expect(secretsCommand().exitOverride().parseAsync(args, { from: 'user' })).rejects.toThrow(
+        /^1 service replica is running on this store \(last heard from \d+ s ago\): stop every replica first/,
+      );
+      expect(existsSync(newKeyFile)).toBe(false);
+      expect((await db0.get<{ secrets: string }>('SELECT secrets FROM resources WHERE id = ?', [ids.connector]))!.secrets).toBe(
+        sealedBefore,
+      );
+      await stop(svc);
+
       await secretsCommand().exitOverride().parseAsync(args, { from: 'user' });
       const newKey = masterKey(Buffer.from(readFileSync(newKeyFile, 'utf8').trim(), 'base64'));
 

@@ -17,6 +17,7 @@ import {
   type KeyOrigin,
 } from './keys.js';
 import { resealRows, withScrub } from './reseal.js';
+import { META as RUNTIME_META, STALE_MS } from '../runtime/runtime.js';
 
 export interface RotateOptions extends KeyConfig {
   /** The new master key; created (mode 0600) when the file does not exist. */
@@ -58,6 +59,25 @@ async function currentKey(db: Db, config: KeyConfig, storedId: string | undefine
 }
 
 /**
+ * A running service seals new secrets with the key it started with, which the rotation retires
+ * (and, for a generated key, deletes): rows written meanwhile could never be opened again. A live
+ * service says so every HEARTBEAT_MS in `meta` (the runtime's instance rows, removed at a clean
+ * stop), so a store with one heard from within STALE_MS is refused.
+ */
+async function refuseWhileServed(db: Db, now = Date.now()): Promise<void> {
+  const rows = await db.all<{ key: string; value: string }>('SELECT key, value FROM meta WHERE key LIKE ?', [
+    `${RUNTIME_META.instancePrefix}%`,
+  ]);
+  const live = rows.filter((r) => now - Number(r.value) < STALE_MS);
+  if (!live.length) return;
+  const newest = Math.max(...live.map((r) => Number(r.value)));
+  throw new SecretsKeyError(
+    `${live.length} service ${live.length === 1 ? 'replica is' : 'replicas are'} running on this store (last heard from ${Math.max(0, Math.round((now - newest) / 1000))} s ago): ` +
+      `stop every replica first (one that did not stop cleanly counts as running for ${STALE_MS / 1000} s), then run this again. Nothing was changed.`,
+  );
+}
+
+/**
  * Re-encrypts every write-only value under a new master key, window by window. Crash-safe:
  * the store records the rotation's target first (the service refuses to start while it is
  * set), each row carries the id of the key that sealed it, so running the command again
@@ -67,6 +87,7 @@ async function currentKey(db: Db, config: KeyConfig, storedId: string | undefine
 export async function rotateKey(options: RotateOptions): Promise<RotateResult> {
   const db = await openStore(options);
   try {
+    await refuseWhileServed(db);
     const createdNewKeyFile = !existsSync(options.newKeyFile);
     const newKey = createdNewKeyFile ? writeNewKeyFile(options.newKeyFile) : readKeyFile(options.newKeyFile, '--new-key-file');
     const rotatingTo = await metaValue(db, META.rotatingTo);
