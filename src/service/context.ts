@@ -141,6 +141,11 @@ export interface RouteSettings {
   public?: boolean;
   /** Served on any host, no tenant needed (docs). */
   tenantless?: boolean;
+  /**
+   * With tenantless: not counted either (health probes). Only for answers that cost nothing or are
+   * cached: the per-address budget is kept in the database, which a probe must not need.
+   */
+  unmetered?: boolean;
   /** Open to anonymous clients (login, refresh, SSO): counted per source address, never against the tenant's quota. */
   anonymous?: boolean;
   /**

@@ -135,6 +135,7 @@ function requestAdmission(ctx: ServiceContext): (req: FastifyRequest) => Promise
     // No tenant lookup either: the answer is the not-found handler's 404 on any host.
     if (req.routeOptions.url === undefined) return byAddress('(no route)');
     // HEAD shares GET's budget (Fastify answers it from the GET route): not a second one for the same route.
+    if (settings.tenantless && settings.unmetered) return undefined;
     if (settings.tenantless) return byAddress(`${req.method === 'HEAD' ? 'GET' : req.method} ${req.routeOptions.url}`);
     const slug = tenantSlugFromHost(req.headers.host, options.baseDomain);
     const tenant = slug ? await ctx.tenants.bySlug(slug) : undefined;

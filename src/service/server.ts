@@ -30,6 +30,7 @@ import { DEFAULT_OPTIONS, SQLITE_FILE, type ServiceContext, type ServiceOptions 
 import { registerDocs } from './docs.js';
 import { registerProviderMirror, type ProviderMirrorSource } from './provider-mirror.js';
 import { registerMetrics, type ServiceMetrics } from './metrics.js';
+import { registerHealth } from './health.js';
 import { registerRoutes } from './routes/index.js';
 import { registerStreams, type Streams } from './streams/index.js';
 import { installRequestPipeline, redactUrl, type RequestCounter } from './request-pipeline.js';
@@ -193,11 +194,12 @@ interface Features {
   streams: Streams;
 }
 
-/** Docs, the provider mirror, metrics, the API's routes and the WebSocket streams, in that order. */
+/** Docs, the provider mirror, metrics, health probes, the API's routes and the WebSocket streams, in that order. */
 async function registerFeatures(app: FastifyInstance, ctx: ServiceContext, providerMirror?: ProviderMirrorSource): Promise<Features> {
   await registerDocs(app, ctx);
   registerProviderMirror(app, providerMirror);
   const metrics = ctx.options.metrics === false ? undefined : registerMetrics(app, { token: ctx.options.metricsToken });
+  registerHealth(app, ctx);
   await registerRoutes(app, ctx);
   const streams = await registerStreams(app, ctx);
   await app.ready();

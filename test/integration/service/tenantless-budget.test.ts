@@ -43,6 +43,15 @@ describe('requests on any host, and to no route', () => {
     for (let i = 0; i <= BUDGET; i++) await svc.ok(other, 'GET', '/projects');
   });
 
+  it("a load balancer's probes are not counted (the budget is kept in the database they check): /healthz, and /readyz with one check a second", async () => {
+    for (const path of ['/healthz', '/readyz']) {
+      const answers = [];
+      for (let i = 0; i <= 2 * BUDGET; i++) answers.push(await svc.http.call('GET', `${root}${path}`));
+      expect(answers.map((r) => r.status)).toEqual(Array(2 * BUDGET + 1).fill(200));
+    }
+    expect((await svc.http.call('GET', `${root}/readyz`)).body).toEqual({ status: 'ready' });
+  });
+
   it('keys the budget by the TCP peer: X-Forwarded-For from a client no proxy setting trusts changes nothing', async () => {
     const answers = [];
     for (let i = 0; i <= BUDGET; i++)

@@ -52,6 +52,15 @@ describe.skipIf(testStore() !== 'postgres')('PostgreSQL connections that break',
         svc.call(t, 'DELETE', `/projects/${project.id}`),
         svc.call(t, 'GET', `/projects/${project.id}/connectors`),
       ];
+      // The load balancer's probes, on an address that is no tenant's: alive, not ready.
+      const root = `https://localhost:${svc.port}`;
+      expect((await svc.http.call('GET', `${root}/healthz`)).status).toBe(200);
+      const ready = await svc.http.call('GET', `${root}/readyz`);
+      expect([ready.status, ready.headers['retry-after'], ready.body]).toEqual([
+        503,
+        '5',
+        { error: { code: 'internal_error', message: 'not ready: the database does not answer' } },
+      ]);
       for (const res of await Promise.all(calls)) {
         // A body the schema refuses stays a 400; anything that needs the database is the envelope's internal_error.
         expect([400, 500]).toContain(res.status);
@@ -66,5 +75,12 @@ describe.skipIf(testStore() !== 'postgres')('PostgreSQL connections that break',
     const back: number[] = [];
     for (let i = 0; i < 5; i++) back.push((await svc.call(t, 'GET', `/projects/${project.id}/connectors`)).status);
     expect(back.slice(-3)).toEqual([200, 200, 200]);
+    // Ready again at the next check (a check answers the probes of one second).
+    let ready = await svc.http.call('GET', `https://localhost:${svc.port}/readyz`);
+    for (let i = 0; i < 30 && ready.status !== 200; i++) {
+      await new Promise((r) => setTimeout(r, 100));
+      ready = await svc.http.call('GET', `https://localhost:${svc.port}/readyz`);
+    }
+    expect(ready.body).toEqual({ status: 'ready' });
   });
 });
