@@ -159,6 +159,8 @@ export interface RouteSettings {
   keys?: KeyReach;
   /** Recorded in the audit log, success or failure. */
   audit?: { resourceType: string; action: string };
+  /** Answers tokens: `Cache-Control: no-store`, so no cache keeps them (RFC 6749, 5.1). */
+  noStore?: boolean;
 }
 
 declare module 'fastify' {

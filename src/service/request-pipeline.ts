@@ -190,7 +190,9 @@ export function installRequestPipeline(app: FastifyInstance, ctx: ServiceContext
   });
 
   app.addHook('onSend', async (req, reply, payload) => {
-    const audit = req.routeOptions.config?.settings?.audit;
+    const settings = req.routeOptions.config?.settings;
+    if (settings?.noStore) reply.header('Cache-Control', 'no-store');
+    const audit = settings?.audit;
     if (!audit || !req.tenant) return payload;
     const entry = auditEntry(req as FastifyRequest & { tenant: Tenant }, audit, reply.statusCode, nowIso(ctx.options.clock));
     try {

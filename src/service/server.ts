@@ -63,7 +63,8 @@ export async function openServiceContext(partial: Partial<ServiceOptions> & { da
   const options: ServiceOptions = { ...DEFAULT_OPTIONS, ...partial };
   // A bad --egress-deny/--egress-allow range stops start-up here, before the store is opened.
   egressPolicy(options);
-  mkdirSync(options.dataDir, { recursive: true });
+  // Owner only when created here (the store, its key and the TLS keys live in it).
+  mkdirSync(options.dataDir, { recursive: true, mode: 0o700 });
   const db = await openDb({ databaseUrl: options.databaseUrl, sqlitePath: join(options.dataDir, SQLITE_FILE) });
   const migrations = await migrate(db);
   // A wrong or missing secrets key stops start-up here with a message, the store closed.

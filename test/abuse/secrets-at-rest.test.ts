@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startService } from '../../src/service/server.js';
@@ -145,6 +145,12 @@ afterAll(async () => {
 });
 
 describe('attack 7: reading write-only values from the store', () => {
+  it('a SQLite store is created readable by its owner only, its -wal too (other local users could read every tenant)', () => {
+    if (databaseUrl) return;
+    for (const file of ['dataplatform.sqlite', 'dataplatform.sqlite-wal'])
+      expect((statSync(join(dataDir, file)).mode & 0o777).toString(8), file).toBe('600');
+  });
+
   it('connector passwords, signing secrets and Slack URLs are only ciphertext in the store, and still work', async () => {
     const { probe } = await whileServingOther(svc, bystander, async () => {
       const credentials = passwordAuth

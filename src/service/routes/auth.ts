@@ -64,7 +64,7 @@ export function registerAuthRoutes(app: FastifyInstance, ctx: ServiceContext) {
   app.post(
     '/api/v1/auth/login',
     {
-      config: { settings: { public: true, anonymous: true, audit: { resourceType: 'session', action: 'auth.login' } } },
+      config: { settings: { noStore: true, public: true, anonymous: true, audit: { resourceType: 'session', action: 'auth.login' } } },
       schema: {
         tags: ['Authentication'],
         summary: 'Log in with email and password',
@@ -98,7 +98,7 @@ export function registerAuthRoutes(app: FastifyInstance, ctx: ServiceContext) {
   app.post(
     '/api/v1/auth/refresh',
     {
-      config: { settings: { public: true, anonymous: true } },
+      config: { settings: { noStore: true, public: true, anonymous: true } },
       schema: {
         tags: ['Authentication'],
         summary: 'Exchange a refresh token for a new token pair (single use)',
@@ -125,7 +125,9 @@ export function registerAuthRoutes(app: FastifyInstance, ctx: ServiceContext) {
   app.post(
     '/api/v1/auth/invitations/accept',
     {
-      config: { settings: { public: true, anonymous: true, audit: { resourceType: 'user', action: 'user.accept_invitation' } } },
+      config: {
+        settings: { noStore: true, public: true, anonymous: true, audit: { resourceType: 'user', action: 'user.accept_invitation' } },
+      },
       schema: {
         tags: ['Authentication'],
         summary: 'Set the password of an invited user with the one-time invitation token',

@@ -46,7 +46,12 @@ const samlCallbackBody = {
     RelayState: { type: 'string', description: 'The state this service sent' },
   },
 };
-const signInAudit: RouteSettings = { public: true, anonymous: true, audit: { resourceType: 'session', action: 'auth.sso_login' } };
+const signInAudit: RouteSettings = {
+  public: true,
+  anonymous: true,
+  noStore: true,
+  audit: { resourceType: 'session', action: 'auth.sso_login' },
+};
 
 /** The public origin the browser used: the tenant's host, so the callback lands on the same tenant. */
 const apiBase = (req: FastifyRequest) => `https://${req.headers.host}/api/v1`;

@@ -1,3 +1,4 @@
+import { existsSync, writeFileSync } from 'node:fs';
 import Database from 'better-sqlite3';
 import type { Db, Queryable, SqlValue } from './db.js';
 import { WalCheckpointer } from './sqlite-checkpoint.js';
@@ -19,6 +20,9 @@ class Mutex {
 }
 
 export function openSqlite(path: string): Db {
+  // Created readable by its owner only: it holds every tenant's resources and audit log. SQLite gives
+  // its -wal and -shm files the database file's permissions. (An existing file keeps its own.)
+  if (!existsSync(path)) writeFileSync(path, '', { mode: 0o600, flag: 'wx' });
   const sqlite = new Database(path);
   sqlite.pragma('journal_mode = WAL');
   sqlite.pragma('synchronous = NORMAL');

@@ -19,8 +19,12 @@ describe('password login (spec 5.2)', () => {
     const res = await login(t.adminEmail, t.adminPassword);
     expect(res.status, res.text).toBe(200);
     expect(String(res.headers['content-type'])).toMatch(/^application\/json/);
+    // Tokens are never cached (RFC 6749, 5.1), after a refresh either.
+    expect(res.headers['cache-control']).toBe('no-store');
     expectTokenResponse(res.body, 3600);
     expect((await whoCanList(res.body.access_token)).status).toBe(200);
+    expect((await refresh(res.body.refresh_token)).headers['cache-control']).toBe('no-store');
+    expect((await whoCanList(res.body.access_token)).headers['cache-control']).toBeUndefined();
   });
 
   it('answers 401 unauthorized with the error envelope for a wrong password and for an unknown email, with the same message', async () => {
