@@ -130,7 +130,7 @@ function addStoreOptions(command: Command): Command {
       '--secrets-key-file <file>',
       'base64 32-byte master key that encrypts write-only values at rest (env DP_SECRETS_KEY; default: generated into <data-dir>/secrets.key, or the database with --database-url)',
     )
-    .option('--tls-cert <file>', 'PEM certificate to serve instead of a generated self-signed one')
+    .option('--tls-cert <file>', 'PEM certificate to serve (signed by a CA of yours) instead of one issued by the local CA in the data dir')
     .option('--tls-key <file>', 'PEM private key for --tls-cert')
     .addOption(
       new Option(
@@ -398,7 +398,7 @@ export async function existingTenants(db: Pick<Db, 'get'>): Promise<{ count: num
  * service started without DP_BOOTSTRAP_*), so the hint to create one comes only when it has none.
  */
 export function reachLines(
-  service: Pick<RunningService, 'port' | 'baseUrl'> & { tls: { certPath?: string }; smtpUrl?: string },
+  service: Pick<RunningService, 'port' | 'baseUrl'> & { tls: { certPath?: string; certStats?: unknown }; smtpUrl?: string },
   host: string,
   account: { account: typeof DEMO; created: boolean } | undefined,
   tenants: { count: number; slug?: string } = { count: 0 },
@@ -423,7 +423,13 @@ export function reachLines(
         'No tenant bootstrapped: set DP_BOOTSTRAP_TENANT, DP_BOOTSTRAP_EMAIL and DP_BOOTSTRAP_PASSWORD, or run `dpctl tenant create`.',
       );
   }
-  if (service.tls.certPath) lines.push(`CA file:  ${service.tls.certPath} (self-signed; pass it to clients)`);
+  // Our own CA issues the certificates (it counts them); a --tls-cert is the operator's, signed by a CA of theirs.
+  if (service.tls.certPath)
+    lines.push(
+      service.tls.certStats
+        ? `CA file:  ${service.tls.certPath} (this service's own CA; pass it to clients)`
+        : `TLS:      ${service.tls.certPath} (--tls-cert; clients trust the CA that signed it)`,
+    );
   const { smtpUrl } = service;
   lines.push(`Email:    ${smtpUrl ? `sent through ${redactedSmtpUrl(smtpUrl)}` : 'written to the email_outbox table (no --smtp-url)'}`);
   return lines;

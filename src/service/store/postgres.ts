@@ -70,8 +70,18 @@ export async function openPostgres(url: string): Promise<Db> {
   // is one of the client: unheard, either ended the process, every tenant's requests with it. The
   // pool drops the connection and opens another when asked; a statement on it fails with the reason.
   pool.on('error', ignoreConnectionError);
-  // Fail at start-up, not on the first request, when the database is unreachable.
-  (await pool.connect()).release();
+  // Fail at start-up, not on the first request, when the database is unreachable: saying which
+  // setting named it (a bare "connect ECONNREFUSED 127.0.0.1:5432" did not), never its password.
+  try {
+    (await pool.connect()).release();
+  } catch (err) {
+    await pool.end().catch(() => undefined);
+    const at = new URL(url);
+    throw new Error(
+      `cannot connect to the PostgreSQL database of --database-url (DP_DATABASE_URL) at ${at.hostname}:${at.port || 5432}${at.pathname}: ${(err as Error).message}`,
+      { cause: err },
+    );
+  }
   return {
     dialect: 'postgres',
     ...queryable(pool),

@@ -98,7 +98,7 @@ describe('dpctl serve: the bootstrapped tenant', () => {
     const service = {
       port: 8443,
       baseUrl: (slug: string) => `https://${slug}.localhost:8443/api/v1`,
-      tls: { certPath: '/d/tls/cert.pem' },
+      tls: { certPath: '/d/tls/cert.pem', certStats: () => ({ issued: 0, cached: 0 }) },
     };
     const demo = reachLines(service, '127.0.0.1', {
       account: { slug: 'demo', email: 'admin@demo.local', password: 'demo-password' },
@@ -110,7 +110,7 @@ describe('dpctl serve: the bootstrapped tenant', () => {
       'API:      https://demo.localhost:8443/api/v1',
       'Docs:     https://demo.localhost:8443/api/docs',
       `Login:    curl --cacert /d/tls/cert.pem -X POST https://demo.localhost:8443/api/v1/auth/login -H 'Content-Type: application/json' -d '{"email":"admin@demo.local","password":"demo-password"}'`,
-      'CA file:  /d/tls/cert.pem (self-signed; pass it to clients)',
+      "CA file:  /d/tls/cert.pem (this service's own CA; pass it to clients)",
       'Email:    written to the email_outbox table (no --smtp-url)',
     ]);
     const own = reachLines({ ...service, smtpUrl: 'smtp://u:secret@mail:587' }, '0.0.0.0', {
@@ -121,6 +121,10 @@ describe('dpctl serve: the bootstrapped tenant', () => {
     expect(own[4]).toContain(`"password":"..."`);
     expect(own.at(-1)).toMatch(/^Email: {4}sent through smtp:\/\/u:/);
     expect(own.at(-1)).not.toContain('secret');
+    // A certificate of the operator's (--tls-cert) is not a CA to hand out.
+    expect(reachLines({ ...service, tls: { certPath: '/etc/tls/srv.pem' } }, '0.0.0.0', undefined)).toContain(
+      'TLS:      /etc/tls/srv.pem (--tls-cert; clients trust the CA that signed it)',
+    );
     const none = reachLines({ ...service, tls: {} }, '127.0.0.1', undefined);
     expect(none).toEqual([
       'Data Platform reference service listening on https://127.0.0.1:8443 (HTTPS only)',
