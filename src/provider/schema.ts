@@ -293,11 +293,16 @@ function inputAttr(name: string, description: string, required: boolean): AttrSp
 }
 
 /** `data "dataplatform_<kind>"`: a resource looked up by project and identity, secrets left out. */
+/** What a resource attribute's description says about changing it: nothing a data source does. */
+const REPLACE_NOTE = /\s*(Changing it replaces the [a-z ]+\.|Immutable: a change replaces the resource\.)/g;
+
 export function lookupSpec(d: KindDescriptor): DataSourceSpec {
   const resource = resourceSpec(d);
   const inputs = d.scope === 'project' ? ['project_id', d.identity] : [d.identity];
   const attrs = resource.attrs
-    .filter((a) => !a.synthetic && !a.json['x-secret'])
+    // Neither secrets nor what the API shows once, at creation (an API key's `key`: always empty in a read).
+    .filter((a) => !a.synthetic && !a.json['x-secret'] && !d.onceFields.includes(apiField(a)))
+    .map((a) => ({ ...a, description: a.description.replace(REPLACE_NOTE, '') }))
     .map((a) =>
       inputs.includes(a.name)
         ? { ...a, required: true, optional: false, computed: false, replace: false, default: undefined, attrs: undefined }

@@ -25,4 +25,22 @@ describe('provider schema descriptions', () => {
       expect(undescribed(spec.attrs)).toEqual([]);
     },
   );
+
+  it("a data source says nothing about replacing, and has no attribute the API shows only at creation (an API key's key)", () => {
+    const described = (attrs: AttrSpec[]): string[] => attrs.flatMap((a) => [a.description, ...(a.attrs ? described(a.attrs) : [])]);
+    for (const spec of dataSourceSpecs().values())
+      expect(
+        described(spec.attrs).filter((d) => /replaces/.test(d)),
+        spec.typeName,
+      ).toEqual([]);
+    expect(
+      dataSourceSpecs()
+        .get('dataplatform_api_key')!
+        .attrs.map((a) => a.name),
+    ).not.toContain('key');
+    // The resource keeps both.
+    const key = resourceSpecs().get('dataplatform_api_key')!.attrs;
+    expect(key.map((a) => a.name)).toContain('key');
+    expect(key.find((a) => a.name === 'name')!.description).toMatch(/Changing it replaces the key/);
+  });
 });

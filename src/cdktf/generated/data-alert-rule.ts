@@ -52,7 +52,7 @@ export class DataAlertRuleTargetOutputReference extends cdk.ComplexObject {
 
 /** Configuration of DataAlertRule (`dataplatform_alert_rule`). */
 export interface DataAlertRuleConfig extends cdk.TerraformMetaArguments {
-  /** Id of the project the resource lives in. Changing it replaces the resource. */
+  /** Id of the project the resource lives in. */
   readonly projectId: string;
   /** Unique within the project. */
   readonly name: string;
@@ -97,7 +97,7 @@ export class DataAlertRule extends cdk.TerraformDataSource {
     return this.getStringAttribute('id');
   }
 
-  /** Id of the project the resource lives in. Changing it replaces the resource. */
+  /** Id of the project the resource lives in. */
   get projectId() {
     return this.getStringAttribute('project_id');
   }

@@ -3,9 +3,9 @@ import * as cdk from '../cdk.js';
 
 /** Configuration of DataApiKey (`dataplatform_api_key`). */
 export interface DataApiKeyConfig extends cdk.TerraformMetaArguments {
-  /** Id of the project the resource lives in. Changing it replaces the resource. */
+  /** Id of the project the resource lives in. */
   readonly projectId: string;
-  /** Unique within the project. Changing it replaces the key. */
+  /** Unique within the project. */
   readonly name: string;
 }
 
@@ -48,24 +48,19 @@ export class DataApiKey extends cdk.TerraformDataSource {
     return this.getStringAttribute('id');
   }
 
-  /** Id of the project the resource lives in. Changing it replaces the resource. */
+  /** Id of the project the resource lives in. */
   get projectId() {
     return this.getStringAttribute('project_id');
   }
 
-  /** Unique within the project. Changing it replaces the key. */
+  /** Unique within the project. */
   get name() {
     return this.getStringAttribute('name');
   }
 
-  /** What the key may do: read-only (GET), read-write (also create, update, delete and trigger) or admin. Changing it replaces the key. Set by the server. */
+  /** What the key may do: read-only (GET), read-write (also create, update, delete and trigger) or admin. Set by the server. */
   get permissionLevel() {
     return this.getStringAttribute('permission_level');
-  }
-
-  /** The key value; present only in the create response. Sensitive. Set by the server. */
-  get key() {
-    return this.getStringAttribute('key');
   }
 
   /** First characters of the key, to recognise it. Set by the server. */

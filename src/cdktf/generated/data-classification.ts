@@ -35,7 +35,7 @@ export class DataClassificationColumnMatchersList extends cdk.ComplexList {
 
 /** Configuration of DataClassification (`dataplatform_classification`). */
 export interface DataClassificationConfig extends cdk.TerraformMetaArguments {
-  /** Id of the project the resource lives in. Changing it replaces the resource. */
+  /** Id of the project the resource lives in. */
   readonly projectId: string;
   /** Unique within the project. */
   readonly name: string;
@@ -80,7 +80,7 @@ export class DataClassification extends cdk.TerraformDataSource {
     return this.getStringAttribute('id');
   }
 
-  /** Id of the project the resource lives in. Changing it replaces the resource. */
+  /** Id of the project the resource lives in. */
   get projectId() {
     return this.getStringAttribute('project_id');
   }

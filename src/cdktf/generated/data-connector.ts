@@ -52,7 +52,7 @@ export class DataConnectorCredentialsOutputReference extends cdk.ComplexObject {
 
 /** Configuration of DataConnector (`dataplatform_connector`). */
 export interface DataConnectorConfig extends cdk.TerraformMetaArguments {
-  /** Id of the project the resource lives in. Changing it replaces the resource. */
+  /** Id of the project the resource lives in. */
   readonly projectId: string;
   /** Unique within the project. */
   readonly name: string;
@@ -97,7 +97,7 @@ export class DataConnector extends cdk.TerraformDataSource {
     return this.getStringAttribute('id');
   }
 
-  /** Id of the project the resource lives in. Changing it replaces the resource. */
+  /** Id of the project the resource lives in. */
   get projectId() {
     return this.getStringAttribute('project_id');
   }
@@ -107,7 +107,7 @@ export class DataConnector extends cdk.TerraformDataSource {
     return this.getStringAttribute('name');
   }
 
-  /** Kind of source. Changing it replaces the connector. Set by the server. */
+  /** Kind of source. Set by the server. */
   get connectorType() {
     return this.getStringAttribute('connector_type');
   }

@@ -68,7 +68,7 @@ export class DataDbtProjectModelsList extends cdk.ComplexList {
 
 /** Configuration of DataDbtProject (`dataplatform_dbt_project`). */
 export interface DataDbtProjectConfig extends cdk.TerraformMetaArguments {
-  /** Id of the project the resource lives in. Changing it replaces the resource. */
+  /** Id of the project the resource lives in. */
   readonly projectId: string;
   /** Unique within the project. */
   readonly name: string;
@@ -113,7 +113,7 @@ export class DataDbtProject extends cdk.TerraformDataSource {
     return this.getStringAttribute('id');
   }
 
-  /** Id of the project the resource lives in. Changing it replaces the resource. */
+  /** Id of the project the resource lives in. */
   get projectId() {
     return this.getStringAttribute('project_id');
   }

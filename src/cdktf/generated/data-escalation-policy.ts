@@ -30,7 +30,7 @@ export class DataEscalationPolicyStepsList extends cdk.ComplexList {
 
 /** Configuration of DataEscalationPolicy (`dataplatform_escalation_policy`). */
 export interface DataEscalationPolicyConfig extends cdk.TerraformMetaArguments {
-  /** Id of the project the resource lives in. Changing it replaces the resource. */
+  /** Id of the project the resource lives in. */
   readonly projectId: string;
   /** Unique within the project. */
   readonly name: string;
@@ -75,7 +75,7 @@ export class DataEscalationPolicy extends cdk.TerraformDataSource {
     return this.getStringAttribute('id');
   }
 
-  /** Id of the project the resource lives in. Changing it replaces the resource. */
+  /** Id of the project the resource lives in. */
   get projectId() {
     return this.getStringAttribute('project_id');
   }

@@ -3,7 +3,7 @@ import * as cdk from '../cdk.js';
 
 /** Configuration of DataInfrastructureResource (`dataplatform_infrastructure_resource`). */
 export interface DataInfrastructureResourceConfig extends cdk.TerraformMetaArguments {
-  /** Id of the project the resource lives in. Changing it replaces the resource. */
+  /** Id of the project the resource lives in. */
   readonly projectId: string;
   /** Unique within the project. */
   readonly name: string;
@@ -48,7 +48,7 @@ export class DataInfrastructureResource extends cdk.TerraformDataSource {
     return this.getStringAttribute('id');
   }
 
-  /** Id of the project the resource lives in. Changing it replaces the resource. */
+  /** Id of the project the resource lives in. */
   get projectId() {
     return this.getStringAttribute('project_id');
   }
@@ -58,17 +58,17 @@ export class DataInfrastructureResource extends cdk.TerraformDataSource {
     return this.getStringAttribute('name');
   }
 
-  /** What is provisioned: warehouse, bucket, cluster, database or network. Changing it replaces the resource. Set by the server. */
+  /** What is provisioned: warehouse, bucket, cluster, database or network. Set by the server. */
   get resourceType() {
     return this.getStringAttribute('resource_type');
   }
 
-  /** Cloud or platform it is provisioned on. Changing it replaces the resource. (API field `provider`, renamed: `provider` is a Terraform meta-argument.) Set by the server. */
+  /** Cloud or platform it is provisioned on. (API field `provider`, renamed: `provider` is a Terraform meta-argument.) Set by the server. */
   get providerName() {
     return this.getStringAttribute('provider_name');
   }
 
-  /** Region of the provider, e.g. us-east-1. Changing it replaces the resource. Set by the server. */
+  /** Region of the provider, e.g. us-east-1. Set by the server. */
   get region() {
     return this.getStringAttribute('region');
   }

@@ -3,7 +3,7 @@ import * as cdk from '../cdk.js';
 
 /** Configuration of DataMaskingPolicy (`dataplatform_masking_policy`). */
 export interface DataMaskingPolicyConfig extends cdk.TerraformMetaArguments {
-  /** Id of the project the resource lives in. Changing it replaces the resource. */
+  /** Id of the project the resource lives in. */
   readonly projectId: string;
   /** Unique within the project. */
   readonly name: string;
@@ -48,7 +48,7 @@ export class DataMaskingPolicy extends cdk.TerraformDataSource {
     return this.getStringAttribute('id');
   }
 
-  /** Id of the project the resource lives in. Changing it replaces the resource. */
+  /** Id of the project the resource lives in. */
   get projectId() {
     return this.getStringAttribute('project_id');
   }

@@ -25,7 +25,7 @@ export class DataNotificationChannelConfigAOutputReference extends cdk.ComplexOb
 
 /** Configuration of DataNotificationChannel (`dataplatform_notification_channel`). */
 export interface DataNotificationChannelConfig extends cdk.TerraformMetaArguments {
-  /** Id of the project the resource lives in. Changing it replaces the resource. */
+  /** Id of the project the resource lives in. */
   readonly projectId: string;
   /** Unique within the project. */
   readonly name: string;
@@ -70,7 +70,7 @@ export class DataNotificationChannel extends cdk.TerraformDataSource {
     return this.getStringAttribute('id');
   }
 
-  /** Id of the project the resource lives in. Changing it replaces the resource. */
+  /** Id of the project the resource lives in. */
   get projectId() {
     return this.getStringAttribute('project_id');
   }
@@ -80,7 +80,7 @@ export class DataNotificationChannel extends cdk.TerraformDataSource {
     return this.getStringAttribute('name');
   }
 
-  /** webhook and slack POST JSON to config.url; email goes to config.email_addresses. Changing it replaces the channel. Set by the server. */
+  /** webhook and slack POST JSON to config.url; email goes to config.email_addresses. Set by the server. */
   get type() {
     return this.getStringAttribute('type');
   }

@@ -50,7 +50,7 @@ export class DataPipelineStepsList extends cdk.ComplexList {
 
 /** Configuration of DataPipeline (`dataplatform_pipeline`). */
 export interface DataPipelineConfig extends cdk.TerraformMetaArguments {
-  /** Id of the project the resource lives in. Changing it replaces the resource. */
+  /** Id of the project the resource lives in. */
   readonly projectId: string;
   /** Unique within the project. */
   readonly name: string;
@@ -95,7 +95,7 @@ export class DataPipeline extends cdk.TerraformDataSource {
     return this.getStringAttribute('id');
   }
 
-  /** Id of the project the resource lives in. Changing it replaces the resource. */
+  /** Id of the project the resource lives in. */
   get projectId() {
     return this.getStringAttribute('project_id');
   }

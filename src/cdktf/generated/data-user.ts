@@ -62,11 +62,6 @@ export class DataUser extends cdk.TerraformDataSource {
     return this.getBooleanAttribute('disabled');
   }
 
-  /** One-time invitation token, present only in the create response of a user created without a password. Redeem it at POST /auth/invitations/accept. Sensitive. Set by the server. */
-  get invitationToken() {
-    return this.getStringAttribute('invitation_token');
-  }
-
   /** When the resource was created (RFC 3339, UTC). Set by the server. */
   get createdAt() {
     return this.getStringAttribute('created_at');
