@@ -175,6 +175,9 @@ function copyOf(record: Record<string, string>): Record<string, string> {
 }
 
 /** Ids this live object references (by the descriptor's reference paths). */
+/** `MaskingPolicy by-hand`: a live resource as warnings and notes name it (its project said apart). */
+const kindAndName = (r: LiveResource) => `${r.descriptor.yamlKind ?? r.descriptor.kind} ${String(r.object[r.descriptor.identity])}`;
+
 export function liveReferences(r: LiveResource): string[] {
   const out: string[] = [];
   for (const ref of r.descriptor.references)
@@ -460,7 +463,7 @@ export function propagateReplacements(changes: PlannedChange[], state: LiveState
       const dependent = byKey.get(k);
       for (const id of refs) {
         const target = replacedIds.get(id)!;
-        note(target, `referenced by ${r.descriptor.yamlKind ?? r.descriptor.kind} ${r.object[r.descriptor.identity]}`);
+        note(target, `referenced by ${kindAndName(r)}`);
       }
       if (!dependent) {
         for (const id of refs) {
@@ -523,7 +526,7 @@ function projectKeptWarning(project: LiveResource, inside: (project: string) => 
   const name = String(project.object[project.descriptor.identity]);
   const foreign = inside(name).filter((x) => !hasLabels(x.descriptor) || ownerOf(x) !== sourceId);
   if (!foreign.length) return undefined;
-  const shown = foreign.slice(0, 5).map((x) => `${x.descriptor.yamlKind ?? x.descriptor.kind} ${String(x.object[x.descriptor.identity])}`);
+  const shown = foreign.slice(0, 5).map(kindAndName);
   const more = foreign.length > shown.length ? `, and ${foreign.length - shown.length} more` : '';
   const one = foreign.length === 1;
   return (
@@ -593,7 +596,7 @@ function blockedPruneWarnings(prunes: PlannedChange[], changes: PlannedChange[],
     if (planned.has(k) || (r.project !== undefined && deletedProjects.has(r.project))) continue;
     for (const id of liveReferences(r)) {
       const target = byId.get(id);
-      if (target) appendTo(referrers, target, `${r.descriptor.yamlKind ?? r.descriptor.kind} ${String(r.object[r.descriptor.identity])}`);
+      if (target) appendTo(referrers, target, kindAndName(r));
     }
   }
   return [...referrers].map(([target, names]) => {

@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { kind } from '../../kinds/index.js';
 import { canonicalJson } from '../../kinds/canonical.js';
 import type { Queryable } from '../store/db.js';
-import type { StoredResource } from '../store/resources.js';
+import type { ResourceStore, StoredResource } from '../store/resources.js';
 import type { Draft, WriteContext } from '../behaviours/types.js';
 import { conflict } from '../errors.js';
 import { META, type Runtime } from './runtime.js';
@@ -115,10 +115,10 @@ async function putProvisioned(rt: Runtime, q: Queryable, tenantId: string, proje
 }
 
 /** What the applies provisioned of one resource; undefined when none has (a legacy snapshot row is read too). */
-async function provisionedOf(rt: Pick<Runtime, 'ctx'>, q: Queryable, tenantId: string, projectId: string, resourceId: string) {
-  const row = await rt.ctx.resources.get(tenantId, projectId, STATE_KIND, stateId(resourceId), q);
+async function provisionedOf(resources: ResourceStore, q: Queryable, tenantId: string, projectId: string, resourceId: string) {
+  const row = await resources.get(tenantId, projectId, STATE_KIND, stateId(resourceId), q);
   if (row) return row.data;
-  const legacy = await rt.ctx.resources.getByName(tenantId, projectId, STATE_KIND, LEGACY_NAME, q);
+  const legacy = await resources.getByName(tenantId, projectId, STATE_KIND, LEGACY_NAME, q);
   return (legacy?.data as unknown as LegacySnapshot | undefined)?.resources?.[resourceId];
 }
 
@@ -134,7 +134,7 @@ async function provisionedOf(rt: Pick<Runtime, 'ctx'>, q: Queryable, tenantId: s
 export async function statusAfterChange(draft: Draft, existing: StoredResource, w: WriteContext): Promise<void> {
   const status = existing.data.status;
   if (status === 'provisioning' || status === 'updating') return;
-  const provisioned = await provisionedOf({ ctx: w.ctx }, w.q, w.tenantId, w.projectId, existing.id);
+  const provisioned = await provisionedOf(w.ctx.resources, w.q, w.tenantId, w.projectId, existing.id);
   if (provisioned === undefined) return;
   const same = canonicalJson(declared(draft.data)) === canonicalJson(provisioned);
   if (!same && status === 'provisioned') Object.assign(draft.data, { status: 'pending', last_error: null });
