@@ -35,6 +35,7 @@ import { registerRoutes } from './routes/index.js';
 import { registerStreams, type Streams } from './streams/index.js';
 import { installRequestPipeline, redactUrl, type RequestCounter } from './request-pipeline.js';
 import { buildSerializer, buildValidator } from './schema-compilers.js';
+import { installJsonBodyParsing } from './json-body.js';
 import { logStartState } from './start-report.js';
 import { logStream, resolveLogFormat, type LogFormat } from '../log-format.js';
 
@@ -162,30 +163,10 @@ function createApp(options: ServiceOptions, tls: TlsMaterial, limits: Connection
     ajv: undefined,
     schemaController: { compilersFactory: { buildValidator, buildSerializer } },
     return503OnClosing: false,
+    // `/connectors/` is the collection, as `/connectors` is (without this it reached
+    // `/connectors/:name` with an empty name: 404 "Connector not found").
+    routerOptions: { ignoreTrailingSlash: true },
     frameworkErrors,
-  });
-}
-
-/**
- * Bodies that are JSON only (anything else is a 415); triggers take no body, so an empty one is
- * accepted even when a client sends Content-Type: application/json. (Validation is ours too:
- * schema-compilers.ts, given to Fastify by createApp.)
- */
-function installBodyParsing(app: FastifyInstance): void {
-  app.removeAllContentTypeParsers();
-  app.addContentTypeParser('application/json', { parseAs: 'string' }, (_req, body, done) => {
-    const text = String(body);
-    if (text.trim() === '') return done(null, undefined);
-    try {
-      done(null, JSON.parse(text));
-    } catch (err) {
-      done(
-        new ApiError('validation_error', `Body is not valid JSON: ${(err as Error).message}`, [
-          { field: '(body)', message: 'is not valid JSON' },
-        ]),
-        undefined,
-      );
-    }
   });
 }
 
@@ -275,7 +256,7 @@ export async function startService(partial: StartServiceOptions): Promise<Runnin
   const limits = connectionLimits(options);
   const app = createApp(options, tls, limits, partial.logFormat);
   await logStartState(app.log, ctx);
-  installBodyParsing(app);
+  installJsonBodyParsing(app);
   const requests = installRequestPipeline(app, ctx);
   const features = await registerFeatures(app, ctx, providerMirror);
   const listener = await listen(app, options, limits);

@@ -23,8 +23,8 @@ export interface HttpResponse<T = any> {
 export interface CallOptions {
   token?: string;
   body?: unknown;
-  /** Raw body text (for malformed JSON tests). */
-  raw?: string;
+  /** Raw body text or bytes (for malformed JSON and encoding tests). */
+  raw?: string | Uint8Array;
   /**
    * Accept the service's default certificate for any host name (still signed by our CA): the
    * service issues certificates only for tenants' host names, so a request to a made-up tenant
@@ -52,7 +52,7 @@ export class TestHttp {
     for (const [k, v] of Object.entries(opts.query ?? {})) if (v !== undefined) u.searchParams.set(k, String(v));
     const headers: Record<string, string> = { ...(opts.headers ?? {}) };
     if (opts.token) headers.authorization = `Bearer ${opts.token}`;
-    let body: string | undefined;
+    let body: string | Uint8Array | undefined;
     if (opts.raw !== undefined) body = opts.raw;
     else if (opts.body !== undefined) {
       body = JSON.stringify(opts.body);

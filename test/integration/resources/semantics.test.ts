@@ -295,3 +295,15 @@ describe('integrity under concurrent writes', () => {
     }
   });
 });
+
+describe('URLs', () => {
+  it('serves a collection with a trailing slash as the collection, not as a resource with an empty name', async () => {
+    await svc.ok(t, 'POST', `${p}/connectors`, { body: connectorBody('slash') });
+    const bare = await svc.ok(t, 'GET', `${p}/connectors`);
+    const slashed = await svc.ok(t, 'GET', `${p}/connectors/`);
+    expect(slashed.data.map((c: { name: string }) => c.name)).toEqual(bare.data.map((c: { name: string }) => c.name));
+    expect(slashed.data.map((c: { name: string }) => c.name)).toContain('slash');
+    const created = await svc.call(t, 'POST', `${p}/connectors/`, { body: connectorBody('slash-post') });
+    expect(created.status, created.text).toBe(201);
+  });
+});

@@ -1,3 +1,4 @@
+import { gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestService, type TestService, type TestTenant } from '../../support/service.js';
 import { connectorBody, createDeps, expectError, expectNoStackTrace, expectValidation, type Deps } from './fixtures.js';
@@ -158,6 +159,36 @@ describe('transport errors keep the envelope', () => {
       'validation_error',
     );
     expect(error.details).toEqual([{ field: '(body)', message: expect.any(String) }]);
+  });
+
+  it('says what is wrong with malformed JSON without quoting the body', async () => {
+    const raw = '{"name": hunter2-secret}';
+    const res = await svc.call(t, 'POST', connectors, { raw, headers: { 'content-type': 'application/json' } });
+    const error = expectError(res, 400, 'validation_error');
+    expect(error.message).toBe("Body is not valid JSON: Unexpected token 'h'");
+    expect(res.text).not.toContain('hunter2');
+  });
+
+  it('rejects a compressed body or a charset other than UTF-8 with 415 naming the header', async () => {
+    const json = JSON.stringify(connectorBody('encoded'));
+    const gzipped = await svc.call(t, 'POST', connectors, {
+      raw: gzipSync(json),
+      headers: { 'content-type': 'application/json', 'content-encoding': 'gzip' },
+    });
+    const gzipError = expectError(gzipped, 415, 'validation_error');
+    expect(gzipError.details).toEqual([{ field: 'Content-Encoding', message: expect.stringContaining('"gzip" is not supported') }]);
+    expect(gzipped.text).not.toMatch(/\\u001f|\u001f/);
+    const latin1 = await svc.call(t, 'POST', connectors, {
+      raw: Buffer.from(json, 'latin1'),
+      headers: { 'content-type': 'application/json; charset=ISO-8859-1' },
+    });
+    expect(expectError(latin1, 415, 'validation_error').details).toEqual([
+      { field: 'Content-Type', message: 'charset "iso-8859-1" is not supported: JSON bodies are UTF-8' },
+    ]);
+    const utf8 = await svc.call(t, 'POST', connectors, { raw: json, headers: { 'content-type': 'application/json; charset="UTF-8"' } });
+    expect(utf8.status, utf8.text).toBe(201);
+    const list = await svc.ok(t, 'GET', connectors);
+    expect(list.data.filter((c: { name: string }) => c.name === 'encoded')).toHaveLength(1);
   });
 
   it('rejects a non-JSON content type with 415', async () => {
