@@ -451,6 +451,13 @@ export function providerSchemaMessage(): Record<string, unknown> {
           description: 'Skip TLS verification (env DATAPLATFORM_INSECURE).',
           optional: true,
         },
+        {
+          name: 'skip_credentials_validation',
+          type: Buffer.from('"bool"'),
+          description:
+            'Do not check the credentials when the provider starts. By default one request (the first page of one project) checks them, so a wrong key fails terraform plan once, at the provider block, even when the plan only creates.',
+          optional: true,
+        },
       ],
       block_types: [],
     },

@@ -15,6 +15,8 @@ export interface DataplatformProviderConfig {
   readonly caFile?: string;
   /** Skip TLS verification (env DATAPLATFORM_INSECURE). */
   readonly insecure?: boolean | cdk.IResolvable;
+  /** Do not check the credentials when the provider starts. By default one request (the first page of one project) checks them, so a wrong key fails terraform plan once, at the provider block, even when the plan only creates. */
+  readonly skipCredentialsValidation?: boolean | cdk.IResolvable;
   /** Alias of this provider configuration, for a second tenant or login (`provider` meta-argument). */
   readonly alias?: string;
 }
@@ -38,6 +40,7 @@ export class DataplatformProvider extends cdk.TerraformProvider {
     this._password = config.password;
     this._caFile = config.caFile;
     this._insecure = config.insecure;
+    this._skipCredentialsValidation = config.skipCredentialsValidation;
     this._alias = config.alias;
   }
 
@@ -125,6 +128,20 @@ export class DataplatformProvider extends cdk.TerraformProvider {
     return this._insecure;
   }
 
+  private _skipCredentialsValidation?: boolean | cdk.IResolvable;
+  get skipCredentialsValidation(): boolean | cdk.IResolvable | undefined {
+    return this._skipCredentialsValidation;
+  }
+  set skipCredentialsValidation(value: boolean | cdk.IResolvable | undefined) {
+    this._skipCredentialsValidation = value;
+  }
+  resetSkipCredentialsValidation() {
+    this._skipCredentialsValidation = undefined;
+  }
+  get skipCredentialsValidationInput() {
+    return this._skipCredentialsValidation;
+  }
+
   private _alias?: string;
   override get alias(): string | undefined {
     return this._alias;
@@ -147,6 +164,7 @@ export class DataplatformProvider extends cdk.TerraformProvider {
       password: cdk.stringToTerraform(this._password),
       ca_file: cdk.stringToTerraform(this._caFile),
       insecure: cdk.booleanToTerraform(this._insecure),
+      skip_credentials_validation: cdk.booleanToTerraform(this._skipCredentialsValidation),
       alias: cdk.stringToTerraform(this._alias),
     };
   }
@@ -159,6 +177,7 @@ export class DataplatformProvider extends cdk.TerraformProvider {
       password: { value: cdk.stringToHclTerraform(this._password), isBlock: false, type: 'simple', storageClassType: 'string' },
       ca_file: { value: cdk.stringToHclTerraform(this._caFile), isBlock: false, type: 'simple', storageClassType: 'string' },
       insecure: { value: cdk.booleanToHclTerraform(this._insecure), isBlock: false, type: 'simple', storageClassType: 'boolean' },
+      skip_credentials_validation: { value: cdk.booleanToHclTerraform(this._skipCredentialsValidation), isBlock: false, type: 'simple', storageClassType: 'boolean' },
       alias: { value: cdk.stringToHclTerraform(this._alias), isBlock: false, type: 'simple', storageClassType: 'string' },
     };
     return Object.fromEntries(Object.entries(attrs).filter(([, v]) => v.value !== undefined));

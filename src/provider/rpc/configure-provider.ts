@@ -1,5 +1,5 @@
 import { apiKeyFromFile, ClientConfigError, DataPlatformClient, passwordFromEnv, type ClientConfig } from '../../client/index.js';
-import { Diagnostics } from '../diagnostics.js';
+import { diagnose, Diagnostics } from '../diagnostics.js';
 import type { DynamicValue, TfObject } from '../values.js';
 import { objectOf, present, type ProviderContext } from './context.js';
 
@@ -59,14 +59,40 @@ export function providerClientConfig(config: TfObject | null, env: NodeJS.Proces
   return out;
 }
 
-/** ConfigureProvider: the client, from the block and the environment; its error is repeated by every later call. */
-export function configureProvider(ctx: ProviderContext, req: { config?: DynamicValue }) {
+/**
+ * Whether the credentials work: one request any key or user may make (the first page of one
+ * project: an API key sees its own), as the AWS provider's GetCallerIdentity at configure. Without
+ * it a plan that only creates makes no call, and passed with a wrong key that the apply then
+ * failed on; and each resource's read repeated the same 401.
+ */
+async function checkCredentials(client: DataPlatformClient, signal: AbortSignal): Promise<void> {
+  await client.projects.list({ limit: 1, signal });
+}
+
+/** ConfigureProvider: the client, from the block and the environment, checked; its error is repeated by every later call. */
+export async function configureProvider(ctx: ProviderContext, req: { config?: DynamicValue }) {
   const diagnostics = new Diagnostics();
+  const config = objectOf(req.config);
+  let client: DataPlatformClient;
   try {
-    ctx.configured({ client: new DataPlatformClient(providerClientConfig(objectOf(req.config))) });
+    client = new DataPlatformClient(providerClientConfig(config));
   } catch (err) {
     ctx.configured({ error: err });
     diagnostics.addError('invalid provider configuration', err instanceof Error ? err.message : String(err));
+    return { diagnostics: diagnostics.toProto() };
   }
+  if (config?.skip_credentials_validation !== true) {
+    try {
+      await checkCredentials(client, ctx.stopping.signal);
+    } catch (err) {
+      ctx.configured({ error: err });
+      const found = diagnose(err);
+      const why =
+        'The provider checks the service and its credentials when it starts (GET /projects?limit=1); skip_credentials_validation = true leaves the check out.';
+      diagnostics.addError(found.summary, found.detail ? `${found.detail}\n\n${why}` : why);
+      return { diagnostics: diagnostics.toProto() };
+    }
+  }
+  ctx.configured({ client });
   return { diagnostics: diagnostics.toProto() };
 }

@@ -70,14 +70,29 @@ describe.skipIf(testStore() === 'postgres' || !haveTerraform)('provider block co
       expect((await client.apiKeys(projectId).get(key.id)).last_used_at).toBeTruthy();
       expect((await ws.plan()).code).toBe(0);
 
-      // Another key value in the block is what gets sent: refused, with what to check.
+      // Another key value in the block is what gets sent: refused once, when the provider starts,
+      // with what to check (not by each resource's read).
       const wrong = await ws.tf(['plan', '-input=false', '-var', 'api_key=dpk_not_a_real_key'], [1]);
       expect(wrong.out).toContain('Error: Invalid or revoked API key');
-      expect(flat(wrong.out)).toContain('(HTTP 401 unauthorized on GET /projects/{id}/notification-channels/{resourceId}');
+      expect(flat(wrong.out)).toContain('(HTTP 401 unauthorized on GET /projects,');
+      expect(flat(wrong.out)).toContain('The provider checks the service and its credentials when it starts');
       expect(flat(wrong.out)).toContain(
         "The service did not accept the credentials: check the provider block's api_key (DATAPLATFORM_API_KEY)",
       );
+      expect(wrong.out.match(/^Error: /gm)).toHaveLength(1);
       expect(wrong.out).not.toContain(key.key);
+      // skip_credentials_validation = true: no check; the read of the channel is refused instead.
+      ws.write(
+        'main.tf',
+        config(
+          `  endpoint = "${endpoint}"\n  api_key  = var.api_key\n  ca_file  = "${svc.service.tls.certPath}"\n  skip_credentials_validation = true\n`,
+          ['by_key'],
+        ),
+      );
+      const unchecked = await ws.tf(['plan', '-input=false', '-var', 'api_key=dpk_not_a_real_key'], [1]);
+      expect(unchecked.out).toContain('Error: Invalid or revoked API key');
+      expect(flat(unchecked.out)).toContain('(HTTP 401 unauthorized on GET /projects/{id}/notification-channels/{resourceId}');
+      expect((await ws.plan()).code).toBe(0);
 
       // No ca_file and no DATAPLATFORM_INSECURE: the service's certificate is not trusted.
       ws.write('main.tf', config(`  endpoint = "${endpoint}"\n  api_key  = var.api_key\n`, ['by_key', 'insecure']));
