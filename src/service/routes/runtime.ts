@@ -17,6 +17,7 @@ import { installRetention } from '../runtime/retention.js';
 import { classifySchema } from '../runtime/classify.js';
 import { slicedJsonBody } from '../runtime/sliced-json.js';
 import type { Started } from '../runtime/connectors.js';
+import { BackgroundLog } from '../runtime/background-log.js';
 
 const params = (...names: string[]) => ({ type: 'object', properties: Object.fromEntries(names.map((n) => [n, { type: 'string' }])) });
 
@@ -66,7 +67,7 @@ function attachRuntime(app: FastifyInstance, ctx: ServiceContext): Runtime {
   if (!(ctx.options.timeScale > 0)) throw new Error(`timeScale must be above 0, got ${ctx.options.timeScale}`);
   if (!(ctx.options.sourceTimeout > 0)) throw new Error(`sourceTimeout must be above 0, got ${ctx.options.sourceTimeout}`);
   const rt = runtimeOf(ctx);
-  rt.log = app.log;
+  rt.log = new BackgroundLog(app.log);
   app.addHook('onReady', async () => rt.start(recoverAbandonedRuns));
   app.addHook('onClose', async () => rt.stop());
   installScheduler(app, rt);

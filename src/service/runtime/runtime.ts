@@ -6,6 +6,7 @@ import type { RunData } from './runs.js';
 import { TenantGate } from './tenant-gate.js';
 import { RunSlots, type RunSlot } from './run-slots.js';
 import { NotificationRows } from './notification-rows.js';
+import type { RuntimeLogger } from './background-log.js';
 
 /** Thrown inside an execution when the service stops: the run is left as a dead process would leave it. */
 export class Stopped extends Error {
@@ -51,8 +52,8 @@ export class Runtime {
   private timer?: NodeJS.Timeout;
   private tick?: Promise<void>;
   private stopping = false;
-  /** The service's logger (set when the routes are registered). */
-  log?: { error(obj: object, msg: string): void; info(obj: object, msg: string): void };
+  /** The service's logger (set when the routes are registered), with a database outage said once (BackgroundLog). */
+  log?: RuntimeLogger & { answered?(): void };
   /** Request work that runs long in slices (a schema's classification, an infrastructure plan): one per tenant at once. */
   readonly heavyReads = new TenantGate('schema reads and infrastructure plans');
   /**
@@ -154,7 +155,10 @@ export class Runtime {
     this.timer = setInterval(() => {
       // The heartbeat does not wait for a sweep: recovering many runs can outlast STALE_MS, and a
       // silent heartbeat meanwhile would make the other replicas fail this instance's live runs.
-      void this.heartbeat().catch((err) => this.log?.error({ err }, 'runtime heartbeat failed'));
+      void this.heartbeat().then(
+        () => this.log?.answered?.(),
+        (err) => this.log?.error({ err }, 'runtime heartbeat failed'),
+      );
       if (this.tick) return;
       this.tick = this.sweep(false)
         .catch((err) => this.log?.error({ err }, 'runtime sweep failed'))

@@ -1,4 +1,5 @@
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, inject, it, vi } from 'vitest';
+import { HEARTBEAT_MS } from '../../../src/service/runtime/runtime.js';
 import { withPg } from '../../support/postgres-server.js';
 import { startTestService, testStore, type TestService, type TestTenant } from '../../support/service.js';
 
@@ -38,6 +39,7 @@ describe.skipIf(testStore() !== 'postgres')('PostgreSQL connections that break',
   it("the database refusing connections: every answer is the spec's envelope, none names the database; it answers again once the database is back", async () => {
     const project = await svc.project(t, 'outage');
     const { db } = svc.service.ctx;
+    const logged = { error: vi.spyOn(svc.service.app.log, 'error'), info: vi.spyOn(svc.service.app.log, 'info') };
     const name = (await db.get<{ name: string }>('SELECT current_database() AS name'))!.name;
     const admin = inject('pgUrl');
     // An outage: the database takes no new connection, and every open one is ended.
@@ -69,6 +71,8 @@ describe.skipIf(testStore() !== 'postgres')('PostgreSQL connections that break',
         });
         expect(res.text).not.toMatch(/ECONNREFUSED|127\.0\.0\.1|FST_ERR|not currently accepting connections/);
       }
+      // Two heartbeats and scheduler ticks fail meanwhile: the log says so once, without a stack.
+      await new Promise((r) => setTimeout(r, 2 * HEARTBEAT_MS + 500));
     } finally {
       await withPg(admin, (c) => c.query(`ALTER DATABASE ${name} WITH ALLOW_CONNECTIONS true`));
     }
@@ -82,5 +86,20 @@ describe.skipIf(testStore() !== 'postgres')('PostgreSQL connections that break',
       ready = await svc.http.call('GET', `https://localhost:${svc.port}/readyz`);
     }
     expect(ready.body).toEqual({ status: 'ready' });
-  });
+    // The runtime said the outage once (a failure of a request is that request's line), and its end.
+    const outage = logged.error.mock.calls.filter((c) => String(c[1]).startsWith('the database is unavailable'));
+    expect(outage).toHaveLength(1);
+    expect(outage[0][0]).toEqual({
+      failed: expect.any(String),
+      reason: expect.stringMatching(/not currently accepting connections|terminat/),
+    });
+    const background = /^(runtime heartbeat|runtime sweep|scheduler tick|schedule backfill|alert backfill|retention sweep) failed/;
+    expect(logged.error.mock.calls.filter((c) => background.test(String(c[1])))).toEqual([]);
+    for (let i = 0; i < 70 && !logged.info.mock.calls.some((c) => c[1] === 'the database answers again'); i++)
+      await new Promise((r) => setTimeout(r, 100));
+    expect(logged.info.mock.calls.find((c) => c[1] === 'the database answers again')?.[0]).toEqual({
+      seconds: expect.any(Number),
+      unlogged: expect.any(Number),
+    });
+  }, 30_000);
 });
