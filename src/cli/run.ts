@@ -247,7 +247,7 @@ async function followPipeline(
           step_id: s.step_id,
           step_name: s.step_name,
           status: s.status,
-          duration_seconds: s.duration_seconds,
+          duration_seconds: s.duration_seconds ?? 0,
           timestamp: s.finished_at ?? '',
         },
         s.error,
@@ -300,7 +300,7 @@ function progressPrinter(write: (s: string) => void): Progress {
     const key = `${what}\u0000${name}\u0000${status}`;
     if (seen.has(key)) return;
     seen.add(key);
-    const took = status !== 'running' && typeof seconds === 'number' ? ` in ${seconds} s` : '';
+    const took = status !== 'running' && status !== 'skipped' && typeof seconds === 'number' ? ` in ${seconds} s` : '';
     write(`  ${what} ${name}: ${status}${took}${detail ? ` (${detail})` : ''}\n`);
   };
   return {

@@ -20,7 +20,8 @@ export interface StepUpdate {
   step_id: string;
   step_name: string;
   status: 'running' | 'completed' | 'failed' | 'skipped';
-  duration_seconds: number | null;
+  /** 0 while running and for a step skipped without running. */
+  duration_seconds: number;
   timestamp: string;
 }
 

@@ -8,6 +8,7 @@ import {
   pendingUnit,
   RunRecorder,
   runningRunOf,
+  streamedDuration,
   updateResource,
   type RunData,
   type StepResult,
@@ -85,7 +86,7 @@ function stepUpdate(rt: Runtime, rec: RunRecorder, step: StepResult) {
     step_id: step.step_id,
     step_name: step.step_name,
     status: step.status,
-    duration_seconds: step.duration_seconds,
+    duration_seconds: streamedDuration(step.duration_seconds),
     timestamp: rt.now(),
   };
   // Sent at once, numbered; the write that stores the step's state follows (see RunRecorder.announce).

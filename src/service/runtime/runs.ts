@@ -21,6 +21,13 @@ export type UnitStatus = StepResult['status'];
 /** What every unit of work (table, step, model, change) has. */
 export type Unit = Pick<StepResult, 'status' | 'started_at' | 'finished_at' | 'duration_seconds' | 'error'>;
 
+/**
+ * A step_update's `duration_seconds`, which the spec types as a number (section 6): a step that has
+ * just started, or was skipped without running, has taken 0 s (the run record keeps null for "not
+ * ended"; a client decoding the stream to the spec's type rejected the null of every first message).
+ */
+export const streamedDuration = (seconds: number | null | undefined): number => seconds ?? 0;
+
 export const pendingUnit = (): Unit => ({ status: 'pending', started_at: null, finished_at: null, duration_seconds: null, error: null });
 
 /** Seconds between two ISO timestamps, to the millisecond. */

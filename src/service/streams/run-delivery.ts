@@ -1,4 +1,4 @@
-import type { RunData, StepResult } from '../runtime/runs.js';
+import { streamedDuration, type RunData, type StepResult } from '../runtime/runs.js';
 
 /** What a step's state so far looks like as messages: a subscriber that connects late catches up. */
 export function snapshot(run: RunData): Record<string, unknown>[] {
@@ -7,9 +7,16 @@ export function snapshot(run: RunData): Record<string, unknown>[] {
     const msg = (status: string, duration: number | null, at: string) => ({
       at,
       order: i * 2 + (status === 'running' ? 0 : 1),
-      msg: { type: 'step_update', step_id: s.step_id, step_name: s.step_name, status, duration_seconds: duration, timestamp: at },
+      msg: {
+        type: 'step_update',
+        step_id: s.step_id,
+        step_name: s.step_name,
+        status,
+        duration_seconds: streamedDuration(duration),
+        timestamp: at,
+      },
     });
-    if (s.started_at) out.push(msg('running', null, s.started_at));
+    if (s.started_at) out.push(msg('running', 0, s.started_at));
     if (s.status !== 'pending' && s.status !== 'running')
       out.push(msg(s.status, s.duration_seconds, s.finished_at ?? s.started_at ?? run.finished_at ?? run.started_at));
   });
