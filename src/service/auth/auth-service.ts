@@ -301,6 +301,18 @@ export class AuthService {
     this.tokens.forgetUser(userId);
   }
 
+  /**
+   * Another replica revoked or changed these credentials (a stream bus `revoked` event): this replica
+   * stops answering for them from memory at once, instead of after its caches' TTL.
+   */
+  forgetCredentials(tenantId: string, revoked: { actorId?: string; projectId?: string }): void {
+    if (revoked.actorId) {
+      this.keys.forgetKey(revoked.actorId);
+      this.tokens.forgetUser(revoked.actorId);
+    }
+    if (revoked.projectId) this.keys.forgetProject(tenantId, revoked.projectId);
+  }
+
   async revokeUserSessions(q: Queryable, userId: string): Promise<void> {
     // Before the revocation commits: from now on this replica asks the database for the user's tokens.
     this.tokens.forgetUser(userId);

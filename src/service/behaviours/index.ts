@@ -5,6 +5,7 @@ import { KINDS } from '../../kinds/index.js';
 import { withItemCaps } from './item-caps.js';
 import { ruleCacheOf } from '../runtime/rule-cache.js';
 import { statusAfterChange } from '../runtime/infrastructure.js';
+import { credentialsRevoked } from '../runtime/runtime.js';
 
 const apiKey: KindBehaviour = {
   async beforeCreate(draft, w) {
@@ -20,6 +21,9 @@ const apiKey: KindBehaviour = {
   },
   async beforeDelete(existing, w) {
     await w.ctx.auth.revokeApiKey(w.q, existing.id);
+  },
+  afterWrite: ({ ctx, tenantId, resourceId, deleted }) => {
+    if (deleted && resourceId) credentialsRevoked(ctx, tenantId, { actorId: resourceId });
   },
 };
 
@@ -76,6 +80,10 @@ const user: KindBehaviour = {
     }
     await w.ctx.auth.forgetUser(w.q, existing.id);
   },
+  // A role, status or password change may end what the user's tokens may do: its streams are checked again.
+  afterWrite: ({ ctx, tenantId, resourceId }) => {
+    if (resourceId) credentialsRevoked(ctx, tenantId, { actorId: resourceId });
+  },
 };
 
 const project: KindBehaviour = {
@@ -86,6 +94,9 @@ const project: KindBehaviour = {
     await w.ctx.resources.deleteProjectContents(w.tenantId, existing.id, w.q);
   },
   visibleToKey: (actor, resource) => resource.id === actor.projectId,
+  afterWrite: ({ ctx, tenantId, resourceId, deleted }) => {
+    if (deleted && resourceId) credentialsRevoked(ctx, tenantId, { projectId: resourceId });
+  },
 };
 
 /** Run-end alert evaluation keeps a project's rules for a moment (runtime/rule-cache.ts): a written rule counts at once. */

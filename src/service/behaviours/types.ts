@@ -35,8 +35,11 @@ export interface KindBehaviour {
    * project's contents). The delete's own checks must not depend on it: it runs first.
    */
   emptyBeforeDelete?(existing: StoredResource, scope: { ctx: ServiceContext; tenantId: string }): Promise<void>;
-  /** After a create, update or delete of the kind has committed (what a replica keeps in memory about it). */
-  afterWrite?(scope: { ctx: ServiceContext; tenantId: string; projectId: string }): void;
+  /**
+   * After a create, update or delete of the kind has committed (what a replica keeps in memory about
+   * it). `resourceId` is the resource updated or deleted (none for a create).
+   */
+  afterWrite?(scope: { ctx: ServiceContext; tenantId: string; projectId: string; resourceId?: string; deleted: boolean }): void;
   /** For tenant-scoped kinds: which resources an API key (bound to one project) may see. */
   visibleToKey?(actor: Actor, resource: StoredResource): boolean;
 }

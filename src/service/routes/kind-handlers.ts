@@ -124,7 +124,7 @@ async function writeTx<T>(
       return fn({ ctx, req, tenantId: req.tenant!.id, projectId, actor: req.actor!, q });
     }),
   );
-  k.behaviour.afterWrite?.({ ctx, tenantId: req.tenant!.id, projectId });
+  k.behaviour.afterWrite?.({ ctx, tenantId: req.tenant!.id, projectId, resourceId: existing?.id, deleted: req.method === 'DELETE' });
   return result;
 }
 

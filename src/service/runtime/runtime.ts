@@ -8,6 +8,21 @@ import { RunSlots, type RunSlot } from './run-slots.js';
 import { NotificationRows } from './notification-rows.js';
 import type { RuntimeLogger } from './background-log.js';
 
+/** Whose credentials a committed write revoked or changed: an actor (API key or user), or every key of a deleted project. */
+export interface RevokedCredentials {
+  actorId?: string;
+  projectId?: string;
+}
+
+/**
+ * Says that a committed write revoked or changed credentials (`credentials_revoked` on the runtime's
+ * events): the streams close the connections that no longer authenticate, on every replica, at once
+ * rather than at their next heartbeat.
+ */
+export function credentialsRevoked(ctx: ServiceContext, tenantId: string, revoked: RevokedCredentials): void {
+  runtimeOf(ctx).events.emit('credentials_revoked', tenantId, revoked);
+}
+
 /** Thrown inside an execution when the service stops: the run is left as a dead process would leave it. */
 export class Stopped extends Error {
   constructor() {

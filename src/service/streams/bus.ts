@@ -14,7 +14,9 @@ import type { ServiceContext } from '../context.js';
 export type StreamEvent =
   | { kind: 'step_update'; tenantId: string; pipelineId: string; runId: string; seq?: number; message: Record<string, unknown> }
   | { kind: 'run_stored'; tenantId: string; pipelineId: string; runId: string; seq: number }
-  | { kind: 'alert'; tenantId: string; projectId: string; message: Record<string, unknown> };
+  | { kind: 'alert'; tenantId: string; projectId: string; message: Record<string, unknown> }
+  /** Credentials revoked or changed by a committed write: connections using them are checked again at once. */
+  | { kind: 'revoked'; tenantId: string; actorId?: string; projectId?: string };
 
 export interface EventBus {
   /** Delivers to the subscribers of this process at once and, on PostgreSQL, of every other replica. */

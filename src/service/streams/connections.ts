@@ -19,14 +19,23 @@ export interface Connection {
   access: Access;
   alive: boolean;
   checking: boolean;
+  /** Asked to check again while a check was in flight (a revocation that check may have missed). */
+  checkAgain?: boolean;
   onEvent(event: StreamEvent): void;
 }
 
 export const runKey = (tenantId: string, runId: string) => `run\u0000${tenantId}\u0000${runId}`;
 export const alertsKey = (tenantId: string) => `alerts\u0000${tenantId}`;
 
-/** What a bus event concerns: its run's key, or its tenant's alerts key. */
-export const eventKey = (event: StreamEvent) => (event.kind === 'alert' ? alertsKey(event.tenantId) : runKey(event.tenantId, event.runId));
+/** What a bus event for subscribers concerns: its run's key, or its tenant's alerts key. */
+export const eventKey = (event: Exclude<StreamEvent, { kind: 'revoked' }>) =>
+  event.kind === 'alert' ? alertsKey(event.tenantId) : runKey(event.tenantId, event.runId);
+
+/** Whether a connection uses credentials a `revoked` event names (the actor, or a key of the deleted project, or a run in it). */
+export const usesRevoked = (c: Connection, e: Extract<StreamEvent, { kind: 'revoked' }>) =>
+  c.tenantId === e.tenantId &&
+  ((!!e.actorId && c.access.actor.id === e.actorId) ||
+    (!!e.projectId && (c.access.actor.projectId === e.projectId || c.access.run?.projectId === e.projectId)));
 
 /** Closes a socket that is open or opening; a closing or closed one is left alone. */
 export function closeSocket(socket: WebSocket, code: number, reason: string): void {

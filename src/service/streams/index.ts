@@ -6,7 +6,7 @@ import { ApiError, notFound, unauthorized } from '../errors.js';
 import { runtimeOf, type Runtime } from '../runtime/runtime.js';
 import type { RunData } from '../runtime/runs.js';
 import { createEventBus, type EventBus, type StreamEvent } from './bus.js';
-import { alertsKey, closeSocket, Connections, eventKey, runKey, type Access, type Connection } from './connections.js';
+import { alertsKey, closeSocket, Connections, eventKey, runKey, usesRevoked, type Access, type Connection } from './connections.js';
 import { Outbox } from './outbox.js';
 import { RunDelivery, snapshot } from './run-delivery.js';
 import { UnstoredUpdates } from './unstored.js';
@@ -93,6 +93,8 @@ function publishRuntimeEvents(rt: Runtime, bus: EventBus, log: FastifyBaseLogger
     bus.publish({ kind: 'step_update', tenantId, pipelineId: e.pipeline_id, runId: e.run_id, seq: e.seq, message: e.message });
   const onStored = (tenantId: string, e: { parent_id: string; run_id: string; seq: number }) =>
     bus.publish({ kind: 'run_stored', tenantId, pipelineId: e.parent_id, runId: e.run_id, seq: e.seq });
+  const onRevoked = (tenantId: string, revoked: { actorId?: string; projectId?: string }) =>
+    bus.publish({ kind: 'revoked', tenantId, ...revoked });
   const onAlert = (tenantId: string, alert: Record<string, unknown>) => {
     const type = alertEventType(alert.status);
     if (!type) return log.warn({ status: alert.status }, 'alert_update with an unknown alert status; not streamed');
@@ -101,16 +103,33 @@ function publishRuntimeEvents(rt: Runtime, bus: EventBus, log: FastifyBaseLogger
   rt.events.on('step_update', onStep);
   rt.events.on('run_stored', onStored);
   rt.events.on('alert_update', onAlert);
+  rt.events.on('credentials_revoked', onRevoked);
   return () => {
     rt.events.off('step_update', onStep);
     rt.events.off('run_stored', onStored);
     rt.events.off('alert_update', onAlert);
+    rt.events.off('credentials_revoked', onRevoked);
   };
 }
 
-/** The bus's events to the connections that follow them; announced step updates kept until stored. Answers the unsubscribe. */
-function deliverBusEvents(bus: EventBus, connections: Connections, unstored: UnstoredUpdates): () => void {
+/**
+ * The bus's events to the connections that follow them; announced step updates kept until stored;
+ * a revocation (from this replica or another) forgets the credentials here and checks the
+ * connections that use them at once (a revoked key's stream stayed open until its heartbeat, 30 s).
+ * Answers the unsubscribe.
+ */
+function deliverBusEvents(
+  bus: EventBus,
+  connections: Connections,
+  unstored: UnstoredUpdates,
+  revoked: { forget: (e: Extract<StreamEvent, { kind: 'revoked' }>) => void; recheck: (c: Connection) => Promise<void> },
+): () => void {
   return bus.subscribe((event) => {
+    if (event.kind === 'revoked') {
+      revoked.forget(event);
+      for (const c of connections) if (usesRevoked(c, event)) void revoked.recheck(c);
+      return;
+    }
     const key = eventKey(event);
     if (event.kind === 'run_stored') return unstored.forget(key, event.seq);
     if (event.kind === 'step_update' && event.seq !== undefined) unstored.remember(key, event.seq, event.message);
@@ -120,8 +139,11 @@ function deliverBusEvents(bus: EventBus, connections: Connections, unstored: Uns
 
 /** Once per heartbeat: the credential must still authenticate, the run must still exist. */
 function credentialCheck(ctx: ServiceContext, log: FastifyBaseLogger): (c: Connection) => Promise<void> {
-  return async (c) => {
-    if (c.checking) return;
+  const check = async (c: Connection): Promise<void> => {
+    if (c.checking) {
+      c.checkAgain = true;
+      return;
+    }
     c.checking = true;
     try {
       try {
@@ -138,7 +160,12 @@ function credentialCheck(ctx: ServiceContext, log: FastifyBaseLogger): (c: Conne
     } finally {
       c.checking = false;
     }
+    if (c.checkAgain) {
+      c.checkAgain = false;
+      await check(c);
+    }
   };
+  return check;
 }
 
 /**
@@ -345,9 +372,13 @@ export async function registerStreams(app: FastifyInstance, ctx: ServiceContext)
   const heartbeatMs = Math.max(10, (ctx.options.streamHeartbeatSeconds ?? DEFAULT_HEARTBEAT_SECONDS) * 1000);
   const detachRuntime = publishRuntimeEvents(rt, bus, app.log);
   const unstored = new UnstoredUpdates();
-  const unsubscribe = deliverBusEvents(bus, connections, unstored);
+  const recheck = credentialCheck(ctx, app.log);
+  const unsubscribe = deliverBusEvents(bus, connections, unstored, {
+    forget: (e) => ctx.auth.forgetCredentials(e.tenantId, e),
+    recheck,
+  });
   const outbox = new Outbox<Connection>((startedAt, endedAt, sockets) => streams.onFlush?.(startedAt, endedAt, sockets));
-  const heartbeat = startHeartbeat(heartbeatMs, connections, unstored, credentialCheck(ctx, app.log));
+  const heartbeat = startHeartbeat(heartbeatMs, connections, unstored, recheck);
 
   // The largest frame read at all: a control frame's 125 bytes (data frames close the stream, above).
   await app.register(websocket, { options: { maxPayload: 125 } });

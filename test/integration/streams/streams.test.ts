@@ -246,6 +246,46 @@ describe('alert stream', () => {
   });
 });
 
+describe('revocation closes streams at once, not at the next heartbeat', () => {
+  it('a deleted API key, a disabled user, a deleted project: 4401/4404 within a second with a heartbeat of a minute', async () => {
+    const s = await startTestService({ timeScale: 1000, streamHeartbeatSeconds: 60 });
+    try {
+      const tt = await s.tenant();
+      const project = (await s.project(tt, 'revoked')).id;
+      const key = await s.apiKey(tt, project, 'read-only');
+      const user = await s.user(tt, 'read-only');
+      const keyStream = await WsClient.connect(s, wsUrl(s, tt.slug, '/ws/alerts', key.key));
+      const userStream = await WsClient.connect(s, wsUrl(s, tt.slug, '/ws/alerts', user.token));
+      const adminStream = await WsClient.connect(s, wsUrl(s, tt.slug, '/ws/alerts', tt.adminToken));
+      await sleep(100);
+
+      let at = Date.now();
+      await s.ok(tt, 'DELETE', `/projects/${project}/api-keys/${key.id}`);
+      expect((await keyStream.closed).code).toBe(4401);
+      expect(Date.now() - at).toBeLessThan(1000);
+
+      at = Date.now();
+      await s.ok(tt, 'PATCH', `/users/${user.id}`, { body: { disabled: true } });
+      expect((await userStream.closed).code).toBe(4401);
+      expect(Date.now() - at).toBeLessThan(1000);
+
+      // Another key of a project that is then deleted goes too; the admin's stream stays.
+      const other = (await s.project(tt, 'deleted')).id;
+      const otherKey = await s.apiKey(tt, other, 'read-only');
+      const otherStream = await WsClient.connect(s, wsUrl(s, tt.slug, '/ws/alerts', otherKey.key));
+      at = Date.now();
+      await s.ok(tt, 'DELETE', `/projects/${other}`);
+      expect((await otherStream.closed).code).toBe(4401);
+      expect(Date.now() - at).toBeLessThan(1000);
+      await sleep(200);
+      expect(adminStream.ws.readyState).toBe(adminStream.ws.OPEN);
+      adminStream.close();
+    } finally {
+      await s.close();
+    }
+  });
+});
+
 describe('shutdown', () => {
   it('closes sockets with 1001 on service.close()', async () => {
     const s = await startTestService({ streamHeartbeatSeconds: HEARTBEAT_S });
@@ -300,6 +340,24 @@ describe.skipIf(testStore() !== 'postgres')('replicas (PostgreSQL)', () => {
       const [m] = await alerts.count(1);
       expect(m.alert).toEqual(big);
       for (const x of [c, alerts, live]) x.close();
+    } finally {
+      await b.close();
+    }
+  });
+
+  it('a key deleted through replica A closes its stream on replica B at once (B caches keys, and its heartbeat is a minute)', async () => {
+    const b = await startTestService({ streamHeartbeatSeconds: 60, databaseUrl: svc.service.ctx.options.databaseUrl });
+    try {
+      const key = await svc.apiKey(t, projectId, 'read-only');
+      // B has looked the key up (cached): a REST read, then the stream.
+      expect((await b.call(t.slug, 'GET', `/projects/${projectId}/connectors`, { token: key.key })).status).toBe(200);
+      const stream = await WsClient.connect(b, wsUrl(b, t.slug, '/ws/alerts', key.key));
+      await sleep(100);
+      const at = Date.now();
+      await svc.ok(t, 'DELETE', `/projects/${projectId}/api-keys/${key.id}`);
+      expect((await stream.closed).code).toBe(4401);
+      expect(Date.now() - at).toBeLessThan(1000);
+      expect((await b.call(t.slug, 'GET', `/projects/${projectId}/connectors`, { token: key.key })).status).toBe(401);
     } finally {
       await b.close();
     }
