@@ -19,11 +19,17 @@ const CLASSES: { re: RegExp; what: string }[] = [
   { re: /[\ud800-\udfff]/u, what: 'a lone surrogate (not valid Unicode)' },
 ];
 
-/** Why `value` is not an acceptable name, or null. */
+/**
+ * Why `value` is not an acceptable name, or null. A blank name, or one with a space at either end
+ * ("orders " beside "orders"), reads as another name or as none in every listing, plan and log.
+ */
 export function nameError(value: string): string | null {
   for (const { re, what } of CLASSES) {
     const m = re.exec(value);
     if (m) return `must not contain ${what} (U+${m[0].codePointAt(0)!.toString(16).toUpperCase().padStart(4, '0')} at position ${m.index})`;
   }
+  const trimmed = value.trim();
+  if (trimmed === '' && value !== '') return 'must not be blank';
+  if (trimmed !== value) return 'must not start or end with whitespace';
   return null;
 }

@@ -12,7 +12,10 @@ import type { Draft } from './behaviours/types.js';
 import * as MERGED_VALIDATORS from './generated/merged-validators.js';
 
 /** "a connector", "an API key": how messages name one resource of the kind. */
-export const articled = (d: Pick<KindDescriptor, 'title'>) => `${/^[aeiou]/i.test(d.title) ? 'an' : 'a'} ${d.title.toLowerCase()}`;
+export const articled = (d: Pick<KindDescriptor, 'title'>) => `${startsWithVowelSound(d.title) ? 'an' : 'a'} ${d.title.toLowerCase()}`;
+
+/** "an alert rule", "an API key", but "a user": a leading "u" said "you" (use-, uni-) takes "a". */
+const startsWithVowelSound = (word: string) => /^[aeio]/i.test(word) || (/^u/i.test(word) && !/^u(se|ni)/i.test(word));
 
 /** The same, starting a sentence: "A connector". */
 export const capitalised = (text: string) => `${text[0].toUpperCase()}${text.slice(1)}`;

@@ -90,6 +90,10 @@ export class RateLimiter {
       429,
       {
         'Retry-After': String(resetSeconds),
+        // As on every admitted answer (request-pipeline.ts), so a client reads one set of headers.
+        'RateLimit-Limit': String(this.perMinute),
+        'RateLimit-Remaining': '0',
+        'RateLimit-Reset': String(resetSeconds),
       },
     );
   }

@@ -39,6 +39,12 @@ describe('rate limiting', () => {
     expect(typeof retryAfter).toBe('string');
     expect(retryAfter as string).toMatch(/^\d+$/);
     expect(Number(retryAfter)).toBe(50);
+    // The quota headers of admitted answers, on the 429 too.
+    expect([limited.headers['ratelimit-limit'], limited.headers['ratelimit-remaining'], limited.headers['ratelimit-reset']]).toEqual([
+      '5',
+      '0',
+      '50',
+    ]);
     requestIdOf(limited);
 
     // Every caller of the tenant is limited on that endpoint now.

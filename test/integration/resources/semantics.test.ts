@@ -53,7 +53,8 @@ describe('name conflicts', () => {
 
   it('treats user emails case-insensitively for conflicts', async () => {
     await svc.ok(t, 'POST', '/users', { body: { email: 'case@example.com', role: 'read-only' } });
-    expectError(await svc.call(t, 'POST', '/users', { body: { email: 'CASE@Example.com', role: 'admin' } }), 409, 'conflict');
+    const again = await svc.call(t, 'POST', '/users', { body: { email: 'CASE@Example.com', role: 'admin' } });
+    expect(expectError(again, 409, 'conflict').message).toBe('A user with email "case@example.com" already exists');
   });
 });
 

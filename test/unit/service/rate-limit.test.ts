@@ -107,7 +107,12 @@ describe('RateLimiter (per-replica reservations of one shared quota)', () => {
     await limiter.hit('address:10.0.0.1', 'POST /auth/login');
     const err = await limiter.hit('address:10.0.0.1', 'POST /auth/login').catch((e: unknown) => e);
     expect(err).toBeInstanceOf(ApiError);
-    expect((err as ApiError).headers).toEqual({ 'Retry-After': '50' });
+    expect((err as ApiError).headers).toEqual({
+      'Retry-After': '50',
+      'RateLimit-Limit': '1',
+      'RateLimit-Remaining': '0',
+      'RateLimit-Reset': '50',
+    });
     expect((err as ApiError).message).toContain('from this address');
   });
 });

@@ -61,6 +61,16 @@ describe('names', () => {
     expect(nameError(value)).toBe(`must not contain ${what}`);
   });
 
+  test.each([
+    ['   ', 'must not be blank'],
+    ['\u3000', 'must not be blank'],
+    ['orders ', 'must not start or end with whitespace'],
+    [' orders', 'must not start or end with whitespace'],
+    ['orders\u00a0', 'must not start or end with whitespace'],
+  ])('%j is refused: %s', (value, message) => {
+    expect(nameError(value)).toBe(message);
+  });
+
   test.each(['orders-db', 'données', '😀', '👩‍💻', 'کتاب‌ها', 'Ünïcødé name'])('%j is a name', (value) => {
     expect(nameError(value)).toBeNull();
   });
