@@ -19,6 +19,14 @@ export interface RetryOptions {
   maxElapsedMs: number;
   /** How many 429 answers one call waits out before giving up (default 8). */
   maxRateLimitWaits: number;
+  /**
+   * Once the service has answered this client, how long a call keeps trying while connections are
+   * refused (nothing was sent, so any method may be sent again), not counted in `retries` (default
+   * 30 s): a restart or rolling upgrade of the service is ridden out, as Go providers' clients do.
+   * Before the first answer a refused connection counts as any network error, so a wrong URL or
+   * port still fails in about 4 s. 0 turns it off.
+   */
+  restartWindowMs: number;
 }
 
 export const DEFAULT_RETRY: RetryOptions = {
@@ -27,6 +35,7 @@ export const DEFAULT_RETRY: RetryOptions = {
   maxTimeoutMs: 8_000,
   maxElapsedMs: 120_000,
   maxRateLimitWaits: 8,
+  restartWindowMs: 30_000,
 };
 
 export interface ClientConfig {

@@ -130,6 +130,8 @@ export class HttpCore {
   readonly gate = new EndpointGate();
   private credentials: Credentials | undefined;
   private readonly origin: string;
+  /** The service has answered a call of this client (retry.ts: a refused connection after that is a restart). */
+  private answered = false;
 
   constructor(private readonly o: CoreOptions) {
     this.origin = new URL(o.base).origin;
@@ -178,6 +180,7 @@ export class HttpCore {
       minTimeoutMs: times.minTimeoutMs,
       maxTimeoutMs: times.maxTimeoutMs,
       maxRateLimitWaits: retry.maxRateLimitWaits,
+      restartWindowMs: retry.restartWindowMs,
       deadline,
     };
     const started = performance.now();
@@ -190,8 +193,12 @@ export class HttpCore {
       info: { method: spec.method, route: spec.route, url },
       payload,
       deadline,
-      decide: (outcome, state) =>
-        decide(outcome, { ...state, remainingMs: times.maxElapsedMs - (performance.now() - started), random: Math.random() }, policy),
+      decide: (outcome, state) => {
+        if (outcome.kind !== 'network') this.answered = true;
+        const elapsedMs = performance.now() - started;
+        const reading = { remainingMs: times.maxElapsedMs - elapsedMs, elapsedMs, originAnswered: this.answered, random: Math.random() };
+        return decide(outcome, { ...state, ...reading }, policy);
+      },
     };
     let state = FIRST_ATTEMPT;
     for (let attempt = 1; ; attempt++) {

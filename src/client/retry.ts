@@ -12,9 +12,15 @@ import type { ApiError, NetworkError } from './errors.js';
  * - 5xx (but 501, 505) and transient network errors: retried with backoff when the call is safe
  *   to repeat, or when the request was certainly never sent; these retries use up `retries`.
  *   What is not safe to repeat and may have been received is ambiguous: the caller finds out.
+ * - A connection refused (nothing sent) after the service has answered this client before: retried
+ *   with backoff (at most RESTART_MAX_DELAY_MS apart) for up to `restartWindowMs` of the call,
+ *   without using up `retries`: the service is restarting.
  * - Waiting out a 429 and the retry after a renewal do not use up `retries`; every retry stops
  *   once the call's time (`maxElapsedMs`) is up, and then the last error is the call's.
  */
+
+/** The longest wait between two tries while the service restarts: it is back within a second or two of listening. */
+export const RESTART_MAX_DELAY_MS = 2_000;
 
 /** What one attempt of a call came to. */
 export type AttemptOutcome =
@@ -41,6 +47,8 @@ export interface RetryState {
   authRenewed: boolean;
   /** An earlier attempt may have been applied (a 5xx, or a connection lost after sending). */
   ambiguousBefore: boolean;
+  /** Tries made while the service seemed to restart (refused connections after it had answered). */
+  restartWaits: number;
   /** Why the coming attempt is made (the `retry` event's reason); empty before the first retry. */
   reason: string;
 }
@@ -50,6 +58,7 @@ export const FIRST_ATTEMPT: RetryState = Object.freeze({
   rateLimitWaits: 0,
   authRenewed: false,
   ambiguousBefore: false,
+  restartWaits: 0,
   reason: '',
 });
 
@@ -57,6 +66,10 @@ export const FIRST_ATTEMPT: RetryState = Object.freeze({
 export interface Attempt extends RetryState {
   /** What is left of the call's time (`maxElapsedMs`), in ms. */
   remainingMs: number;
+  /** How long the call has taken so far, in ms. */
+  elapsedMs: number;
+  /** The service has answered this client before (so a refused connection is a restart, not a wrong address). */
+  originAnswered: boolean;
   /** A random number in [0, 1): the backoff's jitter. */
   random: number;
 }
@@ -70,6 +83,8 @@ export interface RetryPolicy {
   minTimeoutMs: number;
   maxTimeoutMs: number;
   maxRateLimitWaits: number;
+  /** See RetryOptions.restartWindowMs. */
+  restartWindowMs: number;
   /** Epoch ms: a pause (Retry-After) that ends later is not waited out. */
   deadline: number;
 }
@@ -97,8 +112,21 @@ const stateOf = (a: Attempt): RetryState => ({
   rateLimitWaits: a.rateLimitWaits,
   authRenewed: a.authRenewed,
   ambiguousBefore: a.ambiguousBefore,
+  restartWaits: a.restartWaits,
   reason: a.reason,
 });
+
+/** A refused connection while the service restarts: tried again with backoff, until the window ends. */
+function waitForRestart(error: NetworkError, a: Attempt, policy: RetryPolicy): Verdict | undefined {
+  const left = Math.min(policy.restartWindowMs - a.elapsedMs, a.remainingMs);
+  if (!a.originAnswered || left <= 0) return undefined;
+  const delayMs = Math.min(
+    backoff(a.restartWaits, a.random, { minTimeoutMs: policy.minTimeoutMs, maxTimeoutMs: RESTART_MAX_DELAY_MS }),
+    left,
+  );
+  const reason = `network error ${error.code}: waiting for the service to come back`;
+  return { kind: 'retry', delayMs, next: { ...stateOf(a), restartWaits: a.restartWaits + 1, reason } };
+}
 
 /**
  * A retry, unless the call's time is up or (for one that uses the budget) the budget is:
@@ -139,6 +167,8 @@ export function decide(outcome: AttemptOutcome, attempt: Attempt, policy: RetryP
     }
     case 'network': {
       const { error, transient, notSent } = outcome;
+      const restarting = transient && notSent ? waitForRestart(error, attempt, policy) : undefined;
+      if (restarting) return restarting;
       if (transient && (notSent || policy.idempotent)) {
         const ambiguousBefore = attempt.ambiguousBefore || !notSent;
         return retry(error, attempt, policy, false, { ambiguousBefore, reason: `network error ${error.code}` });

@@ -1,5 +1,4 @@
-import { createServer } from 'node:net';
-import type { AddressInfo } from 'node:net';
+import { connect, createServer, type AddressInfo, type Server, type Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   AmbiguousCreateError,
@@ -43,6 +42,54 @@ afterAll(async () => {
   await proxy?.close();
   await svc?.close();
 });
+
+/** A TCP port that forwards to the service, and can go down (every connection ended, new ones refused) and come back on the same port. */
+class TcpForwarder {
+  private server: Server;
+  private readonly sockets = new Set<Socket>();
+  private constructor(
+    private readonly target: number,
+    readonly port: number,
+  ) {
+    this.server = this.serve();
+  }
+
+  static async start(target: number): Promise<TcpForwarder> {
+    const probe = createServer();
+    await new Promise<void>((resolve) => probe.listen(0, '127.0.0.1', () => resolve()));
+    const port = (probe.address() as AddressInfo).port;
+    await new Promise<void>((resolve) => probe.close(() => resolve()));
+    const f = new TcpForwarder(target, port);
+    await f.up();
+    return f;
+  }
+
+  private serve(): Server {
+    return createServer((client) => {
+      const upstream = connect(this.target, '127.0.0.1');
+      for (const s of [client, upstream]) {
+        this.sockets.add(s);
+        s.on('close', () => this.sockets.delete(s));
+        s.on('error', () => undefined);
+      }
+      client.pipe(upstream).pipe(client);
+    });
+  }
+
+  async up(): Promise<void> {
+    if (this.server.listening) return;
+    this.server = this.serve();
+    await new Promise<void>((resolve) => this.server.listen(this.port, '127.0.0.1', () => resolve()));
+  }
+
+  async down(): Promise<void> {
+    const closed = new Promise<void>((resolve) => this.server.close(() => resolve()));
+    for (const s of this.sockets) s.destroy();
+    await closed;
+  }
+
+  close = () => (this.server.listening ? this.down() : Promise.resolve());
+}
 
 /** A client that talks to the service through the proxy. */
 const viaProxy = (config: Partial<ClientConfig> = {}) =>
@@ -263,6 +310,24 @@ describe('connection failures, bounds and cancellation', () => {
       expect(client.stats().calls).toBe(3);
     } finally {
       await client.close();
+    }
+  });
+
+  it('a service restart (connections refused for 3 s) is ridden out once the service has answered: the create lands once', async () => {
+    const forwarder = await TcpForwarder.start(svc.port);
+    const client = new DataPlatformClient({ url: tenantUrl(svc, t, forwarder.port), caFile: svc.service.tls.certPath, apiKey });
+    try {
+      await client.resources('connector', { projectId }).list(); // answered once
+      await forwarder.down();
+      const started = Date.now();
+      const created = client.resources('connector', { projectId }).create({ name: 'across-restart', connector_type: 'mysql' });
+      setTimeout(() => void forwarder.up(), 3_000);
+      expect((await created).name).toBe('across-restart');
+      expect(Date.now() - started).toBeGreaterThanOrEqual(2_900);
+      expect(await stored('across-restart')).toHaveLength(1);
+    } finally {
+      await client.close();
+      await forwarder.close();
     }
   });
 

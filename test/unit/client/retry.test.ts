@@ -25,10 +25,18 @@ const policy = (set: Partial<RetryPolicy> = {}): RetryPolicy => ({
   minTimeoutMs: 250,
   maxTimeoutMs: 8_000,
   maxRateLimitWaits: 8,
+  restartWindowMs: 30_000,
   deadline: NOW + 120_000,
   ...set,
 });
-const attempt = (set: Partial<Attempt> = {}): Attempt => ({ ...FIRST_ATTEMPT, remainingMs: 60_000, random: 0, ...set });
+const attempt = (set: Partial<Attempt> = {}): Attempt => ({
+  ...FIRST_ATTEMPT,
+  remainingMs: 60_000,
+  elapsedMs: 0,
+  originAnswered: false,
+  random: 0,
+  ...set,
+});
 
 const info = { method: 'GET', route: '/projects', url: 'https://acme.localhost/api/v1/projects' };
 const apiError = (status: number) => new ApiError({ ...info, status, code: 'x', serverMessage: `HTTP ${status}` });
@@ -58,7 +66,7 @@ function short(v: Verdict, before: Attempt): string {
     case 'ambiguous':
       return `ambiguous ${status(v.cause)}`;
     case 'retry':
-      return `retry ${v.delayMs}ms${v.next.retriesConsumed === before.retriesConsumed ? ' free' : ''}`;
+      return `retry ${v.delayMs}ms${v.next.retriesConsumed === before.retriesConsumed ? ' free' : ''}${v.next.restartWaits > before.restartWaits ? ' restart' : ''}`;
   }
 }
 
@@ -115,6 +123,40 @@ describe('decide', () => {
     ['permanent, not sent (a certificate)', network(true, false), {}, { method: 'POST', idempotent: false }, 'fail ECONNREFUSED'],
     ['permanent, maybe sent, POST', network(false, false), {}, { method: 'POST', idempotent: false }, 'ambiguous ECONNRESET'],
     ['permanent, maybe sent, GET', network(false, false), {}, {}, 'fail ECONNRESET'],
+    // Refused after the service has answered this client: a restart, waited for up to restartWindowMs.
+    ['refused, the service answered before', network(true), { originAnswered: true }, {}, 'retry 250ms free restart'],
+    [
+      'refused, answered before, POST, no retries left',
+      network(true),
+      { originAnswered: true, retriesConsumed: 4 },
+      { method: 'POST', idempotent: false },
+      'retry 250ms free restart',
+    ],
+    [
+      'refused, answered before, backoff capped at 2 s',
+      network(true),
+      { originAnswered: true, restartWaits: 6 },
+      {},
+      'retry 2000ms free restart',
+    ],
+    [
+      'refused, answered before, cut to the window',
+      network(true),
+      { originAnswered: true, restartWaits: 6, elapsedMs: 29_900 },
+      {},
+      'retry 100ms free restart',
+    ],
+    ['refused, answered before, window over', network(true), { originAnswered: true, elapsedMs: 30_000 }, {}, 'retry 250ms'],
+    [
+      'refused, answered before, window over, no retries',
+      network(true),
+      { originAnswered: true, elapsedMs: 30_000, retriesConsumed: 4 },
+      {},
+      'fail ECONNREFUSED',
+    ],
+    ['refused, answered before, window off', network(true), { originAnswered: true }, { restartWindowMs: 0 }, 'retry 250ms'],
+    ['refused, answered before, the call time up', network(true), { originAnswered: true, remainingMs: 0 }, {}, 'fail ECONNREFUSED'],
+    ['maybe sent, answered before: not a restart', network(false), { originAnswered: true }, {}, 'retry 250ms'],
   ];
 
   it.each(table)('%s', (_name, outcome, state, set, expected) => {
