@@ -38,15 +38,15 @@ export class ConnectionTests {
 
   /**
    * A health entry as the tests know it: a connector whose last test failed is degraded (while
-   * nothing else has shown it works: once it has run, its own state says how it is), and one
-   * whose test passed has shown that it works.
+   * nothing else has shown it works: once it has run with its current settings, its own state says
+   * how it is), and one whose test passed has shown that it works.
    */
   healthOf(h: HealthEntry): HealthEntry {
-    if (h.health !== 'healthy' || !h.neverRun) return h;
+    if (h.health !== 'healthy' || !(h.neverRun || h.changedSinceRun)) return h;
     const failure = this.failed.get(h.key);
     if (failure) return { ...shownToRun(h), health: 'degraded', reason: `connection test failed: ${failure.lastError}` };
     return this.passed.has(h.key) ? shownToRun(h) : h;
   }
 }
 
-const shownToRun = ({ neverRun: _, ...h }: HealthEntry): HealthEntry => h;
+const shownToRun = ({ neverRun: _, changedSinceRun: __, ...h }: HealthEntry): HealthEntry => h;

@@ -21,6 +21,8 @@ export interface HealthEntry {
   reason?: string;
   /** Healthy, but never run: nothing has shown that it works (HealthStatus.neverRun). */
   neverRun?: true;
+  /** Healthy, but changed since it last ran: its current settings are untried (HealthStatus.changedSinceRun). */
+  changedSinceRun?: true;
 }
 
 /** Sets `health` on every planned change of a resource that exists. */
@@ -42,6 +44,7 @@ export const healthEntry = (c: PlannedChange, h: HealthStatus): HealthEntry => (
   health: h.health,
   reason: h.reason,
   ...(h.neverRun && { neverRun: h.neverRun }),
+  ...(h.changedSinceRun && { changedSinceRun: h.changedSinceRun }),
 });
 
 /** Counts by health, for summary lines ("1 degraded, 2 progressing"). */

@@ -107,11 +107,15 @@ export async function settle(
   return { provisioning, tests, health, failures };
 }
 
-/** True when the live resource has run and is not degraded: its state is neither its kind's initial one nor a degraded one. */
+/**
+ * True when the live resource has run with its current settings and is not degraded: its state is
+ * neither its kind's initial one nor a degraded one, and it has not changed since it last ran (a
+ * connector that once synced, then pointed at a dead host, passed every later apply untested).
+ */
 function provenToWork(c: PlannedChange): boolean {
   const d = c.doc!.descriptor;
   const state = d.health ? c.live?.object[d.health.field] : undefined;
-  return state !== undefined && state !== d.initialState && c.health?.health !== 'degraded';
+  return state !== undefined && state !== d.initialState && c.health?.health !== 'degraded' && !c.health?.changedSinceRun;
 }
 
 /**

@@ -17,6 +17,18 @@ export interface HealthStatus {
    * run, so nothing has shown that it works (a connector never synced, its credentials untried).
    */
   neverRun?: true;
+  /**
+   * Healthy by its state, but changed after it last ran (x-health `ranAt`): its current settings
+   * (a new host, new credentials) are untried. A sync that once worked says nothing of them.
+   */
+  changedSinceRun?: true;
+}
+
+/** Whether `object` was changed after it last ran (its rule's `ranAt`), both as the API gives them. */
+function changedSinceRun(ranAtField: string | undefined, object: Record<string, unknown>): boolean {
+  const ranAt = ranAtField ? object[ranAtField] : undefined;
+  const updatedAt = object.updated_at;
+  return typeof ranAt === 'string' && typeof updatedAt === 'string' && Date.parse(updatedAt) > Date.parse(ranAt);
 }
 
 const ORDER: Exclude<Health, 'unknown'>[] = ['degraded', 'progressing', 'suspended', 'healthy'];
@@ -28,7 +40,10 @@ export function healthOf(d: KindDescriptor, object: Record<string, unknown>): He
   const raw = object[rule.field];
   const value = raw === undefined ? null : raw;
   const health = ORDER.find((h) => (rule[h] ?? []).includes(value as string | null)) ?? 'unknown';
-  if (health === 'healthy') return value === d.initialState ? { health, neverRun: true } : { health };
+  if (health === 'healthy') {
+    if (value === d.initialState) return { health, neverRun: true };
+    return changedSinceRun(rule.ranAt, object) ? { health, changedSinceRun: true } : { health };
+  }
   const message = rule.message ? object[rule.message] : undefined;
   const state = `${rule.field} is ${value === null ? 'not set' : String(value)}`;
   return { health, reason: typeof message === 'string' && message && health !== 'progressing' ? `${state}: ${message}` : state };

@@ -103,4 +103,10 @@ export interface HealthRuleKeyword {
   suspended?: (string | null)[];
   /** Field holding the platform's reason (an error message), shown when not healthy. */
   message?: string;
+  /**
+   * Field holding when the resource last ran (a connector's `last_sync_at`). One changed
+   * (`updated_at`) after that has not run with its current settings: healthy by its state, but
+   * nothing has shown that it works (HealthStatus.changedSinceRun), so it is tested again.
+   */
+  ranAt?: string;
 }

@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { runDpctl } from '../support/cli.js';
 import { startTestService, type TestService, type TestTenant } from '../support/service.js';
 import { cliEnvFor } from '../integration/engine/helpers.js';
-import { closedPort } from '../integration/runtime/helpers.js';
+import { closedPort, createSourceDb } from '../integration/runtime/helpers.js';
 
 /**
  * dpctl apply does not stop at "the API accepted it": it provisions infrastructure through the
@@ -222,6 +222,39 @@ describe('dpctl apply: connection tests and health', () => {
     const untested = await runDpctl(['apply', dir], { env });
     expect(untested.code).toBe(0);
     expect(untested.stdout).toContain('Health: 1 healthy, 1 never run (untested).\n  never run: nothing has shown yet that it works;');
+  });
+
+  test('a connector that synced and then changed is tested again on every --test-connections apply until it runs: a re-run does not pass with the host still dead', async () => {
+    const source = await createSourceDb();
+    const orders = (p: number) =>
+      doc(
+        'Connector',
+        'orders-db',
+        'changed',
+        `connector_type: postgresql\nconfig:\n  host: ${source.host}\n  port: ${p}\n  database: ${source.database}\ncredentials:\n  username: ${source.admin.username}`,
+      );
+    const dir = config('changed', [projectDoc('changed'), orders(source.port)]);
+    expect((await runDpctl(['apply', dir, '--test-connections'], { env })).code).toBe(0);
+    const c = await live('changed', 'connectors', 'orders-db');
+    await svc.ok(t, 'POST', `/projects/${c.project_id}/connectors/${c.id}/sync`);
+    for (let i = 0; i < 200 && (await live('changed', 'connectors', 'orders-db')).status !== 'active'; i++)
+      await new Promise((r) => setTimeout(r, 50));
+    expect((await live('changed', 'connectors', 'orders-db')).status).toBe('active');
+
+    writeFileSync(join(dir, 'platform.yaml'), [projectDoc('changed'), orders(await closedPort())].join('---\n'));
+    const broken = await runDpctl(['apply', dir, '--test-connections'], { env });
+    expect(broken.code).toBe(1);
+    expect(broken.stdout).toMatch(/error: Connector changed\/orders-db: connection test failed: Host unreachable/);
+    // Again, nothing fixed: its sync proved the old settings only, so it is tested again and fails again.
+    const again = await runDpctl(['apply', dir, '--test-connections'], { env });
+    expect(again.stdout).toContain('No changes');
+    expect(again.stdout).toMatch(/error: Connector changed\/orders-db: connection test failed: Host unreachable/);
+    expect(again.code).toBe(1);
+    // Fixed: tested, passes, and the apply succeeds.
+    writeFileSync(join(dir, 'platform.yaml'), [projectDoc('changed'), orders(source.port)].join('---\n'));
+    const fixed = await runDpctl(['apply', dir, '--test-connections'], { env });
+    expect(fixed.stdout).toMatch(/ {2}Connector changed\/orders-db: connection test passed: /);
+    expect(fixed.code).toBe(0);
   });
 
   test("a declared connector whose last sync failed fails the apply as degraded, with the platform's reason; plan shows it", async () => {

@@ -114,3 +114,22 @@ test('a revision that fixes the host is written, tested at once and converges: R
   expect(condition('Ready')).toMatchObject({ status: 'True', reason: 'Succeeded' });
   expect(condition('Ready').message).not.toContain('never run');
 });
+
+test('a connector that synced, then changed to a dead host: the failed test degrades it (its sync proved the old settings only)', async () => {
+  const project = (await client.projects.list()).data.find((p) => p.name === 'conn-ctl')!;
+  const connectors = client.resources('connector', { projectId: project.id });
+  const live = async () => (await connectors.list()).data.find((c) => c.name === 'orders-db')!;
+  await client.syncConnector(project.id, (await live()).id);
+  await waitFor('the sync to end', async () => (await live()).status === 'active');
+  writeFileSync(join(dir, 'platform.yaml'), platform({ host: '127.0.0.1', port, database: 'shop', username: 'loader' }));
+  await runAgain('broken after a sync');
+  expect(testsSent()).toBe(4);
+  expect(ctl.status().last_run!.result).toBe('degraded');
+  expect(row('orders-db')).toMatchObject({ state: 'degraded', health_reason: expect.stringContaining('Host unreachable') });
+  expect(condition('Ready')).toMatchObject({ status: 'False' });
+  // Unchanged: not tested again before its back-off, and still degraded (it said converged, Ready=True).
+  await runAgain('unchanged, still broken');
+  expect(testsSent()).toBe(4);
+  expect(ctl.status().last_run!.result).toBe('degraded');
+  expect(row('orders-db')).toMatchObject({ state: 'degraded' });
+});

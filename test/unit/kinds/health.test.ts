@@ -5,6 +5,22 @@ describe("healthOf: health from the kind's x-health rule", () => {
   it.each([
     ['connector', { status: 'created' }, { health: 'healthy', neverRun: true }],
     ['connector', { status: 'active', last_error: null }, { health: 'healthy' }],
+    // Changed after its last sync: its current settings are untried.
+    [
+      'connector',
+      { status: 'active', last_sync_at: '2026-01-01T10:00:00.000Z', updated_at: '2026-01-01T10:00:00.001Z' },
+      { health: 'healthy', changedSinceRun: true },
+    ],
+    [
+      'connector',
+      { status: 'active', last_sync_at: '2026-01-01T10:00:00.000Z', updated_at: '2026-01-01T09:59:59Z' },
+      { health: 'healthy' },
+    ],
+    [
+      'connector',
+      { status: 'error', last_sync_at: '2026-01-01T10:00:00Z', updated_at: '2026-01-02T00:00:00Z' },
+      { health: 'degraded', reason: 'status is error' },
+    ],
     ['connector', { status: 'syncing' }, { health: 'progressing', reason: 'status is syncing' }],
     [
       'connector',
@@ -42,6 +58,8 @@ describe("healthOf: health from the kind's x-health rule", () => {
       const props = d.schema.properties!;
       expect(props[rule.field], `${d.kind}.${rule.field}`).toBeDefined();
       if (rule.message) expect(props[rule.message], `${d.kind}.${rule.message}`).toBeDefined();
+      if (rule.ranAt)
+        expect([props[rule.ranAt]?.format, props.updated_at?.format], `${d.kind}.${rule.ranAt}`).toEqual(['date-time', 'date-time']);
       const classified = new Set([
         ...(rule.healthy ?? []),
         ...(rule.progressing ?? []),
