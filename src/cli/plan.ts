@@ -330,7 +330,7 @@ async function runApply(given: string, flags: ApplyOpts): Promise<number> {
           });
       progress?.end();
       if (json) print(`${JSON.stringify(engine.applyReportJson(plan, result, settled), null, 2)}\n`);
-      else print(engine.renderApplySummary(result, settled.failures.length) + engine.renderSettle(settled));
+      else print(engine.renderApplySummary(result, settled.failures.length, settled.checked) + engine.renderSettle(settled));
       if (signal.aborted) {
         process.stderr.write(`dpctl: ${STOPPED}\n`);
         return 1;
@@ -348,7 +348,7 @@ const STOPPED =
   'the apply was stopped: what it wrote is on the server; what it had not started, and the provisioning, connection tests and health of what it wrote, are left to the next apply';
 
 /** What an apply stopped before or during its waits confirmed: nothing (the message above says so). */
-const NOT_SETTLED = { provisioning: [], tests: [], health: [], failures: [] };
+const NOT_SETTLED = { provisioning: [], tests: [], health: [], failures: [], checked: false };
 
 const isFile = (path: string) => {
   try {

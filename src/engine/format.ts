@@ -120,12 +120,18 @@ export function applyJson(plan: Plan, result: ApplyResult) {
 /**
  * The apply's first summary line: the writes by outcome and, when something failed after them
  * (`problemsAfter`: provisioning, connection tests, health), how many: the apply is complete only
- * when both went well.
+ * when both went well, and only `submitted` when what came after the writes was not checked
+ * (`checked` false: --no-wait, or stopped), whatever the platform does with it.
  */
-export function renderApplySummary(result: ApplyResult, problemsAfter = 0): string {
+export function renderApplySummary(result: ApplyResult, problemsAfter = 0, checked = true): string {
   const count = (s: string) => result.outcomes.filter((o) => o.status === s).length;
-  const after = problemsAfter ? `; ${plural(problemsAfter, 'problem')} after the writes (below)` : '';
-  return `Apply ${result.converged && !problemsAfter ? 'complete' : 'incomplete'}: ${count('done')} done, ${count('failed')} failed, ${count('skipped')} skipped, ${count('unsupported')} not supported${after}.\n`;
+  const after = problemsAfter
+    ? `; ${plural(problemsAfter, 'problem')} after the writes (below)`
+    : checked
+      ? ''
+      : '; provisioning and health not checked';
+  const outcome = !result.converged || problemsAfter ? 'incomplete' : checked ? 'complete' : 'submitted';
+  return `Apply ${outcome}: ${count('done')} done, ${count('failed')} failed, ${count('skipped')} skipped, ${count('unsupported')} not supported${after}.\n`;
 }
 
 export function driftJson(sourceId: string, entries: DriftEntry[], errors: readonly Problem[]) {

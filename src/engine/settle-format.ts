@@ -104,11 +104,18 @@ export function planHealthJson(plan: Plan) {
 
 /**
  * `dpctl apply -o json`: the plan, each write's outcome and what came after the writes.
- * `converged` is true only when the writes are all done and nothing failed after them
+ * `converged` is true only when the writes are all done, and the provisioning and health were
+ * checked (`health_checked`: not with --no-wait, nor when stopped) and nothing failed after them
  * (provisioning, connection tests, health); `writes_done` is the first half alone.
  */
 export function applyReportJson(plan: Plan, result: ApplyResult, s: SettleResult) {
-  return { ...applyJson(plan, result), ...settleJson(s), writes_done: result.converged, converged: result.converged && !s.failures.length };
+  return {
+    ...applyJson(plan, result),
+    ...settleJson(s),
+    writes_done: result.converged,
+    health_checked: s.checked,
+    converged: result.converged && s.checked && !s.failures.length,
+  };
 }
 
 export function settleJson(s: SettleResult) {

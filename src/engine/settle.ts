@@ -50,6 +50,11 @@ export interface SettleResult {
   health: HealthEntry[];
   /** What makes the apply fail, one line each: resource first, then the platform's reason. */
   failures: string[];
+  /**
+   * Whether the provisioning and health were waited for and checked (`wait`). Without, nothing is
+   * known of them: the apply is not `converged`, only submitted.
+   */
+  checked: boolean;
 }
 
 /** Project name -> id after the apply: the observed ones and those the apply created. */
@@ -104,7 +109,7 @@ export async function settle(
     ...unhealthy.filter((h) => h.health === 'degraded').map((h) => `${h.subject}: degraded: ${h.reason}`),
     ...unhealthy.filter((h) => h.health === 'progressing').map((h) => `${h.subject}: still ${h.reason} when the wait timed out`),
   ];
-  return { provisioning, tests, health, failures };
+  return { provisioning, tests, health, failures, checked: o.wait };
 }
 
 /**

@@ -178,7 +178,19 @@ describe('dpctl plan and apply: provisioning', () => {
     expect(r.code).toBe(0);
     expect(r.stdout).toMatch(/prov-nowait: provisioning create big/);
     expect(r.stdout).not.toContain('Health:');
+    // Submitted, not complete: nothing has checked what the platform does with it.
+    expect(r.stdout).toContain('Apply submitted: 2 done, 0 failed, 0 skipped, 0 not supported; provisioning and health not checked.');
     expect(['provisioning', 'provisioned']).toContain((await live('prov-nowait', 'infrastructure', 'big')).status);
+  });
+
+  test('--no-wait beside a resource already failed on the platform: not converged in JSON (a CI step keyed on it counted it a success)', async () => {
+    const dir = config('nowait-failed', [projectDoc('nowait-failed'), infra('nowait-failed', 'lake', 'bucket', 'aws', 'mars-1')]);
+    expect((await runDpctl(['apply', dir], { env })).code).toBe(1);
+    const r = await runDpctl(['apply', dir, '--no-wait', '--output', 'json'], { env });
+    const json = JSON.parse(r.stdout);
+    expect([json.writes_done, json.health_checked, json.converged]).toEqual([true, false, false]);
+    const waited = JSON.parse((await runDpctl(['apply', dir, '--output', 'json'], { env })).stdout);
+    expect([waited.writes_done, waited.health_checked, waited.converged]).toEqual([true, true, false]);
   });
 });
 

@@ -36,7 +36,7 @@ class FakeSource implements ConfigSource {
   }
 }
 
-const settled: SettleResult = { provisioning: [], tests: [], health: [], failures: [] };
+const settled: SettleResult = { provisioning: [], tests: [], health: [], failures: [], checked: true };
 
 function setup(o: { plan?: () => Plan; apply?: (plan: Plan) => ApplyResult; mode?: 'apply' | 'drift'; now?: () => number } = {}) {
   const source = new FakeSource();
