@@ -125,12 +125,12 @@ export function applyJson(plan: Plan, result: ApplyResult) {
  */
 export function renderApplySummary(result: ApplyResult, problemsAfter = 0, checked = true): string {
   const count = (s: string) => result.outcomes.filter((o) => o.status === s).length;
+  const outcome = !result.converged || problemsAfter ? 'incomplete' : checked ? 'complete' : 'submitted';
   const after = problemsAfter
     ? `; ${plural(problemsAfter, 'problem')} after the writes (below)`
-    : checked
-      ? ''
-      : '; provisioning and health not checked';
-  const outcome = !result.converged || problemsAfter ? 'incomplete' : checked ? 'complete' : 'submitted';
+    : outcome === 'submitted'
+      ? '; provisioning and health not checked'
+      : '';
   return `Apply ${outcome}: ${count('done')} done, ${count('failed')} failed, ${count('skipped')} skipped, ${count('unsupported')} not supported${after}.\n`;
 }
 
