@@ -216,25 +216,26 @@ describe.skipIf(testStore() !== 'postgres')('two replicas: a user disabled on on
     await a?.close();
   });
 
-  it('is refused at once there and for writes everywhere; the other replica reads for under a second', async () => {
+  it("is refused at once there and for writes everywhere, and for reads on the other replica as soon as the first's notice arrives, before its cached second is up", async () => {
     const project = await a.project(rt, 'replicated');
     const path = `/projects/${project.id}/connectors`;
     await withinTheSecond(async () => {
       const u = await a.user(rt, 'read-write');
       const elapsed = stopwatch();
+      // B looks the token up and keeps it for up to a second (TOKEN_CACHE_TTL_MS).
       expect((await b.call(rt.slug, 'GET', path, { token: u.token })).status).toBe(200);
-      const sinceFilled = stopwatch();
       await a.ok(rt, 'PATCH', `/users/${u.id}`, { body: { disabled: true } });
       const onA = await a.call(rt, 'GET', path, { token: u.token });
-      const staleOnB = await b.call(rt.slug, 'GET', path, { token: u.token });
+      let refusedOnB: number | undefined;
+      for (let i = 0; i < 100 && refusedOnB === undefined; i++) {
+        if ((await b.call(rt.slug, 'GET', path, { token: u.token })).status === 401) refusedOnB = elapsed();
+        else await new Promise((r) => setTimeout(r, 5));
+      }
       const writeOnB = await b.call(rt.slug, 'POST', path, { token: u.token, body: connectorBody(`replica-${++names}`) });
-      if (elapsed() >= TOKEN_CACHE_TTL_MS) return false;
       expectError(onA, 401, 'unauthorized');
-      expect(staleOnB.status).toBe(200);
       expectError(writeOnB, 401, 'unauthorized');
-      await outlive(sinceFilled);
-      expectError(await b.call(rt.slug, 'GET', path, { token: u.token }), 401, 'unauthorized');
-      return true;
+      // Refused on B while its cached entry still had time to live: A's revoked notice did it, not the TTL.
+      return refusedOnB !== undefined && refusedOnB < TOKEN_CACHE_TTL_MS;
     });
   });
 });

@@ -274,6 +274,11 @@ describe("a tenant whose queue is full: the others' due ticks without reading it
     const template = await svc.ok(hostile, 'POST', `/projects/${project.id}/connectors`, { body: { name: 'template', ...every } });
     const stored = (await svc.service.ctx.resources.get(await tenantId(svc, hostile), project.id, 'connector', template.id))!;
     const { ctx } = svc.service;
+    // The other tenant's connectors first: every request is made before the long bulk insert (a
+    // request on a connection kept alive across it was reset now and then on a loaded CI machine).
+    const otherProject = await svc.project(other, 'few');
+    for (let i = 0; i < OTHERS; i++)
+      await svc.ok(other, 'POST', `/projects/${otherProject.id}/connectors`, { body: { name: `o${i}`, ...every } });
     for (let i = 0; i < HOSTILE; i += BATCH) {
       const rows = Array.from({ length: BATCH }, (_, k) => {
         const id = newId('connector');
@@ -291,9 +296,6 @@ describe("a tenant whose queue is full: the others' due ticks without reading it
       });
       await ctx.db.tx((q) => ctx.resources.insertMany(rows, q));
     }
-    const otherProject = await svc.project(other, 'few');
-    for (let i = 0; i < OTHERS; i++)
-      await svc.ok(other, 'POST', `/projects/${otherProject.id}/connectors`, { body: { name: `o${i}`, ...every } });
   }, 300_000);
   afterAll(() => svc?.close());
 
