@@ -113,7 +113,7 @@ export interface AlertRuleConfig extends cdk.TerraformMetaArguments {
   readonly escalationPolicyId?: string;
   /** When false, the rule is kept but never evaluated. Default: true. */
   readonly enabled?: boolean | cdk.IResolvable;
-  /** String key/value labels. The reconciler marks what it manages with its own labels. Default: {}. */
+  /** String key/value labels. The reconciler marks what it manages with its own labels. At most 64, keys up to 128 characters, values up to 256. Default: {}. */
   readonly labels?: { [key: string]: string };
 }
 
@@ -300,7 +300,7 @@ export class AlertRule extends cdk.TerraformResource {
     return this.getBooleanAttribute('enabled');
   }
 
-  /** String key/value labels. The reconciler marks what it manages with its own labels. Default: {}. */
+  /** String key/value labels. The reconciler marks what it manages with its own labels. At most 64, keys up to 128 characters, values up to 256. Default: {}. */
   get labels() {
     return this.getStringMapAttribute('labels');
   }

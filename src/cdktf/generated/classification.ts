@@ -65,7 +65,7 @@ export interface ClassificationConfig extends cdk.TerraformMetaArguments {
   readonly sensitivity: string;
   /** A column is classified when every given pattern matches. Patterns are case-insensitive regular expressions in RE2 syntax (no backreferences or lookaround; matching takes linear time), at most 512 characters and 1,000 compiled instructions each. At most 100 matchers. Default: []. */
   readonly columnMatchers?: ClassificationColumnMatchers[] | cdk.IResolvable;
-  /** String key/value labels. The reconciler marks what it manages with its own labels. Default: {}. */
+  /** String key/value labels. The reconciler marks what it manages with its own labels. At most 64, keys up to 128 characters, values up to 256. Default: {}. */
   readonly labels?: { [key: string]: string };
 }
 
@@ -186,7 +186,7 @@ export class Classification extends cdk.TerraformResource {
     return this._columnMatchersRef;
   }
 
-  /** String key/value labels. The reconciler marks what it manages with its own labels. Default: {}. */
+  /** String key/value labels. The reconciler marks what it manages with its own labels. At most 64, keys up to 128 characters, values up to 256. Default: {}. */
   get labels() {
     return this.getStringMapAttribute('labels');
   }

@@ -13,7 +13,7 @@ export interface ConnectorConfigA {
   readonly schema?: string;
   /** TLS use, as in libpq: disable, prefer, require or verify-full. */
   readonly sslMode?: string;
-  /** Source-specific settings not covered above. */
+  /** Source-specific settings not covered above. At most 64, keys up to 128 characters, values up to 1,024. */
   readonly extra?: { [key: string]: string };
 }
 
@@ -61,7 +61,7 @@ export class ConnectorConfigAOutputReference extends cdk.ComplexObject {
     return this.getStringAttribute('ssl_mode');
   }
 
-  /** Source-specific settings not covered above. */
+  /** Source-specific settings not covered above. At most 64, keys up to 128 characters, values up to 1,024. */
   get extra() {
     return this.getStringMapAttribute('extra');
   }
@@ -128,7 +128,7 @@ export interface ConnectorConfig extends cdk.TerraformMetaArguments {
   readonly selectedTables?: string[];
   /** Five-field cron expression (UTC) for automatic syncs; absent means manual only. */
   readonly schedule?: string;
-  /** String key/value labels. The reconciler marks what it manages with its own labels. Default: {}. */
+  /** String key/value labels. The reconciler marks what it manages with its own labels. At most 64, keys up to 128 characters, values up to 256. Default: {}. */
   readonly labels?: { [key: string]: string };
   /** Test the connector's connection after each create and update (the API's `test` action); a failed test fails the apply with the platform's message. Not sent to the API. Default: false. */
   readonly runSetupTests?: boolean | cdk.IResolvable;
@@ -298,7 +298,7 @@ export class Connector extends cdk.TerraformResource {
     return this.getStringAttribute('schedule');
   }
 
-  /** String key/value labels. The reconciler marks what it manages with its own labels. Default: {}. */
+  /** String key/value labels. The reconciler marks what it manages with its own labels. At most 64, keys up to 128 characters, values up to 256. Default: {}. */
   get labels() {
     return this.getStringMapAttribute('labels');
   }

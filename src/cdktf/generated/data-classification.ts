@@ -106,7 +106,7 @@ export class DataClassification extends cdk.TerraformDataSource {
     return this._columnMatchersRef;
   }
 
-  /** String key/value labels. The reconciler marks what it manages with its own labels. Set by the server. */
+  /** String key/value labels. The reconciler marks what it manages with its own labels. At most 64, keys up to 128 characters, values up to 256. Set by the server. */
   get labels() {
     return this.getStringMapAttribute('labels');
   }

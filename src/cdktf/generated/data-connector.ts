@@ -32,7 +32,7 @@ export class DataConnectorConfigAOutputReference extends cdk.ComplexObject {
     return this.getStringAttribute('ssl_mode');
   }
 
-  /** Source-specific settings not covered above. Set by the server. */
+  /** Source-specific settings not covered above. At most 64, keys up to 128 characters, values up to 1,024. Set by the server. */
   get extra() {
     return this.getStringMapAttribute('extra');
   }
@@ -134,7 +134,7 @@ export class DataConnector extends cdk.TerraformDataSource {
     return this.getStringAttribute('schedule');
   }
 
-  /** String key/value labels. The reconciler marks what it manages with its own labels. Set by the server. */
+  /** String key/value labels. The reconciler marks what it manages with its own labels. At most 64, keys up to 128 characters, values up to 256. Set by the server. */
   get labels() {
     return this.getStringMapAttribute('labels');
   }

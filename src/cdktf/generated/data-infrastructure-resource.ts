@@ -73,12 +73,12 @@ export class DataInfrastructureResource extends cdk.TerraformDataSource {
     return this.getStringAttribute('region');
   }
 
-  /** Provider settings such as size or storage_class, as strings. Set by the server. */
+  /** Provider settings such as size or storage_class, as strings. At most 32, keys up to 64 characters, values up to 256. Set by the server. */
   get config() {
     return this.getStringMapAttribute('config');
   }
 
-  /** String key/value labels. The reconciler marks what it manages with its own labels. Set by the server. */
+  /** String key/value labels. The reconciler marks what it manages with its own labels. At most 64, keys up to 128 characters, values up to 256. Set by the server. */
   get labels() {
     return this.getStringMapAttribute('labels');
   }

@@ -17,7 +17,7 @@ export class DataNotificationChannelConfigAOutputReference extends cdk.ComplexOb
     return this.getStringAttribute('slack_channel');
   }
 
-  /** email: the recipients. Set by the server. */
+  /** email: the recipients. At most 50 (more is 422 unprocessable_entity). Set by the server. */
   get emailAddresses() {
     return this.getListAttribute('email_addresses');
   }
@@ -96,7 +96,7 @@ export class DataNotificationChannel extends cdk.TerraformDataSource {
     return this.getBooleanAttribute('enabled');
   }
 
-  /** String key/value labels. The reconciler marks what it manages with its own labels. Set by the server. */
+  /** String key/value labels. The reconciler marks what it manages with its own labels. At most 64, keys up to 128 characters, values up to 256. Set by the server. */
   get labels() {
     return this.getStringMapAttribute('labels');
   }

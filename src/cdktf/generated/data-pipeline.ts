@@ -32,7 +32,7 @@ export class DataPipelineStepsOutputReference extends cdk.ComplexObject {
     return this.getStringAttribute('channel_id');
   }
 
-  /** Names of the steps that must succeed before this one runs. Set by the server. */
+  /** Names of the steps that must succeed before this one runs. At most 50 (more is 422 unprocessable_entity). Set by the server. */
   get dependsOn() {
     return this.getListAttribute('depends_on');
   }
@@ -126,7 +126,7 @@ export class DataPipeline extends cdk.TerraformDataSource {
     return this._stepsRef;
   }
 
-  /** String key/value labels. The reconciler marks what it manages with its own labels. Set by the server. */
+  /** String key/value labels. The reconciler marks what it manages with its own labels. At most 64, keys up to 128 characters, values up to 256. Set by the server. */
   get labels() {
     return this.getStringMapAttribute('labels');
   }

@@ -47,7 +47,7 @@ export class DataProject extends cdk.TerraformDataSource {
     return this.getStringAttribute('description');
   }
 
-  /** String key/value labels for grouping and ownership. Set by the server. */
+  /** String key/value labels for grouping and ownership. At most 64, keys up to 128 characters, values up to 256. Set by the server. */
   get labels() {
     return this.getStringMapAttribute('labels');
   }

@@ -62,7 +62,7 @@ export class DataSsoProvider extends cdk.TerraformDataSource {
     return this.getStringAttribute('client_id');
   }
 
-  /** oidc/google: scopes requested; openid is always added. Set by the server. */
+  /** oidc/google: scopes requested; openid is always added. At most 20 (more is 422 unprocessable_entity). Set by the server. */
   get scopes() {
     return this.getListAttribute('scopes');
   }
@@ -92,7 +92,7 @@ export class DataSsoProvider extends cdk.TerraformDataSource {
     return this.getStringAttribute('ca_certificate');
   }
 
-  /** When not empty, only emails in these domains may sign in (compared case-insensitively). Set it with auto_provision on a public IdP such as Google, or anyone with an account there gets a user. Set by the server. */
+  /** When not empty, only emails in these domains may sign in (compared case-insensitively). Set it with auto_provision on a public IdP such as Google, or anyone with an account there gets a user. At most 100 (more is 422 unprocessable_entity). Set by the server. */
   get allowedDomains() {
     return this.getListAttribute('allowed_domains');
   }
@@ -107,7 +107,7 @@ export class DataSsoProvider extends cdk.TerraformDataSource {
     return this.getStringAttribute('default_role');
   }
 
-  /** Free-form labels; the reconciler records ownership and secret fingerprints here. Set by the server. */
+  /** Free-form labels; the reconciler records ownership and secret fingerprints here. At most 64, keys up to 128 characters, values up to 256. Set by the server. */
   get labels() {
     return this.getStringMapAttribute('labels');
   }

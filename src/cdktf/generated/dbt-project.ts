@@ -122,7 +122,7 @@ export interface DbtProjectConfig extends cdk.TerraformMetaArguments {
   readonly target?: string;
   /** Declared models; names are unique within the project. At most 1000 (more is 422 unprocessable_entity). Default: []. */
   readonly models?: DbtProjectModels[] | cdk.IResolvable;
-  /** String key/value labels. The reconciler marks what it manages with its own labels. Default: {}. */
+  /** String key/value labels. The reconciler marks what it manages with its own labels. At most 64, keys up to 128 characters, values up to 256. Default: {}. */
   readonly labels?: { [key: string]: string };
 }
 
@@ -277,7 +277,7 @@ export class DbtProject extends cdk.TerraformResource {
     return this._modelsRef;
   }
 
-  /** String key/value labels. The reconciler marks what it manages with its own labels. Default: {}. */
+  /** String key/value labels. The reconciler marks what it manages with its own labels. At most 64, keys up to 128 characters, values up to 256. Default: {}. */
   get labels() {
     return this.getStringMapAttribute('labels');
   }

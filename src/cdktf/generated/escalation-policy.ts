@@ -57,7 +57,7 @@ export interface EscalationPolicyConfig extends cdk.TerraformMetaArguments {
   readonly steps: EscalationPolicySteps[] | cdk.IResolvable;
   /** How many times the whole sequence repeats. Default: 0. */
   readonly repeat?: number;
-  /** String key/value labels. The reconciler marks what it manages with its own labels. Default: {}. */
+  /** String key/value labels. The reconciler marks what it manages with its own labels. At most 64, keys up to 128 characters, values up to 256. Default: {}. */
   readonly labels?: { [key: string]: string };
 }
 
@@ -178,7 +178,7 @@ export class EscalationPolicy extends cdk.TerraformResource {
     return this.getNumberAttribute('repeat');
   }
 
-  /** String key/value labels. The reconciler marks what it manages with its own labels. Default: {}. */
+  /** String key/value labels. The reconciler marks what it manages with its own labels. At most 64, keys up to 128 characters, values up to 256. Default: {}. */
   get labels() {
     return this.getStringMapAttribute('labels');
   }

@@ -55,9 +55,9 @@ export interface InfrastructureResourceConfig extends cdk.TerraformMetaArguments
   readonly providerName: string;
   /** Region of the provider, e.g. us-east-1. Changing it replaces the resource. */
   readonly region: string;
-  /** Provider settings such as size or storage_class, as strings. Default: {}. */
+  /** Provider settings such as size or storage_class, as strings. At most 32, keys up to 64 characters, values up to 256. Default: {}. */
   readonly config?: { [key: string]: string };
-  /** String key/value labels. The reconciler marks what it manages with its own labels. Default: {}. */
+  /** String key/value labels. The reconciler marks what it manages with its own labels. At most 64, keys up to 128 characters, values up to 256. Default: {}. */
   readonly labels?: { [key: string]: string };
   /** How long create, update and delete wait for the platform to provision the infrastructure resource (its project's infrastructure plan and apply). Not sent to the API. */
   readonly timeouts?: InfrastructureResourceTimeouts;
@@ -197,12 +197,12 @@ export class InfrastructureResource extends cdk.TerraformResource {
     return this.getStringAttribute('region');
   }
 
-  /** Provider settings such as size or storage_class, as strings. Default: {}. */
+  /** Provider settings such as size or storage_class, as strings. At most 32, keys up to 64 characters, values up to 256. Default: {}. */
   get config() {
     return this.getStringMapAttribute('config');
   }
 
-  /** String key/value labels. The reconciler marks what it manages with its own labels. Default: {}. */
+  /** String key/value labels. The reconciler marks what it manages with its own labels. At most 64, keys up to 128 characters, values up to 256. Default: {}. */
   get labels() {
     return this.getStringMapAttribute('labels');
   }

@@ -19,7 +19,7 @@ export interface MaskingPolicyConfig extends cdk.TerraformMetaArguments {
   readonly exemptRoles?: string[];
   /** When false, the policy is kept but not applied. Default: true. */
   readonly enabled?: boolean | cdk.IResolvable;
-  /** String key/value labels. The reconciler marks what it manages with its own labels. Default: {}. */
+  /** String key/value labels. The reconciler marks what it manages with its own labels. At most 64, keys up to 128 characters, values up to 256. Default: {}. */
   readonly labels?: { [key: string]: string };
 }
 
@@ -187,7 +187,7 @@ export class MaskingPolicy extends cdk.TerraformResource {
     return this.getBooleanAttribute('enabled');
   }
 
-  /** String key/value labels. The reconciler marks what it manages with its own labels. Default: {}. */
+  /** String key/value labels. The reconciler marks what it manages with its own labels. At most 64, keys up to 128 characters, values up to 256. Default: {}. */
   get labels() {
     return this.getStringMapAttribute('labels');
   }

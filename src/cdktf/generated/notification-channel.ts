@@ -19,7 +19,7 @@ export interface NotificationChannelConfigA {
   readonly slackWebhookUrlWoVersion?: number;
   /** slack: the channel to post in, e.g. #data-alerts. */
   readonly slackChannel?: string;
-  /** email: the recipients. */
+  /** email: the recipients. At most 50 (more is 422 unprocessable_entity). */
   readonly emailAddresses?: string[];
 }
 
@@ -75,7 +75,7 @@ export class NotificationChannelConfigAOutputReference extends cdk.ComplexObject
     return this.getStringAttribute('slack_channel');
   }
 
-  /** email: the recipients. */
+  /** email: the recipients. At most 50 (more is 422 unprocessable_entity). */
   get emailAddresses() {
     return this.getListAttribute('email_addresses');
   }
@@ -93,7 +93,7 @@ export interface NotificationChannelConfig extends cdk.TerraformMetaArguments {
   readonly config: NotificationChannelConfigA;
   /** When false, nothing is delivered to the channel. Default: true. */
   readonly enabled?: boolean | cdk.IResolvable;
-  /** String key/value labels. The reconciler marks what it manages with its own labels. Default: {}. */
+  /** String key/value labels. The reconciler marks what it manages with its own labels. At most 64, keys up to 128 characters, values up to 256. Default: {}. */
   readonly labels?: { [key: string]: string };
 }
 
@@ -211,7 +211,7 @@ export class NotificationChannel extends cdk.TerraformResource {
     return this.getBooleanAttribute('enabled');
   }
 
-  /** String key/value labels. The reconciler marks what it manages with its own labels. Default: {}. */
+  /** String key/value labels. The reconciler marks what it manages with its own labels. At most 64, keys up to 128 characters, values up to 256. Default: {}. */
   get labels() {
     return this.getStringMapAttribute('labels');
   }

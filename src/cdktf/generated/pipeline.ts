@@ -13,7 +13,7 @@ export interface PipelineSteps {
   readonly dbtProjectId?: string;
   /** For notification steps. */
   readonly channelId?: string;
-  /** Names of the steps that must succeed before this one runs. Default: []. */
+  /** Names of the steps that must succeed before this one runs. At most 50 (more is 422 unprocessable_entity). Default: []. */
   readonly dependsOn?: string[];
 }
 
@@ -61,7 +61,7 @@ export class PipelineStepsOutputReference extends cdk.ComplexObject {
     return this.getStringAttribute('channel_id');
   }
 
-  /** Names of the steps that must succeed before this one runs. Default: []. */
+  /** Names of the steps that must succeed before this one runs. At most 50 (more is 422 unprocessable_entity). Default: []. */
   get dependsOn() {
     return this.getListAttribute('depends_on');
   }
@@ -91,7 +91,7 @@ export interface PipelineConfig extends cdk.TerraformMetaArguments {
   readonly enabled?: boolean | cdk.IResolvable;
   /** Steps; depends_on names other steps of this pipeline. At most 500 (more is 422 unprocessable_entity). */
   readonly steps: PipelineSteps[] | cdk.IResolvable;
-  /** String key/value labels. The reconciler marks what it manages with its own labels. Default: {}. */
+  /** String key/value labels. The reconciler marks what it manages with its own labels. At most 64, keys up to 128 characters, values up to 256. Default: {}. */
   readonly labels?: { [key: string]: string };
 }
 
@@ -229,7 +229,7 @@ export class Pipeline extends cdk.TerraformResource {
     return this._stepsRef;
   }
 
-  /** String key/value labels. The reconciler marks what it manages with its own labels. Default: {}. */
+  /** String key/value labels. The reconciler marks what it manages with its own labels. At most 64, keys up to 128 characters, values up to 256. Default: {}. */
   get labels() {
     return this.getStringMapAttribute('labels');
   }

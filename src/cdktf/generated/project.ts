@@ -7,7 +7,7 @@ export interface ProjectConfig extends cdk.TerraformMetaArguments {
   readonly name: string;
   /** Free text. Default: "". */
   readonly description?: string;
-  /** String key/value labels for grouping and ownership. Default: {}. */
+  /** String key/value labels for grouping and ownership. At most 64, keys up to 128 characters, values up to 256. Default: {}. */
   readonly labels?: { [key: string]: string };
   /** Delete the project even when it still holds resources (deleting it deletes them): without it, a destroy that finds any (made by hand, by another configuration) fails and names them. Set it and apply before the destroy. Not sent to the API. Default: false. */
   readonly forceDestroy?: boolean | cdk.IResolvable;
@@ -96,7 +96,7 @@ export class Project extends cdk.TerraformResource {
     return this.getStringAttribute('description');
   }
 
-  /** String key/value labels for grouping and ownership. Default: {}. */
+  /** String key/value labels for grouping and ownership. At most 64, keys up to 128 characters, values up to 256. Default: {}. */
   get labels() {
     return this.getStringMapAttribute('labels');
   }

@@ -19,7 +19,7 @@ export interface SsoProviderConfig extends cdk.TerraformMetaArguments {
   readonly clientSecretWo?: string;
   /** Change it to send client_secret_wo again. */
   readonly clientSecretWoVersion?: number;
-  /** oidc/google: scopes requested; openid is always added. Default: ["openid","email","profile"]. */
+  /** oidc/google: scopes requested; openid is always added. At most 20 (more is 422 unprocessable_entity). Default: ["openid","email","profile"]. */
   readonly scopes?: string[];
   /** saml: the identity provider's single sign-on URL (HTTP-Redirect binding). */
   readonly samlSsoUrl?: string;
@@ -31,13 +31,13 @@ export interface SsoProviderConfig extends cdk.TerraformMetaArguments {
   readonly samlIdpIssuer?: string;
   /** oidc/google: PEM CA certificate(s) trusted, in addition to the system ones, for HTTPS to the identity provider (a private IdP behind an internal CA). */
   readonly caCertificate?: string;
-  /** When not empty, only emails in these domains may sign in (compared case-insensitively). Set it with auto_provision on a public IdP such as Google, or anyone with an account there gets a user. Default: []. */
+  /** When not empty, only emails in these domains may sign in (compared case-insensitively). Set it with auto_provision on a public IdP such as Google, or anyone with an account there gets a user. At most 100 (more is 422 unprocessable_entity). Default: []. */
   readonly allowedDomains?: string[];
   /** Create a user on first sign-in when no user has the email; otherwise such a sign-in is refused (403). Default: false. */
   readonly autoProvision?: boolean | cdk.IResolvable;
   /** Role of users created by auto_provision. Default: "read-only". */
   readonly defaultRole?: string;
-  /** Free-form labels; the reconciler records ownership and secret fingerprints here. Default: {}. */
+  /** Free-form labels; the reconciler records ownership and secret fingerprints here. At most 64, keys up to 128 characters, values up to 256. Default: {}. */
   readonly labels?: { [key: string]: string };
 }
 
@@ -314,7 +314,7 @@ export class SsoProvider extends cdk.TerraformResource {
     return this.getNumberAttribute('client_secret_wo_version');
   }
 
-  /** oidc/google: scopes requested; openid is always added. Default: ["openid","email","profile"]. */
+  /** oidc/google: scopes requested; openid is always added. At most 20 (more is 422 unprocessable_entity). Default: ["openid","email","profile"]. */
   get scopes() {
     return this.getListAttribute('scopes');
   }
@@ -344,7 +344,7 @@ export class SsoProvider extends cdk.TerraformResource {
     return this.getStringAttribute('ca_certificate');
   }
 
-  /** When not empty, only emails in these domains may sign in (compared case-insensitively). Set it with auto_provision on a public IdP such as Google, or anyone with an account there gets a user. Default: []. */
+  /** When not empty, only emails in these domains may sign in (compared case-insensitively). Set it with auto_provision on a public IdP such as Google, or anyone with an account there gets a user. At most 100 (more is 422 unprocessable_entity). Default: []. */
   get allowedDomains() {
     return this.getListAttribute('allowed_domains');
   }
@@ -359,7 +359,7 @@ export class SsoProvider extends cdk.TerraformResource {
     return this.getStringAttribute('default_role');
   }
 
-  /** Free-form labels; the reconciler records ownership and secret fingerprints here. Default: {}. */
+  /** Free-form labels; the reconciler records ownership and secret fingerprints here. At most 64, keys up to 128 characters, values up to 256. Default: {}. */
   get labels() {
     return this.getStringMapAttribute('labels');
   }

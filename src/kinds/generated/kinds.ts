@@ -40,7 +40,7 @@ export interface AlertRule {
   escalation_policy_id?: string;
   /** When false, the rule is kept but never evaluated. Default: true. */
   enabled: boolean;
-  /** String key/value labels. The reconciler marks what it manages with its own labels. Default: {}. */
+  /** String key/value labels. The reconciler marks what it manages with its own labels. At most 64, keys up to 128 characters, values up to 256. Default: {}. */
   labels: {
     [key: string]: string;
   };
@@ -84,7 +84,7 @@ export interface AlertRuleCreate {
   escalation_policy_id?: string;
   /** When false, the rule is kept but never evaluated. Default: true. */
   enabled?: boolean;
-  /** String key/value labels. The reconciler marks what it manages with its own labels. Default: {}. */
+  /** String key/value labels. The reconciler marks what it manages with its own labels. At most 64, keys up to 128 characters, values up to 256. Default: {}. */
   labels?: {
     [key: string]: string;
   };
@@ -124,7 +124,7 @@ export interface AlertRuleUpdate {
   escalation_policy_id?: string | null;
   /** When false, the rule is kept but never evaluated. */
   enabled?: boolean | null;
-  /** String key/value labels. The reconciler marks what it manages with its own labels. */
+  /** String key/value labels. The reconciler marks what it manages with its own labels. At most 64, keys up to 128 characters, values up to 256. */
   labels?: {
     [key: string]: string;
   } | null;
@@ -187,7 +187,7 @@ export interface Classification {
     /** Optional case-insensitive regular expression (RE2 syntax) that must match the whole column type. */
     data_type?: string;
   }>;
-  /** String key/value labels. The reconciler marks what it manages with its own labels. Default: {}. */
+  /** String key/value labels. The reconciler marks what it manages with its own labels. At most 64, keys up to 128 characters, values up to 256. Default: {}. */
   labels: {
     [key: string]: string;
   };
@@ -214,7 +214,7 @@ export interface ClassificationCreate {
     /** Optional case-insensitive regular expression (RE2 syntax) that must match the whole column type. */
     data_type?: string;
   }>;
-  /** String key/value labels. The reconciler marks what it manages with its own labels. Default: {}. */
+  /** String key/value labels. The reconciler marks what it manages with its own labels. At most 64, keys up to 128 characters, values up to 256. Default: {}. */
   labels?: {
     [key: string]: string;
   };
@@ -237,7 +237,7 @@ export interface ClassificationUpdate {
     /** Optional case-insensitive regular expression (RE2 syntax) that must match the whole column type. */
     data_type?: string;
   }> | null;
-  /** String key/value labels. The reconciler marks what it manages with its own labels. */
+  /** String key/value labels. The reconciler marks what it manages with its own labels. At most 64, keys up to 128 characters, values up to 256. */
   labels?: {
     [key: string]: string;
   } | null;
@@ -265,7 +265,7 @@ export interface Connector {
     schema?: string;
     /** TLS use, as in libpq: disable, prefer, require or verify-full. */
     ssl_mode?: "disable" | "prefer" | "require" | "verify-full";
-    /** Source-specific settings not covered above. */
+    /** Source-specific settings not covered above. At most 64, keys up to 128 characters, values up to 1,024. */
     extra?: {
       [key: string]: string;
     };
@@ -279,7 +279,7 @@ export interface Connector {
   selected_tables: Array<string>;
   /** Five-field cron expression (UTC) for automatic syncs; absent means manual only. */
   schedule?: string;
-  /** String key/value labels. The reconciler marks what it manages with its own labels. Default: {}. */
+  /** String key/value labels. The reconciler marks what it manages with its own labels. At most 64, keys up to 128 characters, values up to 256. Default: {}. */
   labels: {
     [key: string]: string;
   };
@@ -313,7 +313,7 @@ export interface ConnectorCreate {
     schema?: string;
     /** TLS use, as in libpq: disable, prefer, require or verify-full. */
     ssl_mode?: "disable" | "prefer" | "require" | "verify-full";
-    /** Source-specific settings not covered above. */
+    /** Source-specific settings not covered above. At most 64, keys up to 128 characters, values up to 1,024. */
     extra?: {
       [key: string]: string;
     };
@@ -329,7 +329,7 @@ export interface ConnectorCreate {
   selected_tables?: Array<string>;
   /** Five-field cron expression (UTC) for automatic syncs; absent means manual only. */
   schedule?: string;
-  /** String key/value labels. The reconciler marks what it manages with its own labels. Default: {}. */
+  /** String key/value labels. The reconciler marks what it manages with its own labels. At most 64, keys up to 128 characters, values up to 256. Default: {}. */
   labels?: {
     [key: string]: string;
   };
@@ -353,7 +353,7 @@ export interface ConnectorUpdate {
     schema?: string;
     /** TLS use, as in libpq: disable, prefer, require or verify-full. */
     ssl_mode?: "disable" | "prefer" | "require" | "verify-full";
-    /** Source-specific settings not covered above. */
+    /** Source-specific settings not covered above. At most 64, keys up to 128 characters, values up to 1,024. */
     extra?: {
       [key: string]: string;
     };
@@ -369,7 +369,7 @@ export interface ConnectorUpdate {
   selected_tables?: Array<string> | null;
   /** Five-field cron expression (UTC) for automatic syncs; absent means manual only. */
   schedule?: string | null;
-  /** String key/value labels. The reconciler marks what it manages with its own labels. */
+  /** String key/value labels. The reconciler marks what it manages with its own labels. At most 64, keys up to 128 characters, values up to 256. */
   labels?: {
     [key: string]: string;
   } | null;
@@ -407,7 +407,7 @@ export interface DbtProject {
       table: string;
     }>;
   }>;
-  /** String key/value labels. The reconciler marks what it manages with its own labels. Default: {}. */
+  /** String key/value labels. The reconciler marks what it manages with its own labels. At most 64, keys up to 128 characters, values up to 256. Default: {}. */
   labels: {
     [key: string]: string;
   };
@@ -449,7 +449,7 @@ export interface DbtProjectCreate {
       table: string;
     }>;
   }>;
-  /** String key/value labels. The reconciler marks what it manages with its own labels. Default: {}. */
+  /** String key/value labels. The reconciler marks what it manages with its own labels. At most 64, keys up to 128 characters, values up to 256. Default: {}. */
   labels?: {
     [key: string]: string;
   };
@@ -483,7 +483,7 @@ export interface DbtProjectUpdate {
       table: string;
     }>;
   }> | null;
-  /** String key/value labels. The reconciler marks what it manages with its own labels. */
+  /** String key/value labels. The reconciler marks what it manages with its own labels. At most 64, keys up to 128 characters, values up to 256. */
   labels?: {
     [key: string]: string;
   } | null;
@@ -508,7 +508,7 @@ export interface EscalationPolicy {
   }>;
   /** How many times the whole sequence repeats. Default: 0. */
   repeat: number;
-  /** String key/value labels. The reconciler marks what it manages with its own labels. Default: {}. */
+  /** String key/value labels. The reconciler marks what it manages with its own labels. At most 64, keys up to 128 characters, values up to 256. Default: {}. */
   labels: {
     [key: string]: string;
   };
@@ -533,7 +533,7 @@ export interface EscalationPolicyCreate {
   }>;
   /** How many times the whole sequence repeats. Default: 0. */
   repeat?: number;
-  /** String key/value labels. The reconciler marks what it manages with its own labels. Default: {}. */
+  /** String key/value labels. The reconciler marks what it manages with its own labels. At most 64, keys up to 128 characters, values up to 256. Default: {}. */
   labels?: {
     [key: string]: string;
   };
@@ -554,7 +554,7 @@ export interface EscalationPolicyUpdate {
   }>;
   /** How many times the whole sequence repeats. */
   repeat?: number | null;
-  /** String key/value labels. The reconciler marks what it manages with its own labels. */
+  /** String key/value labels. The reconciler marks what it manages with its own labels. At most 64, keys up to 128 characters, values up to 256. */
   labels?: {
     [key: string]: string;
   } | null;
@@ -574,11 +574,11 @@ export interface InfrastructureResource {
   provider: "aws" | "gcp" | "azure" | "snowflake" | "databricks";
   /** Region of the provider, e.g. us-east-1. Changing it replaces the resource. Immutable: a change replaces the resource. */
   region: string;
-  /** Provider settings such as size or storage_class, as strings. Default: {}. */
+  /** Provider settings such as size or storage_class, as strings. At most 32, keys up to 64 characters, values up to 256. Default: {}. */
   config: {
     [key: string]: string;
   };
-  /** String key/value labels. The reconciler marks what it manages with its own labels. Default: {}. */
+  /** String key/value labels. The reconciler marks what it manages with its own labels. At most 64, keys up to 128 characters, values up to 256. Default: {}. */
   labels: {
     [key: string]: string;
   };
@@ -602,11 +602,11 @@ export interface InfrastructureResourceCreate {
   provider: "aws" | "gcp" | "azure" | "snowflake" | "databricks";
   /** Region of the provider, e.g. us-east-1. Changing it replaces the resource. Immutable: a change replaces the resource. */
   region: string;
-  /** Provider settings such as size or storage_class, as strings. Default: {}. */
+  /** Provider settings such as size or storage_class, as strings. At most 32, keys up to 64 characters, values up to 256. Default: {}. */
   config?: {
     [key: string]: string;
   };
-  /** String key/value labels. The reconciler marks what it manages with its own labels. Default: {}. */
+  /** String key/value labels. The reconciler marks what it manages with its own labels. At most 64, keys up to 128 characters, values up to 256. Default: {}. */
   labels?: {
     [key: string]: string;
   };
@@ -622,11 +622,11 @@ export interface InfrastructureResourceUpdate {
   provider?: "aws" | "gcp" | "azure" | "snowflake" | "databricks";
   /** Region of the provider, e.g. us-east-1. Changing it replaces the resource. Immutable: a change replaces the resource. */
   region?: string;
-  /** Provider settings such as size or storage_class, as strings. */
+  /** Provider settings such as size or storage_class, as strings. At most 32, keys up to 64 characters, values up to 256. */
   config?: {
     [key: string]: string;
   } | null;
-  /** String key/value labels. The reconciler marks what it manages with its own labels. */
+  /** String key/value labels. The reconciler marks what it manages with its own labels. At most 64, keys up to 128 characters, values up to 256. */
   labels?: {
     [key: string]: string;
   } | null;
@@ -652,7 +652,7 @@ export interface MaskingPolicy {
   exempt_roles: Array<"read-only" | "read-write" | "admin">;
   /** When false, the policy is kept but not applied. Default: true. */
   enabled: boolean;
-  /** String key/value labels. The reconciler marks what it manages with its own labels. Default: {}. */
+  /** String key/value labels. The reconciler marks what it manages with its own labels. At most 64, keys up to 128 characters, values up to 256. Default: {}. */
   labels: {
     [key: string]: string;
   };
@@ -678,7 +678,7 @@ export interface MaskingPolicyCreate {
   exempt_roles?: Array<"read-only" | "read-write" | "admin">;
   /** When false, the policy is kept but not applied. Default: true. */
   enabled?: boolean;
-  /** String key/value labels. The reconciler marks what it manages with its own labels. Default: {}. */
+  /** String key/value labels. The reconciler marks what it manages with its own labels. At most 64, keys up to 128 characters, values up to 256. Default: {}. */
   labels?: {
     [key: string]: string;
   };
@@ -700,7 +700,7 @@ export interface MaskingPolicyUpdate {
   exempt_roles?: Array<"read-only" | "read-write" | "admin"> | null;
   /** When false, the policy is kept but not applied. */
   enabled?: boolean | null;
-  /** String key/value labels. The reconciler marks what it manages with its own labels. */
+  /** String key/value labels. The reconciler marks what it manages with its own labels. At most 64, keys up to 128 characters, values up to 256. */
   labels?: {
     [key: string]: string;
   } | null;
@@ -722,12 +722,12 @@ export interface NotificationChannel {
     url?: string;
     /** slack: the channel to post in, e.g. #data-alerts. */
     slack_channel?: string;
-    /** email: the recipients. */
+    /** email: the recipients. At most 50 (more is 422 unprocessable_entity). */
     email_addresses?: Array<string>;
   };
   /** When false, nothing is delivered to the channel. Default: true. */
   enabled: boolean;
-  /** String key/value labels. The reconciler marks what it manages with its own labels. Default: {}. */
+  /** String key/value labels. The reconciler marks what it manages with its own labels. At most 64, keys up to 128 characters, values up to 256. Default: {}. */
   labels: {
     [key: string]: string;
   };
@@ -753,12 +753,12 @@ export interface NotificationChannelCreate {
     slack_webhook_url?: string;
     /** slack: the channel to post in, e.g. #data-alerts. */
     slack_channel?: string;
-    /** email: the recipients. */
+    /** email: the recipients. At most 50 (more is 422 unprocessable_entity). */
     email_addresses?: Array<string>;
   };
   /** When false, nothing is delivered to the channel. Default: true. */
   enabled?: boolean;
-  /** String key/value labels. The reconciler marks what it manages with its own labels. Default: {}. */
+  /** String key/value labels. The reconciler marks what it manages with its own labels. At most 64, keys up to 128 characters, values up to 256. Default: {}. */
   labels?: {
     [key: string]: string;
   };
@@ -780,12 +780,12 @@ export interface NotificationChannelUpdate {
     slack_webhook_url?: string;
     /** slack: the channel to post in, e.g. #data-alerts. */
     slack_channel?: string;
-    /** email: the recipients. */
+    /** email: the recipients. At most 50 (more is 422 unprocessable_entity). */
     email_addresses?: Array<string>;
   };
   /** When false, nothing is delivered to the channel. */
   enabled?: boolean | null;
-  /** String key/value labels. The reconciler marks what it manages with its own labels. */
+  /** String key/value labels. The reconciler marks what it manages with its own labels. At most 64, keys up to 128 characters, values up to 256. */
   labels?: {
     [key: string]: string;
   } | null;
@@ -817,10 +817,10 @@ export interface Pipeline {
     dbt_project_id?: string;
     /** For notification steps. References a notification_channel of the same project, by id. */
     channel_id?: string;
-    /** Names of the steps that must succeed before this one runs. Default: []. */
+    /** Names of the steps that must succeed before this one runs. At most 50 (more is 422 unprocessable_entity). Default: []. */
     depends_on: Array<string>;
   }>;
-  /** String key/value labels. The reconciler marks what it manages with its own labels. Default: {}. */
+  /** String key/value labels. The reconciler marks what it manages with its own labels. At most 64, keys up to 128 characters, values up to 256. Default: {}. */
   labels: {
     [key: string]: string;
   };
@@ -856,10 +856,10 @@ export interface PipelineCreate {
     dbt_project_id?: string;
     /** For notification steps. References a notification_channel of the same project, by id. */
     channel_id?: string;
-    /** Names of the steps that must succeed before this one runs. Default: []. */
+    /** Names of the steps that must succeed before this one runs. At most 50 (more is 422 unprocessable_entity). Default: []. */
     depends_on?: Array<string>;
   }>;
-  /** String key/value labels. The reconciler marks what it manages with its own labels. Default: {}. */
+  /** String key/value labels. The reconciler marks what it manages with its own labels. At most 64, keys up to 128 characters, values up to 256. Default: {}. */
   labels?: {
     [key: string]: string;
   };
@@ -887,10 +887,10 @@ export interface PipelineUpdate {
     dbt_project_id?: string;
     /** For notification steps. References a notification_channel of the same project, by id. */
     channel_id?: string;
-    /** Names of the steps that must succeed before this one runs. Default: []. */
+    /** Names of the steps that must succeed before this one runs. At most 50 (more is 422 unprocessable_entity). Default: []. */
     depends_on?: Array<string>;
   }>;
-  /** String key/value labels. The reconciler marks what it manages with its own labels. */
+  /** String key/value labels. The reconciler marks what it manages with its own labels. At most 64, keys up to 128 characters, values up to 256. */
   labels?: {
     [key: string]: string;
   } | null;
@@ -904,7 +904,7 @@ export interface Project {
   name: string;
   /** Free text. Default: "". */
   description: string;
-  /** String key/value labels for grouping and ownership. Default: {}. */
+  /** String key/value labels for grouping and ownership. At most 64, keys up to 128 characters, values up to 256. Default: {}. */
   labels: {
     [key: string]: string;
   };
@@ -920,7 +920,7 @@ export interface ProjectCreate {
   name: string;
   /** Free text. Default: "". */
   description?: string;
-  /** String key/value labels for grouping and ownership. Default: {}. */
+  /** String key/value labels for grouping and ownership. At most 64, keys up to 128 characters, values up to 256. Default: {}. */
   labels?: {
     [key: string]: string;
   };
@@ -932,7 +932,7 @@ export interface ProjectUpdate {
   name?: string;
   /** Free text. */
   description?: string | null;
-  /** String key/value labels for grouping and ownership. */
+  /** String key/value labels for grouping and ownership. At most 64, keys up to 128 characters, values up to 256. */
   labels?: {
     [key: string]: string;
   } | null;
@@ -952,7 +952,7 @@ export interface SsoProvider {
   issuer?: string;
   /** oidc/google: the client registered at the identity provider. */
   client_id?: string;
-  /** oidc/google: scopes requested; openid is always added. Default: ["openid","email","profile"]. */
+  /** oidc/google: scopes requested; openid is always added. At most 20 (more is 422 unprocessable_entity). Default: ["openid","email","profile"]. */
   scopes: Array<string>;
   /** saml: the identity provider's single sign-on URL (HTTP-Redirect binding). */
   saml_sso_url?: string;
@@ -964,13 +964,13 @@ export interface SsoProvider {
   saml_idp_issuer?: string;
   /** oidc/google: PEM CA certificate(s) trusted, in addition to the system ones, for HTTPS to the identity provider (a private IdP behind an internal CA). */
   ca_certificate?: string;
-  /** When not empty, only emails in these domains may sign in (compared case-insensitively). Set it with auto_provision on a public IdP such as Google, or anyone with an account there gets a user. Default: []. */
+  /** When not empty, only emails in these domains may sign in (compared case-insensitively). Set it with auto_provision on a public IdP such as Google, or anyone with an account there gets a user. At most 100 (more is 422 unprocessable_entity). Default: []. */
   allowed_domains: Array<string>;
   /** Create a user on first sign-in when no user has the email; otherwise such a sign-in is refused (403). Default: false. */
   auto_provision: boolean;
   /** Role of users created by auto_provision. Default: "read-only". */
   default_role: "read-only" | "read-write" | "admin";
-  /** Free-form labels; the reconciler records ownership and secret fingerprints here. Default: {}. */
+  /** Free-form labels; the reconciler records ownership and secret fingerprints here. At most 64, keys up to 128 characters, values up to 256. Default: {}. */
   labels: {
     [key: string]: string;
   };
@@ -994,7 +994,7 @@ export interface SsoProviderCreate {
   client_id?: string;
   /** oidc/google: write-only client secret (client_secret_basic). Omit it for a public client (PKCE only). Write-only secret: never returned. */
   client_secret?: string;
-  /** oidc/google: scopes requested; openid is always added. Default: ["openid","email","profile"]. */
+  /** oidc/google: scopes requested; openid is always added. At most 20 (more is 422 unprocessable_entity). Default: ["openid","email","profile"]. */
   scopes?: Array<string>;
   /** saml: the identity provider's single sign-on URL (HTTP-Redirect binding). */
   saml_sso_url?: string;
@@ -1006,13 +1006,13 @@ export interface SsoProviderCreate {
   saml_idp_issuer?: string;
   /** oidc/google: PEM CA certificate(s) trusted, in addition to the system ones, for HTTPS to the identity provider (a private IdP behind an internal CA). */
   ca_certificate?: string;
-  /** When not empty, only emails in these domains may sign in (compared case-insensitively). Set it with auto_provision on a public IdP such as Google, or anyone with an account there gets a user. Default: []. */
+  /** When not empty, only emails in these domains may sign in (compared case-insensitively). Set it with auto_provision on a public IdP such as Google, or anyone with an account there gets a user. At most 100 (more is 422 unprocessable_entity). Default: []. */
   allowed_domains?: Array<string>;
   /** Create a user on first sign-in when no user has the email; otherwise such a sign-in is refused (403). Default: false. */
   auto_provision?: boolean;
   /** Role of users created by auto_provision. Default: "read-only". */
   default_role?: "read-only" | "read-write" | "admin";
-  /** Free-form labels; the reconciler records ownership and secret fingerprints here. Default: {}. */
+  /** Free-form labels; the reconciler records ownership and secret fingerprints here. At most 64, keys up to 128 characters, values up to 256. Default: {}. */
   labels?: {
     [key: string]: string;
   };
@@ -1032,7 +1032,7 @@ export interface SsoProviderUpdate {
   client_id?: string | null;
   /** oidc/google: write-only client secret (client_secret_basic). Omit it for a public client (PKCE only). Write-only secret: never returned. */
   client_secret?: string;
-  /** oidc/google: scopes requested; openid is always added. */
+  /** oidc/google: scopes requested; openid is always added. At most 20 (more is 422 unprocessable_entity). */
   scopes?: Array<string> | null;
   /** saml: the identity provider's single sign-on URL (HTTP-Redirect binding). */
   saml_sso_url?: string | null;
@@ -1044,13 +1044,13 @@ export interface SsoProviderUpdate {
   saml_idp_issuer?: string | null;
   /** oidc/google: PEM CA certificate(s) trusted, in addition to the system ones, for HTTPS to the identity provider (a private IdP behind an internal CA). */
   ca_certificate?: string | null;
-  /** When not empty, only emails in these domains may sign in (compared case-insensitively). Set it with auto_provision on a public IdP such as Google, or anyone with an account there gets a user. */
+  /** When not empty, only emails in these domains may sign in (compared case-insensitively). Set it with auto_provision on a public IdP such as Google, or anyone with an account there gets a user. At most 100 (more is 422 unprocessable_entity). */
   allowed_domains?: Array<string> | null;
   /** Create a user on first sign-in when no user has the email; otherwise such a sign-in is refused (403). */
   auto_provision?: boolean | null;
   /** Role of users created by auto_provision. */
   default_role?: "read-only" | "read-write" | "admin" | null;
-  /** Free-form labels; the reconciler records ownership and secret fingerprints here. */
+  /** Free-form labels; the reconciler records ownership and secret fingerprints here. At most 64, keys up to 128 characters, values up to 256. */
   labels?: {
     [key: string]: string;
   } | null;

@@ -273,11 +273,14 @@ function registerInfrastructureRoutes(app: FastifyInstance, rt: Runtime) {
         response: { 200: kind('infrastructure_plan').responseSchema, ...errorResponses },
       },
     },
-    async (req) => {
+    async (req, reply) => {
       const projectId = await resolveProject(ctx, req);
       const plan = await rt.heavyReads.run(req.tenant!.id, () => planInfrastructure(rt, req.tenant!.id, projectId));
       req.auditDetails = { projectId, diff: { plan_id: { before: null, after: plan.plan_id } } };
-      return plan;
+      // Written a change at a time: 5,000 resources at their config cap are a 105 MB answer, which
+      // the serializer wrote in one piece, holding every tenant's requests 1.3 s.
+      reply.type('application/json');
+      return slicedJsonBody(plan, 'changes');
     },
   );
 
@@ -313,8 +316,8 @@ function registerInfrastructureRoutes(app: FastifyInstance, rt: Runtime) {
       req.auditDetails = { projectId };
       const { run, plan } = await applyInfrastructure(rt, { tenantId: req.tenant!.id, projectId, planId, inTx: stillValid(ctx, req) });
       req.auditDetails.diff = { plan_id: { before: null, after: plan.plan_id }, run_id: { before: null, after: run.id } };
-      reply.code(201);
-      return { ...trigger(run), plan_id: plan.plan_id, changes: plan.changes };
+      reply.code(201).type('application/json');
+      return slicedJsonBody({ ...trigger(run), plan_id: plan.plan_id, changes: plan.changes }, 'changes');
     },
   );
 

@@ -128,6 +128,30 @@ describe('request body validation (400 validation_error with one detail per inva
     expect(after).toEqual(created);
   });
 
+  it('caps maps and strings a tenant could grow without bound (labels, config maps, table names): 400 naming the field', async () => {
+    const labels = Object.fromEntries(Array.from({ length: 65 }, (_, i) => [`l${i}`, 'x']));
+    const tooMany = await svc.call(t, 'POST', connectors, { body: connectorBody('many-labels', { labels }) });
+    expect(expectError(tooMany, 400, 'validation_error').details).toEqual([
+      { field: 'labels', message: 'must NOT have more than 64 properties' },
+    ]);
+    const longTable = await svc.call(t, 'POST', connectors, {
+      body: connectorBody('long-table', { selected_tables: [`s.${'a'.repeat(300)}`] }),
+    });
+    expect(expectError(longTable, 400, 'validation_error').details).toEqual([
+      { field: 'selected_tables[0]', message: 'must NOT have more than 256 characters' },
+    ]);
+    const config = Object.fromEntries(Array.from({ length: 33 }, (_, i) => [`k${i}`, 'v']));
+    const infra = await svc.call(t, 'POST', connectors.replace('/connectors', '/infrastructure'), {
+      body: { name: 'wide', resource_type: 'bucket', provider: 'aws', region: 'us-east-1', config },
+    });
+    expect(expectError(infra, 400, 'validation_error').details).toEqual([
+      { field: 'config', message: 'must NOT have more than 32 properties' },
+    ]);
+    // At the caps: accepted.
+    const atCap = Object.fromEntries(Array.from({ length: 64 }, (_, i) => [`l${i}`, 'x']));
+    expect((await svc.call(t, 'POST', connectors, { body: connectorBody('at-cap', { labels: atCap }) })).status).toBe(201);
+  });
+
   it('rejects a body that is not an object', async () => {
     expectError(
       await svc.call(t, 'POST', connectors, { raw: '[1,2]', headers: { 'content-type': 'application/json' } }),

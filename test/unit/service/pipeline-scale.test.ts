@@ -43,7 +43,10 @@ describe('DAG checks scale linearly and never recurse', () => {
 
 describe('item caps (x-max-items)', () => {
   it('come from the kind schemas', () => {
-    expect(itemCaps(kind('pipeline').schema)).toEqual([{ path: ['steps'], max: 500 }]);
+    expect(itemCaps(kind('pipeline').schema)).toEqual([
+      { path: ['steps'], max: 500 },
+      { path: ['steps', '*', 'depends_on'], max: 50 },
+    ]);
     expect(itemCaps(kind('dbt_project').schema)).toEqual([
       { path: ['models'], max: 1000 },
       { path: ['models', '*', 'depends_on'], max: 50 },
