@@ -31,24 +31,39 @@ export async function waitForProvisioning(h: ResourceHandler, state: TfObject, o
       ),
     ];
   const timeout = timeoutOf(state, op);
+  let started: string | undefined;
   try {
     const { run } = await provisionProject(h.client(), d, projectId, {
       deadline: Date.now() + timeout.ms,
       signal,
-      onRun: (r) => log(`${h.spec.typeName} ${String(state.id)}: infrastructure apply ${r.id} ${r.status}`),
+      onRun: (r) => {
+        started = r.id;
+        log(`${h.spec.typeName} ${String(state.id)}: infrastructure apply ${r.id} ${r.status}`);
+      },
     });
     return run ? failuresOf(h, state, op, run) : [];
   } catch (err) {
     if (err instanceof ProvisioningTimeout) return [timedOut(h, state, op, err.message)];
-    if (signal?.aborted)
-      return [
-        error(
-          `${h.spec.typeName}: stopped while waiting for provisioning`,
-          `Terraform stopped the provider. The platform goes on with its apply; run terraform apply again to wait for it.`,
-        ),
-      ];
+    if (signal?.aborted) return [stoppedWaiting(h, op, started)];
     return [diagnose(err)];
   }
+}
+
+/**
+ * Terraform stopped the provider (Ctrl-C) while it waited. What goes on depends on whether a
+ * platform apply had started for this change (it said "the platform goes on" of resources that were
+ * only pending, with no apply at all), and a create that returns an error is tainted by Terraform,
+ * so the next apply would replace a resource that may be fine: untaint keeps it.
+ */
+export function stoppedWaiting(h: ResourceHandler, op: TimeoutOp, runId: string | undefined): Diagnostic {
+  const where = runId
+    ? `The platform goes on with its infrastructure apply (run ${runId}); run terraform apply again to wait for it.`
+    : 'No platform apply had started for this change: it stays pending on the platform, and the next terraform apply provisions it.';
+  const taint =
+    op === 'create'
+      ? ' Terraform marks a resource whose create was stopped as tainted, so that apply would replace it; run terraform untaint <address> first to keep it.'
+      : '';
+  return error(`${h.spec.typeName}: stopped while waiting for provisioning`, `Terraform stopped the provider. ${where}${taint}`);
 }
 
 const AFTER_FAILURE: Record<TimeoutOp, string> = {

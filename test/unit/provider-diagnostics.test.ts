@@ -3,6 +3,7 @@ import { AmbiguousCreateError, AmbiguousRequestError, ApiError, ClientConfigErro
 import { UNTRUSTED_CERTIFICATE_HINT } from '../../src/client/transport.js';
 import { diagnose, diagnoseAll, hint } from '../../src/provider/diagnostics.js';
 import { ProviderError, ResourceHandler } from '../../src/provider/resource.js';
+import { stoppedWaiting } from '../../src/provider/provisioning.js';
 import { resourceSpecs } from '../../src/provider/schema.js';
 import { UNKNOWN } from '../../src/provider/values.js';
 
@@ -178,5 +179,23 @@ describe('diagnostics for API errors say what to do', () => {
       summary: 'name is required',
       attribute: { steps: [{ attribute_name: 'name' }] },
     });
+  });
+});
+
+describe('stopped while waiting for provisioning (Ctrl-C)', () => {
+  const infra = new ResourceHandler(resourceSpecs().get('dataplatform_infrastructure_resource')!, () => {
+    throw new Error('no client in this test');
+  });
+
+  it('says the platform goes on only when an apply had started for the change, and how to keep a tainted create', () => {
+    const running = stoppedWaiting(infra, 'create', 'run_1');
+    expect(running.summary).toBe('dataplatform_infrastructure_resource: stopped while waiting for provisioning');
+    expect(running.detail).toContain('The platform goes on with its infrastructure apply (run run_1)');
+    expect(running.detail).toContain('run terraform untaint <address> first to keep it');
+    // No apply had started (waiting behind another's 409): it stays pending, nothing "goes on".
+    const pending = stoppedWaiting(infra, 'update', undefined);
+    expect(pending.detail).toContain('No platform apply had started for this change: it stays pending on the platform');
+    expect(pending.detail).not.toContain('goes on');
+    expect(pending.detail).not.toContain('untaint');
   });
 });
