@@ -49,5 +49,11 @@ export function healthOf(d: KindDescriptor, object: Record<string, unknown>): He
   return { health, reason: typeof message === 'string' && message && health !== 'progressing' ? `${state}: ${message}` : state };
 }
 
+/**
+ * The platform's reason for a run (and its resources' last_error) that a service restart cut short:
+ * nothing is wrong with the configuration, and running it again is the fix.
+ */
+export const RUN_INTERRUPTED = 'interrupted by service restart';
+
 /** True when nothing more is expected to happen by itself: healthy, degraded or suspended. */
 export const isSettled = (h: Health) => h !== 'progressing';

@@ -1,4 +1,5 @@
 import { failedChanges, provisionProject, ProvisioningTimeout, type ProvisioningRun } from '../client/index.js';
+import { RUN_INTERRUPTED } from '../kinds/index.js';
 import { diagnose, error, type Diagnostic } from './diagnostics.js';
 import type { ResourceHandler } from './resource.js';
 import { timeoutOf, type TimeoutOp } from './settings.js';
@@ -74,14 +75,22 @@ const AFTER_FAILURE: Record<TimeoutOp, string> = {
   delete: 'The resource is already deleted from the API; the platform deprovisions it at its next infrastructure apply.',
 };
 
+/** After an apply a service restart cut short: the configuration is fine (it told the user to fix a region). */
+const AFTER_INTERRUPTION: Record<TimeoutOp, string> = {
+  create:
+    'The platform restarted during its apply: nothing is wrong with the configuration. Terraform keeps the resource in the state, marked tainted; run terraform untaint <address> and then terraform apply to provision it in place (without untaint the apply replaces it).',
+  update: 'The platform restarted during its apply: nothing is wrong with the configuration. Run terraform apply again.',
+  delete: AFTER_FAILURE.delete,
+};
+
 /** This resource's changes that failed in the apply's run, with the platform's message as the summary. */
-function failuresOf(h: ResourceHandler, state: TfObject, op: TimeoutOp, run: ProvisioningRun): Diagnostic[] {
+export function failuresOf(h: ResourceHandler, state: TfObject, op: TimeoutOp, run: ProvisioningRun): Diagnostic[] {
   return failedChanges(run)
     .filter((c) => c.resource_id === state.id)
     .map((c) =>
       error(
         `${h.spec.typeName}: provisioning failed: ${c.error}`,
-        `The platform's infrastructure apply (run ${run.id}) could not ${c.action} "${c.name}" (${c.resource_id}). ${AFTER_FAILURE[op]}`,
+        `The platform's infrastructure apply (run ${run.id}) could not ${c.action} "${c.name}" (${c.resource_id}). ${(String(c.error).includes(RUN_INTERRUPTED) ? AFTER_INTERRUPTION : AFTER_FAILURE)[op]}`,
       ),
     );
 }

@@ -3,7 +3,8 @@ import { AmbiguousCreateError, AmbiguousRequestError, ApiError, ClientConfigErro
 import { UNTRUSTED_CERTIFICATE_HINT } from '../../src/client/transport.js';
 import { diagnose, diagnoseAll, hint } from '../../src/provider/diagnostics.js';
 import { ProviderError, ResourceHandler } from '../../src/provider/resource.js';
-import { stoppedWaiting } from '../../src/provider/provisioning.js';
+import { failuresOf, stoppedWaiting } from '../../src/provider/provisioning.js';
+import type { ProvisioningRun } from '../../src/client/index.js';
 import { resourceSpecs } from '../../src/provider/schema.js';
 import { UNKNOWN } from '../../src/provider/values.js';
 
@@ -197,5 +198,27 @@ describe('stopped while waiting for provisioning (Ctrl-C)', () => {
     expect(pending.detail).toContain('No platform apply had started for this change: it stays pending on the platform');
     expect(pending.detail).not.toContain('goes on');
     expect(pending.detail).not.toContain('untaint');
+  });
+});
+
+describe('provisioning failed', () => {
+  const infra = new ResourceHandler(resourceSpecs().get('dataplatform_infrastructure_resource')!, () => {
+    throw new Error('no client in this test');
+  });
+  const run = (error: string) =>
+    ({
+      id: 'run_9',
+      status: 'failed',
+      error,
+      changes: [{ resource_id: 'inf_1', name: 'lake', action: 'create', status: 'failed', error }],
+    }) as unknown as ProvisioningRun;
+
+  it('tells to fix the configuration for a refusal, and not for a run a service restart cut short', () => {
+    const [refused] = failuresOf(infra, { id: 'inf_1' }, 'create', run('aws has no region "mars-1"'));
+    expect(refused.detail).toContain('fix the configuration (a region the provider knows, for example)');
+    const [interrupted] = failuresOf(infra, { id: 'inf_1' }, 'create', run('interrupted by service restart'));
+    expect(interrupted.summary).toBe('dataplatform_infrastructure_resource: provisioning failed: interrupted by service restart');
+    expect(interrupted.detail).toContain('The platform restarted during its apply: nothing is wrong with the configuration');
+    expect(interrupted.detail).not.toContain('fix the configuration');
   });
 });

@@ -2,8 +2,9 @@ import { META, STALE_MS, type Runtime } from './runtime.js';
 import { inProject, secondsBetween, skipPending, updateResource, type RunData, type Unit } from './runs.js';
 import { failResources } from './infrastructure.js';
 import { slicer } from './slices.js';
+import { RUN_INTERRUPTED } from '../../kinds/index.js';
 
-export const INTERRUPTED = 'interrupted by service restart';
+export const INTERRUPTED = RUN_INTERRUPTED;
 
 interface Claim {
   runId: string;
