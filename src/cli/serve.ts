@@ -91,6 +91,7 @@ interface ServeFlags {
   requestTimeout: number;
   keepAliveTimeout: number;
   maxConnectionsPerAddress: number;
+  maxStreamsPerTenant: number;
   baseDomain?: string;
   rateLimit: number;
   anonymousRateLimit: number;
@@ -211,6 +212,15 @@ function addConnectionOptions(command: Command): Command {
         .env('DP_MAX_CONNECTIONS_PER_ADDRESS')
         .argParser(int('--max-connections-per-address'))
         .default(DEFAULT_OPTIONS.maxConnectionsPerAddress),
+    )
+    .addOption(
+      new Option(
+        '--max-streams-per-tenant <n>',
+        'open WebSocket streams per tenant on this instance, from any address (a new one past it is 429); 0 = no cap',
+      )
+        .env('DP_MAX_STREAMS_PER_TENANT')
+        .argParser(int('--max-streams-per-tenant'))
+        .default(DEFAULT_OPTIONS.maxStreamsPerTenant),
     );
 }
 
@@ -338,6 +348,7 @@ export function serviceOptions(opts: ServeFlags, parseCidrList: (text: string, s
     requestTimeout: opts.requestTimeout,
     keepAliveTimeout: opts.keepAliveTimeout,
     maxConnectionsPerAddress: opts.maxConnectionsPerAddress,
+    maxStreamsPerTenant: opts.maxStreamsPerTenant,
     secretsKeyFile: opts.secretsKeyFile,
     secretsKey: process.env.DP_SECRETS_KEY,
     baseDomain: opts.baseDomain,

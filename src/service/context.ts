@@ -50,6 +50,8 @@ export interface ServiceOptions {
   keepAliveTimeout: number;
   /** Open connections per source address (IPv4, or IPv6 /64), WebSocket streams included; 0 for no cap. */
   maxConnectionsPerAddress: number;
+  /** Open WebSocket streams per tenant on this instance (a new one past it is 429); 0 for no cap. */
+  maxStreamsPerTenant: number;
   /** Most per-host TLS certificates (one per tenant host name) kept in memory. */
   tlsCertCacheSize: number;
   /** Runs kept per connector, pipeline or dbt project (the oldest finished ones go when a run starts); 0 keeps every run. */
@@ -107,6 +109,7 @@ export const DEFAULT_OPTIONS: Omit<ServiceOptions, 'dataDir'> = {
   requestTimeout: 60,
   keepAliveTimeout: 5,
   maxConnectionsPerAddress: 256,
+  maxStreamsPerTenant: 1_000,
   tlsCertCacheSize: 500,
   runHistory: 1_000,
   maxRunsPerTenant: 100,

@@ -46,6 +46,12 @@ export function closeSocket(socket: WebSocket, code: number, reason: string): vo
 export class Connections implements Iterable<Connection> {
   private readonly all = new Set<Connection>();
   private readonly following = new Map<string, Set<Connection>>();
+  private readonly perTenant = new Map<string, number>();
+
+  /** Open connections of a tenant. */
+  countOf(tenantId: string): number {
+    return this.perTenant.get(tenantId) ?? 0;
+  }
 
   get size(): number {
     return this.all.size;
@@ -56,14 +62,19 @@ export class Connections implements Iterable<Connection> {
   }
 
   add(c: Connection): void {
+    if (this.all.has(c)) return;
     this.all.add(c);
+    this.perTenant.set(c.tenantId, this.countOf(c.tenantId) + 1);
     let set = this.following.get(c.key);
     if (!set) this.following.set(c.key, (set = new Set()));
     set.add(c);
   }
 
   delete(c: Connection): void {
-    this.all.delete(c);
+    if (!this.all.delete(c)) return;
+    const left = this.countOf(c.tenantId) - 1;
+    if (left > 0) this.perTenant.set(c.tenantId, left);
+    else this.perTenant.delete(c.tenantId);
     const set = this.following.get(c.key);
     set?.delete(c);
     if (set?.size === 0) this.following.delete(c.key);

@@ -210,6 +210,28 @@ interface StreamRouteContext {
   outbox: Outbox<Connection>;
   /** Connections live until the client, a heartbeat or shutdown closes them. */
   open(socket: WebSocket, req: FastifyRequest, key: string, onEvent: (c: Connection, e: StreamEvent) => void): Connection;
+  /** Refuses (429) a new stream of a tenant that has its cap open on this instance. */
+  admit(req: FastifyRequest): void;
+}
+
+/**
+ * The per-tenant cap of open streams (`--max-streams-per-tenant`): the per-address cap alone let
+ * one tenant, from a few addresses, hold thousands of sockets that each replay a finished run's
+ * updates when they connect. Checked before the upgrade; upgrades in flight at that moment may
+ * pass it together, by as many as arrive at once.
+ */
+function streamAdmission(ctx: ServiceContext, connections: Connections) {
+  const max = ctx.options.maxStreamsPerTenant;
+  return (req: FastifyRequest) => {
+    if (max > 0 && connections.countOf(req.tenant!.id) >= max)
+      throw new ApiError(
+        'rate_limited',
+        `This tenant has ${max} WebSocket streams open on this service, its limit (--max-streams-per-tenant); close some, or try again later`,
+        undefined,
+        429,
+        { 'Retry-After': '5' },
+      );
+  };
 }
 
 function connectionOpener(log: FastifyBaseLogger, connections: Connections, accessOf: WeakMap<FastifyRequest, Access>) {
@@ -288,6 +310,7 @@ function registerRunStream(app: FastifyInstance, s: StreamRouteContext) {
     schema: { hide: true, querystring: querySchema },
     preValidation: async (req) => {
       s.accessOf.set(req, await runAccess(s.ctx, req));
+      s.admit(req);
     },
     handler: notWebSocket,
     wsHandler: (socket, req) => {
@@ -324,6 +347,7 @@ function registerAlertStream(app: FastifyInstance, s: StreamRouteContext) {
     schema: { hide: true, querystring: querySchema },
     preValidation: async (req) => {
       s.accessOf.set(req, await authenticate(s.ctx, req));
+      s.admit(req);
     },
     handler: notWebSocket,
     wsHandler: (socket, req) => {
@@ -382,7 +406,14 @@ export async function registerStreams(app: FastifyInstance, ctx: ServiceContext)
 
   // The largest frame read at all: a control frame's 125 bytes (data frames close the stream, above).
   await app.register(websocket, { options: { maxPayload: 125 } });
-  const routes: StreamRouteContext = { ctx, accessOf, unstored, outbox, open: connectionOpener(app.log, connections, accessOf) };
+  const routes: StreamRouteContext = {
+    ctx,
+    accessOf,
+    unstored,
+    outbox,
+    open: connectionOpener(app.log, connections, accessOf),
+    admit: streamAdmission(ctx, connections),
+  };
   registerRunStream(app, routes);
   registerAlertStream(app, routes);
 

@@ -286,6 +286,28 @@ describe('revocation closes streams at once, not at the next heartbeat', () => {
   });
 });
 
+describe('streams per tenant (--max-streams-per-tenant)', () => {
+  it("refuses a tenant's stream past its cap with 429 in the envelope, leaves other tenants alone, and admits again once one closes", async () => {
+    const s = await startTestService({ maxStreamsPerTenant: 2 });
+    try {
+      const [a, b] = [await s.tenant(), await s.tenant()];
+      const open = [await WsClient.connect(s, wsUrl(s, a.slug, '/ws/alerts', a.adminToken))];
+      open.push(await WsClient.connect(s, wsUrl(s, a.slug, '/ws/alerts', a.adminToken)));
+      const third = await refused(s, wsUrl(s, a.slug, '/ws/alerts', a.adminToken));
+      expect(third.status).toBe(429);
+      expect(third.body.error).toMatchObject({ code: 'rate_limited', message: expect.stringContaining('--max-streams-per-tenant') });
+      const other = await WsClient.connect(s, wsUrl(s, b.slug, '/ws/alerts', b.adminToken));
+      open[0].close();
+      await open[0].closed;
+      await sleep(50);
+      open.push(await WsClient.connect(s, wsUrl(s, a.slug, '/ws/alerts', a.adminToken)));
+      for (const c of [...open, other]) c.close();
+    } finally {
+      await s.close();
+    }
+  });
+});
+
 describe('shutdown', () => {
   it('closes sockets with 1001 on service.close()', async () => {
     const s = await startTestService({ streamHeartbeatSeconds: HEARTBEAT_S });
