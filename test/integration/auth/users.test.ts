@@ -374,3 +374,24 @@ describe('emails are case-insensitive', () => {
     expect(res.status, res.text).toBe(200);
   });
 });
+
+describe('with --strict-spec', () => {
+  it("an invited user can still accept the invitation: it completes the spec's 'Invite a user'", async () => {
+    const strict = await startTestService({ strictSpec: true });
+    try {
+      const st = await strict.tenant();
+      const invited = await strict.call(st, 'POST', '/users', {
+        body: { email: `strict-${randomBytes(3).toString('hex')}@example.com`, role: 'read-only' },
+      });
+      expect(invited.status, invited.text).toBe(201);
+      const accepted = await strict.call(st, 'POST', '/auth/invitations/accept', {
+        token: '',
+        body: { invitation_token: invited.body.invitation_token, password: 'chosen-password' },
+      });
+      expect(accepted.status, accepted.text).toBe(200);
+      expectTokenResponse(accepted.body);
+    } finally {
+      await strict.close();
+    }
+  });
+});
