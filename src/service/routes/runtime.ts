@@ -1,11 +1,11 @@
-import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { ServiceContext, RouteSettings } from '../context.js';
 import type { Queryable } from '../store/db.js';
 import { kind } from '../../kinds/index.js';
 import { errorResponses, pageQuerySchema, pageSchema } from './crud.js';
 import { resolveProject } from './scope.js';
 import { runHistoryPage } from './views.js';
-import { notFound, unauthorized } from '../errors.js';
+import { ApiError, notFound, unauthorized } from '../errors.js';
 import { runtimeOf, type Runtime } from '../runtime/runtime.js';
 import { recoverAbandonedRuns } from '../runtime/recovery.js';
 import { discoverSchema, startConnectorSync, testConnector } from '../runtime/connectors.js';
@@ -54,6 +54,18 @@ const stillValid = (ctx: ServiceContext, req: FastifyRequest) => async (q: Query
  * infrastructure plan and apply (src/service/runtime/). Triggers need read-write and are
  * audited; reads need read-only. Every trigger answers 201 with the run it created.
  */
+/**
+ * Aborts when the caller's connection closes before the answer is written: work for an answer
+ * nobody will read stops (a schema read abandoned by its client went on for minutes of CPU).
+ */
+function callerGone(reply: FastifyReply): AbortSignal {
+  const gone = new AbortController();
+  reply.raw.once('close', () => {
+    if (!reply.raw.writableFinished) gone.abort(new ApiError('internal_error', 'The caller went away', undefined, 499));
+  });
+  return gone.signal;
+}
+
 export function registerRuntimeRoutes(app: FastifyInstance, ctx: ServiceContext) {
   const rt = attachRuntime(app, ctx);
   registerConnectorRoutes(app, rt);
@@ -150,7 +162,7 @@ function registerConnectorRoutes(app: FastifyInstance, rt: Runtime) {
     },
     async (req, reply) => {
       const { found } = await load(ctx, req, 'connector', 'connectorId');
-      const schema = await classifySchema(rt, found, await discoverSchema(rt, found));
+      const schema = await classifySchema(rt, found, await discoverSchema(rt, found), callerGone(reply));
       reply.type('application/json');
       // Up to MAX_DISCOVERED_COLUMNS columns with their marks: written a table at a time.
       return slicedJsonBody(schema, 'tables');
