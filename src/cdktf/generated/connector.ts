@@ -313,6 +313,11 @@ export class Connector extends cdk.TerraformResource {
     return this.getStringAttribute('last_sync_at');
   }
 
+  /** When the last sync that finished started; null before the first. A connector changed (updated_at) after it has not synced with its current settings: a sync under way when it changed ran with the old ones. Set by the server. */
+  get lastSyncStartedAt() {
+    return this.getStringAttribute('last_sync_started_at');
+  }
+
   /** Why the latest sync failed (the source's message); null before the first sync and after a successful one. Set by the server. */
   get lastError() {
     return this.getStringAttribute('last_error');

@@ -287,6 +287,8 @@ export interface Connector {
   status: "created" | "active" | "syncing" | "error" | "paused";
   /** When the last sync finished, succeeded or failed (status says which); null before the first. Set by the server. */
   last_sync_at: string | null;
+  /** When the last sync that finished started; null before the first. A connector changed (updated_at) after it has not synced with its current settings: a sync under way when it changed ran with the old ones. Set by the server. */
+  last_sync_started_at: string | null;
   /** Why the latest sync failed (the source's message); null before the first sync and after a successful one. Set by the server. */
   last_error: string | null;
   /** When the resource was created (RFC 3339, UTC). Set by the server. */

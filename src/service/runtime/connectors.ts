@@ -269,11 +269,15 @@ async function runSync(rt: Runtime, rec: RunRecorder, connector: StoredResource)
   return rec.finish(error ? 'failed' : 'succeeded', error, (q) => settleConnector(rt, q, rec, !!error));
 }
 
-/** syncing -> active after a successful sync, -> error after a failed one (last_error says why); last_sync_at either way. */
+/**
+ * syncing -> active after a successful sync, -> error after a failed one (last_error says why);
+ * last_sync_at and last_sync_started_at either way (the start says which settings the sync proved).
+ */
 async function settleConnector(rt: Runtime, q: Queryable, rec: RunRecorder, failed: boolean): Promise<void> {
   await updateResource(rt, q, rec.stored.tenantId, rec.stored.projectId, 'connector', rec.stored.parentId, (d) => {
     d.status = failed ? 'error' : 'active';
     d.last_error = failed ? (rec.data.error ?? 'the sync failed') : null;
     d.last_sync_at = rec.data.finished_at;
+    d.last_sync_started_at = rec.data.started_at;
   });
 }

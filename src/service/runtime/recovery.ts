@@ -85,6 +85,7 @@ async function interrupt(rt: Runtime, claim: Claim): Promise<void> {
           await updateResource(rt, q, tenantId, projectId, 'connector', run.parentId, (d) => {
             if (d.status === 'syncing') Object.assign(d, { status: 'error', last_error: INTERRUPTED });
             d.last_sync_at = now;
+            d.last_sync_started_at = data.started_at;
           });
           break;
         case 'pipeline':

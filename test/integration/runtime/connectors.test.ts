@@ -203,6 +203,7 @@ describe('POST .../connectors/{id}/sync', () => {
     const c = await pgConnector();
     expect(c.status).toBe('created');
     expect(c.last_sync_at).toBeNull();
+    expect(c.last_sync_started_at).toBeNull();
     const res = await svc.call(t, 'POST', `${p}/${c.id}/sync`);
     expect(res.status, res.text).toBe(201);
     expect(Object.keys(res.body).sort()).toEqual(['run_id', 'started_at', 'status']);
@@ -228,6 +229,8 @@ describe('POST .../connectors/{id}/sync', () => {
     const after = await svc.ok(t, 'GET', `${p}/${c.id}`);
     expect(after.status).toBe('active');
     expect(after.last_sync_at).toBe(run.finished_at);
+    // Which settings the sync proved: those of when it started.
+    expect(after.last_sync_started_at).toBe(run.started_at);
     // Run history lists it.
     const history = await svc.ok(t, 'GET', `${p}/${c.id}/runs`);
     expect(history.data.map((r: Run) => r.id)).toEqual([run.id]);

@@ -5,20 +5,31 @@ describe("healthOf: health from the kind's x-health rule", () => {
   it.each([
     ['connector', { status: 'created' }, { health: 'healthy', neverRun: true }],
     ['connector', { status: 'active', last_error: null }, { health: 'healthy' }],
-    // Changed after its last sync: its current settings are untried.
+    // Changed after its last sync started: its current settings are untried, even when that sync
+    // finished after the change (it ran with the old settings).
     [
       'connector',
-      { status: 'active', last_sync_at: '2026-01-01T10:00:00.000Z', updated_at: '2026-01-01T10:00:00.001Z' },
+      { status: 'active', last_sync_started_at: '2026-01-01T10:00:00.000Z', updated_at: '2026-01-01T10:00:00.001Z' },
       { health: 'healthy', changedSinceRun: true },
     ],
     [
       'connector',
-      { status: 'active', last_sync_at: '2026-01-01T10:00:00.000Z', updated_at: '2026-01-01T09:59:59Z' },
+      {
+        status: 'active',
+        last_sync_started_at: '2026-01-01T10:00:00Z',
+        last_sync_at: '2026-01-01T10:05:00Z',
+        updated_at: '2026-01-01T10:01:00Z',
+      },
+      { health: 'healthy', changedSinceRun: true },
+    ],
+    [
+      'connector',
+      { status: 'active', last_sync_started_at: '2026-01-01T10:00:00.000Z', updated_at: '2026-01-01T09:59:59Z' },
       { health: 'healthy' },
     ],
     [
       'connector',
-      { status: 'error', last_sync_at: '2026-01-01T10:00:00Z', updated_at: '2026-01-02T00:00:00Z' },
+      { status: 'error', last_sync_started_at: '2026-01-01T10:00:00Z', updated_at: '2026-01-02T00:00:00Z' },
       { health: 'degraded', reason: 'status is error' },
     ],
     ['connector', { status: 'syncing' }, { health: 'progressing', reason: 'status is syncing' }],
