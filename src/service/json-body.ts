@@ -10,6 +10,9 @@ import { ApiError } from './errors.js';
 
 const unsupported = (field: string, message: string) => new ApiError('validation_error', `${field} ${message}`, [{ field, message }], 415);
 
+/** Refuses bytes that are not UTF-8 instead of replacing them with U+FFFD. */
+const utf8 = new TextDecoder('utf-8', { fatal: true });
+
 /** The 415 for headers that say the body is not plain UTF-8 JSON, if they do. */
 export function unreadableJsonBody(headers: IncomingHttpHeaders): ApiError | undefined {
   const encoding = String(headers['content-encoding'] ?? 'identity')
@@ -46,10 +49,19 @@ export function jsonSyntaxProblem(err: Error): string {
  */
 export function installJsonBodyParsing(app: FastifyInstance): void {
   app.removeAllContentTypeParsers();
-  app.addContentTypeParser('application/json', { parseAs: 'string' }, (req, body, done) => {
+  app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (req, body, done) => {
     const refused = unreadableJsonBody(req.headers);
     if (refused) return done(refused, undefined);
-    const text = String(body);
+    let text: string;
+    try {
+      text = utf8.decode(body as Buffer);
+    } catch {
+      // Decoded leniently, "caf\xe9" was stored as "caf\ufffd": another name than the one sent.
+      return done(
+        new ApiError('validation_error', 'Body is not valid UTF-8', [{ field: '(body)', message: 'is not valid UTF-8' }]),
+        undefined,
+      );
+    }
     if (text.trim() === '') return done(null, undefined);
     try {
       done(null, JSON.parse(text));

@@ -209,6 +209,12 @@ describe('transport errors keep the envelope', () => {
     expect(expectError(latin1, 415, 'validation_error').details).toEqual([
       { field: 'Content-Type', message: 'charset "iso-8859-1" is not supported: JSON bodies are UTF-8' },
     ]);
+    // Bytes that are not UTF-8 are refused, not replaced with U+FFFD (a name other than the one sent).
+    const invalid = await svc.call(t, 'POST', connectors, {
+      raw: Buffer.concat([Buffer.from('{"name":"caf'), Buffer.from([0xe9]), Buffer.from('","connector_type":"mysql"}')]),
+      headers: { 'content-type': 'application/json' },
+    });
+    expect(expectError(invalid, 400, 'validation_error').details).toEqual([{ field: '(body)', message: 'is not valid UTF-8' }]);
     const utf8 = await svc.call(t, 'POST', connectors, { raw: json, headers: { 'content-type': 'application/json; charset="UTF-8"' } });
     expect(utf8.status, utf8.text).toBe(201);
     const list = await svc.ok(t, 'GET', connectors);
