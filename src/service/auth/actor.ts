@@ -12,3 +12,9 @@ export interface Actor {
   /** For user tokens: the login session (revoked as a whole on refresh-token reuse). */
   sessionId?: string;
 }
+
+/** Whose credentials a committed write revoked or changed: an actor (API key or user), or every key of a deleted project. */
+export interface RevokedCredentials {
+  actorId?: string;
+  projectId?: string;
+}

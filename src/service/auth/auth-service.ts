@@ -2,7 +2,7 @@ import type { Db, Queryable } from '../store/db.js';
 import { hashSecret, newId, newSecret } from '../ids.js';
 import { unauthorized } from '../errors.js';
 import { hashPassword, verifyPassword } from './passwords.js';
-import type { Actor } from './actor.js';
+import type { Actor, RevokedCredentials } from './actor.js';
 import { keyCacheOf } from './key-cache.js';
 import { TokenCache, type UserActor } from './token-cache.js';
 import { PERMISSION_RANK, type PermissionLevel } from '../../kinds/index.js';
@@ -305,7 +305,7 @@ export class AuthService {
    * Another replica revoked or changed these credentials (a stream bus `revoked` event): this replica
    * stops answering for them from memory at once, instead of after its caches' TTL.
    */
-  forgetCredentials(tenantId: string, revoked: { actorId?: string; projectId?: string }): void {
+  forgetCredentials(tenantId: string, revoked: RevokedCredentials): void {
     if (revoked.actorId) {
       this.keys.forgetKey(revoked.actorId);
       this.tokens.forgetUser(revoked.actorId);

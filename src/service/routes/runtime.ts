@@ -50,11 +50,6 @@ const stillValid = (ctx: ServiceContext, req: FastifyRequest) => async (q: Query
 };
 
 /**
- * The runtime's operations: connection tests, schema discovery, sync and run triggers,
- * infrastructure plan and apply (src/service/runtime/). Triggers need read-write and are
- * audited; reads need read-only. Every trigger answers 201 with the run it created.
- */
-/**
  * Aborts when the caller's connection closes before the answer is written: work for an answer
  * nobody will read stops (a schema read abandoned by its client went on for minutes of CPU).
  */
@@ -66,6 +61,11 @@ function callerGone(reply: FastifyReply): AbortSignal {
   return gone.signal;
 }
 
+/**
+ * The runtime's operations: connection tests, schema discovery, sync and run triggers,
+ * infrastructure plan and apply (src/service/runtime/). Triggers need read-write and are
+ * audited; reads need read-only. Every trigger answers 201 with the run it created.
+ */
 export function registerRuntimeRoutes(app: FastifyInstance, ctx: ServiceContext) {
   const rt = attachRuntime(app, ctx);
   registerConnectorRoutes(app, rt);

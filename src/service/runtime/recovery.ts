@@ -4,8 +4,6 @@ import { failResources } from './infrastructure.js';
 import { slicer } from './slices.js';
 import { RUN_INTERRUPTED } from '../../kinds/index.js';
 
-export const INTERRUPTED = RUN_INTERRUPTED;
-
 interface Claim {
   runId: string;
   instance: string;
@@ -66,14 +64,14 @@ async function interrupt(rt: Runtime, claim: Claim): Promise<void> {
       if (data.status !== 'running' && data.status !== 'queued') return;
       const now = rt.now();
       data.status = 'failed';
-      data.error = INTERRUPTED;
+      data.error = RUN_INTERRUPTED;
       data.finished_at = now;
       data.duration_seconds = secondsBetween(data.started_at, now);
       for (const list of [data.tables, data.steps, data.models, data.changes] as Unit[][]) {
         for (const u of list ?? []) {
           if (u.status !== 'running') continue;
           u.status = 'failed';
-          u.error = INTERRUPTED;
+          u.error = RUN_INTERRUPTED;
           u.finished_at = now;
           u.duration_seconds = u.started_at ? secondsBetween(u.started_at, now) : null;
         }
@@ -83,7 +81,7 @@ async function interrupt(rt: Runtime, claim: Claim): Promise<void> {
       switch (data.run_type) {
         case 'connector_sync':
           await updateResource(rt, q, tenantId, projectId, 'connector', run.parentId, (d) => {
-            if (d.status === 'syncing') Object.assign(d, { status: 'error', last_error: INTERRUPTED });
+            if (d.status === 'syncing') Object.assign(d, { status: 'error', last_error: RUN_INTERRUPTED });
             d.last_sync_at = now;
             d.last_sync_started_at = data.started_at;
           });
@@ -91,7 +89,7 @@ async function interrupt(rt: Runtime, claim: Claim): Promise<void> {
         case 'pipeline':
         case 'dbt_run':
           await updateResource(rt, q, tenantId, projectId, data.run_type === 'pipeline' ? 'pipeline' : 'dbt_project', run.parentId, (d) => {
-            if (d.last_run_status === 'running') Object.assign(d, { last_run_status: 'failed', last_error: INTERRUPTED });
+            if (d.last_run_status === 'running') Object.assign(d, { last_run_status: 'failed', last_error: RUN_INTERRUPTED });
           });
           break;
         case 'infrastructure_apply':

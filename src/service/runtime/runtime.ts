@@ -7,12 +7,7 @@ import { TenantGate } from './tenant-gate.js';
 import { RunSlots, type RunSlot } from './run-slots.js';
 import { NotificationRows } from './notification-rows.js';
 import type { RuntimeLogger } from './background-log.js';
-
-/** Whose credentials a committed write revoked or changed: an actor (API key or user), or every key of a deleted project. */
-export interface RevokedCredentials {
-  actorId?: string;
-  projectId?: string;
-}
+import type { RevokedCredentials } from '../auth/actor.js';
 
 /**
  * Says that a committed write revoked or changed credentials (`credentials_revoked` on the runtime's

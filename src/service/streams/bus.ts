@@ -2,6 +2,7 @@ import { EventEmitter } from 'node:events';
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import type { ServiceContext } from '../context.js';
+import type { RevokedCredentials } from '../auth/actor.js';
 
 /**
  * One event for the WebSocket streams. `message` is exactly what subscribers are sent;
@@ -16,7 +17,7 @@ export type StreamEvent =
   | { kind: 'run_stored'; tenantId: string; pipelineId: string; runId: string; seq: number }
   | { kind: 'alert'; tenantId: string; projectId: string; message: Record<string, unknown> }
   /** Credentials revoked or changed by a committed write: connections using them are checked again at once. */
-  | { kind: 'revoked'; tenantId: string; actorId?: string; projectId?: string };
+  | ({ kind: 'revoked'; tenantId: string } & RevokedCredentials);
 
 export interface EventBus {
   /** Delivers to the subscribers of this process at once and, on PostgreSQL, of every other replica. */

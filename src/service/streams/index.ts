@@ -2,6 +2,7 @@ import { createRequire } from 'node:module';
 import type { FastifyBaseLogger, FastifyInstance, FastifyPluginCallback, FastifyRequest, RouteOptions } from 'fastify';
 import type { ServerOptions, WebSocket } from 'ws';
 import type { ServiceContext } from '../context.js';
+import type { RevokedCredentials } from '../auth/actor.js';
 import { ApiError, notFound, unauthorized } from '../errors.js';
 import { runtimeOf, type Runtime } from '../runtime/runtime.js';
 import type { RunData } from '../runtime/runs.js';
@@ -93,8 +94,7 @@ function publishRuntimeEvents(rt: Runtime, bus: EventBus, log: FastifyBaseLogger
     bus.publish({ kind: 'step_update', tenantId, pipelineId: e.pipeline_id, runId: e.run_id, seq: e.seq, message: e.message });
   const onStored = (tenantId: string, e: { parent_id: string; run_id: string; seq: number }) =>
     bus.publish({ kind: 'run_stored', tenantId, pipelineId: e.parent_id, runId: e.run_id, seq: e.seq });
-  const onRevoked = (tenantId: string, revoked: { actorId?: string; projectId?: string }) =>
-    bus.publish({ kind: 'revoked', tenantId, ...revoked });
+  const onRevoked = (tenantId: string, revoked: RevokedCredentials) => bus.publish({ kind: 'revoked', tenantId, ...revoked });
   const onAlert = (tenantId: string, alert: Record<string, unknown>) => {
     const type = alertEventType(alert.status);
     if (!type) return log.warn({ status: alert.status }, 'alert_update with an unknown alert status; not streamed');
